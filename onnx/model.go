@@ -1,0 +1,151 @@
+// Package onnx reads, queries, edits and writes ONNX models.
+//
+// A Model wraps the protobuf generated from the official schema (package
+// onnxpb) together with the folder it came from, which is where external
+// tensor data is resolved. Loading is defensive: ONNX files arrive from users
+// and the internet, so every size and path in them is checked before use.
+package onnx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// MaxModelBytes bounds the size of a model file that Load reads into memory.
+// Protobuf caps messages at 2 GiB; larger models must use external data.
+const MaxModelBytes = 2 << 30
+
+// Model is an ONNX model and the folder its external data is resolved in.
+type Model struct {
+	Proto *onnxpb.ModelProto
+	// Path is the file the model was loaded from; empty for models built in memory.
+	Path string
+	// Dir is the folder external data paths are relative to.
+	Dir string
+}
+
+// Graph returns the model's main graph, creating an empty one if absent.
+func (m *Model) Graph() *onnxpb.GraphProto {
+	if m.Proto.Graph == nil {
+		m.Proto.Graph = &onnxpb.GraphProto{}
+	}
+	return m.Proto.Graph
+}
+
+// Load reads and parses the model at path. External data is loaded into the
+// initializers (see LoadExternalData), so the returned model is self-contained.
+func Load(path string) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
+	}
+	if st.Size() > MaxModelBytes {
+		return nil, fmt.Errorf("onnx: %s is %d bytes, more than the protobuf limit of 2 GiB", path, st.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	m, err := Parse(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+	}
+	m.Path = path
+	return m, nil
+}
+
+// Parse decodes a serialized model. dir is the folder external data is
+// resolved in; pass "" for a model that must not reference external files.
+func Parse(data []byte, dir string) (*Model, error) {
+	if len(data) == 0 {
+		return nil, errors.New("empty file, not an ONNX model")
+	}
+	pb := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(data, pb); err != nil {
+		return nil, fmt.Errorf("not a valid ONNX protobuf: %w", err)
+	}
+	if pb.Graph == nil {
+		return nil, errors.New("not an ONNX model: no graph")
+	}
+	m := &Model{Proto: pb, Dir: dir}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	if err := m.LoadExternalData(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Marshal serializes the model deterministically.
+func (m *Model) Marshal() ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m.Proto)
+}
+
+// Save writes the model to path atomically: a crash never leaves a truncated
+// model behind, and an existing file is replaced only once the new one is
+// complete.
+func (m *Model) Save(path string) error {
+	data, err := m.Marshal()
+	if err != nil {
+		return fmt.Errorf("onnx: encoding %s: %w", path, err)
+	}
+	if err := WriteFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("onnx: %w", err)
+	}
+	return nil
+}
+
+// Clone returns a deep copy of the model.
+func (m *Model) Clone() *Model {
+	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir}
+}
+
+// WriteFileAtomic writes data to a temporary file in path's folder, syncs it
+// and renames it over path.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	defer os.Remove(name) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(name, perm); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package runtime
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Device names an execution target.
+const (
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda"
+	DeviceAuto = "auto" // CUDA when its provider and a GPU are present, else CPU
+)
+
+// Options configures a session.
+type Options struct {
+	// Device is "cpu" (default), "cuda" or "auto". "cuda" and "auto" fall back
+	// to the CPU with a message on Log when the CUDA provider or a GPU is missing.
+	Device string
+	// CUDADevice is the GPU ordinal for the CUDA provider.
+	CUDADevice int
+	// Threads sets ONNX Runtime's intra-op thread count; 0 lets it choose.
+	Threads int
+	// NoOptimize disables graph optimisations (useful for gradient checks,
+	// where fused kernels change rounding).
+	NoOptimize bool
+	// Log receives fallback notices; nil means os.Stderr.
+	Log io.Writer
+}
+
+// IOInfo describes one input or output of a session.
+type IOInfo struct {
+	Name string
+	// Shape uses -1 for dynamic dimensions.
+	Shape []int64
+	// Type is ONNX Runtime's element type name, e.g. "float32".
+	Type string
+}
+
+// Session is an ONNX Runtime inference session. A Session is safe for
+// concurrent Run calls, as ONNX Runtime sessions are.
+type Session struct {
+	Inputs  []IOInfo
+	Outputs []IOInfo
+	// Device is where the session actually runs: "cpu" or "cuda".
+	Device string
+	sess   *ort.DynamicAdvancedSession
+}
+
+// NewSessionFromFile reads an ONNX file and opens a session on it.
+func NewSessionFromFile(path string, opts Options) (*Session, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSession(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// NewSession opens a session on a serialized ONNX model. Init must have
+// succeeded first.
+func NewSession(model []byte, opts Options) (*Session, error) {
+	if LibraryPath() == "" {
+		if err := Init(""); err != nil {
+			return nil, err
+		}
+	}
+	log := opts.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
+	if err != nil {
+		return nil, fmt.Errorf("reading model inputs and outputs: %w", err)
+	}
+	s := &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
+	device := strings.ToLower(opts.Device)
+	switch device {
+	case "", DeviceCPU:
+		device = DeviceCPU
+	case DeviceCUDA, DeviceAuto:
+	default:
+		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", opts.Device)
+	}
+	if device != DeviceCPU {
+		sess, err := s.open(model, opts, true)
+		if err == nil {
+			s.sess, s.Device = sess, DeviceCUDA
+			return s, nil
+		}
+		fmt.Fprintf(log, "segtune: CUDA execution provider unavailable (%s); falling back to CPU\n", firstLine(err.Error()))
+	}
+	sess, err := s.open(model, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	s.sess, s.Device = sess, DeviceCPU
+	return s, nil
+}
+
+func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvancedSession, error) {
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, err
+	}
+	defer so.Destroy()
+	if opts.Threads > 0 {
+		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
+			return nil, err
+		}
+		if err := so.SetInterOpNumThreads(1); err != nil {
+			return nil, err
+		}
+	}
+	if opts.NoOptimize {
+		if err := so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
+			return nil, err
+		}
+	}
+	if cuda {
+		co, err := ort.NewCUDAProviderOptions()
+		if err != nil {
+			return nil, err
+		}
+		defer co.Destroy()
+		if err := co.Update(map[string]string{"device_id": fmt.Sprint(opts.CUDADevice)}); err != nil {
+			return nil, err
+		}
+		if err := so.AppendExecutionProviderCUDA(co); err != nil {
+			return nil, err
+		}
+	}
+	names := func(infos []IOInfo) []string {
+		out := make([]string, len(infos))
+		for i, x := range infos {
+			out[i] = x.Name
+		}
+		return out
+	}
+	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(model, names(s.Inputs), names(s.Outputs), so)
+	if err != nil {
+		return nil, fmt.Errorf("creating ONNX Runtime session: %w", err)
+	}
+	return sess, nil
+}
+
+// Close releases the session.
+func (s *Session) Close() error {
+	if s.sess == nil {
+		return nil
+	}
+	err := s.sess.Destroy()
+	s.sess = nil
+	return err
+}
+
+// Run feeds inputs in the order of s.Inputs and returns all outputs in the
+// order of s.Outputs, copied into Go memory.
+func (s *Session) Run(inputs ...*Tensor) ([]*Tensor, error) {
+	if len(inputs) != len(s.Inputs) {
+		return nil, fmt.Errorf("model takes %d inputs, got %d", len(s.Inputs), len(inputs))
+	}
+	in := make([]ort.Value, len(inputs))
+	defer func() {
+		for _, v := range in {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	for i, t := range inputs {
+		v, err := t.ortValue()
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", s.Inputs[i].Name, err)
+		}
+		in[i] = v
+	}
+	out := make([]ort.Value, len(s.Outputs))
+	if err := s.sess.Run(in, out); err != nil {
+		return nil, err
+	}
+	res := make([]*Tensor, len(out))
+	var firstErr error
+	for i, v := range out {
+		if v == nil {
+			continue
+		}
+		t, err := fromOrt(v)
+		v.Destroy()
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("output %q: %w", s.Outputs[i].Name, err)
+		}
+		res[i] = t
+	}
+	return res, firstErr
+}
+
+// InputIndex returns the position of the named input, or -1.
+func (s *Session) InputIndex(name string) int {
+	for i, x := range s.Inputs {
+		if x.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// OutputIndex returns the position of the named output, or -1.
+func (s *Session) OutputIndex(name string) int {
+	for i, x := range s.Outputs {
+		if x.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func ioInfos(in []ort.InputOutputInfo) []IOInfo {
+	out := make([]IOInfo, len(in))
+	for i, x := range in {
+		out[i] = IOInfo{Name: x.Name, Shape: []int64(x.Dimensions.Clone()), Type: x.DataType.String()}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// addModel builds y = x + c for a float32 [2,3] input in memory.
+func addModel(t *testing.T) []byte {
+	t.Helper()
+	str := func(s string) *string { return &s }
+	i64 := func(v int64) *int64 { return &v }
+	f32 := int32(onnxpb.TensorProto_FLOAT)
+	dim := func(v int64) *onnxpb.TensorShapeProto_Dimension {
+		return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}}
+	}
+	vi := func(name string) *onnxpb.ValueInfoProto {
+		return &onnxpb.ValueInfoProto{Name: str(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+			TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{dim(2), dim(3)}}}}}}
+	}
+	m := &onnx.Model{Proto: &onnxpb.ModelProto{
+		IrVersion:   i64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: str(""), Version: i64(17)}},
+		Graph: &onnxpb.GraphProto{
+			Name:        str("add"),
+			Node:        []*onnxpb.NodeProto{{OpType: str("Add"), Input: []string{"x", "c"}, Output: []string{"y"}}},
+			Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("c", []int64{2, 3}, []float32{1, 2, 3, 4, 5, 6})},
+			Input:       []*onnxpb.ValueInfoProto{vi("x")},
+			Output:      []*onnxpb.ValueInfoProto{vi("y")},
+		},
+	}}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func requireORT(t *testing.T) {
+	t.Helper()
+	if err := Init(""); err != nil {
+		t.Skipf("ONNX Runtime not installed (%v)", err)
+	}
+}
+
+func TestRunAdd(t *testing.T) {
+	requireORT(t)
+	s, err := NewSession(addModel(t), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Run(NewFloat32([]int64{2, 3}, []float32{10, 20, 30, 40, 50, 60}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{11, 22, 33, 44, 55, 66}
+	for i, v := range out[0].Float32 {
+		if v != want[i] {
+			t.Fatalf("y[%d] = %v, want %v", i, v, want[i])
+		}
+	}
+	if s.Device != DeviceCPU {
+		t.Errorf("device = %q", s.Device)
+	}
+}
+
+// On machines without the CUDA provider, asking for CUDA must still give a
+// working session, with a message that says why it runs on the CPU.
+func TestCUDAFallsBackToCPU(t *testing.T) {
+	requireORT(t)
+	var log bytes.Buffer
+	s, err := NewSession(addModel(t), Options{Device: DeviceCUDA, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Device == DeviceCUDA {
+		t.Skip("a CUDA provider is present on this machine")
+	}
+	if !strings.Contains(log.String(), "falling back to CPU") {
+		t.Errorf("no fallback message, log = %q", log.String())
+	}
+	if _, err := s.Run(NewFloat32([]int64{2, 3}, make([]float32, 6))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	requireORT(t)
+	s, err := NewSession(addModel(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Run(NewFloat32([]int64{2, 3}, make([]float32, 5))); err == nil {
+		t.Error("short input accepted")
+	}
+	if _, err := s.Run(); err == nil {
+		t.Error("missing input accepted")
+	}
+	if _, err := NewSession([]byte("not a model"), Options{}); err == nil {
+		t.Error("garbage model accepted")
+	}
+	if _, err := NewSession(addModel(t), Options{Device: "tpu"}); err == nil {
+		t.Error("unknown device accepted")
+	}
+}

@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"fmt"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// Tensor is a dense host tensor. Exactly one of the data slices is set; its
+// length equals the product of Shape.
+type Tensor struct {
+	Shape   []int64
+	Float32 []float32
+	Float64 []float64
+	Int64   []int64
+}
+
+// NewFloat32 wraps data (not copied) as a float32 tensor.
+func NewFloat32(shape []int64, data []float32) *Tensor {
+	return &Tensor{Shape: shape, Float32: data}
+}
+
+// NewFloat64 wraps data (not copied) as a float64 tensor.
+func NewFloat64(shape []int64, data []float64) *Tensor {
+	return &Tensor{Shape: shape, Float64: data}
+}
+
+// NewInt64 wraps data (not copied) as an int64 tensor.
+func NewInt64(shape []int64, data []int64) *Tensor {
+	return &Tensor{Shape: shape, Int64: data}
+}
+
+// Len returns the number of elements the shape describes.
+func (t *Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= int(d)
+	}
+	return n
+}
+
+// ortValue wraps the tensor's memory for ONNX Runtime without copying.
+func (t *Tensor) ortValue() (ort.Value, error) {
+	shape := ort.NewShape(t.Shape...)
+	n := t.Len()
+	switch {
+	case t.Float32 != nil:
+		if len(t.Float32) != n {
+			return nil, fmt.Errorf("float32 tensor of shape %v holds %d values", t.Shape, len(t.Float32))
+		}
+		return ort.NewTensor(shape, t.Float32)
+	case t.Float64 != nil:
+		if len(t.Float64) != n {
+			return nil, fmt.Errorf("float64 tensor of shape %v holds %d values", t.Shape, len(t.Float64))
+		}
+		return ort.NewTensor(shape, t.Float64)
+	case t.Int64 != nil:
+		if len(t.Int64) != n {
+			return nil, fmt.Errorf("int64 tensor of shape %v holds %d values", t.Shape, len(t.Int64))
+		}
+		return ort.NewTensor(shape, t.Int64)
+	}
+	if n == 0 {
+		return ort.NewTensor(shape, []float32{})
+	}
+	return nil, fmt.Errorf("tensor of shape %v has no data", t.Shape)
+}
+
+// fromOrt copies an ONNX Runtime output into Go memory.
+func fromOrt(v ort.Value) (*Tensor, error) {
+	shape := []int64(v.GetShape().Clone())
+	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		return &Tensor{Shape: shape, Float32: append([]float32(nil), x.GetData()...)}, nil
+	case *ort.Tensor[float64]:
+		return &Tensor{Shape: shape, Float64: append([]float64(nil), x.GetData()...)}, nil
+	case *ort.Tensor[int64]:
+		return &Tensor{Shape: shape, Int64: append([]int64(nil), x.GetData()...)}, nil
+	case *ort.Tensor[int32]:
+		d := x.GetData()
+		out := make([]int64, len(d))
+		for i, e := range d {
+			out[i] = int64(e)
+		}
+		return &Tensor{Shape: shape, Int64: out}, nil
+	case *ort.Tensor[bool]:
+		d := x.GetData()
+		out := make([]int64, len(d))
+		for i, e := range d {
+			if e {
+				out[i] = 1
+			}
+		}
+		return &Tensor{Shape: shape, Int64: out}, nil
+	}
+	return nil, fmt.Errorf("output of ONNX type %v and element type %v is not supported", v.GetONNXType(), v.DataType())
+}
