@@ -28,9 +28,42 @@ func NumElements(dims []int64) (int64, error) {
 	return n, nil
 }
 
+// Data types newer than the IR-8 schema in onnxpb. Models using them parse
+// (data_type is a plain int32), so sizes must still be checked.
+const (
+	typeFloat8E4M3FN   = 17
+	typeFloat8E4M3FNUZ = 18
+	typeFloat8E5M2     = 19
+	typeFloat8E5M2FNUZ = 20
+	typeUint4          = 21
+	typeInt4           = 22
+	typeFloat4E2M1     = 23
+	typeFloat8E8M0     = 24
+)
+
+// isPacked4 reports the 4-bit types, stored two elements per byte.
+func isPacked4(dt int32) bool {
+	return dt == typeUint4 || dt == typeInt4 || dt == typeFloat4E2M1
+}
+
+// rawBytes returns the raw_data size of n elements of type dt, and false for
+// types that have no fixed-size binary encoding.
+func rawBytes(dt int32, n int64) (int64, bool) {
+	if isPacked4(dt) {
+		return (n + 1) / 2, true
+	}
+	size := int64(ElemSize(dt))
+	return n * size, size != 0
+}
+
 // ElemSize returns the size in bytes of one element of an ONNX tensor type,
-// or 0 for types without a fixed size (strings, undefined).
+// or 0 for types without a whole-byte fixed size (strings, 4-bit types,
+// undefined).
 func ElemSize(dt int32) int {
+	switch dt {
+	case typeFloat8E4M3FN, typeFloat8E4M3FNUZ, typeFloat8E5M2, typeFloat8E5M2FNUZ, typeFloat8E8M0:
+		return 1
+	}
 	switch onnxpb.TensorProto_DataType(dt) {
 	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_INT32, onnxpb.TensorProto_UINT32:
 		return 4
@@ -204,34 +237,42 @@ func checkedCount(t *onnxpb.TensorProto) (int, error) {
 	n := int(n64)
 	dt := onnxpb.TensorProto_DataType(t.GetDataType())
 	if raw := t.GetRawData(); raw != nil {
-		size := ElemSize(int32(dt))
-		if size == 0 {
+		want, ok := rawBytes(int32(dt), n64)
+		if !ok {
 			return 0, fmt.Errorf("tensor %q: raw data of type %v is not supported", t.GetName(), dt)
 		}
-		if len(raw) != n*size {
-			return 0, fmt.Errorf("tensor %q: raw data holds %d bytes, dims %v of %v need %d", t.GetName(), len(raw), t.GetDims(), dt, n*size)
+		if int64(len(raw)) != want {
+			return 0, fmt.Errorf("tensor %q: raw data holds %d bytes, dims %v of %v need %d", t.GetName(), len(raw), t.GetDims(), dt, want)
 		}
 		return n, nil
 	}
-	var have int
+	// Complex values take two slots of the typed field: real, imaginary.
+	var have, per int64 = 0, 1
 	switch dt {
 	case onnxpb.TensorProto_FLOAT:
-		have = len(t.GetFloatData())
+		have = int64(len(t.GetFloatData()))
+	case onnxpb.TensorProto_COMPLEX64:
+		have, per = int64(len(t.GetFloatData())), 2
 	case onnxpb.TensorProto_DOUBLE:
-		have = len(t.GetDoubleData())
+		have = int64(len(t.GetDoubleData()))
+	case onnxpb.TensorProto_COMPLEX128:
+		have, per = int64(len(t.GetDoubleData())), 2
 	case onnxpb.TensorProto_INT64:
-		have = len(t.GetInt64Data())
+		have = int64(len(t.GetInt64Data()))
 	case onnxpb.TensorProto_UINT64, onnxpb.TensorProto_UINT32:
-		have = len(t.GetUint64Data())
+		have = int64(len(t.GetUint64Data()))
 	case onnxpb.TensorProto_INT32, onnxpb.TensorProto_INT16, onnxpb.TensorProto_INT8,
 		onnxpb.TensorProto_UINT16, onnxpb.TensorProto_UINT8, onnxpb.TensorProto_BOOL,
-		onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
-		have = len(t.GetInt32Data())
+		onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16,
+		typeFloat8E4M3FN, typeFloat8E4M3FNUZ, typeFloat8E5M2, typeFloat8E5M2FNUZ, typeFloat8E8M0:
+		have = int64(len(t.GetInt32Data()))
+	case onnxpb.TensorProto_STRING:
+		have = int64(len(t.GetStringData()))
 	default:
 		return 0, fmt.Errorf("tensor %q: type %v is not supported", t.GetName(), dt)
 	}
-	if have != n {
-		return 0, fmt.Errorf("tensor %q: holds %d values, dims %v need %d", t.GetName(), have, t.GetDims(), n)
+	if have != n64*per {
+		return 0, fmt.Errorf("tensor %q: holds %d values, dims %v of %v need %d", t.GetName(), have, t.GetDims(), dt, n64*per)
 	}
 	return n, nil
 }
