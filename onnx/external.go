@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,19 +15,24 @@ import (
 // relative paths inside the model's folder: absolute paths, paths that climb
 // out with "..", and symbolic links that lead outside are rejected, because a
 // downloaded model must not be able to read arbitrary files.
+//
+// Every tensor must occupy its own bytes of the data file: the total read from
+// a file may not exceed its size, so that a small model cannot point thousands
+// of tensors at the same region and make Load allocate without bound.
 func (m *Model) LoadExternalData() error {
+	used := map[string]int64{} // bytes read so far, by resolved file
 	for _, t := range m.allTensors() {
 		if t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
 			continue
 		}
-		if err := m.loadExternalTensor(t); err != nil {
+		if err := m.loadExternalTensor(t, used); err != nil {
 			return fmt.Errorf("initializer %q: %w", t.GetName(), err)
 		}
 	}
 	return nil
 }
 
-func (m *Model) loadExternalTensor(t *onnxpb.TensorProto) error {
+func (m *Model) loadExternalTensor(t *onnxpb.TensorProto, used map[string]int64) error {
 	var location string
 	var offset, length int64 = 0, -1
 	for _, kv := range t.GetExternalData() {
@@ -53,11 +57,13 @@ func (m *Model) loadExternalTensor(t *onnxpb.TensorProto) error {
 	if err != nil {
 		return err
 	}
-	size := int64(ElemSize(t.GetDataType()))
-	if size == 0 {
+	want, ok := rawBytes(t.GetDataType(), n)
+	if !ok {
 		return fmt.Errorf("external data of type %v is not supported", onnxpb.TensorProto_DataType(t.GetDataType()))
 	}
-	want := n * size
+	if length < -1 {
+		return fmt.Errorf("negative external data length %d", length)
+	}
 	if length >= 0 && length != want {
 		return fmt.Errorf("external data length %d does not match dims %v (%d bytes)", length, t.GetDims(), want)
 	}
@@ -73,17 +79,25 @@ func (m *Model) loadExternalTensor(t *onnxpb.TensorProto) error {
 	if err != nil {
 		return fmt.Errorf("external data: %w", err)
 	}
-	if offset+want > st.Size() {
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("external data %s is not a regular file", location)
+	}
+	// Written as a subtraction so a huge offset cannot overflow past the check.
+	if want > st.Size() || offset > st.Size()-want {
 		return fmt.Errorf("external data %s holds %d bytes, tensor needs %d at offset %d", location, st.Size(), want, offset)
 	}
+	if used[path] > st.Size()-want {
+		return fmt.Errorf("external data %s: tensors claim more than its %d bytes (overlapping regions)", location, st.Size())
+	}
+	used[path] += want
 	raw := make([]byte, want)
-	if _, err := f.ReadAt(raw, offset); err != nil && err != io.EOF {
-		return fmt.Errorf("external data %s: %w", location, err)
+	if n, err := f.ReadAt(raw, offset); n != len(raw) {
+		return fmt.Errorf("external data %s: read %d of %d bytes: %w", location, n, want, err)
 	}
 	t.RawData = raw
-	t.ExternalData = nil
-	loc := onnxpb.TensorProto_DEFAULT
-	t.DataLocation = &loc
+	// Cleared rather than set to DEFAULT, so a model saved with external data
+	// loads back equal (proto.Equal) to the one it was saved from.
+	t.ExternalData, t.DataLocation = nil, nil
 	return nil
 }
 
@@ -117,22 +131,33 @@ func (m *Model) resolveExternalPath(location string) (string, error) {
 	return full, nil
 }
 
-// allTensors lists the initializers of the main graph and of every subgraph
-// and the tensors held in Constant-node attributes.
+// allTensors lists the initializers (dense and sparse) of the main graph, of
+// every subgraph and of the training-info graphs, and the tensors held in node
+// attributes, including those of model-local functions.
 func (m *Model) allTensors() []*onnxpb.TensorProto {
 	var out []*onnxpb.TensorProto
-	var walk func(g *onnxpb.GraphProto)
-	walk = func(g *onnxpb.GraphProto) {
-		if g == nil {
-			return
+	sparse := func(sp *onnxpb.SparseTensorProto) {
+		if v := sp.GetValues(); v != nil {
+			out = append(out, v)
 		}
-		out = append(out, g.GetInitializer()...)
-		for _, n := range g.GetNode() {
+		if ix := sp.GetIndices(); ix != nil {
+			out = append(out, ix)
+		}
+	}
+	var walk func(g *onnxpb.GraphProto)
+	nodes := func(ns []*onnxpb.NodeProto) {
+		for _, n := range ns {
 			for _, a := range n.GetAttribute() {
 				if a.GetT() != nil {
 					out = append(out, a.GetT())
 				}
 				out = append(out, a.GetTensors()...)
+				if a.GetSparseTensor() != nil {
+					sparse(a.GetSparseTensor())
+				}
+				for _, sp := range a.GetSparseTensors() {
+					sparse(sp)
+				}
 				walk(a.GetG())
 				for _, sg := range a.GetGraphs() {
 					walk(sg)
@@ -140,6 +165,23 @@ func (m *Model) allTensors() []*onnxpb.TensorProto {
 			}
 		}
 	}
+	walk = func(g *onnxpb.GraphProto) {
+		if g == nil {
+			return
+		}
+		out = append(out, g.GetInitializer()...)
+		for _, sp := range g.GetSparseInitializer() {
+			sparse(sp)
+		}
+		nodes(g.GetNode())
+	}
 	walk(m.Proto.GetGraph())
+	for _, ti := range m.Proto.GetTrainingInfo() {
+		walk(ti.GetInitialization())
+		walk(ti.GetAlgorithm())
+	}
+	for _, f := range m.Proto.GetFunctions() {
+		nodes(f.GetNode())
+	}
 	return out
 }

@@ -54,12 +54,19 @@ func Load(path string) (*Model, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
 	}
+	// Devices and pipes report size 0 and could stream without end.
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("onnx: %s is not a regular file", path)
+	}
 	if st.Size() > MaxModelBytes {
 		return nil, fmt.Errorf("onnx: %s is %d bytes, more than the protobuf limit of 2 GiB", path, st.Size())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("onnx: reading %s: %w", path, err)
+	}
+	if len(data) > MaxModelBytes {
+		return nil, fmt.Errorf("onnx: %s grew past the protobuf limit of 2 GiB while being read", path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -109,6 +116,9 @@ func (m *Model) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("onnx: encoding %s: %w", path, err)
 	}
+	if len(data) > MaxModelBytes {
+		return fmt.Errorf("onnx: %s would be %d bytes, more than the protobuf limit of 2 GiB; use SaveWithExternalData", path, len(data))
+	}
 	if err := WriteFileAtomic(path, data, 0o644); err != nil {
 		return fmt.Errorf("onnx: %w", err)
 	}
@@ -126,7 +136,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	name := tmp.Name()
 	defer os.Remove(name) // no-op after a successful rename
@@ -142,7 +152,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Chmod(name, perm); err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(name, path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)

@@ -7,19 +7,17 @@ import (
 )
 
 // validate checks what segtune relies on before it touches a model's tensors:
-// bounded dims and payloads that match them. Structural problems of the graph
-// itself (unknown ops, dangling names) are left to ONNX Runtime, which reports
-// them with the node's name.
+// bounded dims and payloads that match them. It runs before any tensor data is
+// allocated, so a hostile file is refused at the cost of reading its bytes
+// only. Structural problems of the graph itself (unknown ops, dangling names)
+// are left to ONNX Runtime, which reports them with the node's name.
 func (m *Model) validate() error {
 	for _, t := range m.allTensors() {
 		if _, err := NumElements(t.GetDims()); err != nil {
-			return fmt.Errorf("initializer %q: %w", t.GetName(), err)
+			return fmt.Errorf("tensor %q: %w", t.GetName(), err)
 		}
 		if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
-			continue
-		}
-		if onnxpb.TensorProto_DataType(t.GetDataType()) == onnxpb.TensorProto_STRING {
-			continue
+			continue // checked against the data file when it is read
 		}
 		if _, err := checkedCount(t); err != nil {
 			return err
