@@ -1,0 +1,105 @@
+package onnx
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the summary for people: a header of key facts, a table of
+// inputs and outputs, and the op histogram, each aligned in columns.
+func (s Summary) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	if s.Path != "" {
+		line("path\t%s", s.Path)
+	}
+	line("ir version\t%d", s.IRVersion)
+	var opsets []string
+	for _, o := range s.Opsets {
+		d := o.Domain
+		if d == "" {
+			d = "ai.onnx"
+		}
+		opsets = append(opsets, fmt.Sprintf("%s %d", d, o.Version))
+	}
+	line("opsets\t%s", orDash(strings.Join(opsets, ", ")))
+	line("producer\t%s", orDash(strings.TrimSpace(s.ProducerName+" "+s.ProducerVersion)))
+	if s.Graph != "" {
+		line("graph\t%s", s.Graph)
+	}
+	line("nodes\t%d", s.Nodes)
+	line("initializers\t%d (%s)", s.Initializers, humanBytes(s.InitializerBytes))
+	line("parameters\t%s (%s)", groupDigits(s.Parameters), humanBytes(s.ParameterBytes))
+	line("")
+	line("\tname\ttype\tshape")
+	for _, v := range s.Inputs {
+		line("input\t%s\t%s\t%s", v.Name, v.Type, shapeString(v.Dims))
+	}
+	for _, v := range s.Outputs {
+		line("output\t%s\t%s\t%s", v.Name, v.Type, shapeString(v.Dims))
+	}
+	if len(s.Ops) > 0 {
+		line("")
+		line("op\tcount")
+		for _, o := range s.Ops {
+			line("%s\t%d", o.Op, o.Count)
+		}
+	}
+	return tw.Flush()
+}
+
+// String returns the text form of WriteText.
+func (s Summary) String() string {
+	var b strings.Builder
+	s.WriteText(&b) // a strings.Builder does not fail
+	return b.String()
+}
+
+func shapeString(dims []string) string {
+	if dims == nil {
+		return "?"
+	}
+	return "[" + strings.Join(dims, ", ") + "]"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// groupDigits writes n with thousands separators: 1234567 -> "1,234,567".
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// humanBytes writes a byte count in binary units: 9437184 -> "9.0 MiB".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
