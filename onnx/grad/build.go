@@ -1,0 +1,403 @@
+package grad
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
+)
+
+// foldLimit bounds the element count of a constant subgraph result folded
+// into an initializer; larger constant results stay computed at run time.
+const foldLimit = 1 << 16
+
+// Graphs is what Build produces.
+type Graphs struct {
+	// Training computes the loss, the model's outputs, the extra outputs and
+	// one gradient per trainable parameter.
+	Training *onnx.Model
+	// Eval computes the loss, the model's outputs and the extra outputs, with
+	// the same inputs as Training minus the gradient-only ones.
+	Eval *onnx.Model
+	// Params holds the trainable parameters' initial values, in input order.
+	Params   []*onnxpb.TensorProto
+	Manifest Manifest
+}
+
+// compiler holds the state of one Build.
+type compiler struct {
+	cfg       Config
+	m         *onnxpb.ModelProto
+	g         *onnxpb.GraphProto
+	opset     int64
+	floatType int32
+	info      map[string]*tensorInfo
+	inits     map[string]*onnxpb.TensorProto
+	trainable []string
+	isTrain   map[string]bool
+	inputs    []string // the model's real graph inputs
+	names     map[string]bool
+	b         *builder
+}
+
+// Build compiles model into training and evaluation graphs. The model is not
+// modified. See the package documentation for the graphs' conventions.
+func Build(model *onnx.Model, cfg Config) (*Graphs, error) {
+	if model == nil || model.Proto == nil || model.Proto.Graph == nil {
+		return nil, errors.New("grad: no model graph")
+	}
+	c := &compiler{cfg: cfg, m: model.Clone().Proto}
+	c.g = c.m.Graph
+	if err := c.prepare(); err != nil {
+		return nil, fmt.Errorf("grad: %w", err)
+	}
+	gs, err := c.emit()
+	if err != nil {
+		return nil, fmt.Errorf("grad: %w", err)
+	}
+	return gs, nil
+}
+
+// prepare normalises the forward graph: opset, constants, trainables,
+// static shapes (probed) and folded shape computations.
+func (c *compiler) prepare() error {
+	c.opset = -1
+	for _, o := range c.m.OpsetImport {
+		if o.GetDomain() == "" || o.GetDomain() == "ai.onnx" {
+			c.opset = o.GetVersion()
+		}
+	}
+	if c.opset < 0 {
+		return errors.New("the model imports no default-domain opset")
+	}
+	if c.opset < 7 {
+		return fmt.Errorf("opset %d is too old (7 or newer is supported)", c.opset)
+	}
+	if len(c.g.GetNode()) == 0 {
+		return errors.New("the model graph has no nodes")
+	}
+	c.names = map[string]bool{}
+	for _, n := range c.g.Node {
+		for _, x := range slices.Concat(n.Input, n.Output) {
+			c.names[x] = true
+		}
+	}
+	for _, t := range c.g.Initializer {
+		c.names[t.GetName()] = true
+	}
+	for _, v := range slices.Concat(c.g.Input, c.g.Output) {
+		c.names[v.GetName()] = true
+	}
+	taken := func(s string) bool { return c.names[s] }
+	c.floatType = int32(onnxpb.TensorProto_FLOAT)
+	for _, v := range c.g.Input {
+		if dt := v.GetType().GetTensorType().GetElemType(); dt == int32(onnxpb.TensorProto_DOUBLE) {
+			c.floatType = dt
+		}
+	}
+	c.b = newBuilder("bwd/", c.floatType, taken)
+
+	if err := upgrade(c.g, c.opset, newBuilder("upgrade/", c.floatType, taken)); err != nil {
+		return err
+	}
+	c.opset = max(c.opset, targetOpset)
+	imports := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}}
+	for _, o := range c.m.OpsetImport {
+		if o.GetDomain() != "" && o.GetDomain() != "ai.onnx" {
+			imports = append(imports, o)
+		}
+	}
+	c.m.OpsetImport = imports
+	if c.m.GetIrVersion() < 8 {
+		c.m.IrVersion = proto.Int64(8)
+	}
+	if err := c.constantsToInitializers(); err != nil {
+		return err
+	}
+	if err := sortNodes(c.g); err != nil {
+		return err
+	}
+	c.inits = map[string]*onnxpb.TensorProto{}
+	for _, t := range c.g.Initializer {
+		c.inits[t.GetName()] = t
+	}
+	var ins []*onnxpb.ValueInfoProto
+	for _, v := range c.g.Input {
+		if _, ok := c.inits[v.GetName()]; !ok { // IR < 4 lists initializers as inputs
+			ins = append(ins, v)
+			c.inputs = append(c.inputs, v.GetName())
+		}
+	}
+	c.g.Input = ins
+	if err := c.selectTrainable(); err != nil {
+		return err
+	}
+	return c.probeAndFold()
+}
+
+// constantsToInitializers turns Constant nodes into initializers.
+func (c *compiler) constantsToInitializers() error {
+	var keep []*onnxpb.NodeProto
+	for _, n := range c.g.Node {
+		if n.GetOpType() != "Constant" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
+			keep = append(keep, n)
+			continue
+		}
+		if len(n.Output) != 1 {
+			return fmt.Errorf("Constant node %q has %d outputs", n.GetName(), len(n.Output))
+		}
+		name := n.Output[0]
+		var t *onnxpb.TensorProto
+		switch a := n.GetAttribute(); {
+		case len(a) != 1:
+			return fmt.Errorf("Constant node %q needs exactly one attribute", n.GetName())
+		case a[0].GetName() == "value":
+			t = proto.Clone(a[0].GetT()).(*onnxpb.TensorProto)
+		case a[0].GetName() == "value_float":
+			t = onnx.NewFloat32Tensor("", nil, []float32{a[0].GetF()})
+		case a[0].GetName() == "value_floats":
+			t = onnx.NewFloat32Tensor("", []int64{int64(len(a[0].GetFloats()))}, a[0].GetFloats())
+		case a[0].GetName() == "value_int":
+			t = onnx.NewInt64Tensor("", nil, []int64{a[0].GetI()})
+		case a[0].GetName() == "value_ints":
+			t = onnx.NewInt64Tensor("", []int64{int64(len(a[0].GetInts()))}, a[0].GetInts())
+		default:
+			return fmt.Errorf("Constant node %q: attribute %q is not supported", n.GetName(), a[0].GetName())
+		}
+		if t == nil {
+			return fmt.Errorf("Constant node %q has no value", n.GetName())
+		}
+		t.Name = proto.String(name)
+		c.g.Initializer = append(c.g.Initializer, t)
+	}
+	c.g.Node = keep
+	return nil
+}
+
+// selectTrainable resolves the Trainable patterns.
+func (c *compiler) selectTrainable() error {
+	pats, err := compilePatterns(c.cfg.Trainable)
+	if err != nil {
+		return err
+	}
+	hits := make([]int, len(pats))
+	c.isTrain = map[string]bool{}
+	for _, t := range c.g.Initializer {
+		dt := t.GetDataType()
+		if dt != int32(onnxpb.TensorProto_FLOAT) && dt != int32(onnxpb.TensorProto_DOUBLE) {
+			continue
+		}
+		for i, re := range pats {
+			if re.MatchString(t.GetName()) {
+				hits[i]++
+				if !c.isTrain[t.GetName()] {
+					c.isTrain[t.GetName()] = true
+					c.trainable = append(c.trainable, t.GetName())
+				}
+			}
+		}
+	}
+	for i, h := range hits {
+		if h == 0 {
+			return fmt.Errorf("trainable pattern %q matches no float initializer", c.cfg.Trainable[i])
+		}
+	}
+	if len(c.trainable) == 0 {
+		return errors.New("no trainable parameters selected")
+	}
+	return nil
+}
+
+// inputShape returns the static training shape of graph input v.
+func (c *compiler) inputShape(v *onnxpb.ValueInfoProto) ([]int64, error) {
+	if s, ok := c.cfg.InputShapes[v.GetName()]; ok {
+		for _, d := range s {
+			if d <= 0 {
+				return nil, fmt.Errorf("input %q: shape %v must be static and positive", v.GetName(), s)
+			}
+		}
+		decl := v.GetType().GetTensorType().GetShape().GetDim()
+		if decl != nil && len(decl) != len(s) {
+			return nil, fmt.Errorf("input %q: shape %v has rank %d, the model declares rank %d", v.GetName(), s, len(s), len(decl))
+		}
+		for i, d := range decl {
+			if d.GetDimParam() == "" && d.GetDimValue() > 0 && d.GetDimValue() != s[i] {
+				return nil, fmt.Errorf("input %q: shape %v conflicts with the declared dimension %d = %d", v.GetName(), s, i, d.GetDimValue())
+			}
+		}
+		return append([]int64{}, s...), nil
+	}
+	tt := v.GetType().GetTensorType()
+	if tt.GetShape() == nil {
+		return nil, fmt.Errorf("input %q has no declared shape; give it in InputShapes", v.GetName())
+	}
+	var s []int64
+	for _, d := range tt.GetShape().GetDim() {
+		if d.GetDimValue() <= 0 {
+			return nil, fmt.Errorf("input %q has a dynamic dimension; give its training shape in InputShapes", v.GetName())
+		}
+		s = append(s, d.GetDimValue())
+	}
+	return s, nil
+}
+
+// probeAndFold fixes the input shapes, probes every tensor's shape and
+// folds constant subgraphs (shape arithmetic, Resize sizes) into initializers.
+func (c *compiler) probeAndFold() error {
+	feeds := map[string]*runtime.Tensor{}
+	for name := range c.cfg.InputShapes {
+		if !slices.Contains(c.inputs, name) {
+			return fmt.Errorf("InputShapes names %q, which is not a model input", name)
+		}
+	}
+	for _, v := range c.g.Input {
+		s, err := c.inputShape(v)
+		if err != nil {
+			return err
+		}
+		dt := v.GetType().GetTensorType().GetElemType()
+		f, err := zeroFeed(dt, s)
+		if err != nil {
+			return fmt.Errorf("input %q: %w", v.GetName(), err)
+		}
+		feeds[v.GetName()] = f
+		setValueInfo(v, dt, s)
+	}
+	// A tensor is constant when it does not depend on graph inputs or
+	// trainable parameters; Shape and Size are constant once shapes are.
+	isConst := map[string]bool{}
+	for name := range c.inits {
+		if !c.isTrain[name] {
+			isConst[name] = true
+		}
+	}
+	want := map[string]bool{}
+	for _, n := range c.g.Node {
+		cst := len(n.Input) > 0 && !isRandom(n.GetOpType())
+		for _, x := range n.Input {
+			if x != "" && !isConst[x] {
+				cst = false
+			}
+		}
+		if op := n.GetOpType(); op == "Shape" || op == "Size" {
+			cst = true
+		}
+		if cst {
+			for _, o := range n.Output {
+				if o != "" {
+					isConst[o] = true
+					want[o] = true
+				}
+			}
+		}
+	}
+	info, vals, err := probe(c.g, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want, c.cfg.Threads)
+	if err != nil {
+		return err
+	}
+	c.info = info
+	for _, v := range c.g.Input {
+		s := feeds[v.GetName()].Shape
+		c.info[v.GetName()] = &tensorInfo{shape: s, dtype: v.GetType().GetTensorType().GetElemType()}
+	}
+	for name, t := range c.inits {
+		c.info[name] = &tensorInfo{shape: append([]int64{}, t.GetDims()...), dtype: t.GetDataType()}
+	}
+	var keep []*onnxpb.NodeProto
+	for _, n := range c.g.Node {
+		folded := true
+		for _, o := range n.Output {
+			if o == "" {
+				continue
+			}
+			t, ok := vals[o]
+			if !ok || numel(t.GetDims()) > foldLimit {
+				folded = false
+			}
+		}
+		if !folded {
+			keep = append(keep, n)
+			continue
+		}
+		for _, o := range n.Output {
+			if o != "" {
+				c.g.Initializer = append(c.g.Initializer, vals[o])
+				c.inits[o] = vals[o]
+			}
+		}
+	}
+	c.g.Node = keep
+	return nil
+}
+
+func isRandom(op string) bool {
+	switch op {
+	case "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli":
+		return true
+	}
+	return false
+}
+
+// setValueInfo stamps a static tensor type on v.
+func setValueInfo(v *onnxpb.ValueInfoProto, dt int32, shape []int64) {
+	dims := make([]*onnxpb.TensorShapeProto_Dimension, len(shape))
+	for i, d := range shape {
+		dims[i] = &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}}
+	}
+	v.Type = &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
+		ElemType: proto.Int32(dt), Shape: &onnxpb.TensorShapeProto{Dim: dims},
+	}}}
+}
+
+func valueInfo(name string, dt int32, shape []int64) *onnxpb.ValueInfoProto {
+	v := &onnxpb.ValueInfoProto{Name: proto.String(name)}
+	setValueInfo(v, dt, shape)
+	return v
+}
+
+// sortNodes orders the graph's nodes topologically (ONNX requires it, but
+// not every exporter or edit keeps it).
+func sortNodes(g *onnxpb.GraphProto) error {
+	producer := map[string]int{}
+	for i, n := range g.Node {
+		for _, o := range n.Output {
+			if o != "" {
+				producer[o] = i
+			}
+		}
+	}
+	state := make([]int8, len(g.Node)) // 0 new, 1 visiting, 2 done
+	order := make([]*onnxpb.NodeProto, 0, len(g.Node))
+	var visit func(i int) error
+	visit = func(i int) error {
+		switch state[i] {
+		case 1:
+			return fmt.Errorf("the graph has a cycle through node %q", g.Node[i].GetName())
+		case 2:
+			return nil
+		}
+		state[i] = 1
+		for _, x := range g.Node[i].Input {
+			if p, ok := producer[x]; ok && x != "" {
+				if err := visit(p); err != nil {
+					return err
+				}
+			}
+		}
+		state[i] = 2
+		order = append(order, g.Node[i])
+		return nil
+	}
+	for i := range g.Node {
+		if err := visit(i); err != nil {
+			return err
+		}
+	}
+	g.Node = order
+	return nil
+}

@@ -1,0 +1,132 @@
+package grad
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Names of the tensors the compiler adds to a model.
+const (
+	// LossName is the loss output, shape [1].
+	LossName = "loss"
+	// TargetName is the int64 class-index input of the cross-entropy loss.
+	TargetName = "target"
+	// LossScaleName is the optional input of shape [1] that multiplies the loss's
+	// gradient (not the loss value), for loss scaling or term weighting.
+	LossScaleName = "loss_scale"
+	// GradPrefix + p names the gradient output of trainable parameter p.
+	GradPrefix = "grad/"
+	// GradInPrefix + t names the input whose values are added to the
+	// gradient flowing into intermediate tensor t ("extra upstream gradient").
+	GradInPrefix = "grad_in/"
+	// DefaultIgnoreIndex is the target value the loss skips unless told otherwise.
+	DefaultIgnoreIndex = 255
+)
+
+// LossKind selects the loss subgraph.
+type LossKind int
+
+const (
+	// LossCrossEntropy is softmax cross entropy over axis 1 of logits
+	// [N, C, d1, ...] (pixel-wise for [N,C,H,W], classifier for [N,C]) with
+	// int64 targets [N, d1, ...]; the mean over non-ignored elements, weighted
+	// like PyTorch's CrossEntropyLoss(weight=w, ignore_index=i): the sum of
+	// w[t]·(−log p_t) divided by the sum of w[t] over valid elements (0 when
+	// there are none, where PyTorch gives NaN).
+	LossCrossEntropy LossKind = iota
+	// LossNone adds no loss: gradients come only from the extra upstream
+	// gradient inputs (GradInputs). Useful for external losses and checks.
+	LossNone
+)
+
+// Loss describes the loss subgraph appended to the model.
+type Loss struct {
+	Kind LossKind
+	// Output is the model output holding the logits; "" means the first output.
+	Output string
+	// IgnoreIndex is the target value that contributes nothing; nil means
+	// DefaultIgnoreIndex. NoIgnore disables ignoring altogether.
+	IgnoreIndex *int64
+	NoIgnore    bool
+	// ClassWeights, when set, has one weight per class (C values).
+	ClassWeights []float64
+	// Scale adds the LossScaleName input.
+	Scale bool
+}
+
+// Config says what to differentiate and at which shapes.
+type Config struct {
+	// Trainable lists patterns of initializer names whose gradients are
+	// wanted. A pattern is a glob (* matches any run of characters, ? one
+	// character) matched against the whole name, or, with the prefix "re:",
+	// a regular expression that must match the whole name. Only float
+	// initializers are eligible; every pattern must match at least one.
+	Trainable []string
+	// InputShapes gives the static training shape of each model input
+	// (batch included). Inputs whose declared shape is fully static may be
+	// left out. The training graph is specialised to these shapes: the batch
+	// size is fixed at build time.
+	InputShapes map[string][]int64
+	Loss        Loss
+	// ExtraOutputs names intermediate tensors to expose as extra outputs
+	// (under their own names), e.g. the features feeding the classifier.
+	ExtraOutputs []string
+	// GradInputs names intermediate (or output) tensors that receive an
+	// extra upstream gradient through the input GradInPrefix+name.
+	GradInputs []string
+	// Threads is ONNX Runtime's thread count for the shape probe (0: default).
+	Threads int
+}
+
+// compilePatterns turns the Trainable patterns into anchored regexps.
+func compilePatterns(pats []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(pats))
+	for _, p := range pats {
+		var expr string
+		if rest, ok := strings.CutPrefix(p, "re:"); ok {
+			expr = "^(?:" + rest + ")$"
+		} else {
+			expr = "^" + globToRegexp(p) + "$"
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, fmt.Errorf("trainable pattern %q: %w", p, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// globToRegexp translates * and ? and passes [...] classes through.
+func globToRegexp(g string) string {
+	var sb strings.Builder
+	inClass := false
+	for _, r := range g {
+		switch {
+		case inClass:
+			if r == ']' {
+				inClass = false
+			}
+			if r == '\\' {
+				sb.WriteString(`\\`)
+				continue
+			}
+			sb.WriteRune(r)
+		case r == '*':
+			sb.WriteString(".*")
+		case r == '?':
+			sb.WriteString(".")
+		case r == '[':
+			inClass = true
+			sb.WriteRune(r)
+		default:
+			sb.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	if inClass {
+		// An unclosed class is a literal bracket, as most shells treat it.
+		return regexp.QuoteMeta(g)
+	}
+	return sb.String()
+}

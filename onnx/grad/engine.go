@@ -1,0 +1,313 @@
+package grad
+
+import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// emit appends the loss and the backward pass and assembles the graphs.
+func (c *compiler) emit() (*Graphs, error) {
+	fwd := c.g.Node
+	for _, name := range slices.Concat(c.cfg.ExtraOutputs, c.cfg.GradInputs) {
+		if _, ok := c.info[name]; !ok {
+			return nil, fmt.Errorf("tensor %q is not in the model", name)
+		}
+	}
+	req := c.requiresGrad(fwd)
+	grads := map[string][]string{}
+	lossB := newBuilder("loss/", c.floatType, c.b.taken)
+	var extraIn []*onnxpb.ValueInfoProto
+	var hasLoss bool
+	switch c.cfg.Loss.Kind {
+	case LossCrossEntropy:
+		logits, dLogits, ins, err := c.crossEntropy(lossB, req)
+		if err != nil {
+			return nil, err
+		}
+		extraIn, hasLoss = ins, true
+		if dLogits != "" {
+			grads[logits] = append(grads[logits], dLogits)
+		}
+	case LossNone:
+	default:
+		return nil, fmt.Errorf("unknown loss kind %d", c.cfg.Loss.Kind)
+	}
+	var gradIns []*onnxpb.ValueInfoProto
+	for _, t := range c.cfg.GradInputs {
+		if !req[t] {
+			return nil, fmt.Errorf("GradInputs: tensor %q does not depend on any trainable parameter", t)
+		}
+		name := GradInPrefix + t
+		if c.names[name] {
+			return nil, fmt.Errorf("the model already has a tensor named %q", name)
+		}
+		gradIns = append(gradIns, valueInfo(name, c.info[t].dtype, c.info[t].shape))
+		grads[t] = append(grads[t], name)
+	}
+	if !hasLoss && len(gradIns) == 0 {
+		return nil, fmt.Errorf("nothing to differentiate: no loss and no GradInputs")
+	}
+	for i := len(fwd) - 1; i >= 0; i-- {
+		if err := c.backNode(fwd[i], req, grads); err != nil {
+			return nil, err
+		}
+	}
+	man := c.manifestBase()
+	var gradOuts []*onnxpb.ValueInfoProto
+	for _, p := range c.trainable {
+		out := GradPrefix + p
+		if c.names[out] {
+			return nil, fmt.Errorf("the model already has a tensor named %q", out)
+		}
+		unused := len(grads[p]) == 0
+		var g string
+		if unused {
+			g = c.b.zeros(c.info[p].shape)
+		} else {
+			g = c.accumulate(grads[p])
+		}
+		c.b.opTo("Identity", []string{g}, []string{out})
+		gradOuts = append(gradOuts, valueInfo(out, c.info[p].dtype, c.info[p].shape))
+		man.Params = append(man.Params, ParamInfo{Name: p, Grad: out, Shape: c.info[p].shape, Unused: unused})
+	}
+	return c.assemble(fwd, lossB, hasLoss, extraIn, gradIns, gradOuts, man)
+}
+
+// requiresGrad marks the float tensors that depend on a trainable parameter.
+func (c *compiler) requiresGrad(fwd []*onnxpb.NodeProto) map[string]bool {
+	req := map[string]bool{}
+	for _, p := range c.trainable {
+		req[p] = true
+	}
+	for _, n := range fwd {
+		if noGradOps[n.GetOpType()] {
+			continue
+		}
+		dep := false
+		for _, x := range n.Input {
+			dep = dep || (x != "" && req[x])
+		}
+		if !dep {
+			continue
+		}
+		for j, o := range n.Output {
+			if o != "" && c.isFloat(o) && !nonDiffOutput(n.GetOpType(), j) {
+				req[o] = true
+			}
+		}
+	}
+	return req
+}
+
+// noGradOps produce values that carry no gradient.
+var noGradOps = map[string]bool{
+	"Shape": true, "Size": true, "ArgMax": true, "ArgMin": true, "Equal": true, "Less": true,
+	"Greater": true, "LessOrEqual": true, "GreaterOrEqual": true, "Not": true, "And": true,
+	"Or": true, "Xor": true, "NonZero": true, "ConstantOfShape": true, "EyeLike": true,
+	"IsNaN": true, "IsInf": true, "Sign": true, "Floor": true, "Ceil": true, "Round": true,
+}
+
+// nonDiffOutput reports outputs that are indices rather than values.
+func nonDiffOutput(op string, j int) bool {
+	return (op == "MaxPool" || op == "TopK") && j == 1
+}
+
+func (c *compiler) isFloat(name string) bool {
+	i, ok := c.info[name]
+	return ok && (i.dtype == int32(onnxpb.TensorProto_FLOAT) || i.dtype == int32(onnxpb.TensorProto_DOUBLE))
+}
+
+// accumulate sums gradient contributions.
+func (c *compiler) accumulate(gs []string) string {
+	if len(gs) == 1 {
+		return gs[0]
+	}
+	return c.b.op1("Sum", gs)
+}
+
+// backNode applies n's rule when gradient reaches one of its outputs and one
+// of its inputs wants one.
+func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[string][]string) error {
+	dY := make([]string, len(n.Output))
+	has := false
+	for j, o := range n.Output {
+		if gs := grads[o]; o != "" && len(gs) > 0 {
+			dY[j] = c.accumulate(gs)
+			has = true
+		}
+	}
+	need := make([]bool, len(n.Input))
+	want := false
+	for i, x := range n.Input {
+		need[i] = x != "" && req[x]
+		want = want || need[i]
+	}
+	if !has || !want {
+		return nil
+	}
+	if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+		return fmt.Errorf("node %q: operator %s of domain %q has no gradient rule", n.GetName(), n.GetOpType(), d)
+	}
+	r, ok := rules[n.GetOpType()]
+	if !ok {
+		return fmt.Errorf("node %q: operator %s has no gradient rule", n.GetName(), n.GetOpType())
+	}
+	ctx := &gradCtx{builder: c.b, c: c, n: n, dY: dY, need: need}
+	dX, err := r(ctx)
+	if err != nil {
+		return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+	}
+	for i, x := range n.Input {
+		if need[i] && i < len(dX) && dX[i] != "" {
+			grads[x] = append(grads[x], dX[i])
+		}
+	}
+	return nil
+}
+
+// assemble builds the training and evaluation models and prunes them.
+func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss bool,
+	lossIns, gradIns, gradOuts []*onnxpb.ValueInfoProto, man Manifest,
+) (*Graphs, error) {
+	var frozen []*onnxpb.TensorProto
+	var params []*onnxpb.TensorProto
+	for _, t := range c.g.Initializer {
+		if c.isTrain[t.GetName()] {
+			params = append(params, t)
+		} else {
+			frozen = append(frozen, t)
+		}
+	}
+	var paramIns []*onnxpb.ValueInfoProto
+	for _, p := range c.trainable {
+		paramIns = append(paramIns, valueInfo(p, c.info[p].dtype, c.info[p].shape))
+	}
+	// Params in trainable order.
+	byName := map[string]*onnxpb.TensorProto{}
+	for _, t := range params {
+		byName[t.GetName()] = t
+	}
+	ordered := make([]*onnxpb.TensorProto, len(c.trainable))
+	for i, p := range c.trainable {
+		ordered[i] = proto.Clone(byName[p]).(*onnxpb.TensorProto)
+	}
+
+	var outs []*onnxpb.ValueInfoProto
+	if hasLoss {
+		outs = append(outs, valueInfo(LossName, c.floatType, []int64{1}))
+	}
+	seen := map[string]bool{}
+	for _, o := range c.g.Output {
+		name := o.GetName()
+		if i, ok := c.info[name]; ok && !seen[name] {
+			seen[name] = true
+			outs = append(outs, valueInfo(name, i.dtype, i.shape))
+		}
+	}
+	for _, name := range c.cfg.ExtraOutputs {
+		if !seen[name] {
+			seen[name] = true
+			outs = append(outs, valueInfo(name, c.info[name].dtype, c.info[name].shape))
+		}
+	}
+	inputs := slices.Clone(c.g.Input)
+	inputs = append(inputs, lossIns...)
+	inputs = append(inputs, paramIns...)
+
+	mk := func(nodes []*onnxpb.NodeProto, inits []*onnxpb.TensorProto, ins, outs []*onnxpb.ValueInfoProto, name string) *onnx.Model {
+		g := &onnxpb.GraphProto{
+			Name:        proto.String(name),
+			Node:        nodes,
+			Initializer: inits,
+			Input:       ins,
+			Output:      outs,
+		}
+		prune(g)
+		mp := &onnxpb.ModelProto{
+			IrVersion:       c.m.IrVersion,
+			OpsetImport:     c.m.OpsetImport,
+			ProducerName:    proto.String("segtune"),
+			ProducerVersion: proto.String("grad"),
+			Graph:           g,
+		}
+		return &onnx.Model{Proto: mp}
+	}
+	evalNodes := slices.Concat(fwd, lossB.nodes)
+	evalInits := slices.Concat(frozen, lossB.inits)
+	eval := mk(cloneNodes(evalNodes), cloneTensors(evalInits), cloneVI(inputs), cloneVI(outs), "segtune_eval")
+
+	trainNodes := slices.Concat(fwd, lossB.nodes, c.b.nodes)
+	trainInits := slices.Concat(frozen, lossB.inits, c.b.inits)
+	trainIns := slices.Concat(inputs, gradIns)
+	trainOuts := slices.Concat(outs, gradOuts)
+	train := mk(trainNodes, trainInits, trainIns, trainOuts, "segtune_training")
+
+	man.fill(train.Proto.Graph, eval.Proto.Graph)
+	return &Graphs{Training: train, Eval: eval, Params: ordered, Manifest: man}, nil
+}
+
+func cloneNodes(ns []*onnxpb.NodeProto) []*onnxpb.NodeProto {
+	out := make([]*onnxpb.NodeProto, len(ns))
+	for i, n := range ns {
+		out[i] = proto.Clone(n).(*onnxpb.NodeProto)
+	}
+	return out
+}
+
+func cloneTensors(ts []*onnxpb.TensorProto) []*onnxpb.TensorProto {
+	out := make([]*onnxpb.TensorProto, len(ts))
+	for i, t := range ts {
+		out[i] = proto.Clone(t).(*onnxpb.TensorProto)
+	}
+	return out
+}
+
+func cloneVI(vs []*onnxpb.ValueInfoProto) []*onnxpb.ValueInfoProto {
+	out := make([]*onnxpb.ValueInfoProto, len(vs))
+	for i, v := range vs {
+		out[i] = proto.Clone(v).(*onnxpb.ValueInfoProto)
+	}
+	return out
+}
+
+// prune drops nodes and initializers the graph outputs do not need. Graph
+// inputs are kept even when unused, so the interface stays predictable.
+func prune(g *onnxpb.GraphProto) {
+	needed := map[string]bool{}
+	for _, o := range g.Output {
+		needed[o.GetName()] = true
+	}
+	keep := make([]bool, len(g.Node))
+	for i := len(g.Node) - 1; i >= 0; i-- {
+		n := g.Node[i]
+		for _, o := range n.Output {
+			if o != "" && needed[o] {
+				keep[i] = true
+			}
+		}
+		if keep[i] {
+			for _, x := range n.Input {
+				needed[x] = true
+			}
+		}
+	}
+	var nodes []*onnxpb.NodeProto
+	for i, n := range g.Node {
+		if keep[i] {
+			nodes = append(nodes, n)
+		}
+	}
+	g.Node = nodes
+	var inits []*onnxpb.TensorProto
+	for _, t := range g.Initializer {
+		if needed[t.GetName()] {
+			inits = append(inits, t)
+		}
+	}
+	g.Initializer = inits
+}

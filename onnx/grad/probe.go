@@ -1,0 +1,149 @@
+package grad
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
+)
+
+// tensorInfo is what the compiler knows about one tensor of the forward graph.
+type tensorInfo struct {
+	shape []int64
+	dtype int32
+}
+
+// probe runs the forward graph once in ONNX Runtime at the training shapes
+// with every node output exposed, and records each tensor's shape and element
+// type, plus the values of the tensors listed in want (small constant tensors,
+// to be folded). Probing agrees with the runtime by construction, which hand
+// written shape inference would not.
+func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
+	feeds map[string]*runtime.Tensor, want map[string]bool, threads int,
+) (map[string]*tensorInfo, map[string]*onnxpb.TensorProto, error) {
+	pg := proto.Clone(g).(*onnxpb.GraphProto)
+	have := map[string]bool{}
+	for _, o := range pg.Output {
+		have[o.GetName()] = true
+	}
+	for _, n := range pg.Node {
+		for _, o := range n.Output {
+			if o != "" && !have[o] {
+				have[o] = true
+				pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+			}
+		}
+	}
+	// Drop declared value_info: stale dynamic shapes must not fight the probe.
+	pg.ValueInfo = nil
+	for _, o := range pg.Output {
+		o.Type = nil
+	}
+	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(ir), OpsetImport: opset, Graph: pg}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := runtime.NewSession(data, runtime.Options{Threads: threads, NoOptimize: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
+	}
+	defer sess.Close()
+	in := make([]*runtime.Tensor, len(sess.Inputs))
+	for i, x := range sess.Inputs {
+		t, ok := feeds[x.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("probing shapes: no value for graph input %q", x.Name)
+		}
+		in[i] = t
+	}
+	outs, err := sess.Run(in...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probing shapes: running the forward graph: %w", err)
+	}
+	info := map[string]*tensorInfo{}
+	vals := map[string]*onnxpb.TensorProto{}
+	for i, o := range sess.Outputs {
+		dt := elemType(o.Type)
+		if outs[i] == nil {
+			continue
+		}
+		info[o.Name] = &tensorInfo{shape: append([]int64{}, outs[i].Shape...), dtype: dt}
+		if want[o.Name] {
+			t, err := tensorFromRuntime(o.Name, dt, outs[i])
+			if err == nil {
+				vals[o.Name] = t
+			}
+		}
+	}
+	return info, vals, nil
+}
+
+// elemType maps ONNX Runtime's element type names to ONNX data types.
+func elemType(s string) int32 {
+	short := map[string]onnxpb.TensorProto_DataType{
+		"float32": onnxpb.TensorProto_FLOAT, "float64": onnxpb.TensorProto_DOUBLE,
+		"int64": onnxpb.TensorProto_INT64, "int32": onnxpb.TensorProto_INT32,
+		"bool": onnxpb.TensorProto_BOOL, "uint8": onnxpb.TensorProto_UINT8,
+		"int8": onnxpb.TensorProto_INT8, "float16": onnxpb.TensorProto_FLOAT16,
+	}
+	if dt, ok := short[strings.ToLower(s)]; ok {
+		return int32(dt)
+	}
+	s = strings.TrimPrefix(s, "ONNX_TENSOR_ELEMENT_DATA_TYPE_")
+	return onnxpb.TensorProto_DataType_value[s]
+}
+
+// tensorFromRuntime turns a probed value back into an initializer of the
+// original element type.
+func tensorFromRuntime(name string, dt int32, t *runtime.Tensor) (*onnxpb.TensorProto, error) {
+	switch onnxpb.TensorProto_DataType(dt) {
+	case onnxpb.TensorProto_FLOAT:
+		return onnx.NewFloat32Tensor(name, t.Shape, t.Float32), nil
+	case onnxpb.TensorProto_DOUBLE:
+		return onnx.NewFloat64Tensor(name, t.Shape, t.Float64), nil
+	case onnxpb.TensorProto_INT64:
+		return onnx.NewInt64Tensor(name, t.Shape, t.Int64), nil
+	case onnxpb.TensorProto_INT32:
+		raw := make([]byte, 4*len(t.Int64))
+		for i, v := range t.Int64 {
+			binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(v)))
+		}
+		return rawTensor(name, dt, t.Shape, raw), nil
+	case onnxpb.TensorProto_BOOL:
+		raw := make([]byte, len(t.Int64))
+		for i, v := range t.Int64 {
+			if v != 0 {
+				raw[i] = 1
+			}
+		}
+		return rawTensor(name, dt, t.Shape, raw), nil
+	}
+	return nil, fmt.Errorf("tensor %q: element type %v cannot be folded", name, onnxpb.TensorProto_DataType(dt))
+}
+
+func rawTensor(name string, dt int32, dims []int64, raw []byte) *onnxpb.TensorProto {
+	return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(dt), Dims: append([]int64{}, dims...), RawData: raw}
+}
+
+// zeroFeed makes an all-zero tensor of a graph input's type and shape.
+func zeroFeed(dt int32, shape []int64) (*runtime.Tensor, error) {
+	n, err := onnx.NumElements(shape)
+	if err != nil {
+		return nil, err
+	}
+	switch onnxpb.TensorProto_DataType(dt) {
+	case onnxpb.TensorProto_FLOAT:
+		return runtime.NewFloat32(shape, make([]float32, n)), nil
+	case onnxpb.TensorProto_DOUBLE:
+		return runtime.NewFloat64(shape, make([]float64, n)), nil
+	case onnxpb.TensorProto_INT64:
+		return runtime.NewInt64(shape, make([]int64, n)), nil
+	}
+	return nil, fmt.Errorf("graph inputs of type %v are not supported", onnxpb.TensorProto_DataType(dt))
+}

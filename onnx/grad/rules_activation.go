@@ -1,0 +1,135 @@
+package grad
+
+func init() {
+	register(reluRule, "Relu")
+	register(leakyReluRule, "LeakyRelu")
+	register(preluRule, "PRelu")
+	register(clipRule, "Clip")
+	register(sigmoidRule, "Sigmoid")
+	register(tanhRule, "Tanh")
+	register(hardSigmoidRule, "HardSigmoid")
+	register(hardSwishRule, "HardSwish")
+	register(expRule, "Exp")
+	register(softmaxRule, "Softmax")
+	register(logSoftmaxRule, "LogSoftmax")
+}
+
+// Kinks: the gradient at exactly the kink is that of the right-hand piece
+// for Clip (bounds included, like torch.clamp) and 0 for Relu (like PyTorch).
+
+func reluRule(c *gradCtx) ([]string, error) {
+	pos := c.op1("Greater", []string{c.in(0), c.scalar(0)})
+	return []string{c.where(pos, c.dY[0], c.scalar(0))}, nil
+}
+
+func leakyReluRule(c *gradCtx) ([]string, error) {
+	alpha := attrFloat(c.n, "alpha", 0.01)
+	pos := c.op1("Greater", []string{c.in(0), c.scalar(0)})
+	return []string{c.where(pos, c.dY[0], c.mul(c.dY[0], c.scalar(float64(alpha))))}, nil
+}
+
+func preluRule(c *gradCtx) ([]string, error) {
+	x, slope := c.in(0), c.in(1)
+	xs, ss, ys := binaryShapes(c)
+	pos := c.op1("Greater", []string{x, c.scalar(0)})
+	zero := c.scalar(0)
+	dx := c.grads()
+	if c.wants(0) {
+		dx[0] = c.unbroadcast(c.where(pos, c.dY[0], c.mul(c.dY[0], slope)), ys, xs)
+	}
+	if c.wants(1) {
+		dx[1] = c.unbroadcast(c.where(pos, zero, c.mul(c.dY[0], x)), ys, ss)
+	}
+	return dx, nil
+}
+
+// clipRule: dy passes where min ≤ x ≤ max; the bounds (when trainable)
+// collect the gradient of the clipped elements.
+func clipRule(c *gradCtx) ([]string, error) {
+	x := c.in(0)
+	zero := c.scalar(0)
+	pass := ""
+	and := func(m string) {
+		if pass == "" {
+			pass = m
+		} else {
+			pass = c.op1("And", []string{pass, m})
+		}
+	}
+	if lo := c.in(1); lo != "" {
+		and(c.op1("GreaterOrEqual", []string{x, lo}))
+	}
+	if hi := c.in(2); hi != "" {
+		and(c.op1("LessOrEqual", []string{x, hi}))
+	}
+	dx := c.grads()
+	if pass == "" {
+		dx[0] = c.dY[0]
+		return dx, nil
+	}
+	if c.wants(0) {
+		dx[0] = c.where(pass, c.dY[0], zero)
+	}
+	if c.wants(1) {
+		dx[1] = c.op1("ReduceSum", []string{c.where(c.op1("Less", []string{x, c.in(1)}), c.dY[0], zero)}, aInt("keepdims", 0))
+	}
+	if c.wants(2) {
+		dx[2] = c.op1("ReduceSum", []string{c.where(c.op1("Greater", []string{x, c.in(2)}), c.dY[0], zero)}, aInt("keepdims", 0))
+	}
+	return dx, nil
+}
+
+func sigmoidRule(c *gradCtx) ([]string, error) {
+	y := c.out(0)
+	return []string{c.mul(c.dY[0], c.mul(y, c.sub(c.scalar(1), y)))}, nil
+}
+
+func tanhRule(c *gradCtx) ([]string, error) {
+	y := c.out(0)
+	return []string{c.mul(c.dY[0], c.sub(c.scalar(1), c.mul(y, y)))}, nil
+}
+
+func expRule(c *gradCtx) ([]string, error) {
+	return []string{c.mul(c.dY[0], c.out(0))}, nil
+}
+
+// hardSigmoidRule: y = max(0, min(1, αx+β)); dy·α strictly inside (0, 1).
+func hardSigmoidRule(c *gradCtx) ([]string, error) {
+	alpha := float64(attrFloat(c.n, "alpha", 0.2))
+	beta := float64(attrFloat(c.n, "beta", 0.5))
+	t := c.add(c.mul(c.in(0), c.scalar(alpha)), c.scalar(beta))
+	inside := c.op1("And", []string{c.op1("Greater", []string{t, c.scalar(0)}), c.op1("Less", []string{t, c.scalar(1)})})
+	return []string{c.where(inside, c.mul(c.dY[0], c.scalar(alpha)), c.scalar(0))}, nil
+}
+
+// hardSwishRule: y = x·clip(x/6 + 1/2, 0, 1); dy/dx = 0 below −3, 1 above 3
+// and x/3 + 1/2 between (PyTorch's convention at the kinks).
+func hardSwishRule(c *gradCtx) ([]string, error) {
+	x := c.in(0)
+	mid := c.add(c.mul(x, c.scalar(1.0/3)), c.scalar(0.5))
+	slope := c.where(c.op1("Less", []string{x, c.scalar(-3)}), c.scalar(0),
+		c.where(c.op1("LessOrEqual", []string{x, c.scalar(3)}), mid, c.scalar(1)))
+	return []string{c.mul(c.dY[0], slope)}, nil
+}
+
+// softmaxRule: dx = y ⊙ (dy − Σ_axis dy ⊙ y).
+func softmaxRule(c *gradCtx) ([]string, error) {
+	y := c.out(0)
+	axis, err := normAxis(attrInt(c.n, "axis", -1), len(c.shape(y)))
+	if err != nil {
+		return nil, err
+	}
+	s := c.reduceSum(c.mul(c.dY[0], y), []int64{axis}, true)
+	return []string{c.mul(y, c.sub(c.dY[0], s))}, nil
+}
+
+// logSoftmaxRule: dx = dy − exp(y) ⊙ Σ_axis dy.
+func logSoftmaxRule(c *gradCtx) ([]string, error) {
+	y := c.out(0)
+	axis, err := normAxis(attrInt(c.n, "axis", -1), len(c.shape(y)))
+	if err != nil {
+		return nil, err
+	}
+	s := c.reduceSum(c.dY[0], []int64{axis}, true)
+	return []string{c.sub(c.dY[0], c.mul(c.op1("Exp", []string{y}), s))}, nil
+}

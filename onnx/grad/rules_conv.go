@@ -1,0 +1,313 @@
+package grad
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+func init() {
+	register(convRule, "Conv")
+	register(convTransposeRule, "ConvTranspose")
+}
+
+// convGeom is the resolved geometry of a convolution: kernel, strides,
+// dilations and explicit begin pads per spatial axis, and the group count.
+type convGeom struct {
+	k, s, d, pb []int64
+	group       int64
+}
+
+// readGeom resolves a (transposed) convolution's attributes. in and out are
+// the spatial sizes on the convolution side (for Conv: X and Y; for
+// ConvTranspose: Y and X, since its adjoint is a Conv), used to turn auto_pad
+// into explicit begin pads.
+func readGeom(c *gradCtx, wShape []int64, in, out []int64, transposed bool) (convGeom, error) {
+	nsp := len(in)
+	g := convGeom{group: attrInt(c.n, "group", 1)}
+	g.k = attrInts(c.n, "kernel_shape")
+	if g.k == nil {
+		g.k = append([]int64{}, wShape[2:]...)
+	}
+	g.s, g.d = attrInts(c.n, "strides"), attrInts(c.n, "dilations")
+	if g.s == nil {
+		g.s = ones(nsp)
+	}
+	if g.d == nil {
+		g.d = ones(nsp)
+	}
+	if len(g.k) != nsp || len(g.s) != nsp || len(g.d) != nsp || len(wShape) != nsp+2 {
+		return g, fmt.Errorf("kernel, strides or dilations do not match %d spatial dimensions", nsp)
+	}
+	if g.group <= 0 {
+		return g, fmt.Errorf("group %d must be positive", g.group)
+	}
+	pads := attrInts(c.n, "pads")
+	autoPad := attrString(c.n, "auto_pad", "NOTSET")
+	g.pb = make([]int64, nsp)
+	outPad := attrInts(c.n, "output_padding")
+	for i := 0; i < nsp; i++ {
+		// Total padding the shapes imply; for ConvTranspose the output
+		// padding is part of it.
+		total := (out[i]-1)*g.s[i] + (g.k[i]-1)*g.d[i] + 1 - in[i]
+		if transposed && len(outPad) == nsp {
+			total += outPad[i]
+		}
+		switch {
+		case autoPad == "VALID":
+		case autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER" ||
+			(transposed && pads == nil && attrInts(c.n, "output_shape") != nil):
+			total = max(total, 0)
+			if autoPad == "SAME_UPPER" {
+				g.pb[i] = total / 2
+			} else {
+				g.pb[i] = total - total/2
+			}
+		case pads != nil:
+			if len(pads) != 2*nsp {
+				return g, fmt.Errorf("pads %v do not match %d spatial dimensions", pads, nsp)
+			}
+			g.pb[i] = pads[i]
+		}
+	}
+	return g, nil
+}
+
+func ones(n int) []int64 {
+	o := make([]int64, n)
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}
+
+func convRule(c *gradCtx) ([]string, error) {
+	x, w := c.in(0), c.in(1)
+	xs, ws, ys := c.shape(x), c.shape(w), c.shape(c.out(0))
+	if len(xs) < 3 || len(ws) != len(xs) || len(ys) != len(xs) {
+		return nil, fmt.Errorf("shapes X %v, W %v, Y %v are not a convolution", xs, ws, ys)
+	}
+	geo, err := readGeom(c, ws, xs[2:], ys[2:], false)
+	if err != nil {
+		return nil, err
+	}
+	dy := c.dY[0]
+	dx := c.grads()
+	if c.wants(0) {
+		dx[0] = convInputGrad(c.builder, dy, w, ys, ws, xs, geo)
+	}
+	if c.wants(1) {
+		dx[1] = convWeightGrad(c.builder, x, dy, xs, ys, ws, geo)
+	}
+	if c.wants(2) {
+		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
+	}
+	return dx, nil
+}
+
+func spatialAndBatch(rank int) []int64 {
+	axes := []int64{0}
+	for i := 2; i < rank; i++ {
+		axes = append(axes, int64(i))
+	}
+	return axes
+}
+
+// convInputGrad returns the gradient of Conv's input: the adjoint
+// (transposed) convolution of dy. Stride-1 convolutions use a Conv with the
+// kernel flipped and its channel roles swapped, which ONNX Runtime runs
+// faster than ConvTranspose (depthwise kernels especially); strided ones use
+// ConvTranspose with the end pads chosen so the result has exactly X's shape.
+func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) string {
+	nsp := len(xs) - 2
+	stride1 := true
+	pb2, pe2 := make([]int64, nsp), make([]int64, nsp)
+	for i := 0; i < nsp; i++ {
+		ext := (g.k[i] - 1) * g.d[i]
+		// end pad making the output exactly xs: ys + pb2 + pe2 − ext = xs
+		pb2[i] = ext - g.pb[i]
+		pe2[i] = xs[i+2] + ext - ys[i+2] - pb2[i]
+		if g.s[i] != 1 || pb2[i] < 0 || pe2[i] < 0 {
+			stride1 = false
+		}
+	}
+	if stride1 {
+		wf := flipSwapKernel(b, w, ws, g.group)
+		return b.op1("Conv", []string{dy, wf},
+			aInts("strides", ones(nsp)), aInts("dilations", g.d), aInts("pads", slices.Concat(pb2, pe2)),
+			aInt("group", g.group), aInts("kernel_shape", g.k))
+	}
+	pe, opad := make([]int64, nsp), make([]int64, nsp)
+	needOpad := false
+	for i := 0; i < nsp; i++ {
+		// ConvTranspose size: s(ys−1) + ext + 1 − pb − pe = xs
+		pe[i] = g.s[i]*(ys[i+2]-1) + (g.k[i]-1)*g.d[i] + 1 - g.pb[i] - xs[i+2]
+		if pe[i] < 0 {
+			opad[i], pe[i] = -pe[i], 0
+			needOpad = true
+		}
+	}
+	if needOpad {
+		return b.op1("ConvTranspose", []string{dy, w},
+			aInts("strides", g.s), aInts("dilations", g.d), aInts("pads", slices.Concat(g.pb, pe)),
+			aInt("group", g.group), aInts("kernel_shape", g.k), aInts("output_padding", opad))
+	}
+	return b.op1("ConvTranspose", []string{dy, w},
+		aInts("strides", g.s), aInts("dilations", g.d), aInts("pads", slices.Concat(g.pb, pe)),
+		aInt("group", g.group), aInts("kernel_shape", g.k))
+}
+
+// flipSwapKernel turns Conv weights [G·Co, Ci, k...] into the weights of the
+// adjoint stride-1 convolution: [G·Ci, Co, k...] with the spatial axes flipped.
+func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
+	co, ci := ws[0]/group, ws[1]
+	k := ws[2:]
+	nsp := len(k)
+	perm := []int64{1, 0}
+	for i := 0; i < nsp; i++ {
+		perm = append(perm, int64(i+2))
+	}
+	switch {
+	case group == 1:
+		w = b.transpose(w, perm)
+	case co == 1 && ci == 1: // depthwise: nothing to swap
+	default:
+		w = b.reshape(w, slices.Concat([]int64{group, co, ci}, k))
+		p := []int64{0, 2, 1}
+		for i := 0; i < nsp; i++ {
+			p = append(p, int64(i+3))
+		}
+		w = b.transpose(w, p)
+		w = b.reshape(w, slices.Concat([]int64{group * ci, co}, k))
+	}
+	var axes, starts, ends, steps []int64
+	for i, d := range k {
+		if d > 1 {
+			axes = append(axes, int64(i+2))
+			starts = append(starts, -1)
+			ends = append(ends, math.MinInt64)
+			steps = append(steps, -1)
+		}
+	}
+	if len(axes) == 0 {
+		return w
+	}
+	return b.op1("Slice", []string{w, b.ints(starts...), b.ints(ends...), b.ints(axes...), b.ints(steps...)})
+}
+
+// convWeightGrad returns the gradient of Conv's weights [G·Co, Ci, k...]
+// given input x [N, G·Ci, in...] and output gradient dy [N, G·Co, out...]:
+// a correlation of x with dy summed over the batch, written as a Conv whose
+// kernel is dy (dilations = forward strides, strides = forward dilations).
+func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) string {
+	nsp := len(xs) - 2
+	n := xs[0]
+	// End pads that make the correlation exactly k wide; a negative one
+	// means the forward never read those trailing rows, so crop them.
+	pe := make([]int64, nsp)
+	var cropAxes, cropEnds []int64
+	pointwise := g.group == 1
+	for i := 0; i < nsp; i++ {
+		pe[i] = (g.k[i]-1)*g.d[i] + (ys[i+2]-1)*g.s[i] + 1 - xs[i+2] - g.pb[i]
+		if pe[i] < 0 {
+			cropAxes = append(cropAxes, int64(i+2))
+			cropEnds = append(cropEnds, xs[i+2]+pe[i])
+			pe[i] = 0
+		}
+		if g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || pe[i] != 0 {
+			pointwise = false
+		}
+	}
+	if len(cropAxes) > 0 {
+		x = b.slice(x, make([]int64, len(cropAxes)), cropEnds, cropAxes)
+		xs = slices.Clone(xs)
+		for j, a := range cropAxes {
+			xs[a] = cropEnds[j]
+		}
+		pointwise = false
+	}
+	if pointwise && len(cropAxes) == 0 {
+		// 1×1, stride 1, no padding: a batched matrix product.
+		p := numel(xs[2:])
+		dy2 := b.reshape(dy, []int64{n, ys[1], p})
+		x2 := b.transpose(b.reshape(x, []int64{n, xs[1], p}), []int64{0, 2, 1})
+		dw := b.op1("MatMul", []string{dy2, x2})
+		if n > 1 {
+			return b.reshape(b.reduceSum(dw, []int64{0}, false), ws)
+		}
+		return b.reshape(dw, ws)
+	}
+	swap := []int64{1, 0}
+	for i := 0; i < nsp; i++ {
+		swap = append(swap, int64(i+2))
+	}
+	pads := slices.Concat(g.pb, pe)
+	if g.group == 1 {
+		xt := b.transpose(x, swap)  // [Ci, N, in...]
+		kt := b.transpose(dy, swap) // [Co, N, out...]
+		r := b.op1("Conv", []string{xt, kt}, aInts("strides", g.d), aInts("dilations", g.s),
+			aInts("pads", pads), aInts("kernel_shape", ys[2:])) // [Ci, Co, k...]
+		return b.transpose(r, swap)
+	}
+	// Grouped: fold the batch into the groups, one Conv group per (n, g).
+	ci, co := ws[1], ws[0]/g.group
+	ng := n * g.group
+	var xt string
+	if ci == 1 {
+		xt = b.reshape(x, slices.Concat([]int64{1, ng}, xs[2:]))
+	} else {
+		xt = b.transpose(b.reshape(x, slices.Concat([]int64{ng, ci}, xs[2:])), swap) // [Ci, N·G, in...]
+	}
+	kt := b.reshape(dy, slices.Concat([]int64{ng * co, 1}, ys[2:]))
+	r := b.op1("Conv", []string{xt, kt}, aInts("strides", g.d), aInts("dilations", g.s),
+		aInts("pads", pads), aInts("kernel_shape", ys[2:]), aInt("group", ng)) // [Ci, N·G·Co, k...]
+	if n > 1 {
+		r = b.reduceSum(b.reshape(r, slices.Concat([]int64{ci, n, g.group * co}, g.k)), []int64{1}, false)
+	}
+	if ci == 1 {
+		return b.reshape(r, ws)
+	}
+	return b.transpose(b.reshape(r, slices.Concat([]int64{ci, g.group * co}, g.k)), swap)
+}
+
+func convTransposeRule(c *gradCtx) ([]string, error) {
+	x, w := c.in(0), c.in(1)
+	xs, ws, ys := c.shape(x), c.shape(w), c.shape(c.out(0))
+	if len(xs) < 3 || len(ws) != len(xs) || len(ys) != len(xs) {
+		return nil, fmt.Errorf("shapes X %v, W %v, Y %v are not a transposed convolution", xs, ws, ys)
+	}
+	// The adjoint of ConvTranspose is a Conv from Y's space to X's space.
+	geo, err := readGeom(c, ws, ys[2:], xs[2:], true)
+	if err != nil {
+		return nil, err
+	}
+	nsp := len(xs) - 2
+	dy := c.dY[0]
+	dx := c.grads()
+	if c.wants(0) {
+		pe := make([]int64, nsp)
+		var cropAxes, cropEnds []int64
+		for i := 0; i < nsp; i++ {
+			pe[i] = geo.s[i]*(xs[i+2]-1) + (geo.k[i]-1)*geo.d[i] + 1 - ys[i+2] - geo.pb[i]
+			if pe[i] < 0 {
+				cropAxes = append(cropAxes, int64(i+2))
+				cropEnds = append(cropEnds, ys[i+2]+pe[i])
+				pe[i] = 0
+			}
+		}
+		d := dy
+		if len(cropAxes) > 0 {
+			d = c.slice(dy, make([]int64, len(cropAxes)), cropEnds, cropAxes)
+		}
+		dx[0] = c.op1("Conv", []string{d, w}, aInts("strides", geo.s), aInts("dilations", geo.d),
+			aInts("pads", slices.Concat(geo.pb, pe)), aInt("group", geo.group), aInts("kernel_shape", geo.k))
+	}
+	if c.wants(1) {
+		// Conv weight gradient with the roles of input and output swapped.
+		dx[1] = convWeightGrad(c.builder, dy, x, ys, xs, ws, geo)
+	}
+	if c.wants(2) {
+		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
+	}
+	return dx, nil
+}

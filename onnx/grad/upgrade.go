@@ -1,0 +1,162 @@
+package grad
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// targetOpset is the lowest default-domain opset the compiler emits: 17 has
+// every input-form operator the backward rules use (ReduceSum axes input,
+// Split split input, ScatterElements reduction="add" from 16), and ONNX
+// Runtime 1.30 supports it on CPU and CUDA. Models with a higher opset keep it.
+const targetOpset = 17
+
+// upgrade rewrites forward nodes written for an older opset into their
+// opset-17 form so the whole graph can be stamped with one opset. It only
+// touches the operators whose signature changed between the model's opset
+// and 17; everything else is already valid.
+func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
+	if from >= 13 {
+		return nil
+	}
+	var out []*onnxpb.NodeProto
+	for _, n := range g.Node {
+		if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
+			out = append(out, n)
+			continue
+		}
+		b.nodes = nil
+		if err := upgradeNode(n, from, b); err != nil {
+			return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+		}
+		out = append(out, b.nodes...) // helper nodes first, they feed n
+		out = append(out, n)
+		out = append(out, b.tail...) // helper nodes that consume n's output
+		b.tail = nil
+	}
+	b.nodes = nil
+	g.Node = out
+	g.Initializer = append(g.Initializer, b.inits...)
+	b.inits = nil
+	return nil
+}
+
+// attrToInput moves an INTS attribute into input slot idx as an INT64 constant.
+func attrToInput(n *onnxpb.NodeProto, name string, idx int, b *builder) {
+	a := attr(n, name)
+	if a == nil {
+		return
+	}
+	v := a.GetInts()
+	delAttr(n, name)
+	for len(n.Input) < idx {
+		n.Input = append(n.Input, "")
+	}
+	n.Input = append(n.Input[:idx], b.ints(v...))
+}
+
+func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
+	switch n.GetOpType() {
+	case "Split":
+		attrToInput(n, "split", 1, b)
+	case "Squeeze", "Unsqueeze", "ReduceSum":
+		attrToInput(n, "axes", 1, b)
+	case "Softmax", "LogSoftmax", "Hardmax":
+		// Before 13 these flattened to 2-D at axis; keep that meaning.
+		axis := attrInt(n, "axis", 1)
+		x, y := n.Input[0], n.Output[0]
+		flat := b.op1("Flatten", []string{x}, aInt("axis", axis))
+		shape := b.op1("Shape", []string{x})
+		sm := b.fresh(n.GetOpType())
+		n.Input = []string{flat}
+		n.Output = []string{sm}
+		setAttr(n, aInt("axis", 1))
+		// The Reshape consumes n's output, so it goes after n.
+		tail := &onnxpb.NodeProto{Name: proto.String(b.fresh("node_Reshape")), OpType: proto.String("Reshape"), Input: []string{sm, shape}, Output: []string{y}}
+		b.tail = append(b.tail, tail)
+	case "Upsample", "Resize":
+		if n.GetOpType() == "Resize" && from >= 11 {
+			return nil
+		}
+		mode := attrString(n, "mode", "nearest")
+		if mode == "bilinear" {
+			mode = "linear"
+		}
+		var scales string
+		if s := attrFloats(n, "scales"); s != nil { // Upsample-7
+			v := make([]float64, len(s))
+			for i, x := range s {
+				v[i] = float64(x)
+			}
+			scales = b.constFloat(v, []int64{int64(len(v))})
+		} else {
+			scales = input(n, 1)
+		}
+		n.OpType = proto.String("Resize")
+		n.Input = []string{n.Input[0], "", scales}
+		n.Attribute = nil
+		setAttr(n, aString("mode", mode))
+		setAttr(n, aString("coordinate_transformation_mode", "asymmetric"))
+		setAttr(n, aString("nearest_mode", "floor"))
+	case "Clip":
+		if from >= 11 {
+			return nil
+		}
+		lo, hi := attr(n, "min"), attr(n, "max")
+		ins := []string{n.Input[0], "", ""}
+		if lo != nil {
+			ins[1] = b.scalar(float64(lo.GetF()))
+		}
+		if hi != nil {
+			ins[2] = b.scalar(float64(hi.GetF()))
+		}
+		n.Input, n.Attribute = ins, nil
+	case "Pad":
+		if from >= 11 {
+			return nil
+		}
+		pads := attrInts(n, "pads")
+		if pads == nil {
+			pads = attrInts(n, "paddings") // Pad-1
+		}
+		value := attrFloat(n, "value", 0)
+		mode := attrString(n, "mode", "constant")
+		n.Input = []string{n.Input[0], b.ints(pads...), b.scalar(float64(value))}
+		n.Attribute = []*onnxpb.AttributeProto{aString("mode", mode)}
+	case "Dropout":
+		// Inference form: the training graph is deterministic.
+		if len(n.Output) > 1 && n.Output[1] != "" {
+			return fmt.Errorf("the Dropout mask output is not supported")
+		}
+		n.OpType = proto.String("Identity")
+		n.Input, n.Output, n.Attribute = n.Input[:1], n.Output[:1], nil
+	case "Slice":
+		if from >= 10 {
+			return nil
+		}
+		starts, ends, axes := attrInts(n, "starts"), attrInts(n, "ends"), attrInts(n, "axes")
+		ins := []string{n.Input[0], b.ints(starts...), b.ints(ends...)}
+		if axes != nil {
+			ins = append(ins, b.ints(axes...))
+		}
+		n.Input, n.Attribute = ins, nil
+	case "TopK":
+		if from >= 10 {
+			return nil
+		}
+		k := attrInt(n, "k", 1)
+		delAttr(n, "k")
+		n.Input = []string{n.Input[0], b.ints(k)}
+	case "BatchNormalization":
+		delAttr(n, "spatial")
+		delAttr(n, "is_test")
+		delAttr(n, "consumed_inputs")
+		if len(n.Output) > 1 {
+			n.Output = n.Output[:1] // training outputs are not part of the inference form
+		}
+	}
+	return nil
+}
