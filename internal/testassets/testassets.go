@@ -1,0 +1,61 @@
+// Package testassets locates the read-only shared test assets (models, data
+// sets) that live outside the repository, so tests can use them when present
+// and skip cleanly when they are not.
+package testassets
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// EnvVar names the environment variable that, when set, overrides the search
+// for the shared assets folder.
+const EnvVar = "SEGTUNE_SHARED_ASSETS"
+
+// SharedAssetsDir returns the shared assets folder, or "" when none is found.
+// It honours $SEGTUNE_SHARED_ASSETS, then walks up from the working directory
+// looking for a "shared/assets" folder (the repository's sibling in CI).
+func SharedAssetsDir() string {
+	if d := os.Getenv(EnvVar); d != "" {
+		if isDir(d) {
+			return d
+		}
+		return ""
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		cand := filepath.Join(dir, "shared", "assets")
+		if isDir(cand) {
+			return cand
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// Require returns the path of elem inside the shared assets folder, skipping
+// the test when the folder or that path is absent.
+func Require(tb testing.TB, elem ...string) string {
+	tb.Helper()
+	root := SharedAssetsDir()
+	if root == "" {
+		tb.Skip("shared assets folder not found (set " + EnvVar + ")")
+	}
+	p := filepath.Join(append([]string{root}, elem...)...)
+	if _, err := os.Stat(p); err != nil {
+		tb.Skipf("shared asset %s not available: %v", p, err)
+	}
+	return p
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
