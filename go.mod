@@ -10,4 +10,5 @@ require (
 	github.com/urfave/cli/v2 v2.27.7 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	github.com/yalue/onnxruntime_go v1.27.0 // indirect
+	golang.org/x/image v0.30.0 // indirect
 )
