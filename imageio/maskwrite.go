@@ -1,0 +1,55 @@
+package imageio
+
+import (
+	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"slices"
+)
+
+// MaskImage builds a palette image from a w×h label map. pal nil means the
+// VOC palette; a palette shorter than the largest label is extended with
+// VOC colours so every label stays visible and the PNG stays valid.
+func MaskImage(labels []uint8, w, h int, pal Palette) (*image.Paletted, error) {
+	if w <= 0 || h <= 0 || len(labels) != w*h {
+		return nil, fmt.Errorf("mask of %d labels is not %dx%d (WxH)", len(labels), w, h)
+	}
+	top := int(slices.Max(labels))
+	pal = pal.withDefaults(top + 1)
+	if len(pal) > 256 {
+		pal = pal[:256] // PNG palettes hold at most 256 colours
+	}
+	img := &image.Paletted{
+		Pix:     slices.Clone(labels),
+		Stride:  w,
+		Rect:    image.Rect(0, 0, w, h),
+		Palette: pal.colorPalette(),
+	}
+	return img, nil
+}
+
+// EncodeMaskPNG writes labels as a palette PNG to out.
+func EncodeMaskPNG(out io.Writer, labels []uint8, w, h int, pal Palette) error {
+	img, err := MaskImage(labels, w, h, pal)
+	if err != nil {
+		return err
+	}
+	return png.Encode(out, img)
+}
+
+// WriteMaskPNG writes labels as a palette PNG at path, atomically: the index
+// of each pixel is its label, so the file reads back exactly with ReadMask
+// while image viewers show the palette colours.
+func WriteMaskPNG(path string, labels []uint8, w, h int, pal Palette) error {
+	img, err := MaskImage(labels, w, h, pal)
+	if err != nil {
+		return fmt.Errorf("write mask %s: %w", path, err)
+	}
+	return WritePNG(path, img)
+}
+
+// WritePNG encodes img as PNG at path, atomically.
+func WritePNG(path string, img image.Image) error {
+	return WriteFileAtomic(path, func(w io.Writer) error { return png.Encode(w, img) })
+}
