@@ -1,0 +1,201 @@
+package imageio
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SidecarVersion is the sidecar format version written by Save.
+const SidecarVersion = 1
+
+// SidecarExt replaces a model file's extension to name its sidecar.
+const SidecarExt = ".segtune.json"
+
+// Sidecar is the JSON file kept next to a model (model.onnx →
+// model.segtune.json) so its users need not retype how to feed it:
+//
+//	{
+//	  "version": 1,
+//	  "preprocess": {"height": 513, "width": 513, "resize": "stretch",
+//	                 "value_scale": 0.00784313725490196, "value_offset": -1},
+//	  "classes": ["background", "person"],
+//	  "palette": ["#000000", "#c00000"],
+//	  "label_map": "9,10:1;11:255;*:0",
+//	  "ignore_label": 255
+//	}
+type Sidecar struct {
+	Version    int         `json:"version"`
+	Preprocess *Preprocess `json:"preprocess,omitempty"`
+	// Classes names the model's output channels, in order.
+	Classes []string `json:"classes,omitempty"`
+	// Palette colours masks and overlays, entry i for class i.
+	Palette Palette `json:"palette,omitempty"`
+	// LabelMap turns data set masks into the model's classes.
+	LabelMap *LabelMap `json:"label_map,omitempty"`
+	// IgnoreLabel marks mask pixels left out of training and scoring.
+	IgnoreLabel *int `json:"ignore_label,omitempty"`
+}
+
+// SidecarPath returns the sidecar path of a model file.
+func SidecarPath(modelPath string) string {
+	return strings.TrimSuffix(modelPath, filepath.Ext(modelPath)) + SidecarExt
+}
+
+// LoadSidecar reads and validates a sidecar file. Unknown fields are errors,
+// so a misspelt key cannot silently fall back to a default.
+func LoadSidecar(path string) (*Sidecar, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read sidecar: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Sidecar
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("sidecar %s: unexpected data after the JSON object", path)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// LoadModelSidecar loads the sidecar of a model file; found is false (and
+// the result empty) when there is none.
+func LoadModelSidecar(modelPath string) (s *Sidecar, found bool, err error) {
+	s, err = LoadSidecar(SidecarPath(modelPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Sidecar{Version: SidecarVersion}, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// Save validates s and writes it to path atomically, indented for people.
+func (s *Sidecar) Save(path string) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("save sidecar %s: %w", path, err)
+	}
+	c := *s
+	if c.Version == 0 {
+		c.Version = SidecarVersion
+	}
+	data, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save sidecar %s: %w", path, err)
+	}
+	data = append(data, '\n')
+	return WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Validate checks the version, the preprocessing and that a palette or
+// ignore label fits the classes.
+func (s *Sidecar) Validate() error {
+	if s.Version > SidecarVersion {
+		return fmt.Errorf("version %d is newer than this segtune understands (%d)", s.Version, SidecarVersion)
+	}
+	if s.Version < 0 {
+		return fmt.Errorf("invalid version %d", s.Version)
+	}
+	if s.Preprocess != nil {
+		if err := s.Preprocess.Validate(); err != nil {
+			return err
+		}
+	}
+	if s.IgnoreLabel != nil && (*s.IgnoreLabel < 0 || *s.IgnoreLabel > MaxLabel) {
+		return fmt.Errorf("ignore_label %d is outside 0..%d", *s.IgnoreLabel, MaxLabel)
+	}
+	if len(s.Palette) > 256 {
+		return fmt.Errorf("palette has %d colours; masks hold at most 256", len(s.Palette))
+	}
+	return nil
+}
+
+// Merge returns s with every field set in o replacing s's (o being the
+// explicit overrides, e.g. from command-line flags). Preprocess merges
+// field by field (see Preprocess.Merge).
+func (s Sidecar) Merge(o Sidecar) Sidecar {
+	if o.Version != 0 {
+		s.Version = o.Version
+	}
+	switch {
+	case o.Preprocess != nil && s.Preprocess != nil:
+		m := s.Preprocess.Merge(*o.Preprocess)
+		s.Preprocess = &m
+	case o.Preprocess != nil:
+		c := *o.Preprocess
+		s.Preprocess = &c
+	}
+	if o.Classes != nil {
+		s.Classes = o.Classes
+	}
+	if o.Palette != nil {
+		s.Palette = o.Palette
+	}
+	if o.LabelMap != nil {
+		s.LabelMap = o.LabelMap
+	}
+	if o.IgnoreLabel != nil {
+		s.IgnoreLabel = o.IgnoreLabel
+	}
+	return s
+}
+
+// Merge returns p overridden by the fields set (non-zero) in o. Related
+// fields move together so an override never leaves a half-mixed setting:
+// height and width are one group; mean, std and mean_std_range, and
+// value_scale and value_offset, form the normalisation group, replaced
+// whole when o sets any of them (so value_offset 0 can override -1);
+// pad_color replaces when non-black.
+func (p Preprocess) Merge(o Preprocess) Preprocess {
+	if o.Height != 0 || o.Width != 0 {
+		p.Height, p.Width = o.Height, o.Width
+	}
+	if o.Resize != "" {
+		p.Resize = o.Resize
+	}
+	if o.ScaleFactor != 0 {
+		p.ScaleFactor = o.ScaleFactor
+	}
+	if o.MultipleOf != 0 {
+		p.MultipleOf = o.MultipleOf
+	}
+	if o.PlusOne {
+		p.PlusOne = true
+	}
+	if o.PadColor != [3]uint8{} {
+		p.PadColor = o.PadColor
+	}
+	if o.PadPosition != "" {
+		p.PadPosition = o.PadPosition
+	}
+	if o.Interpolation != "" {
+		p.Interpolation = o.Interpolation
+	}
+	if o.ChannelOrder != "" {
+		p.ChannelOrder = o.ChannelOrder
+	}
+	if o.Layout != "" {
+		p.Layout = o.Layout
+	}
+	if len(o.Mean) > 0 || len(o.Std) > 0 || o.MeanStdRange != "" || o.ValueScale != 0 || o.ValueOffset != 0 {
+		p.Mean, p.Std, p.MeanStdRange = o.Mean, o.Std, o.MeanStdRange
+		p.ValueScale, p.ValueOffset = o.ValueScale, o.ValueOffset
+	}
+	return p
+}
