@@ -1,0 +1,5 @@
+//go:build !race
+
+package imageio
+
+const raceEnabled = false
