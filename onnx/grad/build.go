@@ -296,7 +296,32 @@ func (c *compiler) probeAndFold() error {
 			}
 		}
 	}
-	info, vals, err := probe(c.g, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want, c.cfg.Threads)
+	// Trainable parameters are fed as inputs during the probe, as in the
+	// training graph (and some bindings cannot run a graph without inputs).
+	pg := proto.Clone(c.g).(*onnxpb.GraphProto)
+	var frozen []*onnxpb.TensorProto
+	for _, t := range pg.Initializer {
+		if !c.isTrain[t.GetName()] {
+			frozen = append(frozen, t)
+			continue
+		}
+		v, err := onnx.Float64s(t)
+		if err != nil {
+			return fmt.Errorf("initializer %q: %w", t.GetName(), err)
+		}
+		if t.GetDataType() == int32(onnxpb.TensorProto_DOUBLE) {
+			feeds[t.GetName()] = runtime.NewFloat64(t.GetDims(), v)
+		} else {
+			f := make([]float32, len(v))
+			for i, x := range v {
+				f[i] = float32(x)
+			}
+			feeds[t.GetName()] = runtime.NewFloat32(t.GetDims(), f)
+		}
+		pg.Input = append(pg.Input, valueInfo(t.GetName(), t.GetDataType(), t.GetDims()))
+	}
+	pg.Initializer = frozen
+	info, vals, err := probe(pg, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want, c.cfg.Threads)
 	if err != nil {
 		return err
 	}

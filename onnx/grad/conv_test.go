@@ -1,0 +1,88 @@
+package grad_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+func TestConv(t *testing.T) {
+	cases := []struct {
+		name                string
+		cin, cout, group, k int64
+		h, w                int64
+		attrs               []*onnxpb.AttributeProto
+		bias                bool
+	}{
+		{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
+		{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+		{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+		{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
+		{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
+		{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
+		{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
+		{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
+		{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+		{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
+		{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
+		{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
+		{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
+		{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+		{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
+		{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
+		{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+		{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+		{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	}
+	for _, tc := range cases {
+		for _, batch := range []int64{1, 2} {
+			t.Run(fmt.Sprintf("%s/n%d", tc.name, batch), func(t *testing.T) {
+				m := newOpModel(13)
+				ins := []string{m.rand("x", batch, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin/tc.group, tc.k, tc.k)}
+				if tc.bias {
+					ins = append(ins, m.rand("b", tc.cout))
+				}
+				attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
+				m.node("Conv", ins, []string{"y"}, attrs...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
+	}
+}
+
+func TestConv1D(t *testing.T) {
+	m := newOpModel(13)
+	m.node("Conv", []string{m.rand("x", 2, 3, 9), m.rand("w", 4, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("strides", 2), ais("pads", 1, 1))
+	m.outs = []string{"y"}
+	m.check(t)
+}
+
+func TestConvTranspose(t *testing.T) {
+	cases := []struct {
+		name                string
+		cin, cout, group, k int64
+		attrs               []*onnxpb.AttributeProto
+	}{
+		{"plain", 3, 2, 1, 3, nil},
+		{"stride2pad1", 3, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
+		{"stride2outpad", 3, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ais("output_padding", 1, 1)}},
+		{"dil2", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("dilations", 2, 2)}},
+		{"groups2", 4, 4, 2, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2)}},
+		{"depthwise", 3, 3, 3, 4, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
+		{"output_shape", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("output_shape", 10, 10)}},
+		{"same_upper", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_UPPER")}},
+		{"same_lower", 2, 2, 1, 4, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_LOWER")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newOpModel(13)
+			ins := []string{m.rand("x", 2, tc.cin, 5, 5), m.rand("w", tc.cin, tc.cout/tc.group, tc.k, tc.k), m.rand("b", tc.cout)}
+			attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
+			m.node("ConvTranspose", ins, []string{"y"}, attrs...)
+			m.outs = []string{"y"}
+			m.check(t)
+		})
+	}
+}

@@ -1,0 +1,279 @@
+// Package gradcheck verifies the gradients of segtune's training graphs by
+// finite differences through ONNX Runtime.
+//
+// Check compiles a model with grad.Build, runs the training graph once for
+// the analytic gradients, and compares their projection on random
+// directions v with central differences (f(θ+hv) − f(θ−hv)) / 2h of the
+// objective f = loss + Σ_t ⟨r_t, t⟩ (r_t: the values fed to the extra
+// upstream-gradient inputs) evaluated with the evaluation graph. The graphs
+// run in float64 when ONNX Runtime has double kernels for every operator,
+// otherwise in float32 with a larger relative step.
+package gradcheck
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Options tunes a check; zero values pick the defaults.
+type Options struct {
+	// Directions is the number of random directions (default 3).
+	Directions int
+	// Step is h relative to each parameter's RMS (default 1e-4 in float64,
+	// 5e-2 in float32).
+	Step float64
+	// Seed seeds the directions and generated inputs.
+	Seed uint64
+	// Float32 forces float32 even where float64 would run.
+	Float32 bool
+	// Threads is ONNX Runtime's thread count (0: default).
+	Threads int
+}
+
+// Direction is one comparison.
+type Direction struct {
+	Analytic, Numeric, RelErr float64
+}
+
+// Result reports a check.
+type Result struct {
+	Float64    bool
+	Directions []Direction
+	MaxRelErr  float64
+	Graphs     *grad.Graphs
+}
+
+// Check compares analytic and numerical gradients of m compiled with cfg.
+// feeds supplies model inputs and the target; missing float inputs get
+// standard normal values, a missing target gets uniform class indices, and
+// missing upstream-gradient inputs get standard normal values.
+func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt Options) (*Result, error) {
+	if opt.Directions <= 0 {
+		opt.Directions = 3
+	}
+	for _, t := range cfg.GradInputs {
+		if !slices.Contains(cfg.ExtraOutputs, t) {
+			cfg.ExtraOutputs = append(cfg.ExtraOutputs, t)
+		}
+	}
+	gs, err := grad.Build(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
+	res := &Result{Graphs: gs}
+	train, eval, f64, err := openPair(gs, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer train.Close()
+	defer eval.Close()
+	res.Float64 = f64
+
+	vals := map[string][]float64{}
+	shapes := map[string][]int64{}
+	for _, p := range gs.Params {
+		v, err := onnx.Float64s(p)
+		if err != nil {
+			return nil, err
+		}
+		vals[p.GetName()] = v
+		shapes[p.GetName()] = p.GetDims()
+	}
+	fixed := map[string]*runtime.Tensor{}
+	for _, spec := range gs.Manifest.Training.Inputs {
+		if _, isParam := vals[spec.Name]; isParam {
+			continue
+		}
+		t, ok := feeds[spec.Name]
+		if !ok {
+			t = generate(spec, gs, rng)
+		}
+		fixed[spec.Name] = convert(t, f64)
+	}
+	run := func(s *runtime.Session, params map[string][]float64) (map[string]*runtime.Tensor, error) {
+		in := make([]*runtime.Tensor, len(s.Inputs))
+		for i, x := range s.Inputs {
+			if v, ok := params[x.Name]; ok {
+				in[i] = convert(runtime.NewFloat64(shapes[x.Name], v), f64)
+			} else if t, ok := fixed[x.Name]; ok {
+				in[i] = t
+			} else {
+				return nil, fmt.Errorf("no value for input %q", x.Name)
+			}
+		}
+		outs, err := s.Run(in...)
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]*runtime.Tensor{}
+		for i, o := range s.Outputs {
+			m[o.Name] = outs[i]
+		}
+		return m, nil
+	}
+	objective := func(outs map[string]*runtime.Tensor) float64 {
+		var f float64
+		if gs.Manifest.Loss != "" {
+			f += floats(outs[gs.Manifest.Loss])[0]
+		}
+		for _, gi := range gs.Manifest.GradInputs {
+			r, t := floats(fixed[gi.Input]), floats(outs[gi.Tensor])
+			for i := range r {
+				f += r[i] * t[i]
+			}
+		}
+		return f
+	}
+	tOut, err := run(train, vals)
+	if err != nil {
+		return nil, fmt.Errorf("training graph: %w", err)
+	}
+	step := opt.Step
+	if step == 0 {
+		step = 1e-4
+		if !f64 {
+			// float32 rounding dominates: a larger step keeps it small against
+			// the difference; most ops without double kernels (Conv, Resize,
+			// pools) are linear in each input, so truncation error is nil there.
+			step = 5e-2
+		}
+	}
+	for d := 0; d < opt.Directions; d++ {
+		plus, minus := map[string][]float64{}, map[string][]float64{}
+		var analytic float64
+		for _, pi := range gs.Manifest.Params {
+			v := vals[pi.Name]
+			g := floats(tOut[pi.Grad])
+			h := step * math.Max(rms(v), 1e-2)
+			pv, mv := make([]float64, len(v)), make([]float64, len(v))
+			for i := range v {
+				dir := rng.NormFloat64()
+				analytic += g[i] * dir * h
+				pv[i], mv[i] = v[i]+h*dir, v[i]-h*dir
+			}
+			plus[pi.Name], minus[pi.Name] = pv, mv
+		}
+		po, err := run(eval, plus)
+		if err != nil {
+			return nil, fmt.Errorf("evaluation graph: %w", err)
+		}
+		mo, err := run(eval, minus)
+		if err != nil {
+			return nil, fmt.Errorf("evaluation graph: %w", err)
+		}
+		numeric := (objective(po) - objective(mo)) / 2
+		den := math.Max(math.Max(math.Abs(analytic), math.Abs(numeric)), 1e-300)
+		rel := math.Abs(analytic-numeric) / den
+		if analytic == 0 && numeric == 0 {
+			rel = 0
+		}
+		res.Directions = append(res.Directions, Direction{Analytic: analytic, Numeric: numeric, RelErr: rel})
+		res.MaxRelErr = math.Max(res.MaxRelErr, rel)
+	}
+	return res, nil
+}
+
+// openPair opens sessions on the training and evaluation graphs, in float64
+// when possible.
+func openPair(gs *grad.Graphs, opt Options) (train, eval *runtime.Session, f64 bool, err error) {
+	open := func(m *onnx.Model) (*runtime.Session, error) {
+		data, err := m.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true})
+	}
+	if !opt.Float32 {
+		t, err1 := open(ToFloat64(gs.Training))
+		if err1 == nil {
+			e, err2 := open(ToFloat64(gs.Eval))
+			if err2 == nil {
+				return t, e, true, nil
+			}
+			t.Close()
+		}
+	}
+	t, err := open(gs.Training)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("training graph: %w", err)
+	}
+	e, err := open(gs.Eval)
+	if err != nil {
+		t.Close()
+		return nil, nil, false, fmt.Errorf("evaluation graph: %w", err)
+	}
+	return t, e, false, nil
+}
+
+func generate(spec grad.TensorSpec, gs *grad.Graphs, rng *rand.Rand) *runtime.Tensor {
+	n := 1
+	for _, d := range spec.Shape {
+		n *= int(d)
+	}
+	if spec.Type == "int64" {
+		classes := int64(2)
+		for _, o := range gs.Manifest.Training.Outputs {
+			if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] && len(o.Shape) > 1 {
+				classes = o.Shape[1]
+			}
+		}
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = rng.Int64N(classes)
+		}
+		return runtime.NewInt64(spec.Shape, v)
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = rng.NormFloat64()
+	}
+	return runtime.NewFloat64(spec.Shape, v)
+}
+
+// convert returns t as float64 or float32 (integer tensors unchanged).
+func convert(t *runtime.Tensor, f64 bool) *runtime.Tensor {
+	if t.Int64 != nil {
+		return t
+	}
+	v := floats(t)
+	if f64 {
+		return runtime.NewFloat64(t.Shape, v)
+	}
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	return runtime.NewFloat32(t.Shape, f)
+}
+
+func floats(t *runtime.Tensor) []float64 {
+	if t == nil {
+		return nil
+	}
+	if t.Float64 != nil {
+		return t.Float64
+	}
+	out := make([]float64, len(t.Float32))
+	for i, x := range t.Float32 {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+func rms(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	return math.Sqrt(s / float64(len(v)))
+}
