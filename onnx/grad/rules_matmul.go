@@ -1,0 +1,139 @@
+package grad
+
+import (
+	"fmt"
+	"slices"
+)
+
+func init() {
+	register(gemmRule, "Gemm")
+	register(matMulRule, "MatMul")
+}
+
+// gemmRule: Y = α·A'·B' + β·C with A' = transA ? Aᵀ : A, B' likewise. Each
+// gradient is one Gemm with the transposes folded into its flags, so no
+// Transpose node is emitted.
+func gemmRule(c *gradCtx) ([]string, error) {
+	a, b := c.in(0), c.in(1)
+	ta, tb := attrInt(c.n, "transA", 0) != 0, attrInt(c.n, "transB", 0) != 0
+	alpha := float64(attrFloat(c.n, "alpha", 1))
+	beta := float64(attrFloat(c.n, "beta", 1))
+	dy := c.dY[0]
+	gemm := func(x, y string, tx, ty bool) string {
+		return c.op1("Gemm", []string{x, y}, aInt("transA", b2i(tx)), aInt("transB", b2i(ty)), aFloat("alpha", float32(alpha)))
+	}
+	dx := c.grads()
+	if c.wants(0) {
+		switch {
+		case !ta && !tb:
+			dx[0] = gemm(dy, b, false, true) // dY·Bᵀ
+		case !ta && tb:
+			dx[0] = gemm(dy, b, false, false) // dY·B
+		case ta && !tb:
+			dx[0] = gemm(b, dy, false, true) // B·dYᵀ
+		default:
+			dx[0] = gemm(b, dy, true, true) // Bᵀ·dYᵀ
+		}
+	}
+	if c.wants(1) {
+		switch {
+		case !ta && !tb:
+			dx[1] = gemm(a, dy, true, false) // Aᵀ·dY
+		case !ta && tb:
+			dx[1] = gemm(dy, a, true, false) // dYᵀ·A
+		case ta && !tb:
+			dx[1] = gemm(a, dy, false, false) // A·dY
+		default:
+			dx[1] = gemm(dy, a, true, true) // dYᵀ·Aᵀ
+		}
+	}
+	if c.wants(2) {
+		g := dy
+		if beta != 1 {
+			g = c.mul(g, c.scalar(beta))
+		}
+		dx[2] = c.unbroadcast(g, c.shape(c.out(0)), c.shape(c.in(2)))
+	}
+	return dx, nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// matMulRule handles numpy matmul semantics: 1-D operands are promoted,
+// batch axes broadcast (and their gradients are summed back).
+func matMulRule(c *gradCtx) ([]string, error) {
+	a, b := c.in(0), c.in(1)
+	as, bs := c.shape(a), c.shape(b)
+	if len(as) == 0 || len(bs) == 0 {
+		return nil, fmt.Errorf("MatMul of scalars")
+	}
+	a2s, b2s := slices.Clone(as), slices.Clone(bs)
+	if len(as) == 1 {
+		a2s = []int64{1, as[0]}
+	}
+	if len(bs) == 1 {
+		b2s = []int64{bs[0], 1}
+	}
+	batch, err := broadcastShape(a2s[:len(a2s)-2], b2s[:len(b2s)-2])
+	if err != nil {
+		return nil, err
+	}
+	m, n := a2s[len(a2s)-2], b2s[len(b2s)-1]
+	ys2 := slices.Concat(batch, []int64{m, n})
+	dy := c.dY[0]
+	if !equalShape(ys2, c.shape(c.out(0))) {
+		dy = c.reshape(dy, ys2)
+	}
+	a2, b2 := a, b
+	if len(as) == 1 {
+		a2 = c.reshape(a, a2s)
+	}
+	if len(bs) == 1 {
+		b2 = c.reshape(b, b2s)
+	}
+	dx := c.grads()
+	if c.wants(0) {
+		g := c.op1("MatMul", []string{dy, c.transpose(b2, lastSwap(len(b2s)))})
+		g = c.unbroadcast(g, slices.Concat(batch, []int64{m, a2s[len(a2s)-1]}), a2s)
+		if len(as) == 1 {
+			g = c.reshape(g, as)
+		}
+		dx[0] = g
+	}
+	if c.wants(1) {
+		var g string
+		k := a2s[len(a2s)-1]
+		if len(b2s) == 2 && len(a2s) > 2 {
+			// Shared 2-D weight: fold the batch into the rows, one Gemm.
+			rows := numel(a2s[:len(a2s)-1])
+			af := c.reshape(a2, []int64{rows, k})
+			if !equalShape(batch, a2s[:len(a2s)-2]) {
+				af = c.reshape(c.op1("Expand", []string{a2, c.ints(slices.Concat(batch, []int64{m, k})...)}), []int64{numel(batch) * m, k})
+			}
+			g = c.op1("Gemm", []string{af, c.reshape(dy, []int64{numel(batch) * m, n})}, aInt("transA", 1))
+		} else {
+			g = c.op1("MatMul", []string{c.transpose(a2, lastSwap(len(a2s))), dy})
+			g = c.unbroadcast(g, slices.Concat(batch, []int64{k, n}), b2s)
+		}
+		if len(bs) == 1 {
+			g = c.reshape(g, bs)
+		}
+		dx[1] = g
+	}
+	return dx, nil
+}
+
+// lastSwap is the permutation exchanging the last two axes.
+func lastSwap(rank int) []int64 {
+	p := make([]int64, rank)
+	for i := range p {
+		p[i] = int64(i)
+	}
+	p[rank-1], p[rank-2] = p[rank-2], p[rank-1]
+	return p
+}
