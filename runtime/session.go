@@ -37,7 +37,8 @@ type IOInfo struct {
 	Name string
 	// Shape uses -1 for dynamic dimensions.
 	Shape []int64
-	// Type is ONNX Runtime's element type name, e.g. "float32".
+	// Type is the element type: float32, float64, float16, int64, int32,
+	// uint8, bool, ...
 	Type string
 }
 
@@ -225,9 +226,21 @@ func (s *Session) OutputIndex(name string) int {
 func ioInfos(in []ort.InputOutputInfo) []IOInfo {
 	out := make([]IOInfo, len(in))
 	for i, x := range in {
-		out[i] = IOInfo{Name: x.Name, Shape: []int64(x.Dimensions.Clone()), Type: x.DataType.String()}
+		out[i] = IOInfo{Name: x.Name, Shape: []int64(x.Dimensions.Clone()), Type: typeName(x.DataType)}
 	}
 	return out
+}
+
+// typeName turns ONNX Runtime's element type into a short Go-style name.
+func typeName(t ort.TensorElementDataType) string {
+	s := strings.ToLower(strings.TrimPrefix(t.String(), "ONNX_TENSOR_ELEMENT_DATA_TYPE_"))
+	switch s {
+	case "float":
+		return "float32"
+	case "double":
+		return "float64"
+	}
+	return s
 }
 
 func firstLine(s string) string {

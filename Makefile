@@ -1,0 +1,47 @@
+# segtune's build, test and demo entry points. Every target installs what it
+# needs (ONNX Runtime via scripts/install-ort.sh), so a fresh clone works.
+
+GO      ?= go
+BIN     := bin/segtune
+SHARED  ?= $(abspath ../shared/assets)
+# The ONNX Runtime library: the user's own if ONNXRUNTIME_SHARED_LIBRARY_PATH
+# is set, else the one the installer puts in the per-user cache.
+ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
+
+.PHONY: all build ort test test-short python-deps torch-models demo bench fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/segtune
+
+ort:
+	@scripts/install-ort.sh
+
+# PyTorch (Debian's python3-torch) exports the DeepLabV3+ variants that the
+# gradient compiler is checked against; skipped quietly where apt is missing.
+python-deps:
+	@scripts/install-python-deps.sh || echo "make: python deps unavailable; PyTorch-model tests will skip"
+
+torch-models: python-deps
+	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
+		/usr/bin/python3 scripts/gen_torch_models.py --out testdata/generated; fi
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+test: ort torch-models vet
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
+
+test-short: ort
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -short ./...
+
+demo: ort build
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) scripts/demo.sh $(BIN) "$(SHARED)"
+
+bench: ort
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -run '^$$' -bench . -benchtime 3x ./...
+
+clean:
+	rm -rf bin out

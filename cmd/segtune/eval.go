@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/segmenter"
+)
+
+func evalCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "eval",
+		Usage: "score a model on labelled images: mean IoU, per-class IoU, pixel accuracy",
+		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
+			"maps its prediction back to each image's own size and compares it with the mask.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model"},
+			&cli.StringFlag{Name: "images", Required: true, Usage: "folder of images"},
+			&cli.StringFlag{Name: "masks", Required: true, Usage: "folder of masks with the same base names"},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
+			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
+			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
+			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
+			deviceFlag, threadsFlag, jsonFlag,
+		}, preprocessFlags()...),
+		Action: runEval,
+	}
+}
+
+type evalSummary struct {
+	metrics.Report
+	Images   int           `json:"images"`
+	Failed   int           `json:"failed"`
+	Failures []failureJSON `json:"failures"`
+	Seconds  float64       `json:"seconds"`
+	Device   string        `json:"device"`
+}
+
+func runEval(c *cli.Context) error {
+	if err := initRuntime(c); err != nil {
+		return err
+	}
+	modelPath := c.String("model")
+	settings, err := modelSettings(c, modelPath)
+	if err != nil {
+		return err
+	}
+	if v := c.String("label-map"); v != "" {
+		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
+			return fmt.Errorf("--label-map: %w", err)
+		}
+	}
+	ignore := c.Int("ignore")
+	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
+		ignore = *settings.IgnoreLabel
+	}
+	names := settings.Classes
+	if v := c.String("class-names"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
+	if err != nil {
+		return err
+	}
+	if err := pairing.Err(); err != nil {
+		return err
+	}
+	if len(pairing.Pairs) == 0 {
+		return cli.Exit("no image/mask pairs found", 1)
+	}
+	seg, err := openSegmenter(c, modelPath, settings)
+	if err != nil {
+		return err
+	}
+	defer seg.Close()
+	classes := seg.Classes
+	if classes == 0 {
+		classes = max(len(names), 2)
+	}
+	maskOf := make(map[string]string, len(pairing.Pairs))
+	paths := make([]string, len(pairing.Pairs))
+	for i, p := range pairing.Pairs {
+		paths[i] = p.Image
+		maskOf[p.Image] = p.Mask
+	}
+	var mu sync.Mutex
+	conf := metrics.NewConfusion(classes, ignore)
+	finish := func(r segmenter.Result) error {
+		mask, err := imageio.ReadMask(maskOf[r.Path], imageio.MaskOptions{
+			Map: settings.LabelMap, Width: r.Width, Height: r.Height,
+			NumClasses: classes, Ignore: int32(ignore),
+		})
+		if err != nil {
+			return err
+		}
+		target, err := mask.Uint8(nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", maskOf[r.Path], err)
+		}
+		local := metrics.NewConfusion(classes, ignore)
+		if err := local.Add(r.Labels, target); err != nil {
+			return fmt.Errorf("%s: %w", maskOf[r.Path], err)
+		}
+		mu.Lock()
+		conf.Merge(local)
+		mu.Unlock()
+		return nil
+	}
+	bar := progress(c, len(paths), "eval")
+	rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{
+		Batch:    clampBatch(c, seg, c.Int("batch")),
+		Progress: func(done, _ int) { bar.Set(done) },
+	})
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("running %s: %w", modelPath, err)
+	}
+	sum := evalSummary{Report: metrics.NewReport(conf, names), Images: rep.Total, Failed: len(rep.Failures),
+		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), Device: seg.Session.Device}
+	for _, f := range rep.Failures {
+		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
+	}
+	if c.Bool("json") {
+		if err := printJSON(os.Stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		printFailures(os.Stderr, rep.Failures)
+		sum.Report.WriteText(os.Stdout)
+		fmt.Printf("%d images scored in %.1fs on %s\n", rep.Succeeded, sum.Seconds, sum.Device)
+	}
+	if len(rep.Failures) > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
+	}
+	return nil
+}

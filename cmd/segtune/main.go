@@ -1,0 +1,49 @@
+// Command segtune fine-tunes, runs and exports ONNX semantic-segmentation
+// networks. Run `segtune help` for the commands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	app := newApp()
+	if err := app.Run(os.Args); err != nil {
+		var exit cli.ExitCoder
+		if errors.As(err, &exit) {
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintln(os.Stderr, "segtune:", msg)
+			}
+			os.Exit(exit.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "segtune:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "segtune",
+		Usage: "fine-tune, run and export ONNX semantic-segmentation models",
+		Description: "segtune runs ONNX segmentation networks (DeepLabV3+ first of all) on ONNX Runtime,\n" +
+			"fine-tunes them with an F-measure-on-object-size regularizer, and exports the refined\n" +
+			"networks back to ONNX. ONNX Runtime is found through --ort-lib, $ONNXRUNTIME_SHARED_LIBRARY_PATH\n" +
+			"or the copy `make ort` installs.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "ort-lib", Usage: "path of the ONNX Runtime shared library", EnvVars: []string{"ONNXRUNTIME_SHARED_LIBRARY_PATH"}},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bars or notices"},
+		},
+		Commands: []*cli.Command{
+			infoCommand(),
+			segmentCommand(),
+			evalCommand(),
+			versionCommand(),
+		},
+		HideHelpCommand:      false,
+		EnableBashCompletion: true,
+	}
+}

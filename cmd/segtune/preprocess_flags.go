@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+)
+
+// preprocessFlags describe how images become model inputs. They override,
+// field by field, the model's sidecar (MODEL.segtune.json) and --preprocess.
+func preprocessFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "preprocess", Usage: "JSON file with preprocessing settings (see README)", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "size", Usage: "model input size HxW (e.g. 513x513); implies --resize stretch", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "resize", Usage: "stretch, letterbox, none (native size) or scale", Category: "Preprocessing"},
+		&cli.Float64Flag{Name: "scale", Usage: "scale images by this factor (implies --resize scale)", Category: "Preprocessing"},
+		&cli.IntFlag{Name: "multiple-of", Usage: "with --scale: round sizes up to a multiple of N", Category: "Preprocessing"},
+		&cli.BoolFlag{Name: "plus-one", Usage: "with --scale: add 1 to rounded sizes (DeepLab's 8k+1 sizes)", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "interpolation", Usage: "bilinear or nearest", Category: "Preprocessing"},
+		&cli.BoolFlag{Name: "bgr", Usage: "feed channels in BGR order", Category: "Preprocessing"},
+		&cli.BoolFlag{Name: "nhwc", Usage: "feed NHWC tensors instead of NCHW", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "mean", Usage: "per-channel mean, e.g. 0.485,0.456,0.406 (on 0..1 values)", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "std", Usage: "per-channel std, e.g. 0.229,0.224,0.225", Category: "Preprocessing"},
+		&cli.Float64Flag{Name: "value-scale", Usage: "x*scale+offset on 0..255 values (e.g. 0.00784313725490196)", Category: "Preprocessing"},
+		&cli.Float64Flag{Name: "value-offset", Usage: "see --value-scale (e.g. -1)", Category: "Preprocessing"},
+	}
+}
+
+// modelSettings merges the model's sidecar, a --preprocess file and explicit
+// flags, in that order of increasing precedence.
+func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
+	var s imageio.Sidecar
+	if side, found, err := imageio.LoadModelSidecar(modelPath); err != nil {
+		return s, err
+	} else if found {
+		s = *side
+		notef(c, "segtune: using settings from %s", imageio.SidecarPath(modelPath))
+	}
+	if f := c.String("preprocess"); f != "" {
+		side, err := imageio.LoadSidecar(f)
+		if err != nil {
+			return s, err
+		}
+		s = s.Merge(*side)
+	}
+	var p imageio.Preprocess
+	if v := c.String("size"); v != "" {
+		h, w, err := parseSize(v)
+		if err != nil {
+			return s, err
+		}
+		p.Height, p.Width = h, w
+		p.Resize = imageio.ResizeStretch
+	}
+	if v := c.Float64("scale"); v != 0 {
+		p.Resize, p.ScaleFactor = imageio.ResizeScale, v
+	}
+	if v := c.String("resize"); v != "" {
+		p.Resize = imageio.ResizePolicy(v)
+	}
+	p.MultipleOf = c.Int("multiple-of")
+	p.PlusOne = c.Bool("plus-one")
+	p.Interpolation = imageio.Interpolation(c.String("interpolation"))
+	if c.Bool("bgr") {
+		p.ChannelOrder = imageio.BGR
+	}
+	if c.Bool("nhwc") {
+		p.Layout = imageio.NHWC
+	}
+	var err error
+	if p.Mean, err = parseFloats(c.String("mean")); err != nil {
+		return s, fmt.Errorf("--mean: %w", err)
+	}
+	if p.Std, err = parseFloats(c.String("std")); err != nil {
+		return s, fmt.Errorf("--std: %w", err)
+	}
+	p.ValueScale = c.Float64("value-scale")
+	p.ValueOffset = c.Float64("value-offset")
+	s = s.Merge(imageio.Sidecar{Preprocess: &p})
+	if err := s.Preprocess.Validate(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// parseSize reads "HxW" (or a single N for a square).
+func parseSize(v string) (h, w int, err error) {
+	hs, ws, found := strings.Cut(strings.ToLower(v), "x")
+	if !found {
+		ws = hs
+	}
+	h, err1 := strconv.Atoi(strings.TrimSpace(hs))
+	w, err2 := strconv.Atoi(strings.TrimSpace(ws))
+	if err1 != nil || err2 != nil || h <= 0 || w <= 0 {
+		return 0, 0, fmt.Errorf("size %q: want HxW with positive integers, e.g. 513x513", v)
+	}
+	return h, w, nil
+}
+
+func parseFloats(v string) ([]float64, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}

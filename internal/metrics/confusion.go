@@ -1,0 +1,120 @@
+// Package metrics computes segmentation quality: a confusion matrix over
+// pixels, and from it per-class IoU, mean IoU and pixel accuracy.
+package metrics
+
+import (
+	"fmt"
+	"math"
+)
+
+// Confusion counts pixels by (true class, predicted class). Targets equal to
+// Ignore are skipped. The zero value is not usable; call NewConfusion.
+type Confusion struct {
+	Classes int
+	Ignore  int
+	// Counts[t*Classes+p] is the number of pixels of true class t predicted p.
+	Counts []int64
+}
+
+// NewConfusion returns an empty matrix for classes 0..classes-1.
+func NewConfusion(classes, ignore int) *Confusion {
+	return &Confusion{Classes: classes, Ignore: ignore, Counts: make([]int64, classes*classes)}
+}
+
+// Add accumulates one image. pred and target are label maps of equal length.
+// A target label outside 0..Classes-1 (other than Ignore) or a prediction
+// outside that range is an error: it means the label map and the model
+// disagree on the classes.
+func (m *Confusion) Add(pred, target []uint8) error {
+	if len(pred) != len(target) {
+		return fmt.Errorf("prediction has %d pixels, mask %d", len(pred), len(target))
+	}
+	k := m.Classes
+	for i, t := range target {
+		if int(t) == m.Ignore {
+			continue
+		}
+		p := pred[i]
+		if int(t) >= k {
+			return fmt.Errorf("mask label %d at pixel %d is outside the %d classes", t, i, k)
+		}
+		if int(p) >= k {
+			return fmt.Errorf("predicted class %d at pixel %d is outside the %d classes", p, i, k)
+		}
+		m.Counts[int(t)*k+int(p)]++
+	}
+	return nil
+}
+
+// Merge adds another matrix of the same shape.
+func (m *Confusion) Merge(o *Confusion) {
+	for i, c := range o.Counts {
+		m.Counts[i] += c
+	}
+}
+
+// IoU returns each class's intersection over union; NaN for a class that
+// appears in neither the targets nor the predictions.
+func (m *Confusion) IoU() []float64 {
+	k := m.Classes
+	out := make([]float64, k)
+	for c := 0; c < k; c++ {
+		tp := m.Counts[c*k+c]
+		var rowSum, colSum int64
+		for j := 0; j < k; j++ {
+			rowSum += m.Counts[c*k+j]
+			colSum += m.Counts[j*k+c]
+		}
+		union := rowSum + colSum - tp
+		if union == 0 {
+			out[c] = math.NaN()
+			continue
+		}
+		out[c] = float64(tp) / float64(union)
+	}
+	return out
+}
+
+// MeanIoU averages IoU over the classes that appear (NaN entries skipped).
+func (m *Confusion) MeanIoU() float64 {
+	var sum float64
+	var n int
+	for _, v := range m.IoU() {
+		if !math.IsNaN(v) {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// PixelAccuracy is the fraction of non-ignored pixels predicted correctly.
+func (m *Confusion) PixelAccuracy() float64 {
+	var right, all int64
+	k := m.Classes
+	for t := 0; t < k; t++ {
+		for p := 0; p < k; p++ {
+			c := m.Counts[t*k+p]
+			all += c
+			if t == p {
+				right += c
+			}
+		}
+	}
+	if all == 0 {
+		return math.NaN()
+	}
+	return float64(right) / float64(all)
+}
+
+// Pixels returns the number of non-ignored pixels counted.
+func (m *Confusion) Pixels() int64 {
+	var all int64
+	for _, c := range m.Counts {
+		all += c
+	}
+	return all
+}

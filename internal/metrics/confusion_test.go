@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestConfusionScores(t *testing.T) {
+	m := NewConfusion(3, 255)
+	target := []uint8{0, 0, 1, 1, 255, 1, 0}
+	pred := []uint8{0, 1, 1, 1, 2, 0, 0}
+	if err := m.Add(pred, target); err != nil {
+		t.Fatal(err)
+	}
+	iou := m.IoU()
+	// class 0: tp 2, true 3, pred 3 -> 2/4; class 1: tp 2, true 3, pred 3 -> 2/4;
+	// class 2: never true, predicted only on an ignored pixel -> NaN.
+	if iou[0] != 0.5 || iou[1] != 0.5 || !math.IsNaN(iou[2]) {
+		t.Fatalf("IoU = %v", iou)
+	}
+	if got := m.MeanIoU(); got != 0.5 {
+		t.Errorf("mean IoU = %v", got)
+	}
+	if got := m.PixelAccuracy(); math.Abs(got-4.0/6) > 1e-12 {
+		t.Errorf("pixel accuracy = %v", got)
+	}
+	if m.Pixels() != 6 {
+		t.Errorf("pixels = %d", m.Pixels())
+	}
+}
+
+func TestConfusionRejectsBadLabels(t *testing.T) {
+	m := NewConfusion(2, 255)
+	if err := m.Add([]uint8{0}, []uint8{7}); err == nil || !strings.Contains(err.Error(), "label 7") {
+		t.Errorf("err = %v", err)
+	}
+	if err := m.Add([]uint8{5}, []uint8{1}); err == nil {
+		t.Error("out-of-range prediction accepted")
+	}
+	if err := m.Add([]uint8{0, 1}, []uint8{1}); err == nil {
+		t.Error("size mismatch accepted")
+	}
+}
+
+func TestReportJSONAndText(t *testing.T) {
+	m := NewConfusion(3, 255)
+	m.Add([]uint8{0, 1}, []uint8{0, 1})
+	r := NewReport(m, []string{"background", "person"})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	json.Unmarshal(b, &back)
+	if back["mean_iou"].(float64) != 1 {
+		t.Errorf("json = %s", b)
+	}
+	cls := back["classes"].([]any)
+	if cls[2].(map[string]any)["iou"] != nil || cls[1].(map[string]any)["name"] != "person" {
+		t.Errorf("json = %s", b)
+	}
+	var buf bytes.Buffer
+	r.WriteText(&buf)
+	if !strings.Contains(buf.String(), "person") || !strings.Contains(buf.String(), "mean IoU") {
+		t.Errorf("text = %s", buf.String())
+	}
+}

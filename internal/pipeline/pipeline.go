@@ -1,0 +1,223 @@
+// Package pipeline runs batched inference over many files with decoding and
+// encoding overlapped with the model: prepare workers decode and preprocess
+// images while the previous batch runs, and finish workers write results
+// while the next batch runs, so the runtime is not left waiting on PNG codecs.
+//
+// A failure on one file is recorded and the rest go on; only a failure of the
+// model itself stops the run.
+package pipeline
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Shape is the per-item input shape (channels, height, width). Items are
+// batched together only when their shapes are equal.
+type Shape [3]int
+
+// Prepared is one decoded, preprocessed input.
+type Prepared struct {
+	Input []float32 // len = Shape[0]*Shape[1]*Shape[2]
+	Shape Shape
+	// Meta travels with the item to Finish (e.g. the original image size).
+	Meta any
+}
+
+// Stages are the three steps of the pipeline.
+type Stages struct {
+	// Prepare decodes and preprocesses the file at path.
+	Prepare func(path string) (Prepared, error)
+	// Infer runs the model on n items stacked into batch (n*C*H*W values) and
+	// returns each item's output, in order.
+	Infer func(batch []float32, n int, shape Shape) ([]Output, error)
+	// Finish consumes one item's output (e.g. writes a mask).
+	Finish func(path string, p Prepared, output Output) error
+}
+
+// Output is one item's model output.
+type Output struct {
+	Data  []float32
+	Shape []int64 // without the batch dimension
+}
+
+// Config tunes the pipeline.
+type Config struct {
+	Batch          int // items per Infer call, at least 1
+	PrepareWorkers int // default GOMAXPROCS
+	FinishWorkers  int // default GOMAXPROCS
+	// Progress, if set, is called after each finished or failed item, from
+	// one goroutine at a time.
+	Progress func(done, total int)
+}
+
+// Failure names a file that could not be processed.
+type Failure struct {
+	Path string
+	Err  error
+}
+
+// Report summarises a run.
+type Report struct {
+	Total        int
+	Succeeded    int
+	Failures     []Failure
+	Elapsed      time.Duration
+	InferElapsed time.Duration // time spent inside Infer
+}
+
+type prepared struct {
+	index int
+	path  string
+	Prepared
+}
+
+type finished struct {
+	prepared
+	output Output
+}
+
+// Run processes paths through the stages. It returns an error only when
+// Infer fails (the model cannot run); per-file failures are in the report.
+func Run(paths []string, st Stages, cfg Config) (Report, error) {
+	start := time.Now()
+	if cfg.Batch < 1 {
+		cfg.Batch = 1
+	}
+	if cfg.PrepareWorkers < 1 {
+		cfg.PrepareWorkers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.FinishWorkers < 1 {
+		cfg.FinishWorkers = runtime.GOMAXPROCS(0)
+	}
+	rep := Report{Total: len(paths)}
+	var mu sync.Mutex // guards rep and done
+	done := 0
+	record := func(path string, err error) {
+		mu.Lock()
+		if err != nil {
+			rep.Failures = append(rep.Failures, Failure{Path: path, Err: err})
+		} else {
+			rep.Succeeded++
+		}
+		done++
+		// Called under the lock so that Progress needs no locking of its own.
+		if cfg.Progress != nil {
+			cfg.Progress(done, len(paths))
+		}
+		mu.Unlock()
+	}
+
+	// Stage 1: prepare, in parallel; a bounded channel keeps at most a couple
+	// of batches decoded ahead of the model.
+	jobs := make(chan int)
+	ready := make(chan prepared, 2*cfg.Batch)
+	stop := make(chan struct{})
+	var prepWG sync.WaitGroup
+	for w := 0; w < cfg.PrepareWorkers; w++ {
+		prepWG.Add(1)
+		go func() {
+			defer prepWG.Done()
+			for i := range jobs {
+				p, err := st.Prepare(paths[i])
+				if err != nil {
+					record(paths[i], err)
+					continue
+				}
+				select {
+				case ready <- prepared{index: i, path: paths[i], Prepared: p}:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := range paths {
+			select {
+			case jobs <- i:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	go func() { prepWG.Wait(); close(ready) }()
+
+	// Stage 3: finish, in parallel.
+	results := make(chan finished, 2*cfg.Batch)
+	var finWG sync.WaitGroup
+	for w := 0; w < cfg.FinishWorkers; w++ {
+		finWG.Add(1)
+		go func() {
+			defer finWG.Done()
+			for r := range results {
+				record(r.path, st.Finish(r.path, r.Prepared, r.output))
+			}
+		}()
+	}
+
+	// Stage 2: batch and infer, on this goroutine. Items of another shape
+	// than the pending batch flush it first.
+	var inferErr error
+	var pending []prepared
+	flush := func() {
+		if len(pending) == 0 || inferErr != nil {
+			pending = pending[:0]
+			return
+		}
+		// Sorting by index keeps runs reproducible whatever order the
+		// prepare workers finished in.
+		slices.SortFunc(pending, func(a, b prepared) int { return a.index - b.index })
+		shape := pending[0].Shape
+		per := shape[0] * shape[1] * shape[2]
+		batch := make([]float32, len(pending)*per)
+		for i, p := range pending {
+			copy(batch[i*per:], p.Input)
+		}
+		t0 := time.Now()
+		outs, err := st.Infer(batch, len(pending), shape)
+		rep.InferElapsed += time.Since(t0)
+		if err == nil && len(outs) != len(pending) {
+			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(pending))
+		}
+		if err != nil {
+			inferErr = err
+			close(stop)
+		} else {
+			for i, p := range pending {
+				results <- finished{prepared: p, output: outs[i]}
+			}
+		}
+		pending = pending[:0]
+	}
+	for p := range ready {
+		if inferErr != nil {
+			continue // drain
+		}
+		if len(pending) > 0 && pending[0].Shape != p.Shape {
+			flush()
+		}
+		pending = append(pending, p)
+		if len(pending) == cfg.Batch {
+			flush()
+		}
+	}
+	flush()
+	close(results)
+	finWG.Wait()
+	rep.Elapsed = time.Since(start)
+	slices.SortFunc(rep.Failures, func(a, b Failure) int {
+		switch {
+		case a.Path < b.Path:
+			return -1
+		case a.Path > b.Path:
+			return 1
+		}
+		return 0
+	})
+	return rep, inferErr
+}

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// The fake model doubles each input value; Finish checks it got its own item
+// back, which catches any mix-up of items across batches.
+func TestRunBatchesAndReportsFailures(t *testing.T) {
+	var paths []string
+	for i := 0; i < 23; i++ {
+		paths = append(paths, fmt.Sprintf("img%02d.png", i))
+	}
+	var calls, maxBatch atomic.Int64
+	var mismatches atomic.Int64
+	st := Stages{
+		Prepare: func(path string) (Prepared, error) {
+			var i int
+			fmt.Sscanf(path, "img%d.png", &i)
+			if i%7 == 3 {
+				return Prepared{}, errors.New("corrupt")
+			}
+			h := 2
+			if i >= 15 { // a second image size forces a flush
+				h = 3
+			}
+			in := make([]float32, 1*h*2)
+			for k := range in {
+				in[k] = float32(i)
+			}
+			return Prepared{Input: in, Shape: Shape{1, h, 2}, Meta: i}, nil
+		},
+		Infer: func(batch []float32, n int, s Shape) ([]Output, error) {
+			calls.Add(1)
+			if int64(n) > maxBatch.Load() {
+				maxBatch.Store(int64(n))
+			}
+			per := s[0] * s[1] * s[2]
+			if len(batch) != n*per {
+				return nil, fmt.Errorf("batch holds %d values, want %d", len(batch), n*per)
+			}
+			out := make([]Output, n)
+			for i := range out {
+				out[i].Data = make([]float32, per)
+				for k := range out[i].Data {
+					out[i].Data[k] = 2 * batch[i*per+k]
+				}
+			}
+			return out, nil
+		},
+		Finish: func(path string, p Prepared, out Output) error {
+			if out.Data[0] != 2*float32(p.Meta.(int)) {
+				mismatches.Add(1)
+			}
+			if p.Meta.(int) == 20 {
+				return errors.New("disk full")
+			}
+			return nil
+		},
+	}
+	var lastDone int
+	rep, err := Run(paths, st, Config{Batch: 4, Progress: func(d, total int) {
+		if total != 23 {
+			t.Errorf("progress total %d", total)
+		}
+		lastDone = d
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mismatches.Load() != 0 {
+		t.Fatalf("%d items got another item's output", mismatches.Load())
+	}
+	// Prepare fails for 3, 10, 17; Finish fails for 20.
+	if rep.Succeeded != 19 || len(rep.Failures) != 4 {
+		t.Fatalf("succeeded %d, failures %v", rep.Succeeded, rep.Failures)
+	}
+	if rep.Failures[0].Path != "img03.png" || !strings.Contains(rep.Failures[3].Err.Error(), "disk full") {
+		t.Errorf("failures not sorted or wrong: %v", rep.Failures)
+	}
+	if maxBatch.Load() > 4 {
+		t.Errorf("batch of %d exceeds 4", maxBatch.Load())
+	}
+	if lastDone != 23 {
+		t.Errorf("progress ended at %d", lastDone)
+	}
+}
+
+func TestRunStopsWhenModelFails(t *testing.T) {
+	paths := make([]string, 50)
+	for i := range paths {
+		paths[i] = fmt.Sprint(i)
+	}
+	st := Stages{
+		Prepare: func(string) (Prepared, error) { return Prepared{Input: []float32{1}, Shape: Shape{1, 1, 1}}, nil },
+		Infer: func([]float32, int, Shape) ([]Output, error) {
+			return nil, errors.New("out of memory")
+		},
+		Finish: func(string, Prepared, Output) error { return nil },
+	}
+	_, err := Run(paths, st, Config{Batch: 2})
+	if err == nil || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("err = %v", err)
+	}
+}
