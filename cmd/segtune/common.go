@@ -15,7 +15,7 @@ import (
 
 // Flags shared by the commands that run a model.
 var (
-	deviceFlag = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda, or auto (CUDA when available, else CPU)"}
+	deviceFlag  = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda, or auto (CUDA when available, else CPU)"}
 	threadsFlag = &cli.IntFlag{Name: "threads", Usage: "ONNX Runtime intra-op threads (0: one per core)"}
 	jsonFlag    = &cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary as JSON on stdout"}
 )

@@ -23,8 +23,8 @@ type Segmenter struct {
 	// Classes is the number of output channels (0 when the model outputs
 	// labels rather than logits).
 	Classes int
-	output int  // index of the logits (or labels) output
-	labels bool // the model emits labels (arg-max inside the graph)
+	output  int  // index of the logits (or labels) output
+	labels  bool // the model emits labels (arg-max inside the graph)
 }
 
 // Open loads the model into a session. pre is adjusted to the model's input:
