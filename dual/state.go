@@ -1,0 +1,105 @@
+package dual
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// stateVersion is bumped when the checkpoint layout changes.
+const stateVersion = 1
+
+type termJSON struct {
+	Family string    `json:"family"`
+	Head   int       `json:"head"`
+	Class  int       `json:"class"`
+	Tau    []float64 `json:"tau"`
+	Lambda []float64 `json:"lambda"`
+	Eps    float64   `json:"eps"`
+	Mu     float64   `json:"mu"`
+	Rho    float64   `json:"rho"`
+	MTau   []float64 `json:"m_tau"`
+	VTau   []float64 `json:"v_tau"`
+	MEps   float64   `json:"m_eps"`
+	VEps   float64   `json:"v_eps"`
+}
+
+type regJSON struct {
+	Version int        `json:"version"`
+	Config  Config     `json:"config"`
+	IDs     []int64    `json:"ids"`
+	Classes []int      `json:"classes"`
+	Step    int        `json:"step"`
+	Terms   []termJSON `json:"terms"`
+}
+
+// MarshalJSON writes the whole state: configuration, examples, every
+// term's primal, dual and Adam variables, and the Adam step count.
+func (r *Regularizer) MarshalJSON() ([]byte, error) {
+	j := regJSON{Version: stateVersion, Config: r.cfg, IDs: r.ids, Classes: r.class, Step: r.step}
+	for _, t := range r.terms {
+		j.Terms = append(j.Terms, termJSON{
+			Family: t.Family.Name(), Head: t.Head, Class: t.Class,
+			Tau: t.Tau, Lambda: t.Lambda, Eps: t.Eps, Mu: t.Mu, Rho: t.Rho,
+			MTau: t.mTau, VTau: t.vTau, MEps: t.mEps, VEps: t.vEps,
+		})
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON restores a state written by MarshalJSON. The examples and
+// term layout are rebuilt from the stored configuration and checked
+// against the stored terms.
+func (r *Regularizer) UnmarshalJSON(b []byte) error {
+	var j regJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if j.Version != stateVersion {
+		return fmt.Errorf("dual: checkpoint version %d, want %d", j.Version, stateVersion)
+	}
+	fresh, err := New(j.Config, j.IDs, j.Classes)
+	if err != nil {
+		return err
+	}
+	if len(fresh.terms) != len(j.Terms) {
+		return errors.New("dual: checkpoint terms do not match its configuration")
+	}
+	for k, t := range fresh.terms {
+		s := j.Terms[k]
+		n := len(t.Tau)
+		if s.Family != t.Family.Name() || s.Head != t.Head || s.Class != t.Class ||
+			len(s.Tau) != n || len(s.Lambda) != n || len(s.MTau) != n || len(s.VTau) != n {
+			return fmt.Errorf("dual: checkpoint term %d does not match its configuration", k)
+		}
+		copy(t.Tau, s.Tau)
+		copy(t.Lambda, s.Lambda)
+		copy(t.mTau, s.MTau)
+		copy(t.vTau, s.VTau)
+		t.Eps, t.Mu, t.Rho, t.mEps, t.vEps = s.Eps, s.Mu, s.Rho, s.MEps, s.VEps
+	}
+	fresh.step = j.Step
+	*r = *fresh
+	return nil
+}
+
+type cacheJSON struct {
+	Scores []float64 `json:"scores"`
+	Seen   []bool    `json:"seen"`
+}
+
+// RestoreScoreCache rebuilds a cache for r from JSON written by
+// json.Marshal(cache).
+func (r *Regularizer) RestoreScoreCache(b []byte) (*ScoreCache, error) {
+	var j cacheJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, err
+	}
+	c := r.NewScoreCache()
+	if len(j.Scores) != len(c.Scores) || len(j.Seen) != len(c.Seen) {
+		return nil, errors.New("dual: score cache checkpoint does not match")
+	}
+	copy(c.Scores, j.Scores)
+	copy(c.Seen, j.Seen)
+	return c, nil
+}
