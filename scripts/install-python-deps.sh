@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the Python side of segtune's tests and benchmarks: Debian's
+# python3-torch, python3-torchvision and python3-onnx, for /usr/bin/python3
+# (not a pyenv/venv python3 that may come first on PATH).
+# Idempotent and quiet: does nothing when they import already.
+set -euo pipefail
+
+PY=/usr/bin/python3
+PKGS=(python3-torch python3-torchvision python3-onnx)
+
+say() { echo "install-python-deps: $*" >&2; }
+
+have() { [ -x "$PY" ] && "$PY" -c 'import torch, torchvision, onnx' >/dev/null 2>&1; }
+
+if have; then
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  as_root=(sudo -n)
+else
+  say "torch, torchvision and onnx do not import in $PY, and installing them needs root."
+  say "Run as root (or with passwordless sudo): apt-get install -y ${PKGS[*]}"
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  say "apt-get not found: install ${PKGS[*]} (Debian 12 packages) or torch, torchvision and onnx for $PY yourself"
+  exit 1
+fi
+
+say "installing ${PKGS[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! "${as_root[@]}" apt-get install -y -qq "${PKGS[@]}" >"$log" 2>&1; then
+  # A fresh machine may have no package lists yet.
+  if ! { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq "${PKGS[@]}"; } >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    say "apt-get install ${PKGS[*]} failed"
+    exit 1
+  fi
+fi
+
+if ! have; then
+  "$PY" -c 'import torch, torchvision, onnx' >&2 || true
+  say "installed ${PKGS[*]}, but $PY still cannot import torch, torchvision and onnx"
+  exit 1
+fi
+say "ok: $("$PY" -c 'import torch, torchvision, onnx; print("torch", torch.__version__, "torchvision", torchvision.__version__, "onnx", onnx.__version__)' 2>/dev/null)"
