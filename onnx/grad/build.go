@@ -301,8 +301,8 @@ func (c *compiler) probeAndFold() error {
 	pg := proto.Clone(c.g).(*onnxpb.GraphProto)
 	var frozen []*onnxpb.TensorProto
 	for _, t := range pg.Initializer {
-		if !c.isTrain[t.GetName()] {
-			frozen = append(frozen, t)
+		if !c.isTrain[t.GetName()] || len(t.GetDims()) == 0 {
+			frozen = append(frozen, t) // rank-0 values cannot be fed through the binding
 			continue
 		}
 		v, err := onnx.Float64s(t)

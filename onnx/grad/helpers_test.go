@@ -23,6 +23,10 @@ type opModel struct {
 	inits []*onnxpb.TensorProto
 	outs  []string
 	rng   *rand.Rand
+	// params are the initializers made by rand: the default trainables.
+	params []string
+	// step overrides the checker's relative step (0: default).
+	step float64
 }
 
 func newOpModel(opset int64) *opModel {
@@ -45,6 +49,7 @@ func (m *opModel) rand(name string, dims ...int64) string {
 		v[i] = x
 	}
 	m.inits = append(m.inits, onnx.NewFloat32Tensor(name, dims, v))
+	m.params = append(m.params, name)
 	return name
 }
 
@@ -78,15 +83,15 @@ func (m *opModel) model() *onnx.Model {
 }
 
 // check differentiates the model's outputs (through random upstream
-// gradients) with respect to all float initializers, or those matching
+// gradients) with respect to the rand initializers, or those matching
 // trainable when given.
 func (m *opModel) check(t *testing.T, trainable ...string) {
 	t.Helper()
 	if trainable == nil {
-		trainable = []string{"*"}
+		trainable = m.params
 	}
 	cfg := grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
-	res, err := gradcheck.Check(m.model(), cfg, nil, gradcheck.Options{Directions: 3, Seed: 1})
+	res, err := gradcheck.Check(m.model(), cfg, nil, gradcheck.Options{Directions: 3, Seed: 1, Step: m.step})
 	if err != nil {
 		t.Fatal(err)
 	}

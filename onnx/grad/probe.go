@@ -27,18 +27,31 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	feeds map[string]*runtime.Tensor, want map[string]bool, threads int,
 ) (map[string]*tensorInfo, map[string]*onnxpb.TensorProto, error) {
 	pg := proto.Clone(g).(*onnxpb.GraphProto)
-	have := map[string]bool{}
-	for _, o := range pg.Output {
-		have[o.GetName()] = true
-	}
-	for _, n := range pg.Node {
+	// Every tensor is exposed twice: flattened (its values and element type)
+	// and as Concat(Shape, [1]) (its shape), so that rank-0 tensors, which
+	// the Go binding cannot return, come back as rank-1 ones.
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range g.Node {
 		for _, o := range n.Output {
-			if o != "" && !have[o] {
-				have[o] = true
-				pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+			if o != "" && !seen[o] {
+				seen[o] = true
+				names = append(names, o)
 			}
 		}
 	}
+	pb := newBuilder("probe/", int32(onnxpb.TensorProto_FLOAT), func(s string) bool { return seen[s] })
+	minus1, one := pb.ints(-1), pb.ints(1)
+	flat, shp := map[string]string{}, map[string]string{}
+	pg.Output = nil
+	for _, name := range names {
+		flat[name] = pb.op1("Reshape", []string{name, minus1})
+		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, aInt("axis", 0))
+		pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(flat[name])},
+			&onnxpb.ValueInfoProto{Name: proto.String(shp[name])})
+	}
+	pg.Node = append(pg.Node, pb.nodes...)
+	pg.Initializer = append(pg.Initializer, pb.inits...)
 	// Drop declared value_info: stale dynamic shapes must not fight the probe.
 	pg.ValueInfo = nil
 	for _, o := range pg.Output {
@@ -66,18 +79,26 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing shapes: running the forward graph: %w", err)
 	}
+	byName := map[string]int{}
+	for i, o := range sess.Outputs {
+		byName[o.Name] = i
+	}
 	info := map[string]*tensorInfo{}
 	vals := map[string]*onnxpb.TensorProto{}
-	for i, o := range sess.Outputs {
-		dt := elemType(o.Type)
-		if outs[i] == nil {
+	for _, name := range names {
+		fi, si := byName[flat[name]], byName[shp[name]]
+		if outs[fi] == nil || outs[si] == nil {
 			continue
 		}
-		info[o.Name] = &tensorInfo{shape: append([]int64{}, outs[i].Shape...), dtype: dt}
-		if want[o.Name] {
-			t, err := tensorFromRuntime(o.Name, dt, outs[i])
-			if err == nil {
-				vals[o.Name] = t
+		dims := outs[si].Int64
+		shape := append([]int64{}, dims[:len(dims)-1]...)
+		dt := elemType(sess.Outputs[fi].Type)
+		info[name] = &tensorInfo{shape: shape, dtype: dt}
+		if want[name] {
+			v := outs[fi]
+			v.Shape = shape
+			if t, err := tensorFromRuntime(name, dt, v); err == nil {
+				vals[name] = t
 			}
 		}
 	}

@@ -1,0 +1,251 @@
+package grad_test
+
+import "testing"
+
+// opCase builds a small model around one operator.
+type opCase struct {
+	name  string
+	opset int64
+	build func(m *opModel)
+}
+
+func runCases(t *testing.T, cases []opCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opset := tc.opset
+			if opset == 0 {
+				opset = 13
+			}
+			m := newOpModel(opset)
+			tc.build(m)
+			if m.outs == nil {
+				m.outs = []string{"y"}
+			}
+			m.check(t)
+		})
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	bin := func(op string, a, b []int64) func(m *opModel) {
+		return func(m *opModel) { m.node(op, []string{m.rand("a", a...), m.rand("b", b...)}, []string{"y"}) }
+	}
+	runCases(t, []opCase{
+		{"Add/same", 0, bin("Add", []int64{2, 3, 4}, []int64{2, 3, 4})},
+		{"Add/bcast", 0, bin("Add", []int64{2, 3, 4, 5}, []int64{3, 1, 1})},
+		{"Add/bcast_both", 0, bin("Add", []int64{2, 1, 4}, []int64{3, 1})},
+		{"Sub/bcast", 0, bin("Sub", []int64{2, 3, 4}, []int64{4})},
+		{"Mul/bcast", 0, bin("Mul", []int64{2, 3, 4}, []int64{1, 3, 1})},
+		{"Mul/one", 0, bin("Mul", []int64{2, 3}, []int64{1})},
+		{"Div/bcast", 0, bin("Div", []int64{2, 3, 4}, []int64{3, 1})},
+		{"Div/same", 0, bin("Div", []int64{3, 4}, []int64{3, 4})},
+		{"Sum/3", 0, func(m *opModel) {
+			m.node("Sum", []string{m.rand("a", 2, 3), m.rand("b", 3), m.rand("c", 2, 1)}, []string{"y"})
+		}},
+		{"Neg", 0, func(m *opModel) { m.node("Neg", []string{m.rand("a", 2, 3)}, []string{"y"}) }},
+		{"Expand", 0, func(m *opModel) {
+			m.node("Expand", []string{m.rand("a", 3, 1), m.ints("s", []int64{3}, 2, 3, 4)}, []string{"y"})
+		}},
+		{"Where", 0, func(m *opModel) {
+			m.node("Greater", []string{m.rand("c", 2, 3, 4), m.floats("z", nil, 0)}, []string{"cond"})
+			m.node("Where", []string{"cond", m.rand("a", 2, 3, 4), m.rand("b", 3, 1)}, []string{"y"})
+		}},
+		{"Min/2", 0, bin("Min", []int64{3, 4}, []int64{3, 4})},
+		{"Max/bcast", 0, bin("Max", []int64{3, 4}, []int64{4})},
+		{"Max/3", 0, func(m *opModel) {
+			m.node("Max", []string{m.rand("a", 3, 4), m.rand("b", 3, 4), m.rand("c", 3, 4)}, []string{"y"})
+		}},
+	})
+}
+
+func TestActivations(t *testing.T) {
+	un := func(op string, attrs ...any) func(m *opModel) {
+		return func(m *opModel) { m.node(op, []string{m.rand("x", 2, 3, 4)}, []string{"y"}) }
+	}
+	runCases(t, []opCase{
+		{"Relu", 0, un("Relu")},
+		{"Sigmoid", 0, un("Sigmoid")},
+		{"Tanh", 0, un("Tanh")},
+		{"Exp", 0, un("Exp")},
+		{"LeakyRelu", 0, func(m *opModel) { m.node("LeakyRelu", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, af("alpha", 0.2)) }},
+		{"PRelu/channel", 0, func(m *opModel) {
+			m.node("PRelu", []string{m.rand("x", 2, 3, 4, 4), m.rand("s", 3, 1, 1)}, []string{"y"})
+		}},
+		{"PRelu/scalar", 0, func(m *opModel) { m.node("PRelu", []string{m.rand("x", 2, 3), m.rand("s", 1)}, []string{"y"}) }},
+		{"Clip/both", 0, func(m *opModel) {
+			m.node("Clip", []string{m.rand("x", 3, 4, 5), m.floats("lo", nil, -0.5), m.floats("hi", nil, 0.7)}, []string{"y"})
+		}},
+		{"Clip/min_only", 0, func(m *opModel) {
+			m.node("Clip", []string{m.rand("x", 3, 4), m.floats("lo", nil, -0.5)}, []string{"y"})
+		}},
+		{"Clip/opset10_attrs", 10, func(m *opModel) {
+			m.node("Clip", []string{m.rand("x", 3, 4)}, []string{"y"}, af("min", -0.5), af("max", 0.5))
+		}},
+		{"HardSigmoid", 0, func(m *opModel) {
+			m.step = 1e-3 // float32 only, and piecewise: keep the differences off the kinks
+			m.node("Mul", []string{m.rand("x", 3, 4, 5), m.floats("k", nil, 4)}, []string{"xx"})
+			m.node("HardSigmoid", []string{"xx"}, []string{"y"}, af("alpha", 0.3), af("beta", 0.4))
+		}},
+		{"HardSwish", 14, func(m *opModel) {
+			m.step = 1e-3
+			m.node("Mul", []string{m.rand("x", 3, 4, 5), m.floats("k", nil, 4)}, []string{"xx"})
+			m.node("HardSwish", []string{"xx"}, []string{"y"})
+		}},
+		{"Softmax/axis1", 0, func(m *opModel) { m.node("Softmax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 1)) }},
+		{"Softmax/last", 0, func(m *opModel) { m.node("Softmax", []string{m.rand("x", 2, 5)}, []string{"y"}) }},
+		{"Softmax/opset11_coerced", 11, func(m *opModel) {
+			m.node("Softmax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"LogSoftmax/axis1", 0, func(m *opModel) {
+			m.node("LogSoftmax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"LogSoftmax/opset11", 11, func(m *opModel) { m.node("LogSoftmax", []string{m.rand("x", 3, 4)}, []string{"y"}) }},
+	})
+}
+
+func TestShapeOps(t *testing.T) {
+	runCases(t, []opCase{
+		{"Identity", 0, func(m *opModel) { m.node("Identity", []string{m.rand("x", 2, 3)}, []string{"y"}) }},
+		{"Dropout", 0, func(m *opModel) { m.node("Dropout", []string{m.rand("x", 2, 3)}, []string{"y"}) }},
+		{"Dropout/opset7", 7, func(m *opModel) { m.node("Dropout", []string{m.rand("x", 2, 3)}, []string{"y"}, af("ratio", 0.3)) }},
+		{"Reshape", 0, func(m *opModel) {
+			m.node("Reshape", []string{m.rand("x", 2, 3, 4), m.ints("s", []int64{2}, 6, -1)}, []string{"y"})
+		}},
+		{"Reshape/from_shape", 0, func(m *opModel) {
+			m.node("Shape", []string{m.rand("x", 2, 3, 4)}, []string{"s"})
+			m.node("Gather", []string{"s", m.ints("i0", nil, 0)}, []string{"s0"}, ai("axis", 0))
+			m.node("Unsqueeze", []string{"s0", m.ints("ax", []int64{1}, 0)}, []string{"s0u"})
+			m.node("Concat", []string{"s0u", m.ints("m1", []int64{1}, -1)}, []string{"ns"}, ai("axis", 0))
+			m.node("Reshape", []string{"x", "ns"}, []string{"y"})
+		}},
+		{"Flatten", 0, func(m *opModel) { m.node("Flatten", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 2)) }},
+		{"Transpose", 0, func(m *opModel) {
+			m.node("Transpose", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ais("perm", 1, 2, 0))
+		}},
+		{"Squeeze/opset13", 0, func(m *opModel) {
+			m.node("Squeeze", []string{m.rand("x", 2, 1, 4), m.ints("ax", []int64{1}, 1)}, []string{"y"})
+		}},
+		{"Squeeze/opset11", 11, func(m *opModel) { m.node("Squeeze", []string{m.rand("x", 2, 1, 4)}, []string{"y"}, ais("axes", 1)) }},
+		{"Unsqueeze/opset13", 0, func(m *opModel) {
+			m.node("Unsqueeze", []string{m.rand("x", 2, 4), m.ints("ax", []int64{2}, 0, 3)}, []string{"y"})
+		}},
+		{"Unsqueeze/opset11", 11, func(m *opModel) {
+			m.node("Unsqueeze", []string{m.rand("x", 2, 4)}, []string{"y"}, ais("axes", -1))
+		}},
+		{"Concat/3", 0, func(m *opModel) {
+			m.node("Concat", []string{m.rand("a", 2, 3, 4), m.rand("b", 2, 1, 4), m.rand("c", 2, 2, 4)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"Concat/repeated", 0, func(m *opModel) {
+			m.node("Concat", []string{m.rand("a", 2, 3), "a"}, []string{"y"}, ai("axis", -1))
+		}},
+		{"Split/opset13", 0, func(m *opModel) {
+			m.node("Split", []string{m.rand("x", 2, 6, 3), m.ints("sp", []int64{3}, 1, 2, 3)}, []string{"y0", "y1", "y2"}, ai("axis", 1))
+			m.outs = []string{"y0", "y2"}
+		}},
+		{"Split/opset11_equal", 11, func(m *opModel) {
+			m.node("Split", []string{m.rand("x", 4, 3)}, []string{"y0", "y1"})
+			m.outs = []string{"y0", "y1"}
+		}},
+		{"Split/opset11_attr", 11, func(m *opModel) {
+			m.node("Split", []string{m.rand("x", 5, 3)}, []string{"y0", "y1"}, ais("split", 2, 3))
+			m.outs = []string{"y1"}
+		}},
+		{"Slice/unit", 0, func(m *opModel) {
+			m.node("Slice", []string{m.rand("x", 4, 6, 5), m.ints("st", []int64{2}, 1, -4), m.ints("en", []int64{2}, 3, 100), m.ints("ax", []int64{2}, 0, 2)}, []string{"y"})
+		}},
+		{"Slice/steps", 0, func(m *opModel) {
+			m.node("Slice", []string{m.rand("x", 4, 7), m.ints("st", []int64{2}, -1, 0), m.ints("en", []int64{2}, -100, 7), m.ints("ax", []int64{2}, 0, 1), m.ints("sp", []int64{2}, -2, 3)}, []string{"y"})
+		}},
+		{"Slice/opset9_attrs", 9, func(m *opModel) {
+			m.node("Slice", []string{m.rand("x", 4, 6)}, []string{"y"}, ais("starts", 1), ais("ends", 3), ais("axes", 1))
+		}},
+		{"Pad/constant", 0, func(m *opModel) {
+			m.node("Pad", []string{m.rand("x", 1, 2, 3, 4), m.ints("p", []int64{8}, 0, 0, 1, 2, 0, 0, 2, 1)}, []string{"y"})
+		}},
+		{"Pad/negative", 0, func(m *opModel) {
+			m.node("Pad", []string{m.rand("x", 2, 5, 4), m.ints("p", []int64{6}, 0, -1, 2, 0, 1, -2)}, []string{"y"})
+		}},
+		{"Pad/reflect", 0, func(m *opModel) {
+			m.node("Pad", []string{m.rand("x", 1, 2, 4, 5), m.ints("p", []int64{8}, 0, 0, 2, 1, 0, 0, 3, 2)}, []string{"y"}, as("mode", "reflect"))
+		}},
+		{"Pad/edge", 0, func(m *opModel) {
+			m.node("Pad", []string{m.rand("x", 1, 2, 3, 4), m.ints("p", []int64{8}, 0, 0, 2, 1, 0, 0, 1, 3)}, []string{"y"}, as("mode", "edge"))
+		}},
+		{"Pad/opset7_attrs", 7, func(m *opModel) {
+			m.node("Pad", []string{m.rand("x", 2, 3)}, []string{"y"}, ais("pads", 1, 0, 0, 2))
+		}},
+		{"Cast/float", 0, func(m *opModel) { m.node("Cast", []string{m.rand("x", 2, 3)}, []string{"y"}, ai("to", 1)) }},
+	})
+}
+
+func TestIndexOps(t *testing.T) {
+	runCases(t, []opCase{
+		{"Gather/axis0_repeats", 0, func(m *opModel) {
+			m.node("Gather", []string{m.rand("x", 5, 3), m.ints("i", []int64{2, 3}, 0, 4, 0, -1, 2, 2)}, []string{"y"})
+		}},
+		{"Gather/axis1", 0, func(m *opModel) {
+			m.node("Gather", []string{m.rand("x", 2, 5, 3), m.ints("i", []int64{4}, 1, 3, 3, 0)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"Gather/scalar_index", 0, func(m *opModel) {
+			m.node("Gather", []string{m.rand("x", 2, 5), m.ints("i", nil, 3)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"GatherElements", 0, func(m *opModel) {
+			m.node("GatherElements", []string{m.rand("x", 3, 4), m.ints("i", []int64{3, 2}, 0, 0, 3, 1, 2, 2)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"TopK/largest", 0, func(m *opModel) {
+			m.node("TopK", []string{m.rand("x", 3, 6), m.ints("k", []int64{1}, 3)}, []string{"y", "idx"})
+		}},
+		{"TopK/smallest_axis0", 0, func(m *opModel) {
+			m.node("TopK", []string{m.rand("x", 5, 3), m.ints("k", []int64{1}, 2)}, []string{"y", "idx"}, ai("axis", 0), ai("largest", 0))
+		}},
+		{"CumSum", 0, func(m *opModel) {
+			m.node("CumSum", []string{m.rand("x", 3, 5), m.ints("ax", nil, 1)}, []string{"y"})
+		}},
+		{"CumSum/reverse_exclusive", 0, func(m *opModel) {
+			m.node("CumSum", []string{m.rand("x", 4, 3), m.ints("ax", nil, 0)}, []string{"y"}, ai("reverse", 1), ai("exclusive", 1))
+		}},
+	})
+}
+
+func TestLinearOps(t *testing.T) {
+	gemm := func(ta, tb int64, as, bs, cs []int64) func(m *opModel) {
+		return func(m *opModel) {
+			ins := []string{m.rand("a", as...), m.rand("b", bs...)}
+			if cs != nil {
+				ins = append(ins, m.rand("c", cs...))
+			}
+			m.node("Gemm", ins, []string{"y"}, ai("transA", ta), ai("transB", tb), af("alpha", 0.7), af("beta", 1.3))
+		}
+	}
+	mm := func(as, bs []int64) func(m *opModel) {
+		return func(m *opModel) { m.node("MatMul", []string{m.rand("a", as...), m.rand("b", bs...)}, []string{"y"}) }
+	}
+	runCases(t, []opCase{
+		{"Gemm/nn", 0, gemm(0, 0, []int64{3, 4}, []int64{4, 5}, []int64{5})},
+		{"Gemm/nt", 0, gemm(0, 1, []int64{3, 4}, []int64{5, 4}, []int64{3, 5})},
+		{"Gemm/tn", 0, gemm(1, 0, []int64{4, 3}, []int64{4, 5}, []int64{3, 1})},
+		{"Gemm/tt_noC", 0, gemm(1, 1, []int64{4, 3}, []int64{5, 4}, nil)},
+		{"MatMul/2d", 0, mm([]int64{3, 4}, []int64{4, 5})},
+		{"MatMul/batched_weight", 0, mm([]int64{2, 3, 4}, []int64{4, 5})},
+		{"MatMul/bcast_batch", 0, mm([]int64{2, 1, 3, 4}, []int64{3, 4, 2})},
+		{"MatMul/vec_left", 0, mm([]int64{4}, []int64{2, 4, 3})},
+		{"MatMul/vec_right", 0, mm([]int64{2, 3, 4}, []int64{4})},
+		{"BatchNormalization", 0, func(m *opModel) {
+			x := m.rand("x", 2, 3, 4, 4)
+			m.node("BatchNormalization", []string{x, m.rand("s", 3), m.rand("b", 3), m.rand("mu", 3), m.floats("var", []int64{3}, 0.5, 1.5, 0.8)}, []string{"y"}, af("epsilon", 1e-3))
+		}},
+		{"ReduceSum/axes_input", 0, func(m *opModel) {
+			m.node("ReduceSum", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{2}, 0, -1)}, []string{"y"}, ai("keepdims", 0))
+		}},
+		{"ReduceSum/opset11_attr", 11, func(m *opModel) {
+			m.node("ReduceSum", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ais("axes", 1))
+		}},
+		{"ReduceSum/all", 0, func(m *opModel) { m.node("ReduceSum", []string{m.rand("x", 2, 3)}, []string{"y"}) }},
+		{"ReduceMean/keepdims", 0, func(m *opModel) {
+			m.node("ReduceMean", []string{m.rand("x", 2, 3, 4, 5)}, []string{"y"}, ais("axes", 2, 3))
+		}},
+		{"ReduceMean/opset18_input", 18, func(m *opModel) {
+			m.node("ReduceMean", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, 1)}, []string{"y"}, ai("keepdims", 0))
+		}},
+	})
+}
