@@ -15,15 +15,26 @@ func infoCommand() *cli.Command {
 		ArgsUsage: "MODEL.onnx",
 		Flags:     []cli.Flag{jsonFlag},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
+			// urfave/cli stops parsing flags at the first argument; accept
+			// the documented `info MODEL --json` order too.
+			asJSON := c.Bool("json")
+			var paths []string
+			for _, a := range c.Args().Slice() {
+				if a == "--json" || a == "-json" {
+					asJSON = true
+				} else {
+					paths = append(paths, a)
+				}
+			}
+			if len(paths) != 1 {
 				return cli.Exit("usage: segtune info MODEL.onnx [--json]", 2)
 			}
-			m, err := onnx.Load(c.Args().First())
+			m, err := onnx.Load(paths[0])
 			if err != nil {
 				return err
 			}
 			s := m.Summary()
-			if c.Bool("json") {
+			if asJSON {
 				return printJSON(os.Stdout, s)
 			}
 			return s.WriteText(os.Stdout)

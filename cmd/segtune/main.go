@@ -43,7 +43,9 @@ func newApp() *cli.App {
 			evalCommand(),
 			versionCommand(),
 		},
-		HideHelpCommand:      false,
 		EnableBashCompletion: true,
+		// main reports errors and chooses the exit status; the default
+		// handler would exit from inside Run, which tests cannot survive.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
 }

@@ -1,17 +1,17 @@
 package metrics
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 )
 
-// Report is the JSON and text form of a Confusion's scores.
+// Report is the JSON and text form of a Confusion's scores. Scores are nil
+// (null in JSON) when undefined, e.g. when no pixel was counted.
 type Report struct {
-	MeanIoU       float64       `json:"mean_iou"`
-	PixelAccuracy float64       `json:"pixel_accuracy"`
+	MeanIoU       *float64      `json:"mean_iou"`
+	PixelAccuracy *float64      `json:"pixel_accuracy"`
 	Pixels        int64         `json:"pixels"`
 	Classes       []ClassReport `json:"classes"`
 }
@@ -27,32 +27,19 @@ type ClassReport struct {
 // NewReport summarises m; names label the classes (missing names become
 // "class N").
 func NewReport(m *Confusion, names []string) Report {
-	r := Report{MeanIoU: m.MeanIoU(), PixelAccuracy: m.PixelAccuracy(), Pixels: m.Pixels()}
+	r := Report{MeanIoU: finite(m.MeanIoU()), PixelAccuracy: finite(m.PixelAccuracy()), Pixels: m.Pixels()}
 	for c, v := range m.IoU() {
 		cr := ClassReport{Index: c, Name: fmt.Sprintf("class %d", c)}
 		if c < len(names) && names[c] != "" {
 			cr.Name = names[c]
 		}
-		if !math.IsNaN(v) {
-			v := v
-			cr.IoU = &v
-		}
+		cr.IoU = finite(v)
 		r.Classes = append(r.Classes, cr)
 	}
 	return r
 }
 
-// MarshalJSON writes NaN scores as null, which JSON cannot otherwise hold.
-func (r Report) MarshalJSON() ([]byte, error) {
-	type plain Report
-	aux := struct {
-		plain
-		MeanIoU       *float64 `json:"mean_iou"`
-		PixelAccuracy *float64 `json:"pixel_accuracy"`
-	}{plain: plain(r), MeanIoU: finite(r.MeanIoU), PixelAccuracy: finite(r.PixelAccuracy)}
-	return json.Marshal(aux)
-}
-
+// finite returns &v, or nil for NaN and infinities, which JSON cannot hold.
 func finite(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
@@ -69,13 +56,16 @@ func (r Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%-*s  %s\n", width, "class", "IoU")
 	fmt.Fprintf(w, "%s  %s\n", strings.Repeat("-", width), "------")
 	for _, c := range r.Classes {
-		v := "  —"
-		if c.IoU != nil {
-			v = fmt.Sprintf("%.4f", *c.IoU)
-		}
-		fmt.Fprintf(w, "%-*s  %s\n", width, c.Name, v)
+		fmt.Fprintf(w, "%-*s  %s\n", width, c.Name, score(c.IoU))
 	}
 	fmt.Fprintf(w, "%s  %s\n", strings.Repeat("-", width), "------")
-	fmt.Fprintf(w, "%-*s  %.4f\n", width, "mean IoU", r.MeanIoU)
-	fmt.Fprintf(w, "%-*s  %.4f\n", width, "pixel acc", r.PixelAccuracy)
+	fmt.Fprintf(w, "%-*s  %s\n", width, "mean IoU", score(r.MeanIoU))
+	fmt.Fprintf(w, "%-*s  %s\n", width, "pixel acc", score(r.PixelAccuracy))
+}
+
+func score(v *float64) string {
+	if v == nil {
+		return "  —"
+	}
+	return fmt.Sprintf("%.4f", *v)
 }

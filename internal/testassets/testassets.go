@@ -13,6 +13,9 @@ import (
 // for the shared assets folder.
 const EnvVar = "SEGTUNE_SHARED_ASSETS"
 
+// RequireEnvVar, when set to anything, turns Require's skips into failures.
+const RequireEnvVar = "SEGTUNE_REQUIRE_ASSETS"
+
 // SharedAssetsDir returns the shared assets folder, or "" when none is found.
 // It honours $SEGTUNE_SHARED_ASSETS, then walks up from the working directory
 // looking for a "shared/assets" folder (the repository's sibling in CI).
@@ -44,13 +47,19 @@ func SharedAssetsDir() string {
 // the test when the folder or that path is absent.
 func Require(tb testing.TB, elem ...string) string {
 	tb.Helper()
+	// CI sets RequireEnvVar so that a misplaced assets folder fails the
+	// run instead of silently skipping the tests that need it.
+	skip := tb.Skipf
+	if os.Getenv(RequireEnvVar) != "" {
+		skip = tb.Fatalf
+	}
 	root := SharedAssetsDir()
 	if root == "" {
-		tb.Skip("shared assets folder not found (set " + EnvVar + ")")
+		skip("shared assets folder not found (set %s)", EnvVar)
 	}
 	p := filepath.Join(append([]string{root}, elem...)...)
 	if _, err := os.Stat(p); err != nil {
-		tb.Skipf("shared asset %s not available: %v", p, err)
+		skip("shared asset %s not available: %v", p, err)
 	}
 	return p
 }

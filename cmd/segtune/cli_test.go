@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
+)
+
+// runCLI runs segtune with args and returns what it printed on stdout.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	err = newApp().Run(append([]string{"segtune", "--quiet"}, args...))
+	w.Close()
+	os.Stdout = old
+	return <-done, err
+}
+
+func requireORT(t *testing.T) {
+	t.Helper()
+	if err := runtime.Init(""); err != nil {
+		t.Skipf("ONNX Runtime not installed (%v)", err)
+	}
+}
+
+// redModel writes a model that labels a pixel 1 when its red channel exceeds
+// its green one: a 1x1 Conv with logits (g-r, r-g) on any input size.
+func redModel(t *testing.T, dir string) string {
+	t.Helper()
+	str := func(s string) *string { return &s }
+	i64 := func(v int64) *int64 { return &v }
+	f32 := int32(onnxpb.TensorProto_FLOAT)
+	dims := func(names ...string) *onnxpb.TensorShapeProto {
+		sp := &onnxpb.TensorShapeProto{}
+		for _, n := range names {
+			d := &onnxpb.TensorShapeProto_Dimension{}
+			if n == "3" || n == "2" {
+				v := int64(n[0] - '0')
+				d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
+			} else {
+				d.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: n}
+			}
+			sp.Dim = append(sp.Dim, d)
+		}
+		return sp
+	}
+	vi := func(name string, shape *onnxpb.TensorShapeProto) *onnxpb.ValueInfoProto {
+		return &onnxpb.ValueInfoProto{Name: str(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+			TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: shape}}}}
+	}
+	m := &onnx.Model{Proto: &onnxpb.ModelProto{
+		IrVersion:   i64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: str(""), Version: i64(17)}},
+		Graph: &onnxpb.GraphProto{
+			Name: str("red"),
+			Node: []*onnxpb.NodeProto{{OpType: str("Conv"), Input: []string{"input", "w"}, Output: []string{"logits"}}},
+			Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1},
+				[]float32{-1, 1, 0, 1, -1, 0})},
+			Input:  []*onnxpb.ValueInfoProto{vi("input", dims("n", "3", "h", "w"))},
+			Output: []*onnxpb.ValueInfoProto{vi("logits", dims("n", "2", "h", "w"))},
+		},
+	}}
+	path := filepath.Join(dir, "red.onnx")
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeImage writes a w×h PNG whose left half is red and right half green.
+func writeImage(t *testing.T, path string, w, h int) {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			if x < w/2 {
+				img.Set(x, y, color.RGBA{200, 10, 10, 255})
+			} else {
+				img.Set(x, y, color.RGBA{10, 200, 10, 255})
+			}
+		}
+	}
+	var buf bytes.Buffer
+	png.Encode(&buf, img)
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 40, 30)
+	writeImage(t, filepath.Join(in, "b.png"), 40, 30)
+	writeImage(t, filepath.Join(in, "c.png"), 22, 16) // another size: its own batch
+	os.WriteFile(filepath.Join(in, "broken.png"), []byte("\x89PNG\r\n\x1a\nnot really"), 0o644)
+	out := filepath.Join(dir, "out")
+
+	stdout, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", out,
+		"--batch", "2", "--overlay", "--json")
+	if err == nil || !strings.Contains(err.Error(), "1 of 4 images failed") {
+		t.Fatalf("err = %v, want a failure count", err)
+	}
+	var sum segmentSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("summary %q: %v", stdout, err)
+	}
+	if sum.Succeeded != 3 || sum.Failed != 1 || !strings.HasSuffix(sum.Failures[0].Path, "broken.png") {
+		t.Fatalf("summary = %+v", sum)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		mask, err := imageio.ReadMask(filepath.Join(out, name+".png"), imageio.MaskOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Left (red) half is class 1, right (green) half class 0.
+		if l, r := mask.Labels[2], mask.Labels[mask.Width-3]; l != 1 || r != 0 {
+			t.Errorf("%s: labels at left/right = %d/%d, want 1/0", name, l, r)
+		}
+		if _, err := os.Stat(filepath.Join(out, "overlays", name+".png")); err != nil {
+			t.Errorf("overlay: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "broken.png")); err == nil {
+		t.Error("a mask was written for the broken image")
+	}
+}
+
+func TestEvalScoresSyntheticMasks(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
+	os.Mkdir(imgs, 0o755)
+	os.Mkdir(masks, 0o755)
+	writeImage(t, filepath.Join(imgs, "a.png"), 20, 10)
+	// Mask: label 7 on the left half (remapped to 1), 3 on the right (to 0),
+	// and one ignored column.
+	labels := make([]uint8, 20*10)
+	for y := 0; y < 10; y++ {
+		for x := 0; x < 20; x++ {
+			switch {
+			case x == 0:
+				labels[y*20+x] = 11
+			case x < 10:
+				labels[y*20+x] = 7
+			default:
+				labels[y*20+x] = 3
+			}
+		}
+	}
+	if err := imageio.WriteMaskPNG(filepath.Join(masks, "a.png"), labels, 20, 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := runCLI(t, "eval", "--model", model, "--images", imgs, "--masks", masks,
+		"--label-map", "7:1;11:255;*:0", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		MeanIoU float64 `json:"mean_iou"`
+		Pixels  int64   `json:"pixels"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("%q: %v", stdout, err)
+	}
+	if sum.MeanIoU != 1 || sum.Pixels != 190 {
+		t.Errorf("mean IoU %v over %d pixels, want 1 over 190", sum.MeanIoU, sum.Pixels)
+	}
+
+	// A mask of the wrong size is reported by name.
+	os.WriteFile(filepath.Join(masks, "a.png"), pngBytes(t, 5, 5), 0o644)
+	_, err = runCLI(t, "eval", "--model", model, "--images", imgs, "--masks", masks)
+	if err == nil {
+		t.Fatal("mask of the wrong size accepted")
+	}
+}
+
+func pngBytes(t *testing.T, w, h int) []byte {
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewGray(image.Rect(0, 0, w, h)))
+	return buf.Bytes()
+}
+
+func TestInfoJSON(t *testing.T) {
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	stdout, err := runCLI(t, "info", model, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s onnx.Summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Parameters != 6 || len(s.Inputs) != 1 || s.Inputs[0].Dims[1] != "3" {
+		t.Errorf("summary = %+v", s)
+	}
+	if _, err := runCLI(t, "info", filepath.Join(dir, "missing.onnx")); err == nil {
+		t.Error("missing model accepted")
+	}
+}
