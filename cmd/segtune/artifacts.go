@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+)
+
+// artifactsCommand compiles a model into training artifacts on disk.
+func artifactsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "artifacts",
+		Usage: "compile a model into ONNX training artifacts (training.onnx, eval.onnx, params.onnx, manifest.json)",
+		Description: "The training graph uses only default-domain ONNX operators, so any ONNX Runtime\n" +
+			"binding runs it on CPU or CUDA. Its inputs are the model's inputs, `target` (int64\n" +
+			"class indices, N×H×W), the trainable parameters and any grad_in/<tensor>; its outputs\n" +
+			"are `loss`, the model's outputs, any extra outputs and grad/<param> for each trainable\n" +
+			"parameter. Shapes, the batch size included, are fixed at build time.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "model", Required: true, Usage: "inference ONNX model"},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
+			&cli.StringSliceFlag{Name: "trainable", Value: cli.NewStringSlice("*"),
+				Usage: "initializer names to train: globs (* ?), or regular expressions prefixed re:; repeatable"},
+			&cli.StringFlag{Name: "size", Value: "513x513", Usage: "training input size HxW"},
+			&cli.IntFlag{Name: "batch", Value: 1, Usage: "training batch size (fixed in the graph)"},
+			&cli.StringFlag{Name: "input", Usage: "model input to size (default: the first input)"},
+			&cli.StringFlag{Name: "logits", Usage: "model output holding the logits (default: the first output)"},
+			&cli.Int64Flag{Name: "classes-ignore", Value: grad.DefaultIgnoreIndex, Usage: "target value the loss ignores (-1: none)"},
+			&cli.StringFlag{Name: "class-weights", Usage: "comma-separated per-class loss weights"},
+			&cli.BoolFlag{Name: "loss-scale", Usage: "add the loss_scale input"},
+			&cli.StringSliceFlag{Name: "extra-output", Usage: "intermediate tensor to expose as an output; repeatable"},
+			&cli.StringSliceFlag{Name: "grad-input", Usage: "intermediate tensor receiving an extra upstream gradient (grad_in/<tensor>); repeatable"},
+			jsonFlag,
+		},
+		Action: runArtifacts,
+	}
+}
+
+func runArtifacts(c *cli.Context) error {
+	if err := initRuntime(c); err != nil {
+		return err
+	}
+	h, w, err := parseTrainSize(c.String("size"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	batch := c.Int("batch")
+	if batch <= 0 {
+		return cli.Exit("--batch must be positive", 2)
+	}
+	m, err := onnx.Load(c.String("model"))
+	if err != nil {
+		return err
+	}
+	input := c.String("input")
+	if input == "" {
+		inits := map[string]bool{}
+		for _, t := range m.Graph().GetInitializer() {
+			inits[t.GetName()] = true
+		}
+		for _, v := range m.Graph().GetInput() {
+			if !inits[v.GetName()] {
+				input = v.GetName()
+				break
+			}
+		}
+		if input == "" {
+			return cli.Exit("the model has no inputs", 2)
+		}
+	}
+	channels, err := inputChannels(m, input)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	loss := grad.Loss{Output: c.String("logits"), Scale: c.Bool("loss-scale")}
+	if ign := c.Int64("classes-ignore"); ign < 0 {
+		loss.NoIgnore = true
+	} else {
+		loss.IgnoreIndex = &ign
+	}
+	if s := c.String("class-weights"); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("--class-weights: %v", err), 2)
+			}
+			loss.ClassWeights = append(loss.ClassWeights, v)
+		}
+	}
+	cfg := grad.Config{
+		Trainable:    c.StringSlice("trainable"),
+		InputShapes:  map[string][]int64{input: {int64(batch), channels, h, w}},
+		Loss:         loss,
+		ExtraOutputs: c.StringSlice("extra-output"),
+		GradInputs:   c.StringSlice("grad-input"),
+		Threads:      c.Int("threads"),
+	}
+	gs, err := grad.Build(m, cfg)
+	if err != nil {
+		return err
+	}
+	if err := grad.WriteArtifacts(c.String("out"), gs); err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, gs.Manifest)
+	}
+	notef(c, "wrote %s: %d trainable parameters, %d training nodes, batch %d at %dx%d",
+		c.String("out"), len(gs.Params), len(gs.Training.Proto.Graph.Node), batch, h, w)
+	return nil
+}
+
+// parseTrainSize reads "HxW" (or a single number for a square).
+func parseTrainSize(s string) (int64, int64, error) {
+	parts := strings.Split(strings.ToLower(s), "x")
+	if len(parts) == 1 {
+		parts = append(parts, parts[0])
+	}
+	if len(parts) != 2 {
+		return 0, 0, fmt.Errorf("--size %q: want HxW", s)
+	}
+	h, err1 := strconv.ParseInt(parts[0], 10, 64)
+	w, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || h <= 0 || w <= 0 || h > 1<<15 || w > 1<<15 {
+		return 0, 0, fmt.Errorf("--size %q: want HxW with positive sizes", s)
+	}
+	return h, w, nil
+}
+
+// inputChannels reads the channel count the model declares for an NCHW input.
+func inputChannels(m *onnx.Model, input string) (int64, error) {
+	for _, v := range m.Graph().GetInput() {
+		if v.GetName() != input {
+			continue
+		}
+		dims := v.GetType().GetTensorType().GetShape().GetDim()
+		if len(dims) != 4 || dims[1].GetDimValue() <= 0 {
+			return 0, fmt.Errorf("input %q is not an NCHW image tensor with a static channel count", input)
+		}
+		return dims[1].GetDimValue(), nil
+	}
+	return 0, fmt.Errorf("the model has no input %q", input)
+}
