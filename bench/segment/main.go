@@ -1,0 +1,121 @@
+// Command segment measures what `segtune segment` costs on top of ONNX
+// Runtime: the same images and batches are run (1) through a bare session on
+// tensors prepared in advance and (2) through segtune's full pipeline, which
+// decodes PNGs, preprocesses, runs the model, restores masks to image size and
+// writes palette PNGs. The overhead is (2)/(1) − 1, medians over -runs.
+//
+//	go run ./bench/segment -n 24 -batch 4 -runs 5
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime"
+)
+
+func main() {
+	n := flag.Int("n", 24, "images")
+	batch := flag.Int("batch", 4, "batch size")
+	runs := flag.Int("runs", 5, "repetitions (median reported)")
+	threads := flag.Int("threads", 0, "ONNX Runtime threads (0 = all cores)")
+	flag.Parse()
+	assets := testassets.SharedAssetsDir()
+	if assets == "" {
+		log.Fatal("needs the shared assets (models/deeplabv3plus_person_dynamic.onnx, data/camvid)")
+	}
+	if err := runtime.Init(""); err != nil {
+		log.Fatal(err)
+	}
+	m, err := onnx.Load(filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	data, _ := m.Marshal()
+	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
+	seg, err := segmenter.Open(data, pre, runtime.Options{Threads: *threads})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer seg.Close()
+	paths, err := imageio.ListImages(filepath.Join(assets, "data", "camvid", "images", "val"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	paths = paths[:min(*n, len(paths))]
+
+	// Bare: tensors decoded and stacked beforehand, timed Run calls only.
+	var batches [][]float32
+	var shape []int64
+	for i := 0; i < len(paths); i += *batch {
+		var b []float32
+		k := 0
+		for _, p := range paths[i:min(i+*batch, len(paths))] {
+			img, err := imageio.ReadImage(p)
+			if err != nil {
+				log.Fatal(err)
+			}
+			t, g, err := pre.NewTensor(img)
+			if err != nil {
+				log.Fatal(err)
+			}
+			b = append(b, t...)
+			shape = []int64{0, 3, int64(g.Height), int64(g.Width)}
+			k++
+		}
+		batches = append(batches, b)
+	}
+	bare := func() time.Duration {
+		t0 := time.Now()
+		for _, b := range batches {
+			s := slices.Clone(shape)
+			s[0] = int64(len(b) / int(3*shape[2]*shape[3]))
+			if _, err := seg.Session.Run(runtime.NewFloat32(s, b)); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	out, err := os.MkdirTemp("", "segbench")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(out)
+	full := func() time.Duration {
+		finish := func(r segmenter.Result) error {
+			return imageio.WriteMaskPNG(filepath.Join(out, filepath.Base(r.Path)), r.Labels, r.Width, r.Height, nil)
+		}
+		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch})
+		if err != nil || len(rep.Failures) > 0 {
+			log.Fatal(err, rep.Failures)
+		}
+		return rep.Elapsed
+	}
+	bare() // warm-up: first runs allocate ORT's arena
+	var tb, tf []time.Duration
+	for r := 0; r < *runs; r++ { // interleaved so load drifts hit both alike
+		tb = append(tb, bare())
+		tf = append(tf, full())
+	}
+	mb, mf := median(tb), median(tf)
+	fmt.Printf("images %d, batch %d, %dx%d, runs %d\n", len(paths), *batch, shape[3], shape[2], *runs)
+	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(len(paths))/mb.Seconds())
+	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(len(paths))/mf.Seconds())
+	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
