@@ -43,6 +43,9 @@ type compiler struct {
 	inputs    []string // the model's real graph inputs
 	names     map[string]bool
 	b         *builder
+	// madeConst holds initializers the compiler created (Constant nodes,
+	// upgrade constants): never trainable.
+	madeConst map[string]bool
 }
 
 // Build compiles model into training and evaluation graphs. The model is not
@@ -102,6 +105,11 @@ func (c *compiler) prepare() error {
 	}
 	c.b = newBuilder("bwd/", c.floatType, taken)
 
+	c.madeConst = map[string]bool{}
+	orig := map[string]bool{}
+	for _, t := range c.g.Initializer {
+		orig[t.GetName()] = true
+	}
 	if err := upgrade(c.g, c.opset, newBuilder("upgrade/", c.floatType, taken)); err != nil {
 		return err
 	}
@@ -134,6 +142,11 @@ func (c *compiler) prepare() error {
 		}
 	}
 	c.g.Input = ins
+	for _, t := range c.g.Initializer {
+		if !orig[t.GetName()] {
+			c.madeConst[t.GetName()] = true
+		}
+	}
 	if err := c.selectTrainable(); err != nil {
 		return err
 	}
@@ -189,7 +202,7 @@ func (c *compiler) selectTrainable() error {
 	c.isTrain = map[string]bool{}
 	for _, t := range c.g.Initializer {
 		dt := t.GetDataType()
-		if dt != int32(onnxpb.TensorProto_FLOAT) && dt != int32(onnxpb.TensorProto_DOUBLE) {
+		if dt != int32(onnxpb.TensorProto_FLOAT) && dt != int32(onnxpb.TensorProto_DOUBLE) || c.madeConst[t.GetName()] {
 			continue
 		}
 		for i, re := range pats {

@@ -1,0 +1,181 @@
+// Command trainstep times one training step (forward + backward through the
+// graph grad.Build emits) of an ONNX segmentation model in ONNX Runtime, the
+// Go side of the benchmark whose PyTorch side is torch_step.py:
+//
+//	go run ./bench/trainstep --model testdata/generated/deeplabv3plus_mobilenetv2.onnx \
+//	    --batch 8 --size 128 --threads 2 --steps 10 --warmup 2 [--json]
+//
+// Every parameter is trainable; inputs are random normal and targets random
+// class indices from a fixed seed; no optimizer update is applied (as on the
+// PyTorch side). It prints the median ms/step and the peak RSS of the process.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Result is what one benchmark run reports.
+type Result struct {
+	Model       string    `json:"model"`
+	Batch       int       `json:"batch"`
+	Size        int       `json:"size"`
+	Threads     int       `json:"threads"`
+	Device      string    `json:"device"`
+	MedianMs    float64   `json:"median_ms"`
+	StepsMs     []float64 `json:"steps_ms"`
+	PeakRSSMiB  float64   `json:"peak_rss_mib"`
+	BuildSec    float64   `json:"build_s"`
+	GraphNodes  int       `json:"graph_nodes"`
+	ParamTensor int       `json:"param_tensors"`
+}
+
+func main() {
+	model := flag.String("model", "testdata/generated/deeplabv3plus_mobilenetv2.onnx", "inference ONNX model")
+	batch := flag.Int("batch", 8, "batch size")
+	size := flag.Int("size", 128, "input height and width")
+	threads := flag.Int("threads", 2, "ONNX Runtime intra-op threads")
+	steps := flag.Int("steps", 10, "timed steps")
+	warmup := flag.Int("warmup", 2, "untimed steps first")
+	device := flag.String("device", "cpu", "cpu, cuda or auto")
+	asJSON := flag.Bool("json", false, "print JSON")
+	flag.Parse()
+	r, err := Run(*model, *batch, *size, *threads, *steps, *warmup, *device)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainstep:", err)
+		os.Exit(1)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r)
+		return
+	}
+	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step, peak RSS %.0f MiB (graph build %.1fs, %d nodes)\n",
+		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.PeakRSSMiB, r.BuildSec, r.GraphNodes)
+}
+
+// Stepper holds an open training session and its feeds.
+type Stepper struct {
+	Session *runtime.Session
+	Graphs  *grad.Graphs
+	inputs  []*runtime.Tensor
+}
+
+// NewStepper compiles model for training at batch×3×size×size.
+func NewStepper(model string, batch, size, threads int, device string) (*Stepper, error) {
+	m, err := onnx.Load(model)
+	if err != nil {
+		return nil, err
+	}
+	in := m.Graph().GetInput()[0].GetName()
+	gs, err := grad.Build(m, grad.Config{
+		Trainable:   []string{"*"},
+		InputShapes: map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
+		Threads:     threads,
+	})
+	if err != nil {
+		return nil, err
+	}
+	data, err := gs.Training.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device})
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(0, 1))
+	params := map[string]*runtime.Tensor{}
+	for _, p := range gs.Params {
+		v, err := onnx.Float32s(p)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		params[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
+	}
+	classes := int64(2)
+	for _, o := range gs.Manifest.Training.Outputs {
+		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] {
+			classes = o.Shape[1]
+		}
+	}
+	st := &Stepper{Session: s, Graphs: gs}
+	for _, x := range s.Inputs {
+		switch {
+		case x.Name == grad.TargetName:
+			n := batch * size * size
+			v := make([]int64, n)
+			for i := range v {
+				v[i] = rng.Int64N(classes)
+			}
+			st.inputs = append(st.inputs, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, v))
+		case params[x.Name] != nil:
+			st.inputs = append(st.inputs, params[x.Name])
+		default:
+			v := make([]float32, batch*3*size*size)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{int64(batch), 3, int64(size), int64(size)}, v))
+		}
+	}
+	return st, nil
+}
+
+// Step runs one forward+backward pass.
+func (s *Stepper) Step() error {
+	_, err := s.Session.Run(s.inputs...)
+	return err
+}
+
+// Close releases the session.
+func (s *Stepper) Close() error { return s.Session.Close() }
+
+// Run builds, warms up and times the steps.
+func Run(model string, batch, size, threads, steps, warmup int, device string) (*Result, error) {
+	t0 := time.Now()
+	st, err := NewStepper(model, batch, size, threads, device)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
+		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params)}
+	for i := 0; i < warmup; i++ {
+		if err := st.Step(); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < steps; i++ {
+		t := time.Now()
+		if err := st.Step(); err != nil {
+			return nil, err
+		}
+		r.StepsMs = append(r.StepsMs, float64(time.Since(t).Microseconds())/1000)
+	}
+	sorted := slices.Clone(r.StepsMs)
+	slices.Sort(sorted)
+	if len(sorted) > 0 {
+		r.MedianMs = sorted[len(sorted)/2]
+		if len(sorted)%2 == 0 {
+			r.MedianMs = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // kilobytes on Linux
+	}
+	return r, nil
+}
