@@ -1,0 +1,122 @@
+// Package network edits segmentation networks for fine-tuning: it finds the
+// layers and their parameters, resolves which parameters to train (presets
+// such as "classifier" or "decoder"), replaces the final classifier for a
+// new label set, taps the features the size regularizer reads, and writes
+// trained weights back into a clean inference model.
+package network
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// Layer is one node with trainable parameters, e.g. a Conv and its weight
+// and bias.
+type Layer struct {
+	Node   *onnxpb.NodeProto
+	Index  int      // position in topological order among all nodes
+	Params []string // float initializers the node takes as parameters
+}
+
+// paramInputs lists, per operator, which input positions hold parameters.
+var paramInputs = map[string][]int{
+	"Conv":               {1, 2},
+	"ConvTranspose":      {1, 2},
+	"Gemm":               {1, 2},
+	"MatMul":             {1},
+	"BatchNormalization": {1, 2},
+	"PRelu":              {1},
+}
+
+// Layers returns the model's parameterised nodes in topological order.
+func Layers(m *onnx.Model) ([]Layer, error) {
+	g := m.Graph()
+	order, err := onnx.TopoSort(g)
+	if err != nil {
+		return nil, err
+	}
+	var out []Layer
+	for i, n := range order {
+		pos, ok := paramInputs[n.GetOpType()]
+		if !ok {
+			continue
+		}
+		l := Layer{Node: n, Index: i}
+		for _, p := range pos {
+			if p >= len(n.Input) || n.Input[p] == "" {
+				continue
+			}
+			t := m.Initializer(n.Input[p])
+			if t == nil || !isFloat(t.GetDataType()) {
+				continue
+			}
+			l.Params = append(l.Params, n.Input[p])
+		}
+		if len(l.Params) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func isFloat(dt int32) bool {
+	switch onnxpb.TensorProto_DataType(dt) {
+	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_BFLOAT16:
+		return true
+	}
+	return false
+}
+
+// Classifier returns the final classifier: the last parameterised layer
+// upstream of the model's first output, which must produce that output's
+// channels.
+func Classifier(m *onnx.Model) (Layer, error) {
+	layers, err := Layers(m)
+	if err != nil {
+		return Layer{}, err
+	}
+	g := m.Graph()
+	if len(g.Output) == 0 {
+		return Layer{}, fmt.Errorf("the model has no outputs")
+	}
+	up := upstream(g, g.Output[0].GetName())
+	for i := len(layers) - 1; i >= 0; i-- {
+		if up[layers[i].Node] {
+			return layers[i], nil
+		}
+	}
+	return Layer{}, fmt.Errorf("no parameterised layer leads to output %q", g.Output[0].GetName())
+}
+
+// upstream returns the nodes that tensor depends on.
+func upstream(g *onnxpb.GraphProto, tensor string) map[*onnxpb.NodeProto]bool {
+	prod := onnx.Producers(g)
+	seen := map[*onnxpb.NodeProto]bool{}
+	stack := []string{tensor}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := prod[t]
+		if n == nil || seen[n] {
+			continue
+		}
+		seen[n] = true
+		stack = append(stack, n.Input...)
+	}
+	return seen
+}
+
+// firstUpsample returns the topological index of the first Resize or
+// Upsample node, or -1.
+func firstUpsample(m *onnx.Model) (int, error) {
+	order, err := onnx.TopoSort(m.Graph())
+	if err != nil {
+		return -1, err
+	}
+	return slices.IndexFunc(order, func(n *onnxpb.NodeProto) bool {
+		return n.GetOpType() == "Resize" || n.GetOpType() == "Upsample"
+	}), nil
+}
