@@ -41,6 +41,7 @@ func newApp() *cli.App {
 			infoCommand(),
 			segmentCommand(),
 			evalCommand(),
+			artifactsCommand(),
 			versionCommand(),
 		},
 		EnableBashCompletion: true,

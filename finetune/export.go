@@ -1,0 +1,95 @@
+package finetune
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/onnx"
+)
+
+// NetworkSpec is what it takes to rebuild a run's network from its base
+// model: a checkpoint stores it (inside its config) so that export can write
+// the trained weights back into a clean copy of the base graph.
+type NetworkSpec struct {
+	// BaseModel is the ONNX file the run started from.
+	BaseModel string `json:"base_model"`
+	// Classes, when > 0, replaced the final classifier by one with this
+	// many outputs, initialised from HeadSeed.
+	Classes  int    `json:"classes,omitempty"`
+	HeadSeed uint64 `json:"head_seed,omitempty"`
+}
+
+// LoadNetwork loads the base model and applies the spec's structural
+// changes (a new classifier). baseOverride, if set, replaces the recorded
+// base model path (for checkpoints moved to another machine).
+func (s NetworkSpec) LoadNetwork(baseOverride string) (*onnx.Model, error) {
+	path := s.BaseModel
+	if baseOverride != "" {
+		path = baseOverride
+	}
+	m, err := onnx.Load(path)
+	if err != nil {
+		if os.IsNotExist(err) || baseOverride == "" {
+			return nil, fmt.Errorf("%w (the base model of the checkpoint; pass --model to point at it)", err)
+		}
+		return nil, err
+	}
+	if s.Classes > 0 {
+		if err := network.ReplaceClassifier(m, s.Classes, s.HeadSeed); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return m, nil
+}
+
+// checkpointConfig is the subset of a checkpoint's config export needs.
+type checkpointConfig struct {
+	Network NetworkSpec `json:"network"`
+}
+
+// InferenceModel rebuilds the clean inference model of a checkpoint: the
+// base graph (with its new classifier, if the run made one) holding the
+// trained weights, with the model's original inputs and outputs and nothing
+// of the training graph.
+func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model, error) {
+	var cfg checkpointConfig
+	if len(ck.Config) > 0 {
+		if err := json.Unmarshal(ck.Config, &cfg); err != nil {
+			return nil, fmt.Errorf("checkpoint config: %w", err)
+		}
+	}
+	if cfg.Network.BaseModel == "" {
+		cfg.Network.BaseModel = ck.BaseModel
+	}
+	m, err := cfg.Network.LoadNetwork(baseOverride)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]network.Weight, len(ck.Weights))
+	for i, t := range ck.Weights {
+		ws[i] = network.Weight{Name: t.Name, Shape: t.Shape, Data: t.Data}
+	}
+	if err := network.SetWeights(m, ws); err != nil {
+		return nil, fmt.Errorf("checkpoint weights do not fit %s: %w", cfg.Network.BaseModel, err)
+	}
+	return m, nil
+}
+
+// Export writes a checkpoint's inference model to out, atomically.
+func Export(checkpointPath, baseOverride, out string) (*onnx.Model, error) {
+	ck, err := checkpoint.Load(checkpointPath)
+	if err != nil {
+		return nil, err
+	}
+	m, err := InferenceModel(ck, baseOverride)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", checkpointPath, err)
+	}
+	if err := m.Save(out); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
