@@ -25,6 +25,9 @@ type Augment struct {
 	PadColor *[3]uint8
 }
 
+// maxCropSide bounds crop sides like imageio bounds tensor sides.
+const maxCropSide = 1 << 15
+
 // maxScale bounds ScaleMax so a typo cannot ask for gigapixel images.
 const maxScale = 16
 
@@ -36,8 +39,8 @@ type crop struct {
 }
 
 func (a *Augment) validate() error {
-	if a.Height <= 0 || a.Width <= 0 {
-		return fmt.Errorf("augment: crop size %dx%d (HxW) must be positive", a.Height, a.Width)
+	if a.Height <= 0 || a.Width <= 0 || a.Height > maxCropSide || a.Width > maxCropSide {
+		return fmt.Errorf("augment: crop size %dx%d (HxW) must be within 1..%d", a.Height, a.Width, maxCropSide)
 	}
 	lo, hi := a.scales()
 	if !(lo > 0) || !(hi >= lo) || hi > maxScale {
