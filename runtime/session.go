@@ -30,6 +30,9 @@ type Options struct {
 	NoOptimize bool
 	// Log receives fallback notices; nil means os.Stderr.
 	Log io.Writer
+	// Tuning holds optional performance settings (profiling, executor,
+	// arena); the zero value keeps the defaults. See tuning.go.
+	Tuning Tuning
 }
 
 // IOInfo describes one input or output of a session.
@@ -124,6 +127,9 @@ func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvan
 		if err := so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
 			return nil, err
 		}
+	}
+	if err := opts.Tuning.apply(so); err != nil {
+		return nil, err
 	}
 	if cuda {
 		co, err := ort.NewCUDAProviderOptions()

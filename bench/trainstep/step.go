@@ -49,6 +49,11 @@ func main() {
 	warmup := flag.Int("warmup", 2, "untimed steps first")
 	device := flag.String("device", "cpu", "cpu, cuda or auto")
 	asJSON := flag.Bool("json", false, "print JSON")
+	flag.StringVar(&Tune.ProfilePrefix, "profile", "", "write ONNX Runtime's per-node profile to PREFIX_<date>.json")
+	flag.BoolVar(&Tune.Parallel, "parallel", false, "ONNX Runtime parallel executor")
+	flag.IntVar(&Tune.InterOpThreads, "inter-op", 0, "ONNX Runtime inter-op threads (0: 1)")
+	flag.BoolVar(&Tune.NoArena, "no-arena", false, "disable ONNX Runtime's CPU memory arena")
+	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
 	flag.Parse()
 	r, err := Run(*model, *batch, *size, *threads, *steps, *warmup, *device)
 	if err != nil {
@@ -64,6 +69,12 @@ func main() {
 	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step, peak RSS %.0f MiB (graph build %.1fs, %d nodes)\n",
 		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.PeakRSSMiB, r.BuildSec, r.GraphNodes)
 }
+
+// Tune is passed to the session (flags --profile, --parallel, ...).
+var Tune runtime.Tuning
+
+// SaveGraph, when set, is where NewStepper writes the training graph.
+var SaveGraph string
 
 // Stepper holds an open training session and its feeds.
 type Stepper struct {
@@ -91,7 +102,12 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	if err != nil {
 		return nil, err
 	}
-	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device})
+	if SaveGraph != "" {
+		if err := os.WriteFile(SaveGraph, data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device, Tuning: Tune})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/segtune/segtune/onnx/grad"
+
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -84,5 +86,40 @@ func TestConvTranspose(t *testing.T) {
 			m.outs = []string{"y"}
 			m.check(t)
 		})
+	}
+}
+
+// TestConvWeightGradForms checks the dense weight gradient in both forms:
+// im2col + MatMul (the default) and Transpose + Conv.
+func TestConvWeightGradForms(t *testing.T) {
+	cases := []struct {
+		name  string
+		k     int64
+		h, w  int64
+		attrs []*onnxpb.AttributeProto
+	}{
+		{"pad1", 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"stride2odd_crop", 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}},
+		{"stride2dil2", 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}},
+		{"k2x3_dil3_pads", 3, 9, 9, []*onnxpb.AttributeProto{ais("kernel_shape", 2, 3), ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
+		{"dilated_past_input", 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+	}
+	for _, form := range []bool{true, false} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("im2col=%v/%s", form, tc.name), func(t *testing.T) {
+				old := grad.SetIm2colWeightGrad(form)
+				defer grad.SetIm2colWeightGrad(old)
+				m := newOpModel(13)
+				kh, kw := tc.k, tc.k
+				for _, a := range tc.attrs {
+					if a.GetName() == "kernel_shape" {
+						kh, kw = a.GetInts()[0], a.GetInts()[1]
+					}
+				}
+				m.node("Conv", []string{m.rand("x", 2, 3, tc.h, tc.w), m.rand("w", 4, 3, kh, kw)}, []string{"y"}, tc.attrs...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
 	}
 }
