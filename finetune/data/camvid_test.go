@@ -35,6 +35,11 @@ func openCamVid(tb testing.TB) *Dataset {
 }
 
 func TestCamVid(t *testing.T) {
+	if raceEnabled {
+		// Decoding 367 PNGs takes a minute under the race detector; the
+		// synthetic tests cover the loader's concurrency.
+		t.Skip("slow under the race detector")
+	}
 	ds := openCamVid(t)
 	if ds.Len() != 367 {
 		t.Fatalf("%d training examples, want 367", ds.Len())
