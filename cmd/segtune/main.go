@@ -41,6 +41,8 @@ func newApp() *cli.App {
 			infoCommand(),
 			segmentCommand(),
 			evalCommand(),
+			finetuneCommand(),
+			exportCommand(),
 			artifactsCommand(),
 			versionCommand(),
 		},

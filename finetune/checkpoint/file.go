@@ -54,6 +54,10 @@ func save(path string, c *Checkpoint, wrap func(io.Writer) io.Writer) (err error
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("checkpoint %s: closing %s: %w", path, tmp, err)
 	}
+	// CreateTemp makes the file private; checkpoints are ordinary files.
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}

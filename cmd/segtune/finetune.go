@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/network"
+)
+
+func finetuneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "finetune",
+		Usage: "fine-tune a segmentation model on a folder of labelled images",
+		Description: "Compiles the model into a training graph, trains it on ONNX Runtime with augmented\n" +
+			"batches, validates every epoch and writes, in --out: last.ckpt and best.ckpt\n" +
+			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
+			"config.json and model.onnx (the best weights, exported). Ctrl-C saves a checkpoint\n" +
+			"and exits; --resume continues exactly where the run stopped.\n\n" +
+			"Data: --data DIR with images/{train,val} and masks/{train,val} (or annotations/, labels/),\n" +
+			"or explicit --train-images/--train-masks/--val-images/--val-masks.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)"},
+			&cli.StringFlag{Name: "data", Usage: "data set root with images/{train,val} and masks/{train,val}"},
+			&cli.StringFlag{Name: "train-images", Usage: "training images folder"},
+			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder"},
+			&cli.StringFlag{Name: "val-images", Usage: "validation images folder"},
+			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output folder (checkpoints, metrics, curves, model)"},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`},
+			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of the loss and scores"},
+			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
+			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names"},
+			&cli.StringFlag{Name: "trainable", Value: "all", Usage: network.TrainableHelp},
+			&cli.IntFlag{Name: "epochs", Value: 10, Usage: "epochs to train"},
+			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
+			&cli.IntFlag{Name: "batch", Value: 4, Usage: "images per step"},
+			&cli.StringFlag{Name: "crop", Value: "320x320", Usage: "training crop HxW (the training graph's input size)"},
+			&cli.StringFlag{Name: "optimizer", Value: "sgd", Usage: "sgd (momentum 0.9), adam or adamw"},
+			&cli.Float64Flag{Name: "lr", Value: 0.01, Usage: "base learning rate"},
+			&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum (default 0.9)"},
+			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay (default 0, AdamW 0.01)"},
+			&cli.StringFlag{Name: "schedule", Value: "poly:0.9", Usage: "constant, poly:P or cosine, optionally with ,warmup=N"},
+			&cli.Float64Flag{Name: "scale-min", Value: 0.5, Usage: "smallest random rescale of training images"},
+			&cli.Float64Flag{Name: "scale-max", Value: 2, Usage: "largest random rescale of training images"},
+			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed for data order, augmentation and a new classifier"},
+			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
+			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
+			deviceFlag, threadsFlag, jsonFlag,
+		}, preprocessFlags()...),
+		Action: runFinetune,
+	}
+}
+
+func runFinetune(c *cli.Context) error {
+	if err := initRuntime(c); err != nil {
+		return err
+	}
+	cfg, err := finetuneConfig(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var bar *stepBar
+	hooks := finetune.Hooks{Log: noticeWriter(c)}
+	hooks.OnStep = func(s finetune.StepInfo) {
+		if bar == nil {
+			bar = newStepBar(c, s.TotalSteps)
+		}
+		bar.update(s)
+	}
+	hooks.OnEpoch = func(e finetune.EpochInfo) {
+		if bar != nil {
+			bar.clear()
+		}
+		if !c.Bool("json") {
+			printEpoch(e)
+		}
+	}
+	res, err := finetune.Train(ctx, cfg, c.String("out"), c.Bool("resume"), hooks)
+	if bar != nil {
+		bar.clear()
+	}
+	if errors.Is(err, finetune.ErrInterrupted) {
+		return cli.Exit("interrupted; checkpoint saved", 130)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(os.Stdout, res)
+	}
+	if res.Table != nil {
+		fmt.Println()
+		res.Table.WriteTo(os.Stdout)
+	}
+	if res.BestMIoU != nil {
+		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
+	}
+	fmt.Printf("outputs in %s (model.onnx, best.ckpt, last.ckpt, metrics.jsonl, curves.png)\n", res.Dir)
+	return nil
+}
+
+// finetuneConfig turns flags into a run configuration.
+func finetuneConfig(c *cli.Context) (finetune.Config, error) {
+	cfg := finetune.Config{
+		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"),
+		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
+		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
+		Device: c.String("device"), Threads: c.Int("threads"), SkipBad: c.Bool("skip-bad"),
+		LabelMap: c.String("label-map"),
+		Augment:  data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip")},
+	}
+	if c.IsSet("momentum") {
+		v := c.Float64("momentum")
+		cfg.Momentum = &v
+	}
+	if c.IsSet("weight-decay") {
+		v := c.Float64("weight-decay")
+		cfg.WeightDecay = &v
+	}
+	var err error
+	if cfg.Height, cfg.Width, err = parseSize(c.String("crop")); err != nil {
+		return cfg, fmt.Errorf("--crop: %w", err)
+	}
+	if v := c.String("class-names"); v != "" {
+		cfg.ClassNames = strings.Split(v, ",")
+	}
+	model := c.String("model")
+	if model == "" {
+		if !c.Bool("resume") {
+			return cfg, cli.Exit("--model is required (except with --resume)", 2)
+		}
+		return cfg, nil // the checkpoint supplies the rest
+	}
+	if cfg.Network.BaseModel, err = filepath.Abs(model); err != nil {
+		return cfg, err
+	}
+	if k := c.Int("classes"); k > 0 {
+		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
+	}
+	settings, err := modelSettings(c, model)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Preprocess = *settings.Preprocess
+	if cfg.LabelMap == "" && settings.LabelMap != nil {
+		cfg.LabelMap = settings.LabelMap.String()
+	}
+	if cfg.ClassNames == nil && cfg.Network.Classes == 0 {
+		cfg.ClassNames = settings.Classes
+	}
+	if root := c.String("data"); root != "" {
+		if cfg.Train.Images, cfg.Train.Masks, err = data.ResolveSplit(root, "train"); err != nil {
+			return cfg, err
+		}
+		if cfg.Val.Images, cfg.Val.Masks, err = data.ResolveSplit(root, "val"); err != nil {
+			notef(c, "segtune: no validation split in %s (%v): training without validation", root, err)
+			cfg.Val = finetune.DataSpec{}
+		}
+	}
+	for flag, dst := range map[string]*string{"train-images": &cfg.Train.Images, "train-masks": &cfg.Train.Masks,
+		"val-images": &cfg.Val.Images, "val-masks": &cfg.Val.Masks} {
+		if v := c.String(flag); v != "" {
+			*dst = v
+		}
+	}
+	if cfg.Train.Images == "" || cfg.Train.Masks == "" {
+		return cfg, cli.Exit("give --data DIR or --train-images and --train-masks", 2)
+	}
+	return cfg, nil
+}
+
+func printEpoch(e finetune.EpochInfo) {
+	line := fmt.Sprintf("epoch %3d  loss %.4f  %6.1fs", e.Epoch+1, e.Loss, e.Seconds)
+	if e.Val != nil && e.Val.MeanIoU != nil {
+		line += fmt.Sprintf("  val mIoU %.4f", *e.Val.MeanIoU)
+		var parts []string
+		for _, cl := range e.Val.Classes {
+			if cl.IoU != nil && len(e.Val.Classes) <= 4 {
+				parts = append(parts, fmt.Sprintf("%s %.3f", cl.Name, *cl.IoU))
+			}
+		}
+		if len(parts) > 0 {
+			line += " (" + strings.Join(parts, ", ") + ")"
+		}
+	}
+	if e.Best {
+		line += "  *best"
+	}
+	fmt.Println(line)
+}

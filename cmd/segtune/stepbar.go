@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/segtune/segtune/finetune"
+)
+
+// stepBar shows training progress: steps, loss, throughput and time left.
+type stepBar struct {
+	bar *progressbar.ProgressBar
+}
+
+func newStepBar(c *cli.Context, total int64) *stepBar {
+	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return &stepBar{}
+	}
+	return &stepBar{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(200_000_000),
+		progressbar.OptionFullWidth(),
+	)}
+}
+
+func (b *stepBar) update(s finetune.StepInfo) {
+	if b.bar == nil {
+		return
+	}
+	b.bar.Describe(fmt.Sprintf("epoch %d/%d  loss %.4f  %.1f img/s", s.Epoch+1, s.Epochs, s.Loss, s.ImagesPerSec))
+	b.bar.Set64(s.Step)
+}
+
+// clear removes the bar so that a line can be printed in its place.
+func (b *stepBar) clear() {
+	if b.bar != nil {
+		b.bar.Clear()
+	}
+}
+
+// noticeWriter is where notices go: stderr unless --quiet.
+func noticeWriter(c *cli.Context) io.Writer {
+	if c.Bool("quiet") {
+		return io.Discard
+	}
+	return os.Stderr
+}

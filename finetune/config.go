@@ -1,0 +1,88 @@
+// Package finetune trains ONNX segmentation networks in Go on ONNX Runtime:
+// it compiles the network into a training graph (onnx/grad), feeds it
+// augmented batches (finetune/data), steps an optimiser (finetune/optim)
+// on the gradients, validates every epoch, keeps atomic checkpoints
+// (finetune/checkpoint) and logs the run (finetune/history).
+package finetune
+
+import (
+	"fmt"
+
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/imageio"
+)
+
+// Config is a fine-tuning run's configuration. It is stored in every
+// checkpoint: a resumed run must use the same settings, and export rebuilds
+// the network from Network.
+type Config struct {
+	Network NetworkSpec `json:"network"`
+	// Train and Val are the data: folders of images and masks.
+	Train DataSpec `json:"train"`
+	Val   DataSpec `json:"val"`
+	// LabelMap remaps mask labels to classes (imageio.ParseLabelMap syntax).
+	LabelMap string `json:"label_map,omitempty"`
+	// Ignore is the mask label left out of the loss and the scores.
+	Ignore int `json:"ignore"`
+	// ClassNames label the classes in reports.
+	ClassNames []string `json:"class_names,omitempty"`
+	// Trainable selects the trained parameters (network.Trainable specs).
+	Trainable string `json:"trainable"`
+	// Batch, Height and Width are the training graph's static input shape.
+	Batch  int `json:"batch"`
+	Height int `json:"height"`
+	Width  int `json:"width"`
+	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
+	Epochs   int   `json:"epochs"`
+	MaxSteps int64 `json:"max_steps,omitempty"`
+	// Optimizer is sgd, adam or adamw; LR the base learning rate;
+	// Schedule a finetune/schedule spec (constant, poly:0.9, cosine, with
+	// optional ,warmup=N).
+	Optimizer   string   `json:"optimizer"`
+	LR          float64  `json:"lr"`
+	Momentum    *float64 `json:"momentum,omitempty"`
+	WeightDecay *float64 `json:"weight_decay,omitempty"`
+	Schedule    string   `json:"schedule"`
+	// Seed fixes data order, augmentation and any new classifier.
+	Seed uint64 `json:"seed"`
+	// Augment is the training augmentation (Height and Width come from
+	// the fields above).
+	Augment data.Augment `json:"augment"`
+	// Preprocess is the model's normalisation; its geometry (resize
+	// policy, size) is used for validation only.
+	Preprocess imageio.Preprocess `json:"preprocess"`
+	// Device and Threads configure ONNX Runtime.
+	Device  string `json:"device,omitempty"`
+	Threads int    `json:"threads,omitempty"`
+	// CacheBytes bounds the decoded-image cache (see data.Config).
+	CacheBytes int64 `json:"cache_bytes,omitempty"`
+	// SkipBad skips unreadable examples with a warning instead of failing.
+	SkipBad bool `json:"skip_bad,omitempty"`
+}
+
+// DataSpec names a split's folders.
+type DataSpec struct {
+	Images string `json:"images"`
+	Masks  string `json:"masks"`
+}
+
+// validate checks what can be checked before any file is read.
+func (c *Config) validate() error {
+	switch {
+	case c.Network.BaseModel == "":
+		return fmt.Errorf("no model")
+	case c.Train.Images == "" || c.Train.Masks == "":
+		return fmt.Errorf("no training data")
+	case c.Batch < 1:
+		return fmt.Errorf("batch %d must be at least 1", c.Batch)
+	case c.Height < 1 || c.Width < 1:
+		return fmt.Errorf("training size %dx%d must be positive", c.Height, c.Width)
+	case c.Epochs < 1 && c.MaxSteps < 1:
+		return fmt.Errorf("set a number of epochs or steps")
+	case !(c.LR > 0):
+		return fmt.Errorf("learning rate %v must be positive", c.LR)
+	case c.Ignore < 1 || c.Ignore > 255:
+		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package finetune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Evaluation is a model's score on a data set, overall and per group of
+// examples (e.g. "small" and "large" objects).
+type Evaluation struct {
+	Overall *metrics.Confusion
+	Groups  map[string]*metrics.Confusion
+}
+
+// Evaluate runs an inference model over every example of ds at the
+// geometry pre describes (resize none: native size) and scores its arg-max
+// against the masks. groupOf, if set, names the group of each example id
+// ("" for none).
+func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.Preprocess,
+	opts runtime.Options, groupOf func(id int) string) (*Evaluation, error) {
+	model, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	sess, err := runtime.NewSession(model, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	loader, err := data.NewLoader(ctx, ds, data.LoaderConfig{BatchSize: 1, Preprocess: pre, Epochs: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer loader.Close()
+	classes := ds.NumClasses()
+	ev := &Evaluation{Overall: metrics.NewConfusion(classes, ds.Ignore()), Groups: map[string]*metrics.Confusion{}}
+	pred := []uint8{}
+	target := []uint8{}
+	for {
+		b, err := loader.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return ev, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out, err := sess.Run(runtime.NewFloat32([]int64{1, 3, int64(b.Height), int64(b.Width)}, b.Images))
+		if err != nil {
+			return nil, err
+		}
+		logits := out[0]
+		if len(logits.Shape) != 4 || int(logits.Shape[1]) != classes {
+			return nil, fmt.Errorf("model output has shape %v; the data set has %d classes", logits.Shape, classes)
+		}
+		h, w := int(logits.Shape[2]), int(logits.Shape[3])
+		if h != b.Height || w != b.Width {
+			return nil, fmt.Errorf("model output is %dx%d for a %dx%d input; validation needs full-resolution logits", h, w, b.Height, b.Width)
+		}
+		pred = grow(pred, h*w)
+		if err := imageio.Argmax(logits.Float32, classes, h, w, pred); err != nil {
+			return nil, err
+		}
+		target = grow(target, h*w)
+		for i, v := range b.Masks {
+			target[i] = uint8(v)
+		}
+		one := metrics.NewConfusion(classes, ds.Ignore())
+		if err := one.Add(pred, target); err != nil {
+			e, _ := ds.Example(b.IDs[0])
+			return nil, fmt.Errorf("%s: %w", e.Mask, err)
+		}
+		ev.Overall.Merge(one)
+		if groupOf != nil {
+			if g := groupOf(b.IDs[0]); g != "" {
+				if ev.Groups[g] == nil {
+					ev.Groups[g] = metrics.NewConfusion(classes, ds.Ignore())
+				}
+				ev.Groups[g].Merge(one)
+			}
+		}
+		loader.Recycle(b)
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

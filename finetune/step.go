@@ -1,0 +1,95 @@
+package finetune
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
+)
+
+// stepper runs the training graph: one call computes the loss, the extra
+// outputs and every parameter's gradient for a batch.
+type stepper struct {
+	sess   *runtime.Session
+	params []*optim.Param // in the session's input order
+	// Positions of named inputs and outputs in the session.
+	imageIn, targetIn int
+	paramIn, gradOut  []int
+	lossOut           int
+	feeds             []*runtime.Tensor
+	imageShape        []int64
+	targetShape       []int64
+}
+
+// newStepper opens a session on the training graph and binds params (by
+// name) to its inputs.
+func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, opts runtime.Options) (*stepper, error) {
+	data, err := gs.Training.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	sess, err := runtime.NewSession(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening the training graph: %w", err)
+	}
+	s := &stepper{sess: sess, params: params, feeds: make([]*runtime.Tensor, len(sess.Inputs))}
+	s.imageIn = sess.InputIndex(imageInput)
+	s.targetIn = sess.InputIndex(grad.TargetName)
+	s.lossOut = sess.OutputIndex(grad.LossName)
+	if s.imageIn < 0 || s.targetIn < 0 || s.lossOut < 0 {
+		sess.Close()
+		return nil, fmt.Errorf("training graph lacks %q, %q or %q", imageInput, grad.TargetName, grad.LossName)
+	}
+	s.imageShape = sess.Inputs[s.imageIn].Shape
+	s.targetShape = sess.Inputs[s.targetIn].Shape
+	for _, p := range params {
+		in, out := sess.InputIndex(p.Name), sess.OutputIndex(grad.GradPrefix+p.Name)
+		if in < 0 || out < 0 {
+			sess.Close()
+			return nil, fmt.Errorf("training graph lacks parameter %q or its gradient", p.Name)
+		}
+		s.paramIn = append(s.paramIn, in)
+		s.gradOut = append(s.gradOut, out)
+		s.feeds[in] = runtime.NewFloat32(p.Shape, p.Data)
+	}
+	return s, nil
+}
+
+func (s *stepper) close() error { return s.sess.Close() }
+
+// extra feeds or reads a named input/output; -1 when absent.
+func (s *stepper) inputIndex(name string) int  { return s.sess.InputIndex(name) }
+func (s *stepper) outputIndex(name string) int { return s.sess.OutputIndex(name) }
+
+// setInput binds a further graph input (e.g. the regularizer's).
+func (s *stepper) setInput(i int, t *runtime.Tensor) { s.feeds[i] = t }
+
+// step runs one batch, stores each parameter's gradient in its Grad and
+// returns the loss and all outputs. It refuses non-finite losses and
+// gradients, so that a diverging run stops before the weights are touched.
+func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.Tensor, error) {
+	s.feeds[s.imageIn] = runtime.NewFloat32(s.imageShape, images)
+	s.feeds[s.targetIn] = runtime.NewInt64(s.targetShape, targets)
+	for i, p := range s.params {
+		s.feeds[s.paramIn[i]].Float32 = p.Data
+	}
+	for i, f := range s.feeds {
+		if f == nil {
+			return 0, nil, fmt.Errorf("training graph input %q is not fed", s.sess.Inputs[i].Name)
+		}
+	}
+	outs, err := s.sess.Run(s.feeds...)
+	if err != nil {
+		return 0, nil, err
+	}
+	loss := float64(outs[s.lossOut].Float32[0])
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, outs, fmt.Errorf("loss is %v", loss)
+	}
+	for i, p := range s.params {
+		p.Grad = outs[s.gradOut[i]].Float32
+	}
+	return loss, outs, nil
+}

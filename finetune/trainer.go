@@ -1,0 +1,546 @@
+package finetune
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/schedule"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
+)
+
+// ErrInterrupted is returned when the context is cancelled (Ctrl-C): the
+// run saved a checkpoint at the current step first.
+var ErrInterrupted = errors.New("training interrupted")
+
+// Files a run writes in its output folder.
+const (
+	HistoryFile = "metrics.jsonl"
+	PlotFile    = "curves.png"
+	ModelFile   = "model.onnx" // the best (or last) weights, exported
+	ConfigFile  = "config.json"
+)
+
+// Hooks let the caller follow a run. All are optional.
+type Hooks struct {
+	OnStep  func(StepInfo)
+	OnEpoch func(EpochInfo)
+	// Log receives notices (resuming, data problems, exports).
+	Log io.Writer
+}
+
+// StepInfo describes a finished optimiser step.
+type StepInfo struct {
+	Epoch, Epochs              int
+	StepInEpoch, StepsPerEpoch int
+	Step, TotalSteps           int64
+	Loss, LR, ImagesPerSec     float64
+}
+
+// EpochInfo describes a finished epoch and its validation.
+type EpochInfo struct {
+	Epoch   int
+	Loss    float64 // mean training loss
+	Seconds float64
+	// Val is nil without a validation set.
+	Val    *metrics.Report
+	Groups map[string]metrics.Report
+	Best   bool
+}
+
+// Result summarises a run.
+type Result struct {
+	Epochs   int
+	Steps    int64
+	BestMIoU *float64
+	Dir      string
+	Model    string // exported inference model
+	Table    *history.Table
+}
+
+// trainer is one run's state.
+type trainer struct {
+	cfg     Config
+	dir     string
+	hooks   Hooks
+	train   *data.Dataset
+	val     *data.Dataset
+	base    *onnx.Model // inference network (new head applied)
+	input   string
+	params  []*optim.Param
+	opt     *optim.Optimizer
+	sched   schedule.Schedule
+	step    *stepper
+	keeper  *checkpoint.Keeper
+	hist    *history.Writer
+	perEp   int   // steps per epoch
+	total   int64 // steps in the run
+	epoch   int   // loader position
+	inEpoch int
+	steps   int64 // optimiser steps done
+	best    *float64
+}
+
+// Train runs fine-tuning into dir. With resume, it continues from
+// dir/last.ckpt when there is one, with that checkpoint's configuration
+// (cfg then only changes Epochs, MaxSteps, Device and Threads).
+func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks) (*Result, error) {
+	if hooks.Log == nil {
+		hooks.Log = io.Discard
+	}
+	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou"}}
+	var ck *checkpoint.Checkpoint
+	if resume {
+		c, err := t.keeper.LoadLast()
+		switch {
+		case err == nil:
+			ck = c
+			var old Config
+			if err := json.Unmarshal(c.Config, &old); err != nil {
+				return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
+			}
+			old.Epochs, old.MaxSteps, old.Device, old.Threads = cfg.Epochs, cfg.MaxSteps, cfg.Device, cfg.Threads
+			cfg = old
+			fmt.Fprintf(hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), c.Epoch, c.Step)
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(hooks.Log, "no checkpoint in %s: starting afresh\n", dir)
+		default:
+			return nil, err
+		}
+	}
+	t.cfg = cfg
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := t.setup(ctx); err != nil {
+		return nil, err
+	}
+	defer t.step.close()
+	if ck != nil {
+		if err := t.restore(ck); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
+		}
+	} else if err := t.startHistory(); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.hist, err = history.Open(filepath.Join(dir, HistoryFile)); err != nil {
+		return nil, err
+	}
+	defer t.hist.Close()
+	runErr := t.run(ctx)
+	if runErr != nil && !errors.Is(runErr, ErrInterrupted) {
+		return nil, runErr
+	}
+	res, err := t.finish()
+	if err != nil {
+		return nil, err
+	}
+	return res, runErr
+}
+
+// setup opens the data, builds the network and its training graph and the
+// optimiser.
+func (t *trainer) setup(ctx context.Context) error {
+	cfg := &t.cfg
+	var err error
+	if t.base, err = cfg.Network.LoadNetwork(""); err != nil {
+		return err
+	}
+	cls, err := network.Classifier(t.base)
+	if err != nil {
+		return err
+	}
+	classes := int(t.base.Initializer(cls.Params[0]).Dims[0])
+	ins := onnx.DataInputs(t.base.Graph())
+	if len(ins) != 1 {
+		return fmt.Errorf("%s: segmentation models take one image input; this one takes %d", cfg.Network.BaseModel, len(ins))
+	}
+	t.input = ins[0].GetName()
+	var lm *imageio.LabelMap
+	if cfg.LabelMap != "" {
+		if lm, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
+			return fmt.Errorf("label map: %w", err)
+		}
+	}
+	open := func(s DataSpec) (*data.Dataset, error) {
+		ds, problems, err := data.Open(ctx, data.Config{
+			ImageDir: s.Images, MaskDir: s.Masks, LabelMap: lm, NumClasses: classes,
+			Ignore: cfg.Ignore, ClassNames: cfg.ClassNames, SkipBad: cfg.SkipBad, CacheBytes: cfg.CacheBytes,
+		})
+		for _, p := range problems {
+			fmt.Fprintf(t.hooks.Log, "warning: skipped %s: %v\n", p.Path, p.Err)
+		}
+		return ds, err
+	}
+	if t.train, err = open(cfg.Train); err != nil {
+		return err
+	}
+	if cfg.Val.Images != "" {
+		if t.val, err = open(cfg.Val); err != nil {
+			return err
+		}
+	}
+	t.perEp = t.train.Len() / cfg.Batch
+	if t.perEp == 0 {
+		return fmt.Errorf("%d training examples make no batch of %d", t.train.Len(), cfg.Batch)
+	}
+	t.total = int64(cfg.Epochs) * int64(t.perEp)
+	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
+		t.total = cfg.MaxSteps
+	}
+
+	names, err := network.Trainable(t.base, cfg.Trainable)
+	if err != nil {
+		return err
+	}
+	trainModel := t.base.Clone()
+	if err := network.SetBatch(trainModel, int64(cfg.Batch)); err != nil {
+		return err
+	}
+	patterns := make([]string, len(names))
+	for i, n := range names {
+		patterns[i] = "re:" + regexp.QuoteMeta(n) // exact names, whatever characters they hold
+	}
+	ignore := int64(cfg.Ignore)
+	gs, err := grad.Build(trainModel, grad.Config{
+		Trainable:   patterns,
+		InputShapes: map[string][]int64{t.input: {int64(cfg.Batch), 3, int64(cfg.Height), int64(cfg.Width)}},
+		Loss:        grad.Loss{Kind: grad.LossCrossEntropy, IgnoreIndex: &ignore},
+		Threads:     cfg.Threads,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range gs.Params {
+		v, err := onnx.Float32s(p)
+		if err != nil {
+			return err
+		}
+		t.params = append(t.params, &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
+	}
+	if t.step, err = newStepper(gs, t.params, t.input, runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
+		return err
+	}
+	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
+	if err != nil {
+		return err
+	}
+	oc := optim.DefaultConfig(alg)
+	oc.NoDecay = optim.NoDecayVectors
+	if cfg.Momentum != nil {
+		oc.Momentum = *cfg.Momentum
+	}
+	if cfg.WeightDecay != nil {
+		oc.WeightDecay = *cfg.WeightDecay
+	}
+	if t.opt, err = optim.New(t.params, oc); err != nil {
+		return err
+	}
+	if t.sched, err = schedule.Parse(cfg.Schedule, cfg.LR, t.total); err != nil {
+		return err
+	}
+	return nil
+}
+
+// dataState is the loader position stored in checkpoints.
+type dataState struct {
+	Epoch int `json:"epoch"`
+	Step  int `json:"step"`
+}
+
+func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
+	byName := map[string]*optim.Param{}
+	for _, p := range t.params {
+		byName[p.Name] = p
+	}
+	for _, w := range ck.Weights {
+		p := byName[w.Name]
+		if p == nil || len(p.Data) != len(w.Data) {
+			return fmt.Errorf("weights %q do not fit the training graph", w.Name)
+		}
+		copy(p.Data, w.Data)
+	}
+	if ck.Optimizer != nil {
+		if err := t.opt.SetState(ck.Optimizer); err != nil {
+			return err
+		}
+	}
+	var ds dataState
+	if err := json.Unmarshal(ck.DataState, &ds); err != nil {
+		return fmt.Errorf("data state: %w", err)
+	}
+	t.epoch, t.inEpoch, t.steps = ds.Epoch, ds.Step, ck.Step
+	if v, ok := ck.Metrics["best_val_miou"]; ok {
+		t.best = &v
+	}
+	// Drop history lines written after the checkpoint, which the resumed
+	// run will write again.
+	path := filepath.Join(t.dir, HistoryFile)
+	recs, err := history.Read(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var keep []history.Record
+	for _, r := range recs {
+		if r.Step <= ck.Step {
+			keep = append(keep, r)
+		}
+	}
+	return rewriteHistory(path, keep)
+}
+
+func (t *trainer) startHistory() error {
+	cfgJSON, err := json.MarshalIndent(t.cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := onnx.WriteFileAtomic(filepath.Join(t.dir, ConfigFile), append(cfgJSON, '\n'), 0o644); err != nil {
+		return err
+	}
+	return rewriteHistory(filepath.Join(t.dir, HistoryFile), nil)
+}
+
+// rewriteHistory replaces the history file with recs, atomically.
+func rewriteHistory(path string, recs []history.Record) error {
+	var buf []byte
+	for _, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	return onnx.WriteFileAtomic(path, buf, 0o644)
+}
+
+// run trains until the step budget is spent or ctx is cancelled.
+func (t *trainer) run(ctx context.Context) error {
+	cfg := &t.cfg
+	if t.steps >= t.total {
+		return nil
+	}
+	aug := cfg.Augment
+	aug.Height, aug.Width = cfg.Height, cfg.Width
+	loader, err := data.NewLoader(ctx, t.train, data.LoaderConfig{
+		BatchSize: cfg.Batch, Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
+		StartEpoch: t.epoch, StartStep: t.inEpoch,
+	})
+	if err != nil {
+		return err
+	}
+	defer loader.Close()
+	epochs := int((t.total + int64(t.perEp) - 1) / int64(t.perEp))
+	epochStart := time.Now()
+	var epochLoss float64
+	var epochSteps int
+	for t.steps < t.total {
+		if ctx.Err() != nil {
+			return t.interrupt()
+		}
+		b, err := loader.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return t.interrupt()
+			}
+			return err
+		}
+		t0 := time.Now()
+		loss, _, err := t.step.step(b.Images, b.Masks)
+		if err != nil {
+			return t.diverged(err)
+		}
+		lr := t.sched.At(t.steps)
+		if err := t.opt.Step(lr); err != nil {
+			return t.diverged(err)
+		}
+		t.steps++
+		t.epoch, t.inEpoch = loader.Position()
+		loader.Recycle(b)
+		secs := time.Since(t0).Seconds()
+		epochLoss += loss
+		epochSteps++
+		ips := float64(cfg.Batch) / secs
+		if err := t.hist.Write(history.Record{Kind: history.KindStep, Epoch: int64(b.Epoch), Step: t.steps, Loss: loss, LR: lr, Seconds: secs, ImagesPerSec: ips}); err != nil {
+			return err
+		}
+		if t.hooks.OnStep != nil {
+			t.hooks.OnStep(StepInfo{Epoch: b.Epoch, Epochs: epochs, StepInEpoch: b.Step + 1, StepsPerEpoch: t.perEp,
+				Step: t.steps, TotalSteps: t.total, Loss: loss, LR: lr, ImagesPerSec: ips})
+		}
+		if t.inEpoch == 0 || t.steps == t.total { // the epoch (or the run) is complete
+			if err := t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart)); err != nil {
+				return err
+			}
+			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
+		}
+	}
+	return nil
+}
+
+// normalisationOnly keeps the value mapping of pre and drops its geometry,
+// which the training crop replaces.
+func normalisationOnly(pre imageio.Preprocess) imageio.Preprocess {
+	pre.Height, pre.Width, pre.Resize, pre.ScaleFactor, pre.MultipleOf, pre.PlusOne = 0, 0, "", 0, 0, false
+	return pre
+}
+
+// endEpoch validates, checkpoints and logs.
+func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took time.Duration) error {
+	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: took.Seconds()}
+	extra := map[string]float64{}
+	metricsOut := map[string]float64{"train_loss": loss}
+	if t.val != nil {
+		m, err := t.inferenceModel()
+		if err != nil {
+			return err
+		}
+		ev, err := Evaluate(ctx, m, t.val, t.cfg.Preprocess, runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return t.interrupt()
+			}
+			return fmt.Errorf("validation: %w", err)
+		}
+		rep := metrics.NewReport(ev.Overall, t.cfg.ClassNames)
+		info.Val = &rep
+		if rep.MeanIoU != nil {
+			extra["val_miou"] = *rep.MeanIoU
+			metricsOut["val_miou"] = *rep.MeanIoU
+			if t.best == nil || *rep.MeanIoU > *t.best {
+				v := *rep.MeanIoU
+				t.best = &v
+			}
+		}
+		if rep.PixelAccuracy != nil {
+			extra["val_pixel_acc"] = *rep.PixelAccuracy
+		}
+		for _, c := range rep.Classes {
+			if c.IoU != nil {
+				extra["val_iou_"+c.Name] = *c.IoU
+			}
+		}
+	}
+	if t.best != nil {
+		metricsOut["best_val_miou"] = *t.best
+	}
+	best, err := t.save(metricsOut)
+	if err != nil {
+		return err
+	}
+	info.Best = best
+	if err := t.hist.Write(history.Record{Kind: history.KindEpoch, Epoch: int64(epoch), Step: t.steps, Loss: loss,
+		Seconds: took.Seconds(), Extra: extra}); err != nil {
+		return err
+	}
+	if err := t.plot(); err != nil {
+		fmt.Fprintf(t.hooks.Log, "warning: plotting the curves: %v\n", err)
+	}
+	if t.hooks.OnEpoch != nil {
+		t.hooks.OnEpoch(info)
+	}
+	return nil
+}
+
+// save writes last.ckpt (and best.ckpt when it improves val_miou).
+func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
+	cfgJSON, err := json.Marshal(t.cfg)
+	if err != nil {
+		return false, err
+	}
+	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch})
+	ck := &checkpoint.Checkpoint{
+		BaseModel: t.cfg.Network.BaseModel, Epoch: int64(t.epoch), Step: t.steps,
+		Metrics: metricsOut, Config: cfgJSON, Optimizer: t.opt.State(), DataState: ds,
+	}
+	for _, p := range t.params {
+		ck.Weights = append(ck.Weights, checkpoint.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Data})
+	}
+	return t.keeper.Save(ck)
+}
+
+// interrupt saves the current step and reports the interruption.
+func (t *trainer) interrupt() error {
+	m := map[string]float64{}
+	if t.best != nil {
+		m["best_val_miou"] = *t.best
+	}
+	if _, err := t.save(m); err != nil {
+		return fmt.Errorf("interrupted, and saving the checkpoint failed: %w", err)
+	}
+	fmt.Fprintf(t.hooks.Log, "interrupted: saved %s at step %d; continue with --resume\n", t.keeper.LastPath(), t.steps)
+	return ErrInterrupted
+}
+
+// diverged stops a run whose loss or gradients are not finite, leaving the
+// last good checkpoint as it was.
+func (t *trainer) diverged(err error) error {
+	return fmt.Errorf("training diverged at step %d (%v); the last good checkpoint is %s: resume from it with a lower --lr",
+		t.steps+1, err, t.keeper.LastPath())
+}
+
+// inferenceModel writes the current weights into a copy of the network.
+func (t *trainer) inferenceModel() (*onnx.Model, error) {
+	m := t.base.Clone()
+	ws := make([]network.Weight, len(t.params))
+	for i, p := range t.params {
+		ws[i] = network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data}
+	}
+	if err := network.SetWeights(m, ws); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (t *trainer) plot() error {
+	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
+	if err != nil {
+		return err
+	}
+	return history.PlotPNG(filepath.Join(t.dir, PlotFile), []history.Run{{Name: filepath.Base(t.dir), Records: recs}},
+		history.PlotOptions{Title: "segtune finetune " + filepath.Base(t.cfg.Network.BaseModel)})
+}
+
+// finish exports the best checkpoint (or the last) and builds the summary.
+func (t *trainer) finish() (*Result, error) {
+	src := t.keeper.BestPath()
+	if _, err := os.Stat(src); err != nil {
+		src = t.keeper.LastPath()
+	}
+	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
+	if _, err := os.Stat(src); err == nil {
+		out := filepath.Join(t.dir, ModelFile)
+		if _, err := Export(src, "", out); err != nil {
+			return nil, fmt.Errorf("exporting %s: %w", src, err)
+		}
+		res.Model = out
+		fmt.Fprintf(t.hooks.Log, "exported %s from %s\n", out, src)
+	}
+	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
+	if err == nil {
+		res.Table = history.EpochTable(recs)
+	}
+	return res, nil
+}
+
+// isFinite reports whether v is a usable number.
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
