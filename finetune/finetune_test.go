@@ -1,0 +1,222 @@
+package finetune
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/runtime"
+)
+
+func requireORT(t testing.TB) {
+	t.Helper()
+	if err := runtime.Init(""); err != nil {
+		t.Skipf("ONNX Runtime not installed (%v)", err)
+	}
+}
+
+func epochLosses(t *testing.T, dir string) []float64 {
+	t.Helper()
+	recs, err := history.Read(filepath.Join(dir, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for _, r := range history.Filter(recs, history.KindEpoch) {
+		out = append(out, r.Loss)
+	}
+	return out
+}
+
+func TestToyRunLearnsAndExports(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	out := filepath.Join(dir, "run")
+	var epochs []EpochInfo
+	res, err := Train(context.Background(), cfg, out, false, Hooks{OnEpoch: func(e EpochInfo) { epochs = append(epochs, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	losses := epochLosses(t, out)
+	if len(losses) != 4 || !(losses[3] < losses[0]) {
+		t.Fatalf("epoch losses %v: want 4 falling", losses)
+	}
+	if res.BestMIoU == nil || *res.BestMIoU < 0.5 || epochs[3].Val == nil {
+		t.Fatalf("best val mIoU %v", res.BestMIoU)
+	}
+	for _, f := range []string{"last.ckpt", "best.ckpt", HistoryFile, PlotFile, ModelFile, ConfigFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	assertExportMatchesTraining(t, filepath.Join(out, "last.ckpt"), cfg)
+}
+
+// The resumed run must end with exactly the weights of an uninterrupted
+// one: same data order, augmentation, optimiser state and schedule.
+func TestResumeIsExact(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	full := filepath.Join(dir, "full")
+	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part")
+	short := cfg
+	short.Epochs = 2
+	if _, err := Train(context.Background(), short, part, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Train(context.Background(), cfg, part, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+	if a, b := epochLosses(t, full), epochLosses(t, part); !slices.Equal(a, b) {
+		t.Errorf("histories differ: %v vs %v", a, b)
+	}
+}
+
+// Cancelling (Ctrl-C) mid-epoch saves a checkpoint at that step, and
+// resuming from it also ends with the uninterrupted run's weights.
+func TestInterruptMidEpochAndResume(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	full := filepath.Join(dir, "full")
+	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part")
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Train(ctx, cfg, part, false, Hooks{OnStep: func(s StepInfo) {
+		if s.Step == 5 { // epoch 1, step 2 of 3
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	ck, err := checkpoint.Load(filepath.Join(part, "last.ckpt"))
+	if err != nil || ck.Step != 5 {
+		t.Fatalf("checkpoint at step %v, err %v", ck.Step, err)
+	}
+	if _, err := Train(context.Background(), cfg, part, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+}
+
+// A process killed with SIGKILL mid-epoch loses nothing but the steps since
+// the last checkpoint: resuming ends with the uninterrupted run's weights.
+func TestSIGKILLMidEpochResumes(t *testing.T) {
+	requireORT(t)
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 40
+	full := filepath.Join(dir, "full")
+	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildTrain$")
+	cmd.Env = append(os.Environ(), "SEGTUNE_CHILD_DIR="+dir, "SEGTUNE_CHILD_OUT="+part)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until a few epochs are checkpointed, then kill mid-run.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		info, err := checkpoint.ReadInfo(filepath.Join(part, "last.ckpt"))
+		if err == nil && info.Epoch >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("child made no progress")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(37 * time.Millisecond) // land somewhere inside an epoch
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	info, err := checkpoint.ReadInfo(filepath.Join(part, "last.ckpt"))
+	if err != nil {
+		t.Fatalf("checkpoint after SIGKILL: %v", err)
+	}
+	if info.Step >= int64(cfg.Epochs*3) {
+		t.Skip("the child finished before it was killed")
+	}
+	t.Logf("killed after step %d", info.Step)
+	if _, err := Train(context.Background(), cfg, part, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+}
+
+// TestChildTrain is the process TestSIGKILLMidEpochResumes kills.
+func TestChildTrain(t *testing.T) {
+	dir, out := os.Getenv("SEGTUNE_CHILD_DIR"), os.Getenv("SEGTUNE_CHILD_OUT")
+	if dir == "" {
+		t.Skip("only run as a child of TestSIGKILLMidEpochResumes")
+	}
+	requireORT(t)
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 40
+	Train(context.Background(), cfg, out, false, Hooks{})
+}
+
+func assertSameWeights(t *testing.T, a, b string) {
+	t.Helper()
+	ca, err := checkpoint.Load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := checkpoint.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.Step != cb.Step || len(ca.Weights) != len(cb.Weights) {
+		t.Fatalf("steps %d vs %d", ca.Step, cb.Step)
+	}
+	for i := range ca.Weights {
+		if !slices.Equal(ca.Weights[i].Data, cb.Weights[i].Data) {
+			t.Fatalf("weights %q differ after resuming", ca.Weights[i].Name)
+		}
+	}
+}
+
+func TestBadDataNamesTheFile(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	bad := filepath.Join(cfg.Train.Images, "005.png")
+	os.WriteFile(bad, []byte("not a png"), 0o644)
+	_, err := Train(context.Background(), cfg, filepath.Join(dir, "run"), false, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "005.png") {
+		t.Fatalf("err = %v, want it to name 005.png", err)
+	}
+	cfg.SkipBad = true
+	var log strings.Builder
+	if _, err := Train(context.Background(), cfg, filepath.Join(dir, "run2"), false, Hooks{Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "005.png") {
+		t.Errorf("no warning naming the skipped file: %q", log.String())
+	}
+}
