@@ -21,7 +21,7 @@ func evalCommand() *cli.Command {
 		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
 			"maps its prediction back to each image's own size and compares it with the mask.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
 			&cli.StringFlag{Name: "images", Required: true, Usage: "folder of images"},
 			&cli.StringFlag{Name: "masks", Required: true, Usage: "folder of masks with the same base names"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},

@@ -34,7 +34,14 @@ func preprocessFlags() []cli.Flag {
 // flags, in that order of increasing precedence.
 func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
 	var s imageio.Sidecar
-	if side, found, err := imageio.LoadModelSidecar(modelPath); err != nil {
+	if isCheckpoint(modelPath) {
+		// A checkpoint carries the settings of the run that made it.
+		_, side, err := loadModel(modelPath)
+		if err != nil {
+			return s, err
+		}
+		s = *side
+	} else if side, found, err := imageio.LoadModelSidecar(modelPath); err != nil {
 		return s, err
 	} else if found {
 		s = *side

@@ -12,7 +12,6 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/segmenter"
-	"github.com/segtune/segtune/onnx"
 )
 
 func segmentCommand() *cli.Command {
@@ -23,7 +22,7 @@ func segmentCommand() *cli.Command {
 			"image in INPUT, at the image's own size; with --overlay also OUTPUT/overlays/NAME.png.\n" +
 			"Unreadable images are reported by name and skipped; the exit status is 1 if any failed.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint"},
 			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "folder of images"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
@@ -144,7 +143,7 @@ func runSegment(c *cli.Context) error {
 // openSegmenter loads the model (checking it, resolving external data inside
 // its folder) and opens a session on it.
 func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*segmenter.Segmenter, error) {
-	m, err := onnx.Load(modelPath)
+	m, _, err := loadModel(modelPath)
 	if err != nil {
 		return nil, err
 	}

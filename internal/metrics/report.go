@@ -49,7 +49,7 @@ func finite(v float64) *float64 {
 
 // WriteText prints an aligned table of the scores.
 func (r Report) WriteText(w io.Writer) {
-	width := len("class")
+	width := len("pixel acc")
 	for _, c := range r.Classes {
 		width = max(width, len(c.Name))
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/onnx"
+)
+
+// isCheckpoint reports whether path holds a segtune checkpoint rather than
+// an ONNX model, by its magic bytes.
+func isCheckpoint(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return false
+	}
+	return bytes.Equal(head, []byte("SEGTCKPT"))
+}
+
+// loadModel loads an ONNX model, or a checkpoint's inference model together
+// with the settings its run used (preprocessing, label map, classes).
+func loadModel(path string) (*onnx.Model, *imageio.Sidecar, error) {
+	if !isCheckpoint(path) {
+		m, err := onnx.Load(path)
+		return m, nil, err
+	}
+	ck, err := checkpoint.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := finetune.InferenceModel(ck, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var cfg finetune.Config
+	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+	}
+	side := &imageio.Sidecar{Preprocess: &cfg.Preprocess, Classes: cfg.ClassNames, IgnoreLabel: &cfg.Ignore}
+	if cfg.LabelMap != "" {
+		if side.LabelMap, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
+			return nil, nil, fmt.Errorf("%s: label map: %w", path, err)
+		}
+	}
+	return m, side, nil
+}
