@@ -232,24 +232,14 @@ func (r *Regularizer) Eval(ids []int64, scores, dScores []float64) (float64, err
 	if len(scores) != len(ids)*H || (dScores != nil && len(dScores) != len(scores)) {
 		return 0, fmt.Errorf("dual: Eval: %d ids, %d heads, %d scores, %d dScores", len(ids), H, len(scores), len(dScores))
 	}
-	idx := make([]int, len(ids)) // small: one batch
-	clear(r.cnt)
 	for b, id := range ids {
-		i, ok := r.index[id]
-		if !ok {
-			return 0, fmt.Errorf("dual: Eval: unknown id %d", id)
-		}
 		if s := scores[b*H : b*H+H]; !finite(s) {
 			return 0, fmt.Errorf("dual: Eval: non-finite score for id %d", id)
 		}
-		idx[b] = i
-		r.cnt[r.class[i]]++
 	}
-	for c, k := range r.cnt {
-		r.hw[c] = 0
-		if k > 0 {
-			r.hw[c] = float64(len(r.members[c])) / float64(k)
-		}
+	idx, err := r.batchWeights(ids)
+	if err != nil {
+		return 0, fmt.Errorf("dual: Eval: %w", err)
 	}
 	if dScores != nil {
 		clear(dScores)
