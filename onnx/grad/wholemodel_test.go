@@ -1,14 +1,21 @@
 package grad_test
 
 import (
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
 )
 
 // wholeModelTol bounds whole-network checks. They run in float32 (ONNX
@@ -17,6 +24,10 @@ import (
 // a kink, and the central difference then stops being a derivative. The
 // per-operator checks hold every rule to 1e-3; this bound catches gross
 // errors (a wrong sign, a missing term, a misplaced window) in the wiring.
+// The tight whole-model checks are TestWholeModelsFrozenKinks (below: the
+// same differences with every kink frozen at θ, ≤ 1e-3) and
+// TestWholeModelsAgainstPyTorch (torchref_test.go: PyTorch autograd in
+// float64 on the same graphs, ≤ 1e-3).
 const wholeModelTol = 0.5
 
 func checkWholeModel(t *testing.T, m *onnx.Model, input string, shape []int64, trainable []string) {
@@ -61,7 +72,7 @@ func TestWholePersonModel(t *testing.T) {
 }
 
 // generatedModel loads a PyTorch-exported model made by
-// scripts/gen_torch_models.py, or skips.
+// scripts/gen_torch_models.py, or skips (fails under SEGTUNE_REQUIRE_ASSETS).
 func generatedModel(t *testing.T, name string) *onnx.Model {
 	t.Helper()
 	dir, _ := os.Getwd()
@@ -76,7 +87,7 @@ func generatedModel(t *testing.T, name string) *onnx.Model {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Skipf("testdata/generated/%s is missing: run python3 scripts/gen_torch_models.py --out testdata/generated", name)
+			skipOrFail(t, "testdata/generated/%s is missing: run make torch-models", name)
 		}
 		dir = parent
 	}
@@ -84,8 +95,8 @@ func generatedModel(t *testing.T, name string) *onnx.Model {
 
 // spreadParams picks parameters from the second half of the network: the
 // early layers sit under too many ReLU6 kinks for float32 central
-// differences (their gradients were cross-checked against PyTorch autograd
-// by hand instead: first-conv gradient norms agree to 0.1%).
+// differences (TestWholeModelsFrozenKinks and TestWholeModelsAgainstPyTorch
+// check them).
 func spreadParams(m *onnx.Model) []string {
 	var ws []string
 	inits := map[string]bool{}
@@ -113,6 +124,372 @@ func TestWholeGeneratedModels(t *testing.T) {
 					checkWholeModel(t, m, in, []int64{2, 3, 64, 64}, []string{p})
 				})
 			}
+		})
+	}
+}
+
+// Finite differences with frozen kinks.
+//
+// A whole DeepLabV3+ is piecewise smooth: every Relu, Clip (ReLU6),
+// HardSigmoid and MaxPool is a kink, and a float32 central difference with a
+// step large enough to beat rounding crosses thousands of them, so it
+// measures something else than the derivative at θ. frozenKinks rewrites the
+// model so that each of these ops keeps, at every element, the linear piece
+// it is on at θ:
+//
+//	Relu, Clip, HardSigmoid:  y = M ⊙ x + C   (M the slope at θ: 1, 0 or α; C = y(θ) − M ⊙ x(θ))
+//	MaxPool:                  y = x.flat[I]   (I the argmax indices at θ)
+//
+// The frozen network has the same value and the same gradient as the
+// original at θ (the kinks' derivatives are the slopes at θ), and it is
+// smooth everywhere: with no squeeze-and-excitation gating (MobileNetV2,
+// ResNet, the person model) the logits are even affine in any single weight
+// tensor, so its central differences are exact up to float32 rounding for
+// steps as large as the weights themselves. With SE blocks (MobileNetV3)
+// the logits are polynomial in the weights; Richardson extrapolation of two
+// steps removes the h² term. The analytic gradient still comes from the
+// training graph of the original model, so every backward rule, the kinks'
+// included, is checked.
+
+// kinkOps are the operators frozenKinks replaces; any other operator must be
+// smooth (or linear) for the frozen check to be exact.
+var kinkOps = map[string]bool{"Relu": true, "Clip": true, "HardSigmoid": true, "MaxPool": true}
+
+// frozenKinks returns a copy of m whose kinks are frozen at input x (shape
+// shape) and whose params are graph inputs instead of initializers.
+func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []float32, params []string) *onnx.Model {
+	t.Helper()
+	// Probe: the input and output of every kink, and MaxPool's argmax.
+	probe := m.Clone()
+	g := probe.Proto.Graph
+	var watch []string
+	for _, n := range g.Node {
+		if !kinkOps[n.GetOpType()] {
+			continue
+		}
+		if n.GetOpType() == "MaxPool" {
+			if len(n.Output) > 1 && n.Output[1] != "" {
+				t.Fatalf("MaxPool %s already has an Indices output", n.GetName())
+			}
+			n.Output = append(n.Output[:1], n.Output[0]+"/frozen_indices")
+			watch = append(watch, n.Output[1])
+			continue
+		}
+		watch = append(watch, n.Input[0], n.Output[0])
+	}
+	for _, w := range watch {
+		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(w)})
+	}
+	vals := map[string]*runtime.Tensor{}
+	for name, v := range runModel(t, probe, map[string]*runtime.Tensor{input: runtime.NewFloat32(shape, x)}) {
+		vals[name] = v
+	}
+
+	fz := m.Clone()
+	g = fz.Proto.Graph
+	var nodes []*onnxpb.NodeProto
+	for _, n := range g.Node {
+		op := n.GetOpType()
+		if !kinkOps[op] {
+			nodes = append(nodes, n)
+			continue
+		}
+		base := n.Output[0] + "/frozen"
+		if op == "MaxPool" {
+			idx := vals[n.Output[0]+"/frozen_indices"]
+			g.Initializer = append(g.Initializer,
+				onnx.NewInt64Tensor(base+"_indices", idx.Shape, idx.Int64),
+				onnx.NewInt64Tensor(base+"_flat", []int64{1}, []int64{-1}))
+			nodes = append(nodes,
+				&onnxpb.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(base + "_reshape"),
+					Input: []string{n.Input[0], base + "_flat"}, Output: []string{base + "_x"}},
+				&onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String(base + "_gather"),
+					Input: []string{base + "_x", base + "_indices"}, Output: []string{n.Output[0]}})
+			continue
+		}
+		xin, yout := vals[n.Input[0]], vals[n.Output[0]]
+		slope := make([]float32, len(xin.Float32))
+		offset := make([]float32, len(xin.Float32))
+		alpha := float32(0.2)
+		for _, a := range n.Attribute {
+			if a.GetName() == "alpha" {
+				alpha = a.GetF()
+			}
+		}
+		for i, xv := range xin.Float32 {
+			yv := yout.Float32[i]
+			switch op {
+			case "Relu":
+				if xv > 0 {
+					slope[i] = 1
+				}
+			case "Clip": // inside [min, max] (bounds included, like torch.clamp)
+				if yv == xv {
+					slope[i] = 1
+				}
+			case "HardSigmoid": // strictly inside (0, 1)
+				if yv > 0 && yv < 1 {
+					slope[i] = alpha
+				}
+			}
+			offset[i] = float32(float64(yv) - float64(slope[i])*float64(xv))
+		}
+		g.Initializer = append(g.Initializer,
+			onnx.NewFloat32Tensor(base+"_slope", xin.Shape, slope),
+			onnx.NewFloat32Tensor(base+"_offset", xin.Shape, offset))
+		nodes = append(nodes,
+			&onnxpb.NodeProto{OpType: proto.String("Mul"), Name: proto.String(base + "_mul"),
+				Input: []string{n.Input[0], base + "_slope"}, Output: []string{base + "_lin"}},
+			&onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(base + "_add"),
+				Input: []string{base + "_lin", base + "_offset"}, Output: []string{n.Output[0]}})
+	}
+	g.Node = nodes
+	// The parameters become inputs, so one session evaluates every step.
+	var keep []*onnxpb.TensorProto
+	isParam := map[string]bool{}
+	for _, p := range params {
+		isParam[p] = true
+	}
+	for _, init := range g.Initializer {
+		if !isParam[init.GetName()] {
+			keep = append(keep, init)
+			continue
+		}
+		g.Input = append(g.Input, &onnxpb.ValueInfoProto{Name: proto.String(init.GetName()),
+			Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
+				ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: shapeProto(init.GetDims())}}}})
+	}
+	g.Initializer = keep
+	return fz
+}
+
+func shapeProto(dims []int64) *onnxpb.TensorShapeProto {
+	s := &onnxpb.TensorShapeProto{}
+	for _, d := range dims {
+		s.Dim = append(s.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+	}
+	return s
+}
+
+// runModel runs m once and returns its outputs by name.
+func runModel(t *testing.T, m *onnx.Model, feeds map[string]*runtime.Tensor) map[string]*runtime.Tensor {
+	t.Helper()
+	s := openModel(t, m)
+	defer s.Close()
+	return runSession(t, s, feeds)
+}
+
+func openModel(t *testing.T, m *onnx.Model) *runtime.Session {
+	t.Helper()
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := runtime.NewSession(data, runtime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func runSession(t *testing.T, s *runtime.Session, feeds map[string]*runtime.Tensor) map[string]*runtime.Tensor {
+	t.Helper()
+	in := make([]*runtime.Tensor, len(s.Inputs))
+	for i, x := range s.Inputs {
+		if in[i] = feeds[x.Name]; in[i] == nil {
+			t.Fatalf("no feed for input %q", x.Name)
+		}
+	}
+	outs, err := s.Run(in...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]*runtime.Tensor{}
+	for i, o := range s.Outputs {
+		res[o.Name] = outs[i]
+	}
+	return res
+}
+
+// linearOps are linear in each float input when the others are constant
+// (Mul, MatMul, Gemm, Conv: bilinear; Div: linear in its numerator).
+var linearOps = map[string]bool{
+	"Conv": true, "ConvTranspose": true, "MatMul": true, "Gemm": true, "Mul": true, "Div": true,
+	"Add": true, "Sub": true, "Neg": true, "Sum": true, "Concat": true, "Split": true, "Resize": true,
+	"GlobalAveragePool": true, "AveragePool": true, "ReduceMean": true, "ReduceSum": true,
+	"Reshape": true, "Flatten": true, "Transpose": true, "Squeeze": true, "Unsqueeze": true,
+	"Identity": true, "Slice": true, "Gather": true, "Pad": true,
+}
+
+// affineIn reports whether m's outputs are affine functions of initializer
+// p: every node on a path from p is linear in the one input that depends
+// on p (Shape reads no values).
+func affineIn(m *onnx.Model, p string) bool {
+	dep := map[string]bool{p: true}
+	for _, n := range m.Proto.Graph.Node {
+		var k int
+		for j, in := range n.Input {
+			if dep[in] {
+				k++
+				if n.GetOpType() == "Div" && j == 1 {
+					return false
+				}
+			}
+		}
+		if k == 0 || n.GetOpType() == "Shape" {
+			continue
+		}
+		if !linearOps[n.GetOpType()] || (k > 1 && !slices.Contains([]string{"Add", "Sub", "Sum", "Concat"}, n.GetOpType())) {
+			return false
+		}
+		for _, o := range n.Output {
+			dep[o] = true
+		}
+	}
+	return true
+}
+
+// Frozen-kink tolerances: where the frozen network is affine in the
+// parameter the central difference is exact but for float32 rounding, at a
+// step as large as the parameter itself; where it is not (MobileNetV3's
+// squeeze-and-excitation gates multiply activations by functions of the
+// same activations, nested through the backbone), the step must be small,
+// rounding dominates, and the bound is looser.
+const (
+	frozenAffineTol = 1e-3
+	frozenCurvedTol = 1e-2
+)
+
+func checkFrozen(t *testing.T, m *onnx.Model, input string, shape []int64, params []roleParam) {
+	t.Helper()
+	names := paramNames(params)
+	logits := m.Proto.Graph.Output[0].GetName()
+	gs, err := grad.Build(m, grad.Config{Trainable: names, InputShapes: map[string][]int64{input: shape},
+		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{logits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 0xf002e))
+	x := make([]float32, numel(shape))
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	// The objective is Σ r·logits, summed in float64 here; the training
+	// graph gets its gradient r through grad_in/<logits>.
+	var lshape []int64
+	for _, o := range gs.Manifest.Training.Outputs {
+		if o.Name == logits {
+			lshape = o.Shape
+		}
+	}
+	r := make([]float32, numel(lshape))
+	for i := range r {
+		r[i] = float32(rng.NormFloat64())
+	}
+	xt := runtime.NewFloat32(shape, x)
+	feeds := map[string]*runtime.Tensor{input: xt, grad.GradInPrefix + logits: runtime.NewFloat32(lshape, r)}
+	base := map[string]*runtime.Tensor{}
+	for _, p := range gs.Params {
+		v, err := onnx.Float32s(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
+		feeds[p.GetName()] = base[p.GetName()]
+	}
+	tOut := runTraining(t, gs, feeds)
+
+	fz := frozenKinks(t, m, input, shape, x, names)
+	s := openModel(t, fz)
+	defer s.Close()
+	evalLogits := func(p string, v []float32) []float32 {
+		fd := map[string]*runtime.Tensor{input: xt}
+		for _, q := range names {
+			fd[q] = base[q]
+		}
+		if p != "" {
+			fd[p] = runtime.NewFloat32(base[p].Shape, v)
+		}
+		return runSession(t, s, fd)[logits].Float32
+	}
+	objective := func(p string, v []float32) float64 {
+		var f float64
+		for i, l := range evalLogits(p, v) {
+			f += float64(r[i]) * float64(l)
+		}
+		return f
+	}
+	// At θ the frozen network is the network.
+	if d := relDiff(f32s(runtime.NewFloat32(lshape, evalLogits("", nil))), f32s(tOut[logits])); d > 1e-5 {
+		t.Fatalf("the frozen model's logits differ from the model's at θ: relative %.2e", d)
+	}
+	for _, p := range params {
+		g := f32s(tOut[grad.GradPrefix+p.name])
+		pv := base[p.name].Float32
+		affine := affineIn(fz, p.name)
+		// Steps relative to RMS(p): the direction v has RMS RMS(p).
+		steps, tol := []float64{1}, frozenAffineTol
+		if !affine {
+			steps, tol = []float64{4e-3, 2e-3}, frozenCurvedTol
+		}
+		rmsP := math.Max(rmsOf(f32s(base[p.name])), 1e-2)
+		// Two directions: a random one, and the gradient's own (whose
+		// directional derivative ‖g‖·RMS(p)·√n cannot be small by chance).
+		dirs := [][]float64{make([]float64, len(pv)), make([]float64, len(pv))}
+		rmsG := math.Max(rmsOf(g), 1e-30)
+		for i := range pv {
+			dirs[0][i] = rng.NormFloat64() * rmsP
+			dirs[1][i] = g[i] / rmsG * rmsP
+		}
+		for k, v := range dirs {
+			var analytic float64
+			for i := range v {
+				analytic += g[i] * v[i]
+			}
+			var d []float64
+			for _, h := range steps {
+				plus, minus := make([]float32, len(pv)), make([]float32, len(pv))
+				for i := range pv {
+					plus[i] = pv[i] + float32(h*v[i])
+					minus[i] = pv[i] - float32(h*v[i])
+				}
+				d = append(d, (objective(p.name, plus)-objective(p.name, minus))/(2*h))
+			}
+			numeric := d[0]
+			if !affine {
+				numeric = (4*d[1] - d[0]) / 3 // Richardson: removes the h² term
+			}
+			rel := math.Abs(analytic-numeric) / math.Max(math.Max(math.Abs(analytic), math.Abs(numeric)), 1e-30)
+			kind := map[bool]string{true: "affine", false: "curved"}[affine]
+			dir := []string{"random", "gradient"}[k]
+			if rel > tol {
+				t.Errorf("%s %s (%s, %s direction): analytic %.9g, frozen-kink numeric %.9g (central differences %v): relative error %.2e > %g",
+					p.role, p.name, kind, dir, analytic, numeric, d, rel, tol)
+			}
+			t.Logf("RESULT frozen %-22s %-50s %s %-8s analytic %+.8e numeric %+.8e rel_err=%.2e",
+				p.role, p.name, kind, dir, analytic, numeric, rel)
+		}
+	}
+}
+
+func rmsOf(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	return math.Sqrt(s / float64(max(len(v), 1)))
+}
+
+// TestWholeModelsFrozenKinks runs the frozen-kink finite-difference check
+// on every whole model, for the parameters pickParams selects.
+func TestWholeModelsFrozenKinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole-model checks take about 20 s")
+	}
+	for _, tc := range wholeModelCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.load(t)
+			checkFrozen(t, m, m.Proto.Graph.Input[0].GetName(), tc.shape, pickParams(t, m))
 		})
 	}
 }
