@@ -58,6 +58,11 @@ type Config struct {
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// SkipBad skips unreadable examples with a warning instead of failing.
 	SkipBad bool `json:"skip_bad,omitempty"`
+	// Size defines object size, for the regularizer and for reporting
+	// validation scores of small and large objects separately.
+	Size SizeSpec `json:"size"`
+	// Regularizer, with Alpha > 0, adds the size regularizer.
+	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
 }
 
 // DataSpec names a split's folders.

@@ -18,6 +18,9 @@ import (
 type Evaluation struct {
 	Overall *metrics.Confusion
 	Groups  map[string]*metrics.Confusion
+	// Scores holds each example's size-head scores when the model has the
+	// size head's output (see appendSizeHead).
+	Scores map[int][]float32
 }
 
 // Evaluate runs an inference model over every example of ds at the
@@ -42,6 +45,10 @@ func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.
 	defer loader.Close()
 	classes := ds.NumClasses()
 	ev := &Evaluation{Overall: metrics.NewConfusion(classes, ds.Ignore()), Groups: map[string]*metrics.Confusion{}}
+	scoresOut := sess.OutputIndex(sizeScores)
+	if scoresOut >= 0 {
+		ev.Scores = map[int][]float32{}
+	}
 	pred := []uint8{}
 	target := []uint8{}
 	for {
@@ -57,6 +64,9 @@ func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.
 			return nil, err
 		}
 		logits := out[0]
+		if scoresOut >= 0 {
+			ev.Scores[b.IDs[0]] = out[scoresOut].Float32
+		}
 		if len(logits.Shape) != 4 || int(logits.Shape[1]) != classes {
 			return nil, fmt.Errorf("model output has shape %v; the data set has %d classes", logits.Shape, classes)
 		}

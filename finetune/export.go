@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/network"
@@ -68,9 +69,12 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 	if err != nil {
 		return nil, err
 	}
-	ws := make([]network.Weight, len(ck.Weights))
-	for i, t := range ck.Weights {
-		ws[i] = network.Weight{Name: t.Name, Shape: t.Shape, Data: t.Data}
+	var ws []network.Weight
+	for _, t := range ck.Weights {
+		if strings.HasPrefix(t.Name, SizeHeadPrefix) {
+			continue // the size regularizer's head is not part of the network
+		}
+		ws = append(ws, network.Weight{Name: t.Name, Shape: t.Shape, Data: t.Data})
 	}
 	if err := network.SetWeights(m, ws); err != nil {
 		return nil, fmt.Errorf("checkpoint weights do not fit %s: %w", cfg.Network.BaseModel, err)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -40,7 +41,9 @@ func assertExportMatchesTraining(t *testing.T, ckPath string, cfg Config) {
 	}
 	var pats []string
 	for _, w := range ck.Weights {
-		pats = append(pats, "re:"+regexp.QuoteMeta(w.Name))
+		if !strings.HasPrefix(w.Name, SizeHeadPrefix) {
+			pats = append(pats, "re:"+regexp.QuoteMeta(w.Name))
+		}
 	}
 	h, w := int64(cfg.Height), int64(cfg.Width)
 	gs, err := grad.Build(base, grad.Config{Trainable: pats, InputShapes: map[string][]int64{"input": {1, 3, h, w}}})
@@ -89,6 +92,14 @@ func assertExportMatchesTraining(t *testing.T, ckPath string, cfg Config) {
 	}
 	if n := len(reloaded.Graph().Node); n != len(exported.Graph().Node) {
 		t.Fatalf("round trip changed the node count")
+	}
+	if len(reloaded.Graph().Output) != len(base.Graph().Output) {
+		t.Fatalf("exported model has %d outputs, the base %d", len(reloaded.Graph().Output), len(base.Graph().Output))
+	}
+	for _, init := range reloaded.Graph().Initializer {
+		if strings.HasPrefix(init.GetName(), SizeHeadPrefix) {
+			t.Fatalf("exported model carries %s", init.GetName())
+		}
 	}
 }
 

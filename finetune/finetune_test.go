@@ -199,6 +199,9 @@ func assertSameWeights(t *testing.T, a, b string) {
 			t.Fatalf("weights %q differ after resuming", ca.Weights[i].Name)
 		}
 	}
+	if !slices.Equal(ca.RegularizerState, cb.RegularizerState) {
+		t.Fatalf("regularizer states differ after resuming")
+	}
 }
 
 func TestBadDataNamesTheFile(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -95,6 +96,8 @@ type trainer struct {
 	inEpoch int
 	steps   int64 // optimiser steps done
 	best    *float64
+	sizer   *sizer       // nil when size groups cannot be formed
+	reg     *regularizer // nil for the baseline
 }
 
 // Train runs fine-tuning into dir. With resume, it continues from
@@ -200,6 +203,17 @@ func (t *trainer) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if t.sizer, err = newSizer(cfg.Size, t.train); err != nil {
+		if cfg.Regularizer != nil && cfg.Regularizer.Alpha > 0 {
+			return err
+		}
+		t.sizer = nil // reports go without size groups
+	}
+	if cfg.Regularizer != nil && cfg.Regularizer.Alpha > 0 {
+		if t.reg, err = newRegularizer(*cfg.Regularizer, t.sizer, t.train); err != nil {
+			return err
+		}
+	}
 	t.perEp = t.train.Len() / cfg.Batch
 	if t.perEp == 0 {
 		return fmt.Errorf("%d training examples make no batch of %d", t.train.Len(), cfg.Batch)
@@ -222,12 +236,22 @@ func (t *trainer) setup(ctx context.Context) error {
 		patterns[i] = "re:" + regexp.QuoteMeta(n) // exact names, whatever characters they hold
 	}
 	ignore := int64(cfg.Ignore)
-	gs, err := grad.Build(trainModel, grad.Config{
-		Trainable:   patterns,
-		InputShapes: map[string][]int64{t.input: {int64(cfg.Batch), 3, int64(cfg.Height), int64(cfg.Width)}},
-		Loss:        grad.Loss{Kind: grad.LossCrossEntropy, IgnoreIndex: &ignore},
-		Threads:     cfg.Threads,
-	})
+	gc := grad.Config{InputShapes: map[string][]int64{}}
+	if t.reg != nil {
+		head, regGC, err := t.reg.addToGraph(trainModel, cfg.Batch, cfg.Seed)
+		if err != nil {
+			return err
+		}
+		gc = regGC
+		for _, n := range head {
+			patterns = append(patterns, "re:"+regexp.QuoteMeta(n))
+		}
+	}
+	gc.Trainable = patterns
+	gc.InputShapes[t.input] = []int64{int64(cfg.Batch), 3, int64(cfg.Height), int64(cfg.Width)}
+	gc.Loss = grad.Loss{Kind: grad.LossCrossEntropy, IgnoreIndex: &ignore}
+	gc.Threads = cfg.Threads
+	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		return err
 	}
@@ -240,6 +264,11 @@ func (t *trainer) setup(ctx context.Context) error {
 	}
 	if t.step, err = newStepper(gs, t.params, t.input, runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
 		return err
+	}
+	if t.reg != nil {
+		if err := t.reg.bind(t.step); err != nil {
+			return err
+		}
 	}
 	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
 	if err != nil {
@@ -293,6 +322,11 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	if v, ok := ck.Metrics["best_val_miou"]; ok {
 		t.best = &v
 	}
+	if t.reg != nil {
+		if err := t.reg.restore(ck.RegularizerState); err != nil {
+			return err
+		}
+	}
 	// Drop history lines written after the checkpoint, which the resumed
 	// run will write again.
 	path := filepath.Join(t.dir, HistoryFile)
@@ -341,10 +375,14 @@ func (t *trainer) run(ctx context.Context) error {
 	}
 	aug := cfg.Augment
 	aug.Height, aug.Width = cfg.Height, cfg.Width
-	loader, err := data.NewLoader(ctx, t.train, data.LoaderConfig{
+	lc := data.LoaderConfig{
 		BatchSize: cfg.Batch, Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
 		StartEpoch: t.epoch, StartStep: t.inEpoch,
-	})
+	}
+	if t.reg != nil && t.reg.cfg.Balanced {
+		lc.Order = t.reg.order(cfg.Seed, cfg.Batch, t.perEp)
+	}
+	loader, err := data.NewLoader(ctx, t.train, lc)
 	if err != nil {
 		return err
 	}
@@ -365,9 +403,22 @@ func (t *trainer) run(ctx context.Context) error {
 			return err
 		}
 		t0 := time.Now()
-		loss, _, err := t.step.step(b.Images, b.Masks)
+		if t.reg != nil {
+			if err := t.reg.beforeStep(b.IDs); err != nil {
+				return err
+			}
+		}
+		loss, outs, err := t.step.step(b.Images, b.Masks)
 		if err != nil {
 			return t.diverged(err)
+		}
+		var stepExtra map[string]float64
+		if t.reg != nil {
+			v, err := t.reg.afterStep(outs)
+			if err != nil {
+				return t.diverged(err)
+			}
+			stepExtra = map[string]float64{"reg": v}
 		}
 		lr := t.sched.At(t.steps)
 		if err := t.opt.Step(lr); err != nil {
@@ -380,7 +431,7 @@ func (t *trainer) run(ctx context.Context) error {
 		epochLoss += loss
 		epochSteps++
 		ips := float64(cfg.Batch) / secs
-		if err := t.hist.Write(history.Record{Kind: history.KindStep, Epoch: int64(b.Epoch), Step: t.steps, Loss: loss, LR: lr, Seconds: secs, ImagesPerSec: ips}); err != nil {
+		if err := t.hist.Write(history.Record{Kind: history.KindStep, Epoch: int64(b.Epoch), Step: t.steps, Loss: loss, LR: lr, Seconds: secs, ImagesPerSec: ips, Extra: stepExtra}); err != nil {
 			return err
 		}
 		if t.hooks.OnStep != nil {
@@ -406,15 +457,28 @@ func normalisationOnly(pre imageio.Preprocess) imageio.Preprocess {
 
 // endEpoch validates, checkpoints and logs.
 func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took time.Duration) error {
-	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: took.Seconds()}
+	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: took.Seconds(), Groups: map[string]metrics.Report{}}
 	extra := map[string]float64{}
 	metricsOut := map[string]float64{"train_loss": loss}
-	if t.val != nil {
-		m, err := t.inferenceModel()
+	if t.reg != nil {
+		stats, err := t.reg.endEpoch(epoch)
 		if err != nil {
 			return err
 		}
-		ev, err := Evaluate(ctx, m, t.val, t.cfg.Preprocess, runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, nil)
+		for k, v := range stats {
+			extra[k] = v
+		}
+	}
+	if t.val != nil {
+		m, err := t.validationModel()
+		if err != nil {
+			return err
+		}
+		var groupOf func(int) string
+		if t.sizer != nil {
+			groupOf = func(id int) string { return t.sizer.group(t.val, id) }
+		}
+		ev, err := Evaluate(ctx, m, t.val, t.cfg.Preprocess, runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, groupOf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return t.interrupt()
@@ -437,6 +501,32 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		for _, c := range rep.Classes {
 			if c.IoU != nil {
 				extra["val_iou_"+c.Name] = *c.IoU
+			}
+		}
+		for g, conf := range ev.Groups {
+			gr := metrics.NewReport(conf, t.cfg.ClassNames)
+			info.Groups[g] = gr
+			if gr.MeanIoU != nil {
+				extra["val_miou_"+g] = *gr.MeanIoU
+			}
+		}
+		if s, okS := extra["val_miou_small"]; okS {
+			if l, okL := extra["val_miou_large"]; okL {
+				extra["val_miou_gap"] = l - s
+			}
+		}
+		if t.reg != nil && ev.Scores != nil {
+			classes := make([]int, t.val.Len())
+			seen := make([]bool, t.val.Len())
+			scores := make([]float64, t.val.Len()*t.reg.heads)
+			for id, sc := range ev.Scores {
+				classes[id], seen[id] = t.sizer.class(t.val, id), true
+				for h, v := range sc {
+					scores[id*t.reg.heads+h] = float64(v)
+				}
+			}
+			if f1, ok := sizeF1(scores, seen, classes, t.reg.heads); ok {
+				extra["size_f1_val"] = f1
 			}
 		}
 	}
@@ -475,6 +565,11 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	for _, p := range t.params {
 		ck.Weights = append(ck.Weights, checkpoint.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Data})
 	}
+	if t.reg != nil {
+		if ck.RegularizerState, err = t.reg.state(); err != nil {
+			return false, err
+		}
+	}
 	return t.keeper.Save(ck)
 }
 
@@ -498,15 +593,27 @@ func (t *trainer) diverged(err error) error {
 		t.steps+1, err, t.keeper.LastPath())
 }
 
-// inferenceModel writes the current weights into a copy of the network.
-func (t *trainer) inferenceModel() (*onnx.Model, error) {
+// validationModel writes the current weights into a copy of the network;
+// with the regularizer, the size head is appended as a second output so
+// that validation can score the size predictor too.
+func (t *trainer) validationModel() (*onnx.Model, error) {
 	m := t.base.Clone()
-	ws := make([]network.Weight, len(t.params))
-	for i, p := range t.params {
-		ws[i] = network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data}
+	var ws []network.Weight
+	var head []*optim.Param
+	for _, p := range t.params {
+		if strings.HasPrefix(p.Name, SizeHeadPrefix) {
+			head = append(head, p)
+			continue
+		}
+		ws = append(ws, network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data})
 	}
 	if err := network.SetWeights(m, ws); err != nil {
 		return nil, err
+	}
+	if t.reg != nil {
+		if err := appendSizeHead(m, t.reg.cfg.Feature, head); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -1,0 +1,445 @@
+package finetune
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
+)
+
+// RegularizerConfig configures the size regularizer of PAPER.md: α times
+// the reparameterised Lagrangian of an F-measure (or rate constraint) of a
+// linear size predictor on pooled features, optimised by Algorithm 1.
+type RegularizerConfig struct {
+	// Alpha weighs the regularizer; 0 is the baseline (no regularizer).
+	Alpha float64 `json:"alpha"`
+	// Dual is the objective and the primal/dual step sizes (dual.Config:
+	// objective fbeta/p@r/r@p/auc-roc/auc-pr, beta, level, grid,
+	// normalization sum|mean — what Alpha multiplies —, lr, c_lambda, c_mu).
+	Dual dual.Config `json:"dual"`
+	// Feature is the tensor whose global average pool feeds the size head;
+	// empty means the input of the final classifier (the paper's a_l).
+	Feature string `json:"feature,omitempty"`
+	// Projection is "epoch" (Algorithm 1: one projection per epoch) or
+	// "step" (the "full projections" baseline: one after every step).
+	Projection string `json:"projection"`
+	// Balanced draws about half of each batch from each size class, as the
+	// paper does; otherwise batches follow the usual shuffle.
+	Balanced bool `json:"balanced"`
+}
+
+// Names of what the regularizer adds to the training graph.
+const (
+	sizeW      = "segtune/size_w"
+	sizeB      = "segtune/size_b"
+	sizeScores = "segtune/size_scores"
+	regPos     = "segtune/reg_pos"
+	regNeg     = "segtune/reg_neg"
+	regEps     = "segtune/reg_eps"
+	regTerm    = "segtune/reg_term"
+	// SizeHeadPrefix marks parameters that belong to the size head, which
+	// export leaves out.
+	SizeHeadPrefix = "segtune/"
+)
+
+// regularizer runs Algorithm 1 alongside the training loop.
+type regularizer struct {
+	cfg     RegularizerConfig
+	sz      *sizer
+	reg     *dual.Regularizer
+	cache   *dual.ScoreCache
+	classes []int // size class per training example
+	terms   int
+	heads   int
+	// Per-step buffers.
+	pos, neg, eps []float64
+	posT, negT    []float32
+	epsT          []float32
+	ids           []int64
+	in            struct{ pos, neg, eps, gradIn int }
+	scoresOut     int
+	// Epoch statistics.
+	lagrangian  float64
+	evals       int
+	projections int
+	projTime    time.Duration
+}
+
+func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*regularizer, error) {
+	switch cfg.Projection {
+	case "", "epoch":
+		cfg.Projection = "epoch"
+	case "step":
+	default:
+		return nil, fmt.Errorf("projection %q: want epoch or step", cfg.Projection)
+	}
+	r := &regularizer{cfg: cfg, sz: sz}
+	ids := make([]int64, train.Len())
+	r.classes = make([]int, train.Len())
+	for id := range ids {
+		ids[id] = int64(id)
+		r.classes[id] = sz.class(train, id)
+	}
+	var err error
+	if r.reg, err = dual.New(cfg.Dual, ids, r.classes); err != nil {
+		return nil, fmt.Errorf("regularizer: %w (size threshold %.4g)", err, sz.threshold)
+	}
+	r.cache = r.reg.NewScoreCache()
+	r.terms, r.heads = len(r.reg.Terms()), r.reg.Heads()
+	return r, nil
+}
+
+// addToGraph appends the size head and the regularizer's term to the
+// training model: scores = GAP(feature)·W + b, and
+// term = Σ pos·s + neg·relu(eps + s) over the batch and the terms, whose
+// coefficients Go computes each step from the dual state (dual.Coefficients).
+// Feeding 1 as the term's upstream gradient adds ∂term/∂θ to every
+// parameter's gradient, the size head included.
+func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainable []string, gc grad.Config, err error) {
+	pooled, err := network.TapFeatures(m, r.cfg.Feature)
+	if err != nil {
+		return nil, gc, err
+	}
+	channels, err := featureChannels(m, r.cfg.Feature)
+	if err != nil {
+		return nil, gc, err
+	}
+	g := m.Graph()
+	rng := rand.New(rand.NewPCG(seed, 0x512e))
+	w := make([]float32, channels*r.heads)
+	for i := range w {
+		w[i] = float32(0.01 * rng.NormFloat64())
+	}
+	heads := make([]int64, r.terms)
+	for t, term := range r.reg.Terms() {
+		heads[t] = int64(term.Head)
+	}
+	g.Initializer = append(g.Initializer,
+		onnx.NewFloat32Tensor(sizeW, []int64{int64(channels), int64(r.heads)}, w),
+		onnx.NewFloat32Tensor(sizeB, []int64{int64(r.heads)}, make([]float32, r.heads)),
+		onnx.NewInt64Tensor("segtune/term_heads", []int64{int64(r.terms)}, heads),
+		onnx.NewInt64Tensor("segtune/term_shape", []int64{1}, []int64{1}),
+	)
+	B, T := int64(batch), int64(r.terms)
+	g.Input = append(g.Input, floatInput(regPos, B, T), floatInput(regNeg, B, T), floatInput(regEps, 1, T))
+	node := func(op string, out string, in []string, attrs ...*onnxpb.AttributeProto) {
+		name := out + "/" + op
+		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
+	}
+	addHeadNodes(g, pooled)
+	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, intAttr("axis", 1))
+	node("Mul", "segtune/reg_lin", []string{"segtune/term_scores", regPos})
+	node("Add", "segtune/reg_z", []string{"segtune/term_scores", regEps})
+	node("Relu", "segtune/reg_hinge", []string{"segtune/reg_z"})
+	node("Mul", "segtune/reg_negterm", []string{"segtune/reg_hinge", regNeg})
+	node("Add", "segtune/reg_sum", []string{"segtune/reg_lin", "segtune/reg_negterm"})
+	node("ReduceSum", "segtune/reg_total", []string{"segtune/reg_sum"}, intAttr("keepdims", 0))
+	node("Reshape", regTerm, []string{"segtune/reg_total", "segtune/term_shape"})
+	gc = grad.Config{
+		ExtraOutputs: []string{sizeScores},
+		GradInputs:   []string{regTerm},
+		InputShapes:  map[string][]int64{regPos: {B, T}, regNeg: {B, T}, regEps: {1, T}},
+	}
+	r.pos, r.neg, r.eps = make([]float64, batch*r.terms), make([]float64, batch*r.terms), make([]float64, r.terms)
+	r.posT, r.negT, r.epsT = make([]float32, batch*r.terms), make([]float32, batch*r.terms), make([]float32, r.terms)
+	return []string{sizeW, sizeB}, gc, nil
+}
+
+// featureChannels returns the channel count of the pooled feature: the
+// classifier's input width by default.
+func featureChannels(m *onnx.Model, feature string) (int, error) {
+	cls, err := network.Classifier(m)
+	if err != nil {
+		return 0, err
+	}
+	if feature == "" || feature == cls.Node.Input[0] {
+		w := m.Initializer(cls.Node.Input[1])
+		return int(w.Dims[1]), nil
+	}
+	for _, l := range mustLayers(m) {
+		if len(l.Node.Output) > 0 && l.Node.Output[0] == feature && l.Node.GetOpType() == "Conv" {
+			return int(m.Initializer(l.Node.Input[1]).Dims[0]), nil
+		}
+	}
+	return 0, fmt.Errorf("feature %q: name the output of a Conv layer (or leave it empty for the classifier's input)", feature)
+}
+
+func mustLayers(m *onnx.Model) []network.Layer {
+	l, _ := network.Layers(m)
+	return l
+}
+
+func floatInput(name string, dims ...int64) *onnxpb.ValueInfoProto {
+	f32 := int32(onnxpb.TensorProto_FLOAT)
+	shape := &onnxpb.TensorShapeProto{}
+	for _, d := range dims {
+		shape.Dim = append(shape.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+	}
+	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: shape}}}}
+}
+
+func intAttr(name string, v int64) *onnxpb.AttributeProto {
+	ty := onnxpb.AttributeProto_INT
+	return &onnxpb.AttributeProto{Name: &name, Type: &ty, I: &v}
+}
+
+// bind finds the regularizer's inputs and outputs in the training session.
+func (r *regularizer) bind(s *stepper) error {
+	r.in.pos, r.in.neg, r.in.eps = s.inputIndex(regPos), s.inputIndex(regNeg), s.inputIndex(regEps)
+	r.in.gradIn = s.inputIndex(grad.GradInPrefix + regTerm)
+	r.scoresOut = s.outputIndex(sizeScores)
+	if r.in.pos < 0 || r.in.neg < 0 || r.in.eps < 0 || r.in.gradIn < 0 || r.scoresOut < 0 {
+		return fmt.Errorf("training graph lacks the regularizer's inputs or outputs")
+	}
+	shape := s.sess.Inputs[r.in.gradIn].Shape
+	one := make([]float32, 1)
+	one[0] = 1
+	s.setInput(r.in.gradIn, runtime.NewFloat32(shape, one))
+	s.setInput(r.in.pos, runtime.NewFloat32(s.sess.Inputs[r.in.pos].Shape, r.posT))
+	s.setInput(r.in.neg, runtime.NewFloat32(s.sess.Inputs[r.in.neg].Shape, r.negT))
+	s.setInput(r.in.eps, runtime.NewFloat32(s.sess.Inputs[r.in.eps].Shape, r.epsT))
+	return nil
+}
+
+// beforeStep sets the coefficients of the batch's Lagrangian, scaled by α.
+func (r *regularizer) beforeStep(ids []int) error {
+	r.ids = r.ids[:0]
+	for _, id := range ids {
+		r.ids = append(r.ids, int64(id))
+	}
+	if err := r.reg.Coefficients(r.ids, r.pos, r.neg, r.eps); err != nil {
+		return err
+	}
+	for i := range r.pos {
+		r.posT[i] = float32(r.cfg.Alpha * r.pos[i])
+		r.negT[i] = float32(r.cfg.Alpha * r.neg[i])
+	}
+	for i, e := range r.eps {
+		r.epsT[i] = float32(e)
+	}
+	return nil
+}
+
+// afterStep reads the size scores, takes the primal step on (τ, ε) and, in
+// the "step" schedule, projects.
+func (r *regularizer) afterStep(outs []*runtime.Tensor) (float64, error) {
+	s32 := outs[r.scoresOut].Float32
+	scores := make([]float64, len(s32))
+	for i, v := range s32 {
+		scores[i] = float64(v)
+	}
+	val, err := r.reg.Eval(r.ids, scores, nil)
+	if err != nil {
+		return 0, err
+	}
+	r.reg.PrimalStep()
+	if err := r.cache.Put(r.ids, scores); err != nil {
+		return 0, err
+	}
+	r.lagrangian += val
+	r.evals++
+	if r.cfg.Projection == "step" {
+		if err := r.project(); err != nil {
+			return 0, err
+		}
+	}
+	return r.cfg.Alpha * val, nil
+}
+
+func (r *regularizer) project() error {
+	t0 := time.Now()
+	n, err := r.reg.ProjectPrimal()
+	r.projTime += time.Since(t0)
+	r.projections += n
+	return err
+}
+
+// endEpoch projects (Algorithm 1), takes the dual step with η = c/e, and
+// returns the epoch's regularizer statistics.
+func (r *regularizer) endEpoch(epoch int) (map[string]float64, error) {
+	if r.cfg.Projection == "epoch" {
+		if err := r.project(); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.reg.DualStep(epoch+1, r.cache); err != nil {
+		return nil, err
+	}
+	out := map[string]float64{
+		"reg_projections":   float64(r.projections),
+		"reg_projection_ms": r.projTime.Seconds() * 1e3,
+	}
+	if r.evals > 0 {
+		out["reg_lagrangian"] = r.lagrangian / float64(r.evals)
+	}
+	out["reg_violation"] = r.violation()
+	if f1, ok := sizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
+		out["size_f1_train"] = f1
+	}
+	r.lagrangian, r.evals, r.projections, r.projTime = 0, 0, 0, 0
+	return out, nil
+}
+
+// violation is the mean constraint violation max(0, τ_i − s_i) over the
+// positives seen, plus |Σ τ − 1|, of every term.
+func (r *regularizer) violation() float64 {
+	var v float64
+	var n int
+	for _, t := range r.reg.Terms() {
+		sum := 0.0
+		k := 0
+		for i, c := range r.classes {
+			if c != t.Class {
+				continue
+			}
+			sum += t.Tau[k]
+			if r.cache.Seen[i] {
+				v += math.Max(0, t.Tau[k]-r.cache.Scores[i*r.heads+t.Head])
+				n++
+			}
+			k++
+		}
+		v += math.Abs(sum - 1)
+	}
+	if n > 0 {
+		v /= float64(n)
+	}
+	return v
+}
+
+// sizeF1 is the F1 of the size predictor (score > 0 predicts "large", or
+// the class of the arg-max head) over the examples seen.
+func sizeF1(scores []float64, seen []bool, classes []int, heads int) (float64, bool) {
+	var tp, fp, fn float64
+	for i, c := range classes {
+		if !seen[i] {
+			continue
+		}
+		pred := 0
+		if heads == 1 {
+			if scores[i] > 0 {
+				pred = 1
+			}
+		} else {
+			for h := 1; h < heads; h++ {
+				if scores[i*heads+h] > scores[i*heads+pred] {
+					pred = h
+				}
+			}
+		}
+		switch {
+		case pred != 0 && pred == c:
+			tp++
+		case pred != 0:
+			fp++
+		case c != 0:
+			fn++
+		}
+	}
+	if tp+fp+fn == 0 {
+		return 0, false
+	}
+	return 2 * tp / (2*tp + fp + fn), true
+}
+
+// order draws an epoch's batches balanced across size classes.
+func (r *regularizer) order(seed uint64, batch, steps int) func(epoch int) []int {
+	return func(epoch int) []int {
+		ids := make([]int64, len(r.classes))
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		s, err := dual.NewSampler(ids, r.classes, batch, seed^uint64(epoch+1)*0x9e3779b97f4a7c15)
+		if err != nil {
+			return nil
+		}
+		var out []int
+		var buf []int64
+		for range steps {
+			buf = s.Next(buf)
+			for _, id := range buf {
+				out = append(out, int(id))
+			}
+		}
+		return out
+	}
+}
+
+// regState is the regularizer's part of a checkpoint.
+type regState struct {
+	Reg   json.RawMessage `json:"regularizer"`
+	Cache json.RawMessage `json:"cache"`
+}
+
+func (r *regularizer) state() ([]byte, error) {
+	reg, err := json.Marshal(r.reg)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := json.Marshal(r.cache)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(regState{Reg: reg, Cache: cache})
+}
+
+func (r *regularizer) restore(b []byte) error {
+	var st regState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("regularizer state: %w", err)
+	}
+	if err := json.Unmarshal(st.Reg, r.reg); err != nil {
+		return fmt.Errorf("regularizer state: %w", err)
+	}
+	c, err := r.reg.RestoreScoreCache(st.Cache)
+	if err != nil {
+		return fmt.Errorf("regularizer state: %w", err)
+	}
+	r.cache = c
+	return nil
+}
+
+// appendSizeHead adds the trained size head to an inference model as a
+// second output, sizeScores [N, heads]: validation reads it to score the
+// size predictor. Exported models never carry it.
+func appendSizeHead(m *onnx.Model, feature string, head []*optim.Param) error {
+	pooled, err := network.TapFeatures(m, feature)
+	if err != nil {
+		return err
+	}
+	g := m.Graph()
+	for _, p := range head {
+		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(p.Name, p.Shape, p.Data))
+	}
+	addHeadNodes(g, pooled)
+	name := sizeScores
+	g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: &name})
+	return nil
+}
+
+// addHeadNodes appends the size head, scores = Flatten(pooled)·W + b, to g.
+func addHeadNodes(g *onnxpb.GraphProto, pooled string) {
+	for _, n := range []struct {
+		op, out string
+		in      []string
+		attrs   []*onnxpb.AttributeProto
+	}{
+		{"Flatten", "segtune/size_flat", []string{pooled}, []*onnxpb.AttributeProto{intAttr("axis", 1)}},
+		{"MatMul", "segtune/size_mm", []string{"segtune/size_flat", sizeW}, nil},
+		{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil},
+	} {
+		name, op := n.out+"/"+n.op, n.op
+		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: n.in, Output: []string{n.out}, Attribute: n.attrs})
+	}
+}

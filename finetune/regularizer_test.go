@@ -1,0 +1,84 @@
+package finetune
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune/history"
+)
+
+func regularizedToy(t *testing.T, dir, projection string) Config {
+	cfg := toyConfig(t, dir)
+	cfg.Regularizer = &RegularizerConfig{Alpha: 1e-2, Projection: projection, Balanced: true,
+		Dual: dual.Config{CLambda: 1, Normalization: dual.NormMean}}
+	return cfg
+}
+
+func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := regularizedToy(t, dir, "epoch")
+	out := filepath.Join(dir, "run")
+	var last EpochInfo
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{OnEpoch: func(e EpochInfo) { last = e }}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := history.Read(filepath.Join(out, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	epochs := history.Filter(recs, history.KindEpoch)
+	for _, key := range []string{"reg_lagrangian", "reg_violation", "reg_projections", "size_f1_train", "size_f1_val", "val_miou_small", "val_miou_large", "val_miou_gap"} {
+		if _, ok := epochs[len(epochs)-1].Value(key); !ok {
+			t.Errorf("epoch record lacks %s: %+v", key, epochs[len(epochs)-1])
+		}
+	}
+	// Algorithm 1: one projection per epoch.
+	if p, _ := epochs[0].Value("reg_projections"); p != 1 {
+		t.Errorf("epoch schedule made %v projections in an epoch, want 1", p)
+	}
+	if len(last.Groups) != 2 {
+		t.Errorf("groups %v, want small and large", last.Groups)
+	}
+	assertExportMatchesTraining(t, filepath.Join(out, "last.ckpt"), cfg)
+}
+
+// The full-projections baseline projects after every step.
+func TestStepProjectionSchedule(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := regularizedToy(t, dir, "step")
+	cfg.Epochs = 2
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := history.Read(filepath.Join(out, HistoryFile))
+	e := history.Filter(recs, history.KindEpoch)[0]
+	if p, _ := e.Value("reg_projections"); p != 3 { // 12 examples / batch 4
+		t.Errorf("step schedule made %v projections in an epoch of 3 steps", p)
+	}
+}
+
+// Resuming restores the regularizer's τ, λ, ε, μ and score cache too.
+func TestRegularizedResumeIsExact(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := regularizedToy(t, dir, "epoch")
+	full := filepath.Join(dir, "full")
+	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part")
+	short := cfg
+	short.Epochs = 2
+	if _, err := Train(context.Background(), short, part, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Train(context.Background(), cfg, part, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+}
