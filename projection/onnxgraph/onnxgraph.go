@@ -1,0 +1,272 @@
+package onnxgraph
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// MinOpset is the oldest default-domain opset the emitted nodes are valid
+// in (ReduceSum with axes as an input, GatherElements-13, Min-13).
+const MinOpset = 13
+
+// Names are the tensors Append adds that a caller may want to read.
+type Names struct {
+	// TauProj is τ* = min(ō, τ), shaped like τ.
+	TauProj string
+	// Threshold is ō = ε* = max(0, θ*), shaped like δ ([..., 1]).
+	Threshold string
+	// Theta is θ*, the unclipped root, shaped like δ.
+	Theta string
+	// KStar is k*, the number of active coordinates (int64, shaped like δ).
+	KStar string
+	// Sorted is γ sorted descending (the TopK values).
+	Sorted string
+}
+
+// Options tunes AppendWith.
+type Options struct {
+	// Prefix starts the name of every tensor and node added ("" means
+	// "projection"). The names are Prefix + "/..." and must be new in the
+	// graph.
+	Prefix string
+	// ElemType is the float type of τ and δ (FLOAT or DOUBLE). Zero means:
+	// read it from the graph's inputs, value_info, outputs or initializers
+	// declaring τ, and FLOAT when none does.
+	ElemType onnxpb.TensorProto_DataType
+}
+
+// Append appends to g the nodes computing the projection of (δ, γ) = (delta,
+// tau) onto C = {(ε, τ): τ_i ≤ ε, ε ≥ 0} and returns the names of τ* =
+// min(ō, τ) (shaped like tau) and of ō = ε* (shaped like delta).
+//
+// tau is a float tensor [n] or [B..., n] (the projection acts on the last
+// axis, independently for each leading index); delta has the same leading
+// dimensions and a last dimension of 1 ([1] for a vector tau). opset is the
+// default-domain opset of the model g belongs to (≥ MinOpset); the nodes
+// are valid in every opset from 13 on. Every new tensor, node and
+// initializer is named prefix + "/...".
+func Append(g *onnxpb.GraphProto, opset int64, tau, delta, prefix string) (tauProj, threshold string, err error) {
+	n, err := AppendWith(g, opset, tau, delta, Options{Prefix: prefix})
+	if err != nil {
+		return "", "", err
+	}
+	return n.TauProj, n.Threshold, nil
+}
+
+// AppendWith is Append with options, returning every named intermediate.
+func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Options) (Names, error) {
+	if g == nil {
+		return Names{}, errors.New("onnxgraph: nil graph")
+	}
+	if opset < MinOpset {
+		return Names{}, fmt.Errorf("onnxgraph: opset %d < %d", opset, MinOpset)
+	}
+	if tau == "" || delta == "" || tau == delta {
+		return Names{}, fmt.Errorf("onnxgraph: tau %q and delta %q must be distinct non-empty names", tau, delta)
+	}
+	prefix := opt.Prefix
+	if prefix == "" {
+		prefix = "projection"
+	}
+	dt := opt.ElemType
+	if dt == 0 {
+		dt = elemTypeOf(g, tau)
+	}
+	if dt != onnxpb.TensorProto_FLOAT && dt != onnxpb.TensorProto_DOUBLE {
+		return Names{}, fmt.Errorf("onnxgraph: element type %v of %q is not FLOAT or DOUBLE", dt, tau)
+	}
+	b := &builder{g: g, prefix: prefix, taken: namesIn(g)}
+	for _, x := range []string{tau, delta} {
+		if !b.taken[x] {
+			return Names{}, fmt.Errorf("onnxgraph: %q is not a tensor of the graph", x)
+		}
+	}
+	for name := range b.taken {
+		if strings.HasPrefix(name, prefix+"/") {
+			return Names{}, fmt.Errorf("onnxgraph: the graph already has a tensor %q under prefix %q", name, prefix)
+		}
+	}
+
+	// n = size of the last axis of τ, as a [1] tensor (TopK's K) and as a
+	// scalar (Range's limit).
+	shape := b.node("Shape", "shape", []string{tau})
+	nK := b.node("Slice", "n", []string{shape, b.ints("minus1", []int64{1}, -1),
+		b.ints("intmax", []int64{1}, math.MaxInt64), b.ints("axis0", []int64{1}, 0)})
+	nScalar := b.node("Reshape", "n_scalar", []string{nK, b.ints("scalar_shape", []int64{0})})
+
+	// γ sorted descending: g_1 ≥ g_2 ≥ … ≥ g_n. On ties TopK keeps the
+	// lower index first; the values (all that is used) do not depend on it.
+	sorted, order := b.name("sorted"), b.name("order")
+	b.emit("TopK", "topk", []string{tau, nK}, []string{sorted, order},
+		attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
+
+	// c = CumSum([δ, g_1, …, g_n]) = [δ, δ+g_1, …, δ+g_1+…+g_n] and
+	// θ_k = c_k/(k+1), k = 0…n: the average of the top k, δ included.
+	dg := b.node("Concat", "delta_sorted", []string{delta, sorted}, attrInt("axis", -1))
+	csum := b.node("CumSum", "cumsum", []string{dg, b.ints("axis_last", nil, -1)})
+	lim := b.node("Add", "count_limit", []string{nScalar, b.ints("two", nil, 2)})
+	cnt := b.node("Range", "count_int", []string{b.ints("one", nil, 1), lim, b.ints("step", nil, 1)})
+	cntF := b.node("Cast", "count", []string{cnt}, attrInt("to", int64(dt)))
+	thetaAll := b.node("Div", "theta_all", []string{csum, cntF})
+
+	// k* = #{k ≥ 1 : θ_k < g_k}. g_k > θ_k ⟺ g_k > θ_{k−1} (θ_k is a
+	// weighted mean of θ_{k−1} and g_k), and g_k > θ_{k−1} holds on a
+	// prefix of k (Lemma 1 of the paper), so the count is the k* with
+	// g_{k*+1} ≤ θ_{k*} < g_{k*}. Comparisons carry no gradient.
+	thetaK := b.node("Slice", "theta_k", []string{thetaAll, b.ints("one_1", []int64{1}, 1),
+		b.ints("intmax_1", []int64{1}, math.MaxInt64), b.ints("axis_last_1", []int64{1}, -1)})
+	active := b.node("Less", "active", []string{thetaK, sorted})
+	activeI := b.node("Cast", "active_int", []string{active}, attrInt("to", int64(onnxpb.TensorProto_INT64)))
+	kstar := b.node("ReduceSum", "k_star", []string{activeI, b.ints("axis_last_2", []int64{1}, -1)},
+		attrInt("keepdims", 1))
+
+	// θ* = θ_{k*}; ō = max(0, θ*); τ* = min(τ, ō) (the relu form).
+	theta := b.node("GatherElements", "theta", []string{thetaAll, kstar}, attrInt("axis", -1))
+	thr := b.node("Relu", "threshold", []string{theta})
+	proj := b.node("Min", "tau_proj", []string{tau, thr})
+	return Names{TauProj: proj, Threshold: thr, Theta: theta, KStar: kstar, Sorted: sorted}, nil
+}
+
+// NewModel returns a standalone model computing the projection: inputs
+// "tau" (elemType [n], n dynamic) and "delta" (elemType [1]); outputs
+// "tau_proj" [n], "threshold" [1] and "k_star" (int64 [1]).
+func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, error) {
+	g := &onnxpb.GraphProto{
+		Name: proto.String("projection"),
+		Input: []*onnxpb.ValueInfoProto{
+			valueInfo("tau", elemType, "n"),
+			valueInfo("delta", elemType, 1),
+		},
+	}
+	names, err := AppendWith(g, opset, "tau", "delta", Options{Prefix: "proj", ElemType: elemType})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range []struct {
+		from, to string
+		dt       onnxpb.TensorProto_DataType
+		dim      any
+	}{
+		{names.TauProj, "tau_proj", elemType, "n"},
+		{names.Threshold, "threshold", elemType, 1},
+		{names.KStar, "k_star", onnxpb.TensorProto_INT64, 1},
+	} {
+		g.Node = append(g.Node, &onnxpb.NodeProto{
+			Name: proto.String("out/" + o.to), OpType: proto.String("Identity"),
+			Input: []string{o.from}, Output: []string{o.to},
+		})
+		g.Output = append(g.Output, valueInfo(o.to, o.dt, o.dim))
+	}
+	return &onnx.Model{Proto: &onnxpb.ModelProto{
+		IrVersion:    proto.Int64(8),
+		ProducerName: proto.String("segtune"),
+		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
+		Graph:        g,
+	}}, nil
+}
+
+// builder appends prefixed nodes and initializers to a graph.
+type builder struct {
+	g      *onnxpb.GraphProto
+	prefix string
+	taken  map[string]bool
+}
+
+func (b *builder) name(s string) string { return b.prefix + "/" + s }
+
+func (b *builder) emit(op, name string, ins, outs []string, attrs ...*onnxpb.AttributeProto) {
+	for _, o := range outs {
+		b.taken[o] = true
+	}
+	b.g.Node = append(b.g.Node, &onnxpb.NodeProto{
+		Name: proto.String(b.name(name)), OpType: proto.String(op),
+		Input: ins, Output: outs, Attribute: attrs,
+	})
+}
+
+// node emits a one-output node whose output is named like the node.
+func (b *builder) node(op, name string, ins []string, attrs ...*onnxpb.AttributeProto) string {
+	out := b.name(name)
+	b.emit(op, name, ins, []string{out}, attrs...)
+	return out
+}
+
+// ints adds an int64 initializer (dims nil: a scalar).
+func (b *builder) ints(name string, dims []int64, v ...int64) string {
+	full := b.name(name)
+	b.g.Initializer = append(b.g.Initializer, onnx.NewInt64Tensor(full, dims, v))
+	b.taken[full] = true
+	return full
+}
+
+func attrInt(name string, v int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
+}
+
+// valueInfo declares a rank-1 tensor whose dimension is a number or a name.
+func valueInfo(name string, dt onnxpb.TensorProto_DataType, dim any) *onnxpb.ValueInfoProto {
+	d := &onnxpb.TensorShapeProto_Dimension{}
+	switch v := dim.(type) {
+	case int:
+		d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v)}
+	case string:
+		d.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: v}
+	}
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{
+		Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
+			ElemType: proto.Int32(int32(dt)),
+			Shape:    &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{d}},
+		}},
+	}}
+}
+
+// namesIn collects every tensor name of g (inputs, initializers, node
+// outputs, value_info, outputs) and every node name.
+func namesIn(g *onnxpb.GraphProto) map[string]bool {
+	m := map[string]bool{}
+	for _, vs := range [][]*onnxpb.ValueInfoProto{g.Input, g.Output, g.ValueInfo} {
+		for _, v := range vs {
+			m[v.GetName()] = true
+		}
+	}
+	for _, t := range g.Initializer {
+		m[t.GetName()] = true
+	}
+	for _, n := range g.Node {
+		for _, o := range n.Output {
+			if o != "" {
+				m[o] = true
+			}
+		}
+		if n.GetName() != "" {
+			m[n.GetName()] = true
+		}
+	}
+	return m
+}
+
+// elemTypeOf finds the declared element type of name, FLOAT when undeclared.
+func elemTypeOf(g *onnxpb.GraphProto, name string) onnxpb.TensorProto_DataType {
+	for _, vs := range [][]*onnxpb.ValueInfoProto{g.Input, g.ValueInfo, g.Output} {
+		for _, v := range vs {
+			if v.GetName() == name {
+				if tt := v.GetType().GetTensorType(); tt != nil && tt.GetElemType() != 0 {
+					return onnxpb.TensorProto_DataType(tt.GetElemType())
+				}
+			}
+		}
+	}
+	for _, t := range g.Initializer {
+		if t.GetName() == name {
+			return onnxpb.TensorProto_DataType(t.GetDataType())
+		}
+	}
+	return onnxpb.TensorProto_FLOAT
+}
