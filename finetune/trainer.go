@@ -208,6 +208,10 @@ func (t *trainer) setup(ctx context.Context) error {
 			return err
 		}
 		t.sizer = nil // reports go without size groups
+	} else {
+		// Record the fitted threshold so that checkpoints (and `segtune
+		// eval` on them) split small and large objects the same way.
+		cfg.Size.Threshold, cfg.Size.Classes = t.sizer.threshold, t.sizer.classes
 	}
 	if cfg.Regularizer != nil && cfg.Regularizer.Alpha > 0 {
 		if t.reg, err = newRegularizer(*cfg.Regularizer, t.sizer, t.train); err != nil {

@@ -28,6 +28,8 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
+			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
+			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, preprocessFlags()...),
 		Action: runEval,
@@ -36,11 +38,16 @@ func evalCommand() *cli.Command {
 
 type evalSummary struct {
 	metrics.Report
-	Images   int           `json:"images"`
-	Failed   int           `json:"failed"`
-	Failures []failureJSON `json:"failures"`
-	Seconds  float64       `json:"seconds"`
-	Device   string        `json:"device"`
+	// Groups holds the scores of images with small and large objects.
+	Groups map[string]metrics.Report `json:"groups,omitempty"`
+	// SizeGap is large − small mean IoU.
+	SizeGap   *float64      `json:"size_gap,omitempty"`
+	Threshold float64       `json:"size_threshold,omitempty"`
+	Images    int           `json:"images"`
+	Failed    int           `json:"failed"`
+	Failures  []failureJSON `json:"failures"`
+	Seconds   float64       `json:"seconds"`
+	Device    string        `json:"device"`
 }
 
 func runEval(c *cli.Context) error {
@@ -90,6 +97,15 @@ func runEval(c *cli.Context) error {
 		paths[i] = p.Image
 		maskOf[p.Image] = p.Mask
 	}
+	sizeClasses, err := parseInts(c.String("size-classes"))
+	if err != nil {
+		return fmt.Errorf("--size-classes: %w", err)
+	}
+	threshold := c.Float64("size-threshold")
+	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
+		threshold = checkpointSizeThreshold(modelPath)
+	}
+	var sized []sizedImage
 	var mu sync.Mutex
 	conf := metrics.NewConfusion(classes, ignore)
 	finish := func(r segmenter.Result) error {
@@ -110,6 +126,9 @@ func runEval(c *cli.Context) error {
 		}
 		mu.Lock()
 		conf.Merge(local)
+		if len(sizeClasses) > 0 {
+			sized = append(sized, sizedImage{fraction: fraction(target, sizeClasses, ignore), conf: local})
+		}
 		mu.Unlock()
 		return nil
 	}
@@ -127,6 +146,9 @@ func runEval(c *cli.Context) error {
 	for _, f := range rep.Failures {
 		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
 	}
+	if len(sized) > 0 {
+		sum.Groups, sum.SizeGap, sum.Threshold = sizeGroups(sized, threshold, classes, ignore, names)
+	}
 	if c.Bool("json") {
 		if err := printJSON(os.Stdout, sum); err != nil {
 			return err
@@ -134,10 +156,71 @@ func runEval(c *cli.Context) error {
 	} else {
 		printFailures(os.Stderr, rep.Failures)
 		sum.Report.WriteText(os.Stdout)
+		for _, g := range []string{"small", "large"} {
+			if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
+				fmt.Printf("%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, sum.Threshold)
+			}
+		}
+		if sum.SizeGap != nil {
+			fmt.Printf("%-9s  %+.4f  (large − small)\n", "size gap", *sum.SizeGap)
+		}
 		fmt.Printf("%d images scored in %.1fs on %s\n", rep.Succeeded, sum.Seconds, sum.Device)
 	}
 	if len(rep.Failures) > 0 {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
 	}
 	return nil
+}
+
+// sizedImage is one image's object size and scores, for size groups.
+type sizedImage struct {
+	fraction float64
+	conf     *metrics.Confusion
+}
+
+// fraction is the share of labelled pixels that belong to classes.
+func fraction(target []uint8, classes []int, ignore int) float64 {
+	var in, all int
+	for _, t := range target {
+		if int(t) == ignore {
+			continue
+		}
+		all++
+		for _, c := range classes {
+			if int(t) == c {
+				in++
+				break
+			}
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(in) / float64(all)
+}
+
+// sizeGroups splits images at threshold (or, if 0, at their mean object
+// size) and scores each group.
+func sizeGroups(imgs []sizedImage, threshold float64, classes, ignore int, names []string) (map[string]metrics.Report, *float64, float64) {
+	if threshold == 0 {
+		for _, im := range imgs {
+			threshold += im.fraction
+		}
+		threshold /= float64(len(imgs))
+	}
+	small, large := metrics.NewConfusion(classes, ignore), metrics.NewConfusion(classes, ignore)
+	for _, im := range imgs {
+		if im.fraction > threshold {
+			large.Merge(im.conf)
+		} else {
+			small.Merge(im.conf)
+		}
+	}
+	groups := map[string]metrics.Report{"small": metrics.NewReport(small, names), "large": metrics.NewReport(large, names)}
+	var gap *float64
+	if s, l := groups["small"].MeanIoU, groups["large"].MeanIoU; s != nil && l != nil {
+		g := *l - *s
+		gap = &g
+	}
+	return groups, gap, threshold
 }

@@ -57,7 +57,7 @@ func finetuneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, preprocessFlags()...),
+		}, append(regularizerFlags(), preprocessFlags()...)...),
 		Action: runFinetune,
 	}
 }
@@ -121,6 +121,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		Device: c.String("device"), Threads: c.Int("threads"), SkipBad: c.Bool("skip-bad"),
 		LabelMap: c.String("label-map"),
 		Augment:  data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip")},
+	}
+	if err := regularizerConfig(c, &cfg); err != nil {
+		return cfg, err
 	}
 	if c.IsSet("momentum") {
 		v := c.Float64("momentum")

@@ -55,3 +55,17 @@ func loadModel(path string) (*onnx.Model, *imageio.Sidecar, error) {
 	}
 	return m, side, nil
 }
+
+// checkpointSizeThreshold returns the size threshold a checkpoint's run
+// fitted on its training set, or 0.
+func checkpointSizeThreshold(path string) float64 {
+	ck, err := checkpoint.Load(path)
+	if err != nil {
+		return 0
+	}
+	var cfg finetune.Config
+	if json.Unmarshal(ck.Config, &cfg) != nil {
+		return 0
+	}
+	return cfg.Size.Threshold
+}
