@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -652,6 +651,3 @@ func (t *trainer) finish() (*Result, error) {
 	}
 	return res, nil
 }
-
-// isFinite reports whether v is a usable number.
-func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

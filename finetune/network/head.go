@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -147,7 +148,7 @@ func SetWeights(m *onnx.Model, ws []Weight) error {
 		if t == nil {
 			return fmt.Errorf("the model has no initializer %q", w.Name)
 		}
-		if !equalDims(t.Dims, w.Shape) {
+		if !slices.Equal(t.Dims, w.Shape) {
 			return fmt.Errorf("initializer %q has shape %v, the weights %v", w.Name, t.Dims, w.Shape)
 		}
 		for _, v := range w.Data {
@@ -160,16 +161,4 @@ func SetWeights(m *onnx.Model, ws []Weight) error {
 		}
 	}
 	return nil
-}
-
-func equalDims(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
