@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,17 +28,20 @@ import (
 
 // Result is what one benchmark run reports.
 type Result struct {
-	Model       string    `json:"model"`
-	Batch       int       `json:"batch"`
-	Size        int       `json:"size"`
-	Threads     int       `json:"threads"`
-	Device      string    `json:"device"`
-	MedianMs    float64   `json:"median_ms"`
-	StepsMs     []float64 `json:"steps_ms"`
-	PeakRSSMiB  float64   `json:"peak_rss_mib"`
-	BuildSec    float64   `json:"build_s"`
-	GraphNodes  int       `json:"graph_nodes"`
-	ParamTensor int       `json:"param_tensors"`
+	Model      string    `json:"model"`
+	Batch      int       `json:"batch"`
+	Size       int       `json:"size"`
+	Threads    int       `json:"threads"`
+	Device     string    `json:"device"`
+	MedianMs   float64   `json:"median_ms"`
+	StepsMs    []float64 `json:"steps_ms"`
+	PeakRSSMiB float64   `json:"peak_rss_mib"`
+	// RSSBeforeStepsMiB is the resident size after building and opening the
+	// session, before the first step (torch_step.py's rss_before_steps_mib).
+	RSSBeforeStepsMiB float64 `json:"rss_before_steps_mib"`
+	BuildSec          float64 `json:"build_s"`
+	GraphNodes        int     `json:"graph_nodes"`
+	ParamTensor       int     `json:"param_tensors"`
 }
 
 func main() {
@@ -66,8 +70,8 @@ func main() {
 		_ = enc.Encode(r)
 		return
 	}
-	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step, peak RSS %.0f MiB (graph build %.1fs, %d nodes)\n",
-		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.PeakRSSMiB, r.BuildSec, r.GraphNodes)
+	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step, peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
+		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
 }
 
 // Tune is passed to the session (flags --profile, --parallel, ...).
@@ -169,6 +173,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
 		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params)}
+	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
 	for i := 0; i < warmup; i++ {
 		if err := st.Step(); err != nil {
 			return nil, err
@@ -194,4 +199,21 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // kilobytes on Linux
 	}
 	return r, nil
+}
+
+// procStatusMiB reads a kB field of /proc/self/status (0 when unavailable).
+func procStatusMiB(field string) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			var kb float64
+			if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
 }

@@ -123,3 +123,32 @@ func TestConvWeightGradForms(t *testing.T) {
 		}
 	}
 }
+
+// TestConvFlipForms checks stride-1 input gradients (Conv with the flipped
+// kernel) with the flip as a MatMul (default) and as a Slice.
+func TestConvFlipForms(t *testing.T) {
+	cases := []struct {
+		name         string
+		cin, cout, g int64
+		kh, kw       int64
+		attrs        []*onnxpb.AttributeProto
+	}{
+		{"dense3x3", 3, 4, 1, 3, 3, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"dense2x3_dil2", 3, 4, 1, 2, 3, []*onnxpb.AttributeProto{ais("pads", 2, 1, 1, 2), ais("dilations", 2, 1)}},
+		{"depthwise", 4, 4, 4, 3, 3, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"groups2", 4, 6, 2, 3, 1, []*onnxpb.AttributeProto{ais("pads", 1, 0, 1, 0)}},
+	}
+	for _, form := range []bool{true, false} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("matmul=%v/%s", form, tc.name), func(t *testing.T) {
+				old := grad.SetFlipByMatMul(form)
+				defer grad.SetFlipByMatMul(old)
+				m := newOpModel(13)
+				m.node("Conv", []string{m.rand("x", 2, tc.cin, 6, 7), m.rand("w", tc.cout, tc.cin/tc.g, tc.kh, tc.kw)}, []string{"y"},
+					append([]*onnxpb.AttributeProto{ai("group", tc.g)}, tc.attrs...)...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
+	}
+}

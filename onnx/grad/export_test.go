@@ -7,3 +7,11 @@ func SetIm2colWeightGrad(on bool) bool {
 	im2colWeightGrad = on
 	return old
 }
+
+// SetFlipByMatMul switches the kernel-flip form of stride-1 input gradients
+// for tests and returns the previous setting.
+func SetFlipByMatMul(on bool) bool {
+	old := flipByMatMul
+	flipByMatMul = on
+	return old
+}

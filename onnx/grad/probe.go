@@ -44,8 +44,15 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	minus1, one := pb.ints(-1), pb.ints(1)
 	flat, shp := map[string]string{}, map[string]string{}
 	pg.Output = nil
+	zero := pb.ints(0)
 	for _, name := range names {
 		flat[name] = pb.op1("Reshape", []string{name, minus1})
+		if !want[name] {
+			// Only the element type is needed: expose at most one element,
+			// not a copy of every activation (the probe's memory would
+			// otherwise peak at the whole forward pass, twice).
+			flat[name] = pb.op1("Slice", []string{flat[name], zero, one})
+		}
 		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, aInt("axis", 0))
 		pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(flat[name])},
 			&onnxpb.ValueInfoProto{Name: proto.String(shp[name])})

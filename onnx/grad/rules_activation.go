@@ -14,12 +14,26 @@ func init() {
 	register(logSoftmaxRule, "LogSoftmax")
 }
 
-// Kinks: the gradient at exactly the kink is that of the right-hand piece
-// for Clip (bounds included, like torch.clamp) and 0 for Relu (like PyTorch).
+// Kinks: the gradient at exactly the kink is 0 for Relu (like PyTorch) and,
+// for Clip with constant bounds, 0 at both bounds (like PyTorch's ReLU6 /
+// hardtanh, whose backward also reads the output); with trainable bounds,
+// Clip keeps the bounds inside (like torch.clamp).
+
+// Masks multiply dy by Cast(mask) rather than Where(mask, dy, 0): ONNX
+// Runtime's CPU Where with a scalar operand is about 1.7× slower than the
+// Cast + Mul pair. Relu and Clip read the mask off the forward *output*, so
+// the forward input (typically a Conv output) is not kept alive for the
+// backward pass, and ONNX Runtime can fuse Conv + Relu/Clip.
+
+// maskGrad returns dy where mask holds and 0 elsewhere.
+func maskGrad(c *gradCtx, mask, dy string) string {
+	return c.mul(dy, c.toFloat(mask))
+}
 
 func reluRule(c *gradCtx) ([]string, error) {
-	pos := c.op1("Greater", []string{c.in(0), c.scalar(0)})
-	return []string{c.where(pos, c.dY[0], c.scalar(0))}, nil
+	// y > 0 exactly where x > 0.
+	pos := c.op1("Greater", []string{c.out(0), c.scalar(0)})
+	return []string{maskGrad(c, pos, c.dY[0])}, nil
 }
 
 func leakyReluRule(c *gradCtx) ([]string, error) {
@@ -48,6 +62,26 @@ func preluRule(c *gradCtx) ([]string, error) {
 func clipRule(c *gradCtx) ([]string, error) {
 	x := c.in(0)
 	zero := c.scalar(0)
+	if !c.wants(1) && !c.wants(2) && (c.in(1) != "" || c.in(2) != "") {
+		// Constant bounds: dy passes strictly between them, which the
+		// output tells as well as the input: min < y < max ⇔ min < x < max.
+		y := c.out(0)
+		var pass string
+		if lo := c.in(1); lo != "" {
+			pass = c.op1("Greater", []string{y, lo})
+		}
+		if hi := c.in(2); hi != "" {
+			m := c.op1("Less", []string{y, hi})
+			if pass == "" {
+				pass = m
+			} else {
+				pass = c.op1("And", []string{pass, m})
+			}
+		}
+		dx := c.grads()
+		dx[0] = maskGrad(c, pass, c.dY[0])
+		return dx, nil
+	}
 	pass := ""
 	and := func(m string) {
 		if pass == "" {

