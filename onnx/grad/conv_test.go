@@ -103,6 +103,11 @@ func TestConvWeightGradForms(t *testing.T) {
 		{"stride2dil2", 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}},
 		{"k2x3_dil3_pads", 3, 9, 9, []*onnxpb.AttributeProto{ais("kernel_shape", 2, 3), ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
 		{"dilated_past_input", 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+		{"pointwise_stride2", 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}},
+		{"depthwise_s2", 3, 9, 8, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}},
+		{"depthwise_dil2", 3, 9, 9, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}},
+		{"depthwise_mult2_crop", 3, 8, 7, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 0, 1, 1, 0), ais("strides", 2, 2)}},
+		{"groups3", 3, 6, 6, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1)}},
 	}
 	for _, form := range []bool{true, false} {
 		for _, tc := range cases {
@@ -111,12 +116,24 @@ func TestConvWeightGradForms(t *testing.T) {
 				defer grad.SetIm2colWeightGrad(old)
 				m := newOpModel(13)
 				kh, kw := tc.k, tc.k
+				cin, cout, group := int64(3), int64(4), int64(1)
 				for _, a := range tc.attrs {
-					if a.GetName() == "kernel_shape" {
+					switch a.GetName() {
+					case "kernel_shape":
 						kh, kw = a.GetInts()[0], a.GetInts()[1]
+					case "group":
+						group = a.GetI()
 					}
 				}
-				m.node("Conv", []string{m.rand("x", 2, 3, tc.h, tc.w), m.rand("w", 4, 3, kh, kw)}, []string{"y"}, tc.attrs...)
+				switch tc.name {
+				case "depthwise_s2", "depthwise_dil2":
+					cin, cout = 3, 3
+				case "depthwise_mult2_crop":
+					cin, cout = 3, 6
+				case "groups3":
+					cin, cout = 6, 6
+				}
+				m.node("Conv", []string{m.rand("x", 2, cin, tc.h, tc.w), m.rand("w", cout, cin/group, kh, kw)}, []string{"y"}, tc.attrs...)
 				m.outs = []string{"y"}
 				m.check(t)
 			})
