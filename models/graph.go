@@ -1,0 +1,196 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// Opset is the default-domain operator set the builders emit; it is the
+// gradient compiler's target opset, so grad.Build has nothing to upgrade.
+const Opset = 17
+
+// Producer is the producer_name written into built models.
+const Producer = "segtune/models"
+
+// graph accumulates the nodes and initializers of a model under
+// construction. Parameter initial values come from rng, so a seed fixes
+// the whole model.
+type graph struct {
+	nodes  []*onnxpb.NodeProto
+	inits  []*onnxpb.TensorProto
+	have   map[string]bool
+	rng    *rand.Rand
+	params int64
+}
+
+func newGraph(seed uint64) *graph {
+	return &graph{have: map[string]bool{}, rng: rand.New(rand.NewPCG(seed, 0x5e97a9e))}
+}
+
+// node appends a node whose single output is named name (also the node's
+// name) and returns it.
+func (g *graph) node(op, name string, ins []string, attrs ...*onnxpb.AttributeProto) string {
+	g.nodes = append(g.nodes, &onnxpb.NodeProto{
+		Name: proto.String(name), OpType: proto.String(op), Input: ins, Output: []string{name}, Attribute: attrs,
+	})
+	return name
+}
+
+// param adds a float parameter of the given shape drawn from N(0, std²)
+// (zeros when std is 0).
+func (g *graph) param(name string, dims []int64, std float64) string {
+	if std == 0 {
+		return g.fill(name, dims, nil)
+	}
+	return g.fill(name, dims, func() float64 { return g.rng.NormFloat64() * std })
+}
+
+// fill adds a float parameter whose values come from draw (zeros when nil)
+// and counts it.
+func (g *graph) fill(name string, dims []int64, draw func() float64) string {
+	n, err := onnx.NumElements(dims)
+	if err != nil {
+		panic(fmt.Sprintf("models: %s: %v", name, err)) // shapes are computed here, never read from files
+	}
+	v := make([]float32, n)
+	if draw != nil {
+		for i := range v {
+			v[i] = float32(draw())
+		}
+	}
+	g.inits = append(g.inits, onnx.NewFloat32Tensor(name, dims, v))
+	g.params += n
+	return name
+}
+
+// ints adds (once) a constant int64 initializer.
+func (g *graph) ints(name string, dims []int64, v ...int64) string {
+	if !g.have[name] {
+		g.have[name] = true
+		g.inits = append(g.inits, onnx.NewInt64Tensor(name, dims, v))
+	}
+	return name
+}
+
+// scalar adds (once) a constant float32 scalar initializer.
+func (g *graph) scalar(name string, v float32) string {
+	if !g.have[name] {
+		g.have[name] = true
+		g.inits = append(g.inits, onnx.NewFloat32Tensor(name, nil, []float32{v}))
+	}
+	return name
+}
+
+// conv is a k×k convolution with "same" padding (k odd), Kaiming-normal
+// weights of the given gain (√2 before a ReLU, 1 before a linear use) and a
+// zero bias — a convolution with its batch normalisation folded in. The
+// parameters are named prefix.weight and prefix.bias, the output prefix.
+func (g *graph) conv(prefix, x string, cin, cout, k, stride, dilation, group int, gain float64) string {
+	fanIn := cin / group * k * k
+	w := g.param(prefix+".weight", []int64{int64(cout), int64(cin / group), int64(k), int64(k)}, gain/math.Sqrt(float64(fanIn)))
+	b := g.param(prefix+".bias", []int64{int64(cout)}, 0)
+	pad := int64(dilation * (k - 1) / 2)
+	attrs := []*onnxpb.AttributeProto{
+		aInts("kernel_shape", int64(k), int64(k)),
+		aInts("strides", int64(stride), int64(stride)),
+		aInts("dilations", int64(dilation), int64(dilation)),
+		aInts("pads", pad, pad, pad, pad),
+	}
+	if group != 1 {
+		attrs = append(attrs, aInt("group", int64(group)))
+	}
+	return g.node("Conv", prefix, []string{x, w, b}, attrs...)
+}
+
+// relu6 clips x to [0, 6] (MobileNetV2's activation).
+func (g *graph) relu6(name, x string) string {
+	return g.node("Clip", name, []string{x, g.scalar("const.zero", 0), g.scalar("const.six", 6)})
+}
+
+func (g *graph) relu(name, x string) string { return g.node("Relu", name, []string{x}) }
+
+// resizeLike bilinearly resizes x [N,C,h,w] to the spatial size of ref
+// [*,*,H,W], with the sizes computed at run time the way exporters spell
+// them: Concat(Shape(x)[0:2], Shape(ref)[2:4]). The gradient compiler folds
+// the shape arithmetic once the training shapes are fixed.
+func (g *graph) resizeLike(name, x, ref string) string {
+	i0 := g.ints("const.i64_0", []int64{1}, 0)
+	i2 := g.ints("const.i64_2", []int64{1}, 2)
+	i4 := g.ints("const.i64_4", []int64{1}, 4)
+	nc := g.node("Slice", name+"/nc", []string{g.node("Shape", name+"/shape_x", []string{x}), i0, i2})
+	hw := g.node("Slice", name+"/hw", []string{g.node("Shape", name+"/shape_ref", []string{ref}), i2, i4})
+	sizes := g.node("Concat", name+"/sizes", []string{nc, hw}, aInt("axis", 0))
+	return g.node("Resize", name, []string{x, "", "", sizes},
+		aString("mode", "linear"), aString("coordinate_transformation_mode", "half_pixel"))
+}
+
+// model wraps the graph with one float input and the given outputs.
+func (g *graph) model(name, doc string, input *onnxpb.ValueInfoProto, outputs []*onnxpb.ValueInfoProto, meta map[string]string) *onnx.Model {
+	m := &onnxpb.ModelProto{
+		IrVersion:       proto.Int64(8),
+		ProducerName:    proto.String(Producer),
+		ProducerVersion: proto.String("1"),
+		DocString:       proto.String(doc),
+		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(Opset)}},
+		Graph: &onnxpb.GraphProto{
+			Name: proto.String(name), Node: g.nodes, Initializer: g.inits,
+			Input: []*onnxpb.ValueInfoProto{input}, Output: outputs,
+		},
+	}
+	for _, k := range sortedKeys(meta) {
+		m.MetadataProps = append(m.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
+	}
+	return &onnx.Model{Proto: m}
+}
+
+// floatValue describes a float32 tensor; each dim is an int (fixed) or a
+// string (symbolic).
+func floatValue(name string, dims ...any) *onnxpb.ValueInfoProto {
+	sp := &onnxpb.TensorShapeProto{}
+	for _, d := range dims {
+		x := &onnxpb.TensorShapeProto_Dimension{}
+		switch v := d.(type) {
+		case int:
+			x.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v)}
+		case string:
+			x.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: v}
+		default:
+			panic(fmt.Sprintf("models: dim %v of %s is neither int nor string", d, name))
+		}
+		sp.Dim = append(sp.Dim, x)
+	}
+	f32 := int32(onnxpb.TensorProto_FLOAT)
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: sp}}}}
+}
+
+func aInts(name string, v ...int64) *onnxpb.AttributeProto {
+	t := onnxpb.AttributeProto_INTS
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, Ints: v}
+}
+
+func aInt(name string, v int64) *onnxpb.AttributeProto {
+	t := onnxpb.AttributeProto_INT
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, I: proto.Int64(v)}
+}
+
+func aFloat(name string, v float32) *onnxpb.AttributeProto {
+	t := onnxpb.AttributeProto_FLOAT
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, F: proto.Float32(v)}
+}
+
+func aString(name, v string) *onnxpb.AttributeProto {
+	t := onnxpb.AttributeProto_STRING
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, S: []byte(v)}
+}
+
+// uniform adds a float parameter drawn from U(−bound, bound) and counts it.
+func (g *graph) uniform(name string, dims []int64, bound float64) string {
+	return g.fill(name, dims, func() float64 { return (2*g.rng.Float64() - 1) * bound })
+}
