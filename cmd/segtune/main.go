@@ -44,6 +44,8 @@ func newApp() *cli.App {
 			finetuneCommand(),
 			exportCommand(),
 			artifactsCommand(),
+			modelCommand(),
+			dataCommand(),
 			versionCommand(),
 		},
 		EnableBashCompletion: true,

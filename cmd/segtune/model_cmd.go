@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/synth"
+)
+
+func modelCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "model",
+		Usage: "list known pretrained models, or build a new network to train from scratch",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "the registry of known pretrained models and their preprocessing",
+				Action: func(c *cli.Context) error {
+					w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(w, "name\tinput\tclasses\twhere")
+					for _, e := range models.Known() {
+						size := fmt.Sprintf("%dx%d", e.Height, e.Width)
+						if e.Dynamic {
+							size += " (any)"
+						}
+						fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, e.Location)
+					}
+					return w.Flush()
+				},
+			},
+			{
+				Name:  "new",
+				Usage: "write a freshly initialised DeepLabV3+ (MobileNetV2-style backbone) and its sidecar",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write"},
+					&cli.IntFlag{Name: "classes", Value: 3, Usage: "output classes"},
+					&cli.Float64Flag{Name: "width", Value: 0.5, Usage: "width multiplier of the backbone"},
+					&cli.IntFlag{Name: "output-stride", Value: 16, Usage: "encoder stride, 16 or 8"},
+					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial weights"},
+				},
+				Action: func(c *cli.Context) error {
+					cfg := models.DefaultDeepLabConfig()
+					cfg.Classes, cfg.Width, cfg.OutputStride, cfg.Seed = c.Int("classes"), c.Float64("width"), c.Int("output-stride"), c.Uint64("seed")
+					m, err := models.DeepLabV3Plus(cfg)
+					if err != nil {
+						return err
+					}
+					out := c.String("out")
+					if err := m.Save(out); err != nil {
+						return err
+					}
+					side := imageio.Sidecar{Version: imageio.SidecarVersion, Preprocess: &imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}}
+					if err := side.Save(imageio.SidecarPath(out)); err != nil {
+						return err
+					}
+					fmt.Printf("wrote %s (%d parameters) and %s\n", out, m.Summary().Parameters, imageio.SidecarPath(out))
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func dataCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "data",
+		Usage: "generate data sets",
+		Subcommands: []*cli.Command{{
+			Name: "synth",
+			Usage: "a synthetic segmentation set (discs and squares on textured backgrounds) whose objects\n" +
+				"range over two orders of magnitude in size, deterministic from --seed",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "folder (images/{train,val}, masks/{train,val})"},
+				&cli.Uint64Flag{Name: "seed", Value: 1},
+				&cli.IntFlag{Name: "train", Value: 300, Usage: "training images"},
+				&cli.IntFlag{Name: "val", Value: 100, Usage: "validation images"},
+				&cli.StringFlag{Name: "size", Value: "96x128", Usage: "image size HxW"},
+			},
+			Action: func(c *cli.Context) error {
+				cfg := synth.DefaultConfig()
+				cfg.Seed, cfg.Train, cfg.Val = c.Uint64("seed"), c.Int("train"), c.Int("val")
+				var err error
+				if cfg.Height, cfg.Width, err = parseSize(c.String("size")); err != nil {
+					return err
+				}
+				if _, err := synth.Generate(c.String("out"), cfg); err != nil {
+					return err
+				}
+				fmt.Printf("wrote %d training and %d validation images with masks to %s (classes %v)\n", cfg.Train, cfg.Val, c.String("out"), synth.ClassNames)
+				return nil
+			},
+		}},
+	}
+}
