@@ -85,31 +85,12 @@ func runSegment(c *cli.Context) error {
 	}
 	defer seg.Close()
 	batch := clampBatch(c, seg, c.Int("batch"))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-	overlay := c.Bool("overlay")
-	if overlay {
-		if err := os.MkdirAll(filepath.Join(outDir, "overlays"), 0o755); err != nil {
-			return err
-		}
-	}
-	ov := imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}}
-	finish := func(r segmenter.Result) error {
-		name := stem(r.Path) + ".png"
-		if err := imageio.WriteMaskPNG(filepath.Join(outDir, name), r.Labels, r.Width, r.Height, pal); err != nil {
-			return err
-		}
-		if overlay {
-			return imageio.WriteOverlayPNG(filepath.Join(outDir, "overlays", name), r.Image, r.Labels, pal, ov)
-		}
-		return nil
+	var ov *imageio.OverlayOptions
+	if c.Bool("overlay") {
+		ov = &imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}}
 	}
 	bar := progress(c, len(paths), "segment")
-	rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{
-		Batch:    batch,
-		Progress: func(done, _ int) { bar.Set(done) },
-	})
+	rep, err := segmentFolder(seg, paths, outDir, pal, ov, batch, func(done int) { bar.Set(done) })
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
@@ -192,4 +173,32 @@ func checkDistinctStems(paths []string) error {
 		seen[s] = p
 	}
 	return nil
+}
+
+// segmentFolder writes a palette-PNG mask (and, with ov, an overlay under
+// overlays/) into outDir for each image of paths.
+func segmentFolder(seg *segmenter.Segmenter, paths []string, outDir string, pal imageio.Palette,
+	ov *imageio.OverlayOptions, batch int, progress func(done int)) (pipeline.Report, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return pipeline.Report{}, err
+	}
+	if ov != nil {
+		if err := os.MkdirAll(filepath.Join(outDir, "overlays"), 0o755); err != nil {
+			return pipeline.Report{}, err
+		}
+	}
+	finish := func(r segmenter.Result) error {
+		name := stem(r.Path) + ".png"
+		if err := imageio.WriteMaskPNG(filepath.Join(outDir, name), r.Labels, r.Width, r.Height, pal); err != nil {
+			return err
+		}
+		if ov != nil {
+			return imageio.WriteOverlayPNG(filepath.Join(outDir, "overlays", name), r.Image, r.Labels, pal, *ov)
+		}
+		return nil
+	}
+	return pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{
+		Batch:    batch,
+		Progress: func(done, _ int) { progress(done) },
+	})
 }
