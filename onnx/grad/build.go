@@ -150,7 +150,11 @@ func (c *compiler) prepare() error {
 	if err := c.selectTrainable(); err != nil {
 		return err
 	}
-	return c.probeAndFold()
+	if err := c.probeAndFold(); err != nil {
+		return err
+	}
+	c.trimDeadTaps()
+	return nil
 }
 
 // constantsToInitializers turns Constant nodes into initializers.
