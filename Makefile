@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort test test-short python-deps torch-models demo bench fuzz vet clean
+.PHONY: all build ort test test-short python-deps torch-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -37,7 +37,12 @@ test: ort torch-models vet
 test-short: ort
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -short ./...
 
+# The main job on the default that ships with segtune (embedded in the binary).
 demo: ort build
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(BIN) demo --out out/demo
+
+# Segment and score CamVid with the pretrained person model of the shared assets.
+demo-camvid: ort build
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) scripts/demo.sh $(BIN) "$(SHARED)"
 
 bench: ort

@@ -225,3 +225,31 @@ func TestInfoJSON(t *testing.T) {
 		t.Error("missing model accepted")
 	}
 }
+
+// The demo's pieces at a small scale: data, two fine-tunes, table, curves,
+// segmentation and export.
+func TestDemoSmall(t *testing.T) {
+	requireORT(t)
+	out := t.TempDir()
+	stdout, err := runCLI(t, "demo", "--out", out, "--epochs", "1", "--train", "16", "--val", "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"baseline", "F1 α=0.01", "small", "large"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"curves.png", "refined.onnx", "segmented/overlays"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	masks, _ := filepath.Glob(filepath.Join(out, "segmented", "*.png"))
+	if len(masks) != 8 {
+		t.Errorf("%d masks, want 8", len(masks))
+	}
+	if _, err := onnx.Load(filepath.Join(out, "refined.onnx")); err != nil {
+		t.Error(err)
+	}
+}

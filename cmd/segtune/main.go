@@ -46,6 +46,7 @@ func newApp() *cli.App {
 			artifactsCommand(),
 			modelCommand(),
 			dataCommand(),
+			demoCommand(),
 			versionCommand(),
 		},
 		EnableBashCompletion: true,
