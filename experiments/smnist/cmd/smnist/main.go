@@ -1,0 +1,152 @@
+// Command smnist runs the paper's Experiment 1 (S-MNIST, PAPER.md §7.1)
+// with package experiments/smnist and writes the results as JSON, a
+// Markdown table and a PNG plot of test accuracy per epoch.
+//
+//	go run ./experiments/smnist/cmd/smnist --mnist "$(scripts/install-mnist.sh | tail -n1)" --out out/smnist
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/experiments/smnist"
+	"github.com/segtune/segtune/runtime"
+)
+
+func main() {
+	mnist := flag.String("mnist", os.Getenv("SEGTUNE_MNIST"), "folder with the four MNIST IDX files (scripts/install-mnist.sh prints it)")
+	synthetic := flag.Int("synthetic", 0, "use this many synthetic digit-like images instead of MNIST (tests, smoke runs)")
+	trainN := flag.Int("train", 0, "use the first N MNIST training images (0: all 60000; S-MNIST doubles it)")
+	testN := flag.Int("test", 0, "use the first N MNIST test images (0: all 10000)")
+	epochs := flag.Int("epochs", 40, "epochs")
+	batch := flag.Int("batch", 100, "batch size")
+	alphas := flag.String("alphas", "0,1e-2,1e-3,1e-4", "comma-separated α values (0: baseline)")
+	schedules := flag.String("schedules", "epoch", "comma-separated projection schedules for α > 0: epoch (Algorithm 1), step (full projections)")
+	heads := flag.String("heads", "input", "comma-separated S-measure heads: input (sibling unit), logits (on the layer's output)")
+	norm := flag.String("norm", "sum", "what α multiplies: sum (the paper's L) or mean (L/N)")
+	seed := flag.Uint64("seed", 1, "seed of the weights and the batch order")
+	jobs := flag.Int("jobs", 1, "runs in parallel")
+	threads := flag.Int("threads", 1, "ONNX Runtime threads per run")
+	out := flag.String("out", "out/smnist", "output folder (results.json, table.md, accuracy.png)")
+	title := flag.String("title", "S-MNIST: one-layer network, test accuracy per epoch", "plot title")
+	flag.Parse()
+
+	if err := runtime.Init(""); err != nil {
+		log.Fatalf("smnist: %v", err)
+	}
+	var train, test *smnist.Set
+	switch {
+	case *synthetic > 0:
+		train, test = smnist.Synthetic(*synthetic, 1), smnist.Synthetic(max(100, *synthetic/6), 2)
+	case *mnist != "":
+		var err error
+		if train, test, err = smnist.LoadMNIST(*mnist); err != nil {
+			log.Fatalf("smnist: %v", err)
+		}
+	default:
+		log.Fatal("smnist: give --mnist DIR (scripts/install-mnist.sh prints it) or --synthetic N")
+	}
+	d, err := smnist.Prepare(train, test, *trainN, *testN, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pos := 0
+	for _, c := range d.TrainClass {
+		pos += c
+	}
+	log.Printf("S-MNIST: %d training, %d test examples; mean foreground size %.1f px; |S+| = %d", d.Train.Len(), d.Test.Len(), d.MeanSize, pos)
+
+	var cfgs []smnist.Config
+	for _, h := range split(*heads) {
+		for _, a := range split(*alphas) {
+			alpha, err := strconv.ParseFloat(a, 64)
+			if err != nil {
+				log.Fatalf("smnist: --alphas: %v", err)
+			}
+			scheds := split(*schedules)
+			if alpha == 0 {
+				scheds = []string{smnist.ScheduleEpoch}
+			}
+			for _, s := range scheds {
+				c := smnist.Config{Alpha: alpha, Schedule: s, Head: h, Epochs: *epochs, Batch: *batch, Seed: *seed,
+					Threads: *threads, Dual: dual.Config{Normalization: dual.Normalization(*norm)}}
+				c.Name = name(c, len(split(*heads)) > 1)
+				c.Log = func(s string) { log.Print(s) }
+				cfgs = append(cfgs, c)
+			}
+		}
+	}
+	results := make([]*smnist.Results, len(cfgs))
+	errs := make([]error, len(cfgs))
+	sem := make(chan struct{}, max(1, *jobs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = smnist.Run(c, d)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			log.Fatalf("smnist: %s: %v", cfgs[i].Name, err)
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	js, err := json.MarshalIndent(map[string]any{
+		"train_examples": d.Train.Len(), "test_examples": d.Test.Len(), "mean_size": d.MeanSize, "positives": pos, "runs": results,
+	}, "", " ")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	table := smnist.Table(results)
+	if err := os.WriteFile(filepath.Join(*out, "table.md"), []byte(table), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(table)
+	if err := smnist.PlotAccuracy(filepath.Join(*out, "accuracy.png"), *title, results); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func name(c smnist.Config, withHead bool) string {
+	var n string
+	switch {
+	case c.Alpha == 0:
+		n = "baseline α=0"
+	case c.Schedule == smnist.ScheduleStep:
+		n = fmt.Sprintf("α=%g full proj.", c.Alpha)
+	default:
+		n = fmt.Sprintf("α=%g Alg. 1", c.Alpha)
+	}
+	if withHead {
+		n += " [" + c.Head + "]"
+	}
+	return n
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
