@@ -37,7 +37,25 @@ func main() {
 	threads := flag.Int("threads", 1, "ONNX Runtime threads per run")
 	out := flag.String("out", "out/smnist", "output folder (results.json, table.md, accuracy.png)")
 	title := flag.String("title", "S-MNIST: one-layer network, test accuracy per epoch", "plot title")
+	replot := flag.String("replot", "", "only redraw the plots and the table from this results.json into --out")
 	flag.Parse()
+
+	if *replot != "" {
+		var saved struct {
+			Runs []*smnist.Results `json:"runs"`
+		}
+		b, err := os.ReadFile(*replot)
+		if err == nil {
+			err = json.Unmarshal(b, &saved)
+		}
+		if err != nil {
+			log.Fatalf("smnist: --replot: %v", err)
+		}
+		if err := write(*out, *title, saved.Runs); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	if err := runtime.Init(""); err != nil {
 		log.Fatalf("smnist: %v", err)
@@ -115,14 +133,43 @@ func main() {
 	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
 		log.Fatal(err)
 	}
-	table := smnist.Table(results)
-	if err := os.WriteFile(filepath.Join(*out, "table.md"), []byte(table), 0o644); err != nil {
+	if err := write(*out, *title, results); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// write puts table.md, accuracy.png (every run) and, with several heads,
+// accuracy_<head>.png (the runs of one head) into dir.
+func write(dir, title string, results []*smnist.Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	table := smnist.Table(results)
+	if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(table), 0o644); err != nil {
+		return err
 	}
 	fmt.Print(table)
-	if err := smnist.PlotAccuracy(filepath.Join(*out, "accuracy.png"), *title, results); err != nil {
-		log.Fatal(err)
+	if err := smnist.PlotAccuracy(filepath.Join(dir, "accuracy.png"), title, results); err != nil {
+		return err
 	}
+	byHead := map[string][]*smnist.Results{}
+	var order []string
+	for _, r := range results {
+		if byHead[r.Config.Head] == nil {
+			order = append(order, r.Config.Head)
+		}
+		byHead[r.Config.Head] = append(byHead[r.Config.Head], r)
+	}
+	if len(order) < 2 {
+		return nil
+	}
+	for _, h := range order {
+		t := fmt.Sprintf("%s (S-measure head on %s)", title, h)
+		if err := smnist.PlotAccuracy(filepath.Join(dir, "accuracy_"+h+".png"), t, byHead[h]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func name(c smnist.Config, withHead bool) string {
