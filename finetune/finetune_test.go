@@ -223,3 +223,24 @@ func TestBadDataNamesTheFile(t *testing.T) {
 		t.Errorf("no warning naming the skipped file: %q", log.String())
 	}
 }
+
+// A new run must not overwrite an earlier run's checkpoints.
+func TestRefusesToOverwriteARun(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(out, "last.ckpt"))
+	_, err := Train(context.Background(), cfg, out, false, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "already holds a run") {
+		t.Fatalf("err = %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "last.ckpt"))
+	if !slices.Equal(before, after) {
+		t.Fatal("the earlier checkpoint changed")
+	}
+}

@@ -108,6 +108,11 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	}
 	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou"}}
 	var ck *checkpoint.Checkpoint
+	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
+		// Never overwrite an earlier run's checkpoints by accident.
+		return nil, fmt.Errorf("finetune: %s already holds a run (%s): continue it (--resume) or choose another folder",
+			dir, checkpoint.LastName)
+	}
 	if resume {
 		c, err := t.keeper.LoadLast()
 		switch {
