@@ -61,6 +61,10 @@ type Config struct {
 	// Size defines object size, for the regularizer and for reporting
 	// validation scores of small and large objects separately.
 	Size SizeSpec `json:"size"`
+	// Balanced draws about half of each batch from each size class, as the
+	// paper does (with or without the regularizer, so that a baseline can
+	// be sampled like the regularised run); otherwise batches are shuffled.
+	Balanced bool `json:"balanced,omitempty"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
 }

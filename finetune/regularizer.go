@@ -33,9 +33,6 @@ type RegularizerConfig struct {
 	// Projection is "epoch" (Algorithm 1: one projection per epoch) or
 	// "step" (the "full projections" baseline: one after every step).
 	Projection string `json:"projection"`
-	// Balanced draws about half of each batch from each size class, as the
-	// paper does; otherwise batches follow the usual shuffle.
-	Balanced bool `json:"balanced"`
 }
 
 // Names of what the regularizer adds to the training graph.
@@ -353,14 +350,17 @@ func sizeF1(scores []float64, seen []bool, classes []int, heads int) (float64, b
 	return 2 * tp / (2*tp + fp + fn), true
 }
 
-// order draws an epoch's batches balanced across size classes.
-func (r *regularizer) order(seed uint64, batch, steps int) func(epoch int) []int {
+// balancedOrder draws each epoch's batches with about the same number of
+// examples from every size class (half S+, half S− for binary size), as
+// the paper samples; the order depends only on the seed and the epoch, so
+// runs stay reproducible and resumable.
+func balancedOrder(classes []int, seed uint64, batch, steps int) func(epoch int) []int {
+	ids := make([]int64, len(classes))
+	for i := range ids {
+		ids[i] = int64(i)
+	}
 	return func(epoch int) []int {
-		ids := make([]int64, len(r.classes))
-		for i := range ids {
-			ids[i] = int64(i)
-		}
-		s, err := dual.NewSampler(ids, r.classes, batch, seed^uint64(epoch+1)*0x9e3779b97f4a7c15)
+		s, err := dual.NewSampler(ids, classes, batch, seed^uint64(epoch+1)*0x9e3779b97f4a7c15)
 		if err != nil {
 			return nil
 		}

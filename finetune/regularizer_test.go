@@ -3,6 +3,7 @@ package finetune
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/segtune/segtune/dual"
@@ -11,7 +12,8 @@ import (
 
 func regularizedToy(t *testing.T, dir, projection string) Config {
 	cfg := toyConfig(t, dir)
-	cfg.Regularizer = &RegularizerConfig{Alpha: 1e-2, Projection: projection, Balanced: true,
+	cfg.Balanced = true
+	cfg.Regularizer = &RegularizerConfig{Alpha: 1e-2, Projection: projection,
 		Dual: dual.Config{CLambda: 1, Normalization: dual.NormMean}}
 	return cfg
 }
@@ -81,4 +83,38 @@ func TestRegularizedResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+}
+
+// Balanced batches without the regularizer: the like-for-like baseline.
+func TestBalancedBaseline(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Balanced, cfg.Epochs = true, 2
+	var ids [][]int
+	order := balancedOrder([]int{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}, 3, 4, 3)
+	for e := 0; e < 2; e++ {
+		o := order(e)
+		if len(o) != 12 {
+			t.Fatalf("epoch %d: %d ids, want 3 batches of 4", e, len(o))
+		}
+		for b := 0; b < 3; b++ {
+			large := 0
+			for _, id := range o[4*b : 4*b+4] {
+				if id >= 8 {
+					large++
+				}
+			}
+			if large != 2 {
+				t.Errorf("epoch %d batch %d has %d large examples, want 2", e, b, large)
+			}
+		}
+		ids = append(ids, o)
+	}
+	if slices.Equal(ids[0], ids[1]) {
+		t.Error("two epochs drew the same order")
+	}
+	if _, err := Train(context.Background(), cfg, filepath.Join(dir, "run"), false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -387,8 +387,15 @@ func (t *trainer) run(ctx context.Context) error {
 		BatchSize: cfg.Batch, Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
 		StartEpoch: t.epoch, StartStep: t.inEpoch,
 	}
-	if t.reg != nil && t.reg.cfg.Balanced {
-		lc.Order = t.reg.order(cfg.Seed, cfg.Batch, t.perEp)
+	if cfg.Balanced {
+		if t.sizer == nil {
+			return fmt.Errorf("balanced sampling needs object sizes, and the data set has no size classes")
+		}
+		classes := make([]int, t.train.Len())
+		for id := range classes {
+			classes[id] = t.sizer.class(t.train, id)
+		}
+		lc.Order = balancedOrder(classes, cfg.Seed, cfg.Batch, t.perEp)
 	}
 	loader, err := data.NewLoader(ctx, t.train, lc)
 	if err != nil {

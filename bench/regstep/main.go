@@ -41,16 +41,17 @@ func main() {
 	}
 	camvid := filepath.Join(assets, "data", "camvid")
 	base := finetune.Config{
-		Network: finetune.NetworkSpec{BaseModel: filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx")},
-		Train:   finetune.DataSpec{Images: filepath.Join(camvid, "images", "train"), Masks: filepath.Join(camvid, "masks", "train")},
+		Network:  finetune.NetworkSpec{BaseModel: filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx")},
+		Train:    finetune.DataSpec{Images: filepath.Join(camvid, "images", "train"), Masks: filepath.Join(camvid, "masks", "train")},
 		LabelMap: "9,10:1;11:255;*:0", Ignore: 255, Trainable: "all",
 		Batch: *batch, Height: *crop, Width: *crop * 4 / 3, MaxSteps: *steps, Epochs: 1,
 		Optimizer: "adamw", LR: 2e-4, Schedule: "constant", Seed: 1,
 		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.5, Flip: true},
 		Preprocess: imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1},
+		Balanced:   true, // both runs sample alike; they differ only in the regularizer
 	}
 	reg := base
-	reg.Regularizer = &finetune.RegularizerConfig{Alpha: 1e-3, Projection: "epoch", Balanced: true,
+	reg.Regularizer = &finetune.RegularizerConfig{Alpha: 1e-3, Projection: "epoch",
 		Dual: dual.Config{Normalization: dual.NormMean}}
 	tmp, err := os.MkdirTemp("", "regstep")
 	if err != nil {

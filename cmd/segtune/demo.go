@@ -91,9 +91,12 @@ func runDemo(c *cli.Context) error {
 		Optimizer: "adam", LR: 1e-3, Schedule: "poly:0.9", Seed: 1,
 		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.25, Flip: true},
 		Preprocess: entry.Preprocess, Threads: c.Int("threads"),
+		// Both runs draw balanced batches, so that they differ only in
+		// the regularizer.
+		Balanced: true,
 	}
 	reg := base
-	reg.Regularizer = &finetune.RegularizerConfig{Alpha: c.Float64("alpha"), Projection: "epoch", Balanced: true,
+	reg.Regularizer = &finetune.RegularizerConfig{Alpha: c.Float64("alpha"), Projection: "epoch",
 		Dual: dual.Config{Objective: "fbeta", Beta: 1, Normalization: dual.NormSum, CLambda: 1}}
 	runs := []struct {
 		name string

@@ -26,7 +26,8 @@ func regularizerFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "dual-lr", Value: 1e-2, Usage: "Adam step size for τ and ε", Category: cat},
 		&cli.Float64Flag{Name: "c-lambda", Value: 1e-3, Usage: "dual step constant for λ (η = c/epoch)", Category: cat},
 		&cli.Float64Flag{Name: "c-mu", Value: 1e-5, Usage: "dual step constant for μ", Category: cat},
-		&cli.BoolFlag{Name: "no-balance", Usage: "plain shuffled batches instead of half small, half large", Category: cat},
+		&cli.BoolFlag{Name: "no-balance", Usage: "with --alpha: plain shuffled batches instead of half small, half large", Category: cat},
+		&cli.BoolFlag{Name: "balance", Usage: "half small, half large batches also without --alpha (a like-for-like baseline)", Category: cat},
 		&cli.StringFlag{Name: "size-classes", Usage: "classes whose pixel fraction is the object size (default: all but 0)", Category: cat},
 		&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an object is large (default: the training-set mean)", Category: cat},
 		&cli.BoolFlag{Name: "size-vote", Usage: "label images by majority vote of per-class thresholds (several size classes)", Category: cat},
@@ -48,6 +49,7 @@ func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 	if alpha < 0 {
 		return fmt.Errorf("--alpha %v must not be negative", alpha)
 	}
+	cfg.Balanced = c.Bool("balance") || (alpha > 0 && !c.Bool("no-balance"))
 	if alpha == 0 {
 		return nil
 	}
@@ -56,7 +58,7 @@ func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 		return fmt.Errorf("--grid: %w", err)
 	}
 	cfg.Regularizer = &finetune.RegularizerConfig{
-		Alpha: alpha, Feature: c.String("feature"), Projection: c.String("projection"), Balanced: !c.Bool("no-balance"),
+		Alpha: alpha, Feature: c.String("feature"), Projection: c.String("projection"),
 		Dual: dual.Config{
 			Objective: c.String("objective"), Beta: c.Float64("beta"), Level: c.Float64("level"), Grid: grid,
 			Normalization: dual.Normalization(c.String("normalization")),
