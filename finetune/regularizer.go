@@ -128,19 +128,19 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 		onnx.NewInt64Tensor("segtune/term_shape", []int64{1}, []int64{1}),
 	)
 	B, T := int64(batch), int64(r.terms)
-	g.Input = append(g.Input, floatInput(regPos, B, T), floatInput(regNeg, B, T), floatInput(regEps, 1, T))
+	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnxpb.TensorProto_FLOAT, B, T), onnx.TensorValueInfo(regNeg, onnxpb.TensorProto_FLOAT, B, T), onnx.TensorValueInfo(regEps, onnxpb.TensorProto_FLOAT, 1, T))
 	node := func(op string, out string, in []string, attrs ...*onnxpb.AttributeProto) {
 		name := out + "/" + op
 		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
 	}
 	addHeadNodes(g, pooled)
-	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, intAttr("axis", 1))
+	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, onnx.IntAttr("axis", 1))
 	node("Mul", "segtune/reg_lin", []string{"segtune/term_scores", regPos})
 	node("Add", "segtune/reg_z", []string{"segtune/term_scores", regEps})
 	node("Relu", "segtune/reg_hinge", []string{"segtune/reg_z"})
 	node("Mul", "segtune/reg_negterm", []string{"segtune/reg_hinge", regNeg})
 	node("Add", "segtune/reg_sum", []string{"segtune/reg_lin", "segtune/reg_negterm"})
-	node("ReduceSum", "segtune/reg_total", []string{"segtune/reg_sum"}, intAttr("keepdims", 0))
+	node("ReduceSum", "segtune/reg_total", []string{"segtune/reg_sum"}, onnx.IntAttr("keepdims", 0))
 	node("Reshape", regTerm, []string{"segtune/reg_total", "segtune/term_shape"})
 	gc = grad.Config{
 		ExtraOutputs: []string{sizeScores},
@@ -174,21 +174,6 @@ func featureChannels(m *onnx.Model, feature string) (int, error) {
 func mustLayers(m *onnx.Model) []network.Layer {
 	l, _ := network.Layers(m)
 	return l
-}
-
-func floatInput(name string, dims ...int64) *onnxpb.ValueInfoProto {
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	shape := &onnxpb.TensorShapeProto{}
-	for _, d := range dims {
-		shape.Dim = append(shape.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
-	}
-	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: shape}}}}
-}
-
-func intAttr(name string, v int64) *onnxpb.AttributeProto {
-	ty := onnxpb.AttributeProto_INT
-	return &onnxpb.AttributeProto{Name: &name, Type: &ty, I: &v}
 }
 
 // bind finds the regularizer's inputs and outputs in the training session.
@@ -435,7 +420,7 @@ func addHeadNodes(g *onnxpb.GraphProto, pooled string) {
 		in      []string
 		attrs   []*onnxpb.AttributeProto
 	}{
-		{"Flatten", "segtune/size_flat", []string{pooled}, []*onnxpb.AttributeProto{intAttr("axis", 1)}},
+		{"Flatten", "segtune/size_flat", []string{pooled}, []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}},
 		{"MatMul", "segtune/size_mm", []string{"segtune/size_flat", sizeW}, nil},
 		{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil},
 	} {

@@ -194,37 +194,22 @@ func buildModel(head string, batch int, seed uint64) (*onnx.Model, error) {
 		g.Initializer = append(g.Initializer,
 			onnx.NewFloat32Tensor("smeasure.weight", []int64{1, 10}, v),
 			onnx.NewFloat32Tensor("smeasure.bias", []int64{1}, []float32{0}))
-		node("Gemm", sMeasure, []string{"logits", "smeasure.weight", "smeasure.bias"}, intAttr("transB", 1))
-		g.Output = append(g.Output, floatInput(sMeasure, int64(batch), 1))
+		node("Gemm", sMeasure, []string{"logits", "smeasure.weight", "smeasure.bias"}, onnx.IntAttr("transB", 1))
+		g.Output = append(g.Output, onnx.TensorValueInfo(sMeasure, onnxpb.TensorProto_FLOAT, int64(batch), 1))
 	default:
 		return nil, fmt.Errorf("smnist: unknown head %q (want %q or %q)", head, HeadInput, HeadLogits)
 	}
 	B := int64(batch)
-	g.Input = append(g.Input, floatInput(regPos, B, 1), floatInput(regNeg, B, 1), floatInput(regEps, 1, 1))
+	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnxpb.TensorProto_FLOAT, B, 1), onnx.TensorValueInfo(regNeg, onnxpb.TensorProto_FLOAT, B, 1), onnx.TensorValueInfo(regEps, onnxpb.TensorProto_FLOAT, 1, 1))
 	g.Initializer = append(g.Initializer, onnx.NewInt64Tensor("reg/shape", []int64{1}, []int64{1}))
 	node("Mul", "reg/lin", []string{sMeasure, regPos})
 	node("Add", "reg/z", []string{sMeasure, regEps})
 	node("Relu", "reg/hinge", []string{"reg/z"})
 	node("Mul", "reg/negterm", []string{"reg/hinge", regNeg})
 	node("Add", "reg/sum", []string{"reg/lin", "reg/negterm"})
-	node("ReduceSum", "reg/total", []string{"reg/sum"}, intAttr("keepdims", 0))
+	node("ReduceSum", "reg/total", []string{"reg/sum"}, onnx.IntAttr("keepdims", 0))
 	node("Reshape", regTerm, []string{"reg/total", "reg/shape"})
 	return m, nil
-}
-
-func floatInput(name string, dims ...int64) *onnxpb.ValueInfoProto {
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	shape := &onnxpb.TensorShapeProto{}
-	for _, d := range dims {
-		shape.Dim = append(shape.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
-	}
-	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: shape}}}}
-}
-
-func intAttr(name string, v int64) *onnxpb.AttributeProto {
-	ty := onnxpb.AttributeProto_INT
-	return &onnxpb.AttributeProto{Name: &name, Type: &ty, I: &v}
 }
 
 // feeder fills a session's inputs by name.

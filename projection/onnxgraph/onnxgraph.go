@@ -105,15 +105,15 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 	// lower index first; the values (all that is used) do not depend on it.
 	sorted, order := b.name("sorted"), b.name("order")
 	b.emit("TopK", "topk", []string{tau, nK}, []string{sorted, order},
-		attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
+		onnx.IntAttr("axis", -1), onnx.IntAttr("largest", 1), onnx.IntAttr("sorted", 1))
 
 	// c = CumSum([δ, g_1, …, g_n]) = [δ, δ+g_1, …, δ+g_1+…+g_n] and
 	// θ_k = c_k/(k+1), k = 0…n: the average of the top k, δ included.
-	dg := b.node("Concat", "delta_sorted", []string{delta, sorted}, attrInt("axis", -1))
+	dg := b.node("Concat", "delta_sorted", []string{delta, sorted}, onnx.IntAttr("axis", -1))
 	csum := b.node("CumSum", "cumsum", []string{dg, b.ints("axis_last", nil, -1)})
 	lim := b.node("Add", "count_limit", []string{nScalar, b.ints("two", nil, 2)})
 	cnt := b.node("Range", "count_int", []string{b.ints("one", nil, 1), lim, b.ints("step", nil, 1)})
-	cntF := b.node("Cast", "count", []string{cnt}, attrInt("to", int64(dt)))
+	cntF := b.node("Cast", "count", []string{cnt}, onnx.IntAttr("to", int64(dt)))
 	thetaAll := b.node("Div", "theta_all", []string{csum, cntF})
 
 	// k* = #{k ≥ 1 : θ_k < g_k}. g_k > θ_k ⟺ g_k > θ_{k−1} (θ_k is a
@@ -123,12 +123,12 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 	thetaK := b.node("Slice", "theta_k", []string{thetaAll, b.ints("one_1", []int64{1}, 1),
 		b.ints("intmax_1", []int64{1}, math.MaxInt64), b.ints("axis_last_1", []int64{1}, -1)})
 	active := b.node("Less", "active", []string{thetaK, sorted})
-	activeI := b.node("Cast", "active_int", []string{active}, attrInt("to", int64(onnxpb.TensorProto_INT64)))
+	activeI := b.node("Cast", "active_int", []string{active}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
 	kstar := b.node("ReduceSum", "k_star", []string{activeI, b.ints("axis_last_2", []int64{1}, -1)},
-		attrInt("keepdims", 1))
+		onnx.IntAttr("keepdims", 1))
 
 	// θ* = θ_{k*}; ō = max(0, θ*); τ* = min(τ, ō) (the relu form).
-	theta := b.node("GatherElements", "theta", []string{thetaAll, kstar}, attrInt("axis", -1))
+	theta := b.node("GatherElements", "theta", []string{thetaAll, kstar}, onnx.IntAttr("axis", -1))
 	thr := b.node("Relu", "threshold", []string{theta})
 	proj := b.node("Min", "tau_proj", []string{tau, thr})
 	return Names{TauProj: proj, Threshold: thr, Theta: theta, KStar: kstar, Sorted: sorted}, nil
@@ -204,10 +204,6 @@ func (b *builder) ints(name string, dims []int64, v ...int64) string {
 	b.g.Initializer = append(b.g.Initializer, onnx.NewInt64Tensor(full, dims, v))
 	b.taken[full] = true
 	return full
-}
-
-func attrInt(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
 }
 
 // valueInfo declares a rank-1 tensor whose dimension is a number or a name.
