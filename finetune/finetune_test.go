@@ -67,7 +67,13 @@ func TestToyRunLearnsAndExports(t *testing.T) {
 func TestResumeIsExact(t *testing.T) {
 	requireORT(t)
 	dir := t.TempDir()
-	cfg := toyConfig(t, dir)
+	assertResumeIsExact(t, dir, toyConfig(t, dir))
+}
+
+// assertResumeIsExact runs cfg whole, and again in two parts (its first
+// two epochs, then resumed), and requires the same end state and history.
+func assertResumeIsExact(t *testing.T, dir string, cfg Config) {
+	t.Helper()
 	full := filepath.Join(dir, "full")
 	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
 		t.Fatal(err)

@@ -68,21 +68,7 @@ func TestStepProjectionSchedule(t *testing.T) {
 func TestRegularizedResumeIsExact(t *testing.T) {
 	requireORT(t)
 	dir := t.TempDir()
-	cfg := regularizedToy(t, dir, "epoch")
-	full := filepath.Join(dir, "full")
-	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
-	part := filepath.Join(dir, "part")
-	short := cfg
-	short.Epochs = 2
-	if _, err := Train(context.Background(), short, part, false, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Train(context.Background(), cfg, part, true, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
-	assertSameWeights(t, filepath.Join(full, "last.ckpt"), filepath.Join(part, "last.ckpt"))
+	assertResumeIsExact(t, dir, regularizedToy(t, dir, "epoch"))
 }
 
 // Balanced batches without the regularizer: the like-for-like baseline.
