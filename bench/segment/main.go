@@ -29,6 +29,8 @@ func main() {
 	batch := flag.Int("batch", 4, "batch size")
 	runs := flag.Int("runs", 5, "repetitions (median reported)")
 	threads := flag.Int("threads", 0, "ONNX Runtime threads (0 = all cores)")
+	noSpin := flag.Bool("nospin", false, "ONNX Runtime threads sleep instead of spinning between runs")
+	workers := flag.Int("workers", 0, "decode and encode goroutines each (0 = GOMAXPROCS)")
 	flag.Parse()
 	assets := testassets.SharedAssetsDir()
 	if assets == "" {
@@ -43,7 +45,11 @@ func main() {
 	}
 	data, _ := m.Marshal()
 	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
-	seg, err := segmenter.Open(data, pre, runtime.Options{Threads: *threads})
+	opts := runtime.Options{Threads: *threads}
+	if *noSpin {
+		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
+	}
+	seg, err := segmenter.Open(data, pre, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,7 +101,7 @@ func main() {
 		finish := func(r segmenter.Result) error {
 			return imageio.WriteMaskPNG(filepath.Join(out, filepath.Base(r.Path)), r.Labels, r.Width, r.Height, nil)
 		}
-		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch})
+		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers})
 		if err != nil || len(rep.Failures) > 0 {
 			log.Fatal(err, rep.Failures)
 		}
