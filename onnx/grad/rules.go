@@ -74,36 +74,43 @@ func (c *gradCtx) dy(i int) string {
 	return c.zeros(c.shape(c.out(i)))
 }
 
-// constInts reads input i as constant integers (folded or initializer).
-func (c *gradCtx) constInts(i int) ([]int64, bool, error) {
+// constInit returns input i's constant tensor (folded or initializer), nil
+// for an absent optional input, or an error when the input is computed or
+// trainable.
+func (c *gradCtx) constInit(i int) (*onnxpb.TensorProto, error) {
 	name := c.in(i)
 	if name == "" {
-		return nil, false, nil
+		return nil, nil
 	}
 	t, ok := c.c.inits[name]
 	if !ok || c.c.isTrain[name] {
-		return nil, false, fmt.Errorf("input %d (%q) must be constant", i, name)
+		return nil, fmt.Errorf("input %d (%q) must be constant", i, name)
+	}
+	return t, nil
+}
+
+// constInts reads input i as constant integers (folded or initializer).
+func (c *gradCtx) constInts(i int) ([]int64, bool, error) {
+	t, err := c.constInit(i)
+	if t == nil || err != nil {
+		return nil, false, err
 	}
 	v, err := onnx.Int64s(t)
 	if err != nil {
-		return nil, false, fmt.Errorf("input %d (%q): %w", i, name, err)
+		return nil, false, fmt.Errorf("input %d (%q): %w", i, c.in(i), err)
 	}
 	return v, true, nil
 }
 
 // constFloats reads input i as constant floats (folded or initializer).
 func (c *gradCtx) constFloats(i int) ([]float64, bool, error) {
-	name := c.in(i)
-	if name == "" {
-		return nil, false, nil
-	}
-	t, ok := c.c.inits[name]
-	if !ok || c.c.isTrain[name] {
-		return nil, false, fmt.Errorf("input %d (%q) must be constant", i, name)
+	t, err := c.constInit(i)
+	if t == nil || err != nil {
+		return nil, false, err
 	}
 	v, err := onnx.Float64s(t)
 	if err != nil {
-		return nil, false, fmt.Errorf("input %d (%q): %w", i, name, err)
+		return nil, false, fmt.Errorf("input %d (%q): %w", i, c.in(i), err)
 	}
 	return v, true, nil
 }

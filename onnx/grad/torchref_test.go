@@ -299,21 +299,7 @@ func runTraining(t *testing.T, gs *grad.Graphs, feeds map[string]*runtime.Tensor
 		}
 		feeds[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
 	}
-	in := make([]*runtime.Tensor, len(s.Inputs))
-	for i, x := range s.Inputs {
-		if in[i] = feeds[x.Name]; in[i] == nil {
-			t.Fatalf("no feed for training input %q", x.Name)
-		}
-	}
-	outs, err := s.Run(in...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := map[string]*runtime.Tensor{}
-	for i, o := range s.Outputs {
-		res[o.Name] = outs[i]
-	}
-	return res
+	return runSession(t, s, feeds)
 }
 
 // torchResult is what scripts/torch_grads.py wrote.
