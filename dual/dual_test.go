@@ -365,35 +365,37 @@ func TestRegularizerJSONRoundTrip(t *testing.T) {
 // the continued run is bit-identical to the uninterrupted one.
 func TestLinearResumeIdentical(t *testing.T) {
 	x, y := blobs(3, 40, 60, 4, 0.5)
-	cfg := LinearConfig{Reg: Config{LR: 1e-3, CLambda: 1, CMu: 1}, Epochs: 30, Batch: 10, LRPower: 0.5, AverageFrom: 10, Seed: 9}
-	full, _ := NewLinear(x, y, cfg)
-	if err := full.Run(); err != nil {
-		t.Fatal(err)
-	}
-	part, _ := NewLinear(x, y, cfg)
-	for range 17 {
-		if err := part.RunEpoch(); err != nil {
+	for _, s := range []Schedule{ScheduleEpoch, ScheduleGraph} {
+		cfg := LinearConfig{Reg: Config{LR: 1e-3, CLambda: 1, CMu: 1}, Epochs: 30, Batch: 10, LRPower: 0.5, AverageFrom: 10, Seed: 9, Schedule: s}
+		full, _ := NewLinear(x, y, cfg)
+		if err := full.Run(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	ck, err := json.Marshal(part)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resumed, err := RestoreLinear(x, y, ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := resumed.Run(); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := json.Marshal(full)
-	b, _ := json.Marshal(resumed)
-	if string(a) != string(b) {
-		t.Fatal("resumed run differs from the uninterrupted one")
-	}
-	if !slices.Equal(full.W, resumed.W) || full.Epoch != 30 {
-		t.Fatal("heads differ")
+		part, _ := NewLinear(x, y, cfg)
+		for range 17 {
+			if err := part.RunEpoch(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ck, err := json.Marshal(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resumed, err := RestoreLinear(x, y, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Run(); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(full)
+		b, _ := json.Marshal(resumed)
+		if string(a) != string(b) {
+			t.Fatalf("%s: resumed run differs from the uninterrupted one", s)
+		}
+		if !slices.Equal(full.W, resumed.W) || full.Epoch != 30 {
+			t.Fatalf("%s: heads differ", s)
+		}
 	}
 }
 

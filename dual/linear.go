@@ -18,6 +18,11 @@ const (
 	// ScheduleStep is the "full projections" baseline: a projection after
 	// every inner step (and none extra at the end of the epoch).
 	ScheduleStep Schedule = "step"
+	// ScheduleGraph trains through the projection (PAPER.md §5, the relu
+	// form): the Lagrangian reads Π_C of free τ̃, ε̃ and every step
+	// back-propagates through it (Regularizer.ProjectThrough, with
+	// ExactProjector), so no separate projection step is needed.
+	ScheduleGraph Schedule = "graph"
 )
 
 // LinearConfig configures Linear.
@@ -103,7 +108,7 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	if cfg.Schedule == "" {
 		cfg.Schedule = ScheduleEpoch
 	}
-	if cfg.Schedule != ScheduleEpoch && cfg.Schedule != ScheduleStep {
+	if cfg.Schedule != ScheduleEpoch && cfg.Schedule != ScheduleStep && cfg.Schedule != ScheduleGraph {
 		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Schedule)
 	}
 	cfg.Reg = cfg.Reg.withDefaults()
@@ -118,6 +123,9 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := attachProjectors(reg, cfg.Schedule); err != nil {
+		return nil, err
+	}
 	s, err := NewSampler(ids, classes, cfg.Batch, cfg.Seed)
 	if err != nil {
 		return nil, err
@@ -129,6 +137,18 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 		W: make([]float64, H*d), mW: make([]float64, H*d), vW: make([]float64, H*d),
 		gW: make([]float64, H*d),
 	}, nil
+}
+
+// attachProjectors switches reg to the graph schedule when s asks for it.
+func attachProjectors(reg *Regularizer, s Schedule) error {
+	if s != ScheduleGraph {
+		return nil
+	}
+	projs := make([]Projector, len(reg.Terms()))
+	for k := range projs {
+		projs[k] = &ExactProjector{}
+	}
+	return reg.ProjectThrough(projs)
 }
 
 // Config returns the configuration with defaults filled in.
@@ -152,6 +172,7 @@ func (l *Linear) RunEpoch() error {
 	l.Reg.cfg.LR = l.cfg.Reg.LR * lrScale
 	lrW := l.cfg.LRW * lrScale
 	H := l.Reg.Heads()
+	runs := l.Reg.ThroughProjections()
 	for range l.cfg.Steps {
 		l.batch = l.sampler.Next(l.batch)
 		l.scores = slices.Grow(l.scores[:0], len(l.batch)*H)[:len(l.batch)*H]
@@ -180,7 +201,9 @@ func (l *Linear) RunEpoch() error {
 			}
 		}
 		l.adamW(lrW)
-		l.Reg.PrimalStep()
+		if err := l.Reg.PrimalStep(); err != nil {
+			return err
+		}
 		if l.cfg.Schedule == ScheduleStep {
 			k, err := l.Reg.ProjectPrimal()
 			if err != nil {
@@ -195,6 +218,9 @@ func (l *Linear) RunEpoch() error {
 			return err
 		}
 		l.Projections += k
+	}
+	if l.cfg.Schedule == ScheduleGraph {
+		l.Projections += l.Reg.ThroughProjections() - runs
 	}
 	if err := l.Reg.DualStep(e, l.Cache); err != nil {
 		return err
@@ -366,6 +392,9 @@ func RestoreLinear(x [][]float64, classes []int, checkpoint []byte) (*Linear, er
 	copy(l.vW, j.VW)
 	l.stepW, l.Epoch, l.Projections = j.StepW, j.Epoch, j.Projections
 	l.Reg, l.sampler = j.Reg, j.Sampler
+	if err := attachProjectors(l.Reg, l.cfg.Schedule); err != nil {
+		return nil, err
+	}
 	if l.Cache, err = l.Reg.RestoreScoreCache(j.Cache); err != nil {
 		return nil, err
 	}

@@ -217,10 +217,16 @@ func TestAcceptanceAlgorithm1(t *testing.T) { runAcceptance(t, ScheduleEpoch) }
 // the same optimum.
 func TestAcceptanceFullProjections(t *testing.T) { runAcceptance(t, ScheduleStep) }
 
-// TestProjectionCount: E projections for Algorithm 1, E·T for the baseline.
+// TestAcceptanceGraph: training through the projection (the relu form of
+// PAPER.md §5, no projection step) reaches the same optimum.
+func TestAcceptanceGraph(t *testing.T) { runAcceptance(t, ScheduleGraph) }
+
+// TestProjectionCount: E projections for Algorithm 1, E·T for the baseline,
+// 2·E·T for the graph schedule (one for the gradient, one for the new point).
+
 func TestProjectionCount(t *testing.T) {
 	x, y := blobs(2, 30, 30, 3, 0.5)
-	for _, s := range []Schedule{ScheduleEpoch, ScheduleStep} {
+	for _, s := range []Schedule{ScheduleEpoch, ScheduleStep, ScheduleGraph} {
 		cfg := LinearConfig{Epochs: 7, Batch: 10, Steps: 5, Schedule: s, Seed: 3}
 		l, err := NewLinear(x, y, cfg)
 		if err != nil {
@@ -230,8 +236,11 @@ func TestProjectionCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 7
-		if s == ScheduleStep {
+		switch s {
+		case ScheduleStep:
 			want = 7 * 5
+		case ScheduleGraph:
+			want = 2 * 7 * 5
 		}
 		if l.Projections != want {
 			t.Errorf("%s: %d projections, want %d", s, l.Projections, want)

@@ -96,6 +96,8 @@ type Term struct {
 	mark    []bool    // mark[k]: k is in touched
 	touched []int
 	gEps    float64
+
+	through *through // the graph schedule's free variables (ProjectThrough)
 }
 
 // Regularizer is the state of the reparameterised Lagrangian over a fixed
@@ -113,6 +115,8 @@ type Regularizer struct {
 	scratch []float64
 	hw      []float64 // per-class Horvitz–Thompson weights of the last batch
 	cnt     []int
+
+	throughRuns int // projections of the graph schedule (ThroughProjections)
 }
 
 // New builds a Regularizer over examples ids with size classes classes
@@ -294,10 +298,15 @@ func finite(xs []float64) bool {
 
 // PrimalStep applies one Adam step to τ and ε with the gradients of the last
 // Eval. τ uses lazy (sparse) Adam: only coordinates present in the batch
-// move, so a step costs O(batch), not O(n).
-func (r *Regularizer) PrimalStep() {
+// move, so a step costs O(batch), not O(n). After ProjectThrough the step
+// goes through the projection instead (dense, see ProjectThrough); only
+// then can it fail.
+func (r *Regularizer) PrimalStep() error {
 	r.step++
 	lr := r.cfg.LR * math.Sqrt(1-math.Pow(adamB2, float64(r.step))) / (1 - math.Pow(adamB1, float64(r.step)))
+	if r.Through() {
+		return r.primalStepThrough(lr)
+	}
 	for _, t := range r.terms {
 		for _, k := range t.touched {
 			g := t.gTau[k]
@@ -310,6 +319,7 @@ func (r *Regularizer) PrimalStep() {
 		t.vEps = adamB2*t.vEps + (1-adamB2)*g*g
 		t.Eps -= lr * t.mEps / (math.Sqrt(t.vEps) + adamEps)
 	}
+	return nil
 }
 
 // ProjectPrimal applies Π_C to (ε, τ) of every term (O(n) expected each,

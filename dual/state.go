@@ -22,6 +22,10 @@ type termJSON struct {
 	VTau   []float64 `json:"v_tau"`
 	MEps   float64   `json:"m_eps"`
 	VEps   float64   `json:"v_eps"`
+	// RawTau and RawEps are the free variables of the graph schedule
+	// (ProjectThrough); Tau and Eps are then their projection.
+	RawTau []float64 `json:"raw_tau,omitempty"`
+	RawEps *float64  `json:"raw_eps,omitempty"`
 }
 
 type regJSON struct {
@@ -38,11 +42,15 @@ type regJSON struct {
 func (r *Regularizer) MarshalJSON() ([]byte, error) {
 	j := regJSON{Version: stateVersion, Config: r.cfg, IDs: r.ids, Classes: r.class, Step: r.step}
 	for _, t := range r.terms {
-		j.Terms = append(j.Terms, termJSON{
+		tj := termJSON{
 			Family: t.Family.Name(), Head: t.Head, Class: t.Class,
 			Tau: t.Tau, Lambda: t.Lambda, Eps: t.Eps, Mu: t.Mu, Rho: t.Rho,
 			MTau: t.mTau, VTau: t.vTau, MEps: t.mEps, VEps: t.vEps,
-		})
+		}
+		if th := t.through; th != nil {
+			tj.RawTau, tj.RawEps = th.raw, &th.rawEps
+		}
+		j.Terms = append(j.Terms, tj)
 	}
 	return json.Marshal(j)
 }
@@ -69,7 +77,8 @@ func (r *Regularizer) UnmarshalJSON(b []byte) error {
 		s := j.Terms[k]
 		n := len(t.Tau)
 		if s.Family != t.Family.Name() || s.Head != t.Head || s.Class != t.Class ||
-			len(s.Tau) != n || len(s.Lambda) != n || len(s.MTau) != n || len(s.VTau) != n {
+			len(s.Tau) != n || len(s.Lambda) != n || len(s.MTau) != n || len(s.VTau) != n ||
+			(s.RawTau != nil && len(s.RawTau) != n) || (s.RawTau != nil) != (s.RawEps != nil) {
 			return fmt.Errorf("dual: checkpoint term %d does not match its configuration", k)
 		}
 		copy(t.Tau, s.Tau)
@@ -77,6 +86,9 @@ func (r *Regularizer) UnmarshalJSON(b []byte) error {
 		copy(t.mTau, s.MTau)
 		copy(t.vTau, s.VTau)
 		t.Eps, t.Mu, t.Rho, t.mEps, t.vEps = s.Eps, s.Mu, s.Rho, s.MEps, s.VEps
+		if s.RawTau != nil {
+			t.through = &through{raw: append([]float64(nil), s.RawTau...), rawEps: *s.RawEps}
+		}
 	}
 	fresh.step = j.Step
 	*r = *fresh

@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/projection/onnxgraph"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -30,8 +31,12 @@ type RegularizerConfig struct {
 	// Feature is the tensor whose global average pool feeds the size head;
 	// empty means the input of the final classifier (the paper's a_l).
 	Feature string `json:"feature,omitempty"`
-	// Projection is "epoch" (Algorithm 1: one projection per epoch) or
-	// "step" (the "full projections" baseline: one after every step).
+	// Projection is "epoch" (Algorithm 1: one projection per epoch),
+	// "step" (the "full projections" baseline: one after every step) or
+	// "graph" (the relu form of PAPER.md §5: τ, ε stay free, the Lagrangian
+	// reads their projection, and every step back-propagates through it;
+	// the projection and its gradient run as an ONNX graph,
+	// projection/onnxgraph).
 	Projection string `json:"projection"`
 }
 
@@ -65,6 +70,11 @@ type regularizer struct {
 	ids           []int64
 	in            struct{ pos, neg, eps, gradIn int }
 	scoresOut     int
+	// projectors run the projection of each term under the "graph" schedule.
+	projectors []*onnxgraph.Projector
+	// throughMark is the dual.Regularizer's projection count at the start of
+	// the epoch (graph schedule).
+	throughMark int
 	// Epoch statistics.
 	lagrangian  float64
 	evals       int
@@ -76,9 +86,9 @@ func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*reg
 	switch cfg.Projection {
 	case "", "epoch":
 		cfg.Projection = "epoch"
-	case "step":
+	case "step", "graph":
 	default:
-		return nil, fmt.Errorf("projection %q: want epoch or step", cfg.Projection)
+		return nil, fmt.Errorf("projection %q: want epoch, step or graph", cfg.Projection)
 	}
 	r := &regularizer{cfg: cfg, sz: sz}
 	ids := make([]int64, train.Len())
@@ -93,7 +103,43 @@ func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*reg
 	}
 	r.cache = r.reg.NewScoreCache()
 	r.terms, r.heads = len(r.reg.Terms()), r.reg.Heads()
+	if cfg.Projection == "graph" {
+		for _, term := range r.reg.Terms() {
+			p, err := onnxgraph.NewProjector(len(term.Tau), runtime.Options{Threads: 1})
+			if err != nil {
+				r.close()
+				return nil, fmt.Errorf("regularizer: %w", err)
+			}
+			r.projectors = append(r.projectors, p)
+		}
+		if err := r.projectThrough(); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// projectThrough hands the ONNX projectors to the dual state (again after a
+// restore, which rebuilds it).
+func (r *regularizer) projectThrough() error {
+	ps := make([]dual.Projector, len(r.projectors))
+	for i, p := range r.projectors {
+		ps[i] = p
+	}
+	if err := r.reg.ProjectThrough(ps); err != nil {
+		return fmt.Errorf("regularizer: %w", err)
+	}
+	r.throughMark = r.reg.ThroughProjections()
+	return nil
+}
+
+// close releases the projectors' sessions.
+func (r *regularizer) close() {
+	for _, p := range r.projectors {
+		p.Close()
+	}
+	r.projectors = nil
 }
 
 // addToGraph appends the size head and the regularizer's term to the
@@ -225,7 +271,13 @@ func (r *regularizer) afterStep(outs []*runtime.Tensor) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r.reg.PrimalStep()
+	t0 := time.Now()
+	if err := r.reg.PrimalStep(); err != nil {
+		return 0, err
+	}
+	if r.cfg.Projection == "graph" { // the step is the two projections
+		r.projTime += time.Since(t0)
+	}
 	if err := r.cache.Put(r.ids, scores); err != nil {
 		return 0, err
 	}
@@ -250,10 +302,14 @@ func (r *regularizer) project() error {
 // endEpoch projects (Algorithm 1), takes the dual step with η = c/e, and
 // returns the epoch's regularizer statistics.
 func (r *regularizer) endEpoch(epoch int) (map[string]float64, error) {
-	if r.cfg.Projection == "epoch" {
+	switch r.cfg.Projection {
+	case "epoch":
 		if err := r.project(); err != nil {
 			return nil, err
 		}
+	case "graph":
+		r.projections = r.reg.ThroughProjections() - r.throughMark
+		r.throughMark = r.reg.ThroughProjections()
 	}
 	if err := r.reg.DualStep(epoch+1, r.cache); err != nil {
 		return nil, err
@@ -392,6 +448,9 @@ func (r *regularizer) restore(b []byte) error {
 		return fmt.Errorf("regularizer state: %w", err)
 	}
 	r.cache = c
+	if r.projectors != nil {
+		return r.projectThrough()
+	}
 	return nil
 }
 

@@ -1,12 +1,14 @@
 package finetune
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 )
 
@@ -64,11 +66,45 @@ func TestStepProjectionSchedule(t *testing.T) {
 	}
 }
 
-// Resuming restores the regularizer's τ, λ, ε, μ and score cache too.
-func TestRegularizedResumeIsExact(t *testing.T) {
+// Training through the in-graph projection: two ONNX projections per step
+// (one for the gradient, one for the new point) and none at the epoch's end.
+func TestGraphProjectionSchedule(t *testing.T) {
 	requireORT(t)
 	dir := t.TempDir()
-	assertResumeIsExact(t, dir, regularizedToy(t, dir, "epoch"))
+	cfg := regularizedToy(t, dir, "graph")
+	cfg.Epochs = 2
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := history.Read(filepath.Join(out, HistoryFile))
+	for i, e := range history.Filter(recs, history.KindEpoch) {
+		if p, _ := e.Value("reg_projections"); p != 6 { // 12 examples / batch 4, two each
+			t.Errorf("epoch %d: graph schedule made %v projections in 3 steps, want 6", i+1, p)
+		}
+		if v, ok := e.Value("reg_violation"); !ok || v != v {
+			t.Errorf("epoch %d: no constraint violation logged", i+1)
+		}
+	}
+	ck, err := checkpoint.Load(filepath.Join(out, "last.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ck.RegularizerState, []byte(`"raw_tau"`)) {
+		t.Error("the checkpoint lacks the free variables τ̃ of the graph schedule")
+	}
+}
+
+// Resuming restores the regularizer's τ, λ, ε, μ and score cache too, and
+// under the graph schedule its free variables.
+func TestRegularizedResumeIsExact(t *testing.T) {
+	requireORT(t)
+	for _, schedule := range []string{"epoch", "graph"} {
+		t.Run(schedule, func(t *testing.T) {
+			dir := t.TempDir()
+			assertResumeIsExact(t, dir, regularizedToy(t, dir, schedule))
+		})
+	}
 }
 
 // Balanced batches without the regularizer: the like-for-like baseline.

@@ -138,7 +138,11 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := t.setup(ctx); err != nil {
+	err := t.setup(ctx)
+	if t.reg != nil {
+		defer t.reg.close()
+	}
+	if err != nil {
 		return nil, err
 	}
 	defer t.step.close()
@@ -149,7 +153,6 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	} else if err := t.startHistory(); err != nil {
 		return nil, err
 	}
-	var err error
 	if t.hist, err = history.Open(filepath.Join(dir, HistoryFile)); err != nil {
 		return nil, err
 	}

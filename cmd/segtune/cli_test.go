@@ -253,3 +253,45 @@ func TestDemoSmall(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The regularizer's projection schedules from the command line: each runs,
+// and the per-epoch projection count tells them apart (3 steps per epoch:
+// Algorithm 1 projects once, "step" after each step, "graph" twice a step).
+func TestFinetuneProjectionSchedules(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "12", "--val", "4", "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	model := redModel(t, dir)
+	for schedule, want := range map[string]float64{"epoch": 1, "step": 3, "graph": 6} {
+		out := filepath.Join(dir, "run-"+schedule)
+		if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", out, "--label-map", "1,2:1;*:0",
+			"--crop", "32x32", "--batch", "4", "--epochs", "1", "--lr", "1e-3",
+			"--alpha", "0.01", "--projection", schedule); err != nil {
+			t.Fatalf("%s: %v", schedule, err)
+		}
+		recs, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got float64 = -1
+		for _, line := range strings.Split(strings.TrimSpace(string(recs)), "\n") {
+			var r map[string]any
+			if json.Unmarshal([]byte(line), &r) == nil {
+				if p, ok := r["reg_projections"].(float64); ok {
+					got = p
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("%s: %v projections in the epoch, want %v", schedule, got, want)
+		}
+	}
+	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", filepath.Join(dir, "bad"),
+		"--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "4", "--epochs", "1", "--alpha", "0.01", "--projection", "sometimes"); err == nil ||
+		!strings.Contains(err.Error(), "graph") {
+		t.Errorf("unknown schedule: error %v, want one naming the choices", err)
+	}
+}

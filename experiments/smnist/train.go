@@ -402,7 +402,9 @@ func Run(cfg Config, d *Data) (*Results, error) {
 					return nil, fmt.Errorf("smnist: epoch %d: %w", e, err)
 				}
 				lagSum += val
-				reg.PrimalStep()
+				if err := reg.PrimalStep(); err != nil {
+					return nil, err
+				}
 				if cfg.Schedule == ScheduleStep {
 					if err := project(); err != nil {
 						return nil, err
