@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -33,9 +34,6 @@ func (s NetworkSpec) LoadNetwork(baseOverride string) (*onnx.Model, error) {
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
-		if os.IsNotExist(err) || baseOverride == "" {
-			return nil, fmt.Errorf("%w (the base model of the checkpoint; pass --model to point at it)", err)
-		}
 		return nil, err
 	}
 	if s.Classes > 0 {
@@ -67,6 +65,9 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 	}
 	m, err := cfg.Network.LoadNetwork(baseOverride)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || baseOverride == "" {
+			return nil, fmt.Errorf("%w (the base model of the checkpoint; pass --model to point at it)", err)
+		}
 		return nil, err
 	}
 	var ws []network.Weight
