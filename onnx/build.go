@@ -19,3 +19,15 @@ func TensorValueInfo(name string, dt onnxpb.TensorProto_DataType, dims ...int64)
 	return &onnxpb.ValueInfoProto{Name: &name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
 		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &et, Shape: shape}}}}
 }
+
+// IntsAttr returns an INTS attribute, for nodes built in code.
+func IntsAttr(name string, v ...int64) *onnxpb.AttributeProto {
+	ty := onnxpb.AttributeProto_INTS
+	return &onnxpb.AttributeProto{Name: &name, Type: &ty, Ints: append([]int64(nil), v...)}
+}
+
+// StringAttr returns a STRING attribute, for nodes built in code.
+func StringAttr(name, v string) *onnxpb.AttributeProto {
+	ty := onnxpb.AttributeProto_STRING
+	return &onnxpb.AttributeProto{Name: &name, Type: &ty, S: []byte(v)}
+}
