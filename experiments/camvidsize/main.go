@@ -1,0 +1,267 @@
+// Command camvidsize runs the CamVid size-regularizer study of docs/camvid.md:
+// for one target class (person or sky) it fine-tunes the shared DeepLabV3+
+// person model with and without the F1 size regularizer over several seeds,
+// scores every run on CamVid val split into small and large objects, and
+// prints the table (mean ± sample std over seeds) as Markdown.
+//
+// It drives the segtune binary, so what it measures is exactly what a user
+// gets from the command line. Finished runs are kept: rerunning the command
+// only trains what is missing, and the table is rebuilt from the runs'
+// eval.json files; minutes/run is the training time metrics.jsonl records.
+//
+//	go run ./experiments/camvidsize --class sky --out runs/sky
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// target is the class whose object size the study is about.
+type target struct {
+	labelMap   string
+	classNames string
+	// extra flags of finetune (sky gets a fresh head: the model's class 1 is person).
+	extra []string
+}
+
+var targets = map[string]target{
+	// Person = CamVid Pedestrian (9) + Bicyclist (10); 11 is Unlabelled.
+	"person": {labelMap: "9,10:1;11:255;*:0", classNames: "background,person"},
+	// Sky = CamVid class 0, the paper's experiment 2 class.
+	"sky": {labelMap: "0:1;11:255;*:0", classNames: "background,sky", extra: []string{"--classes", "2"}},
+}
+
+// variant is one row of the table.
+type variant struct {
+	name  string
+	flags []string
+}
+
+func regularised(alpha, projection string) variant {
+	name := "F1, α = " + alpha
+	if projection != "epoch" {
+		name += ", --projection " + projection
+	}
+	return variant{name, []string{"--alpha", alpha, "--normalization", "sum", "--c-lambda", "1", "--projection", projection}}
+}
+
+// variants are the table's rows. Runs are stored by row index: append new
+// rows at the end so that finished runs keep their folders.
+var variants = []variant{
+	{"baseline, shuffled batches", nil},
+	{"baseline, balanced batches", []string{"--balance"}},
+	regularised("1e-2", "epoch"),
+	regularised("1e-3", "epoch"),
+	regularised("1e-4", "epoch"),
+	regularised("1e-3", "step"),
+	regularised("1e-3", "graph"),
+}
+
+// evalJSON is the part of `segtune eval --json` the table needs.
+type evalJSON struct {
+	MeanIoU *float64 `json:"mean_iou"`
+	Classes []struct {
+		IoU *float64 `json:"iou"`
+	} `json:"classes"`
+	Groups map[string]struct {
+		MeanIoU *float64 `json:"mean_iou"`
+		Classes []struct {
+			IoU *float64 `json:"iou"`
+		} `json:"classes"`
+	} `json:"groups"`
+	SizeGap   *float64 `json:"size_gap"`
+	Threshold float64  `json:"size_threshold"`
+}
+
+func main() {
+	class := flag.String("class", "sky", "target class: person or sky")
+	out := flag.String("out", "", "folder for the runs (required)")
+	assets := flag.String("assets", "../shared/assets", "folder holding models/ and data/camvid")
+	bin := flag.String("bin", "bin/segtune", "segtune binary")
+	seeds := flag.Int("seeds", 3, "seeds 1..N per variant")
+	epochs := flag.Int("epochs", 3, "epochs per run")
+	crop := flag.String("crop", "180x240", "training crop")
+	flag.Parse()
+	if err := run(*class, *out, *assets, *bin, *seeds, *epochs, *crop); err != nil {
+		fmt.Fprintln(os.Stderr, "camvidsize:", err)
+		os.Exit(1)
+	}
+}
+
+func run(class, out, assets, bin string, seeds, epochs int, crop string) error {
+	t, ok := targets[class]
+	if !ok {
+		return fmt.Errorf("unknown --class %q (person or sky)", class)
+	}
+	if out == "" {
+		return errors.New("--out is required")
+	}
+	model := filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx")
+	data := filepath.Join(assets, "data", "camvid")
+	for _, p := range []string{model, data, bin} {
+		if _, err := os.Stat(p); err != nil {
+			return err
+		}
+	}
+	pre := []string{"--value-scale", "0.00784313725490196", "--value-offset", "-1"}
+	common := append([]string{"--model", model, "--data", data, "--label-map", t.labelMap,
+		"--class-names", t.classNames, "--crop", crop, "--batch", "4", "--epochs", strconv.Itoa(epochs),
+		"--scale-min", "0.75", "--scale-max", "1.5", "--optimizer", "adamw", "--lr", "2e-4",
+		"--weight-decay", "1e-4", "--schedule", "poly:0.9", "--size-classes", "1"}, pre...)
+	common = append(common, t.extra...)
+
+	results := make([][]evalJSON, len(variants))
+	minutes := make([][]float64, len(variants))
+	for vi, v := range variants {
+		for seed := 1; seed <= seeds; seed++ {
+			dir := filepath.Join(out, fmt.Sprintf("v%d_s%d", vi, seed))
+			secs, done := trainedSeconds(dir, epochs)
+			if !done {
+				if err := os.RemoveAll(dir); err != nil { // an unfinished run: start it again
+					return err
+				}
+				args := append([]string{"finetune", "--out", dir, "--seed", strconv.Itoa(seed)}, common...)
+				args = append(args, v.flags...)
+				fmt.Fprintf(os.Stderr, "== %s, seed %d: %s %s\n", v.name, seed, bin, strings.Join(args, " "))
+				if err := command(bin, args, os.Stderr); err != nil {
+					return err
+				}
+				if secs, done = trainedSeconds(dir, epochs); !done {
+					return fmt.Errorf("%s: finetune ended without %d epochs and model.onnx", dir, epochs)
+				}
+			}
+			minutes[vi] = append(minutes[vi], secs/60)
+			evalPath := filepath.Join(dir, "eval.json")
+			if _, err := os.Stat(evalPath); err != nil {
+				var buf strings.Builder
+				eargs := append([]string{"eval", "--json", "--model", filepath.Join(dir, "model.onnx"),
+					"--images", filepath.Join(data, "images", "val"), "--masks", filepath.Join(data, "masks", "val"),
+					"--label-map", t.labelMap, "--class-names", t.classNames, "--size-classes", "1"}, pre...)
+				if err := command(bin, eargs, &buf); err != nil {
+					return err
+				}
+				if err := writeAtomic(evalPath, []byte(buf.String())); err != nil {
+					return err
+				}
+			}
+			var e evalJSON
+			raw, err := os.ReadFile(evalPath)
+			if err == nil {
+				err = json.Unmarshal(raw, &e)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %v", evalPath, err)
+			}
+			results[vi] = append(results[vi], e)
+		}
+	}
+	printTable(os.Stdout, class, results, minutes)
+	return nil
+}
+
+// trainedSeconds reports whether dir holds a finished run of the given
+// number of epochs (its model.onnx exported, its epochs logged) and the
+// training time its metrics.jsonl records.
+func trainedSeconds(dir string, epochs int) (float64, bool) {
+	if _, err := os.Stat(filepath.Join(dir, "model.onnx")); err != nil {
+		return 0, false
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		return 0, false
+	}
+	secs, n := 0.0, 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		var r struct {
+			Kind    string  `json:"kind"`
+			Seconds float64 `json:"seconds"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Kind == "epoch" {
+			secs += r.Seconds
+			n++
+		}
+	}
+	return secs, n >= epochs
+}
+
+func command(bin string, args []string, stdout io.Writer) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v", bin, args[0], err)
+	}
+	return nil
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func printTable(w io.Writer, class string, results [][]evalJSON, minutes [][]float64) {
+	if len(results) > 0 && len(results[0]) > 0 {
+		fmt.Fprintf(w, "Small/large split at the val mean %s fraction, %.4f.\n\n", class, results[0][0].Threshold)
+	}
+	fmt.Fprintf(w, "| run | %[1]s IoU | mean IoU | %[1]s IoU small | %[1]s IoU large | mIoU gap (large − small) | training minutes/run |\n", class)
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	for vi, v := range variants {
+		rs := results[vi]
+		col := func(f func(evalJSON) *float64) string {
+			var xs []float64
+			for _, r := range rs {
+				if p := f(r); p != nil {
+					xs = append(xs, *p)
+				}
+			}
+			return meanStd(xs)
+		}
+		classIoU := func(cs []struct {
+			IoU *float64 `json:"iou"`
+		}) *float64 {
+			if len(cs) < 2 {
+				return nil
+			}
+			return cs[1].IoU
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", v.name,
+			col(func(e evalJSON) *float64 { return classIoU(e.Classes) }),
+			col(func(e evalJSON) *float64 { return e.MeanIoU }),
+			col(func(e evalJSON) *float64 { return classIoU(e.Groups["small"].Classes) }),
+			col(func(e evalJSON) *float64 { return classIoU(e.Groups["large"].Classes) }),
+			col(func(e evalJSON) *float64 { return e.SizeGap }),
+			meanStd(minutes[vi]))
+	}
+}
+
+// meanStd formats the mean ± sample standard deviation.
+func meanStd(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	var m float64
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	if len(xs) == 1 {
+		return fmt.Sprintf("%.3f", m)
+	}
+	var v float64
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return fmt.Sprintf("%.3f ± %.3f", m, math.Sqrt(v/float64(len(xs)-1)))
+}
