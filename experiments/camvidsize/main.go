@@ -24,6 +24,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/history"
 )
 
 // target is the class whose object size the study is about.
@@ -91,14 +94,15 @@ func main() {
 	seeds := flag.Int("seeds", 3, "seeds 1..N per variant")
 	epochs := flag.Int("epochs", 3, "epochs per run")
 	crop := flag.String("crop", "180x240", "training crop")
+	plotPath := flag.String("plot", "", "also write seed 1's training curves of every variant to this PNG")
 	flag.Parse()
-	if err := run(*class, *out, *assets, *bin, *seeds, *epochs, *crop); err != nil {
+	if err := run(*class, *out, *assets, *bin, *seeds, *epochs, *crop, *plotPath); err != nil {
 		fmt.Fprintln(os.Stderr, "camvidsize:", err)
 		os.Exit(1)
 	}
 }
 
-func run(class, out, assets, bin string, seeds, epochs int, crop string) error {
+func run(class, out, assets, bin string, seeds, epochs int, crop, plotPath string) error {
 	t, ok := targets[class]
 	if !ok {
 		return fmt.Errorf("unknown --class %q (person or sky)", class)
@@ -166,7 +170,21 @@ func run(class, out, assets, bin string, seeds, epochs int, crop string) error {
 		}
 	}
 	printTable(os.Stdout, class, results, minutes)
-	return nil
+	if plotPath == "" {
+		return nil
+	}
+	var runs []history.Run
+	for vi, v := range variants {
+		recs, err := history.Read(filepath.Join(out, fmt.Sprintf("v%d_s1", vi), finetune.HistoryFile))
+		if err != nil {
+			return err
+		}
+		runs = append(runs, history.Run{Name: v.name, Records: recs})
+	}
+	return history.PlotPNG(plotPath, runs, history.PlotOptions{
+		Title:  fmt.Sprintf("CamVid %s, seed 1", class),
+		Metric: "val_iou_" + class,
+	})
 }
 
 // trainedSeconds reports whether dir holds a finished run of the given

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestMeanStd(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want string
+	}{
+		{nil, "—"},
+		{[]float64{0.5}, "0.500"},
+		{[]float64{0.5, 0.7, 0.9}, "0.700 ± 0.200"}, // sample std
+	} {
+		if got := meanStd(c.in); got != c.want {
+			t.Errorf("meanStd(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A run counts as finished only with its model exported and every epoch
+// logged; its training time is the epochs' seconds.
+func TestTrainedSeconds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("metrics.jsonl", `{"kind":"step","seconds":9}
+{"kind":"epoch","seconds":60}
+{"kind":"epoch","seconds":30}
+`)
+	if _, ok := trainedSeconds(dir, 2); ok {
+		t.Error("finished without model.onnx")
+	}
+	write("model.onnx", "x")
+	if _, ok := trainedSeconds(dir, 3); ok {
+		t.Error("finished with 2 of 3 epochs")
+	}
+	if s, ok := trainedSeconds(dir, 2); !ok || s != 90 {
+		t.Errorf("trainedSeconds = %v, %v; want 90, true", s, ok)
+	}
+}
