@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
@@ -152,40 +153,21 @@ func trainGrad(t *testing.T, delta float64, gamma, c []float64, d float64) ([]fl
 	return outs[s.OutputIndex(grad.GradPrefix+"tau")].Float64, outs[s.OutputIndex(grad.GradPrefix+"delta")].Float64[0]
 }
 
-// closedForm is the gradient of F = Σ c_i τ*_i + d ō. With the active set
-// A = {i : γ_i > θ*} (strict: a coordinate tied with θ* counts as
-// inactive, as in the graph):
+// closedForm is the gradient of F = Σ c_i τ*_i + d ō in closed form:
+// dual.ExactProjector's vector–Jacobian product (checked against finite
+// differences in package dual). With the active set A = {i : γ_i > θ*}
+// (strict: a coordinate tied with θ* counts as inactive, as in the graph):
 //
-//	θ* > 0:  ∂ō/∂γ_i = ∂ō/∂δ = 1/(k*+1) (i ∈ A), 0 otherwise; so
-//	         ∂F/∂γ_i = c_i (i ∉ A), ∂F/∂γ_i = ∂F/∂δ = (d + Σ_{j∈A} c_j)/(k*+1) (i ∈ A);
+//	θ* > 0:  ∂F/∂γ_i = c_i (i ∉ A), ∂F/∂γ_i = ∂F/∂δ = (d + Σ_{j∈A} c_j)/(k*+1) (i ∈ A);
 //	θ* ≤ 0:  ō = 0: ∂F/∂γ_i = c_i where γ_i ≤ 0, 0 elsewhere; ∂F/∂δ = 0.
 func closedForm(delta float64, gamma, c []float64, d float64) ([]float64, float64) {
-	theta := thetaOf(delta, gamma)
-	want := make([]float64, len(gamma))
-	if theta <= 0 {
-		for i, x := range gamma {
-			if x <= 0 {
-				want[i] = c[i]
-			}
-		}
-		return want, 0
+	var p dual.ExactProjector
+	g := make([]float64, len(gamma))
+	_, gd, err := p.Apply(gamma, delta, c, d, make([]float64, len(gamma)), g)
+	if err != nil {
+		panic(err)
 	}
-	k, sumC := 0, d
-	for i, x := range gamma {
-		if x > theta {
-			k++
-			sumC += c[i]
-		}
-	}
-	share := sumC / float64(k+1)
-	for i, x := range gamma {
-		if x > theta {
-			want[i] = share
-		} else {
-			want[i] = c[i]
-		}
-	}
-	return want, share
+	return g, gd
 }
 
 func maxDiff(gTau []float64, gDelta float64, wTau []float64, wDelta float64) float64 {
