@@ -86,23 +86,64 @@ type evalJSON struct {
 	Threshold float64  `json:"size_threshold"`
 }
 
+// study is what the command line asks for.
+type study struct {
+	class, out, assets, bin string
+	seeds, epochs           int
+	crop, plot              string
+	rows                    []int // indices into variants
+}
+
 func main() {
-	class := flag.String("class", "sky", "target class: person or sky")
-	out := flag.String("out", "", "folder for the runs (required)")
-	assets := flag.String("assets", "../shared/assets", "folder holding models/ and data/camvid")
-	bin := flag.String("bin", "bin/segtune", "segtune binary")
-	seeds := flag.Int("seeds", 3, "seeds 1..N per variant")
-	epochs := flag.Int("epochs", 3, "epochs per run")
-	crop := flag.String("crop", "180x240", "training crop")
-	plotPath := flag.String("plot", "", "also write seed 1's training curves of every variant to this PNG")
+	var st study
+	flag.StringVar(&st.class, "class", "sky", "target class: person or sky")
+	flag.StringVar(&st.out, "out", "", "folder for the runs (required)")
+	flag.StringVar(&st.assets, "assets", "../shared/assets", "folder holding models/ and data/camvid")
+	flag.StringVar(&st.bin, "bin", "bin/segtune", "segtune binary")
+	flag.IntVar(&st.seeds, "seeds", 3, "seeds 1..N per variant")
+	flag.IntVar(&st.epochs, "epochs", 3, "epochs per run")
+	flag.StringVar(&st.crop, "crop", "180x240", "training crop")
+	flag.StringVar(&st.plot, "plot", "", "also write seed 1's training curves of every variant to this PNG")
+	rows := flag.String("variants", "", "comma-separated rows of the table to run (0-based; default all):\n"+variantList())
 	flag.Parse()
-	if err := run(*class, *out, *assets, *bin, *seeds, *epochs, *crop, *plotPath); err != nil {
+	var err error
+	if st.rows, err = parseRows(*rows); err == nil {
+		err = run(st)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "camvidsize:", err)
 		os.Exit(1)
 	}
 }
 
-func run(class, out, assets, bin string, seeds, epochs int, crop, plotPath string) error {
+func variantList() string {
+	var b strings.Builder
+	for i, v := range variants {
+		fmt.Fprintf(&b, "  %d  %s\n", i, v.name)
+	}
+	return b.String()
+}
+
+func parseRows(spec string) ([]int, error) {
+	var rows []int
+	if spec == "" {
+		for i := range variants {
+			rows = append(rows, i)
+		}
+		return rows, nil
+	}
+	for _, f := range strings.Split(spec, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 0 || i >= len(variants) {
+			return nil, fmt.Errorf("--variants: %q is not a row 0..%d", f, len(variants)-1)
+		}
+		rows = append(rows, i)
+	}
+	return rows, nil
+}
+
+func run(st study) error {
+	class, out, bin, seeds, epochs := st.class, st.out, st.bin, st.seeds, st.epochs
 	t, ok := targets[class]
 	if !ok {
 		return fmt.Errorf("unknown --class %q (person or sky)", class)
@@ -110,8 +151,8 @@ func run(class, out, assets, bin string, seeds, epochs int, crop, plotPath strin
 	if out == "" {
 		return errors.New("--out is required")
 	}
-	model := filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx")
-	data := filepath.Join(assets, "data", "camvid")
+	model := filepath.Join(st.assets, "models", "deeplabv3plus_person_dynamic.onnx")
+	data := filepath.Join(st.assets, "data", "camvid")
 	for _, p := range []string{model, data, bin} {
 		if _, err := os.Stat(p); err != nil {
 			return err
@@ -119,14 +160,15 @@ func run(class, out, assets, bin string, seeds, epochs int, crop, plotPath strin
 	}
 	pre := []string{"--value-scale", "0.00784313725490196", "--value-offset", "-1"}
 	common := append([]string{"--model", model, "--data", data, "--label-map", t.labelMap,
-		"--class-names", t.classNames, "--crop", crop, "--batch", "4", "--epochs", strconv.Itoa(epochs),
+		"--class-names", t.classNames, "--crop", st.crop, "--batch", "4", "--epochs", strconv.Itoa(epochs),
 		"--scale-min", "0.75", "--scale-max", "1.5", "--optimizer", "adamw", "--lr", "2e-4",
 		"--weight-decay", "1e-4", "--schedule", "poly:0.9", "--size-classes", "1"}, pre...)
 	common = append(common, t.extra...)
 
 	results := make([][]evalJSON, len(variants))
 	minutes := make([][]float64, len(variants))
-	for vi, v := range variants {
+	for _, vi := range st.rows {
+		v := variants[vi]
 		for seed := 1; seed <= seeds; seed++ {
 			dir := filepath.Join(out, fmt.Sprintf("v%d_s%d", vi, seed))
 			secs, done := trainedSeconds(dir, epochs)
@@ -169,19 +211,20 @@ func run(class, out, assets, bin string, seeds, epochs int, crop, plotPath strin
 			results[vi] = append(results[vi], e)
 		}
 	}
-	printTable(os.Stdout, class, results, minutes)
-	if plotPath == "" {
+	printTable(os.Stdout, class, st.rows, results, minutes)
+	if st.plot == "" {
 		return nil
 	}
 	var runs []history.Run
-	for vi, v := range variants {
+	for _, vi := range st.rows {
+		v := variants[vi]
 		recs, err := history.Read(filepath.Join(out, fmt.Sprintf("v%d_s1", vi), finetune.HistoryFile))
 		if err != nil {
 			return err
 		}
 		runs = append(runs, history.Run{Name: v.name, Records: recs})
 	}
-	return history.PlotPNG(plotPath, runs, history.PlotOptions{
+	return history.PlotPNG(st.plot, runs, history.PlotOptions{
 		Title:  fmt.Sprintf("CamVid %s, seed 1", class),
 		Metric: "val_iou_" + class,
 	})
@@ -229,14 +272,14 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-func printTable(w io.Writer, class string, results [][]evalJSON, minutes [][]float64) {
-	if len(results) > 0 && len(results[0]) > 0 {
-		fmt.Fprintf(w, "Small/large split at the val mean %s fraction, %.4f.\n\n", class, results[0][0].Threshold)
+func printTable(w io.Writer, class string, rows []int, results [][]evalJSON, minutes [][]float64) {
+	if len(rows) > 0 && len(results[rows[0]]) > 0 {
+		fmt.Fprintf(w, "Small/large split at the val mean %s fraction, %.4f.\n\n", class, results[rows[0]][0].Threshold)
 	}
 	fmt.Fprintf(w, "| run | %[1]s IoU | mean IoU | %[1]s IoU small | %[1]s IoU large | mIoU gap (large − small) | training minutes/run |\n", class)
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
-	for vi, v := range variants {
-		rs := results[vi]
+	for _, vi := range rows {
+		v, rs := variants[vi], results[vi]
 		col := func(f func(evalJSON) *float64) string {
 			var xs []float64
 			for _, r := range rs {

@@ -45,3 +45,17 @@ func TestTrainedSeconds(t *testing.T) {
 		t.Errorf("trainedSeconds = %v, %v; want 90, true", s, ok)
 	}
 }
+
+func TestParseRows(t *testing.T) {
+	if rows, err := parseRows(""); err != nil || len(rows) != len(variants) {
+		t.Errorf("default rows %v, %v", rows, err)
+	}
+	if rows, err := parseRows("1, 3"); err != nil || len(rows) != 2 || rows[0] != 1 || rows[1] != 3 {
+		t.Errorf("rows %v, %v", rows, err)
+	}
+	for _, bad := range []string{"x", "-1", "99"} {
+		if _, err := parseRows(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
