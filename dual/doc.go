@@ -81,6 +81,23 @@
 // gradient; τ, ε are stepped by Adam on the normalised L (Adam makes their
 // update invariant to the constant factor α).
 //
+// # Projection schedules
+//
+// Adam steps (τ, ε) freely, so they leave C between projections.
+// Algorithm 1 calls ProjectPrimal once per epoch, the "full projections"
+// baseline after every step. The third schedule trains through the
+// projection (PAPER.md §5, the relu form): after ProjectThrough, τ and ε
+// are free variables τ̃, ε̃, Term.Tau and Term.Eps always hold Π_C(τ̃, ε̃)
+// (feasible at every step), and PrimalStep applies the chain rule through
+// Π_C, whose Jacobian is piecewise linear: with ō = ε* and the active set
+// A = {i : τ̃_i > ō}, ∂ō/∂τ̃_i = ∂ō/∂ε̃ = 1/(|A|+1) for i ∈ A (when ō > 0),
+// and τ_i = τ̃_i outside A. A Projector supplies Π_C and that product:
+// ExactProjector in Go, or projection/onnxgraph.Projector, which runs the
+// projection graph and its gradient in ONNX Runtime (what `segtune finetune
+// --projection graph` uses). The gradient is dense on A, so Adam is dense
+// under this schedule, and every step costs two projections (one for the
+// gradient, one for the new point).
+//
 // # Checkpoints
 //
 // State is serialised as JSON: float64 values round-trip exactly
