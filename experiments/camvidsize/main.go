@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -166,6 +167,7 @@ func run(st study) error {
 	common = append(common, t.extra...)
 
 	results := make([][]evalJSON, len(variants))
+	lastResults := make([][]evalJSON, len(variants))
 	minutes := make([][]float64, len(variants))
 	for _, vi := range st.rows {
 		v := variants[vi]
@@ -187,31 +189,32 @@ func run(st study) error {
 				}
 			}
 			minutes[vi] = append(minutes[vi], secs/60)
-			evalPath := filepath.Join(dir, "eval.json")
-			if _, err := os.Stat(evalPath); err != nil {
-				var buf strings.Builder
-				eargs := append([]string{"eval", "--json", "--model", filepath.Join(dir, "model.onnx"),
-					"--images", filepath.Join(data, "images", "val"), "--masks", filepath.Join(data, "masks", "val"),
-					"--label-map", t.labelMap, "--class-names", t.classNames, "--size-classes", "1"}, pre...)
-				if err := command(bin, eargs, &buf); err != nil {
-					return err
-				}
-				if err := writeAtomic(evalPath, []byte(buf.String())); err != nil {
-					return err
-				}
-			}
-			var e evalJSON
-			raw, err := os.ReadFile(evalPath)
-			if err == nil {
-				err = json.Unmarshal(raw, &e)
-			}
+			// model.onnx is the run's best epoch by val mIoU (what finetune
+			// exports); last.ckpt is where training ended. Both are scored,
+			// the last one with the same small/large threshold.
+			evalArgs := append([]string{"eval", "--json",
+				"--images", filepath.Join(data, "images", "val"), "--masks", filepath.Join(data, "masks", "val"),
+				"--label-map", t.labelMap, "--class-names", t.classNames, "--size-classes", "1"}, pre...)
+			e, err := evaluate(bin, filepath.Join(dir, "eval.json"), slices.Concat(evalArgs, []string{"--model", filepath.Join(dir, "model.onnx")}))
 			if err != nil {
-				return fmt.Errorf("%s: %v", evalPath, err)
+				return err
 			}
+			last, err := evaluate(bin, filepath.Join(dir, "eval_last.json"), slices.Concat(evalArgs, []string{
+				"--model", filepath.Join(dir, "last.ckpt"), "--size-threshold", strconv.FormatFloat(e.Threshold, 'g', -1, 64)}))
+			if err != nil {
+				return err
+			}
+			lastResults[vi] = append(lastResults[vi], last)
 			results[vi] = append(results[vi], e)
 		}
 	}
+	fmt.Println("Best epoch by val mIoU (model.onnx, what `segtune finetune` exports):")
+	fmt.Println()
 	printTable(os.Stdout, class, st.rows, results, minutes)
+	fmt.Println()
+	fmt.Println("Last epoch (last.ckpt):")
+	fmt.Println()
+	printTable(os.Stdout, class, st.rows, lastResults, minutes)
 	if st.plot == "" {
 		return nil
 	}
@@ -228,6 +231,29 @@ func run(st study) error {
 		Title:  fmt.Sprintf("CamVid %s, seed 1", class),
 		Metric: "val_iou_" + class,
 	})
+}
+
+// evaluate returns the `segtune eval --json` summary stored at path,
+// running eval with args first when there is none.
+func evaluate(bin, path string, args []string) (evalJSON, error) {
+	var e evalJSON
+	if _, err := os.Stat(path); err != nil {
+		var buf strings.Builder
+		if err := command(bin, args, &buf); err != nil {
+			return e, err
+		}
+		if err := writeAtomic(path, []byte(buf.String())); err != nil {
+			return e, err
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(raw, &e)
+	}
+	if err != nil {
+		return e, fmt.Errorf("%s: %v", path, err)
+	}
+	return e, nil
 }
 
 // trainedSeconds reports whether dir holds a finished run of the given
