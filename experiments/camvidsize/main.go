@@ -51,12 +51,17 @@ type variant struct {
 	flags []string
 }
 
-func regularised(alpha, projection string) variant {
+// regularised is the F1 regularizer with α multiplying the paper's summed
+// Lagrangian and the dual step constant c_λ.
+func regularised(alpha, projection, cLambda string) variant {
 	name := "F1, α = " + alpha
 	if projection != "epoch" {
 		name += ", --projection " + projection
 	}
-	return variant{name, []string{"--alpha", alpha, "--normalization", "sum", "--c-lambda", "1", "--projection", projection}}
+	if cLambda != "1" {
+		name += ", c_λ = " + cLambda
+	}
+	return variant{name, []string{"--alpha", alpha, "--normalization", "sum", "--c-lambda", cLambda, "--projection", projection}}
 }
 
 // variants are the table's rows. Runs are stored by row index: append new
@@ -64,11 +69,12 @@ func regularised(alpha, projection string) variant {
 var variants = []variant{
 	{"baseline, shuffled batches", nil},
 	{"baseline, balanced batches", []string{"--balance"}},
-	regularised("1e-2", "epoch"),
-	regularised("1e-3", "epoch"),
-	regularised("1e-4", "epoch"),
-	regularised("1e-3", "step"),
-	regularised("1e-3", "graph"),
+	regularised("1e-2", "epoch", "1"),
+	regularised("1e-3", "epoch", "1"),
+	regularised("1e-4", "epoch", "1"),
+	regularised("1e-3", "step", "1"),
+	regularised("1e-3", "graph", "1"),
+	regularised("1e-3", "epoch", "1e-3"), // the paper's dual step for λ
 }
 
 // evalJSON is the part of `segtune eval --json` the table needs.
