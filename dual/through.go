@@ -9,7 +9,7 @@ import (
 // Projector is Π_C together with its vector–Jacobian product: the
 // differentiable projection of PAPER.md §5 that Regularizer.ProjectThrough
 // trains through. projection/onnxgraph.Projector computes it in ONNX
-// Runtime; a Go reference is in the tests.
+// Runtime; ExactProjector is the closed form in Go.
 type Projector interface {
 	// Apply projects (δ, τ) = (delta, tau) onto C = {τ_i ≤ ε, ε ≥ 0}:
 	// it writes τ* = min(τ, ō) to tauProj and returns ō = ε*. With the
