@@ -241,13 +241,13 @@ func DeepLabV3Plus(cfg DeepLabConfig) (*onnx.Model, error) {
 	pooled := g.node("GlobalAveragePool", "aspp.pool/gap", []string{x})
 	pooled = g.relu("aspp.pool/act", g.conv("aspp.pool", pooled, cin, a, 1, 1, 1, 1, relu))
 	branches = append(branches, g.resizeLike("aspp.pool/resize", pooled, x))
-	cat := g.node("Concat", "aspp.concat", branches, aInt("axis", 1))
+	cat := g.node("Concat", "aspp.concat", branches, onnx.IntAttr("axis", 1))
 	aspp := g.relu("aspp.project/act", g.conv("aspp.project", cat, a*len(branches), a, 1, 1, 1, 1, relu))
 
 	// Decoder.
 	l := g.relu("decoder.low/act", g.conv("decoder.low", low, lowC, cfg.LowLevelChannels, 1, 1, 1, 1, relu))
 	up := g.resizeLike("decoder.upsample", aspp, l)
-	h := g.node("Concat", "decoder.concat", []string{up, l}, aInt("axis", 1))
+	h := g.node("Concat", "decoder.concat", []string{up, l}, onnx.IntAttr("axis", 1))
 	d := cfg.DecoderChannels
 	h = g.relu("decoder.conv1/act", g.conv("decoder.conv1", h, a+cfg.LowLevelChannels, d, 3, 1, 1, 1, relu))
 	h = g.relu("decoder.conv2/act", g.conv("decoder.conv2", h, d, d, 3, 1, 1, 1, relu))

@@ -97,13 +97,13 @@ func (g *graph) conv(prefix, x string, cin, cout, k, stride, dilation, group int
 	b := g.param(prefix+".bias", []int64{int64(cout)}, 0)
 	pad := int64(dilation * (k - 1) / 2)
 	attrs := []*onnxpb.AttributeProto{
-		aInts("kernel_shape", int64(k), int64(k)),
-		aInts("strides", int64(stride), int64(stride)),
-		aInts("dilations", int64(dilation), int64(dilation)),
-		aInts("pads", pad, pad, pad, pad),
+		onnx.IntsAttr("kernel_shape", int64(k), int64(k)),
+		onnx.IntsAttr("strides", int64(stride), int64(stride)),
+		onnx.IntsAttr("dilations", int64(dilation), int64(dilation)),
+		onnx.IntsAttr("pads", pad, pad, pad, pad),
 	}
 	if group != 1 {
-		attrs = append(attrs, aInt("group", int64(group)))
+		attrs = append(attrs, onnx.IntAttr("group", int64(group)))
 	}
 	return g.node("Conv", prefix, []string{x, w, b}, attrs...)
 }
@@ -125,9 +125,9 @@ func (g *graph) resizeLike(name, x, ref string) string {
 	i4 := g.ints("const.i64_4", []int64{1}, 4)
 	nc := g.node("Slice", name+"/nc", []string{g.node("Shape", name+"/shape_x", []string{x}), i0, i2})
 	hw := g.node("Slice", name+"/hw", []string{g.node("Shape", name+"/shape_ref", []string{ref}), i2, i4})
-	sizes := g.node("Concat", name+"/sizes", []string{nc, hw}, aInt("axis", 0))
+	sizes := g.node("Concat", name+"/sizes", []string{nc, hw}, onnx.IntAttr("axis", 0))
 	return g.node("Resize", name, []string{x, "", "", sizes},
-		aString("mode", "linear"), aString("coordinate_transformation_mode", "half_pixel"))
+		onnx.StringAttr("mode", "linear"), onnx.StringAttr("coordinate_transformation_mode", "half_pixel"))
 }
 
 // model wraps the graph with one float input and the given outputs.
@@ -168,26 +168,6 @@ func floatValue(name string, dims ...any) *onnxpb.ValueInfoProto {
 	f32 := int32(onnxpb.TensorProto_FLOAT)
 	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
 		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: sp}}}}
-}
-
-func aInts(name string, v ...int64) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_INTS
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, Ints: v}
-}
-
-func aInt(name string, v int64) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_INT
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, I: proto.Int64(v)}
-}
-
-func aFloat(name string, v float32) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_FLOAT
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, F: proto.Float32(v)}
-}
-
-func aString(name, v string) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_STRING
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, S: []byte(v)}
 }
 
 // uniform adds a float parameter drawn from U(−bound, bound) and counts it.

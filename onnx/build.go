@@ -31,3 +31,9 @@ func StringAttr(name, v string) *onnxpb.AttributeProto {
 	ty := onnxpb.AttributeProto_STRING
 	return &onnxpb.AttributeProto{Name: &name, Type: &ty, S: []byte(v)}
 }
+
+// FloatAttr returns a FLOAT attribute, for nodes built in code.
+func FloatAttr(name string, v float32) *onnxpb.AttributeProto {
+	ty := onnxpb.AttributeProto_FLOAT
+	return &onnxpb.AttributeProto{Name: &name, Type: &ty, F: &v}
+}

@@ -74,26 +74,6 @@ func delAttr(n *onnxpb.NodeProto, name string) {
 	n.Attribute = out
 }
 
-func aInt(name string, v int64) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_INT
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, I: proto.Int64(v)}
-}
-
-func aInts(name string, v []int64) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_INTS
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, Ints: append([]int64{}, v...)}
-}
-
-func aFloat(name string, v float32) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_FLOAT
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, F: proto.Float32(v)}
-}
-
-func aString(name, v string) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_STRING
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, S: []byte(v)}
-}
-
 func aTensor(name string, v *onnxpb.TensorProto) *onnxpb.AttributeProto {
 	t := onnxpb.AttributeProto_TENSOR
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, T: v}

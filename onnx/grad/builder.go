@@ -150,7 +150,7 @@ func (b *builder) reshape(x string, shape []int64) string {
 }
 
 func (b *builder) transpose(x string, perm []int64) string {
-	return b.op1("Transpose", []string{x}, aInts("perm", perm))
+	return b.op1("Transpose", []string{x}, onnx.IntsAttr("perm", perm...))
 }
 
 // reduceSum sums over axes (opset 13+ form, axes as an input).
@@ -159,7 +159,7 @@ func (b *builder) reduceSum(x string, axes []int64, keepdims bool) string {
 	if keepdims {
 		k = 1
 	}
-	return b.op1("ReduceSum", []string{x, b.ints(axes...)}, aInt("keepdims", k))
+	return b.op1("ReduceSum", []string{x, b.ints(axes...)}, onnx.IntAttr("keepdims", k))
 }
 
 // where selects x where cond holds and y elsewhere.

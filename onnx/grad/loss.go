@@ -3,6 +3,7 @@ package grad
 import (
 	"fmt"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -55,26 +56,26 @@ func (c *compiler) crossEntropy(lb *builder, req map[string]bool) (string, strin
 	if !l.NoIgnore {
 		valid := lb.op1("Not", []string{lb.op1("Equal", []string{t, lb.constInt64([]int64{c.ignoreIndex()}, nil)})})
 		t = lb.where(valid, t, lb.constInt64([]int64{0}, nil))
-		w = lb.op1("Cast", []string{lb.op1("Unsqueeze", []string{valid, lb.ints(1)})}, aInt("to", int64(c.floatType)))
+		w = lb.op1("Cast", []string{lb.op1("Unsqueeze", []string{valid, lb.ints(1)})}, onnx.IntAttr("to", int64(c.floatType)))
 	}
 	tu := lb.op1("Unsqueeze", []string{t, lb.ints(1)})
 	if l.ClassWeights != nil {
-		cw := lb.op1("Gather", []string{lb.constFloat(l.ClassWeights, []int64{C}), tu}, aInt("axis", 0))
+		cw := lb.op1("Gather", []string{lb.constFloat(l.ClassWeights, []int64{C}), tu}, onnx.IntAttr("axis", 0))
 		if w == "" {
 			w = cw
 		} else {
 			w = lb.mul(w, cw)
 		}
 	}
-	logp := lb.op1("LogSoftmax", []string{logits}, aInt("axis", 1))
-	picked := lb.op1("GatherElements", []string{logp, tu}, aInt("axis", 1))
+	logp := lb.op1("LogSoftmax", []string{logits}, onnx.IntAttr("axis", 1))
+	picked := lb.op1("GatherElements", []string{logp, tu}, onnx.IntAttr("axis", 1))
 	var num, den string
 	if w == "" {
-		num = lb.op1("ReduceSum", []string{picked}, aInt("keepdims", 0))
+		num = lb.op1("ReduceSum", []string{picked}, onnx.IntAttr("keepdims", 0))
 		den = lb.scalar(float64(numel(tshape)))
 	} else {
-		num = lb.op1("ReduceSum", []string{lb.mul(picked, w)}, aInt("keepdims", 0))
-		den = lb.op1("Max", []string{lb.op1("ReduceSum", []string{w}, aInt("keepdims", 0)), lb.scalar(1e-12)})
+		num = lb.op1("ReduceSum", []string{lb.mul(picked, w)}, onnx.IntAttr("keepdims", 0))
+		den = lb.op1("Max", []string{lb.op1("ReduceSum", []string{w}, onnx.IntAttr("keepdims", 0)), lb.scalar(1e-12)})
 	}
 	// Shape [1], not a scalar: some ONNX Runtime bindings cannot hold rank-0 tensors.
 	lb.opTo("Reshape", []string{lb.neg(lb.div(num, den)), lb.ints(1)}, []string{LossName})
@@ -100,7 +101,7 @@ func (c *compiler) crossEntropy(lb *builder, req map[string]bool) (string, strin
 	for i := range rng {
 		rng[i] = int64(i)
 	}
-	onehot := b.op1("Cast", []string{b.op1("Equal", []string{tu, b.constInt64(rng, rshape)})}, aInt("to", int64(c.floatType)))
+	onehot := b.op1("Cast", []string{b.op1("Equal", []string{tu, b.constInt64(rng, rshape)})}, onnx.IntAttr("to", int64(c.floatType)))
 	p := b.op1("Exp", []string{logp})
 	d := b.mul(b.sub(p, onehot), coef)
 	return logits, d, ins, nil

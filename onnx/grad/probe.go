@@ -53,7 +53,7 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 			// otherwise peak at the whole forward pass, twice).
 			flat[name] = pb.op1("Slice", []string{flat[name], zero, one})
 		}
-		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, aInt("axis", 0))
+		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, onnx.IntAttr("axis", 0))
 		pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(flat[name])},
 			&onnxpb.ValueInfoProto{Name: proto.String(shp[name])})
 	}

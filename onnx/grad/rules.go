@@ -117,5 +117,5 @@ func (c *gradCtx) constFloats(i int) ([]float64, bool, error) {
 
 // castLike casts an integer or boolean tensor to the graph's float type.
 func (c *gradCtx) toFloat(x string) string {
-	return c.op1("Cast", []string{x}, aInt("to", int64(c.floatType)))
+	return c.op1("Cast", []string{x}, onnx.IntAttr("to", int64(c.floatType)))
 }

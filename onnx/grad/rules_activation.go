@@ -1,5 +1,7 @@
 package grad
 
+import "github.com/segtune/segtune/onnx"
+
 func init() {
 	register(reluRule, "Relu")
 	register(leakyReluRule, "LeakyRelu")
@@ -105,10 +107,10 @@ func clipRule(c *gradCtx) ([]string, error) {
 		dx[0] = c.where(pass, c.dY[0], zero)
 	}
 	if c.wants(1) {
-		dx[1] = c.op1("ReduceSum", []string{c.where(c.op1("Less", []string{x, c.in(1)}), c.dY[0], zero)}, aInt("keepdims", 0))
+		dx[1] = c.op1("ReduceSum", []string{c.where(c.op1("Less", []string{x, c.in(1)}), c.dY[0], zero)}, onnx.IntAttr("keepdims", 0))
 	}
 	if c.wants(2) {
-		dx[2] = c.op1("ReduceSum", []string{c.where(c.op1("Greater", []string{x, c.in(2)}), c.dY[0], zero)}, aInt("keepdims", 0))
+		dx[2] = c.op1("ReduceSum", []string{c.where(c.op1("Greater", []string{x, c.in(2)}), c.dY[0], zero)}, onnx.IntAttr("keepdims", 0))
 	}
 	return dx, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 func init() {
@@ -134,8 +136,8 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) str
 	if stride1 {
 		wf := flipSwapKernel(b, w, ws, g.group)
 		return b.op1("Conv", []string{dy, wf},
-			aInts("strides", ones(nsp)), aInts("dilations", g.d), aInts("pads", slices.Concat(pb2, pe2)),
-			aInt("group", g.group), aInts("kernel_shape", g.k))
+			onnx.IntsAttr("strides", ones(nsp)...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(pb2, pe2)...),
+			onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...))
 	}
 	pe, opad := make([]int64, nsp), make([]int64, nsp)
 	needOpad := false
@@ -149,12 +151,12 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) str
 	}
 	if needOpad {
 		return b.op1("ConvTranspose", []string{dy, w},
-			aInts("strides", g.s), aInts("dilations", g.d), aInts("pads", slices.Concat(g.pb, pe)),
-			aInt("group", g.group), aInts("kernel_shape", g.k), aInts("output_padding", opad))
+			onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...),
+			onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...), onnx.IntsAttr("output_padding", opad...))
 	}
 	return b.op1("ConvTranspose", []string{dy, w},
-		aInts("strides", g.s), aInts("dilations", g.d), aInts("pads", slices.Concat(g.pb, pe)),
-		aInt("group", g.group), aInts("kernel_shape", g.k))
+		onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...),
+		onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...))
 }
 
 // flipSwapKernel turns Conv weights [G·Co, Ci, k...] into the weights of the
@@ -275,8 +277,8 @@ func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) st
 	if g.group == 1 {
 		xt := b.transpose(x, swap)  // [Ci, N, in...]
 		kt := b.transpose(dy, swap) // [Co, N, out...]
-		r := b.op1("Conv", []string{xt, kt}, aInts("strides", g.d), aInts("dilations", g.s),
-			aInts("pads", pads), aInts("kernel_shape", ys[2:])) // [Ci, Co, k...]
+		r := b.op1("Conv", []string{xt, kt}, onnx.IntsAttr("strides", g.d...), onnx.IntsAttr("dilations", g.s...),
+			onnx.IntsAttr("pads", pads...), onnx.IntsAttr("kernel_shape", ys[2:]...)) // [Ci, Co, k...]
 		return b.transpose(r, swap)
 	}
 	// Grouped: fold the batch into the groups, one Conv group per (n, g).
@@ -289,8 +291,8 @@ func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) st
 		xt = b.transpose(b.reshape(x, slices.Concat([]int64{ng, ci}, xs[2:])), swap) // [Ci, N·G, in...]
 	}
 	kt := b.reshape(dy, slices.Concat([]int64{ng * co, 1}, ys[2:]))
-	r := b.op1("Conv", []string{xt, kt}, aInts("strides", g.d), aInts("dilations", g.s),
-		aInts("pads", pads), aInts("kernel_shape", ys[2:]), aInt("group", ng)) // [Ci, N·G·Co, k...]
+	r := b.op1("Conv", []string{xt, kt}, onnx.IntsAttr("strides", g.d...), onnx.IntsAttr("dilations", g.s...),
+		onnx.IntsAttr("pads", pads...), onnx.IntsAttr("kernel_shape", ys[2:]...), onnx.IntAttr("group", ng)) // [Ci, N·G·Co, k...]
 	if n > 1 {
 		r = b.reduceSum(b.reshape(r, slices.Concat([]int64{ci, n, g.group * co}, g.k)), []int64{1}, false)
 	}
@@ -329,8 +331,8 @@ func convTransposeRule(c *gradCtx) ([]string, error) {
 		if len(cropAxes) > 0 {
 			d = c.slice(dy, make([]int64, len(cropAxes)), cropEnds, cropAxes)
 		}
-		dx[0] = c.op1("Conv", []string{d, w}, aInts("strides", geo.s), aInts("dilations", geo.d),
-			aInts("pads", slices.Concat(geo.pb, pe)), aInt("group", geo.group), aInts("kernel_shape", geo.k))
+		dx[0] = c.op1("Conv", []string{d, w}, onnx.IntsAttr("strides", geo.s...), onnx.IntsAttr("dilations", geo.d...),
+			onnx.IntsAttr("pads", slices.Concat(geo.pb, pe)...), onnx.IntAttr("group", geo.group), onnx.IntsAttr("kernel_shape", geo.k...))
 	}
 	if c.wants(1) {
 		// Conv weight gradient with the roles of input and output swapped.
@@ -384,8 +386,8 @@ func im2colConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 	cols := x
 	if taps > 1 || !slices.Equal(ys[2:], xs[2:]) {
 		cols = b.op1("Conv", []string{x, b.constFloat(e, slices.Concat([]int64{cin * taps, 1}, g.k))},
-			aInts("strides", g.s), aInts("dilations", g.d), aInts("pads", slices.Concat(g.pb, pe)),
-			aInt("group", cin), aInts("kernel_shape", g.k)) // [N, Ci·T, out...]
+			onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...),
+			onnx.IntAttr("group", cin), onnx.IntsAttr("kernel_shape", g.k...)) // [N, Ci·T, out...]
 	}
 	var dw string
 	switch {

@@ -3,6 +3,7 @@ package grad
 import (
 	"fmt"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -16,7 +17,7 @@ func init() {
 // int64Index casts an index tensor to int64 when needed.
 func (c *gradCtx) int64Index(name string) string {
 	if i, ok := c.c.info[name]; ok && i.dtype != int32(onnxpb.TensorProto_INT64) {
-		return c.op1("Cast", []string{name}, aInt("to", int64(onnxpb.TensorProto_INT64)))
+		return c.op1("Cast", []string{name}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
 	}
 	return name
 }
@@ -35,7 +36,7 @@ func gatherRule(c *gradCtx) ([]string, error) {
 	idx = c.op1("Expand", []string{idx, c.ints(pre, m, post)})
 	upd := c.reshape(c.dY[0], []int64{pre, m, post})
 	r := c.op1("ScatterElements", []string{c.zeros([]int64{pre, ds[axis], post}), idx, upd},
-		aInt("axis", 1), aString("reduction", "add"))
+		onnx.IntAttr("axis", 1), onnx.StringAttr("reduction", "add"))
 	dx := c.grads()
 	dx[0] = c.reshape(r, ds)
 	return dx, nil
@@ -49,7 +50,7 @@ func gatherElementsRule(c *gradCtx) ([]string, error) {
 	}
 	dx := c.grads()
 	dx[0] = c.op1("ScatterElements", []string{c.zeros(ds), c.int64Index(c.in(1)), c.dY[0]},
-		aInt("axis", axis), aString("reduction", "add"))
+		onnx.IntAttr("axis", axis), onnx.StringAttr("reduction", "add"))
 	return dx, nil
 }
 
@@ -68,7 +69,7 @@ func topKRule(c *gradCtx) ([]string, error) {
 		return nil, fmt.Errorf("TopK without an Indices output")
 	}
 	dx := c.grads()
-	dx[0] = c.op1("ScatterElements", []string{c.zeros(xs), c.out(1), c.dY[0]}, aInt("axis", axis))
+	dx[0] = c.op1("ScatterElements", []string{c.zeros(xs), c.out(1), c.dY[0]}, onnx.IntAttr("axis", axis))
 	return dx, nil
 }
 
@@ -79,9 +80,9 @@ func cumSumRule(c *gradCtx) ([]string, error) {
 		return nil, err
 	}
 	rev := int64(1) - attrInt(c.n, "reverse", 0)
-	attrs := []*onnxpb.AttributeProto{aInt("reverse", rev)}
+	attrs := []*onnxpb.AttributeProto{onnx.IntAttr("reverse", rev)}
 	if e := attrInt(c.n, "exclusive", 0); e != 0 {
-		attrs = append(attrs, aInt("exclusive", e))
+		attrs = append(attrs, onnx.IntAttr("exclusive", e))
 	}
 	dx := c.grads()
 	dx[0] = c.op1("CumSum", []string{c.dY[0], c.in(1)}, attrs...)

@@ -3,6 +3,8 @@ package grad
 import (
 	"fmt"
 	"slices"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 func init() {
@@ -20,7 +22,7 @@ func gemmRule(c *gradCtx) ([]string, error) {
 	beta := float64(attrFloat(c.n, "beta", 1))
 	dy := c.dY[0]
 	gemm := func(x, y string, tx, ty bool) string {
-		return c.op1("Gemm", []string{x, y}, aInt("transA", b2i(tx)), aInt("transB", b2i(ty)), aFloat("alpha", float32(alpha)))
+		return c.op1("Gemm", []string{x, y}, onnx.IntAttr("transA", b2i(tx)), onnx.IntAttr("transB", b2i(ty)), onnx.FloatAttr("alpha", float32(alpha)))
 	}
 	dx := c.grads()
 	if c.wants(0) {
@@ -115,7 +117,7 @@ func matMulRule(c *gradCtx) ([]string, error) {
 			if !equalShape(batch, a2s[:len(a2s)-2]) {
 				af = c.reshape(c.op1("Expand", []string{a2, c.ints(slices.Concat(batch, []int64{m, k})...)}), []int64{numel(batch) * m, k})
 			}
-			g = c.op1("Gemm", []string{af, c.reshape(dy, []int64{numel(batch) * m, n})}, aInt("transA", 1))
+			g = c.op1("Gemm", []string{af, c.reshape(dy, []int64{numel(batch) * m, n})}, onnx.IntAttr("transA", 1))
 		} else {
 			g = c.op1("MatMul", []string{c.transpose(a2, lastSwap(len(a2s))), dy})
 			g = c.unbroadcast(g, slices.Concat(batch, []int64{k, n}), b2s)

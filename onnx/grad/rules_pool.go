@@ -3,6 +3,8 @@ package grad
 import (
 	"fmt"
 	"slices"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 func init() {
@@ -124,8 +126,8 @@ func averagePoolRule(c *gradCtx) ([]string, error) {
 		}
 	}
 	return []string{c.op1("ConvTranspose", []string{scaled, w},
-		aInts("strides", s), aInts("dilations", d), aInts("pads", slices.Concat(pb, pe2)),
-		aInts("output_padding", opad), aInt("group", ch), aInts("kernel_shape", k))}, nil
+		onnx.IntsAttr("strides", s...), onnx.IntsAttr("dilations", d...), onnx.IntsAttr("pads", slices.Concat(pb, pe2)...),
+		onnx.IntsAttr("output_padding", opad...), onnx.IntAttr("group", ch), onnx.IntsAttr("kernel_shape", k...))}, nil
 }
 
 // maxPoolRule asks the forward node for its Indices output (flat positions
@@ -150,6 +152,6 @@ func maxPoolRule(c *gradCtx) ([]string, error) {
 	flatI := c.reshape(idx, []int64{-1})
 	flatD := c.reshape(c.dY[0], []int64{-1})
 	r := c.op1("ScatterElements", []string{c.zeros([]int64{numel(xs)}), flatI, flatD},
-		aInt("axis", 0), aString("reduction", "add"))
+		onnx.IntAttr("axis", 0), onnx.StringAttr("reduction", "add"))
 	return []string{c.reshape(r, xs)}, nil
 }

@@ -3,6 +3,8 @@ package grad
 import (
 	"fmt"
 	"slices"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 func init() {
@@ -80,7 +82,7 @@ func concatRule(c *gradCtx) ([]string, error) {
 		dx[0] = c.dY[0]
 		return dx, nil
 	}
-	outs := c.op("Split", []string{c.dY[0], c.ints(sizes...)}, len(sizes), aInt("axis", axis))
+	outs := c.op("Split", []string{c.dY[0], c.ints(sizes...)}, len(sizes), onnx.IntAttr("axis", axis))
 	for i := range sizes {
 		if c.wants(i) {
 			dx[i] = outs[i]
@@ -104,7 +106,7 @@ func splitRule(c *gradCtx) ([]string, error) {
 	if len(parts) == 1 {
 		dx[0] = parts[0]
 	} else {
-		dx[0] = c.op1("Concat", parts, aInt("axis", axis))
+		dx[0] = c.op1("Concat", parts, onnx.IntAttr("axis", axis))
 	}
 	return dx, nil
 }
@@ -114,7 +116,7 @@ func castRule(c *gradCtx) ([]string, error) {
 		return c.grads(), nil
 	}
 	dx := c.grads()
-	dx[0] = c.op1("Cast", []string{c.dY[0]}, aInt("to", int64(c.c.info[c.in(0)].dtype)))
+	dx[0] = c.op1("Cast", []string{c.dY[0]}, onnx.IntAttr("to", int64(c.c.info[c.in(0)].dtype)))
 	return dx, nil
 }
 
@@ -236,15 +238,15 @@ func scatterBack(b *builder, dy string, xs, ys []int64, src [][]int64, accumulat
 	}
 	flatDy := b.reshape(dy, []int64{n})
 	if int64(len(keep)) != n {
-		flatDy = b.op1("Gather", []string{flatDy, b.constInt64(keep, []int64{int64(len(keep))})}, aInt("axis", 0))
+		flatDy = b.op1("Gather", []string{flatDy, b.constInt64(keep, []int64{int64(len(keep))})}, onnx.IntAttr("axis", 0))
 	}
 	zeros := b.zeros([]int64{numel(xs)})
 	var r string
 	if accumulate {
 		r = b.op1("ScatterElements", []string{zeros, b.constInt64(idx, []int64{int64(len(idx))}), flatDy},
-			aInt("axis", 0), aString("reduction", "add"))
+			onnx.IntAttr("axis", 0), onnx.StringAttr("reduction", "add"))
 	} else {
-		r = b.op1("ScatterElements", []string{zeros, b.constInt64(idx, []int64{int64(len(idx))}), flatDy}, aInt("axis", 0))
+		r = b.op1("ScatterElements", []string{zeros, b.constInt64(idx, []int64{int64(len(idx))}), flatDy}, onnx.IntAttr("axis", 0))
 	}
 	return b.reshape(r, xs)
 }

@@ -3,6 +3,7 @@ package grad
 import (
 	"slices"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -105,7 +106,7 @@ func (c *compiler) trimConv(b *builder, n *onnxpb.NodeProto) (string, bool) {
 	w := b.slice(n.Input[1], starts, ends, axes)
 	c.names[w] = true
 	c.info[w] = &tensorInfo{shape: slices.Concat(wi.shape[:2], newK), dtype: wi.dtype}
-	setAttr(n, aInts("pads", newPads))
-	setAttr(n, aInts("kernel_shape", newK))
+	setAttr(n, onnx.IntsAttr("pads", newPads...))
+	setAttr(n, onnx.IntsAttr("kernel_shape", newK...))
 	return w, true
 }

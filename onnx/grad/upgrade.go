@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -68,12 +69,12 @@ func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
 		// Before 13 these flattened to 2-D at axis; keep that meaning.
 		axis := attrInt(n, "axis", 1)
 		x, y := n.Input[0], n.Output[0]
-		flat := b.op1("Flatten", []string{x}, aInt("axis", axis))
+		flat := b.op1("Flatten", []string{x}, onnx.IntAttr("axis", axis))
 		shape := b.op1("Shape", []string{x})
 		sm := b.fresh(n.GetOpType())
 		n.Input = []string{flat}
 		n.Output = []string{sm}
-		setAttr(n, aInt("axis", 1))
+		setAttr(n, onnx.IntAttr("axis", 1))
 		// The Reshape consumes n's output, so it goes after n.
 		tail := &onnxpb.NodeProto{Name: proto.String(b.fresh("node_Reshape")), OpType: proto.String("Reshape"), Input: []string{sm, shape}, Output: []string{y}}
 		b.tail = append(b.tail, tail)
@@ -98,9 +99,9 @@ func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
 		n.OpType = proto.String("Resize")
 		n.Input = []string{n.Input[0], "", scales}
 		n.Attribute = nil
-		setAttr(n, aString("mode", mode))
-		setAttr(n, aString("coordinate_transformation_mode", "asymmetric"))
-		setAttr(n, aString("nearest_mode", "floor"))
+		setAttr(n, onnx.StringAttr("mode", mode))
+		setAttr(n, onnx.StringAttr("coordinate_transformation_mode", "asymmetric"))
+		setAttr(n, onnx.StringAttr("nearest_mode", "floor"))
 	case "Clip":
 		if from >= 11 {
 			return nil
@@ -125,7 +126,7 @@ func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
 		value := attrFloat(n, "value", 0)
 		mode := attrString(n, "mode", "constant")
 		n.Input = []string{n.Input[0], b.ints(pads...), b.scalar(float64(value))}
-		n.Attribute = []*onnxpb.AttributeProto{aString("mode", mode)}
+		n.Attribute = []*onnxpb.AttributeProto{onnx.StringAttr("mode", mode)}
 	case "Dropout":
 		// Inference form: the training graph is deterministic.
 		if len(n.Output) > 1 && n.Output[1] != "" {
