@@ -17,24 +17,14 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
-// gradModel is a model whose τ ("tau", [n]) and δ ("delta", [1]) are float
-// initializers (the trainable parameters) and whose outputs are τ* and ō.
+// gradModel is parameterModel at the tests' opset with τ = gamma, δ = delta.
 func gradModel(t testing.TB, delta float64, gamma []float64) (m *onnx.Model, tauProj, thr string) {
 	t.Helper()
-	g := &onnxpb.GraphProto{Name: proto.String("grad_test"), Initializer: []*onnxpb.TensorProto{
-		onnx.NewFloat32Tensor("tau", []int64{int64(len(gamma))}, f32(gamma)),
-		onnx.NewFloat32Tensor("delta", []int64{1}, []float32{float32(delta)}),
-	}}
-	tauProj, thr, err := Append(g, opsetTest, "tau", "delta", "proj")
+	m, tauProj, thr, err := parameterModel(f32(gamma), float32(delta), opsetTest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(thr)}}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetTest)}},
-		Graph:       g,
-	}}, tauProj, thr
+	return m, tauProj, thr
 }
 
 // kinkGap is the distance of (δ, γ) from the kinks of the projection: the

@@ -33,22 +33,10 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("onnxgraph: projector length %d < 1", n)
 	}
-	// τ and δ are initializers so that onnx/grad can treat them as the
-	// trainable parameters; the compiled graph takes them as inputs.
-	g := &onnxpb.GraphProto{Name: proto.String("projection"), Initializer: []*onnxpb.TensorProto{
-		onnx.NewFloat32Tensor("tau", []int64{int64(n)}, make([]float32, n)),
-		onnx.NewFloat32Tensor("delta", []int64{1}, make([]float32, 1)),
-	}}
-	tauProj, thr, err := Append(g, MinOpset, "tau", "delta", "proj")
+	m, tauProj, thr, err := parameterModel(make([]float32, n), 0, MinOpset)
 	if err != nil {
 		return nil, err
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(thr)}}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(MinOpset)}},
-		Graph:       g,
-	}}
 	gs, err := grad.Build(m, grad.Config{
 		Trainable:  []string{"tau", "delta"},
 		Loss:       grad.Loss{Kind: grad.LossNone},
@@ -82,6 +70,26 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 		return nil, fmt.Errorf("onnxgraph: projector graph has %d inputs, want 4", len(sess.Inputs))
 	}
 	return p, nil
+}
+
+// parameterModel is a model whose τ ("tau", [n]) and δ ("delta", [1]) are
+// float initializers, so that onnx/grad can treat them as the trainable
+// parameters (the compiled graph takes them as inputs), and whose outputs
+// are τ* and ō, named tauProj and threshold.
+func parameterModel(tau []float32, delta float32, opset int64) (m *onnx.Model, tauProj, threshold string, err error) {
+	g := &onnxpb.GraphProto{Name: proto.String("projection"), Initializer: []*onnxpb.TensorProto{
+		onnx.NewFloat32Tensor("tau", []int64{int64(len(tau))}, tau),
+		onnx.NewFloat32Tensor("delta", []int64{1}, []float32{delta}),
+	}}
+	if tauProj, threshold, err = Append(g, opset, "tau", "delta", "proj"); err != nil {
+		return nil, "", "", err
+	}
+	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(threshold)}}
+	return &onnx.Model{Proto: &onnxpb.ModelProto{
+		IrVersion:   proto.Int64(8),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
+		Graph:       g,
+	}}, tauProj, threshold, nil
 }
 
 // Len is the length of τ the projector was built for.
