@@ -61,3 +61,12 @@ func (p *ExactProjector) Apply(tau []float64, delta float64, dTauProj []float64,
 	}
 	return o, share, nil
 }
+
+// exactProjectors returns one ExactProjector per term of r.
+func exactProjectors(r *Regularizer) []Projector {
+	ps := make([]Projector, len(r.Terms()))
+	for k := range ps {
+		ps[k] = &ExactProjector{}
+	}
+	return ps
+}

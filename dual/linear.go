@@ -144,11 +144,7 @@ func attachProjectors(reg *Regularizer, s Schedule) error {
 	if s != ScheduleGraph {
 		return nil
 	}
-	projs := make([]Projector, len(reg.Terms()))
-	for k := range projs {
-		projs[k] = &ExactProjector{}
-	}
-	return reg.ProjectThrough(projs)
+	return reg.ProjectThrough(exactProjectors(reg))
 }
 
 // Config returns the configuration with defaults filled in.

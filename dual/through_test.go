@@ -127,15 +127,6 @@ func rootTheta(delta float64, tau []float64) float64 {
 	return (lo + hi) / 2
 }
 
-// exactProjectors returns one ExactProjector per term of r.
-func exactProjectors(r *Regularizer) []Projector {
-	ps := make([]Projector, len(r.Terms()))
-	for k := range ps {
-		ps[k] = &ExactProjector{}
-	}
-	return ps
-}
-
 // TestThroughGradientFiniteDifferences: the gradient PrimalStep uses under
 // the graph schedule is ∂/∂(τ̃, ε̃) of the Lagrangian read at Π_C(τ̃, ε̃),
 // checked by central differences of Eval's value, for every family.
