@@ -28,6 +28,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/onnx"
 )
 
 // target is the class whose object size the study is about.
@@ -248,7 +249,7 @@ func evaluate(bin, path string, args []string) (evalJSON, error) {
 		if err := command(bin, args, &buf); err != nil {
 			return e, err
 		}
-		if err := writeAtomic(path, []byte(buf.String())); err != nil {
+		if err := onnx.WriteFileAtomic(path, []byte(buf.String()), 0o644); err != nil {
 			return e, err
 		}
 	}
@@ -294,14 +295,6 @@ func command(bin string, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s %s: %v", bin, args[0], err)
 	}
 	return nil
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func printTable(w io.Writer, class string, rows []int, results [][]evalJSON, minutes [][]float64) {

@@ -8,8 +8,6 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -17,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 // Run is one training run's records under a display name, for plots and
@@ -74,7 +74,7 @@ func PlotPNG(path string, runs []Run, opt PlotOptions) error {
 	if err := RenderPNG(&buf, runs, opt); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return onnx.WriteFileAtomic(path, buf.Bytes(), 0o644) // a plot is for sharing
 }
 
 // RenderPNG draws the training curves of runs as a PNG: an upper panel
@@ -261,37 +261,4 @@ func faint(c color.Color) color.Color {
 	// curves stay light.
 	mix := func(v uint32) uint8 { return uint8((v>>8)/3 + 255*2/3) }
 	return color.RGBA{mix(r), mix(g), mix(b), 255}
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it
-// and renames it over path.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("history: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("history: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("history: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("history: writing %s: %w", path, err)
-	}
-	// CreateTemp makes the file 0600; a plot is for sharing.
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return fmt.Errorf("history: writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("history: %w", err)
-	}
-	return nil
 }
