@@ -21,16 +21,6 @@ type Layer struct {
 	Params []string // float initializers the node takes as parameters
 }
 
-// paramInputs lists, per operator, which input positions hold parameters.
-var paramInputs = map[string][]int{
-	"Conv":               {1, 2},
-	"ConvTranspose":      {1, 2},
-	"Gemm":               {1, 2},
-	"MatMul":             {1},
-	"BatchNormalization": {1, 2},
-	"PRelu":              {1},
-}
-
 // Layers returns the model's parameterised nodes in topological order.
 func Layers(m *onnx.Model) ([]Layer, error) {
 	g := m.Graph()
@@ -40,8 +30,10 @@ func Layers(m *onnx.Model) ([]Layer, error) {
 	}
 	var out []Layer
 	for i, n := range order {
-		pos, ok := paramInputs[n.GetOpType()]
-		if !ok {
+		// One table (onnx.ParameterInputs) says what a parameter is, here
+		// and in the gradient compiler.
+		pos := onnx.ParameterInputs(n.GetOpType())
+		if len(pos) == 0 {
 			continue
 		}
 		l := Layer{Node: n, Index: i}
