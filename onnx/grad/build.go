@@ -84,6 +84,13 @@ func (c *compiler) prepare() error {
 	if len(c.g.GetNode()) == 0 {
 		return errors.New("the model graph has no nodes")
 	}
+	for _, n := range c.g.Node {
+		if hasSubgraph(n) {
+			// A branch reads outer tensors the compiler does not track: it
+			// could neither probe, fold nor differentiate it correctly.
+			return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: "nodes with subgraphs (If, Loop, Scan) are not supported"}
+		}
+	}
 	c.names = map[string]bool{}
 	for _, n := range c.g.Node {
 		for _, x := range slices.Concat(n.Input, n.Output) {
@@ -204,12 +211,19 @@ func (c *compiler) selectTrainable() error {
 	}
 	hits := make([]int, len(pats))
 	c.isTrain = map[string]bool{}
+	// Patterns select parameters only (onnx.ParameterNames): "*" must not
+	// pick up a Resize's scales or a Mul's constant. A literal name selects
+	// the float initializer it names, whatever consumes it.
+	params := onnx.ParameterNames(c.g)
 	for _, t := range c.g.Initializer {
 		dt := t.GetDataType()
 		if dt != int32(onnxpb.TensorProto_FLOAT) && dt != int32(onnxpb.TensorProto_DOUBLE) || c.madeConst[t.GetName()] {
 			continue
 		}
 		for i, re := range pats {
+			if !params[t.GetName()] && !isLiteral(c.cfg.Trainable[i]) {
+				continue
+			}
 			if re.MatchString(t.GetName()) {
 				hits[i]++
 				if !c.isTrain[t.GetName()] {
@@ -221,7 +235,11 @@ func (c *compiler) selectTrainable() error {
 	}
 	for i, h := range hits {
 		if h == 0 {
-			return fmt.Errorf("trainable pattern %q matches no float initializer", c.cfg.Trainable[i])
+			what := "parameter (a float initializer at a parameter input of Conv, ConvTranspose, Gemm, MatMul, BatchNormalization or PRelu)"
+			if isLiteral(c.cfg.Trainable[i]) {
+				what = "float initializer"
+			}
+			return &UnsupportedError{What: fmt.Sprintf("trainable pattern %q matches no %s", c.cfg.Trainable[i], what)}
 		}
 	}
 	if len(c.trainable) == 0 {
@@ -295,7 +313,8 @@ func (c *compiler) probeAndFold() error {
 	}
 	want := map[string]bool{}
 	for _, n := range c.g.Node {
-		cst := len(n.Input) > 0 && !isRandom(n.GetOpType())
+		// Subgraphs read outer tensors that n.Input does not list.
+		cst := len(n.Input) > 0 && !isRandom(n.GetOpType()) && !hasSubgraph(n)
 		for _, x := range n.Input {
 			if x != "" && !isConst[x] {
 				cst = false
@@ -375,6 +394,16 @@ func (c *compiler) probeAndFold() error {
 	}
 	c.g.Node = keep
 	return nil
+}
+
+// hasSubgraph reports whether n has a graph-valued attribute.
+func hasSubgraph(n *onnxpb.NodeProto) bool {
+	for _, a := range n.Attribute {
+		if a.G != nil || len(a.Graphs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func isRandom(op string) bool {

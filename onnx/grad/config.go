@@ -60,8 +60,14 @@ type Config struct {
 	// Trainable lists patterns of initializer names whose gradients are
 	// wanted. A pattern is a glob (* matches any run of characters, ? one
 	// character) matched against the whole name, or, with the prefix "re:",
-	// a regular expression that must match the whole name. Only float
-	// initializers are eligible; every pattern must match at least one.
+	// a regular expression that must match the whole name. Patterns select
+	// only parameters: float initializers at a parameter input of their
+	// operator (onnx.ParameterInputs: Conv/ConvTranspose weight and bias,
+	// Gemm B and C, MatMul's right operand, BatchNormalization scale and
+	// bias, PRelu slope), never Resize scales, Reshape shapes or the
+	// constant of a Mul. A plain name (no * ? [ and no "re:") selects the
+	// float initializer it names, whatever consumes it. Every entry must
+	// match at least one.
 	Trainable []string
 	// InputShapes gives the static training shape of each model input
 	// (batch included). Inputs whose declared shape is fully static may be
@@ -77,6 +83,12 @@ type Config struct {
 	GradInputs []string
 	// Threads is ONNX Runtime's thread count for the shape probe (0: default).
 	Threads int
+}
+
+// isLiteral reports whether a Trainable entry is a plain name rather than
+// a glob or a regular expression.
+func isLiteral(p string) bool {
+	return !strings.HasPrefix(p, "re:") && !strings.ContainsAny(p, "*?[")
 }
 
 // compilePatterns turns the Trainable patterns into anchored regexps.

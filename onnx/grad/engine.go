@@ -1,6 +1,7 @@
 package grad
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -151,15 +152,20 @@ func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[
 		return nil
 	}
 	if d := n.GetDomain(); d != "" && d != "ai.onnx" {
-		return fmt.Errorf("node %q: operator %s of domain %q has no gradient rule", n.GetName(), n.GetOpType(), d)
+		return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: fmt.Sprintf("operator of domain %q has no gradient rule", d)}
 	}
 	r, ok := rules[n.GetOpType()]
 	if !ok {
-		return fmt.Errorf("node %q: operator %s has no gradient rule", n.GetName(), n.GetOpType())
+		return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: "the operator has no gradient rule"}
 	}
 	ctx := &gradCtx{builder: c.b, c: c, n: n, dY: dY, need: need}
 	dX, err := r(ctx)
 	if err != nil {
+		var ue *UnsupportedError
+		if errors.As(err, &ue) && ue.Op == "" {
+			ue.Node, ue.Op = n.GetName(), n.GetOpType()
+			return ue
+		}
 		return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
 	}
 	for i, x := range n.Input {

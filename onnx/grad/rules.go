@@ -84,7 +84,7 @@ func (c *gradCtx) constInit(i int) (*onnxpb.TensorProto, error) {
 	}
 	t, ok := c.c.inits[name]
 	if !ok || c.c.isTrain[name] {
-		return nil, fmt.Errorf("input %d (%q) must be constant", i, name)
+		return nil, unsupportedf("input %d (%q) must be constant (it is computed from the model's inputs, or trainable)", i, name)
 	}
 	return t, nil
 }

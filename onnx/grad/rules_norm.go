@@ -10,12 +10,12 @@ func init() {
 // channel: y = (x − mean)·s + b with s = scale/√(var + ε).
 func batchNormRule(c *gradCtx) ([]string, error) {
 	if attrInt(c.n, "training_mode", 0) != 0 {
-		return nil, fmt.Errorf("BatchNormalization in training mode is not supported (only the inference form)")
+		return nil, unsupportedf("BatchNormalization in training mode is not supported (only the inference form)")
 	}
 	if len(c.n.Output) > 1 {
 		for _, o := range c.n.Output[1:] {
 			if o != "" {
-				return nil, fmt.Errorf("BatchNormalization running-statistics outputs are not supported")
+				return nil, unsupportedf("BatchNormalization running-statistics outputs are not supported")
 			}
 		}
 	}

@@ -147,7 +147,7 @@ func maxPoolRule(c *gradCtx) ([]string, error) {
 			c.n.Output[1] = idx
 		}
 	} else if attrInt(c.n, "storage_order", 0) != 0 {
-		return nil, fmt.Errorf("MaxPool with storage_order=1 Indices consumed elsewhere is not supported")
+		return nil, unsupportedf("MaxPool with storage_order=1 Indices consumed elsewhere is not supported")
 	}
 	flatI := c.reshape(idx, []int64{-1})
 	flatD := c.reshape(c.dY[0], []int64{-1})

@@ -20,10 +20,10 @@ func resizeRule(c *gradCtx) ([]string, error) {
 	}
 	mode := attrString(c.n, "mode", "nearest")
 	if mode != "nearest" && mode != "linear" {
-		return nil, fmt.Errorf("mode %q has no gradient rule (nearest and linear do)", mode)
+		return nil, unsupportedf("mode %q has no gradient rule (nearest and linear do)", mode)
 	}
 	if attrInt(c.n, "antialias", 0) != 0 && mode == "linear" {
-		return nil, fmt.Errorf("antialias=1 is not supported")
+		return nil, unsupportedf("antialias=1 is not supported")
 	}
 	ctm := attrString(c.n, "coordinate_transformation_mode", "half_pixel")
 	nearest := attrString(c.n, "nearest_mode", "round_prefer_floor")
@@ -54,7 +54,7 @@ func resizeRule(c *gradCtx) ([]string, error) {
 		}
 	}
 	if ctm == "tf_crop_and_resize" {
-		return nil, fmt.Errorf("coordinate_transformation_mode tf_crop_and_resize is not supported")
+		return nil, unsupportedf("coordinate_transformation_mode tf_crop_and_resize is not supported")
 	}
 	for i := 0; i < rank-2; i++ {
 		if xs[i] != ys[i] {
@@ -120,7 +120,7 @@ func originalCoord(x int, scale float32, outLen, inLen int, ctm string) (float32
 		offset := center * (1 - adj)
 		return offset + (xf+0.5)/scale - 0.5, nil
 	}
-	return 0, fmt.Errorf("coordinate_transformation_mode %q is not supported", ctm)
+	return 0, unsupportedf("coordinate_transformation_mode %q is not supported", ctm)
 }
 
 // resizeMatrix returns the row-major [out, in] interpolation matrix.
@@ -150,7 +150,7 @@ func resizeMatrix(inLen, outLen int, scale float32, mode, ctm, nearestMode strin
 			case "ceil":
 				i = int(math.Ceil(float64(x)))
 			default:
-				return nil, fmt.Errorf("nearest_mode %q is not supported", nearestMode)
+				return nil, unsupportedf("nearest_mode %q is not supported", nearestMode)
 			}
 			i = min(max(i, 0), inLen-1)
 			m[o*inLen+i] = 1

@@ -25,7 +25,7 @@ func identityRule(c *gradCtx) ([]string, error) {
 		if tm := c.in(2); tm != "" {
 			v, ok, err := c.constInts(2)
 			if err != nil || !ok || len(v) != 1 || v[0] != 0 {
-				return nil, fmt.Errorf("Dropout in training mode is not supported (its mask is random)")
+				return nil, unsupportedf("Dropout in training mode is not supported (its mask is random)")
 			}
 		}
 	}
@@ -318,7 +318,7 @@ func padRule(c *gradCtx) ([]string, error) {
 			case mode == "wrap":
 				j = ((j % xs[a]) + xs[a]) % xs[a]
 			default:
-				return nil, fmt.Errorf("pad mode %q is not supported", mode)
+				return nil, unsupportedf("pad mode %q is not supported", mode)
 			}
 			src[a][i] = j
 		}

@@ -130,7 +130,7 @@ func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
 	case "Dropout":
 		// Inference form: the training graph is deterministic.
 		if len(n.Output) > 1 && n.Output[1] != "" {
-			return fmt.Errorf("the Dropout mask output is not supported")
+			return unsupportedf("the Dropout mask output is not supported")
 		}
 		n.OpType = proto.String("Identity")
 		n.Input, n.Output, n.Attribute = n.Input[:1], n.Output[:1], nil
