@@ -43,6 +43,9 @@ type compiler struct {
 	inputs    []string // the model's real graph inputs
 	names     map[string]bool
 	b         *builder
+	// lossOn and classAxis are the tensor the loss reads and its class axis.
+	lossOn    string
+	classAxis int
 	// madeConst holds initializers the compiler created (Constant nodes,
 	// upgrade constants): never trainable.
 	madeConst map[string]bool

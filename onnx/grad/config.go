@@ -10,7 +10,7 @@ import (
 const (
 	// LossName is the loss output, shape [1].
 	LossName = "loss"
-	// TargetName is the int64 class-index input of the cross-entropy loss.
+	// TargetName is the int64 class-index input of the loss.
 	TargetName = "target"
 	// LossScaleName is the optional input of shape [1] that multiplies the loss's
 	// gradient (not the loss value), for loss scaling or term weighting.
@@ -38,18 +38,36 @@ const (
 	// LossNone adds no loss: gradients come only from the extra upstream
 	// gradient inputs (GradInputs). Useful for external losses and checks.
 	LossNone
+	// LossSigmoidBCE is the binary cross entropy of a sigmoid multi-label
+	// head with no background channel: logits [N, C, d1, ...], one channel
+	// per foreground class, and int64 targets [N, d1, ...] where 0 is
+	// background (every channel negative) and k+1 makes channel k positive.
+	// The loss is the mean over valid elements and channels of
+	// softplus(z) − y·z, like PyTorch's BCEWithLogitsLoss(weight=w) with
+	// w = ClassWeights (one per channel) broadcast over the channel axis and
+	// the ignored elements left out of sum and count (0 when none is valid).
+	LossSigmoidBCE
 )
 
 // Loss describes the loss subgraph appended to the model.
 type Loss struct {
 	Kind LossKind
-	// Output is the model output holding the logits; "" means the first output.
+	// Output is the tensor holding the logits; "" means the first model
+	// output. It may be an intermediate tensor, e.g. the input of a final
+	// Softmax or Sigmoid: the loss reads it, the model's outputs stay
+	// outputs, and gradients flow only from the loss.
 	Output string
+	// ClassAxis is the logits' class axis: 0 or 1 mean axis 1 ([N, C, H, W]);
+	// -1 (or rank−1) means the last axis (NHWC heads, [N, H, W, C]); other
+	// negative values count from the end. The target is int64 shaped like
+	// the logits without the class axis.
+	ClassAxis int
 	// IgnoreIndex is the target value that contributes nothing; nil means
 	// DefaultIgnoreIndex. NoIgnore disables ignoring altogether.
 	IgnoreIndex *int64
 	NoIgnore    bool
-	// ClassWeights, when set, has one weight per class (C values).
+	// ClassWeights, when set, has one weight per class (C values): per
+	// target class for LossCrossEntropy, per channel for LossSigmoidBCE.
 	ClassWeights []float64
 	// Scale adds the LossScaleName input.
 	Scale bool

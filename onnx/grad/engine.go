@@ -25,8 +25,8 @@ func (c *compiler) emit() (*Graphs, error) {
 	var extraIn []*onnxpb.ValueInfoProto
 	var hasLoss bool
 	switch c.cfg.Loss.Kind {
-	case LossCrossEntropy:
-		logits, dLogits, ins, err := c.crossEntropy(lossB, req)
+	case LossCrossEntropy, LossSigmoidBCE:
+		logits, dLogits, ins, err := c.loss(lossB, req)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,12 @@ type Manifest struct {
 	// BatchSize is the fixed batch dimension (dimension 0 of the first input).
 	BatchSize int64 `json:"batch_size"`
 	// Loss is the loss output's name, or "" when the loss kind is LossNone.
-	Loss         string      `json:"loss,omitempty"`
+	Loss string `json:"loss,omitempty"`
+	// LossKind is "cross_entropy" or "sigmoid_bce"; Logits is the tensor
+	// the loss reads and ClassAxis its class axis (1 for NCHW, 3 for NHWC).
+	LossKind     string      `json:"loss_kind,omitempty"`
+	Logits       string      `json:"logits,omitempty"`
+	ClassAxis    int         `json:"class_axis,omitempty"`
 	Target       string      `json:"target,omitempty"`
 	IgnoreIndex  *int64      `json:"ignore_index,omitempty"`
 	LossScale    string      `json:"loss_scale,omitempty"`
@@ -75,8 +80,12 @@ func (c *compiler) manifestBase() Manifest {
 			m.BatchSize = s[0]
 		}
 	}
-	if c.cfg.Loss.Kind == LossCrossEntropy {
+	if k := c.cfg.Loss.Kind; k == LossCrossEntropy || k == LossSigmoidBCE {
 		m.Loss, m.Target = LossName, TargetName
+		m.LossKind, m.Logits, m.ClassAxis = "cross_entropy", c.lossOn, c.classAxis
+		if k == LossSigmoidBCE {
+			m.LossKind = "sigmoid_bce"
+		}
 		if !c.cfg.Loss.NoIgnore {
 			ign := c.ignoreIndex()
 			m.IgnoreIndex = &ign
