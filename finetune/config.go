@@ -51,6 +51,9 @@ type Config struct {
 	// Preprocess is the model's normalisation; its geometry (resize
 	// policy, size) is used for validation only.
 	Preprocess imageio.Preprocess `json:"preprocess"`
+	// Output says how to read the model's output where its graph cannot
+	// (layout, sigmoid threshold).
+	Output imageio.OutputSpec `json:"output,omitempty"`
 	// Device and Threads configure ONNX Runtime.
 	Device  string `json:"device,omitempty"`
 	Threads int    `json:"threads,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 )
@@ -24,10 +25,10 @@ type Evaluation struct {
 }
 
 // Evaluate runs an inference model over every example of ds at the
-// geometry pre describes (resize none: native size) and scores its arg-max
-// against the masks. groupOf, if set, names the group of each example id
+// geometry pre describes (resize none: native size) and scores its labels,
+// read as its contract ct says, against the masks. groupOf, if set, names the group of each example id
 // ("" for none).
-func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.Preprocess,
+func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *data.Dataset, pre imageio.Preprocess,
 	opts runtime.Options, groupOf func(id int) string) (*Evaluation, error) {
 	model, err := m.Marshal()
 	if err != nil {
@@ -44,6 +45,14 @@ func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.
 	}
 	defer loader.Close()
 	classes := ds.NumClasses()
+	if err := ct.CheckClasses(classes, "the data set has"); err != nil {
+		return nil, err
+	}
+	rows := max(int(ct.Batch), 1) // a fixed-batch model gets padded batches
+	out0 := sess.OutputIndex(ct.Output)
+	if out0 < 0 {
+		return nil, fmt.Errorf("the model has no output %q", ct.Output)
+	}
 	ev := &Evaluation{Overall: metrics.NewConfusion(classes, ds.Ignore()), Groups: map[string]*metrics.Confusion{}}
 	scoresOut := sess.OutputIndex(sizeScores)
 	if scoresOut >= 0 {
@@ -51,6 +60,7 @@ func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.
 	}
 	pred := []uint8{}
 	target := []uint8{}
+	var input, scoreBuf []float32
 	for {
 		b, err := loader.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -59,23 +69,31 @@ func Evaluate(ctx context.Context, m *onnx.Model, ds *data.Dataset, pre imageio.
 		if err != nil {
 			return nil, err
 		}
-		out, err := sess.Run(runtime.NewFloat32([]int64{1, 3, int64(b.Height), int64(b.Width)}, b.Images))
+		input = grow(input, rows*len(b.Images))
+		copy(input, b.Images)
+		clear(input[len(b.Images):])
+		out, err := sess.Run(runtime.NewFloat32(inputShape(ct.InputLayout, rows, b.Height, b.Width), input))
 		if err != nil {
 			return nil, err
 		}
-		logits := out[0]
 		if scoresOut >= 0 {
-			ev.Scores[b.IDs[0]] = out[scoresOut].Float32
+			ev.Scores[b.IDs[0]] = out[scoresOut].Float32[:len(out[scoresOut].Float32)/rows]
 		}
-		if len(logits.Shape) != 4 || int(logits.Shape[1]) != classes {
-			return nil, fmt.Errorf("model output has shape %v; the data set has %d classes", logits.Shape, classes)
+		o := out[out0]
+		if err := ct.CheckRun(o.Shape, b.Height, b.Width); err != nil {
+			return nil, err
 		}
-		h, w := int(logits.Shape[2]), int(logits.Shape[3])
+		per := len(o.Float32) / rows
+		scores, _, h, w, err := ct.ClassScores(o.Float32[:per], o.Shape[1:], scoreBuf)
+		if err != nil {
+			return nil, err
+		}
+		scoreBuf = scores
 		if h != b.Height || w != b.Width {
-			return nil, fmt.Errorf("model output is %dx%d for a %dx%d input; validation needs full-resolution logits", h, w, b.Height, b.Width)
+			return nil, fmt.Errorf("model output is %dx%d for a %dx%d input; validation needs full-resolution scores", h, w, b.Height, b.Width)
 		}
 		pred = grow(pred, h*w)
-		if err := imageio.Argmax(logits.Float32, classes, h, w, pred); err != nil {
+		if err := imageio.Argmax(scores, classes, h, w, pred); err != nil {
 			return nil, err
 		}
 		target = grow(target, h*w)

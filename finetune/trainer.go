@@ -20,6 +20,7 @@ import (
 	"github.com/segtune/segtune/finetune/schedule"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -82,6 +83,7 @@ type trainer struct {
 	train   *data.Dataset
 	val     *data.Dataset
 	base    *onnx.Model // inference network (new head applied)
+	ct      *contract.Contract
 	input   string
 	params  []*optim.Param
 	opt     *optim.Optimizer
@@ -176,16 +178,15 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.base, err = cfg.Network.LoadNetwork(""); err != nil {
 		return err
 	}
-	cls, err := network.Classifier(t.base)
-	if err != nil {
-		return err
+	if t.ct, err = readContract(t.base, cfg); err != nil {
+		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
 	}
-	classes := int(t.base.Initializer(cls.Params[0]).Dims[0])
-	ins := onnx.DataInputs(t.base.Graph())
-	if len(ins) != 1 {
-		return fmt.Errorf("%s: segmentation models take one image input; this one takes %d", cfg.Network.BaseModel, len(ins))
+	if fitFixedSize(cfg, t.ct) {
+		fmt.Fprintf(t.hooks.Log, "note: %s takes a fixed %dx%d input: training crops are %dx%d\n",
+			cfg.Network.BaseModel, t.ct.Height, t.ct.Width, cfg.Height, cfg.Width)
 	}
-	t.input = ins[0].GetName()
+	classes := t.ct.Classes
+	t.input = t.ct.Input
 	var lm *imageio.LabelMap
 	if cfg.LabelMap != "" {
 		if lm, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
@@ -259,11 +260,15 @@ func (t *trainer) setup(ctx context.Context) error {
 		}
 	}
 	gc.Trainable = patterns
-	gc.InputShapes[t.input] = []int64{int64(cfg.Batch), 3, int64(cfg.Height), int64(cfg.Width)}
-	gc.Loss = grad.Loss{Kind: grad.LossCrossEntropy, IgnoreIndex: &ignore}
+	gc.InputShapes[t.input] = inputShape(t.ct.InputLayout, cfg.Batch, cfg.Height, cfg.Width)
+	gc.Loss = trainingLoss(t.ct, ignore)
 	gc.Threads = cfg.Threads
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
+		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
+			return fmt.Errorf("%s: the model declares a fixed batch of %d and training at --batch %d failed: %w; its graph may bake the batch size in: pass --batch %d",
+				cfg.Network.BaseModel, b, cfg.Batch, err, b)
+		}
 		return err
 	}
 	for _, p := range gs.Params {
@@ -496,7 +501,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		if t.sizer != nil {
 			groupOf = func(id int) string { return t.sizer.group(t.val, id) }
 		}
-		ev, err := Evaluate(ctx, m, t.val, t.cfg.Preprocess, runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, groupOf)
+		ev, err := Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, groupOf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return t.interrupt()

@@ -41,6 +41,29 @@ type Sidecar struct {
 	LabelMap *LabelMap `json:"label_map,omitempty"`
 	// IgnoreLabel marks mask pixels left out of training and scoring.
 	IgnoreLabel *int `json:"ignore_label,omitempty"`
+	// Output says how to read the model's output where its graph cannot.
+	Output *OutputSpec `json:"output,omitempty"`
+}
+
+// OutputSpec says how to read a model's output: its layout ("NCHW" or
+// "NHWC"; empty: read from the graph) and, for sigmoid multi-label heads,
+// the probability a channel must exceed to claim a pixel (0: 0.5).
+type OutputSpec struct {
+	Layout    Layout  `json:"layout,omitempty"`
+	Threshold float64 `json:"threshold,omitempty"`
+}
+
+// Validate checks the layout and the threshold.
+func (o *OutputSpec) Validate() error {
+	switch strings.ToUpper(string(o.Layout)) {
+	case "", "NCHW", "NHWC":
+	default:
+		return fmt.Errorf("output layout %q: want NCHW or NHWC", o.Layout)
+	}
+	if o.Threshold < 0 || o.Threshold >= 1 || o.Threshold != o.Threshold {
+		return fmt.Errorf("threshold %v is outside [0, 1)", o.Threshold)
+	}
+	return nil
 }
 
 // SidecarPath returns the sidecar path of a model file.
@@ -117,6 +140,11 @@ func (s *Sidecar) Validate() error {
 			return err
 		}
 	}
+	if s.Output != nil {
+		if err := s.Output.Validate(); err != nil {
+			return err
+		}
+	}
 	if s.IgnoreLabel != nil && (*s.IgnoreLabel < 0 || *s.IgnoreLabel > MaxLabel) {
 		return fmt.Errorf("ignore_label %d is outside 0..%d", *s.IgnoreLabel, MaxLabel)
 	}
@@ -152,6 +180,19 @@ func (s Sidecar) Merge(o Sidecar) Sidecar {
 	}
 	if o.IgnoreLabel != nil {
 		s.IgnoreLabel = o.IgnoreLabel
+	}
+	if o.Output != nil {
+		m := OutputSpec{}
+		if s.Output != nil {
+			m = *s.Output
+		}
+		if o.Output.Layout != "" {
+			m.Layout = o.Output.Layout
+		}
+		if o.Output.Threshold != 0 {
+			m.Threshold = o.Output.Threshold
+		}
+		s.Output = &m
 	}
 	return s
 }

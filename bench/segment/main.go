@@ -20,6 +20,7 @@ import (
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 )
@@ -43,13 +44,17 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	data, _ := m.Marshal()
 	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
 	opts := runtime.Options{Threads: *threads}
 	if *noSpin {
 		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
 	}
-	seg, err := segmenter.Open(data, pre, opts)
+	seg, err := segmenter.Open(data, ct, pre, opts)
 	if err != nil {
 		log.Fatal(err)
 	}

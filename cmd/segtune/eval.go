@@ -91,6 +91,11 @@ func runEval(c *cli.Context) error {
 	if classes == 0 {
 		classes = max(len(names), 2)
 	}
+	if len(names) > 0 {
+		if err := seg.Contract.CheckClasses(len(names), "--class-names names"); err != nil {
+			return fmt.Errorf("%s: %w", modelPath, err)
+		}
+	}
 	maskOf := make(map[string]string, len(pairing.Pairs))
 	paths := make([]string, len(pairing.Pairs))
 	for i, p := range pairing.Pairs {

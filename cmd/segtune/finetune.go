@@ -45,11 +45,11 @@ func finetuneCommand() *cli.Command {
 			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
 			&cli.IntFlag{Name: "batch", Value: 4, Usage: "images per step"},
 			&cli.StringFlag{Name: "crop", Value: "320x320", Usage: "training crop HxW (the training graph's input size)"},
-			&cli.StringFlag{Name: "optimizer", Value: "sgd", Usage: "sgd (momentum 0.9), adam or adamw"},
-			&cli.Float64Flag{Name: "lr", Value: 0.01, Usage: "base learning rate"},
+			&cli.StringFlag{Name: "optimizer", Value: "adamw", Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
+			&cli.Float64Flag{Name: "lr", Value: 1e-4, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9"},
 			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01"},
-			&cli.StringFlag{Name: "schedule", Value: "poly:0.9", Usage: "constant, poly:P or cosine, optionally with ,warmup=N"},
+			&cli.StringFlag{Name: "schedule", Value: "poly:0.9,warmup=10%", Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)"},
 			&cli.Float64Flag{Name: "scale-min", Value: 0.5, Usage: "smallest random rescale of training images"},
 			&cli.Float64Flag{Name: "scale-max", Value: 2, Usage: "largest random rescale of training images"},
 			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
@@ -158,6 +158,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return cfg, err
 	}
 	cfg.Preprocess = *settings.Preprocess
+	if settings.Output != nil {
+		cfg.Output = *settings.Output
+	}
 	if cfg.LabelMap == "" && settings.LabelMap != nil {
 		cfg.LabelMap = settings.LabelMap.String()
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -34,10 +36,29 @@ func infoCommand() *cli.Command {
 				return err
 			}
 			s := m.Summary()
+			// The contract is read from the graph alone here; a model that
+			// segtune cannot feed still gets its summary, with the reason.
+			ct, ctErr := contract.Read(m, contract.Overrides{})
 			if asJSON {
-				return printJSON(os.Stdout, s)
+				out := struct {
+					onnx.Summary
+					Contract      *contract.Contract `json:"contract,omitempty"`
+					ContractError string             `json:"contract_error,omitempty"`
+				}{Summary: s, Contract: ct}
+				if ctErr != nil {
+					out.ContractError = ctErr.Error()
+				}
+				return printJSON(os.Stdout, out)
 			}
-			return s.WriteText(os.Stdout)
+			if err := s.WriteText(os.Stdout); err != nil {
+				return err
+			}
+			if ctErr != nil {
+				fmt.Printf("\ncontract: %v\n", ctErr)
+				return nil
+			}
+			writeContract(os.Stdout, ct)
+			return nil
 		},
 	}
 }

@@ -47,7 +47,7 @@ func loadModel(path string) (*onnx.Model, *imageio.Sidecar, error) {
 	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
 	}
-	side := &imageio.Sidecar{Preprocess: &cfg.Preprocess, Classes: cfg.ClassNames, IgnoreLabel: &cfg.Ignore}
+	side := &imageio.Sidecar{Preprocess: &cfg.Preprocess, Classes: cfg.ClassNames, IgnoreLabel: &cfg.Ignore, Output: &cfg.Output}
 	if cfg.LabelMap != "" {
 		if side.LabelMap, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
 			return nil, nil, fmt.Errorf("%s: label map: %w", path, err)

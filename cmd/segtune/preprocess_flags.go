@@ -27,6 +27,8 @@ func preprocessFlags() []cli.Flag {
 		&cli.StringFlag{Name: "std", Usage: "per-channel std, e.g. 0.229,0.224,0.225", Category: "Preprocessing"},
 		&cli.Float64Flag{Name: "value-scale", Usage: "x*scale+offset on 0..255 values (e.g. 0.00784313725490196)", Category: "Preprocessing"},
 		&cli.Float64Flag{Name: "value-offset", Usage: "see --value-scale (e.g. -1)", Category: "Preprocessing"},
+		&cli.StringFlag{Name: "output-layout", Usage: "nchw or nhwc: the model output's layout where the graph does not tell (default: read from the graph, else --nhwc's)", Category: "Model output"},
+		&cli.Float64Flag{Name: "threshold", Usage: "sigmoid heads: probability a channel must exceed to claim a pixel; below it, class 0 (background)", DefaultText: "0.5", Category: "Model output"},
 	}
 }
 
@@ -87,7 +89,14 @@ func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
 	}
 	p.ValueScale = c.Float64("value-scale")
 	p.ValueOffset = c.Float64("value-offset")
-	s = s.Merge(imageio.Sidecar{Preprocess: &p})
+	out := imageio.OutputSpec{Layout: imageio.Layout(strings.ToUpper(c.String("output-layout"))), Threshold: c.Float64("threshold")}
+	if err := out.Validate(); err != nil {
+		return s, fmt.Errorf("--output-layout/--threshold: %w", err)
+	}
+	if c.IsSet("threshold") && !(out.Threshold > 0) {
+		return s, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
+	}
+	s = s.Merge(imageio.Sidecar{Preprocess: &p, Output: &out})
 	if err := s.Preprocess.Validate(); err != nil {
 		return s, err
 	}

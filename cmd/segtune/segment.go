@@ -89,6 +89,9 @@ func runSegment(c *cli.Context) error {
 	if c.Bool("overlay") {
 		ov = &imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}}
 	}
+	if n := seg.Classes; n > len(pal) && len(pal) > 0 {
+		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
+	}
 	bar := progress(c, len(paths), "segment")
 	rep, err := segmentFolder(seg, paths, outDir, pal, ov, batch, func(done int) { bar.Set(done) })
 	bar.Finish()
@@ -128,11 +131,15 @@ func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (
 	if err != nil {
 		return nil, err
 	}
+	ct, err := readContract(modelPath, m, settings)
+	if err != nil {
+		return nil, err
+	}
 	data, err := m.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
 	}
-	seg, err := segmenter.Open(data, *settings.Preprocess, sessionOptions(c))
+	seg, err := segmenter.Open(data, ct, *settings.Preprocess, sessionOptions(c))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
 	}

@@ -10,7 +10,8 @@ import (
 // SetBatch fixes the batch dimension of the model's inputs and outputs at n,
 // for training graphs, whose shapes are static. Exporters often declare a
 // batch of 1 even where the graph computes any batch; constant 4-D Resize
-// sizes that spell out the old batch are rewritten too. Other constants that
+// sizes that spell out the old batch, as initializers or Constant nodes,
+// are rewritten too. Other constants that
 // bake in the batch (e.g. Reshape targets) are left to the shape probe,
 // which reports them.
 func SetBatch(m *onnx.Model, n int64) error {
@@ -34,11 +35,22 @@ func SetBatch(m *onnx.Model, n int64) error {
 	if old < 0 || old == n {
 		return nil
 	}
+	prod := onnx.Producers(g)
 	for _, node := range g.Node {
-		if node.GetOpType() != "Resize" || len(node.Input) < 4 {
+		if node.GetOpType() != "Resize" || len(node.Input) < 4 || node.Input[3] == "" {
 			continue
 		}
 		s := m.Initializer(node.Input[3])
+		if s == nil {
+			// Exporters also spell sizes as a Constant node.
+			if c := prod[node.Input[3]]; c != nil && c.GetOpType() == "Constant" {
+				for _, a := range c.GetAttribute() {
+					if a.GetName() == "value" {
+						s = a.GetT()
+					}
+				}
+			}
+		}
 		if s == nil {
 			continue
 		}

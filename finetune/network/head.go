@@ -6,18 +6,34 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// ReplaceClassifier gives the final classifier k output channels, for a new
-// label set. Its weight is drawn from N(0, 0.01²) with seed (so the same
-// seed gives the same head) and its bias is zero. Downstream of it, the
-// declared channel count of the first output and constant Resize sizes that
-// carry the old channel count are updated, and stale value_info is dropped.
+// ReplaceClassifier gives the model k label classes, for a new label set:
+// the final classifier gets k output channels, or k−1 for a sigmoid head
+// (whose class 0 is "no channel"). Its weight is drawn from N(0, 0.01²)
+// with seed (so the same seed gives the same head) and its bias is zero.
+// Downstream of it, the declared channel count of the first output (on
+// its class axis) and constant Resize sizes that carry the old channel
+// count are updated, and stale value_info is dropped; a final Softmax or
+// Sigmoid stays.
 func ReplaceClassifier(m *onnx.Model, k int, seed uint64) error {
 	if k < 1 || k > 256 {
 		return fmt.Errorf("classes: %d is outside 1..256", k)
+	}
+	outAxis := 1
+	if ct, err := contract.Read(m, contract.Overrides{}); err == nil {
+		if ct.Kind == contract.Sigmoid {
+			if k < 2 {
+				return fmt.Errorf("classes: a sigmoid head needs at least 2 classes (background and one channel), not %d", k)
+			}
+			k--
+		}
+		if ct.OutputLayout == contract.NHWC {
+			outAxis = 3
+		}
 	}
 	cls, err := Classifier(m)
 	if err != nil {
@@ -55,14 +71,15 @@ func ReplaceClassifier(m *onnx.Model, k int, seed uint64) error {
 			return err
 		}
 	}
-	patchDownstream(m, n, old, int64(k))
+	patchDownstream(m, n, old, int64(k), outAxis)
 	return nil
 }
 
 // patchDownstream updates what records the classifier's channel count after
-// it: constant 4-D Resize sizes, the first output's declared dim 1, and the
-// value_info of downstream tensors (dropped: ONNX Runtime re-infers it).
-func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64) {
+// it: constant 4-D Resize sizes (NCHW, or NHWC behind a Transpose), the
+// first output's declared class axis outAxis, and the value_info of
+// downstream tensors (dropped: ONNX Runtime re-infers it).
+func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64, outAxis int) {
 	g := m.Graph()
 	cons := onnx.Consumers(g)
 	down := map[string]bool{}
@@ -77,8 +94,12 @@ func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64) {
 		for _, c := range cons[t] {
 			if c.GetOpType() == "Resize" && len(c.Input) > 3 {
 				if s := m.Initializer(c.Input[3]); s != nil {
-					if v, err := onnx.Int64s(s); err == nil && len(v) == 4 && v[1] == old {
-						v[1] = k
+					if v, err := onnx.Int64s(s); err == nil && len(v) == 4 && (v[1] == old || v[3] == old) {
+						if v[1] == old {
+							v[1] = k
+						} else {
+							v[3] = k
+						}
 						*s = *onnx.NewInt64Tensor(s.GetName(), s.Dims, v)
 					}
 				}
@@ -94,8 +115,8 @@ func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64) {
 	}
 	g.ValueInfo = keep
 	if out := g.Output[0]; down[out.GetName()] {
-		if tt := out.GetType().GetTensorType(); tt != nil && len(tt.GetShape().GetDim()) > 1 {
-			d := tt.Shape.Dim[1]
+		if tt := out.GetType().GetTensorType(); tt != nil && len(tt.GetShape().GetDim()) > outAxis {
+			d := tt.Shape.Dim[outAxis]
 			if d.GetDimValue() == old {
 				d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: k}
 			}

@@ -128,6 +128,7 @@ func (s Schedule) String() string {
 //	cosine              cosine annealing to min (default 0)
 //	cosine:1e-6         cosine annealing to the given min rate
 //	warmup=100          linear warm-up over 100 steps
+//	warmup=10%          linear warm-up over 10% of the run's steps
 //	min=1e-5            final rate of poly or cosine
 //	power=0.9           poly exponent
 //
@@ -167,9 +168,22 @@ func Parse(spec string, base float64, total int64) (Schedule, error) {
 		}
 		switch strings.ToLower(key) {
 		case "warmup":
+			if pct, ok := strings.CutSuffix(val, "%"); ok {
+				// A share of the run, so that one default suits short
+				// and long runs: at least one step, always shorter than
+				// the run.
+				x, err := strconv.ParseFloat(pct, 64)
+				if err != nil || !(x >= 0 && x < 100) {
+					return Schedule{}, fmt.Errorf("schedule: bad warm-up %q in %q: want a percentage in [0, 100)", val, spec)
+				}
+				if total > 1 && x > 0 {
+					s.Warmup = min(max(int64(math.Round(x/100*float64(total))), 1), total-1)
+				}
+				continue
+			}
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
-				return Schedule{}, fmt.Errorf("schedule: bad warm-up %q in %q: want a whole number of steps", val, spec)
+				return Schedule{}, fmt.Errorf("schedule: bad warm-up %q in %q: want a whole number of steps or a percentage of them", val, spec)
 			}
 			s.Warmup = n
 		case "min", "power":

@@ -11,31 +11,36 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/runtime"
 )
 
 // Segmenter runs one model.
 type Segmenter struct {
-	Session *runtime.Session
-	Pre     imageio.Preprocess
+	Session  *runtime.Session
+	Pre      imageio.Preprocess
+	Contract *contract.Contract
 	// FixedBatch is the model's static batch size, or 0 when it is dynamic.
 	FixedBatch int
-	// Classes is the number of output channels (0 when the model outputs
-	// labels rather than logits).
+	// Classes is the number of label classes the model predicts (0 when
+	// the model outputs labels and its graph does not say how many).
 	Classes int
-	output  int  // index of the logits (or labels) output
-	labels  bool // the model emits labels (arg-max inside the graph)
+	output  int // index of the scores (or labels) output
 }
 
-// Open loads the model into a session. pre is adjusted to the model's input:
-// a model with a fixed input size gets images stretched to it unless pre
-// already asks for that size (and a conflicting size is an error).
-func Open(model []byte, pre imageio.Preprocess, opts runtime.Options) (*Segmenter, error) {
+// Open loads the model into a session and checks its contract ct (see
+// package contract) before any image is read: pre gets the contract's
+// input layout unless it names one, and a model with a fixed input size
+// gets images stretched to it unless pre already asks for that size (a
+// conflicting size is an error). A first run on a blank image checks the
+// output's layout and class count, so that a misread model fails once,
+// here, rather than on every image.
+func Open(model []byte, ct *contract.Contract, pre imageio.Preprocess, opts runtime.Options) (*Segmenter, error) {
 	sess, err := runtime.NewSession(model, opts)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSegmenter(sess, pre)
+	s, err := newSegmenter(sess, ct, pre)
 	if err != nil {
 		sess.Close()
 		return nil, err
@@ -43,30 +48,13 @@ func Open(model []byte, pre imageio.Preprocess, opts runtime.Options) (*Segmente
 	return s, nil
 }
 
-func newSegmenter(sess *runtime.Session, pre imageio.Preprocess) (*Segmenter, error) {
-	s := &Segmenter{Session: sess, Pre: pre}
-	if len(sess.Inputs) != 1 {
-		return nil, fmt.Errorf("segmentation models take one image input; this one takes %d", len(sess.Inputs))
+func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Preprocess) (*Segmenter, error) {
+	s := &Segmenter{Session: sess, Pre: pre, Contract: ct}
+	if s.Pre.Layout == "" {
+		s.Pre.Layout = imageio.Layout(ct.InputLayout)
 	}
-	in := sess.Inputs[0]
-	if len(in.Shape) != 4 {
-		return nil, fmt.Errorf("input %q has shape %v; want a 4-D image batch", in.Name, in.Shape)
-	}
-	if in.Type != "float32" {
-		return nil, fmt.Errorf("input %q is %s; segtune feeds float32 images", in.Name, in.Type)
-	}
-	nhwc := strings.EqualFold(string(s.Pre.Layout), string(imageio.NHWC))
-	hAxis, wAxis, cAxis := 2, 3, 1
-	if nhwc {
-		hAxis, wAxis, cAxis = 1, 2, 3
-	}
-	if c := in.Shape[cAxis]; c > 0 && c != imageio.Channels {
-		return nil, fmt.Errorf("input %q has %d channels in the %s layout; segtune feeds RGB (3): check --layout", in.Name, c, layoutName(nhwc))
-	}
-	if n := in.Shape[0]; n > 0 {
-		s.FixedBatch = int(n)
-	}
-	if h, w := in.Shape[hAxis], in.Shape[wAxis]; h > 0 && w > 0 {
+	s.FixedBatch = int(ct.Batch)
+	if h, w := ct.Height, ct.Width; h > 0 && w > 0 {
 		switch {
 		case s.Pre.Height == 0 && s.Pre.Width == 0 && (s.Pre.Resize == "" || s.Pre.Resize == imageio.ResizeNone):
 			s.Pre.Height, s.Pre.Width, s.Pre.Resize = int(h), int(w), imageio.ResizeStretch
@@ -79,21 +67,39 @@ func newSegmenter(sess *runtime.Session, pre imageio.Preprocess) (*Segmenter, er
 	if err := s.Pre.Validate(); err != nil {
 		return nil, err
 	}
-	if len(sess.Outputs) == 0 {
-		return nil, fmt.Errorf("the model has no outputs")
+	s.output = sess.OutputIndex(ct.Output)
+	if s.output < 0 {
+		return nil, fmt.Errorf("the session has no output %q", ct.Output)
 	}
-	out := sess.Outputs[0]
-	switch {
-	case len(out.Shape) == 4 && (out.Type == "float32"):
-		if c := out.Shape[1]; c > 0 {
-			s.Classes = int(c)
-		}
-	case len(out.Shape) == 3 && (out.Type == "int64" || out.Type == "int32"):
-		s.labels = true
-	default:
-		return nil, fmt.Errorf("output %q (%s %v) is neither [N,C,H,W] float logits nor [N,H,W] integer labels", out.Name, out.Type, out.Shape)
+	if err := s.probe(); err != nil {
+		return nil, err
 	}
+	s.Classes = ct.Classes
 	return s, nil
+}
+
+// probe runs the model once on a blank image at the size the
+// preprocessing gives (64×64 where it keeps images' native sizes) and
+// checks the output against the contract. A model that cannot run at
+// that size is checked on its first real batch instead.
+func (s *Segmenter) probe() error {
+	h, w := s.Pre.Height, s.Pre.Width
+	if h == 0 || w == 0 {
+		h, w = 64, 64
+	}
+	dims := s.inputDims(max(s.FixedBatch, 1), h, w)
+	outs, err := s.Session.Run(runtime.NewFloat32(dims, make([]float32, int(dims[0])*imageio.Channels*h*w)))
+	if err != nil {
+		return nil
+	}
+	return s.Contract.CheckRun(outs[s.output].Shape, h, w)
+}
+
+func (s *Segmenter) inputDims(n, h, w int) []int64 {
+	if strings.EqualFold(string(s.Pre.Layout), string(imageio.NHWC)) {
+		return []int64{int64(n), int64(h), int64(w), imageio.Channels}
+	}
+	return []int64{int64(n), imageio.Channels, int64(h), int64(w)}
 }
 
 // Close releases the session.
@@ -155,10 +161,7 @@ func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 			rows = s.FixedBatch
 		}
 	}
-	dims := []int64{int64(rows), int64(shape[0]), int64(shape[1]), int64(shape[2])}
-	if strings.EqualFold(string(s.Pre.Layout), string(imageio.NHWC)) {
-		dims = []int64{int64(rows), int64(shape[1]), int64(shape[2]), int64(shape[0])}
-	}
+	dims := s.inputDims(rows, shape[1], shape[2])
 	outs, err := s.Session.Run(runtime.NewFloat32(dims, batch))
 	if err != nil {
 		return nil, err
@@ -167,8 +170,11 @@ func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 	if len(o.Shape) < 3 || int(o.Shape[0]) != rows {
 		return nil, fmt.Errorf("model output has shape %v for a batch of %d", o.Shape, rows)
 	}
+	if err := s.Contract.CheckRun(o.Shape, shape[1], shape[2]); err != nil {
+		return nil, err
+	}
 	flat := o.Float32
-	if s.labels {
+	if s.Contract.Kind == contract.Labels {
 		flat = make([]float32, len(o.Int64))
 		for i, v := range o.Int64 {
 			flat[i] = float32(v)
@@ -184,16 +190,13 @@ func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 
 // restore maps one item's output back to the original image's pixels.
 func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, error) {
-	h, w := int(out.Shape[len(out.Shape)-2]), int(out.Shape[len(out.Shape)-1])
-	if h != g.Height || w != g.Width {
-		// Models that emit logits at a lower resolution: the content region
-		// scales with the output.
-		g.Content = image.Rect(g.Content.Min.X*w/g.Width, g.Content.Min.Y*h/g.Height,
-			g.Content.Max.X*w/g.Width, g.Content.Max.Y*h/g.Height)
-		g.Width, g.Height = w, h
-	}
 	dst := make([]uint8, g.SrcWidth*g.SrcHeight)
-	if s.labels {
+	if s.Contract.Kind == contract.Labels {
+		h, w := int(out.Shape[len(out.Shape)-2]), int(out.Shape[len(out.Shape)-1])
+		if len(out.Shape) == 3 && out.Shape[2] == 1 { // [H,W,1]
+			h, w = int(out.Shape[0]), int(out.Shape[1])
+		}
+		g = scaleContent(g, h, w)
 		labels := make([]uint8, len(out.Data))
 		for i, v := range out.Data {
 			if v < 0 || v > 255 {
@@ -206,19 +209,23 @@ func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, e
 		}
 		return dst, nil
 	}
-	classes := int(out.Shape[0])
-	if classes > 256 {
-		return nil, fmt.Errorf("model outputs %d classes; masks hold at most 256", classes)
+	scores, classes, h, w, err := s.Contract.ClassScores(out.Data, out.Shape, nil)
+	if err != nil {
+		return nil, err
 	}
-	if err := g.RestoreLogits(out.Data, classes, dst); err != nil {
+	if err := scaleContent(g, h, w).RestoreLogits(scores, classes, dst); err != nil {
 		return nil, err
 	}
 	return dst, nil
 }
 
-func layoutName(nhwc bool) string {
-	if nhwc {
-		return "NHWC"
+// scaleContent adapts g to an output of h×w: models that emit scores at a
+// lower resolution have the content region scale with the output.
+func scaleContent(g imageio.Geometry, h, w int) imageio.Geometry {
+	if h != g.Height || w != g.Width {
+		g.Content = image.Rect(g.Content.Min.X*w/g.Width, g.Content.Min.Y*h/g.Height,
+			g.Content.Max.X*w/g.Width, g.Content.Max.Y*h/g.Height)
+		g.Width, g.Height = w, h
 	}
-	return "NCHW"
+	return g
 }

@@ -1,0 +1,81 @@
+package finetune
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+)
+
+// readContract reads the network's contract with the run's layout and
+// output settings, and refuses the models whose outputs cannot be trained.
+func readContract(m *onnx.Model, cfg *Config) (*contract.Contract, error) {
+	o := contract.Overrides{
+		InputLayout:  contract.Layout(strings.ToUpper(string(cfg.Preprocess.Layout))),
+		OutputLayout: contract.Layout(strings.ToUpper(string(cfg.Output.Layout))),
+		Threshold:    cfg.Output.Threshold,
+	}
+	ct, err := contract.Read(m, o)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ct.Kind == contract.Labels:
+		return nil, fmt.Errorf("output %q holds labels (an ArgMax inside the graph), which carry no gradient; fine-tune the model exported without its final ArgMax", ct.Output)
+	case ct.ResizedAfterActivation:
+		return nil, fmt.Errorf("output %q: a Resize follows the final %s, so the scores before it are at another size than the output; fine-tuning needs the activation last", ct.Output, ct.Kind)
+	case ct.ScoresClassAxis != 1 && ct.ScoresClassAxis != 3:
+		return nil, fmt.Errorf("output %q: the class axis of %q cannot be traced through the graph's transposes; pass --output-layout", ct.Output, ct.Scores)
+	case ct.Classes == 0:
+		return nil, fmt.Errorf("output %q: its class count is neither declared nor readable from the final convolution", ct.Output)
+	}
+	// The loader feeds the layout the model takes; the run records it.
+	if cfg.Preprocess.Layout == "" {
+		cfg.Preprocess.Layout = imageio.Layout(ct.InputLayout)
+	}
+	return ct, nil
+}
+
+// fitFixedSize makes a fixed-size model train at its size.
+func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
+	if ct.Height > 0 && ct.Width > 0 && (int64(cfg.Height) != ct.Height || int64(cfg.Width) != ct.Width) {
+		cfg.Height, cfg.Width = int(ct.Height), int(ct.Width)
+		return true
+	}
+	return false
+}
+
+// inputShape is the training graph's image input shape.
+func inputShape(l contract.Layout, batch, h, w int) []int64 {
+	if l == contract.NHWC {
+		return []int64{int64(batch), int64(h), int64(w), imageio.Channels}
+	}
+	return []int64{int64(batch), imageio.Channels, int64(h), int64(w)}
+}
+
+// trainingLoss is the loss on the scores before the model's final
+// activation: softmax cross entropy for logits and softmax heads (never on
+// probabilities), per-channel binary cross entropy for sigmoid heads.
+func trainingLoss(ct *contract.Contract, ignore int64) grad.Loss {
+	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore}
+	if ct.Kind == contract.Sigmoid {
+		l.Kind = grad.LossSigmoidBCE
+	}
+	return l
+}
+
+// validationPreprocess validates a fixed-size model at its size, as
+// segment runs it.
+func validationPreprocess(pre imageio.Preprocess, ct *contract.Contract) imageio.Preprocess {
+	if ct.Height > 0 && ct.Width > 0 {
+		pre.Height, pre.Width, pre.Resize = int(ct.Height), int(ct.Width), imageio.ResizeStretch
+		pre.ScaleFactor, pre.MultipleOf, pre.PlusOne = 0, 0, false
+	}
+	if pre.Layout == "" {
+		pre.Layout = imageio.Layout(ct.InputLayout)
+	}
+	return pre
+}
