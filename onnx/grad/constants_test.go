@@ -162,3 +162,32 @@ func TestTrainablePatternsSelectParameters(t *testing.T) {
 		t.Errorf("pattern matching only constants: got %v, want an UnsupportedError naming the pattern", err)
 	}
 }
+
+// TestTrainableExactNames: an exact name selects a non-parameter float
+// initializer whether written plainly or quoted as a regular expression
+// (as finetune passes the size head's Add bias).
+func TestTrainableExactNames(t *testing.T) {
+	m := newOpModel(13)
+	m.node("MatMul", []string{"x", m.rand("head/w[0]", 3, 2)}, []string{"mm"})
+	m.node("Add", []string{"mm", m.rand("head/b", 2)}, []string{"y"})
+	m.outs = []string{"y"}
+	for _, pats := range [][]string{{`re:head/w\[0\]`, `re:head/b`}, {`re:head/w\[0\]`, "head/b"}} {
+		gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: pats,
+			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+		if err != nil {
+			t.Fatalf("%v: %v", pats, err)
+		}
+		if len(gs.Manifest.Params) != 2 {
+			t.Errorf("%v: %d parameters, want 2", pats, len(gs.Manifest.Params))
+		}
+	}
+	// A real pattern does not reach the Add's operand.
+	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: []string{"head/*"},
+		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := gs.Manifest.Params; len(ps) != 1 || ps[0].Name != "head/w[0]" {
+		t.Errorf(`"head/*" selected %+v, want only the MatMul weight`, ps)
+	}
+}
