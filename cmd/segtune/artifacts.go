@@ -77,7 +77,7 @@ func runArtifacts(c *cli.Context) error {
 			return cli.Exit("the model has no inputs", 2)
 		}
 	}
-	channels, err := inputChannels(m, input)
+	shape, err := inputShape(m, input, int64(batch), h, w)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
@@ -109,7 +109,7 @@ func runArtifacts(c *cli.Context) error {
 	}
 	cfg := grad.Config{
 		Trainable:    trainable,
-		InputShapes:  map[string][]int64{input: {int64(batch), channels, h, w}},
+		InputShapes:  map[string][]int64{input: shape},
 		Loss:         loss,
 		ExtraOutputs: c.StringSlice("extra-output"),
 		GradInputs:   c.StringSlice("grad-input"),
@@ -167,17 +167,23 @@ func parseTrainSize(s string) (int64, int64, error) {
 	return h, w, nil
 }
 
-// inputChannels reads the channel count the model declares for an NCHW input.
-func inputChannels(m *onnx.Model, input string) (int64, error) {
+// inputShape returns the training shape of an image input, NCHW or, as
+// tf2onnx writes it, NHWC: the layout is the one whose channel axis is
+// static and at most 4 (NCHW when both are).
+func inputShape(m *onnx.Model, input string, batch, h, w int64) ([]int64, error) {
 	for _, v := range m.Graph().GetInput() {
 		if v.GetName() != input {
 			continue
 		}
 		dims := v.GetType().GetTensorType().GetShape().GetDim()
-		if len(dims) != 4 || dims[1].GetDimValue() <= 0 {
-			return 0, fmt.Errorf("input %q is not an NCHW image tensor with a static channel count", input)
+		small := func(i int) bool { return len(dims) == 4 && dims[i].GetDimValue() > 0 && dims[i].GetDimValue() <= 4 }
+		switch {
+		case small(1) || len(dims) == 4 && dims[1].GetDimValue() > 0 && !small(3):
+			return []int64{batch, dims[1].GetDimValue(), h, w}, nil
+		case small(3):
+			return []int64{batch, h, w, dims[3].GetDimValue()}, nil
 		}
-		return dims[1].GetDimValue(), nil
+		return nil, fmt.Errorf("input %q is not an NCHW or NHWC image tensor with a static channel count", input)
 	}
-	return 0, fmt.Errorf("the model has no input %q", input)
+	return nil, fmt.Errorf("the model has no input %q", input)
 }

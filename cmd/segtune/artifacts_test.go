@@ -55,7 +55,7 @@ func TestArtifactsCommand(t *testing.T) {
 // resizeModel is input [1,3,H,W] → Conv → Conv → Resize(×2, float scales
 // initializer) → logits: "*" or "all" must train the convolutions only,
 // never the Resize scales.
-func resizeModel(t *testing.T) string {
+func resizeModel(t *testing.T, nhwc bool) string {
 	t.Helper()
 	f := onnxpb.TensorProto_FLOAT
 	conv := func(name, x, w, b string) *onnxpb.NodeProto {
@@ -87,6 +87,16 @@ func resizeModel(t *testing.T) string {
 		Input:  []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", f, 1, 3, 8, 8)},
 		Output: []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("logits", f, 1, 2, 16, 16)},
 	}
+	if nhwc { // tf2onnx layout: Transposes around the NCHW body
+		g.Node[0].Input[0] = "nchw"
+		g.Node[2].Output[0] = "logits_nchw"
+		g.Node = append([]*onnxpb.NodeProto{{Name: proto.String("to_nchw"), OpType: proto.String("Transpose"), Input: []string{"input"}, Output: []string{"nchw"},
+			Attribute: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", 0, 3, 1, 2)}}}, g.Node...)
+		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String("to_nhwc"), OpType: proto.String("Transpose"), Input: []string{"logits_nchw"}, Output: []string{"logits"},
+			Attribute: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", 0, 2, 3, 1)}})
+		g.Input = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", f, 1, 8, 8, 3)}
+		g.Output = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("logits", f, 1, 16, 16, 2)}
+	}
 	m := &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}}}
 	path := filepath.Join(t.TempDir(), "resize.onnx")
@@ -99,7 +109,7 @@ func resizeModel(t *testing.T) string {
 // TestArtifactsTrainablePresets: --trainable takes finetune's presets and
 // patterns, and the default works on a model with Resize scales.
 func TestArtifactsTrainablePresets(t *testing.T) {
-	model := resizeModel(t)
+	model := resizeModel(t, false)
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -137,5 +147,34 @@ func TestArtifactsTrainablePresets(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%v: trains %v, want %v", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestArtifactsNHWC: an NHWC model (tf2onnx layout) is sized NHWC and
+// trained with --class-axis -1.
+func TestArtifactsNHWC(t *testing.T) {
+	model := resizeModel(t, true)
+	out := t.TempDir()
+	app := &cli.App{
+		Flags:          []cli.Flag{&cli.StringFlag{Name: "ort-lib"}, &cli.BoolFlag{Name: "quiet"}},
+		Commands:       []*cli.Command{artifactsCommand()},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	if err := app.Run([]string{"segtune", "--quiet", "artifacts", "--model", model, "--out", out, "--size", "8x8", "--class-axis", "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var man grad.Manifest
+	data, err := os.ReadFile(filepath.Join(out, grad.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
+	if in := man.Training.Inputs; !slices.Equal(in[0].Shape, []int64{1, 8, 8, 3}) || !slices.Equal(in[1].Shape, []int64{1, 16, 16}) {
+		t.Errorf("inputs %+v, want input [1 8 8 3] and target [1 16 16]", in)
+	}
+	if man.ClassAxis != 3 || man.Classes != 2 || len(man.Params) != 4 {
+		t.Errorf("class axis %d, %d classes, %d parameters; want 3, 2, 4", man.ClassAxis, man.Classes, len(man.Params))
 	}
 }
