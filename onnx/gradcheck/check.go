@@ -7,7 +7,10 @@
 // objective f = loss + Σ_t ⟨r_t, t⟩ (r_t: the values fed to the extra
 // upstream-gradient inputs) evaluated with the evaluation graph. The graphs
 // run in float64 when ONNX Runtime has double kernels for every operator,
-// otherwise in float32 with a larger relative step.
+// otherwise in float32 with a larger relative step. Whole networks, full of
+// ReLU kinks, are checked with Options.FreezeKinks (see freezeKinks), which
+// keeps float32 differences exact. CheckGraphs checks graphs compiled
+// beforehand, so tests can show that an altered gradient is rejected.
 package gradcheck
 
 import (
