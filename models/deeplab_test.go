@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
+	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -269,26 +272,60 @@ func TestDeepLabConfigErrors(t *testing.T) {
 
 // Finite differences agree with the training graph's gradients for the
 // first and the last layers, through every Resize and the whole backbone.
-// The bound is the one onnx/grad uses for whole networks in float32 (the
-// ReLU6 kinks make differences approximate); it catches wrong wiring.
+// The differences are taken with every ReLU/ReLU6 frozen on its linear
+// piece at θ (gradcheck.Options.FreezeKinks): the network is then affine in
+// each weight tensor, so a step as large as the weights is exact up to
+// float32 rounding and the bound can be tight — tight enough to reject a
+// weight gradient scaled by 1.6, which the former loose bound (0.5)
+// accepted.
 func TestDeepLabGradientCheck(t *testing.T) {
 	requireORT(t)
 	cfg := models.DefaultDeepLabConfig()
 	cfg.Width, cfg.Depth = 0.35, 1
 	m := buildDeepLab(t, cfg)
+	opt := gradcheck.Options{Directions: 3, Seed: 5, Step: 1, FreezeKinks: true, Threads: 2}
 	for _, param := range []string{"backbone.stem.weight", "aspp.pool.weight", "classifier.weight"} {
-		res, err := gradcheck.Check(m, grad.Config{
+		gs, err := grad.Build(m, grad.Config{
 			Trainable: []string{param}, InputShapes: map[string][]int64{"input": {1, 3, 40, 48}},
-			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"logits"}, Threads: 2,
-		}, nil, gradcheck.Options{Directions: 3, Seed: 5, Step: 1e-3})
+			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"logits"}, ExtraOutputs: []string{"logits"}, Threads: 2,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := gradcheck.CheckGraphs(gs, nil, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range res.Directions {
-			if d.RelErr > 0.5 {
+			if d.RelErr > 1e-3 {
 				t.Errorf("%s: analytic %.6g, numeric %.6g: relative error %.3g", param, d.Analytic, d.Numeric, d.RelErr)
 			}
 		}
 		t.Logf("%s: max relative error %.2e (float64 %v)", param, res.MaxRelErr, res.Float64)
+		if param != "backbone.stem.weight" {
+			continue
+		}
+		// Negative control: the stem's gradient scaled by 1.6 must fail.
+		g := gs.Training.Proto.Graph
+		out := grad.GradPrefix + param
+		for _, n := range g.Node {
+			for j, o := range n.Output {
+				if o == out {
+					n.Output[j] = out + "/unscaled"
+				}
+			}
+		}
+		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(out+"/k", nil, []float32{1.6}))
+		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(out + "/scale"), OpType: proto.String("Mul"),
+			Input: []string{out + "/unscaled", out + "/k"}, Output: []string{out}})
+		res, err = gradcheck.CheckGraphs(gs, nil, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.Directions {
+			if d.RelErr < 0.3 {
+				t.Errorf("%s × 1.6 passed: analytic %.6g, numeric %.6g: relative error %.3g", param, d.Analytic, d.Numeric, d.RelErr)
+			}
+		}
 	}
 }

@@ -26,6 +26,9 @@ func ParameterInputs(opType string) []int {
 	return append([]int(nil), parameterInputs[opType]...)
 }
 
+// ParameterOps lists the operators that have parameter inputs, sorted.
+func ParameterOps() []string { return sortedKeys(parameterInputs) }
+
 // IsParameterInput reports whether input i of opType holds a parameter.
 func IsParameterInput(opType string, i int) bool {
 	for _, p := range parameterInputs[opType] {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -24,12 +26,14 @@ func artifactsCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Required: true, Usage: "inference ONNX model"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
-			&cli.StringSliceFlag{Name: "trainable", Value: cli.NewStringSlice("*"),
-				Usage: "initializer names to train: globs (* ?), or regular expressions prefixed re:; repeatable"},
+			&cli.StringSliceFlag{Name: "trainable", Value: cli.NewStringSlice("all"),
+				Usage: "parameters to train, as for finetune: " + network.TrainableHelp + "; repeatable"},
 			&cli.StringFlag{Name: "size", Value: "513x513", Usage: "training input size HxW"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "training batch size (fixed in the graph)"},
 			&cli.StringFlag{Name: "input", Usage: "model input to size (default: the first input)"},
-			&cli.StringFlag{Name: "logits", Usage: "model output holding the logits (default: the first output)"},
+			&cli.StringFlag{Name: "logits", Usage: "tensor holding the logits, an output or e.g. the input of a final Softmax (default: the first output)"},
+			&cli.IntFlag{Name: "class-axis", Value: 1, Usage: "the logits' class axis: 1 for NCHW, -1 for NHWC"},
+			&cli.StringFlag{Name: "loss", Value: "ce", Usage: "ce (softmax cross entropy) or bce (sigmoid multi-label, no background channel)"},
 			&cli.Int64Flag{Name: "classes-ignore", Value: grad.DefaultIgnoreIndex, Usage: "target value the loss ignores (-1: none)"},
 			&cli.StringFlag{Name: "class-weights", Usage: "comma-separated per-class loss weights"},
 			&cli.BoolFlag{Name: "loss-scale", Usage: "add the loss_scale input"},
@@ -73,11 +77,22 @@ func runArtifacts(c *cli.Context) error {
 			return cli.Exit("the model has no inputs", 2)
 		}
 	}
-	channels, err := inputChannels(m, input)
+	shape, err := inputShape(m, input, int64(batch), h, w)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	loss := grad.Loss{Output: c.String("logits"), Scale: c.Bool("loss-scale")}
+	loss := grad.Loss{Output: c.String("logits"), ClassAxis: c.Int("class-axis"), Scale: c.Bool("loss-scale")}
+	switch c.String("loss") {
+	case "ce":
+	case "bce":
+		loss.Kind = grad.LossSigmoidBCE
+	default:
+		return cli.Exit(fmt.Sprintf("--loss %q: want ce or bce", c.String("loss")), 2)
+	}
+	trainable, err := resolveTrainable(m, c.StringSlice("trainable"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	if ign := c.Int64("classes-ignore"); ign < 0 {
 		loss.NoIgnore = true
 	} else {
@@ -93,8 +108,8 @@ func runArtifacts(c *cli.Context) error {
 		}
 	}
 	cfg := grad.Config{
-		Trainable:    c.StringSlice("trainable"),
-		InputShapes:  map[string][]int64{input: {int64(batch), channels, h, w}},
+		Trainable:    trainable,
+		InputShapes:  map[string][]int64{input: shape},
 		Loss:         loss,
 		ExtraOutputs: c.StringSlice("extra-output"),
 		GradInputs:   c.StringSlice("grad-input"),
@@ -115,6 +130,26 @@ func runArtifacts(c *cli.Context) error {
 	return nil
 }
 
+// resolveTrainable resolves each --trainable spec as finetune does
+// (network.Trainable) and returns the parameters as exact-match patterns.
+func resolveTrainable(m *onnx.Model, specs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		names, err := network.Trainable(m, spec)
+		if err != nil {
+			return nil, fmt.Errorf("--trainable: %w", err)
+		}
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, "re:"+regexp.QuoteMeta(n))
+			}
+		}
+	}
+	return out, nil
+}
+
 // parseTrainSize reads "HxW" (or a single number for a square).
 func parseTrainSize(s string) (int64, int64, error) {
 	parts := strings.Split(strings.ToLower(s), "x")
@@ -132,17 +167,23 @@ func parseTrainSize(s string) (int64, int64, error) {
 	return h, w, nil
 }
 
-// inputChannels reads the channel count the model declares for an NCHW input.
-func inputChannels(m *onnx.Model, input string) (int64, error) {
+// inputShape returns the training shape of an image input, NCHW or, as
+// tf2onnx writes it, NHWC: the layout is the one whose channel axis is
+// static and at most 4 (NCHW when both are).
+func inputShape(m *onnx.Model, input string, batch, h, w int64) ([]int64, error) {
 	for _, v := range m.Graph().GetInput() {
 		if v.GetName() != input {
 			continue
 		}
 		dims := v.GetType().GetTensorType().GetShape().GetDim()
-		if len(dims) != 4 || dims[1].GetDimValue() <= 0 {
-			return 0, fmt.Errorf("input %q is not an NCHW image tensor with a static channel count", input)
+		small := func(i int) bool { return len(dims) == 4 && dims[i].GetDimValue() > 0 && dims[i].GetDimValue() <= 4 }
+		switch {
+		case small(1) || len(dims) == 4 && dims[1].GetDimValue() > 0 && !small(3):
+			return []int64{batch, dims[1].GetDimValue(), h, w}, nil
+		case small(3):
+			return []int64{batch, h, w, dims[3].GetDimValue()}, nil
 		}
-		return dims[1].GetDimValue(), nil
+		return nil, fmt.Errorf("input %q is not an NCHW or NHWC image tensor with a static channel count", input)
 	}
-	return 0, fmt.Errorf("the model has no input %q", input)
+	return nil, fmt.Errorf("the model has no input %q", input)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -238,7 +239,7 @@ func (c *compiler) selectTrainable() error {
 	}
 	for i, h := range hits {
 		if h == 0 {
-			what := "parameter (a float initializer at a parameter input of Conv, ConvTranspose, Gemm, MatMul, BatchNormalization or PRelu)"
+			what := "parameter (a float initializer at a parameter input of " + strings.Join(onnx.ParameterOps(), ", ") + ")"
 			if isLiteral(c.cfg.Trainable[i]) {
 				what = "float initializer"
 			}

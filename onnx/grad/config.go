@@ -83,9 +83,10 @@ type Config struct {
 	// operator (onnx.ParameterInputs: Conv/ConvTranspose weight and bias,
 	// Gemm B and C, MatMul's right operand, BatchNormalization scale and
 	// bias, PRelu slope), never Resize scales, Reshape shapes or the
-	// constant of a Mul. A plain name (no * ? [ and no "re:") selects the
-	// float initializer it names, whatever consumes it. Every entry must
-	// match at least one.
+	// constant of a Mul. An exact name — plain (no * ? [) or a regular
+	// expression matching only itself, like "re:"+regexp.QuoteMeta(name) —
+	// selects the float initializer it names, whatever consumes it (a bias
+	// added by Add, a scale). Every entry must match at least one.
 	Trainable []string
 	// InputShapes gives the static training shape of each model input
 	// (batch included). Inputs whose declared shape is fully static may be
@@ -103,10 +104,20 @@ type Config struct {
 	Threads int
 }
 
-// isLiteral reports whether a Trainable entry is a plain name rather than
-// a glob or a regular expression.
+// isLiteral reports whether a Trainable entry names one tensor exactly: a
+// plain name, or a regular expression that matches only itself (such as
+// "re:" + regexp.QuoteMeta(name), which callers use for names holding
+// glob characters).
 func isLiteral(p string) bool {
-	return !strings.HasPrefix(p, "re:") && !strings.ContainsAny(p, "*?[")
+	if rest, ok := strings.CutPrefix(p, "re:"); ok {
+		re, err := regexp.Compile(rest)
+		if err != nil {
+			return false
+		}
+		_, complete := re.LiteralPrefix()
+		return complete
+	}
+	return !strings.ContainsAny(p, "*?[")
 }
 
 // compilePatterns turns the Trainable patterns into anchored regexps.

@@ -19,6 +19,66 @@
 // Shapes are static: the batch size and spatial size are fixed when the
 // graph is built (Config.InputShapes). Build again for another size.
 //
+// Constants are whatever does not depend on the model's inputs or trainable
+// parameters: initializers (also when IR < 4 lists them as graph inputs),
+// Constant nodes, and every node computed from them only, Shape and Size
+// included (Shape → Slice → Cast → Mul → Concat → Resize sizes, as tf2onnx
+// writes them). Resize and opset-9 Upsample take their scales, sizes and
+// ROI from any of these, and empty optional inputs ("") are absent. A
+// backward rule that needs a computed value constant (Resize scales fed by
+// a trainable tensor) fails with an UnsupportedError. Nodes with subgraphs
+// (If, Loop, Scan) are refused outright: their branches read outer tensors
+// the compiler does not track, so it could neither fold nor differentiate
+// them.
+//
+// # Trainable parameters
+//
+// Config.Trainable patterns (globs, "re:" regular expressions) select only
+// parameters: float initializers at a parameter input of their operator,
+// per the one table onnx.ParameterInputs shares with finetune/network —
+// Conv and ConvTranspose weight and bias, Gemm B and C, MatMul's right
+// operand, BatchNormalization scale and bias, PRelu slope. So "*" never
+// trains Resize scales, Reshape shapes, Pad values, Clip bounds, running
+// statistics or the constant operand of a Mul or Add. An exact name (plain,
+// or a regular expression matching only itself) selects the float
+// initializer it names, whatever consumes it. A pattern that selects
+// nothing is an UnsupportedError.
+//
+// # Losses
+//
+// Loss.Output names the tensor the loss reads: the first model output by
+// default, or any intermediate tensor, such as the input of a final Softmax
+// or Sigmoid; the model's outputs remain outputs and gradients flow only
+// from the loss. Loss.ClassAxis is the logits' class axis: 1 (or 0) for
+// [N, C, H, W], −1 for NHWC heads [N, H, W, C], which the loss subgraph
+// transposes to class-axis-1 (and its gradient back). The target is int64,
+// shaped like the logits without the class axis. LossCrossEntropy is
+// softmax cross entropy over C classes; LossSigmoidBCE is the binary cross
+// entropy of C independent sigmoid channels with no background channel
+// (target 0 is background, k+1 turns channel k on), averaged over valid
+// pixels and channels. Both write their gradient directly (softmax − onehot,
+// sigmoid − y, times the valid mask over the count) rather than
+// differentiating their forward nodes.
+//
+// # Errors
+//
+// An UnsupportedError (errors.As) reports a valid model the compiler cannot
+// handle — an operator without a rule, an attribute value its rule does not
+// cover, a subgraph, a pattern selecting nothing — with the node's name and
+// operator where there is one. Other errors are malformed models or
+// runtime failures.
+//
+// # Adding an operator
+//
+// Write a rule (type rule) in the rules_*.go file of its family and
+// register it from that file's init with register(rule, "OpType"). A rule
+// returns one gradient name per input, "" where none is needed (see
+// gradCtx.wants); read constant inputs with constInts/constFloats; return
+// unsupportedf(...) for attribute values it does not handle. Check it by
+// finite differences with an opModel test in ops_test.go (float64 where
+// ONNX Runtime has double kernels). If the operator has learned parameters,
+// add its parameter input positions to onnx.ParameterInputs.
+//
 // # Graph conventions
 //
 // Training graph inputs, in order: the model's inputs (static shapes);

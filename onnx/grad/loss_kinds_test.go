@@ -124,6 +124,14 @@ func TestSigmoidBCEValue(t *testing.T) {
 			}
 		}
 		want := num / float64(count*3)
+		// The same numbers from PyTorch 1.13 (float64, on the decimal values,
+		// hence the float32-rounding tolerance):
+		// (F.binary_cross_entropy_with_logits(z, y, weight=w.view(1,3,1),
+		// reduction="none") * valid).sum() / (valid.sum() * 3).
+		torch := map[bool]float64{false: 4.280813987332404, true: 4.261843339046673}[weighted]
+		if math.Abs(want-torch) > 1e-7 {
+			t.Fatalf("weighted=%v: the Go reference %.15g differs from PyTorch's %.15g", weighted, want, torch)
+		}
 		got := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, loss)
 		if math.Abs(got-want) > 1e-5*math.Max(1, math.Abs(want)) {
 			t.Errorf("weighted=%v: loss %.8g, want %.8g", weighted, got, want)

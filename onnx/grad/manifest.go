@@ -15,10 +15,12 @@ type Manifest struct {
 	// Loss is the loss output's name, or "" when the loss kind is LossNone.
 	Loss string `json:"loss,omitempty"`
 	// LossKind is "cross_entropy" or "sigmoid_bce"; Logits is the tensor
-	// the loss reads and ClassAxis its class axis (1 for NCHW, 3 for NHWC).
+	// the loss reads, ClassAxis its class axis (1 for NCHW, 3 for NHWC) and
+	// Classes its size (channels; sigmoid_bce targets go up to Classes).
 	LossKind     string      `json:"loss_kind,omitempty"`
 	Logits       string      `json:"logits,omitempty"`
 	ClassAxis    int         `json:"class_axis,omitempty"`
+	Classes      int64       `json:"classes,omitempty"`
 	Target       string      `json:"target,omitempty"`
 	IgnoreIndex  *int64      `json:"ignore_index,omitempty"`
 	LossScale    string      `json:"loss_scale,omitempty"`
@@ -83,6 +85,9 @@ func (c *compiler) manifestBase() Manifest {
 	if k := c.cfg.Loss.Kind; k == LossCrossEntropy || k == LossSigmoidBCE {
 		m.Loss, m.Target = LossName, TargetName
 		m.LossKind, m.Logits, m.ClassAxis = "cross_entropy", c.lossOn, c.classAxis
+		if i := c.info[c.lossOn]; i != nil && c.classAxis < len(i.shape) {
+			m.Classes = i.shape[c.classAxis]
+		}
 		if k == LossSigmoidBCE {
 			m.LossKind = "sigmoid_bce"
 		}

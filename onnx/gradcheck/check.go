@@ -7,7 +7,10 @@
 // objective f = loss + Σ_t ⟨r_t, t⟩ (r_t: the values fed to the extra
 // upstream-gradient inputs) evaluated with the evaluation graph. The graphs
 // run in float64 when ONNX Runtime has double kernels for every operator,
-// otherwise in float32 with a larger relative step.
+// otherwise in float32 with a larger relative step. Whole networks, full of
+// ReLU kinks, are checked with Options.FreezeKinks (see freezeKinks), which
+// keeps float32 differences exact. CheckGraphs checks graphs compiled
+// beforehand, so tests can show that an altered gradient is rejected.
 package gradcheck
 
 import (
@@ -34,6 +37,13 @@ type Options struct {
 	Float32 bool
 	// Threads is ONNX Runtime's thread count (0: default).
 	Threads int
+	// FreezeKinks takes the differences on the evaluation graph with every
+	// Relu, Clip, LeakyRelu, HardSigmoid and MaxPool frozen on the linear
+	// piece it is on at θ (see freezeKinks): same value and gradient at θ,
+	// but smooth, so whole networks can be checked tightly in float32.
+	// Where the objective is then affine in the parameters (one weight
+	// tensor of a network without multiplicative gating), Step can be 1.
+	FreezeKinks bool
 }
 
 // Direction is one comparison.
@@ -54,9 +64,6 @@ type Result struct {
 // standard normal values, a missing target gets uniform class indices, and
 // missing upstream-gradient inputs get standard normal values.
 func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt Options) (*Result, error) {
-	if opt.Directions <= 0 {
-		opt.Directions = 3
-	}
 	for _, t := range cfg.GradInputs {
 		if !slices.Contains(cfg.ExtraOutputs, t) {
 			cfg.ExtraOutputs = append(cfg.ExtraOutputs, t)
@@ -66,6 +73,16 @@ func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt
 	if err != nil {
 		return nil, err
 	}
+	return CheckGraphs(gs, feeds, opt)
+}
+
+// CheckGraphs is Check on graphs already compiled (the graphs of a
+// grad.Build whose Config lists every GradInputs tensor in ExtraOutputs);
+// tests use it to verify that altered gradients are rejected.
+func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options) (*Result, error) {
+	if opt.Directions <= 0 {
+		opt.Directions = 3
+	}
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5eed))
 	res := &Result{Graphs: gs}
 	train, eval, f64, err := openPair(gs, opt)
@@ -73,7 +90,7 @@ func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt
 		return nil, err
 	}
 	defer train.Close()
-	defer eval.Close()
+	defer func() { eval.Close() }()
 	res.Float64 = f64
 
 	vals := map[string][]float64{}
@@ -131,6 +148,25 @@ func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt
 		}
 		return f
 	}
+	if opt.FreezeKinks {
+		fz, err := freezeKinks(gs.Eval, f64, func(pm *onnx.Model) (map[string]*runtime.Tensor, error) {
+			s, err := openModel(pm, f64, opt)
+			if err != nil {
+				return nil, err
+			}
+			defer s.Close()
+			return run(s, vals)
+		})
+		if err != nil {
+			return nil, err
+		}
+		s, err := openModel(fz, f64, opt)
+		if err != nil {
+			return nil, fmt.Errorf("frozen evaluation graph: %w", err)
+		}
+		eval.Close()
+		eval = s
+	}
 	tOut, err := run(train, vals)
 	if err != nil {
 		return nil, fmt.Errorf("training graph: %w", err)
@@ -180,6 +216,18 @@ func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt
 	return res, nil
 }
 
+// openModel opens a session on m, converted to float64 when f64.
+func openModel(m *onnx.Model, f64 bool, opt Options) (*runtime.Session, error) {
+	if f64 {
+		m = ToFloat64(m)
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true})
+}
+
 // openPair opens sessions on the training and evaluation graphs, in float64
 // when possible.
 func openPair(gs *grad.Graphs, opt Options) (train, eval *runtime.Session, f64 bool, err error) {
@@ -222,6 +270,12 @@ func generate(spec grad.TensorSpec, gs *grad.Graphs, rng *rand.Rand) *runtime.Te
 		for _, o := range gs.Manifest.Training.Outputs {
 			if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] && len(o.Shape) > 1 {
 				classes = o.Shape[1]
+			}
+		}
+		if gs.Manifest.Classes > 0 {
+			classes = gs.Manifest.Classes
+			if gs.Manifest.LossKind == "sigmoid_bce" {
+				classes++ // 0 is background
 			}
 		}
 		v := make([]int64, n)

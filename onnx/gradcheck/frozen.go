@@ -1,0 +1,157 @@
+package gradcheck
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Frozen kinks.
+//
+// A segmentation network is piecewise smooth: every Relu, Clip (ReLU6),
+// LeakyRelu, HardSigmoid and MaxPool is a kink, and a float32 central
+// difference with a step large enough to beat rounding crosses thousands of
+// them, so it measures something other than the derivative at θ. With
+// Options.FreezeKinks the differences are taken on a copy of the evaluation
+// graph in which each kink keeps, at every element, the linear piece it is
+// on at θ:
+//
+//	Relu, Clip, LeakyRelu, HardSigmoid:  y = M ⊙ x + C   (M the slope at θ, C = y(θ) − M ⊙ x(θ))
+//	MaxPool:                             y = x.flat[I]   (I the argmax indices at θ)
+//
+// The frozen graph has the original's value and gradient at θ, and is
+// smooth: a network of convolutions, resizes and kinks becomes affine in
+// any single weight tensor, so its central differences are exact up to
+// rounding for steps as large as the weights. The analytic gradient still
+// comes from the training graph of the original model.
+
+// kinkOps are the operators freezeKinks replaces.
+var kinkOps = map[string]bool{"Relu": true, "Clip": true, "LeakyRelu": true, "HardSigmoid": true, "MaxPool": true}
+
+// freezeKinks returns a copy of eval with its kinks frozen at the values
+// that run (evaluating a model at θ and returning its outputs by name)
+// gives; f64 stores the slopes and offsets as doubles.
+func freezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*runtime.Tensor, error)) (*onnx.Model, error) {
+	probe := eval.Clone()
+	g := probe.Proto.Graph
+	var watch []string
+	indices := map[string]string{} // MaxPool output → its Indices output
+	for _, n := range g.Node {
+		if !kinkOps[n.GetOpType()] || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
+			continue
+		}
+		if n.GetOpType() == "MaxPool" {
+			// The compiler gives MaxPool an Indices output for its rule;
+			// add one where it has none.
+			if len(n.Output) < 2 || n.Output[1] == "" {
+				n.Output = append(n.Output[:1], "frozen/"+n.Output[0]+"/indices")
+			}
+			for _, a := range n.Attribute {
+				if a.GetName() == "storage_order" && a.GetI() != 0 {
+					return nil, fmt.Errorf("freezing kinks: MaxPool %q has storage_order %d", n.GetName(), a.GetI())
+				}
+			}
+			indices[n.Output[0]] = n.Output[1]
+			watch = append(watch, n.Output[1])
+			continue
+		}
+		watch = append(watch, n.Input[0], n.Output[0])
+	}
+	if len(watch) == 0 {
+		return eval, nil
+	}
+	for _, w := range watch {
+		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(w)})
+	}
+	vals, err := run(probe)
+	if err != nil {
+		return nil, fmt.Errorf("freezing kinks: %w", err)
+	}
+	fz := eval.Clone()
+	g = fz.Proto.Graph
+	tensor := func(name string, dims []int64, v []float64) *onnxpb.TensorProto {
+		if f64 {
+			return onnx.NewFloat64Tensor(name, dims, v)
+		}
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return onnx.NewFloat32Tensor(name, dims, f)
+	}
+	var nodes []*onnxpb.NodeProto
+	for _, n := range g.Node {
+		op := n.GetOpType()
+		if !kinkOps[op] || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
+			nodes = append(nodes, n)
+			continue
+		}
+		base := "frozen/" + n.Output[0]
+		if op == "MaxPool" {
+			idx := vals[indices[n.Output[0]]]
+			if idx == nil {
+				return nil, fmt.Errorf("freezing kinks: node %q: no probed indices", n.GetName())
+			}
+			g.Initializer = append(g.Initializer,
+				onnx.NewInt64Tensor(base+"/indices", idx.Shape, idx.Int64),
+				onnx.NewInt64Tensor(base+"/flat", []int64{1}, []int64{-1}))
+			nodes = append(nodes,
+				&onnxpb.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(base + "/reshape"),
+					Input: []string{n.Input[0], base + "/flat"}, Output: []string{base + "/x"}},
+				&onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String(base + "/gather"),
+					Input: []string{base + "/x", base + "/indices"}, Output: []string{n.Output[0]}})
+			continue
+		}
+		xt, yt := vals[n.Input[0]], vals[n.Output[0]]
+		if xt == nil || yt == nil {
+			return nil, fmt.Errorf("freezing kinks: node %q: no probed values", n.GetName())
+		}
+		xv, yv := floats(xt), floats(yt)
+		alpha := 0.2
+		if op == "LeakyRelu" {
+			alpha = 0.01
+		}
+		for _, a := range n.Attribute {
+			if a.GetName() == "alpha" {
+				alpha = float64(a.GetF())
+			}
+		}
+		slope := make([]float64, len(xv))
+		offset := make([]float64, len(xv))
+		for i, x := range xv {
+			y := yv[i]
+			switch op {
+			case "Relu":
+				if x > 0 {
+					slope[i] = 1
+				}
+			case "LeakyRelu":
+				slope[i] = 1
+				if x < 0 {
+					slope[i] = alpha
+				}
+			case "Clip": // inside [min, max], bounds included
+				if y == x {
+					slope[i] = 1
+				}
+			case "HardSigmoid": // strictly inside (0, 1)
+				if y > 0 && y < 1 {
+					slope[i] = alpha
+				}
+			}
+			offset[i] = y - slope[i]*x
+		}
+		g.Initializer = append(g.Initializer, tensor(base+"/slope", xt.Shape, slope), tensor(base+"/offset", xt.Shape, offset))
+		nodes = append(nodes,
+			&onnxpb.NodeProto{OpType: proto.String("Mul"), Name: proto.String(base + "/mul"),
+				Input: []string{n.Input[0], base + "/slope"}, Output: []string{base + "/lin"}},
+			&onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(base + "/add"),
+				Input: []string{base + "/lin", base + "/offset"}, Output: []string{n.Output[0]}})
+	}
+	g.Node = nodes
+	return fz, nil
+}
