@@ -9,6 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -32,7 +34,7 @@ func artifactsCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "training batch size (fixed in the graph)"},
 			&cli.StringFlag{Name: "input", Usage: "model input to size (default: the first input)"},
 			&cli.StringFlag{Name: "logits", Usage: "tensor holding the logits, an output or e.g. the input of a final Softmax (default: the first output)"},
-			&cli.IntFlag{Name: "class-axis", Value: 1, Usage: "the logits' class axis: 1 for NCHW, -1 for NHWC"},
+			&cli.IntFlag{Name: "class-axis", Value: 1, Usage: "the logits' class axis: 1 for NCHW, -1 for NHWC (default: the contract's)"},
 			&cli.StringFlag{Name: "loss", Value: "ce", Usage: "ce (softmax cross entropy) or bce (sigmoid multi-label, no background channel)"},
 			&cli.Int64Flag{Name: "classes-ignore", Value: grad.DefaultIgnoreIndex, Usage: "target value the loss ignores (-1: none)"},
 			&cli.StringFlag{Name: "class-weights", Usage: "comma-separated per-class loss weights"},
@@ -61,26 +63,6 @@ func runArtifacts(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	input := c.String("input")
-	if input == "" {
-		inits := map[string]bool{}
-		for _, t := range m.Graph().GetInitializer() {
-			inits[t.GetName()] = true
-		}
-		for _, v := range m.Graph().GetInput() {
-			if !inits[v.GetName()] {
-				input = v.GetName()
-				break
-			}
-		}
-		if input == "" {
-			return cli.Exit("the model has no inputs", 2)
-		}
-	}
-	shape, err := inputShape(m, input, int64(batch), h, w)
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
 	loss := grad.Loss{Output: c.String("logits"), ClassAxis: c.Int("class-axis"), Scale: c.Bool("loss-scale")}
 	switch c.String("loss") {
 	case "ce":
@@ -88,6 +70,39 @@ func runArtifacts(c *cli.Context) error {
 		loss.Kind = grad.LossSigmoidBCE
 	default:
 		return cli.Exit(fmt.Sprintf("--loss %q: want ce or bce", c.String("loss")), 2)
+	}
+	var input string
+	var shape []int64
+	if c.String("input") == "" {
+		// A segmentation model: its contract gives the input, its layout
+		// and fixed size, and the loss (on the scores before a final
+		// Softmax or Sigmoid), unless flags say otherwise.
+		ct, err := readContract(c.String("model"), m, imageio.Sidecar{})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
+		}
+		input = ct.Input
+		if ct.Height > 0 && !c.IsSet("size") {
+			h, w = ct.Height, ct.Width
+		}
+		shape = []int64{int64(batch), imageio.Channels, h, w}
+		if ct.InputLayout == contract.NHWC {
+			shape = []int64{int64(batch), h, w, imageio.Channels}
+		}
+		if !c.IsSet("logits") && ct.Kind != contract.Labels {
+			loss.Output = ct.Scores
+			if !c.IsSet("class-axis") {
+				loss.ClassAxis = ct.ScoresClassAxis
+			}
+			if !c.IsSet("loss") && ct.Kind == contract.Sigmoid {
+				loss.Kind = grad.LossSigmoidBCE
+			}
+		}
+	} else {
+		input = c.String("input")
+		if shape, err = inputShape(m, input, int64(batch), h, w); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
 	}
 	trainable, err := resolveTrainable(m, c.StringSlice("trainable"))
 	if err != nil {
@@ -167,9 +182,9 @@ func parseTrainSize(s string) (int64, int64, error) {
 	return h, w, nil
 }
 
-// inputShape returns the training shape of an image input, NCHW or, as
-// tf2onnx writes it, NHWC: the layout is the one whose channel axis is
-// static and at most 4 (NCHW when both are).
+// inputShape returns the training shape of an input named by --input (a
+// model that is not a one-input segmenter), NCHW or NHWC: the layout is
+// the one whose channel axis is static and at most 4 (NCHW when both are).
 func inputShape(m *onnx.Model, input string, batch, h, w int64) ([]int64, error) {
 	for _, v := range m.Graph().GetInput() {
 		if v.GetName() != input {
