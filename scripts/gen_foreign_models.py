@@ -35,7 +35,10 @@ already does well must not make it worse" test; preprocessing x/127.5 - 1 on RGB
   synth_nhwc_softmax               NHWC input and output, Softmax over the last axis
 
 Every rewrite is checked against its source with a small ONNX evaluator written with torch ops
-(ONNX Runtime has no Python package here); the torch exports are checked against PyTorch.
+(ONNX Runtime has no Python package here); the torch exports are checked against PyTorch. Each
+model also gets a reference input in its own layout and value range and the graph's outputs for
+it (NAME.ref_input.f32, NAME.ref_output<k>.f32, raw little-endian float32; shapes in the
+manifest), which `go run ./scripts/_ortcheck DIR` compares with ONNX Runtime's outputs.
 Needs Debian's python3-torch, python3-torchvision, python3-onnx.
 """
 import argparse
@@ -729,6 +732,40 @@ REWRITES = [
 ALL = [s["name"] for s in TORCH_MODELS] + [r[0] for r in REWRITES]
 
 
+def write_reference(proto, entry, out_dir, name):
+    """A reference input in the model's own layout and value range, and the graph's outputs for it
+    (the torch-op evaluator's; the graph itself was checked against its source), as raw
+    little-endian float32 files: NAME.ref_input.f32, NAME.ref_output<k>.f32."""
+    inp = entry["inputs"][0]
+    nhwc = inp["layout"] == "NHWC"
+    shp = list(inp["shape"])
+    n = shp[0] if shp[0] else 2
+    h, w = (shp[1], shp[2]) if nhwc else (shp[2], shp[3])
+    h, w = h or 64, w or 96
+    x = rand_images((n, 3, h, w), SEED + 9)
+    pre = entry["preprocess"]
+    if pre is IMAGENET_PRE:
+        x = imagenet_norm(x)
+    elif pre is SYNTH_PRE:
+        x = x * 2 - 1
+    else:
+        assert pre is RAW_BGR255_PRE
+        x = x * 255
+    if nhwc:
+        x = x.permute(0, 2, 3, 1).contiguous()
+    with torch.no_grad():
+        outs, _ = run_graph(proto, {inp["name"]: x})
+    ref = {"input": f"{name}.ref_input.f32", "input_shape": list(x.shape), "outputs": [],
+           "dtype": "float32 little-endian, row-major",
+           "computed_by": "the torch-op evaluator on this graph (see check for the graph against its source)"}
+    x.numpy().astype("<f4").tofile(os.path.join(out_dir, ref["input"]))
+    for k, (o, t) in enumerate(zip(proto.graph.output, outs)):
+        f = f"{name}.ref_output{k}.f32"
+        t.numpy().astype("<f4").tofile(os.path.join(out_dir, f))
+        ref["outputs"].append({"name": o.name, "file": f, "shape": list(t.shape)})
+    return ref
+
+
 def describe(proto, path):
     ops = collections.Counter(n.op_type for n in proto.graph.node)
     return {"file": os.path.basename(path), "bytes": os.path.getsize(path), "opset": opset_of(proto),
@@ -793,6 +830,7 @@ def main():
         assert size <= MAX_BYTES, f"{name}: {size} bytes"
         info = describe(proto, path)
         info.update(entry)
+        info["reference"] = write_reference(proto, entry, args.out, name)
         info["seconds"] = round(time.time() - t0, 1)
         models[name] = info
         save()
