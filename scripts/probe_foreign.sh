@@ -33,37 +33,65 @@ SMALL=$WORK/data-small FULL=$WORK/data-full
 [ -d "$SMALL/images/val" ] || "$BIN" -q data synth --out "$SMALL" --seed 1 --train 8 --val 4 >/dev/null || exit 2
 [ -d "$FULL/images/val" ] || "$BIN" -q data synth --out "$FULL" --seed 1 >/dev/null || exit 2
 
-# One line per model: name \t file \t preprocessing flags \t HxW \t layout \t expected mIoU
+# One line per model, fields separated by \x1f (not a tab: read would merge empty fields): name, file,
+# preprocessing flags, HxW, layout, expected mIoU, fixed HxW, reference model, its flags (the model the rewrite must agree with, label for label; empty if none)
 models_tsv() {
   "$PY" - "$CORPUS/manifest.json" "${MODELS:-}" "${PROBE_HINTS:-0}" "$(pwd)/models/segtune-synth.onnx" <<'EOF'
 import json, os, sys
 man = json.load(open(sys.argv[1]))
 m = man["models"]
 only = sys.argv[2].split()
-if os.path.exists(sys.argv[4]) and (not only or "control_segtune_synth" in only):
+synth, corpus = sys.argv[4], os.path.dirname(os.path.abspath(sys.argv[1]))
+synth_flags = "--value-scale 0.00784313725490196 --value-offset -1"
+if os.path.exists(synth) and (not only or "control_segtune_synth" in only):
     # The original pretrained model, as a control for the synth_* rewrites.
-    print("\t".join(["control_segtune_synth", sys.argv[4], "--value-scale 0.00784313725490196 --value-offset -1",
-                     "64x64", "NCHW", str(man.get("synth_val_miou_of_base", ""))]))
+    print("\x1f".join(["control_segtune_synth", synth, synth_flags, "64x64", "NCHW",
+                     str(man.get("synth_val_miou_of_base", "")), "", "", ""]))
 for name, e in m.items():
     if only and name not in only:
         continue
     inp = e["inputs"][0]
     shp, lay = inp["shape"], inp["layout"]
     h, w = (shp[1], shp[2]) if lay == "NHWC" else (shp[2], shp[3])
-    size = f"{h}x{w}" if h and w else "64x64"
+    fixed = f"{h}x{w}" if h and w else ""
     flags = list(e["preprocess"].get("segtune_flags", []))
     if sys.argv[3] == "1" and lay == "NHWC":
         flags.append("--nhwc")
     miou = e.get("pretrained", {}).get("expected_val_miou", "")
-    print("\t".join([name, e["file"], " ".join(flags), size, lay, str(miou)]))
+    ref = ref_flags = ""
+    src = e.get("source_model", "")
+    # A rewrite's labels must equal its source's, except where sigmoid decoding changes the labels.
+    if src == "models/segtune-synth.onnx":
+        ref, ref_flags = synth, synth_flags
+    elif src and e["outputs"][0]["kind"] != "sigmoid" and os.path.splitext(src)[0] in m:
+        ref = os.path.join(corpus, src)
+        ref_flags = " ".join(m[os.path.splitext(src)[0]]["preprocess"].get("segtune_flags", []))
+    print("\x1f".join([name, e["file"], " ".join(flags), fixed or "64x64", lay, str(miou), fixed, ref, ref_flags]))
 EOF
 }
 
-first_error() {  # the first line of a log that looks like an error, else its last line
-  local l
-  l=$(grep -m1 -iE 'error|fail|panic|invalid|cannot|unsupported|not supported|mismatch|want|expected' "$1")
-  [ -n "$l" ] || l=$(grep -v '^\s*$' "$1" | tail -n1)
-  echo "${l:0:300}" | tr '\t' ' '
+first_error() {  # the first error of a log (with its indented continuation lines), else its last line
+  "$PY" - "$1" <<'PYEOF'
+import json, re, sys
+text = open(sys.argv[1], errors="replace").read()
+try:  # --json output: the first per-image failure
+    j, _ = json.JSONDecoder().raw_decode(text.lstrip())
+    if j.get("failures"):
+        print(("%d of %d images failed; first: %s" % (j.get("failed", 0), j.get("images", 0),
+               j["failures"][0].get("error", "")))[:400])
+        sys.exit()
+except ValueError:
+    pass
+lines = [l for l in text.splitlines() if l.strip() and not l.startswith("\x1b[")]  # ORT's own log lines
+pick = next((i for i, l in enumerate(lines) if l.startswith("segtune")), None)
+if pick is None:
+    pick = next((i for i, l in enumerate(lines) if re.search(r"error|fail|panic|invalid", l, re.I)), len(lines) - 1)
+msg = lines[pick] if lines else "(no output)"
+for l in lines[pick + 1:pick + 4]:
+    if l.startswith(" "):
+        msg += " /" + l.rstrip()
+print(msg[:400].replace("\t", " "))
+PYEOF
 }
 
 declare -a ROWS
@@ -76,9 +104,9 @@ run() {  # run NAME CMD LOGFILE ARGS...: prints PASS or FAIL: first error line
   fi
 }
 
-printf '| model | info | segment | eval | artifacts | finetune | export |\n|---|---|---|---|---|---|---|\n' >"$WORK/results.md"
+printf '| model | info | segment | eval | agree | artifacts | finetune | export |\n|---|---|---|---|---|---|---|---|\n' >"$WORK/results.md"
 : >"$WORK/results.tsv"
-while IFS=$'\t' read -r name file flags size layout want; do
+while IFS=$'\x1f' read -r name file flags size layout want fixed ref ref_flags; do
   M=$CORPUS/$file
   [[ $file == /* ]] && M=$file
   L=$WORK/logs/$name O=$WORK/out/$name
@@ -95,6 +123,20 @@ while IFS=$'\t' read -r name file flags size layout want; do
       r_eval="PASS mIoU=$got"
       if [ -n "$want" ] && [ -n "$got" ] && ! "$PY" -c "import sys; sys.exit(abs($got-$want) > 0.0015)"; then
         r_eval="WRONG mIoU=$got (want $want)"
+      fi
+    fi
+    # agree: pixel agreement of this model's labels with its source's (segment of the source, at the
+    # rewrite's fixed size if it has one, scored as ground truth by eval)
+    r_agree=-
+    if [ -n "$ref" ]; then
+      sz=()
+      [ -n "$fixed" ] && sz=(--size "$fixed")
+      r_ref=$(run "$L.ref.log" "$BIN" -q segment --model "$ref" --input "$data/images/val" --output "$O/ref" "${sz[@]}" $ref_flags)
+      if [ "$r_ref" = PASS ]; then
+        r_agree=$(run "$L.agree.log" "$BIN" -q eval --model "$M" --images "$data/images/val" --masks "$O/ref" --json $flags)
+        [ "$r_agree" = PASS ] && r_agree="PASS pixel_acc=$("$PY" -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))["pixel_accuracy"])' "$L.agree.log" 2>/dev/null)"
+      else
+        r_agree="(reference failed: $(first_error "$L.ref.log"))"
       fi
     fi
     r_art=$(run "$L.artifacts.log" "$BIN" -q artifacts --model "$M" --out "$O/art" --size "$size" --batch 1)
@@ -119,7 +161,7 @@ print(" ".join(out))' "$O/ft/metrics.jsonl" 2>/dev/null)"
       r_exp="SKIP (no checkpoint)"
     fi
   }
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$r_info" "$r_seg" "$r_eval" "$r_art" "$r_ft" "$r_exp" | tee -a "$WORK/results.md"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$r_info" "$r_seg" "$r_eval" "$r_art" "$r_ft" "$r_exp" >>"$WORK/results.tsv"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$r_info" "$r_seg" "$r_eval" "$r_agree" "$r_art" "$r_ft" "$r_exp" | tee -a "$WORK/results.md"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$r_info" "$r_seg" "$r_eval" "$r_agree" "$r_art" "$r_ft" "$r_exp" >>"$WORK/results.tsv"
 done < <(models_tsv)
 echo "probe_foreign: logs and results in $WORK" >&2
