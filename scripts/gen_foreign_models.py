@@ -802,10 +802,15 @@ def main():
                     "score near chance; only the synth_* models are meant to score well.",
         },
         "synth_val_miou_of_base": SYNTH_VAL_MIOU,
+        "synth_val_miou_of_base_how": "segtune eval --model models/segtune-synth.onnx on `segtune data synth "
+                                      "--seed 1` val (100 images, 96x128) with --value-scale 0.00784313725490196 "
+                                      "--value-offset -1, ONNX Runtime 1.30.0 CPU",
         "models": models,
     }
 
     def save():
+        order = {n: i for i, n in enumerate(ALL)}
+        manifest["models"] = dict(sorted(models.items(), key=lambda kv: order.get(kv[0], len(order))))
         tmp = mpath + ".tmp"
         with open(tmp, "w") as f:
             json.dump(manifest, f, indent=2)
