@@ -863,8 +863,7 @@ def main():
         proto, entry = fn(sources[src_name])
         entry["source_model"] = os.path.relpath(src_name, REPO) if os.path.isabs(src_name) else src_name + ".onnx"
         write(name, proto, entry, t0)
-    if not os.path.exists(mpath):
-        save()
+    save()
 
 
 if __name__ == "__main__":
