@@ -4,7 +4,8 @@ exporters emit, so that segtune's tests exercise models nobody on the project ma
 
     /usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign [--force] [--only NAME,...]
 
-Idempotent: a model whose file and manifest entry are present is skipped (--force rebuilds).
+Idempotent: a model whose file and manifest entry are present is skipped (--force rebuilds; so
+does a change of this script, whose hash the manifest keeps).
 Writes NAME.onnx for each model below and manifest.json, which describes each one: its file and
 size, exporter style, opset, inputs (name, layout, shape with dynamic dims as null), outputs
 (name, layout, kind logits|softmax|sigmoid, channels), the labels it predicts, the preprocessing it
@@ -44,6 +45,7 @@ Needs Debian's python3-torch, python3-torchvision, python3-onnx.
 import argparse
 import collections
 import copy
+import hashlib
 import json
 import os
 import sys
@@ -790,9 +792,14 @@ def main():
     if os.path.exists(mpath):
         with open(mpath) as f:
             manifest = json.load(f)
+    with open(os.path.abspath(__file__), "rb") as f:
+        script_sha = hashlib.sha256(f.read()).hexdigest()[:16]
     models = manifest.get("models", {})
+    if manifest.get("generator_sha256") != script_sha and models:
+        print("gen_foreign_models: the generator changed since the last run; rebuilding")
+        args.force = True
     manifest = {
-        "generator": "scripts/gen_foreign_models.py", "torch": torch.__version__,
+        "generator": "scripts/gen_foreign_models.py", "generator_sha256": script_sha, "torch": torch.__version__,
         "torchvision": torchvision.__version__, "onnx": onnx.__version__, "seed": SEED,
         "data": {
             "how": "segtune data synth --out DIR --seed 1 [--train N --val N]: 96x128 RGB images, masks with "
