@@ -13,7 +13,9 @@
 # The preprocessing the graph cannot tell (value range, mean/std, BGR) is
 # passed as flags from the manifest; layout is not (segtune should read it
 # from the graph) unless PROBE_HINTS=1, which also passes --nhwc for NHWC
-# inputs. MODELS="a b" probes only those. Logs: WORK_DIR/logs/MODEL.CMD.log;
+# inputs. "agree" is the pixel accuracy of a rewrite's labels against its
+# source's (1.0 expected, except tf2onnx_*, whose Upsample grid differs from
+# the source's; scripts/_ortcheck checks raw outputs). MODELS="a b" probes only those. Logs: WORK_DIR/logs/MODEL.CMD.log;
 # the table is also written to WORK_DIR/results.md and results.tsv.
 # Needs ONNX Runtime (ONNXRUNTIME_SHARED_LIBRARY_PATH or `make ort`) and jq-free
 # python3 for reading the manifest.
