@@ -39,7 +39,7 @@ Every rewrite is checked against its source with a small ONNX evaluator written 
 (ONNX Runtime has no Python package here); the torch exports are checked against PyTorch. Each
 model also gets a reference input in its own layout and value range and the graph's outputs for
 it (NAME.ref_input.f32, NAME.ref_output<k>.f32, raw little-endian float32; shapes in the
-manifest), which `go run ./scripts/_ortcheck DIR` compares with ONNX Runtime's outputs.
+manifest), which TestForeignModels (cmd/segtune/foreign_test.go) compares with ONNX Runtime's outputs.
 Needs Debian's python3-torch, python3-torchvision, python3-onnx.
 """
 import argparse

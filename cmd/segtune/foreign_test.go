@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -42,7 +43,32 @@ type foreignManifest struct {
 			Flags []string `json:"segtune_flags"`
 		} `json:"preprocess"`
 		Pretrained any `json:"pretrained"`
+		// Reference is an input and the outputs the generator's own
+		// evaluator computed for it, from the exporter's side.
+		Reference struct {
+			Input      string  `json:"input"`
+			InputShape []int64 `json:"input_shape"`
+			Outputs    []struct {
+				Name  string  `json:"name"`
+				File  string  `json:"file"`
+				Shape []int64 `json:"shape"`
+			} `json:"outputs"`
+		} `json:"reference"`
 	} `json:"models"`
+}
+
+// readF32 reads raw little-endian float32s.
+func readF32(t *testing.T, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
 
 func loadForeignCorpus(t *testing.T) (string, foreignManifest) {
@@ -84,6 +110,27 @@ func TestForeignModels(t *testing.T) {
 			model := filepath.Join(dir, e.File)
 			work := t.TempDir()
 			flags := append([]string{"--threads", "2"}, e.Preprocess.Flags...)
+
+			// The corpus itself: ONNX Runtime computes what the generator
+			// says each rewrite computes.
+			m, err := onnx.Load(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := e.Reference
+			x := readF32(t, filepath.Join(dir, ref.Input))
+			for _, o := range ref.Outputs {
+				got := runByName(t, m, o.Name, func(string, []int64) *runtime.Tensor { return runtime.NewFloat32(ref.InputShape, x) })
+				want := readF32(t, filepath.Join(dir, o.File))
+				if len(got) != len(want) {
+					t.Fatalf("reference output %s: %d values, want %d", o.Name, len(got), len(want))
+				}
+				for i := range got {
+					if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Max(1, math.Abs(float64(want[i]))) {
+						t.Fatalf("reference output %s[%d] = %g on ONNX Runtime, %g by the generator", o.Name, i, got[i], want[i])
+					}
+				}
+			}
 
 			// info: the contract as the exporter made it.
 			out, err := runCLI(t, "info", model, "--json")
