@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // SidecarVersion is the sidecar format version written by Save.
@@ -97,10 +99,7 @@ func (s *Sidecar) Save(path string) error {
 		return fmt.Errorf("save sidecar %s: %w", path, err)
 	}
 	data = append(data, '\n')
-	return WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // Validate checks the version, the preprocessing and that a palette or

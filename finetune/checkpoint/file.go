@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // Save writes c to path atomically: it validates c (refusing non-finite
@@ -26,48 +28,15 @@ func save(path string, c *Checkpoint, wrap func(io.Writer) io.Writer) (err error
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("checkpoint %s: not saved: %w", path, err)
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, tempPrefix(base)+"*")
-	if err != nil {
+	if err := atomicfile.WriteWrapped(path, 0o644, wrap, func(w io.Writer) error { return Write(w, c) }); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	var w io.Writer = f
-	if wrap != nil {
-		w = wrap(f)
-	}
-	if err := Write(w, c); err != nil {
-		return fmt.Errorf("checkpoint %s: writing %s: %w", path, tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint %s: syncing %s: %w", path, tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("checkpoint %s: closing %s: %w", path, tmp, err)
-	}
-	// CreateTemp makes the file private; checkpoints are ordinary files.
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	// The rename is durable only once the folder's entry is on disk.
-	return syncDir(dir, path)
+	return nil
 }
 
 // tempPrefix names the temporary files Save creates for a destination
 // called base; they are hidden, and Keeper removes stale ones.
-func tempPrefix(base string) string { return "." + base + ".tmp-" }
+func tempPrefix(base string) string { return atomicfile.TempPrefix(base) }
 
 func syncDir(dir, path string) error {
 	d, err := os.Open(dir)
