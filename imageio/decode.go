@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"os"
 
 	// Registered formats: everything the standard library and x/image decode
 	// without cgo.
@@ -17,6 +16,8 @@ import (
 	_ "golang.org/x/image/bmp"
 	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // DefaultMaxPixels is the pixel limit used by [ReadImage] and [DecodeImage]:
@@ -43,7 +44,7 @@ func DecodeImage(r io.Reader, name string) (image.Image, error) { return Decoder
 
 // ReadFile decodes the image file at path.
 func (d Decoder) ReadFile(path string) (image.Image, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read image: %w", err)
 	}

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // SidecarVersion is the sidecar format version written by Save.
@@ -45,6 +45,10 @@ type Sidecar struct {
 	IgnoreLabel *int `json:"ignore_label,omitempty"`
 }
 
+// MaxSidecarBytes bounds the size of a sidecar or --preprocess file
+// (1 MiB; a palette of 256 colours and a label map take a few KB).
+const MaxSidecarBytes = 1 << 20
+
 // SidecarPath returns the sidecar path of a model file.
 func SidecarPath(modelPath string) string {
 	return strings.TrimSuffix(modelPath, filepath.Ext(modelPath)) + SidecarExt
@@ -53,7 +57,7 @@ func SidecarPath(modelPath string) string {
 // LoadSidecar reads and validates a sidecar file. Unknown fields are errors,
 // so a misspelt key cannot silently fall back to a default.
 func LoadSidecar(path string) (*Sidecar, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadSmall(path, MaxSidecarBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read sidecar: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/segtune/segtune/internal/atomicfile"
 
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -44,22 +45,16 @@ func (m *Model) Graph() *onnxpb.GraphProto {
 // Load reads and parses the model at path. External data is loaded into the
 // initializers (see LoadExternalData), so the returned model is self-contained.
 func Load(path string) (*Model, error) {
-	f, err := os.Open(path)
+	// Devices and pipes report size 0 and could stream without end, and
+	// opening a FIFO blocks: only regular files are opened.
+	f, st, err := regfile.Open(path)
 	if err != nil {
+		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
+		}
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: %w", path, err)
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
-	}
-	// Devices and pipes report size 0 and could stream without end.
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("onnx: %s is not a regular file", path)
-	}
 	if st.Size() > MaxModelBytes {
 		return nil, fmt.Errorf("onnx: %s is %d bytes, more than the protobuf limit of 2 GiB", path, st.Size())
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // Save writes c to path atomically: it validates c (refusing non-finite
@@ -83,18 +84,12 @@ func ReadInfo(path string) (*Info, error) {
 }
 
 func open(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
+	f, st, err := regfile.Open(path)
 	if err != nil {
+		if errors.Is(err, regfile.ErrNotRegular) {
+			return nil, 0, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
 		return nil, 0, fmt.Errorf("checkpoint: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("checkpoint: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("checkpoint %s: not a regular file", path)
 	}
 	return f, st.Size(), nil
 }

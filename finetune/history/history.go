@@ -21,6 +21,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // Record kinds.
@@ -269,7 +271,7 @@ func (w *Writer) Close() error {
 
 // Read reads all records of the metrics file at path. See Decode.
 func Read(path string) ([]Record, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runCLIWithin runs segtune and fails the test if it has not returned
+// within d (a FIFO used to block it forever).
+func runCLIWithin(t *testing.T, d time.Duration, args ...string) (string, error) {
+	t.Helper()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runCLI(t, args...)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-time.After(d):
+		t.Fatalf("segtune %s did not return within %v", strings.Join(args, " "), d)
+		return "", nil
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+// Defect: a model, sidecar, --preprocess file, checkpoint or image that is a
+// FIFO blocked the program forever.
+func TestFIFOInputsAreRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+
+	fifoModel := filepath.Join(dir, "fifo.onnx")
+	mkfifo(t, fifoModel)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", fifoModel, "--input", in, "--output", filepath.Join(dir, "o1")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO model: err = %v", err)
+	}
+
+	sub := filepath.Join(dir, "side")
+	os.Mkdir(sub, 0o755)
+	model := redModel(t, sub)
+	mkfifo(t, filepath.Join(sub, strings.TrimSuffix(filepath.Base(model), ".onnx")+".segtune.json"))
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "o2")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO sidecar: err = %v", err)
+	}
+
+	model = redModel(t, dir)
+	pre := filepath.Join(dir, "pre.json")
+	mkfifo(t, pre)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", pre, "--input", in, "--output", filepath.Join(dir, "o3")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO --preprocess: err = %v", err)
+	}
+
+	ck := filepath.Join(dir, "fifo.ckpt")
+	mkfifo(t, ck)
+	if _, err := runCLIWithin(t, 20*time.Second, "export", "--checkpoint", ck, "--out", filepath.Join(dir, "x.onnx")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO checkpoint: err = %v", err)
+	}
+
+	// A FIFO among the images is reported by name and skipped.
+	mkfifo(t, filepath.Join(in, "pipe.png"))
+	out := filepath.Join(dir, "o4")
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--input", in, "--output", out); err != nil && !strings.Contains(err.Error(), "1 of 2 images failed") {
+		t.Errorf("FIFO image: err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "a.png")); err != nil {
+		t.Errorf("the regular image was not segmented: %v", err)
+	}
+}
+
+// Defect: a sidecar symlinked to /dev/zero was read without limit.
+func TestSidecarFromDevZeroIsRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	model := redModel(t, dir)
+	pre := filepath.Join(dir, "pre.json")
+	os.Symlink("/dev/zero", pre)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", pre, "--input", in, "--output", filepath.Join(dir, "o")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("/dev/zero --preprocess: err = %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	os.WriteFile(big, []byte(`{"version": 1, "classes": ["`+strings.Repeat("x", 2<<20)+`"]}`), 0o644)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", big, "--input", in, "--output", filepath.Join(dir, "o")); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("2 MiB --preprocess: err = %v", err)
+	}
+}
