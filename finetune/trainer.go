@@ -106,6 +106,11 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	if hooks.Log == nil {
 		hooks.Log = io.Discard
 	}
+	lock, err := lockRunDir(dir) // one run per folder, from the first file it reads
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
 	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou"}}
 	var ck *checkpoint.Checkpoint
 	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
@@ -135,10 +140,7 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	err := t.setup(ctx)
+	err = t.setup(ctx)
 	if t.reg != nil {
 		defer t.reg.close()
 	}
