@@ -111,7 +111,7 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		return nil, err
 	}
 	defer lock.release()
-	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou"}}
+	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log}}
 	var ck *checkpoint.Checkpoint
 	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
 		// Never overwrite an earlier run's checkpoints by accident.
@@ -649,12 +649,9 @@ func (t *trainer) plot() error {
 
 // finish exports the best checkpoint (or the last) and builds the summary.
 func (t *trainer) finish() (*Result, error) {
-	src := t.keeper.BestPath()
-	if _, err := os.Stat(src); err != nil {
-		src = t.keeper.LastPath()
-	}
+	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
-	if _, err := os.Stat(src); err == nil {
+	if ok {
 		out := filepath.Join(t.dir, ModelFile)
 		if _, err := Export(src, "", out); err != nil {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)
