@@ -136,6 +136,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 			return nil, err
 		}
 	}
+	if err := t.identify(ck); err != nil {
+		return nil, err
+	}
 	t.cfg = cfg
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
