@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/onnx"
 )
 
 // Defect: two finetune runs into one --out both ran and mixed their files.
@@ -81,5 +84,68 @@ func TestLeftoverBestIsNeverReused(t *testing.T) {
 	after, err := os.ReadFile(stale)
 	if err != nil || !bytes.Equal(before, after) {
 		t.Errorf("the earlier run's best.ckpt changed or went (%v)", err)
+	}
+}
+
+// Defect: a checkpoint was not tied to its base model's content, so a
+// replaced base graph was silently used by export and resume.
+func TestReplacedBaseModelIsRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	ckPath := filepath.Join(out, checkpoint.LastName)
+	ck, err := checkpoint.Load(ckPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := FileSHA256(cfg.Network.BaseModel); ck.BaseSHA256 != want || ck.RunID == "" {
+		t.Fatalf("checkpoint records base %q run %q; want base %q and a run id", ck.BaseSHA256, ck.RunID, want)
+	}
+	// Another graph at the base path: same weights, different file.
+	m, err := onnx.Load(cfg.Network.BaseModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Proto.ProducerName = proto.String("someone else")
+	if err := m.Save(cfg.Network.BaseModel); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Export(ckPath, "", filepath.Join(dir, "x.onnx"))
+	if err == nil || !strings.Contains(err.Error(), "is not the base model") || !strings.Contains(err.Error(), cfg.Network.BaseModel) {
+		t.Errorf("export: err = %v", err)
+	}
+	cfg.Epochs = 2
+	_, err = Train(context.Background(), cfg, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "is not the base model") {
+		t.Errorf("resume: err = %v", err)
+	}
+	// --model naming another file: the error names that file.
+	other := filepath.Join(dir, "other.onnx")
+	m.Proto.ProducerName = proto.String("a third")
+	m.Save(other)
+	_, err = Export(ckPath, other, filepath.Join(dir, "x.onnx"))
+	if err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("export --model other: err = %v", err)
+	}
+	// A checkpoint from before digests were recorded still loads, with a warning.
+	ck.BaseSHA256 = ""
+	legacy := filepath.Join(dir, "legacy.ckpt")
+	if err := checkpoint.Save(legacy, ck); err != nil {
+		t.Fatal(err)
+	}
+	var warn bytes.Buffer
+	old := Warnings
+	Warnings = &warn
+	defer func() { Warnings = old }()
+	if _, err := Export(legacy, "", filepath.Join(dir, "y.onnx")); err != nil {
+		t.Errorf("legacy checkpoint: %v", err)
+	}
+	if !strings.Contains(warn.String(), "records no SHA-256") {
+		t.Errorf("no warning for a checkpoint without a digest: %q", warn.String())
 	}
 }

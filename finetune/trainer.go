@@ -97,6 +97,9 @@ type trainer struct {
 	best    *float64
 	sizer   *sizer       // nil when size groups cannot be formed
 	reg     *regularizer // nil for the baseline
+
+	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
+	baseDigest string
 }
 
 // Train runs fine-tuning into dir. With resume, it continues from
@@ -141,6 +144,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	}
 	t.cfg = cfg
 	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	if t.baseDigest, err = baseDigest(cfg.Network.BaseModel, ck, t.keeper.LastPath(), hooks.Log); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
 	err = t.setup(ctx)
@@ -582,7 +588,7 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	}
 	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch})
 	ck := &checkpoint.Checkpoint{
-		BaseModel: t.cfg.Network.BaseModel, Epoch: int64(t.epoch), Step: t.steps,
+		BaseModel: t.cfg.Network.BaseModel, BaseSHA256: t.baseDigest, Epoch: int64(t.epoch), Step: t.steps,
 		Metrics: metricsOut, Config: cfgJSON, Optimizer: t.opt.State(), DataState: ds,
 	}
 	for _, p := range t.params {
