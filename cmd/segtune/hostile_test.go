@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,71 @@ func TestSidecarFromDevZeroIsRefused(t *testing.T) {
 	os.WriteFile(big, []byte(`{"version": 1, "classes": ["`+strings.Repeat("x", 2<<20)+`"]}`), 0o644)
 	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", big, "--input", in, "--output", filepath.Join(dir, "o")); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("2 MiB --preprocess: err = %v", err)
+	}
+}
+
+// Defect: segment --output equal to (or inside) --input overwrote the
+// source images.
+func TestSegmentRefusesOverlappingFolders(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	img := filepath.Join(in, "a.png")
+	writeImage(t, img, 20, 10)
+	before, _ := os.ReadFile(img)
+	link := filepath.Join(dir, "link")
+	os.Symlink(in, link)
+	outWithLink := filepath.Join(dir, "out2")
+	os.Mkdir(outWithLink, 0o755)
+	os.Symlink(img, filepath.Join(outWithLink, "a.png")) // OUT/a.png leads to the input
+	cases := [][]string{
+		{"--input", in, "--output", in},
+		{"--input", in, "--output", link},
+		{"--input", link, "--output", filepath.Join(in, "masks")},
+		{"--input", in, "--output", outWithLink},
+		{"--input", filepath.Join(dir, "o3", "overlays"), "--output", filepath.Join(dir, "o3"), "--overlay"},
+	}
+	os.MkdirAll(filepath.Join(dir, "o3", "overlays"), 0o755)
+	writeImage(t, filepath.Join(dir, "o3", "overlays", "c.png"), 20, 10)
+	for _, args := range cases {
+		_, err := runCLI(t, append([]string{"segment", "--model", model}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "choose") {
+			t.Errorf("%v: err = %v", args, err)
+		}
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("the input image was overwritten")
+	}
+	// Output beside the input is fine.
+	if _, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Defect: hidden temporary files left by a killed segment were never
+// removed.
+func TestSegmentRemovesStaleTemporaries(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	stale := filepath.Join(out, ".a.png.tmp-99999999-42") // from a process that no longer runs
+	os.WriteFile(stale, []byte("half a PNG"), 0o644)
+	mine := filepath.Join(out, "notes.tmp-1")
+	os.WriteFile(mine, nil, 0o644)
+	if _, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("stale temporary file left in place")
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Error("a user's file was removed")
 	}
 }
