@@ -171,3 +171,45 @@ func TestSegmentRemovesStaleTemporaries(t *testing.T) {
 		t.Error("a user's file was removed")
 	}
 }
+
+// Defect: numeric flags were not validated: --threads 100000 crashed ONNX
+// Runtime, --batch 0 became 1 silently, NaN passed everywhere.
+func TestNumericFlagsAreValidated(t *testing.T) {
+	dir := t.TempDir()
+	seg := []string{"segment", "--model", filepath.Join(dir, "m.onnx"), "--input", dir, "--output", filepath.Join(dir, "o")}
+	ft := []string{"finetune", "--model", filepath.Join(dir, "m.onnx"), "--data", dir, "--out", filepath.Join(dir, "run")}
+	ev := []string{"eval", "--model", filepath.Join(dir, "m.onnx"), "--images", dir, "--masks", dir}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{append(seg, "--threads", "100000"), "--threads 100000: must be from 1 to"},
+		{append(seg, "--threads", "-1"), "--threads -1"},
+		{append(seg, "--batch", "0"), "--batch 0: must be from 1"},
+		{append(seg, "--batch", "-1"), "--batch -1"},
+		{append(seg, "--alpha", "1.5"), "--alpha 1.5"},
+		{append(seg, "--scale", "nan"), "--scale: NaN"},
+		{append(seg, "--value-scale", "inf"), "--value-scale +Inf"},
+		{append(seg, "--mean", "0.5,nan,0.5"), "--mean: NaN"},
+		{append(ft, "--dual-lr", "-5"), "--dual-lr -5: must be greater than 0"},
+		{append(ft, "--beta", "0"), "--beta 0: must be in (0, 1]"},
+		{append(ft, "--classes", "-1"), "--classes -1"},
+		{append(ft, "--steps", "-5"), "--steps -5"},
+		{append(ft, "--ignore", "-5"), "--ignore -5"},
+		{append(ft, "--size-threshold", "nan"), "--size-threshold: NaN"},
+		{append(ft, "--lr", "nan"), "--lr: NaN"},
+		{append(ft, "--lr", "0"), "--lr 0"},
+		{append(ft, "--momentum", "2"), "--momentum 2"},
+		{append(ft, "--grid", "0.1,nan"), "--grid: NaN"},
+		{append(ev, "--size-threshold", "nan"), "--size-threshold: NaN"},
+		{append(ev, "--batch", "0"), "--batch 0"},
+		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--classes", "0"}, "--classes 0: must be from 2"},
+		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--width", "nan"}, "--width: NaN"},
+	}
+	for _, tc := range cases {
+		_, err := runCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", strings.Join(tc.args[len(tc.args)-2:], " "), err, tc.want)
+		}
+	}
+}
