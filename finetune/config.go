@@ -93,5 +93,5 @@ func (c *Config) validate() error {
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
 	}
-	return nil
+	return c.checkMemory()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // numRange is the valid range of a numeric flag: [Min, Max], with
@@ -76,6 +78,14 @@ var commandRanges = map[string]numRange{
 // defaults included, before the command does any work: a NaN, an infinity
 // or a value out of range is an error naming the flag.
 func checkNumericFlags(c *cli.Context) error {
+	memlimit.Set(0)
+	if v := c.String("max-memory"); v != "" {
+		n, err := memlimit.ParseBytes(v)
+		if err != nil {
+			return cli.Exit("--max-memory: "+err.Error(), 2)
+		}
+		memlimit.Set(n)
+	}
 	if c.Command == nil {
 		return nil
 	}

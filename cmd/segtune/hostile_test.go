@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // runCLIWithin runs segtune and fails the test if it has not returned
@@ -211,5 +214,59 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", strings.Join(tc.args[len(tc.args)-2:], " "), err, tc.want)
 		}
+	}
+}
+
+// fixedRedModel is redModel with the given dims (0: dynamic) on its input.
+func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
+	t.Helper()
+	m, err := onnx.Load(redModel(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := m.Proto.Graph.Input[0].GetType().GetTensorType().GetShape()
+	for i, v := range []int64{n, 3, h, w} {
+		if v > 0 {
+			shape.Dim[i].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
+		}
+	}
+	path := filepath.Join(dir, name)
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Defect: a model declaring a huge fixed input, or --size 20000x20000,
+// ended in Go's "fatal error: out of memory".
+func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	out := filepath.Join(dir, "out")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "big.onnx", 1, 30000, 30000)}, "input \"input\" declared [1 3 30000 30000]"},
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "batch.onnx", 1_000_000_000, 0, 0)}, "declared [1000000000 3"},
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "wide.onnx", 64, 4096, 4096)}, "declared [64 3 4096 4096]"},
+		{[]string{"segment", "--model", redModel(t, dir), "--size", "20000x20000"}, "memory limit"},
+		{[]string{"--max-memory", "64M", "segment", "--model", redModel(t, dir), "--size", "2000x2000"}, "(--max-memory)"},
+		{[]string{"--max-memory", "64M", "segment", "--model", redModel(t, dir), "--batch", "64", "--scale", "40"}, "memory limit"},
+	}
+	for _, tc := range cases {
+		_, err := runCLI(t, append(tc.args, "--input", in, "--output", out)...)
+		if err == nil || !strings.Contains(err.Error(), "memory limit") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v", tc.args, err)
+		}
+	}
+	// finetune refuses an impossible batch before reading data.
+	_, err := runCLI(t, "finetune", "--model", redModel(t, dir), "--train-images", in, "--train-masks", in,
+		"--out", filepath.Join(dir, "run"), "--batch", "64", "--crop", "4096x4096")
+	if err == nil || !strings.Contains(err.Error(), "memory limit") || !strings.Contains(err.Error(), "--crop") {
+		t.Errorf("finetune: err = %v", err)
 	}
 }

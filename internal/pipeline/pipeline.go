@@ -9,10 +9,13 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // Shape is the per-item input shape (channels, height, width). Items are
@@ -36,6 +39,11 @@ type Stages struct {
 	Infer func(batch []float32, n int, shape Shape) ([]Output, error)
 	// Finish consumes one item's output (e.g. writes a mask).
 	Finish func(path string, p Prepared, output Output) error
+	// Estimate, if set, returns the bytes one Infer call over n items of
+	// shape takes; with the pipeline's own buffers it is checked against
+	// the memory limit (internal/memlimit) for every new shape, before
+	// a batch of that shape is gathered.
+	Estimate func(n int, shape Shape) int64
 }
 
 // Output is one item's model output.
@@ -194,12 +202,21 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		}
 		pending = pending[:0]
 	}
+	checked := map[Shape]bool{}
 	for p := range ready {
 		if inferErr != nil {
 			continue // drain
 		}
 		if len(pending) > 0 && pending[0].Shape != p.Shape {
 			flush()
+		}
+		if !checked[p.Shape] {
+			checked[p.Shape] = true
+			if err := checkMemory(st, cfg, p.Shape); err != nil {
+				inferErr = err
+				close(stop)
+				continue
+			}
 		}
 		pending = append(pending, p)
 		if len(pending) == cfg.Batch {
@@ -220,4 +237,24 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		return 0
 	})
 	return rep, inferErr
+}
+
+// checkMemory estimates what batches of shape take, the pipeline's own
+// buffers (a batch being gathered, two queued, one per prepare worker)
+// included, and refuses them over the memory limit.
+func checkMemory(st Stages, cfg Config, shape Shape) error {
+	per := memlimit.Product(int64(shape[0]), int64(shape[1]), int64(shape[2]), 4)
+	total := memlimit.Product(int64(3*cfg.Batch+cfg.PrepareWorkers), per)
+	if st.Estimate != nil {
+		total = satAdd(total, st.Estimate(cfg.Batch, shape))
+	}
+	what := fmt.Sprintf("batches of %d %dx%d (HxW) inputs", cfg.Batch, shape[1], shape[2])
+	return memlimit.Check(what, total, "lower --batch, or --size/--scale")
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -93,6 +93,9 @@ func newSegmenter(sess *runtime.Session, pre imageio.Preprocess) (*Segmenter, er
 	default:
 		return nil, fmt.Errorf("output %q (%s %v) is neither [N,C,H,W] float logits nor [N,H,W] integer labels", out.Name, out.Type, out.Shape)
 	}
+	if err := s.checkDeclared(in); err != nil { // before any buffer is allocated
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -139,6 +142,7 @@ func (s *Segmenter) Stages(dec imageio.Decoder, finish func(Result) error) pipel
 			}
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
+		Estimate: s.Estimate, // checked against the memory limit before batching
 	}
 }
 
