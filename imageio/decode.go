@@ -33,6 +33,10 @@ var ErrTooLarge = errors.New("image exceeds pixel limit")
 type Decoder struct {
 	// MaxPixels is the largest width×height accepted; 0 means DefaultMaxPixels.
 	MaxPixels int64
+	// MaxBytes is the most memory one image may take from decoding to
+	// float tensor (see DecodedBytes); 0 means an eighth of the memory
+	// limit (internal/memlimit), between 256 MiB and 2 GiB.
+	MaxBytes int64
 }
 
 // ReadImage decodes the image file at path with the default pixel limit.
@@ -82,6 +86,9 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 		return nil, fmt.Errorf("decode image %s: %w", name, err)
 	}
 	if err := d.checkSize(cfg.Width, cfg.Height); err != nil {
+		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+	}
+	if err := d.checkBytes(cfg, format); err != nil {
 		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {
