@@ -3,8 +3,9 @@
 // images while the previous batch runs, and finish workers write results
 // while the next batch runs, so the runtime is not left waiting on PNG codecs.
 //
-// A failure on one file is recorded and the rest go on; only a failure of the
-// model itself stops the run.
+// A failure on one file (decoding it, or running the model on it) is
+// recorded by name and the rest go on; only a model that fails on every
+// image it is given stops the run.
 package pipeline
 
 import (
@@ -12,6 +13,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,6 +174,33 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 	// than the pending batch flush it first.
 	var inferErr error
 	var pending []prepared
+	// A failed model run is retried image by image, so that one image the
+	// model cannot take is reported by name and skipped like an
+	// undecodable one; only a model that has failed on every image tried
+	// (maxFirstFailures of them, before any success) stops the run.
+	inferOK, failedRuns := false, []string{}
+	run := func(items []prepared) error {
+		shape := items[0].Shape
+		per := shape[0] * shape[1] * shape[2]
+		batch := make([]float32, len(items)*per)
+		for i, p := range items {
+			copy(batch[i*per:], p.Input)
+		}
+		t0 := time.Now()
+		outs, err := st.Infer(batch, len(items), shape)
+		rep.InferElapsed += time.Since(t0)
+		if err == nil && len(outs) != len(items) {
+			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))
+		}
+		if err != nil {
+			return err
+		}
+		inferOK = true
+		for i, p := range items {
+			results <- finished{prepared: p, output: outs[i]}
+		}
+		return nil
+	}
 	flush := func() {
 		if len(pending) == 0 || inferErr != nil {
 			pending = pending[:0]
@@ -180,25 +209,18 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		// Sorting by index keeps runs reproducible whatever order the
 		// prepare workers finished in.
 		slices.SortFunc(pending, func(a, b prepared) int { return a.index - b.index })
-		shape := pending[0].Shape
-		per := shape[0] * shape[1] * shape[2]
-		batch := make([]float32, len(pending)*per)
-		for i, p := range pending {
-			copy(batch[i*per:], p.Input)
-		}
-		t0 := time.Now()
-		outs, err := st.Infer(batch, len(pending), shape)
-		rep.InferElapsed += time.Since(t0)
-		if err == nil && len(outs) != len(pending) {
-			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(pending))
-		}
-		if err != nil {
-			inferErr = err
-			close(stop)
-		} else {
-			for i, p := range pending {
-				results <- finished{prepared: p, output: outs[i]}
+		err := run(pending)
+		if err != nil && len(pending) > 1 {
+			for _, p := range pending { // find the image(s) the model fails on
+				if inferErr != nil {
+					break
+				}
+				if err := run([]prepared{p}); err != nil {
+					inferFailed(p, err, &inferErr, &failedRuns, inferOK, record, stop)
+				}
 			}
+		} else if err != nil {
+			inferFailed(pending[0], err, &inferErr, &failedRuns, inferOK, record, stop)
 		}
 		pending = pending[:0]
 	}
@@ -257,4 +279,24 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// maxFirstFailures is how many images the model may fail on, before it
+// has succeeded once, until the run stops as the model's failure.
+const maxFirstFailures = 3
+
+// inferFailed records a model failure on one image, naming it; when the
+// model has not yet run successfully and has now failed on
+// maxFirstFailures images, it sets *stopErr and stops the run instead.
+func inferFailed(p prepared, err error, stopErr *error, failed *[]string, inferOK bool,
+	record func(string, error), stop chan struct{}) {
+	if !inferOK {
+		*failed = append(*failed, p.path)
+		if len(*failed) >= maxFirstFailures {
+			*stopErr = fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(*failed, ", "), err)
+			close(stop)
+			return
+		}
+	}
+	record(p.path, fmt.Errorf("inference failed: %w", err))
 }
