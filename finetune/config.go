@@ -67,6 +67,12 @@ type Config struct {
 	Balanced bool `json:"balanced,omitempty"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
+
+	// Explicit names the command-line flags the user gave (not stored):
+	// resuming, a given flag that changes a recorded setting is refused,
+	// except those that may change (see mergeResume). Nil takes --epochs,
+	// --steps, --device and --threads from the new configuration.
+	Explicit []string `json:"-"`
 }
 
 // DataSpec names a split's folders.

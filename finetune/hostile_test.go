@@ -3,6 +3,7 @@ package finetune
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -147,5 +149,55 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 	}
 	if !strings.Contains(warn.String(), "records no SHA-256") {
 		t.Errorf("no warning for a checkpoint without a digest: %q", warn.String())
+	}
+}
+
+// Defect: --resume silently ignored every changed flag but epochs, steps,
+// device and threads (--lr included).
+func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := cfg
+	changed.Batch, changed.Seed, changed.LR, changed.Epochs = 2, 99, 0.001, 2
+	changed.Explicit = []string{"batch", "seed", "lr", "epochs", "out", "resume"}
+	_, err := Train(context.Background(), changed, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "--batch (the run has 4)") || !strings.Contains(err.Error(), "--seed (the run has 3)") ||
+		strings.Contains(err.Error(), "--lr (the run") {
+		t.Fatalf("err = %v", err)
+	}
+	changed.Explicit = []string{"lr", "epochs", "out", "resume"}
+	var log bytes.Buffer
+	if _, err := Train(context.Background(), changed, out, true, Hooks{Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "--lr 0.001 (was 0.02)") {
+		t.Errorf("log: %q", log.String())
+	}
+	ck, err := checkpoint.Load(filepath.Join(out, checkpoint.LastName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved Config
+	if err := json.Unmarshal(ck.Config, &saved); err != nil || saved.LR != 0.001 || saved.Batch != 4 || saved.Epochs != 2 {
+		t.Errorf("checkpoint config lr %v batch %v epochs %v (%v)", saved.LR, saved.Batch, saved.Epochs, err)
+	}
+	recs, err := history.Read(filepath.Join(out, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := history.Filter(recs, KindResume)
+	if len(ev) != 1 || ev[0].Extra["new_lr"] != 0.001 || ev[0].Extra["prev_new_lr"] != 0.02 || ev[0].Extra["epochs"] != 2 {
+		t.Errorf("resume events %+v", ev)
+	}
+	for _, r := range history.Filter(recs, history.KindStep) {
+		if r.Epoch == 1 && r.LR != 0.001 {
+			t.Fatalf("step %d ran at lr %v", r.Step, r.LR)
+		}
 	}
 }

@@ -116,6 +116,7 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	defer lock.release()
 	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log}}
 	var ck *checkpoint.Checkpoint
+	var resumed []resumeChange // settings this resumption changed
 	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
 		// Never overwrite an earlier run's checkpoints by accident.
 		return nil, fmt.Errorf("finetune: %s already holds a run (%s): continue it (--resume) or choose another folder",
@@ -130,8 +131,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 			if err := json.Unmarshal(c.Config, &old); err != nil {
 				return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
 			}
-			old.Epochs, old.MaxSteps, old.Device, old.Threads = cfg.Epochs, cfg.MaxSteps, cfg.Device, cfg.Threads
-			cfg = old
+			if cfg, resumed, err = mergeResume(old, cfg); err != nil {
+				return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
+			}
 			fmt.Fprintf(hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), c.Epoch, c.Step)
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(hooks.Log, "no checkpoint in %s: starting afresh\n", dir)
@@ -168,6 +170,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		return nil, err
 	}
 	defer t.hist.Close()
+	if err := t.recordResume(resumed); err != nil {
+		return nil, err
+	}
 	runErr := t.run(ctx)
 	if runErr != nil && !errors.Is(runErr, ErrInterrupted) {
 		return nil, runErr
