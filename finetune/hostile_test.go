@@ -201,3 +201,34 @@ func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
 		}
 	}
 }
+
+// Defect: the divergence advice named a last.ckpt that was never written,
+// and suggested a --lr that --resume ignored.
+func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs, cfg.Optimizer, cfg.LR = 1, "sgd", 1e30
+	_, err := Train(context.Background(), cfg, filepath.Join(dir, "fresh"), false, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "diverged") || !strings.Contains(err.Error(), "no checkpoint was written") ||
+		strings.Contains(err.Error(), "last.ckpt") {
+		t.Fatalf("diverging before any checkpoint: err = %v", err)
+	}
+	cfg = toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	wild := cfg
+	wild.Epochs, wild.LR, wild.Explicit = 2, 1e30, []string{"lr", "epochs"}
+	_, err = Train(context.Background(), wild, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(out, "last.ckpt")) || !strings.Contains(err.Error(), "--resume --lr 1e+29") {
+		t.Fatalf("diverging after a checkpoint: err = %v", err)
+	}
+	// The advice works: --resume with a lower --lr continues.
+	wild.LR = 0.01
+	if _, err := Train(context.Background(), wild, out, true, Hooks{}); err != nil {
+		t.Fatalf("following the advice: %v", err)
+	}
+}

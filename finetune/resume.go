@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 )
 
@@ -195,4 +196,17 @@ func (t *trainer) recordResume(changes []resumeChange) error {
 	}
 	fmt.Fprintf(t.hooks.Log, "resuming with %s\n", strings.Join(parts, ", "))
 	return t.hist.Write(resumeRecord(int64(t.epoch), t.steps, changes))
+}
+
+// divergenceAdvice says how to go on after the loss diverged, naming only
+// checkpoints that exist: resuming from last.ckpt with a lower --lr (which
+// --resume applies), or, when no checkpoint was written yet, starting
+// again with a lower --lr.
+func (t *trainer) divergenceAdvice() string {
+	lower := t.cfg.LR / 10
+	if in, err := checkpoint.ReadInfo(t.keeper.LastPath()); err == nil {
+		return fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: segtune finetune --out %s --resume --lr %.3g",
+			t.keeper.LastPath(), in.Step, t.dir, lower)
+	}
+	return fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr %.3g)", lower)
 }

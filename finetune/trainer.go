@@ -623,8 +623,7 @@ func (t *trainer) interrupt() error {
 // diverged stops a run whose loss or gradients are not finite, leaving the
 // last good checkpoint as it was.
 func (t *trainer) diverged(err error) error {
-	return fmt.Errorf("training diverged at step %d (%v); the last good checkpoint is %s: resume from it with a lower --lr",
-		t.steps+1, err, t.keeper.LastPath())
+	return fmt.Errorf("training diverged at step %d (%v); %s", t.steps+1, err, t.divergenceAdvice())
 }
 
 // validationModel writes the current weights into a copy of the network;
