@@ -232,3 +232,25 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 		t.Fatalf("following the advice: %v", err)
 	}
 }
+
+// Defect: a bad line in metrics.jsonl was blamed on last.ckpt.
+func TestBadHistoryLineNamesTheHistoryFile(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, HistoryFile)
+	data, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(data), "\n")
+	lines[1] = "{not json\n"
+	os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644)
+	cfg.Epochs = 2
+	_, err := Train(context.Background(), cfg, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), path+", line 2:") || strings.Contains(err.Error(), "last.ckpt") {
+		t.Fatalf("err = %v", err)
+	}
+}

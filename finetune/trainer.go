@@ -163,6 +163,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		if err := t.restore(ck); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
 		}
+		if err := t.trimHistory(ck.Step); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
 	} else if err := t.startHistory(); err != nil {
 		return nil, err
 	}
@@ -354,8 +357,13 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 			return err
 		}
 	}
-	// Drop history lines written after the checkpoint, which the resumed
-	// run will write again.
+	return nil
+}
+
+// trimHistory drops the history lines written after the checkpoint at
+// step, which the resumed run will write again. Its errors name the
+// history file (and line), not the checkpoint.
+func (t *trainer) trimHistory(step int64) error {
 	path := filepath.Join(t.dir, HistoryFile)
 	recs, err := history.Read(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -363,7 +371,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	}
 	var keep []history.Record
 	for _, r := range recs {
-		if r.Step <= ck.Step {
+		if r.Step <= step {
 			keep = append(keep, r)
 		}
 	}

@@ -278,7 +278,7 @@ func Read(path string) ([]Record, error) {
 	defer f.Close()
 	recs, err := Decode(f)
 	if err != nil {
-		return nil, fmt.Errorf("history: %s:%w", path, err)
+		return nil, fmt.Errorf("history: %s, %w", path, err)
 	}
 	return recs, nil
 }
@@ -292,7 +292,7 @@ func Decode(r io.Reader) ([]Record, error) {
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			return recs, fmt.Errorf("%d: %w", n, err)
+			return recs, fmt.Errorf("line %d: %w", n, err)
 		}
 		complete := err == nil
 		if t := bytes.TrimSpace(line); len(t) > 0 {
@@ -301,7 +301,7 @@ func Decode(r io.Reader) ([]Record, error) {
 				if !complete {
 					break // partial last line
 				}
-				return recs, fmt.Errorf("%d: %v", n, perr)
+				return recs, fmt.Errorf("line %d: %v", n, perr)
 			}
 			recs = append(recs, rec)
 		}
