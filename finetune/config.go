@@ -70,6 +70,12 @@ type Config struct {
 	Balanced bool `json:"balanced,omitempty"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
+
+	// Explicit names the command-line flags the user gave (not stored):
+	// resuming, a given flag that changes a recorded setting is refused,
+	// except those that may change (see mergeResume). Nil takes --epochs,
+	// --steps, --device and --threads from the new configuration.
+	Explicit []string `json:"-"`
 }
 
 // DataSpec names a split's folders.
@@ -96,5 +102,5 @@ func (c *Config) validate() error {
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
 	}
-	return nil
+	return c.checkMemory()
 }

@@ -2,9 +2,7 @@ package finetune
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -63,11 +61,18 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 	if cfg.Network.BaseModel == "" {
 		cfg.Network.BaseModel = ck.BaseModel
 	}
+	base := cfg.Network.BaseModel
+	if baseOverride != "" {
+		base = baseOverride
+	}
 	m, err := cfg.Network.LoadNetwork(baseOverride)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || baseOverride == "" {
+		if baseOverride == "" {
 			return nil, fmt.Errorf("%w (the base model of the checkpoint; pass --model to point at it)", err)
 		}
+		return nil, fmt.Errorf("%w (the base model given with --model)", err)
+	}
+	if err := checkBaseDigest(base, ck.BaseSHA256, "the checkpoint", Warnings); err != nil {
 		return nil, err
 	}
 	var ws []network.Weight
@@ -78,7 +83,7 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 		ws = append(ws, network.Weight{Name: t.Name, Shape: t.Shape, Data: t.Data})
 	}
 	if err := network.SetWeights(m, ws); err != nil {
-		return nil, fmt.Errorf("checkpoint weights do not fit %s: %w", cfg.Network.BaseModel, err)
+		return nil, fmt.Errorf("checkpoint weights do not fit %s: %w", base, err)
 	}
 	return m, nil
 }

@@ -99,6 +99,9 @@ type trainer struct {
 	best    *float64
 	sizer   *sizer       // nil when size groups cannot be formed
 	reg     *regularizer // nil for the baseline
+
+	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
+	baseDigest string
 }
 
 // Train runs fine-tuning into dir. With resume, it continues from
@@ -108,8 +111,14 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 	if hooks.Log == nil {
 		hooks.Log = io.Discard
 	}
-	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou"}}
+	lock, err := lockRunDir(dir) // one run per folder, from the first file it reads
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log}}
 	var ck *checkpoint.Checkpoint
+	var resumed []resumeChange // settings this resumption changed
 	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
 		// Never overwrite an earlier run's checkpoints by accident.
 		return nil, fmt.Errorf("finetune: %s already holds a run (%s): continue it (--resume) or choose another folder",
@@ -124,8 +133,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 			if err := json.Unmarshal(c.Config, &old); err != nil {
 				return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
 			}
-			old.Epochs, old.MaxSteps, old.Device, old.Threads = cfg.Epochs, cfg.MaxSteps, cfg.Device, cfg.Threads
-			cfg = old
+			if cfg, resumed, err = mergeResume(old, cfg); err != nil {
+				return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
+			}
 			fmt.Fprintf(hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), c.Epoch, c.Step)
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(hooks.Log, "no checkpoint in %s: starting afresh\n", dir)
@@ -133,14 +143,17 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 			return nil, err
 		}
 	}
+	if err := t.identify(ck); err != nil {
+		return nil, err
+	}
 	t.cfg = cfg
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if t.baseDigest, err = baseDigest(cfg.Network.BaseModel, ck, t.keeper.LastPath(), hooks.Log); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	err := t.setup(ctx)
+	err = t.setup(ctx)
 	if t.reg != nil {
 		defer t.reg.close()
 	}
@@ -152,6 +165,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		if err := t.restore(ck); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
 		}
+		if err := t.trimHistory(ck.Step); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
 	} else if err := t.startHistory(); err != nil {
 		return nil, err
 	}
@@ -159,6 +175,9 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		return nil, err
 	}
 	defer t.hist.Close()
+	if err := t.recordResume(resumed); err != nil {
+		return nil, err
+	}
 	runErr := t.run(ctx)
 	if runErr != nil && !errors.Is(runErr, ErrInterrupted) {
 		return nil, runErr
@@ -343,8 +362,13 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 			return err
 		}
 	}
-	// Drop history lines written after the checkpoint, which the resumed
-	// run will write again.
+	return nil
+}
+
+// trimHistory drops the history lines written after the checkpoint at
+// step, which the resumed run will write again. Its errors name the
+// history file (and line), not the checkpoint.
+func (t *trainer) trimHistory(step int64) error {
 	path := filepath.Join(t.dir, HistoryFile)
 	recs, err := history.Read(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -352,7 +376,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	}
 	var keep []history.Record
 	for _, r := range recs {
-		if r.Step <= ck.Step {
+		if r.Step <= step {
 			keep = append(keep, r)
 		}
 	}
@@ -582,7 +606,7 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	}
 	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch})
 	ck := &checkpoint.Checkpoint{
-		BaseModel: t.cfg.Network.BaseModel, Epoch: int64(t.epoch), Step: t.steps,
+		BaseModel: t.cfg.Network.BaseModel, BaseSHA256: t.baseDigest, Epoch: int64(t.epoch), Step: t.steps,
 		Metrics: metricsOut, Config: cfgJSON, Optimizer: t.opt.State(), DataState: ds,
 	}
 	for _, p := range t.params {
@@ -612,8 +636,7 @@ func (t *trainer) interrupt() error {
 // diverged stops a run whose loss or gradients are not finite, leaving the
 // last good checkpoint as it was.
 func (t *trainer) diverged(err error) error {
-	return fmt.Errorf("training diverged at step %d (%v); the last good checkpoint is %s: resume from it with a lower --lr",
-		t.steps+1, err, t.keeper.LastPath())
+	return fmt.Errorf("training diverged at step %d (%v); %s", t.steps+1, err, t.divergenceAdvice())
 }
 
 // validationModel writes the current weights into a copy of the network;
@@ -652,12 +675,9 @@ func (t *trainer) plot() error {
 
 // finish exports the best checkpoint (or the last) and builds the summary.
 func (t *trainer) finish() (*Result, error) {
-	src := t.keeper.BestPath()
-	if _, err := os.Stat(src); err != nil {
-		src = t.keeper.LastPath()
-	}
+	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
-	if _, err := os.Stat(src); err == nil {
+	if ok {
 		out := filepath.Join(t.dir, ModelFile)
 		if _, err := Export(src, "", out); err != nil {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)

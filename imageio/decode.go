@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"os"
 
 	// Registered formats: everything the standard library and x/image decode
 	// without cgo.
@@ -17,6 +16,8 @@ import (
 	_ "golang.org/x/image/bmp"
 	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // DefaultMaxPixels is the pixel limit used by [ReadImage] and [DecodeImage]:
@@ -32,6 +33,10 @@ var ErrTooLarge = errors.New("image exceeds pixel limit")
 type Decoder struct {
 	// MaxPixels is the largest width×height accepted; 0 means DefaultMaxPixels.
 	MaxPixels int64
+	// MaxBytes is the most memory one image may take from decoding to
+	// float tensor (see DecodedBytes); 0 means an eighth of the memory
+	// limit (internal/memlimit), between 256 MiB and 2 GiB.
+	MaxBytes int64
 }
 
 // ReadImage decodes the image file at path with the default pixel limit.
@@ -43,7 +48,7 @@ func DecodeImage(r io.Reader, name string) (image.Image, error) { return Decoder
 
 // ReadFile decodes the image file at path.
 func (d Decoder) ReadFile(path string) (image.Image, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read image: %w", err)
 	}
@@ -81,6 +86,9 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 		return nil, fmt.Errorf("decode image %s: %w", name, err)
 	}
 	if err := d.checkSize(cfg.Width, cfg.Height); err != nil {
+		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+	}
+	if err := d.checkBytes(cfg, format); err != nil {
 		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {

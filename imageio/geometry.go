@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image"
 	"math"
+
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // maxTensorSide bounds tensor sides so size arithmetic cannot overflow and a
@@ -74,6 +76,9 @@ func (pl *plan) geometry(p *Preprocess, srcW, srcH int) (Geometry, error) {
 	if pl.resize != ResizeLetterbox {
 		g.Content = image.Rect(0, 0, g.Width, g.Height)
 	}
+	if err := checkTensorMemory(g); err != nil {
+		return g, err
+	}
 	return g, nil
 }
 
@@ -93,4 +98,19 @@ func scaledSide(n int, p *Preprocess) int {
 		s++
 	}
 	return s
+}
+
+// tensorsInFlight is how many input tensors a pipeline holds at once, at
+// the least (one per prepare worker and a queued batch).
+const tensorsInFlight = 4
+
+// checkTensorMemory refuses a tensor geometry whose float32 tensors, a few
+// at a time, would exceed the memory limit.
+func checkTensorMemory(g Geometry) error {
+	bytes := memlimit.Product(int64(g.Width), int64(g.Height), Channels, 4, tensorsInFlight)
+	if !memlimit.Exceeds(bytes) {
+		return nil
+	}
+	return memlimit.Check(fmt.Sprintf("preprocess: %dx%d (WxH) input tensors for a %dx%d image", g.Width, g.Height, g.SrcWidth, g.SrcHeight),
+		bytes, "lower --size or --scale")
 }

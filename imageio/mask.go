@@ -5,7 +5,8 @@ import (
 	"image"
 	"image/color"
 	"io"
-	"os"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // Mask is a label map: Labels[y*Width+x] is the class of pixel (x, y).
@@ -36,7 +37,7 @@ type MaskOptions struct {
 
 // ReadMask reads a mask file (see [DecodeMask]).
 func ReadMask(path string, opt MaskOptions) (*Mask, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read mask: %w", err)
 	}

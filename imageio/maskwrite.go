@@ -6,6 +6,8 @@ import (
 	"image/png"
 	"io"
 	"slices"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // MaskImage builds a palette image from a w×h label map. pal nil means the
@@ -55,5 +57,5 @@ func WriteMaskPNG(path string, labels []uint8, w, h int, pal Palette) error {
 
 // WritePNG encodes img as PNG at path, atomically.
 func WritePNG(path string, img image.Image) error {
-	return WriteFileAtomic(path, func(w io.Writer) error { return fastPNG.Encode(w, img) })
+	return atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error { return fastPNG.Encode(w, img) })
 }

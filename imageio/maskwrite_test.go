@@ -1,11 +1,8 @@
 package imageio
 
 import (
-	"errors"
 	"image"
 	"image/color"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,43 +57,6 @@ func TestWriteMaskRoundTrip(t *testing.T) {
 	}
 	if err := WriteMaskPNG(path, labels, 4, 2, nil); err == nil || !strings.Contains(err.Error(), "out.png") {
 		t.Fatalf("wrong size: got %v", err)
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f.txt")
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	err := WriteFileAtomic(path, func(w io.Writer) error {
-		w.Write([]byte("half-written"))
-		return boom
-	})
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "f.txt") {
-		t.Fatalf("want wrapped boom naming the file, got %v", err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "old" {
-		t.Fatalf("failed write changed the file to %q", data)
-	}
-	if names := dirNames(t, dir); !slices.Equal(names, []string{"f.txt"}) {
-		t.Fatalf("failed write left %v", names)
-	}
-	if err := WriteFileAtomic(path, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "new" {
-		t.Fatalf("file holds %q", data)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
-	}
-	if names := dirNames(t, dir); !slices.Equal(names, []string{"f.txt"}) {
-		t.Fatalf("write left %v", names)
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "no", "such", "dir.txt"), func(io.Writer) error { return nil }); err == nil {
-		t.Fatal("write into a missing folder succeeded")
 	}
 }
 

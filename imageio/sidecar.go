@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // SidecarVersion is the sidecar format version written by Save.
@@ -66,6 +68,10 @@ func (o *OutputSpec) Validate() error {
 	return nil
 }
 
+// MaxSidecarBytes bounds the size of a sidecar or --preprocess file
+// (1 MiB; a palette of 256 colours and a label map take a few KB).
+const MaxSidecarBytes = 1 << 20
+
 // SidecarPath returns the sidecar path of a model file.
 func SidecarPath(modelPath string) string {
 	return strings.TrimSuffix(modelPath, filepath.Ext(modelPath)) + SidecarExt
@@ -74,7 +80,7 @@ func SidecarPath(modelPath string) string {
 // LoadSidecar reads and validates a sidecar file. Unknown fields are errors,
 // so a misspelt key cannot silently fall back to a default.
 func LoadSidecar(path string) (*Sidecar, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadSmall(path, MaxSidecarBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read sidecar: %w", err)
 	}
@@ -120,10 +126,7 @@ func (s *Sidecar) Save(path string) error {
 		return fmt.Errorf("save sidecar %s: %w", path, err)
 	}
 	data = append(data, '\n')
-	return WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // Validate checks the version, the preprocessing and that a palette or

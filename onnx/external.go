@@ -1,12 +1,13 @@
 package onnx
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -70,18 +71,14 @@ func (m *Model) loadExternalTensor(t *onnxpb.TensorProto, used map[string]int64)
 	if offset < 0 {
 		return fmt.Errorf("negative external data offset %d", offset)
 	}
-	f, err := os.Open(path)
+	f, st, err := regfile.Open(path)
 	if err != nil {
+		if errors.Is(err, regfile.ErrNotRegular) {
+			return fmt.Errorf("external data %s is not a regular file: %w", location, err)
+		}
 		return fmt.Errorf("external data: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("external data: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("external data %s is not a regular file", location)
-	}
 	// Written as a subtraction so a huge offset cannot overflow past the check.
 	if want > st.Size() || offset > st.Size()-want {
 		return fmt.Errorf("external data %s holds %d bytes, tensor needs %d at offset %d", location, st.Size(), want, offset)

@@ -15,6 +15,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/atomicfile"
+
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -42,22 +45,16 @@ func (m *Model) Graph() *onnxpb.GraphProto {
 // Load reads and parses the model at path. External data is loaded into the
 // initializers (see LoadExternalData), so the returned model is self-contained.
 func Load(path string) (*Model, error) {
-	f, err := os.Open(path)
+	// Devices and pipes report size 0 and could stream without end, and
+	// opening a FIFO blocks: only regular files are opened.
+	f, st, err := regfile.Open(path)
 	if err != nil {
+		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
+		}
 		return nil, fmt.Errorf("onnx: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: %w", path, err)
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
-	}
-	// Devices and pipes report size 0 and could stream without end.
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("onnx: %s is not a regular file", path)
-	}
 	if st.Size() > MaxModelBytes {
 		return nil, fmt.Errorf("onnx: %s is %d bytes, more than the protobuf limit of 2 GiB", path, st.Size())
 	}
@@ -130,32 +127,9 @@ func (m *Model) Clone() *Model {
 	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir}
 }
 
-// WriteFileAtomic writes data to a temporary file in path's folder, syncs it
-// and renames it over path.
+// WriteFileAtomic writes data to path atomically (see package
+// internal/atomicfile, segtune's one atomic writer): only a regular file or
+// a missing one is ever replaced.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(name, perm); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, perm)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // Device names an execution target.
@@ -57,7 +59,7 @@ type Session struct {
 
 // NewSessionFromFile reads an ONNX file and opens a session on it.
 func NewSessionFromFile(path string, opts Options) (*Session, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadSmall(path, 2<<30) // the protobuf limit
 	if err != nil {
 		return nil, err
 	}

@@ -122,6 +122,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		LabelMap: c.String("label-map"),
 		Augment:  data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip")},
 	}
+	cfg.Explicit = c.LocalFlagNames() // a resumed run refuses changed settings
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err
 	}

@@ -26,7 +26,7 @@ func main() {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "segtune",
 		Usage: "fine-tune, run and export ONNX semantic-segmentation models",
 		Description: "segtune runs ONNX segmentation networks (DeepLabV3+ first of all) on ONNX Runtime,\n" +
@@ -36,6 +36,7 @@ func newApp() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of the ONNX Runtime shared library", EnvVars: []string{"ONNXRUNTIME_SHARED_LIBRARY_PATH"}},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bars or notices"},
+			&cli.StringFlag{Name: "max-memory", Usage: "memory limit for tensors, images and batches, e.g. 8G (default: 3/4 of this machine's memory)", EnvVars: []string{"SEGTUNE_MAX_MEMORY"}},
 		},
 		Commands: []*cli.Command{
 			infoCommand(),
@@ -54,4 +55,6 @@ func newApp() *cli.App {
 		// handler would exit from inside Run, which tests cannot survive.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	installFlagChecks(app.Commands) // numeric flags are checked before any work
+	return app
 }

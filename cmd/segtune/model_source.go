@@ -5,18 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx"
 )
 
 // isCheckpoint reports whether path holds a segtune checkpoint rather than
 // an ONNX model, by its magic bytes.
 func isCheckpoint(path string) bool {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return false
 	}

@@ -79,6 +79,9 @@ func runSegment(c *cli.Context) error {
 	if err := checkDistinctStems(paths); err != nil {
 		return err
 	}
+	if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay")); err != nil {
+		return err
+	}
 	seg, err := openSegmenter(c, modelPath, settings)
 	if err != nil {
 		return err

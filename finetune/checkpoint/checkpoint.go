@@ -27,7 +27,8 @@
 //	16+M+D  4     CRC-32C (Castagnoli) of bytes [0, 16+M+D)
 //	20+M+D  8     end magic "SEGTDONE"
 //
-// The metadata JSON object has the fields base_model, created (RFC 3339),
+// The metadata JSON object has the fields base_model, base_sha256 (hex
+// SHA-256 of the base model file; optional), run_id (optional), created (RFC 3339),
 // epoch, step, metrics (name → number), config (the caller's JSON),
 // weights ([{name, shape}]), optimizer (null or {algorithm, step,
 // buffers: [{param, slot, count}]}), data_state_bytes and
@@ -82,6 +83,14 @@ type Checkpoint struct {
 	// BaseModel is the path of the ONNX model the run fine-tunes; export
 	// writes the refined weights back into a copy of its graph.
 	BaseModel string
+	// BaseSHA256 is the hex SHA-256 of the base model file's contents, so
+	// that export can tell when the file at BaseModel was replaced (empty
+	// in checkpoints written before it was recorded).
+	BaseSHA256 string
+	// RunID identifies the run that wrote the checkpoint, so that a
+	// checkpoint left by another run is never taken for this run's
+	// (empty in checkpoints written before it was recorded).
+	RunID string
 	// Epoch and Step count completed epochs and optimiser steps.
 	Epoch, Step int64
 	// Metrics holds the run's latest evaluation (for example val_miou);
@@ -112,6 +121,8 @@ type Tensor struct {
 // meta is the JSON metadata section.
 type meta struct {
 	BaseModel        string             `json:"base_model"`
+	BaseSHA256       string             `json:"base_sha256,omitempty"`
+	RunID            string             `json:"run_id,omitempty"`
 	Created          time.Time          `json:"created"`
 	Epoch            int64              `json:"epoch"`
 	Step             int64              `json:"step"`
@@ -212,11 +223,19 @@ func finite(x []float32) error {
 // writes sequentially and never seeks, so w may be any stream; atomicity
 // is Save's job.
 func Write(w io.Writer, c *Checkpoint) error {
+	_, err := write(w, c)
+	return err
+}
+
+// write is Write, returning the CRC-32C it wrote in the footer.
+func write(w io.Writer, c *Checkpoint) (uint32, error) {
 	if err := c.Validate(); err != nil {
-		return err
+		return 0, err
 	}
 	m := meta{
 		BaseModel:        c.BaseModel,
+		BaseSHA256:       c.BaseSHA256,
+		RunID:            c.RunID,
 		Created:          c.Created,
 		Epoch:            c.Epoch,
 		Step:             c.Step,
@@ -240,10 +259,10 @@ func Write(w io.Writer, c *Checkpoint) error {
 	}
 	js, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("encoding metadata: %v", err)
+		return 0, fmt.Errorf("encoding metadata: %v", err)
 	}
 	if len(js) > MaxMetaSize {
-		return fmt.Errorf("metadata is %d bytes, more than the %d allowed", len(js), MaxMetaSize)
+		return 0, fmt.Errorf("metadata is %d bytes, more than the %d allowed", len(js), MaxMetaSize)
 	}
 
 	crc := crc32.New(castagnoli)
@@ -268,13 +287,14 @@ func Write(w io.Writer, c *Checkpoint) error {
 	// bufio.Writer remembers the first error, so checking once here
 	// covers every write above.
 	if err := bw.Flush(); err != nil {
-		return err
+		return 0, err
 	}
 	var ftr [footerSize]byte
-	binary.LittleEndian.PutUint32(ftr[:], crc.Sum32())
+	sum := crc.Sum32()
+	binary.LittleEndian.PutUint32(ftr[:], sum)
 	copy(ftr[4:], endMagic)
 	_, err = w.Write(ftr[:])
-	return err
+	return sum, err
 }
 
 func writeFloats(w *bufio.Writer, x []float32, scratch []byte) {
@@ -295,6 +315,8 @@ func writeFloats(w *bufio.Writer, x []float32, scratch []byte) {
 type Info struct {
 	Version          uint32
 	BaseModel        string
+	BaseSHA256       string
+	RunID            string
 	Created          time.Time
 	Epoch, Step      int64
 	Metrics          map[string]float64
@@ -318,13 +340,15 @@ func Read(r io.Reader, size int64) (*Checkpoint, error) {
 		return nil, err
 	}
 	c := &Checkpoint{
-		BaseModel: m.BaseModel,
-		Created:   m.Created,
-		Epoch:     m.Epoch,
-		Step:      m.Step,
-		Metrics:   m.Metrics,
-		Config:    m.Config,
-		Weights:   make([]Tensor, len(m.Weights)),
+		BaseModel:  m.BaseModel,
+		BaseSHA256: m.BaseSHA256,
+		RunID:      m.RunID,
+		Created:    m.Created,
+		Epoch:      m.Epoch,
+		Step:       m.Step,
+		Metrics:    m.Metrics,
+		Config:     m.Config,
+		Weights:    make([]Tensor, len(m.Weights)),
 	}
 	var scratch [64 << 10]byte
 	for i, t := range m.Weights {
@@ -514,6 +538,8 @@ func infoFrom(m *meta, size int64) *Info {
 	in := &Info{
 		Version:          Version,
 		BaseModel:        m.BaseModel,
+		BaseSHA256:       m.BaseSHA256,
+		RunID:            m.RunID,
 		Created:          m.Created,
 		Epoch:            m.Epoch,
 		Step:             m.Step,

@@ -21,6 +21,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // Record kinds.
@@ -269,14 +271,14 @@ func (w *Writer) Close() error {
 
 // Read reads all records of the metrics file at path. See Decode.
 func Read(path string) ([]Record, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
 	recs, err := Decode(f)
 	if err != nil {
-		return nil, fmt.Errorf("history: %s:%w", path, err)
+		return nil, fmt.Errorf("history: %s, %w", path, err)
 	}
 	return recs, nil
 }
@@ -290,7 +292,7 @@ func Decode(r io.Reader) ([]Record, error) {
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			return recs, fmt.Errorf("%d: %w", n, err)
+			return recs, fmt.Errorf("line %d: %w", n, err)
 		}
 		complete := err == nil
 		if t := bytes.TrimSpace(line); len(t) > 0 {
@@ -299,7 +301,7 @@ func Decode(r io.Reader) ([]Record, error) {
 				if !complete {
 					break // partial last line
 				}
-				return recs, fmt.Errorf("%d: %v", n, perr)
+				return recs, fmt.Errorf("line %d: %v", n, perr)
 			}
 			recs = append(recs, rec)
 		}

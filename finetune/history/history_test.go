@@ -118,7 +118,7 @@ func TestPartialLastLine(t *testing.T) {
 	w.Write(Record{Kind: KindStep, Step: 2, Loss: 1})
 	w.Close()
 	_, err = Read(path)
-	if err == nil || !strings.Contains(err.Error(), path+":2:") {
+	if err == nil || !strings.Contains(err.Error(), path+", line 2:") {
 		t.Errorf("the cut line, now complete, should be reported as line 2: %v", err)
 	}
 }

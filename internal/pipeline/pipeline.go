@@ -3,16 +3,21 @@
 // images while the previous batch runs, and finish workers write results
 // while the next batch runs, so the runtime is not left waiting on PNG codecs.
 //
-// A failure on one file is recorded and the rest go on; only a failure of the
-// model itself stops the run.
+// A failure on one file (decoding it, or running the model on it) is
+// recorded by name and the rest go on; only a model that fails on every
+// image it is given stops the run.
 package pipeline
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // Shape is the per-item input shape (channels, height, width). Items are
@@ -36,6 +41,11 @@ type Stages struct {
 	Infer func(batch []float32, n int, shape Shape) ([]Output, error)
 	// Finish consumes one item's output (e.g. writes a mask).
 	Finish func(path string, p Prepared, output Output) error
+	// Estimate, if set, returns the bytes one Infer call over n items of
+	// shape takes; with the pipeline's own buffers it is checked against
+	// the memory limit (internal/memlimit) for every new shape, before
+	// a batch of that shape is gathered.
+	Estimate func(n int, shape Shape) int64
 }
 
 // Output is one item's model output.
@@ -164,6 +174,33 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 	// than the pending batch flush it first.
 	var inferErr error
 	var pending []prepared
+	// A failed model run is retried image by image, so that one image the
+	// model cannot take is reported by name and skipped like an
+	// undecodable one; only a model that has failed on every image tried
+	// (maxFirstFailures of them, before any success) stops the run.
+	inferOK, failedRuns := false, []string{}
+	run := func(items []prepared) error {
+		shape := items[0].Shape
+		per := shape[0] * shape[1] * shape[2]
+		batch := make([]float32, len(items)*per)
+		for i, p := range items {
+			copy(batch[i*per:], p.Input)
+		}
+		t0 := time.Now()
+		outs, err := st.Infer(batch, len(items), shape)
+		rep.InferElapsed += time.Since(t0)
+		if err == nil && len(outs) != len(items) {
+			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))
+		}
+		if err != nil {
+			return err
+		}
+		inferOK = true
+		for i, p := range items {
+			results <- finished{prepared: p, output: outs[i]}
+		}
+		return nil
+	}
 	flush := func() {
 		if len(pending) == 0 || inferErr != nil {
 			pending = pending[:0]
@@ -172,34 +209,36 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		// Sorting by index keeps runs reproducible whatever order the
 		// prepare workers finished in.
 		slices.SortFunc(pending, func(a, b prepared) int { return a.index - b.index })
-		shape := pending[0].Shape
-		per := shape[0] * shape[1] * shape[2]
-		batch := make([]float32, len(pending)*per)
-		for i, p := range pending {
-			copy(batch[i*per:], p.Input)
-		}
-		t0 := time.Now()
-		outs, err := st.Infer(batch, len(pending), shape)
-		rep.InferElapsed += time.Since(t0)
-		if err == nil && len(outs) != len(pending) {
-			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(pending))
-		}
-		if err != nil {
-			inferErr = err
-			close(stop)
-		} else {
-			for i, p := range pending {
-				results <- finished{prepared: p, output: outs[i]}
+		err := run(pending)
+		if err != nil && len(pending) > 1 {
+			for _, p := range pending { // find the image(s) the model fails on
+				if inferErr != nil {
+					break
+				}
+				if err := run([]prepared{p}); err != nil {
+					inferFailed(p, err, &inferErr, &failedRuns, inferOK, record, stop)
+				}
 			}
+		} else if err != nil {
+			inferFailed(pending[0], err, &inferErr, &failedRuns, inferOK, record, stop)
 		}
 		pending = pending[:0]
 	}
+	checked := map[Shape]bool{}
 	for p := range ready {
 		if inferErr != nil {
 			continue // drain
 		}
 		if len(pending) > 0 && pending[0].Shape != p.Shape {
 			flush()
+		}
+		if !checked[p.Shape] {
+			checked[p.Shape] = true
+			if err := checkMemory(st, cfg, p.Shape); err != nil {
+				inferErr = err
+				close(stop)
+				continue
+			}
 		}
 		pending = append(pending, p)
 		if len(pending) == cfg.Batch {
@@ -220,4 +259,44 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		return 0
 	})
 	return rep, inferErr
+}
+
+// checkMemory estimates what batches of shape take, the pipeline's own
+// buffers (a batch being gathered, two queued, one per prepare worker)
+// included, and refuses them over the memory limit.
+func checkMemory(st Stages, cfg Config, shape Shape) error {
+	per := memlimit.Product(int64(shape[0]), int64(shape[1]), int64(shape[2]), 4)
+	total := memlimit.Product(int64(3*cfg.Batch+cfg.PrepareWorkers), per)
+	if st.Estimate != nil {
+		total = satAdd(total, st.Estimate(cfg.Batch, shape))
+	}
+	what := fmt.Sprintf("batches of %d %dx%d (HxW) inputs", cfg.Batch, shape[1], shape[2])
+	return memlimit.Check(what, total, "lower --batch, or --size/--scale")
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// maxFirstFailures is how many images the model may fail on, before it
+// has succeeded once, until the run stops as the model's failure.
+const maxFirstFailures = 3
+
+// inferFailed records a model failure on one image, naming it; when the
+// model has not yet run successfully and has now failed on
+// maxFirstFailures images, it sets *stopErr and stops the run instead.
+func inferFailed(p prepared, err error, stopErr *error, failed *[]string, inferOK bool,
+	record func(string, error), stop chan struct{}) {
+	if !inferOK {
+		*failed = append(*failed, p.path)
+		if len(*failed) >= maxFirstFailures {
+			*stopErr = fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(*failed, ", "), err)
+			close(stop)
+			return
+		}
+	}
+	record(p.path, fmt.Errorf("inference failed: %w", err))
 }

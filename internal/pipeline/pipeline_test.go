@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,5 +106,38 @@ func TestRunStopsWhenModelFails(t *testing.T) {
 	_, err := Run(paths, st, Config{Batch: 2})
 	if err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Defect: one failed inference aborted the whole run without naming the
+// image; now the image is retried alone, named, and skipped.
+func TestOneImageTheModelFailsOnIsSkipped(t *testing.T) {
+	paths := make([]string, 20)
+	for i := range paths {
+		paths[i] = fmt.Sprint(i)
+	}
+	st := Stages{
+		Prepare: func(p string) (Prepared, error) {
+			v := float32(0)
+			if p == "7" {
+				v = -1 // the model fails on this one
+			}
+			return Prepared{Input: []float32{v}, Shape: Shape{1, 1, 1}}, nil
+		},
+		Infer: func(batch []float32, n int, _ Shape) ([]Output, error) {
+			if slices.Contains(batch, -1) {
+				return nil, errors.New("Conv: invalid input")
+			}
+			return make([]Output, n), nil
+		},
+		Finish: func(string, Prepared, Output) error { return nil },
+	}
+	rep, err := Run(paths, st, Config{Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Succeeded != 19 || len(rep.Failures) != 1 || rep.Failures[0].Path != "7" ||
+		!strings.Contains(rep.Failures[0].Err.Error(), "inference failed: Conv: invalid input") {
+		t.Fatalf("report = %+v", rep)
 	}
 }

@@ -71,10 +71,14 @@ func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Prep
 	if s.output < 0 {
 		return nil, fmt.Errorf("the session has no output %q", ct.Output)
 	}
+	s.Classes = ct.Classes
+	if err := s.checkDeclared(sess.Inputs[0]); err != nil { // before any buffer is allocated
+		return nil, err
+	}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
-	s.Classes = ct.Classes
+	s.Classes = ct.Classes // the probe may have learnt it
 	return s, nil
 }
 
@@ -145,6 +149,7 @@ func (s *Segmenter) Stages(dec imageio.Decoder, finish func(Result) error) pipel
 			}
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
+		Estimate: s.Estimate, // checked against the memory limit before batching
 	}
 }
 

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// runCLIWithin runs segtune and fails the test if it has not returned
+// within d (a FIFO used to block it forever).
+func runCLIWithin(t *testing.T, d time.Duration, args ...string) (string, error) {
+	t.Helper()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runCLI(t, args...)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-time.After(d):
+		t.Fatalf("segtune %s did not return within %v", strings.Join(args, " "), d)
+		return "", nil
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+// Defect: a model, sidecar, --preprocess file, checkpoint or image that is a
+// FIFO blocked the program forever.
+func TestFIFOInputsAreRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+
+	fifoModel := filepath.Join(dir, "fifo.onnx")
+	mkfifo(t, fifoModel)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", fifoModel, "--input", in, "--output", filepath.Join(dir, "o1")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO model: err = %v", err)
+	}
+
+	sub := filepath.Join(dir, "side")
+	os.Mkdir(sub, 0o755)
+	model := redModel(t, sub)
+	mkfifo(t, filepath.Join(sub, strings.TrimSuffix(filepath.Base(model), ".onnx")+".segtune.json"))
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "o2")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO sidecar: err = %v", err)
+	}
+
+	model = redModel(t, dir)
+	pre := filepath.Join(dir, "pre.json")
+	mkfifo(t, pre)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", pre, "--input", in, "--output", filepath.Join(dir, "o3")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO --preprocess: err = %v", err)
+	}
+
+	ck := filepath.Join(dir, "fifo.ckpt")
+	mkfifo(t, ck)
+	if _, err := runCLIWithin(t, 20*time.Second, "export", "--checkpoint", ck, "--out", filepath.Join(dir, "x.onnx")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO checkpoint: err = %v", err)
+	}
+
+	// A FIFO among the images is reported by name and skipped.
+	mkfifo(t, filepath.Join(in, "pipe.png"))
+	out := filepath.Join(dir, "o4")
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--input", in, "--output", out); err != nil && !strings.Contains(err.Error(), "1 of 2 images failed") {
+		t.Errorf("FIFO image: err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "a.png")); err != nil {
+		t.Errorf("the regular image was not segmented: %v", err)
+	}
+}
+
+// Defect: a sidecar symlinked to /dev/zero was read without limit.
+func TestSidecarFromDevZeroIsRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	model := redModel(t, dir)
+	pre := filepath.Join(dir, "pre.json")
+	os.Symlink("/dev/zero", pre)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", pre, "--input", in, "--output", filepath.Join(dir, "o")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("/dev/zero --preprocess: err = %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	os.WriteFile(big, []byte(`{"version": 1, "classes": ["`+strings.Repeat("x", 2<<20)+`"]}`), 0o644)
+	if _, err := runCLIWithin(t, 20*time.Second, "segment", "--model", model, "--preprocess", big, "--input", in, "--output", filepath.Join(dir, "o")); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("2 MiB --preprocess: err = %v", err)
+	}
+}
+
+// Defect: segment --output equal to (or inside) --input overwrote the
+// source images.
+func TestSegmentRefusesOverlappingFolders(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	img := filepath.Join(in, "a.png")
+	writeImage(t, img, 20, 10)
+	before, _ := os.ReadFile(img)
+	link := filepath.Join(dir, "link")
+	os.Symlink(in, link)
+	outWithLink := filepath.Join(dir, "out2")
+	os.Mkdir(outWithLink, 0o755)
+	os.Symlink(img, filepath.Join(outWithLink, "a.png")) // OUT/a.png leads to the input
+	cases := [][]string{
+		{"--input", in, "--output", in},
+		{"--input", in, "--output", link},
+		{"--input", link, "--output", filepath.Join(in, "masks")},
+		{"--input", in, "--output", outWithLink},
+		{"--input", filepath.Join(dir, "o3", "overlays"), "--output", filepath.Join(dir, "o3"), "--overlay"},
+	}
+	os.MkdirAll(filepath.Join(dir, "o3", "overlays"), 0o755)
+	writeImage(t, filepath.Join(dir, "o3", "overlays", "c.png"), 20, 10)
+	for _, args := range cases {
+		_, err := runCLI(t, append([]string{"segment", "--model", model}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "choose") {
+			t.Errorf("%v: err = %v", args, err)
+		}
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("the input image was overwritten")
+	}
+	// Output beside the input is fine.
+	if _, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Defect: hidden temporary files left by a killed segment were never
+// removed.
+func TestSegmentRemovesStaleTemporaries(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	stale := filepath.Join(out, ".a.png.tmp-99999999-42") // from a process that no longer runs
+	os.WriteFile(stale, []byte("half a PNG"), 0o644)
+	mine := filepath.Join(out, "notes.tmp-1")
+	os.WriteFile(mine, nil, 0o644)
+	if _, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("stale temporary file left in place")
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Error("a user's file was removed")
+	}
+}
+
+// Defect: numeric flags were not validated: --threads 100000 crashed ONNX
+// Runtime, --batch 0 became 1 silently, NaN passed everywhere.
+func TestNumericFlagsAreValidated(t *testing.T) {
+	dir := t.TempDir()
+	seg := []string{"segment", "--model", filepath.Join(dir, "m.onnx"), "--input", dir, "--output", filepath.Join(dir, "o")}
+	ft := []string{"finetune", "--model", filepath.Join(dir, "m.onnx"), "--data", dir, "--out", filepath.Join(dir, "run")}
+	ev := []string{"eval", "--model", filepath.Join(dir, "m.onnx"), "--images", dir, "--masks", dir}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{append(seg, "--threads", "100000"), "--threads 100000: must be from 1 to"},
+		{append(seg, "--threads", "-1"), "--threads -1"},
+		{append(seg, "--batch", "0"), "--batch 0: must be from 1"},
+		{append(seg, "--batch", "-1"), "--batch -1"},
+		{append(seg, "--alpha", "1.5"), "--alpha 1.5"},
+		{append(seg, "--scale", "nan"), "--scale: NaN"},
+		{append(seg, "--value-scale", "inf"), "--value-scale +Inf"},
+		{append(seg, "--mean", "0.5,nan,0.5"), "--mean: NaN"},
+		{append(ft, "--dual-lr", "-5"), "--dual-lr -5: must be greater than 0"},
+		{append(ft, "--beta", "0"), "--beta 0: must be in (0, 1]"},
+		{append(ft, "--classes", "-1"), "--classes -1"},
+		{append(ft, "--steps", "-5"), "--steps -5"},
+		{append(ft, "--ignore", "-5"), "--ignore -5"},
+		{append(ft, "--size-threshold", "nan"), "--size-threshold: NaN"},
+		{append(ft, "--lr", "nan"), "--lr: NaN"},
+		{append(ft, "--lr", "0"), "--lr 0"},
+		{append(ft, "--momentum", "2"), "--momentum 2"},
+		{append(ft, "--grid", "0.1,nan"), "--grid: NaN"},
+		{append(ev, "--size-threshold", "nan"), "--size-threshold: NaN"},
+		{append(ev, "--batch", "0"), "--batch 0"},
+		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--classes", "0"}, "--classes 0: must be from 2"},
+		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--width", "nan"}, "--width: NaN"},
+	}
+	for _, tc := range cases {
+		_, err := runCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", strings.Join(tc.args[len(tc.args)-2:], " "), err, tc.want)
+		}
+	}
+}
+
+// fixedRedModel is redModel with the given dims (0: dynamic) on its input.
+func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
+	t.Helper()
+	m, err := onnx.Load(redModel(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := m.Proto.Graph.Input[0].GetType().GetTensorType().GetShape()
+	for i, v := range []int64{n, 3, h, w} {
+		if v > 0 {
+			shape.Dim[i].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
+		}
+	}
+	path := filepath.Join(dir, name)
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Defect: a model declaring a huge fixed input, or --size 20000x20000,
+// ended in Go's "fatal error: out of memory".
+func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	out := filepath.Join(dir, "out")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "big.onnx", 1, 30000, 30000)}, "input \"input\" declared [1 3 30000 30000]"},
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "batch.onnx", 1_000_000_000, 0, 0)}, "declared [1000000000 3"},
+		{[]string{"segment", "--model", fixedRedModel(t, dir, "wide.onnx", 64, 4096, 4096)}, "declared [64 3 4096 4096]"},
+		{[]string{"segment", "--model", redModel(t, dir), "--size", "20000x20000"}, "memory limit"},
+		{[]string{"--max-memory", "64M", "segment", "--model", redModel(t, dir), "--size", "2000x2000"}, "(--max-memory)"},
+		{[]string{"--max-memory", "64M", "segment", "--model", redModel(t, dir), "--batch", "64", "--scale", "40"}, "memory limit"},
+	}
+	for _, tc := range cases {
+		_, err := runCLI(t, append(tc.args, "--input", in, "--output", out)...)
+		if err == nil || !strings.Contains(err.Error(), "memory limit") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v", tc.args, err)
+		}
+	}
+	// finetune refuses an impossible batch before reading data.
+	_, err := runCLI(t, "finetune", "--model", redModel(t, dir), "--train-images", in, "--train-masks", in,
+		"--out", filepath.Join(dir, "run"), "--batch", "64", "--crop", "4096x4096")
+	if err == nil || !strings.Contains(err.Error(), "memory limit") || !strings.Contains(err.Error(), "--crop") {
+		t.Errorf("finetune: err = %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+package finetune
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/onnx"
+)
+
+// Defect: two finetune runs into one --out both ran and mixed their files.
+func TestRunFolderIsLocked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	first, err := lockRunDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// flock conflicts between open file descriptions, so a second lock in
+	// this process stands in for a second segtune process.
+	_, err = lockRunDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "in use by another segtune finetune run") ||
+		!strings.Contains(err.Error(), "process "+itoa(os.Getpid())) {
+		t.Fatalf("second lock: err = %v", err)
+	}
+	first.release()
+	again, err := lockRunDir(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again.release()
+}
+
+func TestSecondTrainIntoALockedFolderFailsAtOnce(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	out := filepath.Join(dir, "run")
+	held, err := lockRunDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	_, err = Train(context.Background(), cfg, out, false, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("err = %v", err)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if e.Name() != LockFile {
+			t.Errorf("the refused run wrote %s", e.Name())
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// Defect: a folder with best.ckpt but no last.ckpt was reused by a new run,
+// which ranked against and exported the earlier run's network.
+func TestLeftoverBestIsNeverReused(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "run")
+	os.MkdirAll(out, 0o755)
+	stale := filepath.Join(out, checkpoint.BestName)
+	old := &checkpoint.Checkpoint{Metrics: map[string]float64{"val_miou": 0.99},
+		Weights: []checkpoint.Tensor{{Name: "w", Shape: []int64{1}, Data: []float32{1}}}}
+	if err := checkpoint.Save(stale, old); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(stale)
+	cfg := Config{Network: NetworkSpec{BaseModel: filepath.Join(dir, "absent.onnx")}}
+	for _, resume := range []bool{false, true} {
+		_, err := Train(context.Background(), cfg, out, resume, Hooks{})
+		if err == nil || !strings.Contains(err.Error(), "holds checkpoints of an earlier run (best.ckpt)") {
+			t.Errorf("resume=%v: err = %v", resume, err)
+		}
+	}
+	after, err := os.ReadFile(stale)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the earlier run's best.ckpt changed or went (%v)", err)
+	}
+}
+
+// Defect: a checkpoint was not tied to its base model's content, so a
+// replaced base graph was silently used by export and resume.
+func TestReplacedBaseModelIsRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	ckPath := filepath.Join(out, checkpoint.LastName)
+	ck, err := checkpoint.Load(ckPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := FileSHA256(cfg.Network.BaseModel); ck.BaseSHA256 != want || ck.RunID == "" {
+		t.Fatalf("checkpoint records base %q run %q; want base %q and a run id", ck.BaseSHA256, ck.RunID, want)
+	}
+	// Another graph at the base path: same weights, different file.
+	m, err := onnx.Load(cfg.Network.BaseModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Proto.ProducerName = proto.String("someone else")
+	if err := m.Save(cfg.Network.BaseModel); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Export(ckPath, "", filepath.Join(dir, "x.onnx"))
+	if err == nil || !strings.Contains(err.Error(), "is not the base model") || !strings.Contains(err.Error(), cfg.Network.BaseModel) {
+		t.Errorf("export: err = %v", err)
+	}
+	cfg.Epochs = 2
+	_, err = Train(context.Background(), cfg, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "is not the base model") {
+		t.Errorf("resume: err = %v", err)
+	}
+	// --model naming another file: the error names that file.
+	other := filepath.Join(dir, "other.onnx")
+	m.Proto.ProducerName = proto.String("a third")
+	m.Save(other)
+	_, err = Export(ckPath, other, filepath.Join(dir, "x.onnx"))
+	if err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("export --model other: err = %v", err)
+	}
+	// A checkpoint from before digests were recorded still loads, with a warning.
+	ck.BaseSHA256 = ""
+	legacy := filepath.Join(dir, "legacy.ckpt")
+	if err := checkpoint.Save(legacy, ck); err != nil {
+		t.Fatal(err)
+	}
+	var warn bytes.Buffer
+	old := Warnings
+	Warnings = &warn
+	defer func() { Warnings = old }()
+	if _, err := Export(legacy, "", filepath.Join(dir, "y.onnx")); err != nil {
+		t.Errorf("legacy checkpoint: %v", err)
+	}
+	if !strings.Contains(warn.String(), "records no SHA-256") {
+		t.Errorf("no warning for a checkpoint without a digest: %q", warn.String())
+	}
+}
+
+// Defect: --resume silently ignored every changed flag but epochs, steps,
+// device and threads (--lr included).
+func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := cfg
+	changed.Batch, changed.Seed, changed.LR, changed.Epochs = 2, 99, 0.001, 2
+	changed.Explicit = []string{"batch", "seed", "lr", "epochs", "out", "resume"}
+	_, err := Train(context.Background(), changed, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "--batch (the run has 4)") || !strings.Contains(err.Error(), "--seed (the run has 3)") ||
+		strings.Contains(err.Error(), "--lr (the run") {
+		t.Fatalf("err = %v", err)
+	}
+	changed.Explicit = []string{"lr", "epochs", "out", "resume"}
+	var log bytes.Buffer
+	if _, err := Train(context.Background(), changed, out, true, Hooks{Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "--lr 0.001 (was 0.02)") {
+		t.Errorf("log: %q", log.String())
+	}
+	ck, err := checkpoint.Load(filepath.Join(out, checkpoint.LastName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved Config
+	if err := json.Unmarshal(ck.Config, &saved); err != nil || saved.LR != 0.001 || saved.Batch != 4 || saved.Epochs != 2 {
+		t.Errorf("checkpoint config lr %v batch %v epochs %v (%v)", saved.LR, saved.Batch, saved.Epochs, err)
+	}
+	recs, err := history.Read(filepath.Join(out, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := history.Filter(recs, KindResume)
+	if len(ev) != 1 || ev[0].Extra["new_lr"] != 0.001 || ev[0].Extra["prev_new_lr"] != 0.02 || ev[0].Extra["epochs"] != 2 {
+		t.Errorf("resume events %+v", ev)
+	}
+	for _, r := range history.Filter(recs, history.KindStep) {
+		if r.Epoch == 1 && r.LR != 0.001 {
+			t.Fatalf("step %d ran at lr %v", r.Step, r.LR)
+		}
+	}
+}
+
+// Defect: the divergence advice named a last.ckpt that was never written,
+// and suggested a --lr that --resume ignored.
+func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs, cfg.Optimizer, cfg.LR = 1, "sgd", 1e30
+	_, err := Train(context.Background(), cfg, filepath.Join(dir, "fresh"), false, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "diverged") || !strings.Contains(err.Error(), "no checkpoint was written") ||
+		strings.Contains(err.Error(), "last.ckpt") {
+		t.Fatalf("diverging before any checkpoint: err = %v", err)
+	}
+	cfg = toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	wild := cfg
+	wild.Epochs, wild.LR, wild.Explicit = 2, 1e30, []string{"lr", "epochs"}
+	_, err = Train(context.Background(), wild, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(out, "last.ckpt")) || !strings.Contains(err.Error(), "--resume --lr 1e+29") {
+		t.Fatalf("diverging after a checkpoint: err = %v", err)
+	}
+	// The advice works: --resume with a lower --lr continues.
+	wild.LR = 0.01
+	if _, err := Train(context.Background(), wild, out, true, Hooks{}); err != nil {
+		t.Fatalf("following the advice: %v", err)
+	}
+}
+
+// Defect: a bad line in metrics.jsonl was blamed on last.ckpt.
+func TestBadHistoryLineNamesTheHistoryFile(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 1
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, HistoryFile)
+	data, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(data), "\n")
+	lines[1] = "{not json\n"
+	os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644)
+	cfg.Epochs = 2
+	_, err := Train(context.Background(), cfg, out, true, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), path+", line 2:") || strings.Contains(err.Error(), "last.ckpt") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,67 @@
+package finetune
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// LockFile is the file in a run folder that a running finetune holds an
+// exclusive lock on, so that two runs never write into one folder.
+const LockFile = ".segtune.lock"
+
+// runLock is an exclusive advisory lock (flock) on a run folder's
+// LockFile. The kernel releases it when the process exits, however it
+// exits (a crash or SIGKILL included), so a stale lock never blocks a
+// later run. The file itself is left in place: removing it would let a
+// third run lock a fresh inode while the second still holds the old one.
+type runLock struct{ f *os.File }
+
+// lockRunDir creates dir if needed and locks it, or fails at once when
+// another process holds the lock, naming that process when it can.
+func lockRunDir(dir string) (*runLock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	path := filepath.Join(dir, LockFile)
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("finetune: %s is not a regular file; remove it to use %s", path, dir)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("finetune: locking %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner := ""
+		if b := make([]byte, 32); true {
+			if n, _ := f.ReadAt(b, 0); n > 0 {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil {
+					owner = fmt.Sprintf(" (process %d)", pid)
+				}
+			}
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("finetune: %s is in use by another segtune finetune run%s: wait for it to finish or choose another --out", dir, owner)
+		}
+		return nil, fmt.Errorf("finetune: locking %s: %w", dir, err)
+	}
+	// Record the holder for the message above; the lock, not the
+	// contents, is what counts.
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &runLock{f: f}, nil
+}
+
+// release unlocks the folder (closing the file drops the flock).
+func (l *runLock) release() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}

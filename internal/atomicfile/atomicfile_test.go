@@ -1,0 +1,123 @@
+package atomicfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestWriteCreatesAndReplacesRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	if err := Write(path, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if string(got) != "two" {
+		t.Fatalf("got %q", got)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, ".*")); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}
+
+func TestWriteFailureLeavesOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	os.WriteFile(path, []byte("old"), 0o644)
+	err := WriteFunc(path, 0o644, func(w io.Writer) error {
+		w.Write([]byte("partial"))
+		return errors.New("disk on fire")
+	})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old" {
+		t.Fatalf("old file changed: %q", got)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, ".*")); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+	if err := Write(filepath.Join(dir, "no", "such", "x"), nil, 0o644); err == nil {
+		t.Error("writing into a missing folder succeeded")
+	}
+}
+
+// Defect: an atomic rename replaced whatever was at the destination, a FIFO
+// or a device node included (as root, /dev/null).
+func TestWriteRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe.onnx")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	sub := filepath.Join(dir, "folder")
+	os.Mkdir(sub, 0o755)
+	link := filepath.Join(dir, "link.onnx")
+	os.Symlink(fifo, link)
+	for _, p := range []string{fifo, sub, link, "/dev/null"} {
+		err := Write(p, []byte("x"), 0o644)
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: err = %v, want a refusal", p, err)
+		}
+	}
+	fi, err := os.Lstat(fifo)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi, err)
+	}
+	if fi, err := os.Stat("/dev/null"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("/dev/null was replaced: %v %v", fi, err)
+	}
+}
+
+func TestWriteFollowsSymlinkToRegularFile(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.txt")
+	os.WriteFile(real, []byte("old"), 0o644)
+	link := filepath.Join(dir, "link.txt")
+	os.Symlink(real, link)
+	if err := Write(link, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Error("the link was replaced by a file")
+	}
+	if got, _ := os.ReadFile(real); string(got) != "new" {
+		t.Errorf("target holds %q", got)
+	}
+}
+
+// Defect: temporary files of killed processes were never cleaned up.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	// A process id that is certainly not running: beyond pid_max.
+	dead := filepath.Join(dir, TempPrefix("a.png")+"99999999-123")
+	live := filepath.Join(dir, TempPrefix("b.png")+"1-123") // init always runs
+	mine := filepath.Join(dir, TempPrefix("c.png")+itoa(os.Getpid())+"-1")
+	user := filepath.Join(dir, "a.png.tmp-99999999-1") // not hidden: the user's
+	for _, p := range []string{dead, live, mine, user} {
+		os.WriteFile(p, nil, 0o644)
+	}
+	removed := RemoveStale(dir)
+	if len(removed) != 1 || removed[0] != filepath.Base(dead) {
+		t.Errorf("removed %v, want only %s", removed, filepath.Base(dead))
+	}
+	for _, p := range []string{live, mine, user} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed", p)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,129 @@
+// Package regfile is how segtune opens the files it reads: models,
+// external data, sidecars, preprocessing files, checkpoints, images,
+// masks, palettes. It only ever reads regular files: a FIFO would block
+// the program forever, and a device such as /dev/zero would stream
+// without end. Small files (JSON, palettes) are also read with a size
+// limit.
+package regfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// Open opens path for reading after checking that it (or the file a
+// symbolic link at path points to) is a regular file. The check comes
+// before the open, which on a FIFO would block, and is repeated on the open
+// file, which is opened non-blocking so that a file swapped for a FIFO in
+// between cannot hang either.
+func Open(path string) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := Check(path, fi); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err = f.Stat()
+	if err == nil {
+		err = Check(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// Check returns an error unless fi describes a regular file.
+func Check(path string, fi fs.FileInfo) error {
+	if fi.Mode().IsRegular() {
+		return nil
+	}
+	return &NotRegularError{Path: path, Mode: fi.Mode()}
+}
+
+// Stat is os.Stat followed by Check.
+func Stat(path string) (fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	return fi, Check(path, fi)
+}
+
+// NotRegularError reports a path that is not a regular file.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, describe(e.Mode))
+}
+
+// ErrNotRegular is matched by errors.Is for a NotRegularError.
+var ErrNotRegular = errors.New("not a regular file")
+
+// Is makes errors.Is(err, ErrNotRegular) true.
+func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
+
+func describe(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "a special file"
+}
+
+// TooLargeError reports a file over the limit of ReadSmall.
+type TooLargeError struct {
+	Path  string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than %d bytes, the limit for this kind of file", e.Path, e.Limit)
+}
+
+// ReadSmall reads the whole of the regular file at path, refusing one
+// larger than limit bytes (checked from its size and again while reading,
+// since a file may grow).
+func ReadSmall(path string, limit int64) ([]byte, error) {
+	f, fi, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Size() > limit {
+		return nil, &TooLargeError{Path: path, Limit: limit}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, &TooLargeError{Path: path, Limit: limit}
+	}
+	return data, nil
+}
+
+// SmallLimit is the default limit for small files: JSON sidecars,
+// preprocessing files, palettes, label maps (16 MiB).
+const SmallLimit = 16 << 20

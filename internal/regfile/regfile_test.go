@@ -1,0 +1,59 @@
+package regfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Defect: opening a FIFO blocked the program forever.
+func TestOpenRefusesFIFOWithoutBlocking(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.onnx")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	link := filepath.Join(dir, "link.json")
+	os.Symlink(fifo, link)
+	for _, p := range []string{fifo, link} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := ReadSmall(p, 100)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotRegular) {
+				t.Errorf("%s: err = %v, want ErrNotRegular", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: reading a FIFO blocked", p)
+		}
+	}
+	if _, _, err := Open(dir); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("folder: err = %v", err)
+	}
+}
+
+// Defect: small files were read without a size limit (/dev/zero killed the
+// process).
+func TestReadSmallLimit(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.json")
+	os.WriteFile(p, make([]byte, 101), 0o644)
+	var tl *TooLargeError
+	if _, err := ReadSmall(p, 100); !errors.As(err, &tl) {
+		t.Errorf("err = %v, want TooLargeError", err)
+	}
+	if b, err := ReadSmall(p, 101); err != nil || len(b) != 101 {
+		t.Errorf("%d bytes, %v", len(b), err)
+	}
+	link := filepath.Join(dir, "zero.json")
+	os.Symlink("/dev/zero", link)
+	if _, err := ReadSmall(link, 100); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("/dev/zero: err = %v", err)
+	}
+}
