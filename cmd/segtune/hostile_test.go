@@ -270,3 +270,37 @@ func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
 		t.Errorf("finetune: err = %v", err)
 	}
 }
+
+// Defect: a model with zero inputs must be refused, not run into constant
+// masks.
+func TestZeroInputModelIsRefused(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	m, err := onnx.Load(redModel(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The image input becomes an initializer: the model takes no data input.
+	m.Proto.Graph.Initializer = append(m.Proto.Graph.Initializer, onnx.NewFloat32Tensor("input", []int64{1, 3, 4, 4}, make([]float32, 48)))
+	with := filepath.Join(dir, "const.onnx")
+	m.Save(with)
+	m.Proto.Graph.Input = nil
+	none := filepath.Join(dir, "none.onnx")
+	m.Save(none)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	for _, model := range []string{with, none} {
+		_, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "out"))
+		if err == nil || !strings.Contains(err.Error(), "takes 0") {
+			t.Errorf("segment %s: err = %v", filepath.Base(model), err)
+		}
+		_, err = runCLI(t, "eval", "--model", model, "--images", in, "--masks", in)
+		if err == nil || !strings.Contains(err.Error(), "takes 0") {
+			t.Errorf("eval %s: err = %v", filepath.Base(model), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "a.png")); err == nil {
+		t.Error("a mask was written")
+	}
+}
