@@ -38,9 +38,7 @@ func nestedModel(depth int) []byte {
 // Defect: "protobuf parsing failed" for deeply nested graphs said nothing
 // about why.
 func TestDeepNestingIsExplained(t *testing.T) {
-	if err := Init(""); err != nil {
-		t.Skip(err)
-	}
+	requireORT(t)
 	if _, err := NewSession(nestedModel(5), Options{Threads: 1}); err != nil {
 		t.Fatalf("shallow nesting: %v", err)
 	}

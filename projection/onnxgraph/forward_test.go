@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -21,9 +22,7 @@ const opsetTest = 17
 
 func initRuntime(t testing.TB) {
 	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skip("ONNX Runtime unavailable:", err)
-	}
+	testassets.RequireORT(t)
 }
 
 var (
