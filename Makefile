@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort test test-short python-deps torch-models demo demo-camvid bench vet clean
+.PHONY: all build ort test test-short fuzz-short python-deps torch-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -39,6 +39,28 @@ vet:
 
 test: ort mnist torch-models vet
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Every fuzz target for FUZZTIME each (7 targets: about two minutes in all):
+# the checkpoint reader, the sidecar/--preprocess JSON reader, the ONNX
+# parser, the image and mask decoders, the label-map parser, the projection.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := \
+	./finetune/checkpoint:FuzzLoad \
+	./imageio:FuzzParseSidecar \
+	./imageio:FuzzDecodeImage \
+	./imageio:FuzzReadMask \
+	./imageio:FuzzParseLabelMap \
+	./onnx:FuzzParse \
+	./projection:FuzzProject
+
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || \
+			{ echo "$$out" | tail -n 40; exit 1; }; \
+	done
 
 test-short: ort
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -short ./...
