@@ -33,11 +33,16 @@ func TestRunFolderIsLocked(t *testing.T) {
 		t.Fatalf("second lock: err = %v", err)
 	}
 	first.release()
+	stale := filepath.Join(dir, ".metrics.jsonl.tmp-99999999-1") // left by a killed run
+	os.WriteFile(stale, nil, 0o644)
 	again, err := lockRunDir(dir)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again.release()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("a killed run's temporary file was left in the run folder")
+	}
 }
 
 func TestSecondTrainIntoALockedFolderFailsAtOnce(t *testing.T) {
