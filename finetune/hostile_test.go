@@ -14,6 +14,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -32,15 +33,20 @@ func TestRunFolderIsLocked(t *testing.T) {
 		t.Fatalf("second lock: err = %v", err)
 	}
 	first.release()
+	stale := filepath.Join(dir, ".metrics.jsonl.tmp-99999999-1") // left by a killed run
+	os.WriteFile(stale, nil, 0o644)
 	again, err := lockRunDir(dir)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again.release()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("a killed run's temporary file was left in the run folder")
+	}
 }
 
 func TestSecondTrainIntoALockedFolderFailsAtOnce(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	out := filepath.Join(dir, "run")
@@ -92,7 +98,7 @@ func TestLeftoverBestIsNeverReused(t *testing.T) {
 // Defect: a checkpoint was not tied to its base model's content, so a
 // replaced base graph was silently used by export and resume.
 func TestReplacedBaseModelIsRefused(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -155,7 +161,7 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 // Defect: --resume silently ignored every changed flag but epochs, steps,
 // device and threads (--lr included).
 func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -205,7 +211,7 @@ func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
 // Defect: the divergence advice named a last.ckpt that was never written,
 // and suggested a --lr that --resume ignored.
 func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.Optimizer, cfg.LR = 1, "sgd", 1e30
@@ -235,7 +241,7 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 
 // Defect: a bad line in metrics.jsonl was blamed on last.ckpt.
 func TestBadHistoryLineNamesTheHistoryFile(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1

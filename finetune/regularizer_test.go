@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/testassets"
 )
 
 func regularizedToy(t *testing.T, dir, projection string) Config {
@@ -21,7 +22,7 @@ func regularizedToy(t *testing.T, dir, projection string) Config {
 }
 
 func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "epoch")
 	out := filepath.Join(dir, "run")
@@ -51,7 +52,7 @@ func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
 
 // The full-projections baseline projects after every step.
 func TestStepProjectionSchedule(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "step")
 	cfg.Epochs = 2
@@ -69,7 +70,7 @@ func TestStepProjectionSchedule(t *testing.T) {
 // Training through the in-graph projection: two ONNX projections per step
 // (one for the gradient, one for the new point) and none at the epoch's end.
 func TestGraphProjectionSchedule(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "graph")
 	cfg.Epochs = 2
@@ -98,7 +99,7 @@ func TestGraphProjectionSchedule(t *testing.T) {
 // Resuming restores the regularizer's τ, λ, ε, μ and score cache too, and
 // under the graph schedule its free variables.
 func TestRegularizedResumeIsExact(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	for _, schedule := range []string{"epoch", "graph"} {
 		t.Run(schedule, func(t *testing.T) {
 			dir := t.TempDir()
@@ -109,7 +110,7 @@ func TestRegularizedResumeIsExact(t *testing.T) {
 
 // Balanced batches without the regularizer: the like-for-like baseline.
 func TestBalancedBaseline(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Balanced, cfg.Epochs = true, 2

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // LockFile is the file in a run folder that a running finetune holds an
@@ -55,6 +57,8 @@ func lockRunDir(dir string) (*runLock, error) {
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
+	// Temporary files of an earlier, killed run in this folder.
+	atomicfile.RemoveStale(dir)
 	return &runLock{f: f}, nil
 }
 

@@ -77,24 +77,34 @@ func SidecarPath(modelPath string) string {
 	return strings.TrimSuffix(modelPath, filepath.Ext(modelPath)) + SidecarExt
 }
 
-// LoadSidecar reads and validates a sidecar file. Unknown fields are errors,
-// so a misspelt key cannot silently fall back to a default.
+// LoadSidecar reads and validates a sidecar file (a regular file of at
+// most MaxSidecarBytes). Unknown fields are errors, so a misspelt key
+// cannot silently fall back to a default.
 func LoadSidecar(path string) (*Sidecar, error) {
 	data, err := regfile.ReadSmall(path, MaxSidecarBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read sidecar: %w", err)
 	}
+	return ParseSidecar(data, path)
+}
+
+// ParseSidecar decodes and validates sidecar JSON (a sidecar or a
+// --preprocess file); name is used in errors.
+func ParseSidecar(data []byte, name string) (*Sidecar, error) {
+	if len(data) > MaxSidecarBytes {
+		return nil, fmt.Errorf("sidecar %s: larger than %d bytes", name, MaxSidecarBytes)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var s Sidecar
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("sidecar %s: %w", path, err)
+		return nil, fmt.Errorf("sidecar %s: %w", name, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("sidecar %s: unexpected data after the JSON object", path)
+		return nil, fmt.Errorf("sidecar %s: unexpected data after the JSON object", name)
 	}
 	if err := s.Validate(); err != nil {
-		return nil, fmt.Errorf("sidecar %s: %w", path, err)
+		return nil, fmt.Errorf("sidecar %s: %w", name, err)
 	}
 	return &s, nil
 }

@@ -9,13 +9,6 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
-func requireORT(t testing.TB) {
-	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
-}
-
 // session opens an ONNX Runtime session on m.
 func session(t testing.TB, m *onnx.Model) *runtime.Session {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -40,7 +41,7 @@ func linearRef(t *testing.T, m *onnx.Model, prefix string, x []float32, n int) [
 }
 
 func TestLinearClassifierForward(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, input := range [][]int64{{1, 28, 28}, {784}} {
 		m, err := models.LinearClassifier(input, 10, 1, 7)
@@ -90,7 +91,7 @@ func TestLinearClassifierForward(t *testing.T) {
 // The training graph's loss and bias gradient are softmax cross entropy's:
 // mean −log p[target] and mean (p − onehot) over the batch.
 func TestLinearClassifierTrainingGraph(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	const n, k = 4, 10
 	m, err := models.LinearClassifier([]int64{1, 28, 28}, k, 1, 3)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
 )
@@ -17,7 +18,7 @@ import (
 // The default DeepLabV3+ learns the synthetic set through finetune.Train:
 // the training loss falls within a few dozen steps.
 func TestDeepLabTrainsOnSynth(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "synth")
 	sc := synth.DefaultConfig()

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 )
@@ -36,7 +37,7 @@ func sharedModels(t *testing.T) []string {
 	}
 	models, _ := filepath.Glob(filepath.Join(root, "models", "*.onnx"))
 	if root == "" || len(models) == 0 {
-		t.Skip("no shared test models (set SEGTUNE_SHARED_ASSETS)")
+		testassets.SkipOrFail(t, "no shared test models (set SEGTUNE_SHARED_ASSETS)")
 	}
 	return models
 }
@@ -76,9 +77,7 @@ func compareOutputs(t *testing.T, original, saved string, m *onnx.Model) {
 	if testing.Short() {
 		t.Skip("running the models through ONNX Runtime is skipped in -short mode")
 	}
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
+	testassets.RequireORT(t)
 	inputs := onnx.DataInputs(m.Graph())
 	var feeds []*runtime.Tensor
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -84,7 +84,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	}
 	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
-		return nil, fmt.Errorf("reading model inputs and outputs: %w", err)
+		return nil, fmt.Errorf("reading model inputs and outputs: %w", explainParseFailure(model, err))
 	}
 	s := &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
 	device := strings.ToLower(opts.Device)

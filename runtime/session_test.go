@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/internal/testassets/skip"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -43,7 +44,7 @@ func addModel(t *testing.T) []byte {
 func requireORT(t *testing.T) {
 	t.Helper()
 	if err := Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
+		skip.OrFail(t, "ONNX Runtime not installed (%v)", err)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("101 images at 721x961: skipped in -short mode")
 	}
-	requireORT(t)
+	testassets.RequireORT(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	args := append([]string{"eval", "--model", model,
@@ -47,7 +47,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 
 // The fixed 513x513 model works too: segtune stretches images to its input.
 func TestSegmentFixedSizeModel(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_513.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	in := t.TempDir()

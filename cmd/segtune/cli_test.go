@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
-	"github.com/segtune/segtune/runtime"
 )
 
 // runCLI runs segtune with args and returns what it printed on stdout.
@@ -36,13 +36,6 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	w.Close()
 	os.Stdout = old
 	return <-done, err
-}
-
-func requireORT(t *testing.T) {
-	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
 }
 
 // redModel writes a model that labels a pixel 1 when its red channel exceeds
@@ -110,7 +103,7 @@ func writeImage(t *testing.T, path string, w, h int) {
 }
 
 func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := filepath.Join(dir, "in")
@@ -152,7 +145,7 @@ func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
 }
 
 func TestEvalScoresSyntheticMasks(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
@@ -229,7 +222,7 @@ func TestInfoJSON(t *testing.T) {
 // The demo's pieces at a small scale: data, two fine-tunes, table, curves,
 // segmentation and export.
 func TestDemoSmall(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	out := t.TempDir()
 	stdout, err := runCLI(t, "demo", "--out", out, "--epochs", "1", "--train", "16", "--val", "8")
 	if err != nil {
@@ -258,7 +251,7 @@ func TestDemoSmall(t *testing.T) {
 // and the per-epoch projection count tells them apart (3 steps per epoch:
 // Algorithm 1 projects once, "step" after each step, "graph" twice a step).
 func TestFinetuneProjectionSchedules(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "synth")
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "12", "--val", "4", "--size", "32x32"); err != nil {

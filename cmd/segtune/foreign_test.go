@@ -93,7 +93,7 @@ func loadForeignCorpus(t *testing.T) (string, foreignManifest) {
 // writes, and that export gives back the same contract and the training
 // graph's function.
 func TestForeignModels(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir, man := loadForeignCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--seed", "3"); err != nil {
@@ -352,7 +352,7 @@ func numel(d []int64) int64 {
 // drop by more than 1 point (SGD at lr 0.01, the old default, took it from
 // 0.62 to 0.53 in 40 steps).
 func TestForeignPretrainedSurvivesDefaults(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir, man := loadForeignCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "40", "--val", "20", "--seed", "1"); err != nil {
@@ -401,7 +401,7 @@ func TestForeignPretrainedSurvivesDefaults(t *testing.T) {
 // TestSegmentRefusesMisreadOutputOnce: a model whose output layout is
 // misread fails once, before any image, naming the model and the flag.
 func TestSegmentRefusesMisreadOutputOnce(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir, man := loadForeignCorpus(t)
 	e := man.Models["synth_nhwc_softmax"]
 	model := filepath.Join(dir, e.File)

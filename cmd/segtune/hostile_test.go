@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -45,7 +46,7 @@ func mkfifo(t *testing.T, path string) {
 // Defect: a model, sidecar, --preprocess file, checkpoint or image that is a
 // FIFO blocked the program forever.
 func TestFIFOInputsAreRefused(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	os.Mkdir(in, 0o755)
@@ -91,7 +92,7 @@ func TestFIFOInputsAreRefused(t *testing.T) {
 
 // Defect: a sidecar symlinked to /dev/zero was read without limit.
 func TestSidecarFromDevZeroIsRefused(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	os.Mkdir(in, 0o755)
@@ -112,7 +113,7 @@ func TestSidecarFromDevZeroIsRefused(t *testing.T) {
 // Defect: segment --output equal to (or inside) --input overwrote the
 // source images.
 func TestSegmentRefusesOverlappingFolders(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := filepath.Join(dir, "in")
@@ -152,7 +153,7 @@ func TestSegmentRefusesOverlappingFolders(t *testing.T) {
 // Defect: hidden temporary files left by a killed segment were never
 // removed.
 func TestSegmentRemovesStaleTemporaries(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := filepath.Join(dir, "in")
@@ -240,7 +241,7 @@ func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
 // Defect: a model declaring a huge fixed input, or --size 20000x20000,
 // ended in Go's "fatal error: out of memory".
 func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	os.Mkdir(in, 0o755)
@@ -268,5 +269,39 @@ func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
 		"--out", filepath.Join(dir, "run"), "--batch", "64", "--crop", "4096x4096")
 	if err == nil || !strings.Contains(err.Error(), "memory limit") || !strings.Contains(err.Error(), "--crop") {
 		t.Errorf("finetune: err = %v", err)
+	}
+}
+
+// Defect: a model with zero inputs must be refused, not run into constant
+// masks.
+func TestZeroInputModelIsRefused(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	m, err := onnx.Load(redModel(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The image input becomes an initializer: the model takes no data input.
+	m.Proto.Graph.Initializer = append(m.Proto.Graph.Initializer, onnx.NewFloat32Tensor("input", []int64{1, 3, 4, 4}, make([]float32, 48)))
+	with := filepath.Join(dir, "const.onnx")
+	m.Save(with)
+	m.Proto.Graph.Input = nil
+	none := filepath.Join(dir, "none.onnx")
+	m.Save(none)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	for _, model := range []string{with, none} {
+		_, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "out"))
+		if err == nil || !strings.Contains(err.Error(), "takes 0") {
+			t.Errorf("segment %s: err = %v", filepath.Base(model), err)
+		}
+		_, err = runCLI(t, "eval", "--model", model, "--images", in, "--masks", in)
+		if err == nil || !strings.Contains(err.Error(), "takes 0") {
+			t.Errorf("eval %s: err = %v", filepath.Base(model), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "a.png")); err == nil {
+		t.Error("a mask was written")
 	}
 }

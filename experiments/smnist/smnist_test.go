@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/internal/testassets"
 )
 
 func idxBytes(typ byte, dims []uint32, payload []byte) []byte {
@@ -81,35 +80,20 @@ func TestLoadPairErrors(t *testing.T) {
 	}
 }
 
-// testMNIST returns MNIST from the cache of scripts/install-mnist.sh (or
-// $SEGTUNE_MNIST) when present, else synthetic digit-like data.
+// testMNIST returns MNIST (see testassets.RequireMNIST: $SEGTUNE_MNIST or
+// the cache of scripts/install-mnist.sh) when present, else synthetic
+// digit-like data; under $SEGTUNE_REQUIRE_ASSETS a missing MNIST fails.
 func testMNIST(t *testing.T) (train, test *Set, real bool) {
 	t.Helper()
-	dir := os.Getenv("SEGTUNE_MNIST")
-	if dir == "" {
-		// --check only looks in the cache; it never fetches.
-		if out, err := exec.Command("../../scripts/install-mnist.sh", "--check").Output(); err == nil {
-			dir = strings.TrimSpace(lastLine(string(out)))
+	if dir := testassets.RequireMNIST(t); dir != "" {
+		tr, te, err := LoadMNIST(dir)
+		if err != nil {
+			testassets.SkipOrFail(t, "MNIST at %s unusable: %v", dir, err)
 		}
+		t.Logf("MNIST from %s", dir)
+		return tr, te, true
 	}
-	if dir != "" {
-		if tr, te, err := LoadMNIST(dir); err == nil {
-			t.Logf("MNIST from %s", dir)
-			return tr, te, true
-		} else {
-			t.Logf("MNIST at %s unusable (%v); synthetic data instead", dir, err)
-		}
-	}
-	t.Log("no MNIST in the cache (make mnist installs it): synthetic digit-like data")
 	return Synthetic(3000, 1), Synthetic(1000, 2), false
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 func TestSMNISTConstruction(t *testing.T) {
@@ -159,9 +143,7 @@ func TestRescaleEmpty(t *testing.T) {
 }
 
 func TestShortTraining(t *testing.T) {
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
+	testassets.RequireORT(t)
 	train, test, _ := testMNIST(t)
 	d, err := Prepare(train, test, 1000, 500, 0) // 2000 training, 1000 test examples
 	if err != nil {

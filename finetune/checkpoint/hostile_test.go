@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // flipByte corrupts the byte at offset n of what goes to the file, after
@@ -115,5 +117,100 @@ func TestForeignBestIsNotRanked(t *testing.T) {
 	}
 	if aside, _ := filepath.Glob(filepath.Join(dir, BestName+".foreign-*")); len(aside) != 1 {
 		t.Errorf("foreign best.ckpt not kept: %v", aside)
+	}
+}
+
+// stallEnv makes the test binary a writer that stops halfway through
+// writing last.ckpt and waits to be killed (see TestKillMidWrite).
+const stallEnv = "SEGTUNE_CHECKPOINT_STALL_DIR"
+
+// stallWriter passes n bytes through, then signals (creating a marker
+// file) and blocks forever.
+type stallWriter struct {
+	w      io.Writer
+	n      int
+	marker string
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if len(p) <= s.n {
+		s.n -= len(p)
+		return s.w.Write(p)
+	}
+	if _, err := s.w.Write(p[:s.n]); err != nil {
+		return 0, err
+	}
+	if f, ok := s.w.(interface{ Sync() error }); ok {
+		f.Sync()
+	}
+	os.WriteFile(s.marker, nil, 0o644)
+	select {} // killed here, mid-write
+}
+
+func TestStallChild(t *testing.T) {
+	dir := os.Getenv(stallEnv)
+	if dir == "" {
+		t.Skip("helper process for TestKillMidWrite")
+	}
+	k := &Keeper{Dir: dir, Metric: "val_miou"}
+	first := sample()
+	first.Step = 1
+	if _, err := k.Save(first); err != nil {
+		os.Exit(2)
+	}
+	second := sample()
+	second.Step = 2
+	save(k.LastPath(), second, func(w io.Writer) io.Writer {
+		return &stallWriter{w: w, n: 100, marker: filepath.Join(dir, "stalled")}
+	})
+	os.Exit(3) // not reached
+}
+
+// Killing a process in the middle of writing a checkpoint leaves the
+// previous last.ckpt and best.ckpt intact and a partial temporary file,
+// which the next save removes. (Deterministic: the child stops mid-write.)
+func TestKillMidWrite(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStallChild$")
+	cmd.Env = append(os.Environ(), stallEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	marker := filepath.Join(dir, "stalled")
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the writer exited before stalling: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	<-exited
+	partial, _ := filepath.Glob(filepath.Join(dir, tempPrefix(LastName)+"*"))
+	if len(partial) != 1 {
+		t.Fatalf("want one partial temporary file, found %v", partial)
+	}
+	if fi, err := os.Stat(partial[0]); err != nil || fi.Size() != 100 {
+		t.Fatalf("partial file: %v, %v", fi, err)
+	}
+	for _, name := range []string{LastName, BestName} {
+		c, err := Load(filepath.Join(dir, name))
+		if err != nil || c.Step != 1 {
+			t.Fatalf("%s after the kill: %v, %v", name, c, err)
+		}
+	}
+	k := &Keeper{Dir: dir, Metric: "val_miou"}
+	next := sample()
+	next.Step = 3
+	if _, err := k.Save(next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partial[0]); !os.IsNotExist(err) {
+		t.Error("the partial file of the killed write was not removed")
 	}
 }

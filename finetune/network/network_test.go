@@ -61,9 +61,7 @@ func TestLayersAndPresets(t *testing.T) {
 // A new 12-class head must give a model that ONNX Runtime runs with 12
 // output channels, for the dynamic and the fixed-size model alike.
 func TestReplaceClassifierRuns(t *testing.T) {
-	if err := runtime.Init(""); err != nil {
-		t.Skip(err)
-	}
+	testassets.RequireORT(t)
 	for _, name := range []string{"deeplabv3plus_person_dynamic.onnx", "deeplabv3plus_person_513.onnx"} {
 		t.Run(name, func(t *testing.T) {
 			m := personModel(t, name)

@@ -12,10 +12,6 @@ import (
 // is absent (failing under SEGTUNE_REQUIRE_ASSETS, as Require does).
 func Generated(tb testing.TB, elem ...string) string {
 	tb.Helper()
-	skip := tb.Skipf
-	if os.Getenv(RequireEnvVar) != "" {
-		skip = tb.Fatalf
-	}
 	dir, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
@@ -35,6 +31,6 @@ func Generated(tb testing.TB, elem ...string) string {
 		}
 		dir = parent
 	}
-	skip("%s is missing: run make test (or make torch-models foreign-models)", rel)
+	SkipOrFail(tb, "%s is missing: run make test (or make torch-models foreign-models)", rel)
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -21,9 +22,7 @@ const opsetTest = 17
 
 func initRuntime(t testing.TB) {
 	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skip("ONNX Runtime unavailable:", err)
-	}
+	testassets.RequireORT(t)
 }
 
 var (
@@ -230,7 +229,9 @@ func TestKStar(t *testing.T) {
 		{1, []float64{3, 3, 1, 1, 1, 0}, 2, 7.0 / 3},
 		{-1, []float64{-2, -2, -2}, 0, 0},
 		{1, []float64{1, 1, 1}, 0, 1},
-		{0, []float64{6, 3, 0}, 2, 3}, // θ_2 = 3 = g_2: not active at k = 2
+		// θ_1 = 3 = g_2: a tie, where k = 1 and k = 2 give the same θ and ε*;
+		// the strict comparison picks the smaller k.
+		{0, []float64{6, 3, 0}, 1, 3},
 		{0, []float64{6, 3.5, 0}, 2, 9.5 / 3},
 	} {
 		for _, dt := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
@@ -238,9 +239,7 @@ func TestKStar(t *testing.T) {
 			if math.Abs(eps-c.eps) > 1e-6*math.Max(1, c.eps) {
 				t.Errorf("%v δ=%v γ=%v: ε* = %v, want %v", dt, c.delta, c.gamma, eps, c.eps)
 			}
-			// At a tie g_{k+1} = θ_k both k and k+1 give the same θ; the
-			// strict comparison picks the smaller.
-			if k != c.k && !(c.gamma[0] == 6 && c.gamma[1] == 3) {
+			if k != c.k {
 				t.Errorf("%v δ=%v γ=%v: k* = %d, want %d", dt, c.delta, c.gamma, k, c.k)
 			}
 		}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package synth_test
-
-const raceEnabled = false
