@@ -39,6 +39,10 @@ type Entry struct {
 	Location string
 	// Embedded models are compiled into the segtune binary as well.
 	Embedded bool
+	// SHA256 is the hex SHA-256 of the model file: segtune recognises the
+	// model by it wherever the file lives (Recognize). Embedded models
+	// leave it empty; their digest is that of the embedded bytes.
+	SHA256 string
 }
 
 // Sidecar returns the sidecar that describes the model's preprocessing,
@@ -94,6 +98,7 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_dynamic.onnx",
+		SHA256:    "7a020690cbc3b5ccf1f95a3996e8c4e464f8a78fbe019a7ea8336c8a27deb7d1",
 		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{
@@ -106,6 +111,7 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_513.onnx",
+		SHA256:    "fcba9b5c22fdcad798dfa1bbbfb5bb720298665076ac2250d3472234c5f9651e",
 		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{
