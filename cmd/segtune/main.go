@@ -26,7 +26,7 @@ func main() {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "segtune",
 		Usage: "fine-tune, run and export ONNX semantic-segmentation models",
 		Description: "segtune runs ONNX segmentation networks (DeepLabV3+ first of all) on ONNX Runtime,\n" +
@@ -54,4 +54,6 @@ func newApp() *cli.App {
 		// handler would exit from inside Run, which tests cannot survive.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	resolveModelFlags(app.Commands) // --model NAME for every command
+	return app
 }
