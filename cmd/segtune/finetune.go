@@ -98,6 +98,7 @@ func runFinetune(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reportSamples(c, res) // samples.png
 	if c.Bool("json") {
 		return printJSON(os.Stdout, res)
 	}
