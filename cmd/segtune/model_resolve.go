@@ -105,7 +105,7 @@ func modelDirs() []string {
 		dirs = append(dirs, filepath.Join(d, "models"))
 	}
 	dirs = append(dirs, modelCacheDir())
-	if wd, err := os.Getwd(); err == nil {
+	if wd, err := getwd(); err == nil {
 		for dir := wd; ; dir = filepath.Dir(dir) {
 			if st, err := os.Stat(filepath.Join(dir, "shared", "assets", "models")); err == nil && st.IsDir() {
 				dirs = append(dirs, filepath.Join(dir, "shared", "assets", "models"))
@@ -117,6 +117,9 @@ func modelDirs() []string {
 	}
 	return dirs
 }
+
+// getwd is os.Getwd; tests replace it to control the upward search.
+var getwd = os.Getwd
 
 // cacheEmbedded writes the embedded model to the cache, unless an intact
 // copy is already there, and returns its path.

@@ -14,18 +14,27 @@ import (
 )
 
 // isolateModelSearch points every folder resolveModelArg searches at empty
-// temporary ones and returns the cache folder.
-func isolateModelSearch(t *testing.T) (cache string) {
+// temporary ones and returns the cache folder. The upward search for
+// shared/assets starts at wd ("" turns it off: a temporary folder's parents
+// may well hold one).
+func isolateModelSearch(t *testing.T, wd string) (cache string) {
 	t.Helper()
 	cache = t.TempDir()
 	t.Setenv("SEGTUNE_CACHE_DIR", cache)
 	t.Setenv(sharedAssetsEnv, t.TempDir())
-	t.Chdir(t.TempDir()) // no shared/assets above the working directory
+	old := getwd
+	getwd = func() (string, error) {
+		if wd == "" {
+			return "", os.ErrNotExist
+		}
+		return wd, nil
+	}
+	t.Cleanup(func() { getwd = old })
 	return cache
 }
 
 func TestResolveModelArg(t *testing.T) {
-	cache := isolateModelSearch(t)
+	cache := isolateModelSearch(t, "")
 
 	// A path is left alone, existing or not; so is a value that is no name.
 	for _, v := range []string{"some/where/model.onnx", "resnet"} {
@@ -72,11 +81,32 @@ func TestResolveModelArg(t *testing.T) {
 	}
 }
 
+// The project's layout: shared/assets beside the repository is found from
+// any folder inside it.
+func TestResolveModelArgSharedAssetsAbove(t *testing.T) {
+	root := t.TempDir()
+	wd := filepath.Join(root, "repo", "cmd", "segtune")
+	e, _ := models.Lookup("deeplabv3plus-person-513")
+	want := filepath.Join(root, "shared", "assets", "models", e.File)
+	for _, d := range []string{wd, filepath.Dir(want)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(want, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	isolateModelSearch(t, wd)
+	if got, err := resolveModelArg(e.Name); err != nil || got != want {
+		t.Errorf("resolveModelArg(%s) = %q, %v; want %s", e.Name, got, err, want)
+	}
+}
+
 // Every command's --model takes a registry name: segment with
 // --model segtune-synth runs the embedded model.
 func TestSegmentModelByName(t *testing.T) {
 	requireORT(t)
-	isolateModelSearch(t)
+	isolateModelSearch(t, "")
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
 	os.Mkdir(in, 0o755)
