@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +71,13 @@ func writeSamples(c *cli.Context, path string, cfg finetune.Config, pal imageio.
 			return fmt.Errorf("%s: %w", col.Name, err)
 		}
 	}
-	sheet := imageio.Sheet{Columns: []string{"image", "ground truth"}}
+	// The ignore label is drawn grey in every column, whatever the palette.
+	ignore := ds.Ignore()
+	full := imageio.VOCPalette(256)
+	copy(full, pal)
+	full[ignore] = color.RGBA{128, 128, 128, 255}
+	pal = full
+	sheet := imageio.Sheet{Columns: []string{"image", "ground truth (grey: ignored)"}}
 	for _, col := range cols {
 		sheet.Columns = append(sheet.Columns, col.Name)
 	}
