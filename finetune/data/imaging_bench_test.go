@@ -54,3 +54,29 @@ func BenchmarkGeometryImaging(b *testing.B) {
 		_ = out
 	}
 }
+
+// BenchmarkPhotometric measures the photometric changes on one 360×480
+// crop (imaging, parallel over rows): the four colour changes, the blur,
+// and all five.
+func BenchmarkPhotometric(b *testing.B) {
+	img := image.NewRGBA(image.Rect(0, 0, 480, 360))
+	s := randomSample()
+	for i := range 480 * 360 {
+		img.Pix[4*i], img.Pix[4*i+1], img.Pix[4*i+2], img.Pix[4*i+3] = s.RGB[3*i], s.RGB[3*i+1], s.RGB[3*i+2], 0xff
+	}
+	for _, c := range []struct {
+		name string
+		p    Photometric
+	}{
+		{"colour", Photometric{Brightness: 0.2, Contrast: 0.2, Saturation: 0.2, Gamma: 0.3}},
+		{"blur", Photometric{Blur: 1.5}},
+		{"all", Photometric{Brightness: 0.2, Contrast: 0.2, Saturation: 0.2, Gamma: 0.3, Blur: 1.5}},
+	} {
+		a := &Augment{Photometric: c.p}
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				a.photometric(newRNG(1, streamExample, 0, i), img)
+			}
+		})
+	}
+}

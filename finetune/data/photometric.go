@@ -16,6 +16,11 @@ import (
 // untouched. The draws follow the geometric ones in the example's own
 // random stream, so with every field 0 (the default) nothing is drawn and
 // runs are unchanged seed for seed.
+//
+// Cost per 360×480 crop (BenchmarkPhotometric, shared 2-core VM): 7.5 ms
+// for the four colour changes, 11 ms for the blur, 16 ms for all five,
+// against 1.8 ms for the rest of the augmentation (BenchmarkAugment). The
+// loader's workers run it while the previous step trains.
 type Photometric struct {
 	// Brightness b shifts brightness by a percentage in [−100b, 100b]
 	// (imaging.AdjustBrightness); b in [0, 1].
