@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -55,10 +56,26 @@ func LookupDigest(digest string) (Entry, bool) {
 	return Entry{}, false
 }
 
+// Size returns the size in bytes of the entry's model file (0 when the
+// registry does not know it).
+func (e Entry) Size() int64 {
+	if e.Embedded && e.Name == SynthName {
+		return int64(len(SynthModel))
+	}
+	return e.Bytes
+}
+
 // Recognize reports which known model the file at path is, by the SHA-256
 // of its content: a renamed or moved copy is still recognised, a modified
-// one is not.
+// one is not. Only a file whose size is a known model's is read.
 func Recognize(path string) (Entry, bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	if !slices.ContainsFunc(known, func(e Entry) bool { return e.Size() == st.Size() }) {
+		return Entry{}, false, nil
+	}
 	d, err := FileDigest(path)
 	if err != nil {
 		return Entry{}, false, err

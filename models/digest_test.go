@@ -33,8 +33,8 @@ func TestRecognizeByDigest(t *testing.T) {
 		t.Error("Recognize of a missing file: no error")
 	}
 	for _, e := range models.Known() {
-		if d := e.Digest(); len(d) != 64 {
-			t.Errorf("%s: digest %q, want 64 hex digits", e.Name, d)
+		if d := e.Digest(); len(d) != 64 || e.Size() <= 0 {
+			t.Errorf("%s: digest %q, size %d; want 64 hex digits and a size", e.Name, d, e.Size())
 		}
 	}
 }
