@@ -100,8 +100,9 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_dynamic.onnx",
-		SHA256:    "7a020690cbc3b5ccf1f95a3996e8c4e464f8a78fbe019a7ea8336c8a27deb7d1", Bytes: 9027645,
-		Location: "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
+		SHA256:    "7a020690cbc3b5ccf1f95a3996e8c4e464f8a78fbe019a7ea8336c8a27deb7d1",
+		Bytes:     9027645,
+		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{
 		Name: "deeplabv3plus-person-513",
@@ -113,8 +114,9 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_513.onnx",
-		SHA256:    "fcba9b5c22fdcad798dfa1bbbfb5bb720298665076ac2250d3472234c5f9651e", Bytes: 9026801,
-		Location: "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
+		SHA256:    "fcba9b5c22fdcad798dfa1bbbfb5bb720298665076ac2250d3472234c5f9651e",
+		Bytes:     9026801,
+		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{
 		Name: SynthName,
