@@ -3,6 +3,7 @@ module github.com/segtune/segtune
 go 1.26.8
 
 require (
+	github.com/disintegration/imaging v1.6.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/yalue/onnxruntime_go v1.27.0

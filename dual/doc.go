@@ -1,5 +1,5 @@
 // Package dual holds the state and the updates of segtune's reparameterised
-// Lagrangian (PAPER.md §2, §3, §6): per-example τ_i and λ_i, per-term ε, μ
+// Lagrangian (docs/method.md §3–§6): per-example τ_i and λ_i, per-term ε, μ
 // (and ρ for rate constraints), minibatch estimates of the Lagrangian and
 // its gradients, the projection Π_C (package projection), the dual step of
 // Algorithm 1, a balanced sampler, JSON checkpoints, and a pure-Go driver of
@@ -59,14 +59,14 @@
 // AUC-ROC is the area under recall (TPR) against FPR, approximated by the
 // mean of R@FPR terms over a grid of FPR levels ("auc-roc"); AUC-PR by the
 // mean of R@P terms over a grid of precision levels ("auc-pr", the
-// "average of R@P points" of PAPER.md §6). Every grid point has its own ε,
+// "average of R@P points" of docs/method.md §4). Every grid point has its own ε,
 // τ, λ, μ, ρ (its own operating threshold) and all share the score column.
 //
 // # Size values p > 2
 //
 // With p size classes (labels 0..p−1) the objective is one-vs-rest: head j
 // scores class j, its terms take S+ = S^j and S− = the rest, and λ_ij lives
-// on the examples of S^j (PAPER.md §6). Binary problems (labels 0/1) have
+// on the examples of S^j (docs/method.md §4). Binary problems (labels 0/1) have
 // one head and S+ = label 1.
 //
 // # Minibatches and normalisation
@@ -86,7 +86,7 @@
 // Adam steps (τ, ε) freely, so they leave C between projections.
 // Algorithm 1 calls ProjectPrimal once per epoch, the "full projections"
 // baseline after every step. The third schedule trains through the
-// projection (PAPER.md §5, the relu form): after ProjectThrough, τ and ε
+// projection (docs/method.md §8, the relu form): after ProjectThrough, τ and ε
 // are free variables τ̃, ε̃, Term.Tau and Term.Eps always hold Π_C(τ̃, ε̃)
 // (feasible at every step), and PrimalStep applies the chain rule through
 // Π_C, whose Jacobian is piecewise linear: with ō = ε* and the active set

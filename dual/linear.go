@@ -18,7 +18,7 @@ const (
 	// ScheduleStep is the "full projections" baseline: a projection after
 	// every inner step (and none extra at the end of the epoch).
 	ScheduleStep Schedule = "step"
-	// ScheduleGraph trains through the projection (PAPER.md §5, the relu
+	// ScheduleGraph trains through the projection (docs/method.md §8, the relu
 	// form): the Lagrangian reads Π_C of free τ̃, ε̃ and every step
 	// back-propagates through it (Regularizer.ProjectThrough, with
 	// ExactProjector), so no separate projection step is needed.

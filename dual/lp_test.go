@@ -218,7 +218,7 @@ func TestAcceptanceAlgorithm1(t *testing.T) { runAcceptance(t, ScheduleEpoch) }
 func TestAcceptanceFullProjections(t *testing.T) { runAcceptance(t, ScheduleStep) }
 
 // TestAcceptanceGraph: training through the projection (the relu form of
-// PAPER.md §5, no projection step) reaches the same optimum.
+// docs/method.md §8, no projection step) reaches the same optimum.
 func TestAcceptanceGraph(t *testing.T) { runAcceptance(t, ScheduleGraph) }
 
 // TestProjectionCount: E projections for Algorithm 1, E·T for the baseline,

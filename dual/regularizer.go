@@ -32,10 +32,10 @@ type Config struct {
 	Grid []float64 `json:"grid,omitempty"`
 	// Normalization is NormSum (default) or NormMean.
 	Normalization Normalization `json:"normalization,omitempty"`
-	// LR is Adam's step size for τ and ε (default 1e-2, PAPER.md §7).
+	// LR is Adam's step size for τ and ε (default 1e-2, docs/method.md §10).
 	LR float64 `json:"lr,omitempty"`
 	// CLambda, CMu, CRho are the dual step constants c of η_d = c/epoch for
-	// λ, μ and ρ (defaults 1e-3, 1e-5, 1e-3; PAPER.md §7). Scale matters:
+	// λ, μ and ρ (defaults 1e-3, 1e-5, 1e-3; docs/method.md §10). Scale matters:
 	// Σ τ = 1 makes the violations τ_i − s_i of order 1/n while the optimal
 	// λ_i are of order 1 (with NormSum), so on small linear problems c_λ of
 	// order 1–10 (n = 100) converges where 1e-3 barely moves λ; see the
@@ -377,7 +377,7 @@ func (r *Regularizer) DualStep(epoch int, cache *ScoreCache) error {
 	return nil
 }
 
-// ScoreCache records the latest scores of every example (PAPER.md §3:
+// ScoreCache records the latest scores of every example (docs/method.md §6:
 // "w·a_i for the dual step may be the value cached when example i was last
 // seen").
 type ScoreCache struct {

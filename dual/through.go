@@ -7,7 +7,7 @@ import (
 )
 
 // Projector is Π_C together with its vector–Jacobian product: the
-// differentiable projection of PAPER.md §5 that Regularizer.ProjectThrough
+// differentiable projection of docs/method.md §8 that Regularizer.ProjectThrough
 // trains through. projection/onnxgraph.Projector computes it in ONNX
 // Runtime; ExactProjector is the closed form in Go.
 type Projector interface {
@@ -28,7 +28,7 @@ type through struct {
 	up, g  []float64 // dense upstream gradient and ∂/∂τ̃
 }
 
-// ProjectThrough switches r to the in-graph relu form (PAPER.md §5, the
+// ProjectThrough switches r to the in-graph relu form (docs/method.md §8, the
 // "graph" projection schedule): τ and ε become free variables τ̃, ε̃, the
 // Lagrangian reads their projection (Term.Tau, Term.Eps hold Π_C(τ̃, ε̃) at
 // all times, so they stay feasible), and PrimalStep back-propagates through

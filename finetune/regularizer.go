@@ -18,7 +18,7 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
-// RegularizerConfig configures the size regularizer of PAPER.md: α times
+// RegularizerConfig configures the size regularizer of docs/method.md: α times
 // the reparameterised Lagrangian of an F-measure (or rate constraint) of a
 // linear size predictor on pooled features, optimised by Algorithm 1.
 type RegularizerConfig struct {
@@ -33,7 +33,7 @@ type RegularizerConfig struct {
 	Feature string `json:"feature,omitempty"`
 	// Projection is "epoch" (Algorithm 1: one projection per epoch),
 	// "step" (the "full projections" baseline: one after every step) or
-	// "graph" (the relu form of PAPER.md §5: τ, ε stay free, the Lagrangian
+	// "graph" (the relu form of docs/method.md §8: τ, ε stay free, the Lagrangian
 	// reads their projection, and every step back-propagates through it;
 	// the projection and its gradient run as an ONNX graph,
 	// projection/onnxgraph).

@@ -7,7 +7,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 )
 
-// SizeSpec defines the object-size attribute of PAPER.md §1: the pixel
+// SizeSpec defines the object-size attribute of docs/method.md §1: the pixel
 // fraction of the chosen classes in an image's mask, thresholded.
 type SizeSpec struct {
 	// Classes whose pixels count as the object; empty means every class

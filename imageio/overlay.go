@@ -16,6 +16,13 @@ type OverlayOptions struct {
 
 // Overlay blends the palette colours of labels (w×h = img's size) over img:
 // out = (1-alpha)·image + alpha·colour. pal nil means the VOC palette.
+//
+// The blend is a hand-written fixed-point loop, not imaging.Overlay of a
+// colour layer, because `segment --overlay` runs it for every image and it
+// is about 4× faster: 1.6 ms against 7.1 ms for a 480×360 image (medians of
+// 5 runs of go test -bench Overlay ./imageio on the shared 2-core VM;
+// imaging uses both cores). The results agree within 1 per channel
+// (TestOverlayImagingAgrees). Contact sheets (sheet.go) use imaging.
 func Overlay(img image.Image, labels []uint8, pal Palette, opt OverlayOptions) (*image.RGBA, error) {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()

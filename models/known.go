@@ -39,6 +39,12 @@ type Entry struct {
 	Location string
 	// Embedded models are compiled into the segtune binary as well.
 	Embedded bool
+	// SHA256 is the hex SHA-256 of the model file and Bytes its size:
+	// segtune recognises the model by them wherever the file lives
+	// (Recognize; only files of a known size are hashed). Embedded models
+	// leave both empty; theirs are those of the embedded bytes.
+	SHA256 string
+	Bytes  int64
 }
 
 // Sidecar returns the sidecar that describes the model's preprocessing,
@@ -94,6 +100,8 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_dynamic.onnx",
+		SHA256:    "7a020690cbc3b5ccf1f95a3996e8c4e464f8a78fbe019a7ea8336c8a27deb7d1",
+		Bytes:     9027645,
 		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{
@@ -106,6 +114,8 @@ var known = []Entry{
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_513.onnx",
+		SHA256:    "fcba9b5c22fdcad798dfa1bbbfb5bb720298665076ac2250d3472234c5f9651e",
+		Bytes:     9026801,
 		Location:  "the project's shared assets, ../shared/assets/models ($SEGTUNE_SHARED_ASSETS/models)",
 	},
 	{

@@ -2,7 +2,7 @@
 //
 //	C = {(ε, τ) ∈ R × R^n : τ_i ≤ ε for all i, ε ≥ 0}
 //
-// used by segtune's reparameterised dual ascent (PAPER.md §4, §5).
+// used by segtune's reparameterised dual ascent (docs/method.md §7, §8).
 //
 // # The math
 //

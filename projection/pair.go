@@ -1,8 +1,9 @@
 package projection
 
-// PairRule is the batch-size-2 projection rule of the paper (§3.3, as fixed
-// in PAPER.md §4): after an update that moved only ε and one τ_i away from a
-// feasible point, clip ε at 0, then if τ_i > ε set both to (τ_i + ε)/2.
+// PairRule is the batch-size-2 projection rule of the paper (its §3.3; see
+// docs/method.md §7): after an update that moved only ε and one τ_i away
+// from a feasible point, clip ε at 0, then if τ_i > ε set both to
+// (τ_i + ε)/2.
 //
 // It is O(1). It equals the exact projection of the pair (ProjectPair)
 // whenever the updated ε is ≥ 0 or τ_i ≤ max(ε, 0). When ε < 0 and τ_i > 0

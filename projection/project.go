@@ -94,7 +94,7 @@ func Project[T Float](delta T, gamma []T) (eps T, tau []T, err error) {
 	return eps, tau, nil
 }
 
-// Clamp applies the relu form of Π_C for a known threshold ō (PAPER.md §5):
+// Clamp applies the relu form of Π_C for a known threshold ō (docs/method.md §8):
 // tau[i] = min(o, tau[i]) = −max(−o, −tau[i]), in place. Only elements above
 // o are written, so the pass is read-mostly.
 func Clamp[T Float](o T, tau []T) {

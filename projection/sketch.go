@@ -7,7 +7,7 @@ import (
 )
 
 // EstimateThreshold estimates ō = ε* from m elements of gamma drawn
-// uniformly with replacement (PAPER.md §6, "sketching"). Each drawn element
+// uniformly with replacement (docs/method.md §7; the paper calls it "sketching"). Each drawn element
 // stands for n/m elements, so the estimate is the root θ̂ of
 //
 //	θ − δ = (n/m) Σ_{sampled s} max(γ_s − θ, 0),

@@ -233,7 +233,7 @@ func TestDemoSmall(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}
 	}
-	for _, f := range []string{"curves.png", "refined.onnx", "segmented/overlays"} {
+	for _, f := range []string{"curves.png", "samples.png", "refined.onnx", "segmented/overlays"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}

@@ -149,6 +149,13 @@ func runDemo(c *cli.Context) error {
 	if err := history.PlotPNG(curves, hist, history.PlotOptions{Title: "segtune demo: baseline vs F1 size regularizer"}); err != nil {
 		return err
 	}
+	samples := filepath.Join(out, SamplesFile)
+	if err := writeSamples(c, samples, base, side.Palette, []sampleColumn{
+		{runs[0].name, filepath.Join(out, "run1", finetune.ModelFile)},
+		{runs[1].name, filepath.Join(out, "run2", finetune.ModelFile)},
+	}); err != nil {
+		return fmt.Errorf("%s: %w", samples, err)
+	}
 
 	// 4. Segment the validation images with the regularised model.
 	refined := filepath.Join(out, "run2", finetune.ModelFile)
@@ -174,6 +181,6 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	fmt.Printf("5/5 exported the regularised model to %s\n", exported)
-	fmt.Printf("\ncurves: %s   done in %.0fs\n", curves, time.Since(start).Seconds())
+	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, samples, time.Since(start).Seconds())
 	return nil
 }

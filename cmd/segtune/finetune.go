@@ -57,7 +57,7 @@ func finetuneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(regularizerFlags(), preprocessFlags()...)...),
+		}, append(append(regularizerFlags(), preprocessFlags()...), photometricFlags()...)...),
 		Action: runFinetune,
 	}
 }
@@ -98,6 +98,7 @@ func runFinetune(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reportSamples(c, res) // samples.png
 	if c.Bool("json") {
 		return printJSON(os.Stdout, res)
 	}
@@ -120,7 +121,8 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), SkipBad: c.Bool("skip-bad"),
 		LabelMap: c.String("label-map"),
-		Augment:  data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip")},
+		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
+			Photometric: photometricConfig(c)},
 	}
 	cfg.Explicit = c.LocalFlagNames() // a resumed run refuses changed settings
 	if err := regularizerConfig(c, &cfg); err != nil {

@@ -56,5 +56,6 @@ func newApp() *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	installFlagChecks(app.Commands) // numeric flags are checked before any work
+	resolveModelFlags(app.Commands) // --model NAME for every command
 	return app
 }

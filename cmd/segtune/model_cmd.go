@@ -19,18 +19,27 @@ func modelCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "the registry of known pretrained models and their preprocessing",
+				Usage: "the registry of known pretrained models and where their files are",
 				Action: func(c *cli.Context) error {
 					w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(w, "name\tinput\tclasses\twhere")
+					dirs := modelDirs()
 					for _, e := range models.Known() {
 						size := fmt.Sprintf("%dx%d", e.Height, e.Width)
 						if e.Dynamic {
 							size += " (any)"
 						}
-						fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, e.Location)
+						where := e.Location
+						if p, err := e.Locate(dirs...); err == nil && !e.Embedded {
+							where = p
+						}
+						fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, where)
 					}
-					return w.Flush()
+					if err := w.Flush(); err != nil {
+						return err
+					}
+					fmt.Println("\nEvery --model takes these names; a file is recognised by its SHA-256 wherever it is.")
+					return nil
 				},
 			},
 			{

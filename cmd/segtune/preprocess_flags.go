@@ -32,10 +32,10 @@ func preprocessFlags() []cli.Flag {
 	}
 }
 
-// modelSettings merges the model's sidecar, a --preprocess file and explicit
-// flags, in that order of increasing precedence.
-func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
-	var s imageio.Sidecar
+// modelSettings merges the registry's settings of a recognised model, its
+// sidecar, a --preprocess file and explicit flags, in that order of
+// increasing precedence.
+func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err error) {
 	if isCheckpoint(modelPath) {
 		// A checkpoint carries the settings of the run that made it.
 		_, side, err := loadModel(modelPath)
@@ -43,11 +43,8 @@ func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
 			return s, err
 		}
 		s = *side
-	} else if side, found, err := imageio.LoadModelSidecar(modelPath); err != nil {
+	} else if s, err = knownModelSettings(c, modelPath); err != nil { // registry (by digest), then sidecar
 		return s, err
-	} else if found {
-		s = *side
-		notef(c, "segtune: using settings from %s", imageio.SidecarPath(modelPath))
 	}
 	if f := c.String("preprocess"); f != "" {
 		side, err := imageio.LoadSidecar(f)
@@ -80,7 +77,6 @@ func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
 	if c.Bool("nhwc") {
 		p.Layout = imageio.NHWC
 	}
-	var err error
 	if p.Mean, err = parseFloats(c.String("mean")); err != nil {
 		return s, fmt.Errorf("--mean: %w", err)
 	}

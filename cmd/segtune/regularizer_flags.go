@@ -21,7 +21,7 @@ func regularizerFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "level", Usage: "recall target of p@r, precision target of r@p", Category: cat},
 		&cli.StringFlag{Name: "grid", Usage: "comma-separated levels for auc-roc (FPRs) or auc-pr (precisions)", Category: cat},
 		&cli.StringFlag{Name: "normalization", Value: "mean", Usage: "what --alpha multiplies: sum (the paper's Lagrangian) or mean (divided by N)", Category: cat},
-		&cli.StringFlag{Name: "projection", Value: "epoch", Usage: "epoch (Algorithm 1: one projection per epoch), step (after every step) or graph (train through the projection, PAPER.md §5: two in-graph projections per step)", Category: cat},
+		&cli.StringFlag{Name: "projection", Value: "epoch", Usage: "epoch (Algorithm 1: one projection per epoch), step (after every step) or graph (train through the projection, docs/method.md §8: two in-graph projections per step)", Category: cat},
 		&cli.StringFlag{Name: "feature", Usage: "tensor pooled for the size head (default: the classifier's input)", Category: cat},
 		&cli.Float64Flag{Name: "dual-lr", Value: 1e-2, Usage: "Adam step size for τ and ε", Category: cat},
 		&cli.Float64Flag{Name: "c-lambda", Value: 1e-3, Usage: "dual step constant for λ (η = c/epoch)", Category: cat},

@@ -1,4 +1,4 @@
-// Package smnist reproduces Experiment 1 of the paper (PAPER.md §7.1,
+// Package smnist reproduces Experiment 1 of the paper (docs/method.md §11,
 // S-MNIST) with segtune's own components: MNIST read from its IDX files,
 // S-MNIST built from it (MNIST plus a copy whose foreground is rescaled to
 // double size, s = foreground pixel count above the training mean), the
@@ -32,7 +32,7 @@
 // Its weights are disjoint from the classifier's, so the regulariser's
 // gradient never reaches the class units: with the same batches the
 // classifier's trajectory is the baseline's (exactly, up to floating-point
-// reassociation). Head "logits" is PAPER.md §1's reading (the size head w
+// reassociation). Head "logits" is docs/method.md §2's reading (the size head w
 // on the representation a_l that the network computes, here the layer's
 // output): s = v·logits + c, so ∂L̂/∂s flows back into the class weights.
 // Both are offered; docs/smnist.md reports both.

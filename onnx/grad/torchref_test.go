@@ -34,15 +34,6 @@ const torchTol = 1e-3
 // torchPython is the interpreter with Debian's python3-torch and python3-onnx.
 const torchPython = "/usr/bin/python3"
 
-// skipOrFail skips, or fails when CI asks for every asset to be present.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(testassets.RequireEnvVar) != "" {
-		t.Fatalf(format+" (%s is set: failing instead of skipping)", append(args, testassets.RequireEnvVar)...)
-	}
-	t.Skipf(format, args...)
-}
-
 // repoFile walks up from the working directory to find rel.
 func repoFile(rel string) string {
 	dir, _ := os.Getwd()
@@ -68,7 +59,7 @@ func requireTorch(t *testing.T) string {
 	}
 	out, err := exec.Command(torchPython, "-c", "import torch, onnx").CombinedOutput()
 	if err != nil {
-		skipOrFail(t, "%s cannot import torch and onnx (install them with make python-deps): %v %s",
+		testassets.SkipOrFail(t, "%s cannot import torch and onnx (install them with make python-deps): %v %s",
 			torchPython, err, lastLine(out))
 	}
 	return script

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -55,22 +53,11 @@ func TestWholePersonModel(t *testing.T) {
 // scripts/gen_torch_models.py, or skips (fails under SEGTUNE_REQUIRE_ASSETS).
 func generatedModel(t *testing.T, name string) *onnx.Model {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "testdata", "generated", name)
-		if _, err := os.Stat(p); err == nil {
-			m, err := onnx.Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			skipOrFail(t, "testdata/generated/%s is missing: run make torch-models", name)
-		}
-		dir = parent
+	m, err := onnx.Load(testassets.Generated(t, name))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return m
 }
 
 // spreadParams picks parameters from the second half of the network

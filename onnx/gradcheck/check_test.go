@@ -1,6 +1,7 @@
 package gradcheck_test
 
 import (
+	"github.com/segtune/segtune/internal/testassets"
 	"math/rand/v2"
 	"testing"
 
@@ -10,15 +11,7 @@ import (
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
-	"github.com/segtune/segtune/runtime"
 )
-
-func requireORT(t *testing.T) {
-	t.Helper()
-	if err := runtime.Init(""); err != nil {
-		t.Skipf("ONNX Runtime not installed (%v)", err)
-	}
-}
 
 func randTensor(rng *rand.Rand, name string, dims ...int64) *onnxpb.TensorProto {
 	n := int64(1)
@@ -109,7 +102,7 @@ func scaleGrad(gs *grad.Graphs, param string, k float32) {
 // true gradient passes, and one scaled by 1.5 or with the wrong sign fails
 // on every direction.
 func TestCheckRejectsWrongGradients(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	for _, tc := range []struct {
 		name   string
 		m      *onnx.Model
@@ -147,7 +140,7 @@ func TestCheckRejectsWrongGradients(t *testing.T) {
 // TestFreezeKinks: with a step as large as the weights, plain differences
 // cross kinks and miss; frozen ones are exact up to float32 rounding.
 func TestFreezeKinks(t *testing.T) {
-	requireORT(t)
+	testassets.RequireORT(t)
 	gs := build(t, convNet(), "w1")
 	plain, err := gradcheck.CheckGraphs(gs, nil, gradcheck.Options{Seed: 4, Float32: true, Step: 1})
 	if err != nil {

@@ -2,7 +2,7 @@
 //
 //	C = {(ε, τ) : τ_i ≤ ε for all i, ε ≥ 0}
 //
-// in standard ONNX operators (PAPER.md §5, "In-graph differentiable
+// in standard ONNX operators (docs/method.md §8, "The relu form: training through the
 // projection"), so that it can sit inside a training graph compiled by
 // onnx/grad and be back-propagated through. package projection is the Go
 // reference it is tested against.
@@ -24,7 +24,7 @@
 //	τ*        = Min(τ, ō)                                   the relu form of §5
 //
 // θ_k is the average of the top k coordinates with δ included (θ_0 = δ),
-// and θ* = θ_{k*} for the k* with g_{k*+1} ≤ θ_{k*} < g_{k*} (PAPER.md §4).
+// and θ* = θ_{k*} for the k* with g_{k*+1} ≤ θ_{k*} < g_{k*} (docs/method.md §7).
 // Counting works because the comparison holds exactly on a prefix: θ_k is
 // the weighted mean (k·θ_{k−1} + g_k)/(k+1), so θ_k < g_k ⟺ θ_{k−1} < g_k,
 // and θ_{k−1} < g_k is the activity test of the sorted scan, true for

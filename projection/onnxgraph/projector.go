@@ -15,7 +15,7 @@ import (
 // Projector runs the projection graph and its vector–Jacobian product in
 // ONNX Runtime: the graph Append builds, differentiated by onnx/grad and run
 // in float64. It implements dual.Projector, which is how `segtune finetune
-// --projection graph` trains through Π_C (PAPER.md §5).
+// --projection graph` trains through Π_C (docs/method.md §8).
 //
 // One session serves one length n. Apply is not safe for concurrent use.
 type Projector struct {

@@ -1,4 +1,4 @@
-// Command smnist runs the paper's Experiment 1 (S-MNIST, PAPER.md §7.1)
+// Command smnist runs the paper's Experiment 1 (S-MNIST, docs/method.md §11)
 // with package experiments/smnist and writes the results as JSON, a
 // Markdown table and a PNG plot of test accuracy per epoch.
 //

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Models by name. Every command's --model accepts a registry name
+// (`segtune model list`) as well as a path: resolveModelFlags wraps the
+// commands so that the flag holds the file's path by the time they run.
+
+// resolveModelFlags makes the --model flag of every command in cmds (and
+// their subcommands) accept a known model's name: a Before hook replaces
+// the name by the model's file (resolveModelArg).
+func resolveModelFlags(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		resolveModelFlags(cmd.Subcommands)
+		var flag *cli.StringFlag
+		for _, f := range cmd.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "model" {
+				flag = sf
+			}
+		}
+		if flag == nil {
+			continue
+		}
+		flag.Usage += " (or a known model's name, see segtune model list)"
+		before := cmd.Before
+		cmd.Before = func(c *cli.Context) error {
+			if v := c.String("model"); v != "" {
+				path, err := resolveModelArg(v)
+				if err != nil {
+					return err
+				}
+				if path != v {
+					if err := c.Set("model", path); err != nil {
+						return err
+					}
+				}
+			}
+			if before != nil {
+				return before(c)
+			}
+			return nil
+		}
+	}
+}
+
+// resolveModelArg returns the model file that v names. A path that exists,
+// or a value that is no registry name, is returned as it is (opening it
+// reports what is wrong). A registry name becomes the path of its file:
+// embedded models are written once to the cache (modelCacheDir), the others
+// are looked for in modelDirs, and the error lists the folders searched.
+func resolveModelArg(v string) (string, error) {
+	if _, err := os.Stat(v); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return v, nil
+	}
+	e, err := models.Lookup(v)
+	if err != nil {
+		return v, nil
+	}
+	if e.Embedded && e.Name == models.SynthName {
+		return cacheEmbedded(e)
+	}
+	dirs := modelDirs()
+	p, err := e.Locate(dirs...)
+	if err != nil {
+		return "", fmt.Errorf("--model %s: looked for %s in %s and did not find it (where to get it: %s); "+
+			"copy it into one of those folders or pass its path", e.Name, e.File, strings.Join(dirs, ", "), e.Location)
+	}
+	return p, nil
+}
+
+// sharedAssetsEnv names the folder holding the project's shared assets
+// (models/, data/); internal/testassets reads the same variable.
+const sharedAssetsEnv = "SEGTUNE_SHARED_ASSETS"
+
+// modelCacheDir is segtune's cache folder for models: models/ beside the
+// ONNX Runtime copy that `make ort` installs ($SEGTUNE_CACHE_DIR, else
+// $XDG_CACHE_HOME/segtune, else ~/.cache/segtune).
+func modelCacheDir() string {
+	// CachedLibraryPath is ROOT/onnxruntime/VERSION/libonnxruntime.so.1.
+	root := filepath.Dir(filepath.Dir(filepath.Dir(runtime.CachedLibraryPath())))
+	return filepath.Join(root, "models")
+}
+
+// modelDirs are the folders searched for a known model's file, in order:
+// $SEGTUNE_SHARED_ASSETS/models, the model cache, and shared/assets/models
+// in the working directory and each of its parents (the project keeps its
+// shared assets beside the repository).
+func modelDirs() []string {
+	var dirs []string
+	if d := os.Getenv(sharedAssetsEnv); d != "" {
+		dirs = append(dirs, filepath.Join(d, "models"))
+	}
+	dirs = append(dirs, modelCacheDir())
+	if wd, err := getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if st, err := os.Stat(filepath.Join(dir, "shared", "assets", "models")); err == nil && st.IsDir() {
+				dirs = append(dirs, filepath.Join(dir, "shared", "assets", "models"))
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return dirs
+}
+
+// getwd is os.Getwd; tests replace it to control the upward search.
+var getwd = os.Getwd
+
+// cacheEmbedded writes the embedded model to the cache, unless an intact
+// copy is already there, and returns its path.
+func cacheEmbedded(e models.Entry) (string, error) {
+	p := filepath.Join(modelCacheDir(), e.File)
+	if d, err := models.FileDigest(p); err == nil && d == e.Digest() {
+		return p, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", fmt.Errorf("--model %s: %w", e.Name, err)
+	}
+	if err := onnx.WriteFileAtomic(p, models.SynthModel, 0o644); err != nil {
+		return "", fmt.Errorf("--model %s: %w", e.Name, err)
+	}
+	return p, nil
+}
+
+// knownModelSettings returns the settings a model file brings with it,
+// lowest precedence first: the registry's, when the file's SHA-256 is a
+// known model's (wherever it lives and whatever it is called), then its
+// sidecar MODEL.segtune.json. A model with neither, run without
+// --preprocess or preprocessing flags, gets one notice naming the defaults
+// assumed.
+func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
+	s := imageio.Sidecar{Version: imageio.SidecarVersion}
+	e, known, err := models.Recognize(modelPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s, err
+	}
+	if known {
+		s = e.Sidecar()
+		hint := ""
+		if lm := e.LabelMaps["camvid"]; lm != "" {
+			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", lm)
+		}
+		notef(c, "segtune: %s is %s (recognised by its SHA-256): using its preprocessing, classes and palette%s", modelPath, e.Name, hint)
+	}
+	side, found, err := imageio.LoadModelSidecar(modelPath)
+	if err != nil {
+		return s, err
+	}
+	if found {
+		s = s.Merge(*side)
+		notef(c, "segtune: using settings from %s", imageio.SidecarPath(modelPath))
+	}
+	if !known && !found && !preprocessingGiven(c) {
+		notef(c, "segtune: %s is not a known model and has no sidecar: assuming RGB, NCHW, raw 0..255 values, "+
+			"at the model's fixed input size or else each image's own; set --value-scale/--value-offset or --mean/--std "+
+			"(and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
+			modelPath, imageio.SidecarPath(modelPath))
+	}
+	return s, nil
+}
+
+// preprocessingGiven reports whether --preprocess or any preprocessing flag
+// was set on the command line.
+func preprocessingGiven(c *cli.Context) bool {
+	for _, f := range preprocessFlags() {
+		for _, name := range f.Names() {
+			if c.IsSet(name) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package models_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models"
+)
+
+// A known model is recognised by its content, whatever its file is called;
+// one changed byte makes it unknown.
+func TestRecognizeByDigest(t *testing.T) {
+	dir := t.TempDir()
+	copyOf := filepath.Join(dir, "renamed.onnx")
+	if err := os.WriteFile(copyOf, models.SynthModel, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := models.Recognize(copyOf)
+	if err != nil || !ok || e.Name != models.SynthName {
+		t.Fatalf("Recognize(copy of the embedded model) = %q, %v, %v", e.Name, ok, err)
+	}
+	changed := append([]byte(nil), models.SynthModel...)
+	changed[len(changed)/2] ^= 1
+	if err := os.WriteFile(copyOf, changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := models.Recognize(copyOf); err != nil || ok {
+		t.Fatalf("Recognize(modified copy) = %q, %v, %v; want unknown", e.Name, ok, err)
+	}
+	if _, _, err := models.Recognize(filepath.Join(dir, "missing.onnx")); err == nil {
+		t.Error("Recognize of a missing file: no error")
+	}
+	for _, e := range models.Known() {
+		if d := e.Digest(); len(d) != 64 || e.Size() <= 0 {
+			t.Errorf("%s: digest %q, size %d; want 64 hex digits and a size", e.Name, d, e.Size())
+		}
+	}
+}
+
+// The digests in the registry are those of the shared assets' files.
+func TestRegistryDigestsMatchSharedAssets(t *testing.T) {
+	for _, e := range models.Known() {
+		if e.Embedded {
+			continue
+		}
+		path := testassets.Require(t, "models", e.File)
+		got, ok, err := models.Recognize(path)
+		if err != nil || !ok || got.Name != e.Name {
+			t.Errorf("%s: Recognize(%s) = %q, %v, %v", e.Name, path, got.Name, ok, err)
+		}
+	}
+}
