@@ -7,7 +7,18 @@
 # npm package onnxruntime-node (fetched with `npm pack`, so none of its install
 # scripts run), checked against a pinned SHA-256. Idempotent; offline once the
 # cache holds the library.
+#
+# --cuda installs ONNX Runtime's CUDA build instead (see install_cuda below)
+# and prints the path of its core library; $ONNXRUNTIME_SHARED_LIBRARY_PATH
+# plays no part there.
 set -euo pipefail
+
+if [ "${1:-}" = "--cuda" ]; then
+  cuda=1
+elif [ -n "${1:-}" ]; then
+  echo "usage: $0 [--cuda]" >&2
+  exit 2
+fi
 
 ORT_VERSION=1.30.0
 ORT_TGZ_SHA256=6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
@@ -16,6 +27,71 @@ dest_dir=$cache_root/onnxruntime/$ORT_VERSION
 dest=$dest_dir/libonnxruntime.so.1
 
 say() { echo "install-ort: $*" >&2; }
+
+# install_cuda installs the CUDA build of ONNX Runtime 1.29.0 that Unity's
+# com.github.asus4.onnxruntime packages carry, from npm (`npm pack`, no
+# scripts run): the core library (a CPU build, C API 24) and
+# libonnxruntime_providers_shared.so from com.github.asus4.onnxruntime, the
+# CUDA execution provider (a plugin EP, built against CUDA 13 and cuDNN 9,
+# which it needs at run time) from com.github.asus4.onnxruntime.linux-x64-gpu.
+# All three go side by side into $cache_root/onnxruntime-cuda/1.29.0, apart
+# from the CPU build. About 330 MB to download, 260 MB installed.
+install_cuda() {
+  local ver=1.29.0 pkgver=0.4.9
+  local core_pkg=com.github.asus4.onnxruntime
+  local core_sha=e59788788818fdde1b2e522e766a21ba0f7d8391de55737abf81e32cc801785d
+  local gpu_pkg=com.github.asus4.onnxruntime.linux-x64-gpu
+  local gpu_sha=2b459e0c17f340c92970c10ed86de4f37a3009f93c14053e6ad4334cbb6be412
+  local dir=$cache_root/onnxruntime-cuda/$ver
+  local core=$dir/libonnxruntime.so.1 cudaep=$dir/libonnxruntime_providers_cuda.so
+  local shared=$dir/libonnxruntime_providers_shared.so
+  if [ -s "$core" ] && [ -s "$cudaep" ] && [ -s "$shared" ]; then
+    say "already installed: $dir"
+    echo "$core"
+    return 0
+  fi
+  if [ "$(uname -s)/$(uname -m)" != Linux/x86_64 ]; then
+    say "the CUDA build of ONNX Runtime is packaged for Linux x86-64 only, not $(uname -s)/$(uname -m)"
+    return 1
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    say "npm is not installed (apt-get install npm); it fetches the CUDA build of ONNX Runtime"
+    return 1
+  fi
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  local pkg sha tgz got
+  for pkg in "$core_pkg:$core_sha" "$gpu_pkg:$gpu_sha"; do
+    sha=${pkg#*:} pkg=${pkg%%:*}
+    say "fetching $pkg@$pkgver with npm pack (no scripts run)"
+    if ! (cd "$work" && npm pack --silent "$pkg@$pkgver" >/dev/null); then
+      say "npm pack $pkg@$pkgver failed (no network to the npm registry?)"
+      return 1
+    fi
+    tgz=$work/$pkg-$pkgver.tgz
+    got=$(sha256sum "$tgz" | cut -d' ' -f1)
+    if [ "$got" != "$sha" ]; then
+      say "checksum mismatch for $pkg@$pkgver: got $got, want $sha"
+      return 1
+    fi
+  done
+  local m=package/Plugins/Linux/x64
+  tar -xzf "$work/$core_pkg-$pkgver.tgz" -C "$work" "$m/libonnxruntime.so" "$m/libonnxruntime_providers_shared.so"
+  tar -xzf "$work/$gpu_pkg-$pkgver.tgz" -C "$work" "$m/libonnxruntime_providers_cuda.so"
+  mkdir -p "$dir"
+  # Each file lands atomically; the core library last, since its presence
+  # with the provider's is what "installed" means to this script.
+  cp "$work/$m/libonnxruntime_providers_shared.so" "$shared.tmp.$$" && mv -f "$shared.tmp.$$" "$shared"
+  cp "$work/$m/libonnxruntime_providers_cuda.so" "$cudaep.tmp.$$" && mv -f "$cudaep.tmp.$$" "$cudaep"
+  cp "$work/$m/libonnxruntime.so" "$core.tmp.$$" && mv -f "$core.tmp.$$" "$core"
+  say "installed $dir (the CUDA provider needs CUDA 13 and cuDNN 9 at run time: \`segtune doctor\` checks)"
+  echo "$core"
+}
+
+if [ -n "${cuda:-}" ]; then
+  install_cuda
+  exit
+fi
 
 if [ -n "${ONNXRUNTIME_SHARED_LIBRARY_PATH:-}" ]; then
   if [ -r "$ONNXRUNTIME_SHARED_LIBRARY_PATH" ]; then
