@@ -23,6 +23,9 @@ type Options struct {
 	Device string
 	// CUDADevice is the GPU ordinal for the CUDA provider.
 	CUDADevice int
+	// CUDAOptions are CUDA provider options (e.g. "use_tf32": "0",
+	// "cudnn_conv_algo_search": "HEURISTIC"); nil keeps its defaults.
+	CUDAOptions map[string]string
 	// Threads sets ONNX Runtime's intra-op thread count; 0 lets it choose.
 	Threads int
 	// NoOptimize disables graph optimisations (useful for gradient checks,
@@ -99,7 +102,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 			s.sess, s.Device = sess, DeviceCUDA
 			return s, nil
 		}
-		fmt.Fprintf(log, "segtune: CUDA execution provider unavailable (%s); falling back to CPU\n", firstLine(err.Error()))
+		fmt.Fprintln(log, cudaFallbackLine(device, err))
 	}
 	sess, err := s.open(model, opts, false)
 	if err != nil {
@@ -109,7 +112,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	return s, nil
 }
 
-func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvancedSession, error) {
+func (s *Session) open(model []byte, opts Options, useCUDA bool) (*ort.DynamicAdvancedSession, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, err
@@ -131,16 +134,8 @@ func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvan
 	if err := opts.Tuning.apply(so); err != nil {
 		return nil, err
 	}
-	if cuda {
-		co, err := ort.NewCUDAProviderOptions()
-		if err != nil {
-			return nil, err
-		}
-		defer co.Destroy()
-		if err := co.Update(map[string]string{"device_id": fmt.Sprint(opts.CUDADevice)}); err != nil {
-			return nil, err
-		}
-		if err := so.AppendExecutionProviderCUDA(co); err != nil {
+	if useCUDA {
+		if err := appendCUDA(so, opts); err != nil {
 			return nil, err
 		}
 	}
