@@ -79,6 +79,22 @@ static char *st_append_v2(OrtSessionOptions *so, const OrtEpDevice *d,
 	return st_error(st_api->SessionOptionsAppendExecutionProvider_V2(so, st_env, &d, 1, keys, vals, n));
 }
 
+// st_providers returns the providers compiled into the library, as a
+// malloc'd, newline-separated list.
+static char *st_providers(char **err) {
+	char **names = NULL;
+	int n = 0;
+	*err = st_error(st_api->GetAvailableProviders(&names, &n));
+	if (*err != NULL) return NULL;
+	size_t len = 1;
+	for (int i = 0; i < n; i++) len += strlen(names[i]) + 1;
+	char *out = malloc(len);
+	out[0] = 0;
+	for (int i = 0; i < n; i++) { strcat(out, names[i]); strcat(out, "\n"); }
+	free(st_error(st_api->ReleaseAvailableProviders(names, n)));
+	return out;
+}
+
 static char *st_log_severity(OrtSessionOptions *so, int level) {
 	return st_error(st_api->SetSessionLogSeverityLevel(so, level));
 }
@@ -90,6 +106,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -271,6 +288,24 @@ func appendEPDevice(so *ort.SessionOptions, dev EPDevice, opts map[string]string
 		defer C.free(unsafe.Pointer(va[i]))
 	}
 	return cError(C.st_append_v2(p, d, (**C.char)(ck), (**C.char)(cv), C.size_t(len(keys))))
+}
+
+// AvailableProviders lists the execution providers built into the loaded
+// ONNX Runtime library (GetAvailableProviders); plugin providers registered
+// from their own libraries show in EPDevices instead.
+func AvailableProviders() ([]string, error) {
+	if err := shimInit(); err != nil {
+		return nil, err
+	}
+	shimMu.Lock()
+	defer shimMu.Unlock()
+	var cerr *C.char
+	list := C.st_providers(&cerr)
+	if err := cError(cerr); err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(list))
+	return strings.Fields(C.GoString(list)), nil
 }
 
 // setSessionLogSeverity sets the session's own log level (0 verbose … 4
