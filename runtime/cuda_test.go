@@ -216,3 +216,31 @@ func TestCUDABuildNamesMissingLibraries(t *testing.T) {
 	}
 	t.Log(line)
 }
+
+// TestCUDASessionRuns opens a session on the GPU (skipped without one, failed
+// under SEGTUNE_REQUIRE_GPU) and checks it computes there.
+func TestCUDASessionRuns(t *testing.T) {
+	requireORT(t)
+	devs, err := CUDADevices()
+	if err != nil {
+		testassets.RequireGPU(t, err.Error())
+		return
+	}
+	t.Logf("CUDA devices: %+v", devs)
+	var log bytes.Buffer
+	s, err := NewSession(addModel(t), Options{Device: DeviceCUDA, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Device != DeviceCUDA {
+		t.Fatalf("ran on %s: %s", s.Device, log.String())
+	}
+	out, err := s.Run(NewFloat32([]int64{2, 3}, []float32{10, 20, 30, 40, 50, 60}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out[0].Float32; got[0] != 11 || got[5] != 66 {
+		t.Errorf("y = %v", got)
+	}
+}
