@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,13 @@ import (
 // CUDADriverLib is the NVIDIA driver's CUDA library; without it there is no
 // usable GPU.
 const CUDADriverLib = "libcuda.so.1"
+
+// CUDARouteEnv names the environment variable that picks how the CUDA
+// provider is attached: "plugin" (RegisterExecutionProviderLibrary, then
+// SessionOptionsAppendExecutionProvider_V2 on its GPU device) or "legacy"
+// (AppendExecutionProviderCUDA, which needs an ONNX Runtime built with CUDA
+// support). Unset: plugin when the provider library is a plugin EP.
+const CUDARouteEnv = "SEGTUNE_CUDA_EP"
 
 // cudaEPRegistration is the name segtune registers the CUDA provider
 // library under.
@@ -95,6 +103,13 @@ func (c *cudaState) prepare() error {
 	}
 	c.provider = prov
 	c.plugin = isPluginEP(prov)
+	switch route := os.Getenv(CUDARouteEnv); route {
+	case "", "plugin":
+	case "legacy":
+		c.plugin = false
+	default:
+		return fmt.Errorf("%s=%q: want plugin or legacy", CUDARouteEnv, route)
+	}
 	c.libs = FindCUDALibraries()
 	if missing := c.libs.Missing(); len(missing) > 0 {
 		return errors.New(missingCUDAMessage(missing))

@@ -65,7 +65,7 @@ func TestInstallCUDARejectsBadChecksum(t *testing.T) {
 	if err == nil {
 		t.Fatalf("installer accepted a tampered tarball:\n%s", out)
 	}
-	if !strings.Contains(out, "checksum mismatch for com.github.asus4.onnxruntime@0.4.9") {
+	if !strings.Contains(out, "checksum mismatch for onnxruntime-node@1.29.0") {
 		t.Errorf("no checksum message:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(cache, "onnxruntime-cuda", CUDAORTVersion, "libonnxruntime.so.1")); err == nil {

@@ -28,19 +28,22 @@ dest=$dest_dir/libonnxruntime.so.1
 
 say() { echo "install-ort: $*" >&2; }
 
-# install_cuda installs the CUDA build of ONNX Runtime 1.29.0 that Unity's
-# com.github.asus4.onnxruntime packages carry, from npm (`npm pack`, no
-# scripts run): the core library (a CPU build, C API 24) and
-# libonnxruntime_providers_shared.so from com.github.asus4.onnxruntime, the
-# CUDA execution provider (a plugin EP, built against CUDA 13 and cuDNN 9,
-# which it needs at run time) from com.github.asus4.onnxruntime.linux-x64-gpu.
-# All three go side by side into $cache_root/onnxruntime-cuda/1.29.0, apart
-# from the CPU build. About 330 MB to download, 260 MB installed.
+# install_cuda installs ONNX Runtime 1.29.0 with its CUDA execution provider,
+# from npm (`npm pack`, no scripts run): the core library from
+# onnxruntime-node@1.29.0 (Microsoft's build, with CUDA support compiled in),
+# and the CUDA provider (built against CUDA 13 and cuDNN 9, which it needs at
+# run time; a plugin EP too) with libonnxruntime_providers_shared.so from
+# Unity's com.github.asus4.onnxruntime.linux-x64-gpu@0.4.9, which repackages
+# Microsoft's 1.29.0 GPU release. (The CPU-only core of
+# com.github.asus4.onnxruntime does not fit that provider: sessions on it
+# crash in Run.) All three go side by side into
+# $cache_root/onnxruntime-cuda/1.29.0, apart from the CPU build. About 290 MB
+# to download, 275 MB installed.
 install_cuda() {
-  local ver=1.29.0 pkgver=0.4.9
-  local core_pkg=com.github.asus4.onnxruntime
-  local core_sha=e59788788818fdde1b2e522e766a21ba0f7d8391de55737abf81e32cc801785d
-  local gpu_pkg=com.github.asus4.onnxruntime.linux-x64-gpu
+  local ver=1.29.0
+  local core_pkg=onnxruntime-node core_ver=1.29.0
+  local core_sha=cfdfb45ec4044b1fdca43e5d2e180fb6817e649ff8ad1e0dfc90e18e51b67037
+  local gpu_pkg=com.github.asus4.onnxruntime.linux-x64-gpu gpu_ver=0.4.9
   local gpu_sha=2b459e0c17f340c92970c10ed86de4f37a3009f93c14053e6ad4334cbb6be412
   local dir=$cache_root/onnxruntime-cuda/$ver
   local core=$dir/libonnxruntime.so.1 cudaep=$dir/libonnxruntime_providers_cuda.so
@@ -60,30 +63,30 @@ install_cuda() {
   fi
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  local pkg sha tgz got
-  for pkg in "$core_pkg:$core_sha" "$gpu_pkg:$gpu_sha"; do
-    sha=${pkg#*:} pkg=${pkg%%:*}
-    say "fetching $pkg@$pkgver with npm pack (no scripts run)"
-    if ! (cd "$work" && npm pack --silent "$pkg@$pkgver" >/dev/null); then
-      say "npm pack $pkg@$pkgver failed (no network to the npm registry?)"
+  local spec pkg pv sha tgz got
+  for spec in "$core_pkg:$core_ver:$core_sha" "$gpu_pkg:$gpu_ver:$gpu_sha"; do
+    IFS=: read -r pkg pv sha <<<"$spec"
+    say "fetching $pkg@$pv with npm pack (no scripts run)"
+    if ! (cd "$work" && npm pack --silent "$pkg@$pv" >/dev/null); then
+      say "npm pack $pkg@$pv failed (no network to the npm registry?)"
       return 1
     fi
-    tgz=$work/$pkg-$pkgver.tgz
+    tgz=$work/$pkg-$pv.tgz
     got=$(sha256sum "$tgz" | cut -d' ' -f1)
     if [ "$got" != "$sha" ]; then
-      say "checksum mismatch for $pkg@$pkgver: got $got, want $sha"
+      say "checksum mismatch for $pkg@$pv: got $got, want $sha"
       return 1
     fi
   done
-  local m=package/Plugins/Linux/x64
-  tar -xzf "$work/$core_pkg-$pkgver.tgz" -C "$work" "$m/libonnxruntime.so" "$m/libonnxruntime_providers_shared.so"
-  tar -xzf "$work/$gpu_pkg-$pkgver.tgz" -C "$work" "$m/libonnxruntime_providers_cuda.so"
+  local m=package/Plugins/Linux/x64 n=package/bin/napi-v6/linux/x64
+  tar -xzf "$work/$core_pkg-$core_ver.tgz" -C "$work" "$n/libonnxruntime.so.1"
+  tar -xzf "$work/$gpu_pkg-$gpu_ver.tgz" -C "$work" "$m/libonnxruntime_providers_cuda.so" "$m/libonnxruntime_providers_shared.so"
   mkdir -p "$dir"
   # Each file lands atomically; the core library last, since its presence
   # with the provider's is what "installed" means to this script.
   cp "$work/$m/libonnxruntime_providers_shared.so" "$shared.tmp.$$" && mv -f "$shared.tmp.$$" "$shared"
   cp "$work/$m/libonnxruntime_providers_cuda.so" "$cudaep.tmp.$$" && mv -f "$cudaep.tmp.$$" "$cudaep"
-  cp "$work/$m/libonnxruntime.so" "$core.tmp.$$" && mv -f "$core.tmp.$$" "$core"
+  cp "$work/$n/libonnxruntime.so.1" "$core.tmp.$$" && mv -f "$core.tmp.$$" "$core"
   say "installed $dir (the CUDA provider needs CUDA 13 and cuDNN 9 at run time: \`segtune doctor\` checks)"
   echo "$core"
 }
