@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Device names an execution target.
@@ -83,11 +86,19 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	if log == nil {
 		log = os.Stderr
 	}
-	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
-	if err != nil {
-		return nil, fmt.Errorf("reading model inputs and outputs: %w", err)
+	var s *Session
+	if ins, outs, err := ort.GetInputOutputInfoWithONNXData(model); err == nil {
+		s = &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
+	} else {
+		// ONNX Runtime reads them through a temporary CPU session, which
+		// fails for graphs only another provider can run (float64 Conv
+		// has CUDA kernels and no CPU one): read the graph instead.
+		pin, pout, perr := protoIOInfos(model)
+		if perr != nil {
+			return nil, fmt.Errorf("reading model inputs and outputs: %w", err)
+		}
+		s = &Session{Inputs: pin, Outputs: pout}
 	}
-	s := &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
 	device := strings.ToLower(opts.Device)
 	switch device {
 	case "", DeviceCPU:
@@ -242,6 +253,33 @@ func typeName(t ort.TensorElementDataType) string {
 		return "float64"
 	}
 	return s
+}
+
+// protoIOInfos reads the graph's data inputs and outputs from the model.
+func protoIOInfos(model []byte) ([]IOInfo, []IOInfo, error) {
+	m, err := onnx.Parse(model, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	conv := func(vs []*onnxpb.ValueInfoProto) []IOInfo {
+		out := make([]IOInfo, len(vs))
+		for i, v := range vs {
+			tt := v.GetType().GetTensorType()
+			info := IOInfo{Name: v.GetName(), Shape: []int64{}}
+			for _, d := range tt.GetShape().GetDim() {
+				if d.GetDimValue() > 0 {
+					info.Shape = append(info.Shape, d.GetDimValue())
+				} else {
+					info.Shape = append(info.Shape, -1)
+				}
+			}
+			info.Type = typeName(ort.TensorElementDataType(tt.GetElemType()))
+			out[i] = info
+		}
+		return out
+	}
+	g := m.Proto.GetGraph()
+	return conv(onnx.DataInputs(g)), conv(g.GetOutput()), nil
 }
 
 func firstLine(s string) string {

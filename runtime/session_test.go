@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/segtune/segtune/onnx"
@@ -85,5 +86,23 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 	if _, err := NewSession(addModel(t), Options{Device: "tpu"}); err == nil {
 		t.Error("unknown device accepted")
+	}
+}
+
+// TestProtoIOInfosMatchORT: the graph-read inputs and outputs (used when
+// ONNX Runtime's CPU provider cannot open the model) agree with ORT's.
+func TestProtoIOInfosMatchORT(t *testing.T) {
+	requireORT(t)
+	s, err := NewSession(addModel(t), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in, out, err := protoIOInfos(addModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, s.Inputs) || !reflect.DeepEqual(out, s.Outputs) {
+		t.Errorf("from the graph %+v %+v, from ORT %+v %+v", in, out, s.Inputs, s.Outputs)
 	}
 }
