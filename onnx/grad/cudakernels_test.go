@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/projection/onnxgraph"
 )
 
 // cudaKernels reads testdata/cuda_kernels.txt: op → element types its CUDA
@@ -153,6 +154,15 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 		file := "deeplabv3plus_" + g + ".onnx"
 		srcs = append(srcs, src{g, func(t *testing.T) *onnx.Model { return generatedModel(t, file) }, []int64{2, 3, 64, 64}})
 	}
+	t.Run("projection", func(t *testing.T) {
+		for _, et := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
+			m, err := onnxgraph.NewModel(et, 17)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCUDAKernels(t, "projection "+et.String(), m.Proto.Graph, kernels)
+		}
+	})
 	for _, s := range srcs {
 		t.Run(s.name, func(t *testing.T) {
 			m := s.load(t)
