@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -135,7 +135,7 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 				gpuT = append(gpuT, time.Since(t0))
 			}
 			gpu.Close() // writes the profile
-			ref := float64Reference(t, gs, feeds)
+			ref := torchReference(t, m, cpu, feeds)
 			worst, worstName := 0.0, ""
 			worstC64, worstG64 := 0.0, 0.0
 			grads := 0
@@ -149,10 +149,10 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 				}
 				if r > cudaTol || math.IsNaN(r) {
 					// fp32 on the CPU is no exact reference either: where
-					// a float64 reference exists, CUDA passes when it is
-					// about as close to it as the CPU is.
-					if ref != nil && ref[i] != nil {
-						ec, eg := relErr64(want[i].Float32, ref[i].Float64), relErr64(got[i].Float32, ref[i].Float64)
+					// PyTorch's float64 gradients are at hand, CUDA passes
+					// when it is about as close to them as the CPU is.
+					if r64 := ref[o.Name]; r64 != nil {
+						ec, eg := relErr64(want[i].Float32, r64), relErr64(got[i].Float32, r64)
 						if eg <= max(cudaTol, 1.5*ec) {
 							t.Logf("%s: CUDA vs CPU %.3g, but vs float64: CPU %.3g, CUDA %.3g", o.Name, r, ec, eg)
 							continue
@@ -165,13 +165,13 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 				if o.Name != grad.LossName {
 					grads++
 				}
-				if ref != nil && ref[i] != nil {
-					worstC64 = max(worstC64, relErr64(want[i].Float32, ref[i].Float64))
-					worstG64 = max(worstG64, relErr64(got[i].Float32, ref[i].Float64))
+				if r64 := ref[o.Name]; r64 != nil {
+					worstC64 = max(worstC64, relErr64(want[i].Float32, r64))
+					worstG64 = max(worstG64, relErr64(got[i].Float32, r64))
 				}
 			}
 			if ref != nil {
-				t.Logf("RESULT vs float64 (CUDA, double): max relative error CPU fp32 %.3g, CUDA fp32 %.3g", worstC64, worstG64)
+				t.Logf("RESULT vs PyTorch float64 (%d gradients): max relative error CPU fp32 %.3g, CUDA fp32 %.3g", len(ref)-1, worstC64, worstG64)
 			}
 			li := cpu.OutputIndex(grad.LossName)
 			t.Logf("RESULT cuda-vs-cpu %s batch %d %dx%d: %d outputs (%d gradients), loss cpu %.7g cuda %.7g, max relative error %.3g (%s); step cpu %v, cuda %v",
@@ -224,49 +224,44 @@ func trainingFeeds(t *testing.T, s *runtime.Session, gs *grad.Graphs, batch, siz
 	return feeds
 }
 
-// float64Reference runs the training graph in float64 on the CUDA provider
-// (cuDNN has double convolutions; the CPU provider has none) with feeds
-// widened to float64, and returns its outputs, or nil where it cannot.
-func float64Reference(t *testing.T, gs *grad.Graphs, feeds []*runtime.Tensor) []*runtime.Tensor {
+// torchReference returns PyTorch's float64 loss and gradients of every
+// parameter (scripts/torch_grads.py interprets the ONNX graph in float64),
+// keyed by the training graph's output names, or nil where torch is not at
+// hand ($SEGTUNE_TORCH_PYTHON names a Python with torch and onnx).
+func torchReference(t *testing.T, m *onnx.Model, s *runtime.Session, feeds []*runtime.Tensor) map[string][]float64 {
 	t.Helper()
-	data, err := gradcheck.ToFloat64(gs.Training).Marshal()
-	if err != nil {
-		t.Logf("float64 reference: %v", err)
+	script := repoFile(filepath.Join("scripts", "torch_grads.py"))
+	if script == "" || m.Path == "" {
 		return nil
 	}
-	var log strings.Builder
-	s, err := runtime.NewSession(data, runtime.Options{Device: runtime.DeviceCUDA, Log: &log})
-	if err != nil || s.Device != runtime.DeviceCUDA {
-		t.Logf("no float64 reference: %v %s", err, log.String())
-		if s != nil {
-			s.Close()
-		}
+	if out, err := exec.Command(torchPython, "-c", "import torch, onnx").CombinedOutput(); err != nil {
+		t.Logf("no PyTorch reference: %s cannot import torch and onnx: %s", torchPython, lastLine(out))
 		return nil
 	}
-	defer s.Close()
-	wide := make([]*runtime.Tensor, len(feeds))
-	for i, f := range feeds {
-		if f.Float32 == nil {
-			wide[i] = f
-			continue
+	image := onnx.DataInputs(m.Proto.Graph)[0].GetName()
+	var x []float32
+	var shape []int64
+	var target []int64
+	var params []string
+	for i, in := range s.Inputs {
+		switch in.Name {
+		case grad.TargetName:
+			target = feeds[i].Int64
+		case grad.LossScaleName:
+		case image:
+			x, shape = feeds[i].Float32, feeds[i].Shape
+		default:
+			params = append(params, in.Name)
 		}
-		v := make([]float64, len(f.Float32))
-		for j, x := range f.Float32 {
-			v[j] = float64(x)
-		}
-		wide[i] = runtime.NewFloat64(f.Shape, v)
 	}
-	out, err := s.Run(wide...)
-	if err != nil {
-		t.Logf("no float64 reference: %v", err)
+	if x == nil {
 		return nil
 	}
-	for i, o := range out {
-		for _, v := range o.Float64 {
-			if math.IsNaN(v) {
-				t.Logf("no float64 reference: output %s has NaN", s.Outputs[i].Name)
-				return nil
-			}
+	res := runTorch(t, script, m.Path, x, shape, target, params)
+	out := map[string][]float64{grad.LossName: {res.Loss}}
+	for _, p := range params {
+		if g := res.Tensors[grad.GradPrefix+p]; g != nil {
+			out[grad.GradPrefix+p] = g
 		}
 	}
 	return out
