@@ -143,6 +143,13 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 				if want[i] == nil || want[i].Float32 == nil {
 					continue
 				}
+				if o.Name != grad.LossName {
+					grads++
+				}
+				if r64 := ref[o.Name]; r64 != nil {
+					worstC64 = max(worstC64, relErr64(want[i].Float32, r64))
+					worstG64 = max(worstG64, relErr64(got[i].Float32, r64))
+				}
 				r := relErr(got[i].Float32, want[i].Float32)
 				if math.IsNaN(r) || r > worst {
 					worst, worstName = r, o.Name
@@ -161,13 +168,6 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 						continue
 					}
 					t.Errorf("%s: relative error %.3g > %g", o.Name, r, cudaTol)
-				}
-				if o.Name != grad.LossName {
-					grads++
-				}
-				if r64 := ref[o.Name]; r64 != nil {
-					worstC64 = max(worstC64, relErr64(want[i].Float32, r64))
-					worstG64 = max(worstG64, relErr64(got[i].Float32, r64))
 				}
 			}
 			if ref != nil {
