@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build ort ort-cuda test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -17,6 +17,11 @@ build:
 
 ort:
 	@scripts/install-ort.sh
+
+# The CUDA build of ONNX Runtime (core + CUDA provider, ~330 MB from npm) in
+# its own cache folder; --device cuda|auto finds it there. Not needed by `make test`.
+ort-cuda:
+	@scripts/install-ort.sh --cuda
 
 # PyTorch (Debian's python3-torch) exports the DeepLabV3+ variants that the
 # gradient compiler is checked against; skipped quietly where apt is missing.

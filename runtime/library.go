@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -20,9 +21,17 @@ const LibraryEnv = "ONNXRUNTIME_SHARED_LIBRARY_PATH"
 // ORTVersion is the ONNX Runtime release that scripts/install-ort.sh installs.
 const ORTVersion = "1.30.0"
 
-// CachedLibraryPath is where scripts/install-ort.sh puts the library:
-// $SEGTUNE_CACHE_DIR, else $XDG_CACHE_HOME/segtune, else ~/.cache/segtune.
-func CachedLibraryPath() string {
+// CUDAORTVersion is the ONNX Runtime release of the CUDA build that
+// `scripts/install-ort.sh --cuda` (make ort-cuda) installs.
+const CUDAORTVersion = "1.29.0"
+
+// CUDAProviderFile is the file name of ONNX Runtime's CUDA execution
+// provider, which segtune looks for beside the core library.
+const CUDAProviderFile = "libonnxruntime_providers_cuda.so"
+
+// cacheRoot is the per-user cache: $SEGTUNE_CACHE_DIR, else
+// $XDG_CACHE_HOME/segtune, else ~/.cache/segtune.
+func cacheRoot() string {
 	root := os.Getenv("SEGTUNE_CACHE_DIR")
 	if root == "" {
 		if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
@@ -31,13 +40,35 @@ func CachedLibraryPath() string {
 			root = filepath.Join(home, ".cache", "segtune")
 		}
 	}
-	return filepath.Join(root, "onnxruntime", ORTVersion, "libonnxruntime.so.1")
+	return root
+}
+
+// CachedLibraryPath is where scripts/install-ort.sh puts the (CPU) library.
+func CachedLibraryPath() string {
+	return filepath.Join(cacheRoot(), "onnxruntime", ORTVersion, "libonnxruntime.so.1")
+}
+
+// CachedCUDALibraryPath is where `scripts/install-ort.sh --cuda` puts the
+// core library of the CUDA build; its CUDA provider lies beside it.
+func CachedCUDALibraryPath() string {
+	return filepath.Join(cacheRoot(), "onnxruntime-cuda", CUDAORTVersion, "libonnxruntime.so.1")
 }
 
 // FindLibrary returns the ONNX Runtime library to load: explicit (a --ort-lib
 // flag) if set, else $ONNXRUNTIME_SHARED_LIBRARY_PATH, else the copy the
 // project's installer put in the cache.
 func FindLibrary(explicit string) (string, error) {
+	return findLibrary(explicit, DeviceCPU)
+}
+
+// FindLibraryFor is FindLibrary for a device: for "cuda" and "auto" the CUDA
+// build that `make ort-cuda` installs comes before the CPU one in the cache
+// (an explicit path and the environment variable still come first).
+func FindLibraryFor(explicit, device string) (string, error) {
+	return findLibrary(explicit, device)
+}
+
+func findLibrary(explicit, device string) (string, error) {
 	check := func(path, from string) (string, error) {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -53,6 +84,11 @@ func FindLibrary(explicit string) (string, error) {
 	}
 	if env := os.Getenv(LibraryEnv); env != "" {
 		return check(env, LibraryEnv)
+	}
+	if device == DeviceCUDA || device == DeviceAuto {
+		if p := CachedCUDALibraryPath(); fileExists(p) && fileExists(filepath.Join(filepath.Dir(p), CUDAProviderFile)) {
+			return p, nil
+		}
 	}
 	cached := CachedLibraryPath()
 	if _, err := os.Stat(cached); err == nil {
@@ -70,6 +106,13 @@ var (
 // same or an empty path are no-ops; a different path is an error, because a
 // process can hold only one ONNX Runtime.
 func Init(libPath string) error {
+	return InitFor(libPath, DeviceCPU)
+}
+
+// InitFor is Init for the sessions a command will open on device: "cuda"
+// and "auto" prefer the CUDA build of ONNX Runtime in the cache (see
+// FindLibraryFor).
+func InitFor(libPath, device string) error {
 	initMu.Lock()
 	defer initMu.Unlock()
 	if initPath != "" {
@@ -78,7 +121,7 @@ func Init(libPath string) error {
 		}
 		return nil
 	}
-	path, err := FindLibrary(libPath)
+	path, err := findLibrary(libPath, strings.ToLower(device))
 	if err != nil {
 		return err
 	}
@@ -103,4 +146,9 @@ func Version() (string, error) {
 		return "", errors.New("ONNX Runtime not loaded")
 	}
 	return ort.GetVersion(), nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }

@@ -9,6 +9,8 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Device names an execution target.
@@ -25,6 +27,9 @@ type Options struct {
 	Device string
 	// CUDADevice is the GPU ordinal for the CUDA provider.
 	CUDADevice int
+	// CUDAOptions are CUDA provider options (e.g. "use_tf32": "0",
+	// "cudnn_conv_algo_search": "HEURISTIC"); nil keeps its defaults.
+	CUDAOptions map[string]string
 	// Threads sets ONNX Runtime's intra-op thread count; 0 lets it choose.
 	Threads int
 	// NoOptimize disables graph optimisations (useful for gradient checks,
@@ -82,11 +87,19 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	if log == nil {
 		log = os.Stderr
 	}
-	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
-	if err != nil {
-		return nil, fmt.Errorf("reading model inputs and outputs: %w", explainParseFailure(model, err))
+	var s *Session
+	if ins, outs, err := ort.GetInputOutputInfoWithONNXData(model); err == nil {
+		s = &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
+	} else {
+		// ONNX Runtime reads them through a temporary CPU session, which
+		// fails for graphs only another provider can run (float64 Conv
+		// has CUDA kernels and no CPU one): read the graph instead.
+		pin, pout, perr := protoIOInfos(model)
+		if perr != nil {
+			return nil, fmt.Errorf("reading model inputs and outputs: %w", explainParseFailure(model, err))
+		}
+		s = &Session{Inputs: pin, Outputs: pout}
 	}
-	s := &Session{Inputs: ioInfos(ins), Outputs: ioInfos(outs)}
 	device := strings.ToLower(opts.Device)
 	switch device {
 	case "", DeviceCPU:
@@ -101,7 +114,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 			s.sess, s.Device = sess, DeviceCUDA
 			return s, nil
 		}
-		fmt.Fprintf(log, "segtune: CUDA execution provider unavailable (%s); falling back to CPU\n", firstLine(err.Error()))
+		fmt.Fprintln(log, cudaFallbackLine(device, err))
 	}
 	sess, err := s.open(model, opts, false)
 	if err != nil {
@@ -111,7 +124,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	return s, nil
 }
 
-func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvancedSession, error) {
+func (s *Session) open(model []byte, opts Options, useCUDA bool) (*ort.DynamicAdvancedSession, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, err
@@ -133,16 +146,8 @@ func (s *Session) open(model []byte, opts Options, cuda bool) (*ort.DynamicAdvan
 	if err := opts.Tuning.apply(so); err != nil {
 		return nil, err
 	}
-	if cuda {
-		co, err := ort.NewCUDAProviderOptions()
-		if err != nil {
-			return nil, err
-		}
-		defer co.Destroy()
-		if err := co.Update(map[string]string{"device_id": fmt.Sprint(opts.CUDADevice)}); err != nil {
-			return nil, err
-		}
-		if err := so.AppendExecutionProviderCUDA(co); err != nil {
+	if useCUDA {
+		if err := appendCUDA(so, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -249,6 +254,33 @@ func typeName(t ort.TensorElementDataType) string {
 		return "float64"
 	}
 	return s
+}
+
+// protoIOInfos reads the graph's data inputs and outputs from the model.
+func protoIOInfos(model []byte) ([]IOInfo, []IOInfo, error) {
+	m, err := onnx.Parse(model, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	conv := func(vs []*onnxpb.ValueInfoProto) []IOInfo {
+		out := make([]IOInfo, len(vs))
+		for i, v := range vs {
+			tt := v.GetType().GetTensorType()
+			info := IOInfo{Name: v.GetName(), Shape: []int64{}}
+			for _, d := range tt.GetShape().GetDim() {
+				if d.GetDimValue() > 0 {
+					info.Shape = append(info.Shape, d.GetDimValue())
+				} else {
+					info.Shape = append(info.Shape, -1)
+				}
+			}
+			info.Type = typeName(ort.TensorElementDataType(tt.GetElemType()))
+			out[i] = info
+		}
+		return out
+	}
+	g := m.Proto.GetGraph()
+	return conv(onnx.DataInputs(g)), conv(g.GetOutput()), nil
 }
 
 func firstLine(s string) string {

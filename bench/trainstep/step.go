@@ -58,7 +58,16 @@ func main() {
 	flag.IntVar(&Tune.InterOpThreads, "inter-op", 0, "ONNX Runtime inter-op threads (0: 1)")
 	flag.BoolVar(&Tune.NoArena, "no-arena", false, "disable ONNX Runtime's CPU memory arena")
 	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
+	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
 	flag.Parse()
+	for _, kv := range strings.Split(*cudaOpts, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if CUDAOptions == nil {
+				CUDAOptions = map[string]string{}
+			}
+			CUDAOptions[k] = v
+		}
+	}
 	r, err := Run(*model, *batch, *size, *threads, *steps, *warmup, *device)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "trainstep:", err)
@@ -76,6 +85,9 @@ func main() {
 
 // Tune is passed to the session (flags --profile, --parallel, ...).
 var Tune runtime.Tuning
+
+// CUDAOptions are the CUDA provider options (flag --cuda-opt).
+var CUDAOptions map[string]string
 
 // SaveGraph, when set, is where NewStepper writes the training graph.
 var SaveGraph string
@@ -111,7 +123,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 			return nil, err
 		}
 	}
-	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device, Tuning: Tune})
+	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions})
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="seed of the input/target batch")
     ap.add_argument("--onnx", help="ONNX file to check the weights against")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--tf32", action="store_true", help="on CUDA: allow TF32 in matmuls and cuDNN convolutions (default: strict fp32)")
     args = ap.parse_args()
     if args.size % 16 or args.steps < 1 or args.warmup < 0:
         ap.error("need --size a multiple of 16, --steps >= 1, --warmup >= 0")
@@ -83,6 +85,11 @@ def main():
     x = torch.randn(args.batch, 3, args.size, args.size, generator=g)
     target = torch.randint(0, args.classes, (args.batch, args.size, args.size), generator=g,
                            dtype=torch.int64)
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+        torch.backends.cudnn.benchmark = True  # as ORT's default exhaustive cuDNN algorithm search
 
     result = {"side": "pytorch", "model": args.model, "batch": args.batch, "size": args.size,
               "classes": args.classes, "threads": args.threads, "steps": args.steps,
@@ -93,11 +100,16 @@ def main():
         result.update(onnx=args.onnx, onnx_param_max_abs_diff=param_diff,
                       onnx_output_max_abs_diff=out_diff)
 
+    if cuda:
+        model = model.cuda()
+        x, target = x.cuda(), target.cuda()
+        result.update(device="cuda", gpu=torch.cuda.get_device_name(), tf32=args.tf32)
+
     def step():
         model.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), target, ignore_index=255)
         loss.backward()
-        return loss.item()
+        return loss.item()  # waits for the GPU
 
     result["rss_before_steps_mib"] = round(rss_mib_now(), 1)
     for _ in range(args.warmup):

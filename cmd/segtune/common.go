@@ -23,7 +23,7 @@ var (
 // initRuntime loads ONNX Runtime from the --ort-lib flag, the environment or
 // the installer's cache.
 func initRuntime(c *cli.Context) error {
-	if err := runtime.Init(c.String("ort-lib")); err != nil {
+	if err := runtime.InitFor(c.String("ort-lib"), c.String("device")); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	return nil

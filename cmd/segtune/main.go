@@ -49,6 +49,7 @@ func newApp() *cli.App {
 			dataCommand(),
 			demoCommand(),
 			versionCommand(),
+			doctorCommand(),
 		},
 		EnableBashCompletion: true,
 		// main reports errors and chooses the exit status; the default

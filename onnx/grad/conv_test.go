@@ -2,6 +2,7 @@ package grad_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/segtune/segtune/onnx/grad"
@@ -167,5 +168,38 @@ func TestConvFlipForms(t *testing.T) {
 				m.check(t)
 			})
 		}
+	}
+}
+
+// TestStridedConvInputGradSymmetricPads: the input gradient of a strided
+// depthwise conv (MobileNetV2's down-sampling blocks) is a ConvTranspose
+// with symmetric pads (and output_padding), which ONNX Runtime's CUDA
+// provider runs; asymmetric pads would send it to the CPU.
+func TestStridedConvInputGradSymmetricPads(t *testing.T) {
+	for _, hw := range []int64{8, 9} {
+		m := newOpModel(13)
+		x := m.rand("x", 1, 4, hw, hw)
+		m.node("Conv", []string{x, m.rand("w", 4, 1, 3, 3)}, []string{"y"}, ai("group", 4), ais("strides", 2, 2), ais("pads", 1, 1, 1, 1))
+		m.outs = []string{"y"}
+		gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"x", "w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, n := range gs.Training.Proto.Graph.Node {
+			if n.GetOpType() != "ConvTranspose" {
+				continue
+			}
+			found = true
+			for _, a := range n.Attribute {
+				if a.GetName() == "pads" && !slices.Equal(a.Ints[:2], a.Ints[2:]) {
+					t.Errorf("%d×%d: ConvTranspose pads %v are asymmetric", hw, hw, a.Ints)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%d×%d: no ConvTranspose for the input gradient", hw, hw)
+		}
+		m.check(t)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func init() {
@@ -138,6 +139,28 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) str
 		return b.op1("Conv", []string{dy, wf},
 			onnx.IntsAttr("strides", ones(nsp)...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(pb2, pe2)...),
 			onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...))
+	}
+	// ONNX Runtime's CUDA provider runs ConvTranspose only with symmetric
+	// pads (cuDNN's limit; asymmetric ones go to the CPU, with copies both
+	// ways every step): use the begin pads on both sides and make up the
+	// size with output_padding (< stride) where that reaches X's shape. The
+	// output element i is the full transposed convolution's i + pb either
+	// way, so the result is the same.
+	sym, opadSym, symOK := make([]int64, nsp), make([]int64, nsp), true
+	for i := 0; i < nsp; i++ {
+		sym[i] = g.pb[i]
+		opadSym[i] = xs[i+2] - (g.s[i]*(ys[i+2]-1) + (g.k[i]-1)*g.d[i] + 1 - 2*g.pb[i])
+		if opadSym[i] < 0 || opadSym[i] >= max(g.s[i], g.d[i]) {
+			symOK = false
+		}
+	}
+	if symOK {
+		attrs := []*onnxpb.AttributeProto{onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...),
+			onnx.IntsAttr("pads", slices.Concat(sym, sym)...), onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...)}
+		if slices.ContainsFunc(opadSym, func(v int64) bool { return v != 0 }) {
+			attrs = append(attrs, onnx.IntsAttr("output_padding", opadSym...))
+		}
+		return b.op1("ConvTranspose", []string{dy, w}, attrs...)
 	}
 	pe, opad := make([]int64, nsp), make([]int64, nsp)
 	needOpad := false

@@ -32,7 +32,14 @@ import (
 const torchTol = 1e-3
 
 // torchPython is the interpreter with Debian's python3-torch and python3-onnx.
-const torchPython = "/usr/bin/python3"
+// torchPython is the Python with torch and onnx: Debian's by default,
+// $SEGTUNE_TORCH_PYTHON where another one holds them (a GPU machine's venv).
+var torchPython = func() string {
+	if p := os.Getenv("SEGTUNE_TORCH_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}()
 
 // repoFile walks up from the working directory to find rel.
 func repoFile(rel string) string {
