@@ -421,3 +421,43 @@ func TestSegmentRefusesMisreadOutputOnce(t *testing.T) {
 		t.Fatalf("segment wrote %d files before failing", len(entries))
 	}
 }
+
+// TestForeignNewHead gives a sigmoid head (LR-ASPP, whose two classifiers
+// are added), an NHWC Softmax head and a torchvision head a new label set
+// with --classes, and checks the exported model predicts that many
+// classes with its activation and layout kept.
+func TestForeignNewHead(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, man := loadForeignCorpus(t)
+	data := t.TempDir()
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--seed", "2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"smp_lraspp_sigmoid", "synth_nhwc_softmax", "tv_deeplabv3_mbv3_op11_dynamic"} {
+		t.Run(name, func(t *testing.T) {
+			e := man.Models[name]
+			model := filepath.Join(dir, e.File)
+			run := filepath.Join(t.TempDir(), "run")
+			if _, err := runCLI(t, append([]string{"finetune", "--model", model, "--data", data, "--out", run, "--classes", "3",
+				"--steps", "1", "--batch", "2", "--crop", "64x64", "--threads", "2"}, e.Preprocess.Flags...)...); err != nil {
+				t.Fatal(err)
+			}
+			base, err := onnx.Load(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refined, err := onnx.Load(filepath.Join(run, "model.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bc, _ := contract.Read(base, contract.Overrides{})
+			rc, err := contract.Read(refined, contract.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc.Classes != 3 || rc.Kind != bc.Kind || rc.OutputLayout != bc.OutputLayout || rc.InputLayout != bc.InputLayout {
+				t.Fatalf("refined contract %+v; want 3 classes and the base's kind and layouts %+v", rc, bc)
+			}
+		})
+	}
+}

@@ -166,7 +166,7 @@ func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, erro
 		notef(c, "segtune: using settings from %s", imageio.SidecarPath(modelPath))
 	}
 	if !known && !found && !preprocessingGiven(c) {
-		notef(c, "segtune: %s is not a known model and has no sidecar: assuming RGB, NCHW, raw 0..255 values, "+
+		notef(c, "segtune: %s is not a known model and has no sidecar: assuming RGB, raw 0..255 values, the layout its graph shows (`segtune info`), "+
 			"at the model's fixed input size or else each image's own; set --value-scale/--value-offset or --mean/--std "+
 			"(and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
 			modelPath, imageio.SidecarPath(modelPath))

@@ -39,41 +39,85 @@ func ReplaceClassifier(m *onnx.Model, k int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	n := cls.Node
-	if n.GetOpType() != "Conv" {
-		return fmt.Errorf("the final classifier is a %s node (%s); replacing it is supported for Conv classifiers", n.GetOpType(), n.GetName())
-	}
-	w := m.Initializer(n.Input[1])
-	if w == nil || len(w.Dims) != 4 {
-		return fmt.Errorf("classifier %s: weight %q is not a 4-D initializer", n.GetName(), n.Input[1])
-	}
-	old := w.Dims[0]
-	if group := attrInt(n, "group", 1); group != 1 {
-		return fmt.Errorf("classifier %s is a grouped convolution (group %d)", n.GetName(), group)
-	}
-	per := w.Dims[1] * w.Dims[2] * w.Dims[3]
 	rng := rand.New(rand.NewPCG(seed, 0x5e97a11))
-	data := make([]float32, int64(k)*per)
-	for i := range data {
-		data[i] = float32(0.01 * rng.NormFloat64())
-	}
-	w.Dims[0] = int64(k)
-	if err := onnx.SetFloat32s(w, data); err != nil {
-		return err
-	}
-	if len(n.Input) > 2 && n.Input[2] != "" {
-		b := m.Initializer(n.Input[2])
-		if b == nil {
-			return fmt.Errorf("classifier %s: bias %q is not an initializer", n.GetName(), n.Input[2])
+	var old int64
+	// Heads such as LR-ASPP's add two classifiers (low- and high-level
+	// features): every one that reaches the output through unparameterised
+	// nodes is replaced, the final one first.
+	for i, l := range finalLayers(m, cls) {
+		n := l.Node
+		if n.GetOpType() != "Conv" {
+			return fmt.Errorf("the final classifier is a %s node (%s); replacing it is supported for Conv classifiers", n.GetOpType(), n.GetName())
 		}
-		b.Dims = []int64{int64(k)}
-		if err := onnx.SetFloat32s(b, make([]float32, k)); err != nil {
+		w := m.Initializer(n.Input[1])
+		if w == nil || len(w.Dims) != 4 {
+			return fmt.Errorf("classifier %s: weight %q is not a 4-D initializer", n.GetName(), n.Input[1])
+		}
+		if i == 0 {
+			old = w.Dims[0]
+		} else if w.Dims[0] != old {
+			return fmt.Errorf("classifiers %s and %s feed the output with %d and %d channels", cls.Node.GetName(), n.GetName(), old, w.Dims[0])
+		}
+		if group := attrInt(n, "group", 1); group != 1 {
+			return fmt.Errorf("classifier %s is a grouped convolution (group %d)", n.GetName(), group)
+		}
+		per := w.Dims[1] * w.Dims[2] * w.Dims[3]
+		data := make([]float32, int64(k)*per)
+		for i := range data {
+			data[i] = float32(0.01 * rng.NormFloat64())
+		}
+		w.Dims[0] = int64(k)
+		if err := onnx.SetFloat32s(w, data); err != nil {
 			return err
 		}
+		if len(n.Input) > 2 && n.Input[2] != "" {
+			b := m.Initializer(n.Input[2])
+			if b == nil {
+				return fmt.Errorf("classifier %s: bias %q is not an initializer", n.GetName(), n.Input[2])
+			}
+			b.Dims = []int64{int64(k)}
+			if err := onnx.SetFloat32s(b, make([]float32, k)); err != nil {
+				return err
+			}
+		}
+		patchDownstream(m, n, old, int64(k), outAxis)
 	}
-	patchDownstream(m, n, old, int64(k), outAxis)
 	return nil
 }
+
+// finalLayers returns cls and the other parameterised layers whose outputs
+// reach the first output through unparameterised nodes only.
+func finalLayers(m *onnx.Model, cls Layer) []Layer {
+	layers, err := Layers(m)
+	if err != nil {
+		return []Layer{cls}
+	}
+	byNode := map[*onnxpb.NodeProto]Layer{}
+	for _, l := range layers {
+		byNode[l.Node] = l
+	}
+	g := m.Graph()
+	prod := onnx.Producers(g)
+	out := []Layer{cls}
+	seen := map[*onnxpb.NodeProto]bool{cls.Node: true}
+	stack := []string{g.Output[0].GetName()}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := prod[t]
+		if n == nil || seen[n] {
+			continue
+		}
+		seen[n] = true
+		if l, ok := byNode[n]; ok {
+			out = append(out, l)
+			continue
+		}
+		stack = append(stack, n.Input...)
+	}
+	return out
+}
+
 
 // patchDownstream updates what records the classifier's channel count after
 // it: constant 4-D Resize sizes (NCHW, or NHWC behind a Transpose), the

@@ -1,0 +1,148 @@
+package contract
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// node is one node of a test graph: its inputs comma-separated; 0 in a
+// value's dims means dynamic.
+type node struct {
+	op, in, out string
+	attrs       []*onnxpb.AttributeProto
+}
+
+func model(opset int64, in, out *onnxpb.ValueInfoProto, nodes ...node) *onnx.Model {
+	g := &onnxpb.GraphProto{Name: proto.String("g"), Input: []*onnxpb.ValueInfoProto{in}, Output: []*onnxpb.ValueInfoProto{out}}
+	for i, n := range nodes {
+		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(n.op + string(rune('a'+i))), OpType: proto.String(n.op),
+			Input: strings.Split(n.in, ","), Output: []string{n.out}, Attribute: n.attrs})
+	}
+	return &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}}}}
+}
+
+func f32(name string, dims ...int64) *onnxpb.ValueInfoProto {
+	return onnx.TensorValueInfo(name, onnxpb.TensorProto_FLOAT, dims...)
+}
+
+func read(t *testing.T, m *onnx.Model, o Overrides) *Contract {
+	t.Helper()
+	c, err := Read(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestReadLayouts(t *testing.T) {
+	toNCHW := onnx.IntsAttr("perm", 0, 3, 1, 2)
+	toNHWC := onnx.IntsAttr("perm", 0, 2, 3, 1)
+	for _, tc := range []struct {
+		name            string
+		m               *onnx.Model
+		o               Overrides
+		in, out         Layout
+		kind            Kind
+		scores          string
+		scoresAxis, cls int
+		batch, h, w     int64
+		inFrom, outFrom string
+	}{
+		{name: "torchvision NCHW logits", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 5, 0, 0), node{op: "Conv", in: "x,w", out: "y"}),
+			in: NCHW, out: NCHW, kind: Logits, scores: "y", scoresAxis: 1, cls: 5, inFrom: "graph", outFrom: "shape"},
+		{name: "tf2onnx NHWC behind Transposes", m: model(9, f32("x", 0, 0, 0, 3), f32("y", 0, 0, 0, 0),
+			node{op: "Transpose", in: "x", out: "t", attrs: []*onnxpb.AttributeProto{toNCHW}},
+			node{op: "Conv", in: "t,w", out: "z"},
+			node{op: "Transpose", in: "z", out: "y", attrs: []*onnxpb.AttributeProto{toNHWC}}),
+			in: NHWC, out: NHWC, kind: Logits, scores: "y", scoresAxis: 3, inFrom: "graph", outFrom: "graph"},
+		{name: "OpenVINO fixed NHWC with Softmax on the last axis", m: model(13, f32("x", 1, 64, 96, 3), f32("p", 1, 64, 96, 4),
+			node{op: "Transpose", in: "x", out: "t", attrs: []*onnxpb.AttributeProto{toNCHW}},
+			node{op: "Conv", in: "t,w", out: "z"},
+			node{op: "Transpose", in: "z", out: "zt", attrs: []*onnxpb.AttributeProto{toNHWC}},
+			node{op: "Softmax", in: "zt", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", -1)}}),
+			in: NHWC, out: NHWC, kind: Softmax, scores: "zt", scoresAxis: 3, cls: 4, batch: 1, h: 64, w: 96, inFrom: "shape", outFrom: "graph"},
+		{name: "Softmax then Transpose", m: model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 0, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"},
+			node{op: "Softmax", in: "z", out: "s", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}},
+			node{op: "Transpose", in: "s", out: "p", attrs: []*onnxpb.AttributeProto{toNHWC}}),
+			in: NCHW, out: NHWC, kind: Softmax, scores: "z", scoresAxis: 1, inFrom: "graph", outFrom: "graph"},
+		{name: "SMP sigmoid", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 4, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"}, node{op: "Sigmoid", in: "z", out: "y"}),
+			in: NCHW, out: NCHW, kind: Sigmoid, scores: "z", scoresAxis: 1, cls: 5, inFrom: "graph", outFrom: "shape"},
+		{name: "nothing tells the output: --nhwc covers it", m: model(13, f32("x", 0, 0, 0, 3), f32("y", 0, 0, 0, 0),
+			node{op: "Identity", in: "x", out: "y"}), o: Overrides{InputLayout: NHWC},
+			in: NHWC, out: NHWC, kind: Logits, scores: "y", scoresAxis: 3, inFrom: "flag", outFrom: "input layout flag"},
+		{name: "--output-layout beats the graph", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 5, 0, 0), node{op: "Conv", in: "x,w", out: "y"}),
+			o: Overrides{OutputLayout: NHWC}, in: NCHW, out: NHWC, kind: Logits, scores: "y", scoresAxis: 3, cls: 0, inFrom: "graph", outFrom: "flag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := read(t, tc.m, tc.o)
+			got := []any{c.InputLayout, c.OutputLayout, c.Kind, c.Scores, c.ScoresClassAxis, c.Classes, c.Batch, c.Height, c.Width, c.InputLayoutFrom, c.OutputLayoutFrom}
+			want := []any{tc.in, tc.out, tc.kind, tc.scores, tc.scoresAxis, tc.cls, tc.batch, tc.h, tc.w, tc.inFrom, tc.outFrom}
+			if !slices.Equal(got, want) {
+				t.Errorf("got  %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+func TestReadRefuses(t *testing.T) {
+	u8 := onnx.TensorValueInfo("x", onnxpb.TensorProto_UINT8, 1, 0, 0, 3)
+	for name, m := range map[string]*onnx.Model{
+		"uint8 input":   model(13, u8, f32("y", 1, 0, 0, 4), node{op: "Identity", in: "x", out: "y"}),
+		"4 channels":    model(13, f32("x", 1, 4, 8, 8), f32("y", 1, 2, 8, 8), node{op: "Identity", in: "x", out: "y"}),
+		"3-D float out": model(13, f32("x", 1, 3, 8, 8), f32("y", 1, 8, 8), node{op: "Identity", in: "x", out: "y"}),
+		"rank-2 input":  model(13, f32("x", 1, 3), f32("y", 1, 2), node{op: "Identity", in: "x", out: "y"}),
+	} {
+		if _, err := Read(m, Overrides{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestClassScores(t *testing.T) {
+	// Two pixels, two channels, NHWC: pixel 0 = (0.9, 0.2), pixel 1 = (0.3, 0.4).
+	c := &Contract{Output: "y", OutputLayout: NHWC, Kind: Sigmoid, Channels: 2, Threshold: 0.5}
+	s, classes, h, w, err := c.ClassScores([]float32{0.9, 0.2, 0.3, 0.4}, []int64{1, 2, 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0.5, 0.5, 0.9, 0.3, 0.2, 0.4} // background plane, then channels as planes
+	if classes != 3 || h != 1 || w != 2 || !slices.Equal(s, want) {
+		t.Fatalf("scores %v (%d classes, %dx%d), want %v", s, classes, h, w, want)
+	}
+	// NCHW logits come back as they are, without a copy.
+	c = &Contract{Output: "y", OutputLayout: NCHW, Kind: Logits, Channels: 2}
+	in := []float32{1, 2, 3, 4}
+	s, _, _, _, err = c.ClassScores(in, []int64{2, 1, 2}, nil)
+	if err != nil || &s[0] != &in[0] {
+		t.Fatalf("NCHW logits copied or refused: %v", err)
+	}
+	// A channel count that differs from the contract's is a misread layout.
+	if _, _, _, _, err := c.ClassScores(make([]float32, 6), []int64{3, 1, 2}, nil); err == nil || !strings.Contains(err.Error(), "--output-layout") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCheckRun(t *testing.T) {
+	c := &Contract{Output: "y", OutputLayout: NCHW, Kind: Softmax}
+	// [1, 64, 64, 3] read as NCHW: spatial 64×3 does not follow a 64×64 input.
+	if err := c.CheckRun([]int64{1, 64, 64, 3}, 64, 64); err == nil || !strings.Contains(err.Error(), "--output-layout nhwc") {
+		t.Fatalf("misread NHWC output: %v", err)
+	}
+	// 257 channels are more than a mask holds.
+	if err := c.CheckRun([]int64{1, 257, 65, 65}, 513, 513); err == nil {
+		t.Fatal("257 classes accepted")
+	}
+	// Output stride 8 with DeepLab's 8k+1 sizes is spatial; the count is learnt.
+	if err := c.CheckRun([]int64{1, 21, 65, 65}, 513, 513); err != nil || c.Classes != 21 {
+		t.Fatalf("stride-8 output: %v, classes %d", err, c.Classes)
+	}
+}
