@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/segtune/segtune/internal/testassets"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
 )
 

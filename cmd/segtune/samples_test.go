@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/segtune/segtune/internal/testassets"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/testassets"
 )
 
 // The contact sheet shows the images with the smallest and the largest

@@ -118,7 +118,6 @@ func finalLayers(m *onnx.Model, cls Layer) []Layer {
 	return out
 }
 
-
 // patchDownstream updates what records the classifier's channel count after
 // it: constant 4-D Resize sizes (NCHW, or NHWC behind a Transpose), the
 // first output's declared class axis outAxis, and the value_info of

@@ -9,6 +9,7 @@ package regfile
 import (
 	"errors"
 	"fmt"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
@@ -67,7 +68,7 @@ type NotRegularError struct {
 }
 
 func (e *NotRegularError) Error() string {
-	return fmt.Sprintf("%s is %s, not a regular file", e.Path, describe(e.Mode))
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, atomicfile.Describe(e.Mode))
 }
 
 // ErrNotRegular is matched by errors.Is for a NotRegularError.
@@ -75,22 +76,6 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // Is makes errors.Is(err, ErrNotRegular) true.
 func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
-
-func describe(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "a special file"
-}
 
 // TooLargeError reports a file over the limit of ReadSmall.
 type TooLargeError struct {

@@ -1,20 +1,17 @@
 package grad_test
 
 import (
-	"encoding/json"
-	"fmt"
-	"github.com/segtune/segtune/internal/testassets/skip"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/internal/testassets/skip"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -310,57 +307,18 @@ func roundAll(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// reportPlacement reads the ONNX Runtime profile written under prefix and
-// logs how many nodes ran on each execution provider and which ran on the
-// CPU (name and op).
+// reportPlacement logs how many nodes of the profiled session (profile
+// under prefix) ran on each execution provider and which ran on the CPU.
 func reportPlacement(t *testing.T, prefix string) {
 	t.Helper()
-	files, _ := filepath.Glob(prefix + "*.json")
-	if len(files) == 0 {
-		t.Logf("no profile under %s*", prefix)
+	p, err := runtime.ProfilePlacement(prefix)
+	if err != nil {
+		t.Logf("%v", err)
 		return
 	}
-	b, err := os.ReadFile(files[len(files)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []struct {
-		Cat  string `json:"cat"`
-		Name string `json:"name"`
-		Args struct {
-			OpName   string `json:"op_name"`
-			Provider string `json:"provider"`
-		} `json:"args"`
-	}
-	if err := json.Unmarshal(b, &events); err != nil {
-		t.Fatalf("profile %s: %v", files[len(files)-1], err)
-	}
-	perEP := map[string]int{}
-	cpuOps := map[string]int{}
-	cpuNodes := map[string]bool{}
-	seen := map[string]bool{}
-	for _, e := range events {
-		if e.Cat != "Node" || e.Args.Provider == "" || !strings.HasSuffix(e.Name, "_kernel_time") {
-			continue
-		}
-		node := strings.TrimSuffix(e.Name, "_kernel_time")
-		if seen[node] {
-			continue
-		}
-		seen[node] = true
-		perEP[e.Args.Provider]++
-		if e.Args.Provider == "CPUExecutionProvider" {
-			cpuNodes[fmt.Sprintf("%s (%s)", node, e.Args.OpName)] = true
-			cpuOps[e.Args.OpName]++
-		}
-	}
-	var names []string
-	for n := range cpuNodes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := p.CPUNodes
 	if len(names) > 40 {
-		names = append(names[:40], "…")
+		names = append(names[:40:40], "…")
 	}
-	t.Logf("PLACEMENT %v; on the CPU by op %v: %v", perEP, cpuOps, names)
+	t.Logf("PLACEMENT %v; on the CPU by op %v: %v", p.PerEP, p.CPUOps, names)
 }

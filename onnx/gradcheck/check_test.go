@@ -1,12 +1,12 @@
 package gradcheck_test
 
 import (
-	"github.com/segtune/segtune/internal/testassets"
 	"math/rand/v2"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
