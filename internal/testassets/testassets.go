@@ -103,7 +103,7 @@ func RequireMNIST(tb testing.TB) string {
 	tb.Helper()
 	dir := os.Getenv(MNISTEnvVar)
 	if dir == "" {
-		if script := findUp(filepath.Join("scripts", "install-mnist.sh")); script != "" {
+		if script := FindUp(filepath.Join("scripts", "install-mnist.sh")); script != "" {
 			// --check only looks in the cache; it never fetches.
 			if out, err := exec.Command(script, "--check").Output(); err == nil {
 				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -121,9 +121,9 @@ func RequireMNIST(tb testing.TB) string {
 	return dir
 }
 
-// findUp returns rel under the working directory or its nearest ancestor
+// FindUp returns rel under the working directory or its nearest ancestor
 // holding it, or "".
-func findUp(rel string) string {
+func FindUp(rel string) string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""

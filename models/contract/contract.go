@@ -13,6 +13,7 @@ package contract
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
@@ -343,7 +344,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 	return nil
 }
 
-func hasTranspose(toOut []int) bool { return !equalInts(toOut, 0, 1, 2, 3) }
+func hasTranspose(toOut []int) bool { return !equal(toOut, 0, 1, 2, 3) }
 
 func (c *Contract) setClasses() {
 	switch c.Kind {
@@ -486,26 +487,4 @@ func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
 	return def
 }
 
-func equal(p []int64, want ...int64) bool {
-	if len(p) != len(want) {
-		return false
-	}
-	for i := range p {
-		if p[i] != want[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalInts(p []int, want ...int) bool {
-	if len(p) != len(want) {
-		return false
-	}
-	for i := range p {
-		if p[i] != want[i] {
-			return false
-		}
-	}
-	return true
-}
+func equal[T int | int64](p []T, want ...T) bool { return slices.Equal(p, want) }

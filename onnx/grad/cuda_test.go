@@ -51,7 +51,7 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 			return testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 		}, 1, 513}, // its batch dimension is fixed at 1
 		{"mobilenetv2", func(t *testing.T) string {
-			p := repoFile("testdata/generated/deeplabv3plus_mobilenetv2.onnx")
+			p := testassets.FindUp("testdata/generated/deeplabv3plus_mobilenetv2.onnx")
 			if p == "" {
 				testassets.SkipOrFail(t, "testdata/generated/deeplabv3plus_mobilenetv2.onnx is missing: run make torch-models")
 			}
@@ -228,7 +228,7 @@ func trainingFeeds(t *testing.T, s *runtime.Session, gs *grad.Graphs, batch, siz
 // hand ($SEGTUNE_TORCH_PYTHON names a Python with torch and onnx).
 func torchReference(t *testing.T, m *onnx.Model, s *runtime.Session, feeds []*runtime.Tensor) map[string][]float64 {
 	t.Helper()
-	script := repoFile(filepath.Join("scripts", "torch_grads.py"))
+	script := testassets.FindUp(filepath.Join("scripts", "torch_grads.py"))
 	if script == "" || m.Path == "" {
 		return nil
 	}

@@ -41,26 +41,10 @@ var torchPython = func() string {
 	return "/usr/bin/python3"
 }()
 
-// repoFile walks up from the working directory to find rel.
-func repoFile(rel string) string {
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
 // requireTorch returns the path of scripts/torch_grads.py, or skips.
 func requireTorch(t *testing.T) string {
 	t.Helper()
-	script := repoFile(filepath.Join("scripts", "torch_grads.py"))
+	script := testassets.FindUp(filepath.Join("scripts", "torch_grads.py"))
 	if script == "" {
 		t.Fatal("scripts/torch_grads.py not found above the working directory")
 	}
