@@ -118,7 +118,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	}
 	sess, err := s.open(model, opts, false)
 	if err != nil {
-		return nil, err
+		return nil, explainParseFailure(model, err)
 	}
 	s.sess, s.Device = sess, DeviceCPU
 	return s, nil
