@@ -54,12 +54,13 @@ test: ort mnist torch-models foreign-models vet
 	@$(MAKE) --no-print-directory fuzz-short
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (7 targets: about two minutes in all):
-# the checkpoint reader, the sidecar/--preprocess JSON reader, the ONNX
+# Every fuzz target for FUZZTIME each (8 targets: about two minutes in all):
+# the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
 # parser, the image and mask decoders, the label-map parser, the projection.
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
+	./models/contract:FuzzRead \
 	./imageio:FuzzParseSidecar \
 	./imageio:FuzzDecodeImage \
 	./imageio:FuzzReadMask \

@@ -243,7 +243,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		return fmt.Errorf("output %q has shape %s; want [N,C,H,W] or [N,H,W,C] class scores", c.Output, dimString(out))
 	}
 	prod := onnx.Producers(g)
-	// perm maps an axis of the tensor at the walk's position to the
+	// toOut maps an axis of the tensor at the walk's position to the
 	// output's axis: after walking back through Transpose(p), axis p[j]
 	// of its input is axis j of its output.
 	toOut := []int{0, 1, 2, 3}
@@ -254,13 +254,13 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 	for !walk[t] {
 		walk[t] = true
 		n := prod[t]
-		if n == nil {
+		if n == nil || len(n.GetInput()) == 0 {
 			break
 		}
 		op := n.GetOpType()
 		if op == "Transpose" {
 			p := attrInts(n, "perm")
-			if len(p) != 4 {
+			if !isPerm4(p) {
 				break
 			}
 			next := make([]int, 4)
@@ -344,6 +344,21 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 	return nil
 }
 
+// isPerm4 reports whether p is a permutation of 0..3.
+func isPerm4(p []int64) bool {
+	if len(p) != 4 {
+		return false
+	}
+	var seen [4]bool
+	for _, v := range p {
+		if v < 0 || v > 3 || seen[v] {
+			return false
+		}
+		seen[v] = true
+	}
+	return true
+}
+
 func hasTranspose(toOut []int) bool { return !equal(toOut, 0, 1, 2, 3) }
 
 func (c *Contract) setClasses() {
@@ -404,14 +419,13 @@ func layoutOfAxis(a int) Layout {
 }
 
 // channelsFromProducer finds the class count from the convolution that
-// makes the scores, through nodes that keep channels (Resize, Transpose
-// back to NCHW is not followed: the conv is the scores' own producer in
-// every exporter's graphs seen).
+// makes the scores, through the few nodes that keep channels (Resize,
+// activations, elementwise arithmetic); Transposes are not followed.
 func channelsFromProducer(m *onnx.Model, t string) int {
 	prod := onnx.Producers(m.Graph())
 	for i := 0; i < 8; i++ {
 		n := prod[t]
-		if n == nil {
+		if n == nil || len(n.GetInput()) == 0 {
 			return 0
 		}
 		switch n.GetOpType() {

@@ -146,3 +146,20 @@ func TestCheckRun(t *testing.T) {
 		t.Fatalf("stride-8 output: %v, classes %d", err, c.Classes)
 	}
 }
+
+// FuzzRead: no graph, however malformed, makes Read panic.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 2}, int64(13))
+	f.Add([]byte{9, 9, 9, 9}, int64(9))
+	f.Fuzz(func(t *testing.T, perm []byte, axis int64) {
+		p := make([]int64, len(perm))
+		for i, v := range perm {
+			p[i] = int64(v) - 2
+		}
+		m := model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 0, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"},
+			node{op: "Softmax", in: "z", out: "s", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", axis)}},
+			node{op: "Transpose", in: "s", out: "y", attrs: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", p...)}})
+		_, _ = Read(m, Overrides{})
+	})
+}
