@@ -19,6 +19,7 @@ import (
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/schedule"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -388,7 +389,7 @@ func (t *trainer) startHistory() error {
 	if err != nil {
 		return err
 	}
-	if err := onnx.WriteFileAtomic(filepath.Join(t.dir, ConfigFile), append(cfgJSON, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(t.dir, ConfigFile), append(cfgJSON, '\n'), 0o644); err != nil {
 		return err
 	}
 	return rewriteHistory(filepath.Join(t.dir, HistoryFile), nil)
@@ -404,7 +405,7 @@ func rewriteHistory(path string, recs []history.Record) error {
 		}
 		buf = append(append(buf, line...), '\n')
 	}
-	return onnx.WriteFileAtomic(path, buf, 0o644)
+	return atomicfile.Write(path, buf, 0o644)
 }
 
 // run trains until the step budget is spent or ctx is cancelled.

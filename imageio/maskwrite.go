@@ -31,15 +31,6 @@ func MaskImage(labels []uint8, w, h int, pal Palette) (*image.Paletted, error) {
 	return img, nil
 }
 
-// EncodeMaskPNG writes labels as a palette PNG to out.
-func EncodeMaskPNG(out io.Writer, labels []uint8, w, h int, pal Palette) error {
-	img, err := MaskImage(labels, w, h, pal)
-	if err != nil {
-		return err
-	}
-	return fastPNG.Encode(out, img)
-}
-
 // fastPNG trades a few per cent of file size for several times faster
 // encoding: masks and overlays are written while the model waits for CPU.
 var fastPNG = png.Encoder{CompressionLevel: png.BestSpeed}

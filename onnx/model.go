@@ -116,7 +116,7 @@ func (m *Model) Save(path string) error {
 	if len(data) > MaxModelBytes {
 		return fmt.Errorf("onnx: %s would be %d bytes, more than the protobuf limit of 2 GiB; use SaveWithExternalData", path, len(data))
 	}
-	if err := WriteFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return fmt.Errorf("onnx: %w", err)
 	}
 	return nil
@@ -125,11 +125,4 @@ func (m *Model) Save(path string) error {
 // Clone returns a deep copy of the model.
 func (m *Model) Clone() *Model {
 	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir}
-}
-
-// WriteFileAtomic writes data to path atomically (see package
-// internal/atomicfile, segtune's one atomic writer): only a regular file or
-// a missing one is ever replaced.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return atomicfile.Write(path, data, perm)
 }

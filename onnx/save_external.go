@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -38,7 +39,7 @@ func (m *Model) SaveWithExternalData(path string, threshold int) error {
 	}
 	if data.Len() > 0 {
 		dataPath := filepath.Join(filepath.Dir(path), location)
-		if err := WriteFileAtomic(dataPath, data.Bytes(), 0o644); err != nil {
+		if err := atomicfile.Write(dataPath, data.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("onnx: %w", err)
 		}
 	}

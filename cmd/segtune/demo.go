@@ -16,9 +16,9 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
-	"github.com/segtune/segtune/onnx"
 )
 
 func demoCommand() *cli.Command {
@@ -71,7 +71,7 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	modelPath := filepath.Join(out, entry.File)
-	if err := onnx.WriteFileAtomic(modelPath, models.SynthModel, 0o644); err != nil {
+	if err := atomicfile.Write(modelPath, models.SynthModel, 0o644); err != nil {
 		return err
 	}
 	side := entry.Sidecar()

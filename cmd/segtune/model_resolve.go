@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/models"
-	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -131,7 +131,7 @@ func cacheEmbedded(e models.Entry) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("--model %s: %w", e.Name, err)
 	}
-	if err := onnx.WriteFileAtomic(p, models.SynthModel, 0o644); err != nil {
+	if err := atomicfile.Write(p, models.SynthModel, 0o644); err != nil {
 		return "", fmt.Errorf("--model %s: %w", e.Name, err)
 	}
 	return p, nil

@@ -28,7 +28,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // target is the class whose object size the study is about.
@@ -249,7 +249,7 @@ func evaluate(bin, path string, args []string) (evalJSON, error) {
 		if err := command(bin, args, &buf); err != nil {
 			return e, err
 		}
-		if err := onnx.WriteFileAtomic(path, []byte(buf.String()), 0o644); err != nil {
+		if err := atomicfile.Write(path, []byte(buf.String()), 0o644); err != nil {
 			return e, err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // Run is one training run's records under a display name, for plots and
@@ -74,7 +74,7 @@ func PlotPNG(path string, runs []Run, opt PlotOptions) error {
 	if err := RenderPNG(&buf, runs, opt); err != nil {
 		return err
 	}
-	return onnx.WriteFileAtomic(path, buf.Bytes(), 0o644) // a plot is for sharing
+	return atomicfile.Write(path, buf.Bytes(), 0o644) // a plot is for sharing
 }
 
 // RenderPNG draws the training curves of runs as a PNG: an upper panel

@@ -15,7 +15,7 @@ import (
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // Files Generate writes in the data set folder besides images/ and masks/.
@@ -144,14 +144,14 @@ feed:
 		return nil, err
 	}
 	m := &Manifest{Version: ManifestVersion, Config: c, Classes: ClassNames, Palette: Palette, Images: infos}
-	if err := onnx.WriteFileAtomic(filepath.Join(dir, ClassesFile), []byte(strings.Join(ClassNames, "\n")+"\n"), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, ClassesFile), []byte(strings.Join(ClassNames, "\n")+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	js, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return nil, err
 	}
-	if err := onnx.WriteFileAtomic(filepath.Join(dir, ManifestFile), append(js, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, ManifestFile), append(js, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	return m, nil

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -44,7 +45,7 @@ func WriteArtifacts(dir string, gs *Graphs) error {
 	if err != nil {
 		return fmt.Errorf("grad: %w", err)
 	}
-	if err := onnx.WriteFileAtomic(filepath.Join(dir, ManifestFile), man, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, ManifestFile), man, 0o644); err != nil {
 		return fmt.Errorf("grad: %w", err)
 	}
 	return nil

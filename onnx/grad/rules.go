@@ -22,15 +22,6 @@ func register(r rule, ops ...string) {
 	}
 }
 
-// Ops lists the operators that have a gradient rule.
-func Ops() []string {
-	out := make([]string, 0, len(rules))
-	for op := range rules {
-		out = append(out, op)
-	}
-	return out
-}
-
 // gradCtx is what a rule sees: the forward node, the gradients of its
 // outputs, which inputs want gradients, and a builder for new nodes.
 type gradCtx struct {

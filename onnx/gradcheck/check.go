@@ -219,7 +219,7 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 // openModel opens a session on m, converted to float64 when f64.
 func openModel(m *onnx.Model, f64 bool, opt Options) (*runtime.Session, error) {
 	if f64 {
-		m = ToFloat64(m)
+		m = onnx.ToFloat64(m)
 	}
 	data, err := m.Marshal()
 	if err != nil {
@@ -239,9 +239,9 @@ func openPair(gs *grad.Graphs, opt Options) (train, eval *runtime.Session, f64 b
 		return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true})
 	}
 	if !opt.Float32 {
-		t, err1 := open(ToFloat64(gs.Training))
+		t, err1 := open(onnx.ToFloat64(gs.Training))
 		if err1 == nil {
-			e, err2 := open(ToFloat64(gs.Eval))
+			e, err2 := open(onnx.ToFloat64(gs.Eval))
 			if err2 == nil {
 				return t, e, true, nil
 			}

@@ -115,7 +115,7 @@ func trainGrad(t *testing.T, delta float64, gamma, c []float64, d float64) ([]fl
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := gradcheck.ToFloat64(gs.Training).Marshal()
+	data, err := onnx.ToFloat64(gs.Training).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestGradOfThreshold(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = tp
-		data, _ := gradcheck.ToFloat64(gs.Training).Marshal()
+		data, _ := onnx.ToFloat64(gs.Training).Marshal()
 		s, err := runtime.NewSession(data, runtime.Options{Threads: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
@@ -46,7 +45,7 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 		return nil, fmt.Errorf("onnxgraph: projector gradient: %w", err)
 	}
 	// Double precision keeps the projection as exact as package projection's.
-	data, err := gradcheck.ToFloat64(gs.Training).Marshal()
+	data, err := onnx.ToFloat64(gs.Training).Marshal()
 	if err != nil {
 		return nil, err
 	}

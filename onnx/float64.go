@@ -1,9 +1,8 @@
-package gradcheck
+package onnx
 
 import (
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -12,12 +11,14 @@ var (
 	tDouble = int32(onnxpb.TensorProto_DOUBLE)
 )
 
-// ToFloat64 returns a copy of m computing in double precision: float
+// ToFloat64 returns a copy of m computing in double precision (for
+// gradient checks, and for graphs that need it, such as the projection's):
+// float
 // initializers, constant attributes, Cast targets and declared types are
 // switched from FLOAT to DOUBLE. ONNX Runtime's CPU provider lacks double
 // kernels for some operators (Conv, Resize...); opening a session on the
 // result fails then.
-func ToFloat64(m *onnx.Model) *onnx.Model {
+func ToFloat64(m *Model) *Model {
 	c := m.Clone()
 	g := c.Graph()
 	for i, t := range g.Initializer {
@@ -47,9 +48,9 @@ func tensorToDouble(t *onnxpb.TensorProto) *onnxpb.TensorProto {
 	if t.GetDataType() != tFloat {
 		return t
 	}
-	v, err := onnx.Float64s(t)
+	v, err := Float64s(t)
 	if err != nil {
 		return t
 	}
-	return onnx.NewFloat64Tensor(t.GetName(), t.GetDims(), v)
+	return NewFloat64Tensor(t.GetName(), t.GetDims(), v)
 }
