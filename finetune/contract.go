@@ -13,12 +13,7 @@ import (
 // readContract reads the network's contract with the run's layout and
 // output settings, and refuses the models whose outputs cannot be trained.
 func readContract(m *onnx.Model, cfg *Config) (*contract.Contract, error) {
-	o := contract.Overrides{
-		InputLayout:  contract.Layout(strings.ToUpper(string(cfg.Preprocess.Layout))),
-		OutputLayout: contract.Layout(strings.ToUpper(string(cfg.Output.Layout))),
-		Threshold:    cfg.Output.Threshold,
-	}
-	ct, err := contract.Read(m, o)
+	ct, err := contract.Read(m, ContractOverrides(cfg.Preprocess, cfg.Output))
 	if err != nil {
 		return nil, err
 	}
@@ -39,6 +34,17 @@ func readContract(m *onnx.Model, cfg *Config) (*contract.Contract, error) {
 	return ct, nil
 }
 
+// ContractOverrides is what the settings (a sidecar, a run's config,
+// flags) say where a model's graph cannot: its input layout, its output
+// layout and a sigmoid head's threshold.
+func ContractOverrides(pre imageio.Preprocess, out imageio.OutputSpec) contract.Overrides {
+	return contract.Overrides{
+		InputLayout:  contract.Layout(strings.ToUpper(string(pre.Layout))),
+		OutputLayout: contract.Layout(strings.ToUpper(string(out.Layout))),
+		Threshold:    out.Threshold,
+	}
+}
+
 // fitFixedSize makes a fixed-size model train at its size.
 func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 	if ct.Height > 0 && ct.Width > 0 && (int64(cfg.Height) != ct.Height || int64(cfg.Width) != ct.Width) {
@@ -46,14 +52,6 @@ func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 		return true
 	}
 	return false
-}
-
-// inputShape is the training graph's image input shape.
-func inputShape(l contract.Layout, batch, h, w int) []int64 {
-	if l == contract.NHWC {
-		return []int64{int64(batch), int64(h), int64(w), imageio.Channels}
-	}
-	return []int64{int64(batch), imageio.Channels, int64(h), int64(w)}
 }
 
 // trainingLoss is the loss on the scores before the model's final

@@ -72,7 +72,7 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 		input = grow(input, rows*len(b.Images))
 		copy(input, b.Images)
 		clear(input[len(b.Images):])
-		out, err := sess.Run(runtime.NewFloat32(inputShape(ct.InputLayout, rows, b.Height, b.Width), input))
+		out, err := sess.Run(runtime.NewFloat32(ct.InputLayout.Shape(rows, b.Height, b.Width), input))
 		if err != nil {
 			return nil, err
 		}

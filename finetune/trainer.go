@@ -280,7 +280,7 @@ func (t *trainer) setup(ctx context.Context) error {
 		}
 	}
 	gc.Trainable = patterns
-	gc.InputShapes[t.input] = inputShape(t.ct.InputLayout, cfg.Batch, cfg.Height, cfg.Width)
+	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	gc.Loss = trainingLoss(t.ct, ignore)
 	gc.Threads = cfg.Threads
 	gs, err := grad.Build(trainModel, gc)

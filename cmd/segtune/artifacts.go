@@ -85,10 +85,7 @@ func runArtifacts(c *cli.Context) error {
 		if ct.Height > 0 && !c.IsSet("size") {
 			h, w = ct.Height, ct.Width
 		}
-		shape = []int64{int64(batch), imageio.Channels, h, w}
-		if ct.InputLayout == contract.NHWC {
-			shape = []int64{int64(batch), h, w, imageio.Channels}
-		}
+		shape = ct.InputLayout.Shape(batch, int(h), int(w))
 		if !c.IsSet("logits") && ct.Kind != contract.Labels {
 			loss.Output = ct.Scores
 			if !c.IsSet("class-axis") {

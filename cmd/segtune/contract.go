@@ -3,34 +3,34 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 )
 
-// contractOverrides turns the settings (sidecar, checkpoint, flags) into
-// what the contract reader takes where the graph cannot tell.
-func contractOverrides(s imageio.Sidecar) contract.Overrides {
-	var o contract.Overrides
-	if s.Preprocess != nil {
-		o.InputLayout = contract.Layout(strings.ToUpper(string(s.Preprocess.Layout)))
-	}
-	if s.Output != nil {
-		o.OutputLayout = contract.Layout(strings.ToUpper(string(s.Output.Layout)))
-		o.Threshold = s.Output.Threshold
-	}
-	return o
-}
-
 // readContract reads the model's contract, naming the model in errors.
 func readContract(path string, m *onnx.Model, s imageio.Sidecar) (*contract.Contract, error) {
-	ct, err := contract.Read(m, contractOverrides(s))
+	ct, err := contract.Read(m, finetune.ContractOverrides(preprocessOf(s), outputOf(s)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return ct, nil
+}
+
+func preprocessOf(s imageio.Sidecar) imageio.Preprocess {
+	if s.Preprocess == nil {
+		return imageio.Preprocess{}
+	}
+	return *s.Preprocess
+}
+
+func outputOf(s imageio.Sidecar) imageio.OutputSpec {
+	if s.Output == nil {
+		return imageio.OutputSpec{}
+	}
+	return *s.Output
 }
 
 // writeContract prints a contract for `segtune info`.

@@ -87,7 +87,7 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	defer seg.Close()
-	classes := seg.Classes
+	classes := seg.Contract.Classes
 	if classes == 0 {
 		classes = max(len(names), 2)
 	}

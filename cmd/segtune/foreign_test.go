@@ -256,10 +256,7 @@ func checkExportKeepsContract(t *testing.T, basePath, exportedPath, ckptPath str
 	if bc.Height > 0 {
 		h, w = bc.Height, bc.Width
 	}
-	shape := []int64{batch, 3, h, w}
-	if bc.InputLayout == contract.NHWC {
-		shape = []int64{batch, h, w, 3}
-	}
+	shape := bc.InputLayout.Shape(int(batch), int(h), int(w))
 	loss := grad.Loss{Kind: grad.LossCrossEntropy, Output: bc.Scores, ClassAxis: bc.ScoresClassAxis}
 	if bc.Kind == contract.Sigmoid {
 		loss.Kind = grad.LossSigmoidBCE

@@ -92,7 +92,7 @@ func runSegment(c *cli.Context) error {
 	if c.Bool("overlay") {
 		ov = &imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}}
 	}
-	if n := seg.Classes; n > len(pal) && len(pal) > 0 {
+	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
 		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
 	}
 	bar := progress(c, len(paths), "segment")

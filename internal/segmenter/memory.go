@@ -22,7 +22,7 @@ const unknownClasses = 32
 // the input batch, the output (held by ONNX Runtime and copied into Go) and
 // an allowance for activations. It saturates instead of overflowing.
 func (s *Segmenter) Estimate(n int, shape pipeline.Shape) int64 {
-	classes := int64(s.Classes)
+	classes := int64(s.Contract.Classes)
 	if classes <= 0 {
 		classes = unknownClasses
 	}

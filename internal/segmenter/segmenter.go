@@ -22,10 +22,7 @@ type Segmenter struct {
 	Contract *contract.Contract
 	// FixedBatch is the model's static batch size, or 0 when it is dynamic.
 	FixedBatch int
-	// Classes is the number of label classes the model predicts (0 when
-	// the model outputs labels and its graph does not say how many).
-	Classes int
-	output  int // index of the scores (or labels) output
+	output     int // index of the scores (or labels) output
 }
 
 // Open loads the model into a session and checks its contract ct (see
@@ -71,14 +68,12 @@ func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Prep
 	if s.output < 0 {
 		return nil, fmt.Errorf("the session has no output %q", ct.Output)
 	}
-	s.Classes = ct.Classes
 	if err := s.checkDeclared(sess.Inputs[0]); err != nil { // before any buffer is allocated
 		return nil, err
 	}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
-	s.Classes = ct.Classes // the probe may have learnt it
 	return s, nil
 }
 
@@ -91,7 +86,7 @@ func (s *Segmenter) probe() error {
 	if h == 0 || w == 0 {
 		h, w = 64, 64
 	}
-	dims := s.inputDims(max(s.FixedBatch, 1), h, w)
+	dims := s.inputLayout().Shape(max(s.FixedBatch, 1), h, w)
 	outs, err := s.Session.Run(runtime.NewFloat32(dims, make([]float32, int(dims[0])*imageio.Channels*h*w)))
 	if err != nil {
 		return nil
@@ -99,11 +94,9 @@ func (s *Segmenter) probe() error {
 	return s.Contract.CheckRun(outs[s.output].Shape, h, w)
 }
 
-func (s *Segmenter) inputDims(n, h, w int) []int64 {
-	if strings.EqualFold(string(s.Pre.Layout), string(imageio.NHWC)) {
-		return []int64{int64(n), int64(h), int64(w), imageio.Channels}
-	}
-	return []int64{int64(n), imageio.Channels, int64(h), int64(w)}
+// inputLayout is the layout images are fed in (the preprocessing's).
+func (s *Segmenter) inputLayout() contract.Layout {
+	return contract.Layout(strings.ToUpper(string(s.Pre.Layout)))
 }
 
 // Close releases the session.
@@ -166,7 +159,7 @@ func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 			rows = s.FixedBatch
 		}
 	}
-	dims := s.inputDims(rows, shape[1], shape[2])
+	dims := s.inputLayout().Shape(rows, shape[1], shape[2])
 	outs, err := s.Session.Run(runtime.NewFloat32(dims, batch))
 	if err != nil {
 		return nil, err

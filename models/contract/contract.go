@@ -29,17 +29,12 @@ const (
 	NHWC Layout = "NHWC"
 )
 
-// ParseLayout accepts nchw/nhwc in any case; "" stays "".
-func ParseLayout(s string) (Layout, error) {
-	switch strings.ToUpper(s) {
-	case "":
-		return "", nil
-	case "NCHW":
-		return NCHW, nil
-	case "NHWC":
-		return NHWC, nil
+// Shape is the shape of a batch of n h×w RGB images in layout l.
+func (l Layout) Shape(n, h, w int) []int64 {
+	if l == NHWC {
+		return []int64{int64(n), int64(h), int64(w), 3}
 	}
-	return "", fmt.Errorf("layout %q: want nchw or nhwc", s)
+	return []int64{int64(n), 3, int64(h), int64(w)}
 }
 
 // Kind is what the output's values are.
