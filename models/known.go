@@ -71,9 +71,11 @@ func (e Entry) Locate(dirs ...string) (string, error) {
 	return "", fmt.Errorf("models: %s: %s is not in %s (%s)", e.Name, e.File, strings.Join(dirs, ", "), e.Location)
 }
 
-// deepLabPersonPreprocess is the person model's normalisation: RGB,
-// x/127.5 − 1.
-var deepLabPersonPreprocess = imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
+// The person models' normalisation: RGB, x/127.5 − 1.
+const (
+	personValueScale  = 1 / 127.5
+	personValueOffset = -1
+)
 
 // personPalette colours background black and person red.
 var personPalette = imageio.Palette{{0, 0, 0, 255}, {192, 0, 0, 255}}
@@ -93,10 +95,12 @@ var known = []Entry{
 		Description: "DeepLabV3+ pretrained for person segmentation (COCO, Supervisely and MHP-v2 people; " +
 			"the MIT-licensed mobile-deeplab-v3-plus release with its int8 weights turned back into float32), " +
 			"2.25 M parameters, opset 15. Height and width are dynamic; DeepLab's 8k+1 sizes suit it, " +
-			"and small people gain from upscaling (CamVid: person IoU 0.13 at 360×480, 0.53 at 721×961).",
+			"and small people gain from upscaling (CamVid: person IoU 0.13 at 360×480, 0.53 at 721×961), so its "+
+			"preprocessing doubles each image's size, rounded to 8k+1 (--resize none feeds images at their own size).",
 		Architecture: "DeepLabV3+ (MobileNetV2, ASPP, decoder)",
 		Height:       513, Width: 513, Dynamic: true,
-		Preprocess: deepLabPersonPreprocess,
+		Preprocess: imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2, MultipleOf: 8, PlusOne: true,
+			ValueScale: personValueScale, ValueOffset: personValueOffset},
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_dynamic.onnx",
@@ -110,7 +114,7 @@ var known = []Entry{
 			"images are stretched to 513×513.",
 		Architecture: "DeepLabV3+ (MobileNetV2, ASPP, decoder)",
 		Height:       513, Width: 513,
-		Preprocess: imageio.Preprocess{Height: 513, Width: 513, Resize: imageio.ResizeStretch, ValueScale: 1 / 127.5, ValueOffset: -1},
+		Preprocess: imageio.Preprocess{Height: 513, Width: 513, Resize: imageio.ResizeStretch, ValueScale: personValueScale, ValueOffset: personValueOffset},
 		Classes:    []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_513.onnx",

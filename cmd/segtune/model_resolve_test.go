@@ -224,7 +224,7 @@ func TestEvalRecognisesRenamedPersonModel(t *testing.T) {
 		return *r.Classes[1].IoU, string(c)
 	}
 	gotIoU, got := eval(model)
-	_, want := eval(src, "--value-scale", "0.00784313725490196", "--value-offset", "-1")
+	_, want := eval(src, personPreprocess...)
 	if got != want {
 		t.Errorf("recognised copy without flags: %s\nwith the documented flags: %s", got, want)
 	}
