@@ -95,13 +95,13 @@ var known = []Entry{
 		Description: "DeepLabV3+ pretrained for person segmentation (COCO, Supervisely and MHP-v2 people; " +
 			"the MIT-licensed mobile-deeplab-v3-plus release with its int8 weights turned back into float32), " +
 			"2.25 M parameters, opset 15. Height and width are dynamic; DeepLab's 8k+1 sizes suit it, " +
-			"and small people gain from upscaling (CamVid: person IoU 0.13 at 360×480, 0.53 at 721×961), so its "+
+			"and small people gain from upscaling (CamVid: person IoU 0.13 at 360×480, 0.53 at 721×961), so its " +
 			"preprocessing doubles each image's size, rounded to 8k+1 (--resize none feeds images at their own size).",
 		Architecture: "DeepLabV3+ (MobileNetV2, ASPP, decoder)",
 		Height:       513, Width: 513, Dynamic: true,
 		Preprocess: imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2, MultipleOf: 8, PlusOne: true,
 			ValueScale: personValueScale, ValueOffset: personValueOffset},
-		Classes:    []string{"background", "person"}, Palette: personPalette,
+		Classes: []string{"background", "person"}, Palette: personPalette,
 		LabelMaps: map[string]string{"camvid": CamVidPersonLabelMap},
 		File:      "deeplabv3plus_person_dynamic.onnx",
 		SHA256:    "7a020690cbc3b5ccf1f95a3996e8c4e464f8a78fbe019a7ea8336c8a27deb7d1",
