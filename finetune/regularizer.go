@@ -8,8 +8,8 @@ import (
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
