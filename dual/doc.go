@@ -2,8 +2,11 @@
 // Lagrangian (docs/method.md §3–§6): per-example τ_i and λ_i, per-term ε, μ
 // (and ρ for rate constraints), minibatch estimates of the Lagrangian and
 // its gradients, the projection Π_C (package projection), the dual step of
-// Algorithm 1, a balanced sampler, JSON checkpoints, and a pure-Go driver of
-// Algorithm 1 for a linear size head on fixed features (Linear).
+// Algorithm 1, a balanced sampler, JSON checkpoints, and Loop, the one
+// orchestration of Algorithm 1 (evaluate, primal steps, projection
+// schedule, dual step at the end of an epoch) around a Network: `segtune
+// finetune`'s ONNX network, the S-MNIST experiment's classifier, or Linear,
+// a linear size head on fixed features that the LP checks solve.
 //
 // # The Lagrangian
 //
@@ -85,7 +88,7 @@
 //
 // Adam steps (τ, ε) freely, so they leave C between projections.
 // Algorithm 1 calls ProjectPrimal once per epoch, the "full projections"
-// baseline after every step. The third schedule trains through the
+// baseline after every step (Loop applies the Schedule). The third schedule trains through the
 // projection (docs/method.md §8, the relu form): after ProjectThrough, τ and ε
 // are free variables τ̃, ε̃, Term.Tau and Term.Eps always hold Π_C(τ̃, ε̃)
 // (feasible at every step), and PrimalStep applies the chain rule through

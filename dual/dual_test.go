@@ -381,7 +381,7 @@ func TestLinearResumeIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resumed, err := RestoreLinear(x, y, ck)
+		resumed, err := restoreLinear(x, y, ck)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,9 @@
 package dual
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Schedule says when Π_C is applied in Algorithm 1.
@@ -54,13 +52,12 @@ type LinearConfig struct {
 
 // Linear runs Algorithm 1 for a linear size head on fixed features: scores
 // s_ih = W_h·a_i, no ERM term, W trained by Adam together with τ, ε. It is
-// the reference implementation of the training loop that the ONNX trainer
-// reproduces with a network in place of the fixed features.
+// the check of the Loop that `segtune finetune` drives with a network in
+// place of the fixed features: its optimum is an LP's (dual/lp_test.go).
 type Linear struct {
 	cfg     LinearConfig
 	x       [][]float64
 	classes []int
-	ids     []int64
 
 	Reg   *Regularizer
 	Cache *ScoreCache
@@ -77,11 +74,8 @@ type Linear struct {
 	mW, vW  []float64
 	stepW   int
 	d       int
-	// per-step buffers
-	batch   []int64
-	scores  []float64
-	dScores []float64
-	gW      []float64
+	lrW     float64   // this epoch's step size for W
+	gW      []float64 // per-step buffer
 }
 
 // NewLinear builds the driver for features x (one row per example, ids
@@ -132,7 +126,7 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	}
 	H := reg.Heads()
 	return &Linear{
-		cfg: cfg, x: x, classes: classes, ids: ids, d: d,
+		cfg: cfg, x: x, classes: classes, d: d,
 		Reg: reg, Cache: reg.NewScoreCache(), sampler: s,
 		W: make([]float64, H*d), mW: make([]float64, H*d), vW: make([]float64, H*d),
 		gW: make([]float64, H*d),
@@ -159,68 +153,24 @@ func (l *Linear) score(i, h int) float64 {
 	return s
 }
 
-// RunEpoch runs one epoch of Algorithm 1: T inner steps (each an Adam step
-// on W, τ, ε; plus a projection under ScheduleStep), then Π_C (under
-// ScheduleEpoch) and the dual step with the cached scores.
+// RunEpoch runs one epoch of Algorithm 1 (Loop.RunEpoch) with W as the
+// network, after decaying the primal step sizes.
 func (l *Linear) RunEpoch() error {
 	e := l.Epoch + 1
 	lrScale := math.Pow(float64(e), -l.cfg.LRPower)
 	l.Reg.cfg.LR = l.cfg.Reg.LR * lrScale
-	lrW := l.cfg.LRW * lrScale
-	H := l.Reg.Heads()
-	runs := l.Reg.ThroughProjections()
-	for range l.cfg.Steps {
-		l.batch = l.sampler.Next(l.batch)
-		l.scores = slices.Grow(l.scores[:0], len(l.batch)*H)[:len(l.batch)*H]
-		l.dScores = slices.Grow(l.dScores[:0], len(l.batch)*H)[:len(l.batch)*H]
-		for b, id := range l.batch {
-			for h := range H {
-				l.scores[b*H+h] = l.score(int(id), h)
-			}
-		}
-		if _, err := l.Reg.Eval(l.batch, l.scores, l.dScores); err != nil {
-			return err
-		}
-		if err := l.Cache.Put(l.batch, l.scores); err != nil {
-			return err
-		}
-		clear(l.gW)
-		for b, id := range l.batch {
-			for h := range H {
-				g := l.dScores[b*H+h]
-				if g == 0 {
-					continue
-				}
-				for k, a := range l.x[id] {
-					l.gW[h*l.d+k] += g * a
-				}
-			}
-		}
-		l.adamW(lrW)
-		if err := l.Reg.PrimalStep(); err != nil {
-			return err
-		}
-		if l.cfg.Schedule == ScheduleStep {
-			k, err := l.Reg.ProjectPrimal()
-			if err != nil {
-				return err
-			}
-			l.Projections += k
-		}
-	}
-	if l.cfg.Schedule == ScheduleEpoch {
-		k, err := l.Reg.ProjectPrimal()
-		if err != nil {
-			return err
-		}
-		l.Projections += k
-	}
-	if l.cfg.Schedule == ScheduleGraph {
-		l.Projections += l.Reg.ThroughProjections() - runs
-	}
-	if err := l.Reg.DualStep(e, l.Cache); err != nil {
+	l.lrW = l.cfg.LRW * lrScale
+	// A Loop per epoch: Reg and Cache are exported fields that may be
+	// replaced between epochs (the resume test restores them).
+	loop, err := NewLoop(l.Reg, l.Cache, LoopConfig{Schedule: l.cfg.Schedule, Alpha: 1})
+	if err != nil {
 		return err
 	}
+	st, err := loop.RunEpoch(e, l.cfg.Steps, l.sampler, (*linearNet)(l))
+	if err != nil {
+		return err
+	}
+	l.Projections += st.Projections
 	l.Epoch = e
 	if a := l.cfg.AverageFrom; a > 0 && e >= a {
 		if l.WAvg == nil {
@@ -234,6 +184,43 @@ func (l *Linear) RunEpoch() error {
 	return nil
 }
 
+// linearNet is Linear as the Loop's Network: the features times W.
+type linearNet Linear
+
+func (n *linearNet) Forward(b *Batch) error {
+	l := (*Linear)(n)
+	H := l.Reg.Heads()
+	for r, id := range b.IDs {
+		for h := range H {
+			b.Scores[r*H+h] = l.score(int(id), h)
+		}
+	}
+	return nil
+}
+
+// Update back-propagates ∂L̂/∂s through the scores into W and takes
+// Adam's step.
+func (n *linearNet) Update(b *Batch) error {
+	l := (*Linear)(n)
+	H := l.Reg.Heads()
+	clear(l.gW)
+	for r, id := range b.IDs {
+		for h := range H {
+			g := b.DScores[r*H+h]
+			if g == 0 {
+				continue
+			}
+			for k, a := range l.x[id] {
+				l.gW[h*l.d+k] += g * a
+			}
+		}
+	}
+	l.adamW(l.lrW)
+	return nil
+}
+
+// adamW takes Adam's step on W with the gradient in gW, then clips W to
+// the box.
 func (l *Linear) adamW(lr float64) {
 	l.stepW++
 	t := float64(l.stepW)
@@ -332,67 +319,4 @@ func FBetaValue(pos, neg []float64, beta float64) float64 {
 		v += math.Max(0, hi+s)
 	}
 	return v
-}
-
-type linearJSON struct {
-	Config      LinearConfig    `json:"config"`
-	Epoch       int             `json:"epoch"`
-	Projections int             `json:"projections"`
-	W           []float64       `json:"w"`
-	WAvg        []float64       `json:"w_avg,omitempty"`
-	NAvg        int             `json:"n_avg,omitempty"`
-	MW          []float64       `json:"m_w"`
-	VW          []float64       `json:"v_w"`
-	StepW       int             `json:"step_w"`
-	Reg         *Regularizer    `json:"reg"`
-	Sampler     *Sampler        `json:"sampler"`
-	Cache       json.RawMessage `json:"cache"`
-}
-
-// MarshalJSON checkpoints everything except the features.
-func (l *Linear) MarshalJSON() ([]byte, error) {
-	cache, err := json.Marshal(l.Cache)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(linearJSON{
-		Config: l.cfg, Epoch: l.Epoch, Projections: l.Projections,
-		W: l.W, WAvg: l.WAvg, NAvg: l.nAvg, MW: l.mW, VW: l.vW, StepW: l.stepW,
-		Reg: l.Reg, Sampler: l.sampler, Cache: cache,
-	})
-}
-
-// RestoreLinear rebuilds a driver from a checkpoint and the same features
-// and classes; continuing it reproduces the uninterrupted run exactly.
-func RestoreLinear(x [][]float64, classes []int, checkpoint []byte) (*Linear, error) {
-	var j linearJSON
-	if err := json.Unmarshal(checkpoint, &j); err != nil {
-		return nil, err
-	}
-	l, err := NewLinear(x, classes, j.Config)
-	if err != nil {
-		return nil, err
-	}
-	if len(j.W) != len(l.W) || len(j.MW) != len(l.W) || len(j.VW) != len(l.W) || j.Reg == nil || j.Sampler == nil {
-		return nil, errors.New("dual: linear checkpoint does not match the features")
-	}
-	if j.Reg.N() != len(x) || !slices.Equal(j.Reg.class, classes) {
-		return nil, errors.New("dual: linear checkpoint has other examples")
-	}
-	if j.WAvg != nil && len(j.WAvg) != len(l.W) {
-		return nil, errors.New("dual: linear checkpoint average does not match")
-	}
-	copy(l.W, j.W)
-	l.WAvg, l.nAvg = j.WAvg, j.NAvg
-	copy(l.mW, j.MW)
-	copy(l.vW, j.VW)
-	l.stepW, l.Epoch, l.Projections = j.StepW, j.Epoch, j.Projections
-	l.Reg, l.sampler = j.Reg, j.Sampler
-	if err := attachProjectors(l.Reg, l.cfg.Schedule); err != nil {
-		return nil, err
-	}
-	if l.Cache, err = l.Reg.RestoreScoreCache(j.Cache); err != nil {
-		return nil, err
-	}
-	return l, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 )
 

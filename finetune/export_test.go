@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"

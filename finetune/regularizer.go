@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"time"
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -54,7 +53,9 @@ const (
 	SizeHeadPrefix = "segtune/"
 )
 
-// regularizer runs Algorithm 1 alongside the training loop.
+// regularizer is the size regularizer's side of the training graph and its
+// dual state: what Algorithm 1 (dual.Loop, driven by the trainer) feeds the
+// graph, reads from it and checkpoints.
 type regularizer struct {
 	cfg     RegularizerConfig
 	sz      *sizer
@@ -63,23 +64,13 @@ type regularizer struct {
 	classes []int // size class per training example
 	terms   int
 	heads   int
-	// Per-step buffers.
-	pos, neg, eps []float64
-	posT, negT    []float32
-	epsT          []float32
-	ids           []int64
-	in            struct{ pos, neg, eps, gradIn int }
-	scoresOut     int
+	// The graph's coefficient inputs, fed from dual.Batch each step.
+	posT, negT []float32
+	epsT       []float32
+	in         struct{ pos, neg, eps, gradIn int }
+	scoresOut  int
 	// projectors run the projection of each term under the "graph" schedule.
 	projectors []*onnxgraph.Projector
-	// throughMark is the dual.Regularizer's projection count at the start of
-	// the epoch (graph schedule).
-	throughMark int
-	// Epoch statistics.
-	lagrangian  float64
-	evals       int
-	projections int
-	projTime    time.Duration
 }
 
 func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*regularizer, error) {
@@ -130,7 +121,6 @@ func (r *regularizer) projectThrough() error {
 	if err := r.reg.ProjectThrough(ps); err != nil {
 		return fmt.Errorf("regularizer: %w", err)
 	}
-	r.throughMark = r.reg.ThroughProjections()
 	return nil
 }
 
@@ -193,7 +183,6 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 		GradInputs:   []string{regTerm},
 		InputShapes:  map[string][]int64{regPos: {B, T}, regNeg: {B, T}, regEps: {1, T}},
 	}
-	r.pos, r.neg, r.eps = make([]float64, batch*r.terms), make([]float64, batch*r.terms), make([]float64, r.terms)
 	r.posT, r.negT, r.epsT = make([]float32, batch*r.terms), make([]float32, batch*r.terms), make([]float32, r.terms)
 	return []string{sizeW, sizeB}, gc, nil
 }
@@ -240,93 +229,39 @@ func (r *regularizer) bind(s *stepper) error {
 	return nil
 }
 
-// beforeStep sets the coefficients of the batch's Lagrangian, scaled by α.
-func (r *regularizer) beforeStep(ids []int) error {
-	r.ids = r.ids[:0]
-	for _, id := range ids {
-		r.ids = append(r.ids, int64(id))
-	}
-	if err := r.reg.Coefficients(r.ids, r.pos, r.neg, r.eps); err != nil {
-		return err
-	}
-	for i := range r.pos {
-		r.posT[i] = float32(r.cfg.Alpha * r.pos[i])
-		r.negT[i] = float32(r.cfg.Alpha * r.neg[i])
-	}
-	for i, e := range r.eps {
-		r.epsT[i] = float32(e)
-	}
-	return nil
+// loop returns Algorithm 1 over the dual state, the schedule the
+// configuration names; the graph computes the term (InGraph). Build it
+// after a restore, which replaces the score cache.
+func (r *regularizer) loop() (*dual.Loop, error) {
+	return dual.NewLoop(r.reg, r.cache, dual.LoopConfig{Schedule: dual.Schedule(r.cfg.Projection), Alpha: r.cfg.Alpha, InGraph: true})
 }
 
-// afterStep reads the size scores, takes the primal step on (τ, ε) and, in
-// the "step" schedule, projects.
-func (r *regularizer) afterStep(outs []*runtime.Tensor) (float64, error) {
-	s32 := outs[r.scoresOut].Float32
-	scores := make([]float64, len(s32))
-	for i, v := range s32 {
+// feed sets the graph's coefficient inputs to the batch's (α-scaled)
+// coefficients.
+func (r *regularizer) feed(b *dual.Batch) { b.CoefficientsFloat32(r.posT, r.negT, r.epsT) }
+
+// readScores copies the size head's scores out of the step's outputs.
+func (r *regularizer) readScores(outs []*runtime.Tensor, scores []float64) {
+	for i, v := range outs[r.scoresOut].Float32 {
 		scores[i] = float64(v)
 	}
-	val, err := r.reg.Eval(r.ids, scores, nil)
-	if err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	if err := r.reg.PrimalStep(); err != nil {
-		return 0, err
-	}
-	if r.cfg.Projection == "graph" { // the step is the two projections
-		r.projTime += time.Since(t0)
-	}
-	if err := r.cache.Put(r.ids, scores); err != nil {
-		return 0, err
-	}
-	r.lagrangian += val
-	r.evals++
-	if r.cfg.Projection == "step" {
-		if err := r.project(); err != nil {
-			return 0, err
-		}
-	}
-	return r.cfg.Alpha * val, nil
 }
 
-func (r *regularizer) project() error {
-	t0 := time.Now()
-	n, err := r.reg.ProjectPrimal()
-	r.projTime += time.Since(t0)
-	r.projections += n
-	return err
-}
-
-// endEpoch projects (Algorithm 1), takes the dual step with η = c/e, and
-// returns the epoch's regularizer statistics.
-func (r *regularizer) endEpoch(epoch int) (map[string]float64, error) {
-	switch r.cfg.Projection {
-	case "epoch":
-		if err := r.project(); err != nil {
-			return nil, err
-		}
-	case "graph":
-		r.projections = r.reg.ThroughProjections() - r.throughMark
-		r.throughMark = r.reg.ThroughProjections()
-	}
-	if err := r.reg.DualStep(epoch+1, r.cache); err != nil {
-		return nil, err
-	}
+// epochStats returns the regularizer's statistics of an epoch that st
+// describes, for the history.
+func (r *regularizer) epochStats(st dual.EpochStats) map[string]float64 {
 	out := map[string]float64{
-		"reg_projections":   float64(r.projections),
-		"reg_projection_ms": r.projTime.Seconds() * 1e3,
+		"reg_projections":   float64(st.Projections),
+		"reg_projection_ms": st.ProjectionTime.Seconds() * 1e3,
 	}
-	if r.evals > 0 {
-		out["reg_lagrangian"] = r.lagrangian / float64(r.evals)
+	if st.Evals > 0 {
+		out["reg_lagrangian"] = st.Lagrangian
 	}
 	out["reg_violation"] = r.violation()
 	if f1, ok := sizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
 		out["size_f1_train"] = f1
 	}
-	r.lagrangian, r.evals, r.projections, r.projTime = 0, 0, 0, 0
-	return out, nil
+	return out
 }
 
 // violation is the mean constraint violation max(0, τ_i − s_i) over the

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -92,4 +94,35 @@ func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.T
 		p.Grad = outs[s.gradOut[i]].Float32
 	}
 	return loss, outs, nil
+}
+
+// trainStep is one optimiser step as Algorithm 1's network (dual.Network):
+// the training graph computes the loss, the size scores and every
+// gradient, the size regularizer's term included, in one pass.
+type trainStep struct {
+	t     *trainer
+	batch *data.Batch
+	// loss and lr are the step's, for the history.
+	loss, lr float64
+}
+
+func (s *trainStep) Forward(b *dual.Batch) error {
+	t := s.t
+	if t.reg != nil {
+		t.reg.feed(b)
+	}
+	loss, outs, err := t.step.step(s.batch.Images, s.batch.Masks)
+	if err != nil {
+		return err
+	}
+	s.loss = loss
+	if t.reg != nil {
+		t.reg.readScores(outs, b.Scores)
+	}
+	return nil
+}
+
+func (s *trainStep) Update(*dual.Batch) error {
+	s.lr = s.t.sched.At(s.t.steps)
+	return s.t.opt.Step(s.lr)
 }

@@ -12,16 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/schedule"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -435,6 +436,11 @@ func (t *trainer) run(ctx context.Context) error {
 		return err
 	}
 	defer loader.Close()
+	alg, err := t.algorithm1()
+	if err != nil {
+		return err
+	}
+	var ids []int64
 	epochs := int((t.total + int64(t.perEp) - 1) / int64(t.perEp))
 	epochStart := time.Now()
 	var epochLoss float64
@@ -451,27 +457,20 @@ func (t *trainer) run(ctx context.Context) error {
 			return err
 		}
 		t0 := time.Now()
-		if t.reg != nil {
-			if err := t.reg.beforeStep(b.IDs); err != nil {
-				return err
-			}
+		ids = ids[:0]
+		for _, id := range b.IDs {
+			ids = append(ids, int64(id))
 		}
-		loss, outs, err := t.step.step(b.Images, b.Masks)
+		st := &trainStep{t: t, batch: b}
+		v, err := alg.Step(ids, st)
 		if err != nil {
 			return t.diverged(err)
 		}
 		var stepExtra map[string]float64
 		if t.reg != nil {
-			v, err := t.reg.afterStep(outs)
-			if err != nil {
-				return t.diverged(err)
-			}
-			stepExtra = map[string]float64{"reg": v}
+			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
 		}
-		lr := t.sched.At(t.steps)
-		if err := t.opt.Step(lr); err != nil {
-			return t.diverged(err)
-		}
+		loss, lr := st.loss, st.lr
 		t.steps++
 		t.epoch, t.inEpoch = loader.Position()
 		loader.Recycle(b)
@@ -487,7 +486,11 @@ func (t *trainer) run(ctx context.Context) error {
 				Step: t.steps, TotalSteps: t.total, Loss: loss, LR: lr, ImagesPerSec: ips})
 		}
 		if t.inEpoch == 0 || t.steps == t.total { // the epoch (or the run) is complete
-			if err := t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart)); err != nil {
+			algStats, err := alg.EndEpoch(b.Epoch + 1)
+			if err != nil {
+				return err
+			}
+			if err := t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart), algStats); err != nil {
 				return err
 			}
 			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
@@ -503,17 +506,23 @@ func normalisationOnly(pre imageio.Preprocess) imageio.Preprocess {
 	return pre
 }
 
-// endEpoch validates, checkpoints and logs.
-func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took time.Duration) error {
+// algorithm1 returns the Algorithm 1 loop the run's steps go through: the
+// regularizer's, or for the baseline one that only steps the network.
+func (t *trainer) algorithm1() (*dual.Loop, error) {
+	if t.reg == nil {
+		return dual.NewLoop(nil, nil, dual.LoopConfig{})
+	}
+	return t.reg.loop()
+}
+
+// endEpoch validates, checkpoints and logs; alg describes the epoch of
+// Algorithm 1 that ended (after its dual step).
+func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took time.Duration, alg dual.EpochStats) error {
 	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: took.Seconds(), Groups: map[string]metrics.Report{}}
 	extra := map[string]float64{}
 	metricsOut := map[string]float64{"train_loss": loss}
 	if t.reg != nil {
-		stats, err := t.reg.endEpoch(epoch)
-		if err != nil {
-			return err
-		}
-		for k, v := range stats {
+		for k, v := range t.reg.epochStats(alg) {
 			extra[k] = v
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"

@@ -35,7 +35,9 @@
 // Inputs so large that float64 sums could overflow (|x| > 2^900) are
 // rescaled by an exact power of two before accumulating.
 //
-// Also here: the batch-size-2 rule of the paper (PairRule, ProjectPair), a
-// sampled ("sketch") estimate of ō (EstimateThreshold) and a checker of the
-// KKT conditions of the projection problem (KKT).
+// Also here: the batch-size-2 rule of the paper (PairRule, ProjectPair) and
+// a checker of the KKT conditions of the projection problem (KKT). The
+// paper's sampled ("sketch") estimate of ō is measured in the tests
+// (sketch_test.go), not offered: it is biased low, and ProjectPivot already
+// costs about one pass over the data.
 package projection

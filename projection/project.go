@@ -126,7 +126,7 @@ func ClampTo[T Float](dst []T, o T, tau []T) {
 }
 
 // thetaSort returns the root θ* of θ − δ = w·Σ max(γ_i − θ, 0) (w = 1 for the
-// projection; w = n/m for the sampled estimate).
+// projection; w = n/m for the sampled estimate of sketch_test.go).
 func thetaSort[T Float](delta float64, gamma, scratch []T, w float64) (float64, error) {
 	if !isFinite(delta) {
 		return 0, nonFinite("delta", -1, delta)

@@ -8,9 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/finetune/network"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 )

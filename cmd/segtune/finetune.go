@@ -14,7 +14,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/finetune/network"
+	"github.com/segtune/segtune/models/network"
 )
 
 func finetuneCommand() *cli.Command {

@@ -20,9 +20,10 @@
 // call returns ∂(CE + α·L̂)/∂θ for every parameter. This is the route of
 // finetune/regularizer.go; it needs no second forward pass and no
 // hand-written gradient, and it stays correct whatever feeds the S-measure
-// node. After the step, Eval on the returned scores records ∂L̂/∂τ, ∂L̂/∂ε
-// for the primal Adam step on (τ, ε) and caches the scores for the dual
-// step.
+// node. dual.Loop drives the steps (InGraph): it fills the coefficients
+// before the pass, evaluates L̂ on the returned scores for the primal Adam
+// step on (τ, ε), caches the scores for the dual step (only the epoch's:
+// FreshCache) and applies the projection schedule.
 //
 // # Where the S-measure node reads from
 //

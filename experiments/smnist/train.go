@@ -21,10 +21,10 @@ const (
 	HeadLogits = "logits" // s = v·logits + c, on the layer's output
 )
 
-// Projection schedules.
+// Projection schedules (dual's, by name).
 const (
-	ScheduleEpoch = "epoch" // Algorithm 1: one projection per epoch
-	ScheduleStep  = "step"  // "full projections": one after every step
+	ScheduleEpoch = string(dual.ScheduleEpoch) // Algorithm 1: one projection per epoch
+	ScheduleStep  = string(dual.ScheduleStep)  // "full projections": one after every step
 )
 
 // Config is one training run of the experiment.
@@ -339,94 +339,33 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	regOn := cfg.Alpha > 0
-	pos, neg, eps := make([]float64, B), make([]float64, B), make([]float64, 1)
-	scores := make([]float64, B)
-	batch := make([]int64, 0, B)
+	// The baseline leaves the Lagrangian out and still records the scores
+	// (for the size F1 of the training epoch). Each epoch's dual step reads
+	// only that epoch's scores.
+	lc := dual.LoopConfig{Schedule: dual.Schedule(cfg.Schedule), Alpha: cfg.Alpha, InGraph: true, FreshCache: true}
+	loopReg := reg
+	if cfg.Alpha == 0 {
+		loopReg = nil
+	}
+	loop, err := dual.NewLoop(loopReg, cache, lc)
+	if err != nil {
+		return nil, err
+	}
+	net := &network{train: train, feed: tf, d: d, x: x, target: target, posT: posT, negT: negT, epsT: epsT,
+		params: params, opt: opt, lr: cfg.LR, gradOut: gradOut, lossOut: lossOut, sOut: sOut}
 
 	res := &Results{Config: cfg, Steps: d.Train.Len() / B}
 	var wall time.Duration
 	for e := 1; e <= cfg.Epochs; e++ {
 		t0 := time.Now()
-		rec := Epoch{Epoch: e}
-		var projTime time.Duration
-		project := func() error {
-			tp := time.Now()
-			n, err := reg.ProjectPrimal()
-			projTime += time.Since(tp)
-			rec.Projections += n
-			return err
-		}
-		cache.Reset()
-		var lossSum, lagSum float64
-		for range res.Steps {
-			batch = sampler.Next(batch)
-			for b, id := range batch {
-				img := d.Train.Image(int(id))
-				row := x[b*Pixels : (b+1)*Pixels]
-				for k, v := range img {
-					row[k] = float32(v) / 255
-				}
-				target[b] = int64(d.Train.Labels[id])
-			}
-			if regOn {
-				if err := reg.Coefficients(batch, pos, neg, eps); err != nil {
-					return nil, err
-				}
-				for b := range B {
-					posT[b] = float32(cfg.Alpha * pos[b])
-					negT[b] = float32(cfg.Alpha * neg[b])
-				}
-				epsT[0] = float32(eps[0])
-			}
-			outs, err := train.Run(tf.inputs...)
-			if err != nil {
-				return nil, fmt.Errorf("smnist: epoch %d: %w", e, err)
-			}
-			for i, p := range params {
-				p.Grad = outs[gradOut[i]].Float32
-			}
-			if err := opt.Step(cfg.LR); err != nil {
-				return nil, err
-			}
-			lossSum += float64(outs[lossOut].Float32[0])
-			for b, v := range outs[sOut].Float32 {
-				scores[b] = float64(v)
-			}
-			if err := cache.Put(batch, scores); err != nil {
-				return nil, err
-			}
-			if regOn {
-				val, err := reg.Eval(batch, scores, nil)
-				if err != nil {
-					return nil, fmt.Errorf("smnist: epoch %d: %w", e, err)
-				}
-				lagSum += val
-				if err := reg.PrimalStep(); err != nil {
-					return nil, err
-				}
-				if cfg.Schedule == ScheduleStep {
-					if err := project(); err != nil {
-						return nil, err
-					}
-				}
-			}
-		}
-		if regOn {
-			if cfg.Schedule == ScheduleEpoch {
-				if err := project(); err != nil {
-					return nil, err
-				}
-			}
-			if err := reg.DualStep(e, cache); err != nil {
-				return nil, err
-			}
-			rec.Lagrangian = lagSum / float64(res.Steps)
+		net.lossSum = 0
+		st, err := loop.RunEpoch(e, res.Steps, sampler, net)
+		if err != nil {
+			return nil, fmt.Errorf("smnist: epoch %d: %w", e, err)
 		}
 		wall += time.Since(t0)
-		rec.WallS = wall.Seconds()
-		rec.ProjectionMS = projTime.Seconds() * 1e3
-		rec.TrainLoss = lossSum / float64(res.Steps)
+		rec := Epoch{Epoch: e, Lagrangian: st.Lagrangian, Projections: st.Projections, WallS: wall.Seconds(),
+			ProjectionMS: st.ProjectionTime.Seconds() * 1e3, TrainLoss: net.lossSum / float64(res.Steps)}
 		rec.SizeF1Train = sizeF1(cache.Scores, cache.Seen, d.TrainClass)
 		if err := evaluate(ef, eval, d, B, x, target, &rec); err != nil {
 			return nil, fmt.Errorf("smnist: epoch %d: evaluation: %w", e, err)
@@ -443,6 +382,54 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	res.MeanLast, res.StdLast = LastStats(res.Epochs, 10)
 	return res, nil
 }
+
+// network is the classifier as Algorithm 1's Network: the training graph
+// computes the cross entropy, the α-weighted Lagrangian term (from the
+// coefficients fed to reg/pos, reg/neg, reg/eps) and both gradients in one
+// pass; Adam steps the weights.
+type network struct {
+	train            *runtime.Session
+	feed             *feeder
+	d                *Data
+	x                []float32
+	target           []int64
+	posT, negT, epsT []float32
+	params           []*optim.Param
+	opt              *optim.Optimizer
+	lr               float64
+	gradOut          []int
+	lossOut, sOut    int
+	// lossSum adds up the epoch's cross entropy.
+	lossSum float64
+}
+
+func (n *network) Forward(b *dual.Batch) error {
+	for r, id := range b.IDs {
+		img := n.d.Train.Image(int(id))
+		row := n.x[r*Pixels : (r+1)*Pixels]
+		for k, v := range img {
+			row[k] = float32(v) / 255
+		}
+		n.target[r] = int64(n.d.Train.Labels[id])
+	}
+	if b.Pos != nil { // the baseline feeds zeros: no regulariser term
+		b.CoefficientsFloat32(n.posT, n.negT, n.epsT)
+	}
+	outs, err := n.train.Run(n.feed.inputs...)
+	if err != nil {
+		return err
+	}
+	for i, p := range n.params {
+		p.Grad = outs[n.gradOut[i]].Float32
+	}
+	n.lossSum += float64(outs[n.lossOut].Float32[0])
+	for r, v := range outs[n.sOut].Float32 {
+		b.Scores[r] = float64(v)
+	}
+	return nil
+}
+
+func (n *network) Update(*dual.Batch) error { return n.opt.Step(n.lr) }
 
 // LastStats returns the mean and the (population) standard deviation of
 // the test accuracy over the last k epochs.

@@ -6,8 +6,9 @@
 // seconds and images_per_s, and any number of extra numeric fields such as
 // val_miou or val_iou_person. NaN and infinities, which JSON lacks, are
 // written as the strings "NaN", "Inf" and "-Inf", so a diverging loss is
-// recorded as such. The file is append-only: a resumed run keeps appending,
-// and Compact drops the records a restart superseded.
+// recorded as such. The file is append-only; a resumed run first cuts the
+// records written after its checkpoint (finetune rewrites the file) and
+// then appends, so no record is ever superseded.
 package history
 
 import (
@@ -310,31 +311,6 @@ func Decode(r io.Reader) ([]Record, error) {
 		}
 	}
 	return recs, nil
-}
-
-// Compact returns the records that a resumed run did not supersede. A run
-// resumed from a checkpoint at step S logs steps after S again; the first
-// run's records for those steps, written after its last checkpoint, are
-// dropped. Precisely, a record is kept if no later record of the same kind
-// has a step at or before its own. Order is preserved.
-func Compact(recs []Record) []Record {
-	keep := make([]bool, len(recs))
-	minLater := map[string]int64{}
-	for i := len(recs) - 1; i >= 0; i-- {
-		r := &recs[i]
-		m, seen := minLater[r.Kind]
-		keep[i] = !seen || r.Step < m
-		if !seen || r.Step < m {
-			minLater[r.Kind] = r.Step
-		}
-	}
-	out := make([]Record, 0, len(recs))
-	for i, k := range keep {
-		if k {
-			out = append(out, recs[i])
-		}
-	}
-	return out
 }
 
 // Filter returns the records of the given kind, in order.

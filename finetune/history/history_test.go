@@ -147,21 +147,6 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func TestCompact(t *testing.T) {
-	recs := []Record{
-		{Kind: KindStep, Step: 1}, {Kind: KindStep, Step: 2}, {Kind: KindEpoch, Step: 2},
-		{Kind: KindStep, Step: 3}, {Kind: KindStep, Step: 4}, // lost: the run resumed from step 2
-		{Kind: KindStep, Step: 3}, {Kind: KindStep, Step: 4}, {Kind: KindEpoch, Step: 4},
-	}
-	var steps []int64
-	for _, r := range Compact(recs) {
-		steps = append(steps, r.Step)
-	}
-	if want := []int64{1, 2, 2, 3, 4, 4}; !reflect.DeepEqual(steps, want) {
-		t.Errorf("Compact steps = %v, want %v", steps, want)
-	}
-}
-
 func TestPlotPNG(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "curves.png")
@@ -307,19 +292,6 @@ func TestSummaryTables(t *testing.T) {
 		t.Errorf("last row = %v", f)
 	}
 
-	c := CompareTable([]Run{{Name: "baseline", Records: recs}, {Name: "regularised", Records: run(3, 4, -0.1)}, {Name: "empty"}}, "val_miou", false).String()
-	lines = strings.Split(strings.TrimSpace(c), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("compare table:\n%s", c)
-	}
-	// run epochs steps final-loss best best-epoch last time images/s
-	want := []string{"regularised", "3", "12", "0.4", "0.6", "2", "0.6", "38s", "16.75"}
-	if f := strings.Fields(lines[3]); !reflect.DeepEqual(f, want) {
-		t.Errorf("row = %v, want %v\n%s", f, want, c)
-	}
-	if f := strings.Fields(lines[4]); !reflect.DeepEqual(f, []string{"empty", "0", "0", "-", "-", "-", "-", "-", "-"}) {
-		t.Errorf("empty run row = %v", f)
-	}
 	for _, v := range []struct {
 		x    float64
 		want string

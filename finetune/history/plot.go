@@ -19,8 +19,8 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 )
 
-// Run is one training run's records under a display name, for plots and
-// tables that compare runs (say, baseline and regularised).
+// Run is one training run's records under a display name, for plots that
+// compare runs (say, baseline and regularised).
 type Run struct {
 	Name    string
 	Records []Record

@@ -35,7 +35,7 @@
 //
 // Config.Trainable patterns (globs, "re:" regular expressions) select only
 // parameters: float initializers at a parameter input of their operator,
-// per the one table onnx.ParameterInputs shares with finetune/network —
+// per the one table onnx.ParameterInputs shares with models/network —
 // Conv and ConvTranspose weight and bias, Gemm B and C, MatMul's right
 // operand, BatchNormalization scale and bias, PRelu slope. So "*" never
 // trains Resize scales, Reshape shapes, Pad values, Clip bounds, running
