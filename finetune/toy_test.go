@@ -18,27 +18,6 @@ import (
 // Conv to 2 classes) with dynamic batch and size.
 func toyModel(t testing.TB, dir string) string {
 	t.Helper()
-	str := func(s string) *string { return &s }
-	i64 := func(v int64) *int64 { return &v }
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	dims := func(ds ...any) *onnxpb.TensorShapeProto {
-		sp := &onnxpb.TensorShapeProto{}
-		for _, d := range ds {
-			x := &onnxpb.TensorShapeProto_Dimension{}
-			switch v := d.(type) {
-			case int:
-				x.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v)}
-			case string:
-				x.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: v}
-			}
-			sp.Dim = append(sp.Dim, x)
-		}
-		return sp
-	}
-	vi := func(name string, s *onnxpb.TensorShapeProto) *onnxpb.ValueInfoProto {
-		return &onnxpb.ValueInfoProto{Name: str(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: s}}}}
-	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	randn := func(n int, std float64) []float32 {
 		v := make([]float32, n)
@@ -47,31 +26,18 @@ func toyModel(t testing.TB, dir string) string {
 		}
 		return v
 	}
-	attr := func(name string, ints ...int64) *onnxpb.AttributeProto {
-		ty := onnxpb.AttributeProto_INTS
-		return &onnxpb.AttributeProto{Name: str(name), Type: &ty, Ints: ints}
-	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   i64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: str(""), Version: i64(17)}},
-		Graph: &onnxpb.GraphProto{
-			Name: str("toy"),
-			Node: []*onnxpb.NodeProto{
-				{Name: str("conv1"), OpType: str("Conv"), Input: []string{"input", "w1", "b1"}, Output: []string{"h"},
-					Attribute: []*onnxpb.AttributeProto{attr("pads", 1, 1, 1, 1), attr("kernel_shape", 3, 3)}},
-				{Name: str("relu"), OpType: str("Relu"), Input: []string{"h"}, Output: []string{"hr"}},
-				{Name: str("classifier"), OpType: str("Conv"), Input: []string{"hr", "w2", "b2"}, Output: []string{"logits"}},
-			},
-			Initializer: []*onnxpb.TensorProto{
-				onnx.NewFloat32Tensor("w1", []int64{8, 3, 3, 3}, randn(8*27, 0.3)),
-				onnx.NewFloat32Tensor("b1", []int64{8}, make([]float32, 8)),
-				onnx.NewFloat32Tensor("w2", []int64{2, 8, 1, 1}, randn(16, 0.3)),
-				onnx.NewFloat32Tensor("b2", []int64{2}, make([]float32, 2)),
-			},
-			Input:  []*onnxpb.ValueInfoProto{vi("input", dims("n", 3, "h", "w"))},
-			Output: []*onnxpb.ValueInfoProto{vi("logits", dims("n", 2, "h", "w"))},
-		},
-	}}
+	b := &onnx.Builder{}
+	w1 := b.Initializer(onnx.NewFloat32Tensor("w1", []int64{8, 3, 3, 3}, randn(8*27, 0.3)))
+	b1 := b.Initializer(onnx.NewFloat32Tensor("b1", []int64{8}, make([]float32, 8)))
+	w2 := b.Initializer(onnx.NewFloat32Tensor("w2", []int64{2, 8, 1, 1}, randn(16, 0.3)))
+	b2 := b.Initializer(onnx.NewFloat32Tensor("b2", []int64{2}, make([]float32, 2)))
+	b.Emit("Conv", "conv1", []string{"input", w1, b1}, []string{"h"}, onnx.IntsAttr("pads", 1, 1, 1, 1), onnx.IntsAttr("kernel_shape", 3, 3))
+	b.Emit("Relu", "relu", []string{"h"}, []string{"hr"})
+	b.Emit("Conv", "classifier", []string{"hr", w2, b2}, []string{"logits"})
+	f32 := onnxpb.TensorProto_FLOAT
+	m := onnx.NewModel(b.Graph("toy",
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	path := filepath.Join(dir, "toy.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

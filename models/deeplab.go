@@ -216,7 +216,7 @@ func DeepLabV3Plus(cfg DeepLabConfig) (*onnx.Model, error) {
 			}
 			h = g.conv(p+".project", h, hid, cout, 1, 1, 1, 1, gain)
 			if residual {
-				h = g.node("Add", p+".add", []string{x, h})
+				h = g.Node("Add", p+".add", []string{x, h})
 			}
 			x, cin = h, cout
 		}
@@ -238,16 +238,16 @@ func DeepLabV3Plus(cfg DeepLabConfig) (*onnx.Model, error) {
 		p := fmt.Sprintf("aspp.b%d", i+1)
 		branches = append(branches, g.relu(p+"/act", g.conv(p, x, cin, a, 3, 1, r, 1, relu)))
 	}
-	pooled := g.node("GlobalAveragePool", "aspp.pool/gap", []string{x})
+	pooled := g.Node("GlobalAveragePool", "aspp.pool/gap", []string{x})
 	pooled = g.relu("aspp.pool/act", g.conv("aspp.pool", pooled, cin, a, 1, 1, 1, 1, relu))
 	branches = append(branches, g.resizeLike("aspp.pool/resize", pooled, x))
-	cat := g.node("Concat", "aspp.concat", branches, onnx.IntAttr("axis", 1))
+	cat := g.Node("Concat", "aspp.concat", branches, onnx.IntAttr("axis", 1))
 	aspp := g.relu("aspp.project/act", g.conv("aspp.project", cat, a*len(branches), a, 1, 1, 1, 1, relu))
 
 	// Decoder.
 	l := g.relu("decoder.low/act", g.conv("decoder.low", low, lowC, cfg.LowLevelChannels, 1, 1, 1, 1, relu))
 	up := g.resizeLike("decoder.upsample", aspp, l)
-	h := g.node("Concat", "decoder.concat", []string{up, l}, onnx.IntAttr("axis", 1))
+	h := g.Node("Concat", "decoder.concat", []string{up, l}, onnx.IntAttr("axis", 1))
 	d := cfg.DecoderChannels
 	h = g.relu("decoder.conv1/act", g.conv("decoder.conv1", h, a+cfg.LowLevelChannels, d, 3, 1, 1, 1, relu))
 	h = g.relu("decoder.conv2/act", g.conv("decoder.conv2", h, d, d, 3, 1, 1, 1, relu))

@@ -8,15 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -307,18 +304,7 @@ func TestDeepLabGradientCheck(t *testing.T) {
 			continue
 		}
 		// Negative control: the stem's gradient scaled by 1.6 must fail.
-		g := gs.Training.Proto.Graph
-		out := grad.GradPrefix + param
-		for _, n := range g.Node {
-			for j, o := range n.Output {
-				if o == out {
-					n.Output[j] = out + "/unscaled"
-				}
-			}
-		}
-		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(out+"/k", nil, []float32{1.6}))
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(out + "/scale"), OpType: proto.String("Mul"),
-			Input: []string{out + "/unscaled", out + "/k"}, Output: []string{out}})
+		gradcheck.ScaleGradient(gs, param, 1.6)
 		res, err = gradcheck.CheckGraphs(gs, nil, opt)
 		if err != nil {
 			t.Fatal(err)

@@ -18,28 +18,17 @@ const Opset = 17
 // Producer is the producer_name written into built models.
 const Producer = "segtune/models"
 
-// graph accumulates the nodes and initializers of a model under
-// construction. Parameter initial values come from rng, so a seed fixes
-// the whole model.
+// graph is an onnx.Builder (no prefix: the models choose every name)
+// plus the seeded parameter initialisation: initial values come from rng,
+// so a seed fixes the whole model.
 type graph struct {
-	nodes  []*onnxpb.NodeProto
-	inits  []*onnxpb.TensorProto
-	have   map[string]bool
+	*onnx.Builder
 	rng    *rand.Rand
 	params int64
 }
 
 func newGraph(seed uint64) *graph {
-	return &graph{have: map[string]bool{}, rng: rand.New(rand.NewPCG(seed, 0x5e97a9e))}
-}
-
-// node appends a node whose single output is named name (also the node's
-// name) and returns it.
-func (g *graph) node(op, name string, ins []string, attrs ...*onnxpb.AttributeProto) string {
-	g.nodes = append(g.nodes, &onnxpb.NodeProto{
-		Name: proto.String(name), OpType: proto.String(op), Input: ins, Output: []string{name}, Attribute: attrs,
-	})
-	return name
+	return &graph{Builder: &onnx.Builder{}, rng: rand.New(rand.NewPCG(seed, 0x5e97a9e))}
 }
 
 // param adds a float parameter of the given shape drawn from N(0, std²)
@@ -64,27 +53,18 @@ func (g *graph) fill(name string, dims []int64, draw func() float64) string {
 			v[i] = float32(draw())
 		}
 	}
-	g.inits = append(g.inits, onnx.NewFloat32Tensor(name, dims, v))
 	g.params += n
-	return name
+	return g.Initializer(onnx.NewFloat32Tensor(name, dims, v))
 }
 
 // ints adds (once) a constant int64 initializer.
 func (g *graph) ints(name string, dims []int64, v ...int64) string {
-	if !g.have[name] {
-		g.have[name] = true
-		g.inits = append(g.inits, onnx.NewInt64Tensor(name, dims, v))
-	}
-	return name
+	return g.ConstInt64(name, dims, v...)
 }
 
 // scalar adds (once) a constant float32 scalar initializer.
 func (g *graph) scalar(name string, v float32) string {
-	if !g.have[name] {
-		g.have[name] = true
-		g.inits = append(g.inits, onnx.NewFloat32Tensor(name, nil, []float32{v}))
-	}
-	return name
+	return g.ConstFloat(name, onnxpb.TensorProto_FLOAT, nil, float64(v))
 }
 
 // conv is a k×k convolution with "same" padding (k odd), Kaiming-normal
@@ -105,15 +85,15 @@ func (g *graph) conv(prefix, x string, cin, cout, k, stride, dilation, group int
 	if group != 1 {
 		attrs = append(attrs, onnx.IntAttr("group", int64(group)))
 	}
-	return g.node("Conv", prefix, []string{x, w, b}, attrs...)
+	return g.Node("Conv", prefix, []string{x, w, b}, attrs...)
 }
 
 // relu6 clips x to [0, 6] (MobileNetV2's activation).
 func (g *graph) relu6(name, x string) string {
-	return g.node("Clip", name, []string{x, g.scalar("const.zero", 0), g.scalar("const.six", 6)})
+	return g.Node("Clip", name, []string{x, g.scalar("const.zero", 0), g.scalar("const.six", 6)})
 }
 
-func (g *graph) relu(name, x string) string { return g.node("Relu", name, []string{x}) }
+func (g *graph) relu(name, x string) string { return g.Node("Relu", name, []string{x}) }
 
 // resizeLike bilinearly resizes x [N,C,h,w] to the spatial size of ref
 // [*,*,H,W], with the sizes computed at run time the way exporters spell
@@ -123,51 +103,29 @@ func (g *graph) resizeLike(name, x, ref string) string {
 	i0 := g.ints("const.i64_0", []int64{1}, 0)
 	i2 := g.ints("const.i64_2", []int64{1}, 2)
 	i4 := g.ints("const.i64_4", []int64{1}, 4)
-	nc := g.node("Slice", name+"/nc", []string{g.node("Shape", name+"/shape_x", []string{x}), i0, i2})
-	hw := g.node("Slice", name+"/hw", []string{g.node("Shape", name+"/shape_ref", []string{ref}), i2, i4})
-	sizes := g.node("Concat", name+"/sizes", []string{nc, hw}, onnx.IntAttr("axis", 0))
-	return g.node("Resize", name, []string{x, "", "", sizes},
+	nc := g.Node("Slice", name+"/nc", []string{g.Node("Shape", name+"/shape_x", []string{x}), i0, i2})
+	hw := g.Node("Slice", name+"/hw", []string{g.Node("Shape", name+"/shape_ref", []string{ref}), i2, i4})
+	sizes := g.Node("Concat", name+"/sizes", []string{nc, hw}, onnx.IntAttr("axis", 0))
+	return g.Node("Resize", name, []string{x, "", "", sizes},
 		onnx.StringAttr("mode", "linear"), onnx.StringAttr("coordinate_transformation_mode", "half_pixel"))
 }
 
 // model wraps the graph with one float input and the given outputs.
 func (g *graph) model(name, doc string, input *onnxpb.ValueInfoProto, outputs []*onnxpb.ValueInfoProto, meta map[string]string) *onnx.Model {
-	m := &onnxpb.ModelProto{
-		IrVersion:       proto.Int64(8),
-		ProducerName:    proto.String(Producer),
-		ProducerVersion: proto.String("1"),
-		DocString:       proto.String(doc),
-		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(Opset)}},
-		Graph: &onnxpb.GraphProto{
-			Name: proto.String(name), Node: g.nodes, Initializer: g.inits,
-			Input: []*onnxpb.ValueInfoProto{input}, Output: outputs,
-		},
-	}
+	m := onnx.NewModel(g.Graph(name, []*onnxpb.ValueInfoProto{input}, outputs), Opset)
+	m.Proto.ProducerName = proto.String(Producer)
+	m.Proto.ProducerVersion = proto.String("1")
+	m.Proto.DocString = proto.String(doc)
 	for _, k := range sortedKeys(meta) {
-		m.MetadataProps = append(m.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
+		m.Proto.MetadataProps = append(m.Proto.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
 	}
-	return &onnx.Model{Proto: m}
+	return m
 }
 
 // floatValue describes a float32 tensor; each dim is an int (fixed) or a
 // string (symbolic).
 func floatValue(name string, dims ...any) *onnxpb.ValueInfoProto {
-	sp := &onnxpb.TensorShapeProto{}
-	for _, d := range dims {
-		x := &onnxpb.TensorShapeProto_Dimension{}
-		switch v := d.(type) {
-		case int:
-			x.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v)}
-		case string:
-			x.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: v}
-		default:
-			panic(fmt.Sprintf("models: dim %v of %s is neither int nor string", d, name))
-		}
-		sp.Dim = append(sp.Dim, x)
-	}
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: sp}}}}
+	return onnx.SymbolicValueInfo(name, onnxpb.TensorProto_FLOAT, dims...)
 }
 
 // uniform adds a float parameter drawn from U(−bound, bound) and counts it.

@@ -46,13 +46,13 @@ func LinearClassifier(input []int64, classes, extraOutputs int, seed uint64) (*o
 	g := newGraph(seed)
 	x := "input"
 	if len(input) > 1 {
-		x = g.node("Flatten", "flatten", []string{x}, onnx.IntAttr("axis", 1))
+		x = g.Node("Flatten", "flatten", []string{x}, onnx.IntAttr("axis", 1))
 	}
 	bound := 1 / math.Sqrt(float64(d))
 	fc := func(prefix, out string, units int) *onnxpb.ValueInfoProto {
 		w := g.uniform(prefix+".weight", []int64{int64(units), d}, bound)
 		b := g.param(prefix+".bias", []int64{int64(units)}, 0)
-		return floatValue(g.node("Gemm", out, []string{x, w, b}, onnx.IntAttr("transB", 1)), "batch", units)
+		return floatValue(g.Node("Gemm", out, []string{x, w, b}, onnx.IntAttr("transB", 1)), "batch", units)
 	}
 	outs := []*onnxpb.ValueInfoProto{fc("fc", "logits", classes)}
 	if extraOutputs > 0 {

@@ -165,8 +165,8 @@ func TestDataInputsAndValueInfo(t *testing.T) {
 	m := tinyModel()
 	g := m.Graph()
 	// Before IR 4 initializers were listed as inputs too.
-	g.Input = append(g.Input, valueInfo("c", tensorType(onnxpb.TensorProto_FLOAT, 3)))
-	g.ValueInfo = []*onnxpb.ValueInfoProto{valueInfo("s", tensorType(onnxpb.TensorProto_FLOAT, "N", 3))}
+	g.Input = append(g.Input, valueInfo("c", TensorType(onnxpb.TensorProto_FLOAT, 3)))
+	g.ValueInfo = []*onnxpb.ValueInfoProto{valueInfo("s", TensorType(onnxpb.TensorProto_FLOAT, "N", 3))}
 	in := DataInputs(g)
 	if len(in) != 1 || in[0].GetName() != "x" {
 		t.Errorf("DataInputs = %v", in)

@@ -1,9 +1,11 @@
-// Package onnx reads, queries, edits and writes ONNX models.
+// Package onnx reads, queries, edits, builds and writes ONNX models.
 //
 // A Model wraps the protobuf generated from the official schema (package
 // onnxpb) together with the folder it came from, which is where external
 // tensor data is resolved. Loading is defensive: ONNX files arrive from users
 // and the internet, so every size and path in them is checked before use.
+// Graphs built in code go through Builder, the project's one graph builder,
+// and the constructors of build.go (attributes, value infos, NewModel).
 package onnx
 
 import (

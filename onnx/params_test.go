@@ -4,31 +4,28 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func TestParameterNames(t *testing.T) {
-	n := func(op string, ins ...string) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{OpType: proto.String(op), Input: ins, Output: []string{op + "_out"}}
+	b := &onnx.Builder{}
+	for _, n := range [][]string{
+		{"Conv", "x", "w", "b"},
+		{"BatchNormalization", "c", "scale", "bias", "mean", "var"},
+		{"Resize", "r", "", "scales"},
+		{"Mul", "m", "k"},
+		{"MatMul", "a", "mw"},
+		{"Gemm", "g", "gb", "gc"},
+		{"PRelu", "p", "slope"},
+		{"Reshape", "s", "shape"},
+	} {
+		b.Emit(n[0], n[0], n[1:], []string{n[0] + "_out"})
 	}
-	f := func(name string) *onnxpb.TensorProto { return onnx.NewFloat32Tensor(name, []int64{1}, []float32{1}) }
-	g := &onnxpb.GraphProto{
-		Node: []*onnxpb.NodeProto{
-			n("Conv", "x", "w", "b"),
-			n("BatchNormalization", "c", "scale", "bias", "mean", "var"),
-			n("Resize", "r", "", "scales"),
-			n("Mul", "m", "k"),
-			n("MatMul", "a", "mw"),
-			n("Gemm", "g", "gb", "gc"),
-			n("PRelu", "p", "slope"),
-			n("Reshape", "s", "shape"),
-		},
-		Initializer: []*onnxpb.TensorProto{f("w"), f("b"), f("scale"), f("bias"), f("mean"), f("var"), f("scales"), f("k"), f("mw"), f("gb"), f("gc"), f("slope"),
-			onnx.NewInt64Tensor("shape", []int64{1}, []int64{-1})},
+	for _, name := range []string{"w", "b", "scale", "bias", "mean", "var", "scales", "k", "mw", "gb", "gc", "slope"} {
+		b.Initializer(onnx.NewFloat32Tensor(name, []int64{1}, []float32{1}))
 	}
+	b.ConstInt64("shape", []int64{1}, -1)
+	g := b.Graph("params", nil, nil)
 	var got []string
 	for name := range onnx.ParameterNames(g) {
 		got = append(got, name)

@@ -18,9 +18,9 @@ func summaryModel() *Model {
 	)
 	g.Node = append(g.Node, &onnxpb.NodeProto{OpType: str("FusedConv"), Domain: str("com.microsoft")})
 	unknown := &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{ElemType: i32(1)}}}
-	g.Input = append(g.Input, valueInfo("any", unknown), valueInfo("img", tensorType(onnxpb.TensorProto_UINT8, 1, nil, -1, "W")))
+	g.Input = append(g.Input, valueInfo("any", unknown), valueInfo("img", TensorType(onnxpb.TensorProto_UINT8, 1, nil, -1, "W")))
 	g.Output = append(g.Output, valueInfo("seq", &onnxpb.TypeProto{Value: &onnxpb.TypeProto_SequenceType{
-		SequenceType: &onnxpb.TypeProto_Sequence{ElemType: tensorType(onnxpb.TensorProto_INT64)}}}))
+		SequenceType: &onnxpb.TypeProto_Sequence{ElemType: TensorType(onnxpb.TensorProto_INT64)}}}))
 	return m
 }
 

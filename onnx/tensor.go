@@ -304,6 +304,23 @@ func NewInt64Tensor(name string, dims []int64, data []int64) *onnxpb.TensorProto
 	return rawTensor(name, onnxpb.TensorProto_INT64, dims, raw)
 }
 
+// NewFloatTensor builds a float initializer of element type dt, FLOAT
+// (the values rounded to float32) or DOUBLE; any other type is a
+// programming error and panics.
+func NewFloatTensor(name string, dt onnxpb.TensorProto_DataType, dims []int64, data []float64) *onnxpb.TensorProto {
+	switch dt {
+	case onnxpb.TensorProto_DOUBLE:
+		return NewFloat64Tensor(name, dims, data)
+	case onnxpb.TensorProto_FLOAT:
+		f := make([]float32, len(data))
+		for i, v := range data {
+			f[i] = float32(v)
+		}
+		return NewFloat32Tensor(name, dims, f)
+	}
+	panic(fmt.Sprintf("onnx: NewFloatTensor %q: element type %v is not FLOAT or DOUBLE", name, dt))
+}
+
 func rawTensor(name string, dt onnxpb.TensorProto_DataType, dims []int64, raw []byte) *onnxpb.TensorProto {
 	d := int32(dt)
 	return &onnxpb.TensorProto{Name: &name, DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}

@@ -12,27 +12,12 @@ import (
 // addModel builds y = x + c for a float32 [2,3] input in memory.
 func addModel(t *testing.T) []byte {
 	t.Helper()
-	str := func(s string) *string { return &s }
-	i64 := func(v int64) *int64 { return &v }
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	dim := func(v int64) *onnxpb.TensorShapeProto_Dimension {
-		return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}}
-	}
-	vi := func(name string) *onnxpb.ValueInfoProto {
-		return &onnxpb.ValueInfoProto{Name: str(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{dim(2), dim(3)}}}}}}
-	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   i64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: str(""), Version: i64(17)}},
-		Graph: &onnxpb.GraphProto{
-			Name:        str("add"),
-			Node:        []*onnxpb.NodeProto{{OpType: str("Add"), Input: []string{"x", "c"}, Output: []string{"y"}}},
-			Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("c", []int64{2, 3}, []float32{1, 2, 3, 4, 5, 6})},
-			Input:       []*onnxpb.ValueInfoProto{vi("x")},
-			Output:      []*onnxpb.ValueInfoProto{vi("y")},
-		},
-	}}
+	g := &onnx.Builder{}
+	c := g.ConstFloat("c", onnxpb.TensorProto_FLOAT, []int64{2, 3}, 1, 2, 3, 4, 5, 6)
+	g.Node("Add", "y", []string{"x", c})
+	m := onnx.NewModel(g.Graph("add",
+		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", onnxpb.TensorProto_FLOAT, 2, 3)}), 17)
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,6 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
@@ -121,37 +119,29 @@ func timeModel(m *onnx.Model, opts runtime.Options, runs int, in ...*runtime.Ten
 	return ts[len(ts)/2], out, nil
 }
 
-// graph is a small helper for building single-purpose models.
-type graph struct{ g *onnxpb.GraphProto }
-
-func (b *graph) node(op string, in []string, out string, attrs ...*onnxpb.AttributeProto) {
-	b.g.Node = append(b.g.Node, &onnxpb.NodeProto{Name: proto.String(out), OpType: proto.String(op),
-		Input: in, Output: []string{out}, Attribute: attrs})
-}
-
-func (b *graph) shape(name string, dims ...int64) string {
-	b.g.Initializer = append(b.g.Initializer, onnx.NewInt64Tensor(name, []int64{int64(len(dims))}, dims))
-	return name
-}
-
-func (b *graph) model() *onnx.Model {
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},
-		Graph:       b.g,
-	}}
+// graph builds a single-purpose probe model with the project's onnx.Builder.
+type graph struct {
+	*onnx.Builder
+	ins, outs []*onnxpb.ValueInfoProto
 }
 
 func newGraph(ins, outs []*onnxpb.ValueInfoProto) *graph {
-	return &graph{g: &onnxpb.GraphProto{Name: proto.String("probe"), Input: ins, Output: outs}}
+	return &graph{Builder: &onnx.Builder{}, ins: ins, outs: outs}
 }
+
+// shape adds a 1-D INT64 initializer holding dims (a Reshape target).
+func (g *graph) shape(name string, dims ...int64) string {
+	return g.ConstInt64(name, []int64{int64(len(dims))}, dims...)
+}
+
+func (g *graph) model() *onnx.Model { return onnx.NewModel(g.Graph("probe", g.ins, g.outs), 17) }
 
 const f32 = onnxpb.TensorProto_FLOAT
 
 func matmulModel(s int64) *onnx.Model {
 	b := newGraph([]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("a", f32, s, s), onnx.TensorValueInfo("b", f32, s, s)},
 		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", f32, s, s)})
-	b.node("MatMul", []string{"a", "b"}, "y")
+	b.Node("MatMul", "y", []string{"a", "b"})
 	return b.model()
 }
 
@@ -162,7 +152,7 @@ func convIO(n, c, k, hw int64) ([]*onnxpb.ValueInfoProto, []*onnxpb.ValueInfoPro
 
 func convModel(n, c, k, hw int64) *onnx.Model {
 	b := newGraph(convIO(n, c, k, hw))
-	b.node("Conv", []string{"x", "w"}, "y", onnx.IntsAttr("pads", 1, 1, 1, 1))
+	b.Node("Conv", "y", []string{"x", "w"}, onnx.IntsAttr("pads", 1, 1, 1, 1))
 	return b.model()
 }
 
@@ -206,25 +196,24 @@ func winogradModel(n, c, k, hw int64) *onnx.Model {
 	}
 	t := (hw / 2) * (hw / 2)
 	g := newGraph(convIO(n, c, k, hw))
-	g.g.Initializer = append(g.g.Initializer,
-		onnx.NewFloat32Tensor("Bk", []int64{16, 1, 4, 4}, bk),
-		onnx.NewFloat32Tensor("Gk", []int64{9, 16}, gk),
-		onnx.NewFloat32Tensor("Ak", []int64{4, 16}, ak))
-	g.node("Reshape", []string{"x", g.shape("s_xr", n*c, 1, hw, hw)}, "xr")
-	g.node("Conv", []string{"xr", "Bk"}, "v0", onnx.IntsAttr("strides", 2, 2), onnx.IntsAttr("pads", 1, 1, 1, 1))
-	g.node("Reshape", []string{"v0", g.shape("s_v1", n, c, 16, t)}, "v1")
-	g.node("Transpose", []string{"v1"}, "v2", onnx.IntsAttr("perm", 2, 1, 0, 3))
-	g.node("Reshape", []string{"v2", g.shape("s_v", 16, c, n*t)}, "v")
-	g.node("Reshape", []string{"w", g.shape("s_g", k*c, 9)}, "g2")
-	g.node("MatMul", []string{"g2", "Gk"}, "u0")
-	g.node("Reshape", []string{"u0", g.shape("s_u", k, c, 16)}, "u1")
-	g.node("Transpose", []string{"u1"}, "u", onnx.IntsAttr("perm", 2, 0, 1))
-	g.node("MatMul", []string{"u", "v"}, "m")
-	g.node("Reshape", []string{"m", g.shape("s_m", 16, k*n*t)}, "m2")
-	g.node("MatMul", []string{"Ak", "m2"}, "y0")
-	g.node("Reshape", []string{"y0", g.shape("s_y1", 4, k, n, t)}, "y1")
-	g.node("Transpose", []string{"y1"}, "y2", onnx.IntsAttr("perm", 2, 0, 1, 3))
-	g.node("Reshape", []string{"y2", g.shape("s_y3", n, 4*k, hw/2, hw/2)}, "y3")
-	g.node("DepthToSpace", []string{"y3"}, "y", onnx.IntAttr("blocksize", 2), onnx.StringAttr("mode", "DCR"))
+	g.Initializer(onnx.NewFloat32Tensor("Bk", []int64{16, 1, 4, 4}, bk))
+	g.Initializer(onnx.NewFloat32Tensor("Gk", []int64{9, 16}, gk))
+	g.Initializer(onnx.NewFloat32Tensor("Ak", []int64{4, 16}, ak))
+	g.Node("Reshape", "xr", []string{"x", g.shape("s_xr", n*c, 1, hw, hw)})
+	g.Node("Conv", "v0", []string{"xr", "Bk"}, onnx.IntsAttr("strides", 2, 2), onnx.IntsAttr("pads", 1, 1, 1, 1))
+	g.Node("Reshape", "v1", []string{"v0", g.shape("s_v1", n, c, 16, t)})
+	g.Node("Transpose", "v2", []string{"v1"}, onnx.IntsAttr("perm", 2, 1, 0, 3))
+	g.Node("Reshape", "v", []string{"v2", g.shape("s_v", 16, c, n*t)})
+	g.Node("Reshape", "g2", []string{"w", g.shape("s_g", k*c, 9)})
+	g.Node("MatMul", "u0", []string{"g2", "Gk"})
+	g.Node("Reshape", "u1", []string{"u0", g.shape("s_u", k, c, 16)})
+	g.Node("Transpose", "u", []string{"u1"}, onnx.IntsAttr("perm", 2, 0, 1))
+	g.Node("MatMul", "m", []string{"u", "v"})
+	g.Node("Reshape", "m2", []string{"m", g.shape("s_m", 16, k*n*t)})
+	g.Node("MatMul", "y0", []string{"Ak", "m2"})
+	g.Node("Reshape", "y1", []string{"y0", g.shape("s_y1", 4, k, n, t)})
+	g.Node("Transpose", "y2", []string{"y1"}, onnx.IntsAttr("perm", 2, 0, 1, 3))
+	g.Node("Reshape", "y3", []string{"y2", g.shape("s_y3", n, 4*k, hw/2, hw/2)})
+	g.Node("DepthToSpace", "y", []string{"y3"}, onnx.IntAttr("blocksize", 2), onnx.StringAttr("mode", "DCR"))
 	return g.model()
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
@@ -58,10 +57,6 @@ func TestArtifactsCommand(t *testing.T) {
 func resizeModel(t *testing.T, nhwc bool) string {
 	t.Helper()
 	f := onnxpb.TensorProto_FLOAT
-	conv := func(name, x, w, b string) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{Name: proto.String(name), OpType: proto.String("Conv"), Input: []string{x, w, b}, Output: []string{name},
-			Attribute: []*onnxpb.AttributeProto{onnx.IntsAttr("pads", 1, 1, 1, 1)}}
-	}
 	ones := func(n int) []float32 {
 		v := make([]float32, n)
 		for i := range v {
@@ -69,36 +64,29 @@ func resizeModel(t *testing.T, nhwc bool) string {
 		}
 		return v
 	}
-	g := &onnxpb.GraphProto{
-		Name: proto.String("resize"),
-		Node: []*onnxpb.NodeProto{
-			conv("c1", "input", "c1.weight", "c1.bias"),
-			conv("c2", "c1", "c2.weight", "c2.bias"),
-			{Name: proto.String("up"), OpType: proto.String("Resize"), Input: []string{"c2", "", "scales"}, Output: []string{"logits"},
-				Attribute: []*onnxpb.AttributeProto{onnx.StringAttr("mode", "linear")}},
-		},
-		Initializer: []*onnxpb.TensorProto{
-			onnx.NewFloat32Tensor("c1.weight", []int64{4, 3, 3, 3}, ones(108)),
-			onnx.NewFloat32Tensor("c1.bias", []int64{4}, ones(4)),
-			onnx.NewFloat32Tensor("c2.weight", []int64{2, 4, 3, 3}, ones(72)),
-			onnx.NewFloat32Tensor("c2.bias", []int64{2}, ones(2)),
-			onnx.NewFloat32Tensor("scales", []int64{4}, []float32{1, 1, 2, 2}),
-		},
-		Input:  []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", f, 1, 3, 8, 8)},
-		Output: []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("logits", f, 1, 2, 16, 16)},
+	b := &onnx.Builder{}
+	param := func(name string, dims ...int64) string {
+		n, _ := onnx.NumElements(dims)
+		return b.Initializer(onnx.NewFloat32Tensor(name, dims, ones(int(n))))
 	}
+	conv := func(name, x string, cout, cin int64) string {
+		w, bias := param(name+".weight", cout, cin, 3, 3), param(name+".bias", cout)
+		return b.Node("Conv", name, []string{x, w, bias}, onnx.IntsAttr("pads", 1, 1, 1, 1))
+	}
+	in, out := onnx.TensorValueInfo("input", f, 1, 3, 8, 8), onnx.TensorValueInfo("logits", f, 1, 2, 16, 16)
+	x, logits := "input", "logits"
 	if nhwc { // tf2onnx layout: Transposes around the NCHW body
-		g.Node[0].Input[0] = "nchw"
-		g.Node[2].Output[0] = "logits_nchw"
-		g.Node = append([]*onnxpb.NodeProto{{Name: proto.String("to_nchw"), OpType: proto.String("Transpose"), Input: []string{"input"}, Output: []string{"nchw"},
-			Attribute: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", 0, 3, 1, 2)}}}, g.Node...)
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String("to_nhwc"), OpType: proto.String("Transpose"), Input: []string{"logits_nchw"}, Output: []string{"logits"},
-			Attribute: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", 0, 2, 3, 1)}})
-		g.Input = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", f, 1, 8, 8, 3)}
-		g.Output = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("logits", f, 1, 16, 16, 2)}
+		in, out = onnx.TensorValueInfo("input", f, 1, 8, 8, 3), onnx.TensorValueInfo("logits", f, 1, 16, 16, 2)
+		x, logits = "nchw", "logits_nchw"
+		b.Emit("Transpose", "to_nchw", []string{"input"}, []string{x}, onnx.IntsAttr("perm", 0, 3, 1, 2))
 	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}}}
+	c2 := conv("c2", conv("c1", x, 4, 3), 2, 4)
+	scales := b.ConstFloat("scales", f, []int64{4}, 1, 1, 2, 2)
+	b.Emit("Resize", "up", []string{c2, "", scales}, []string{logits}, onnx.StringAttr("mode", "linear"))
+	if nhwc {
+		b.Emit("Transpose", "to_nhwc", []string{logits}, []string{"logits"}, onnx.IntsAttr("perm", 0, 2, 3, 1))
+	}
+	m := onnx.NewModel(b.Graph("resize", []*onnxpb.ValueInfoProto{in}, []*onnxpb.ValueInfoProto{out}), 13)
 	path := filepath.Join(t.TempDir(), "resize.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

@@ -42,39 +42,13 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 // its green one: a 1x1 Conv with logits (g-r, r-g) on any input size.
 func redModel(t *testing.T, dir string) string {
 	t.Helper()
-	str := func(s string) *string { return &s }
-	i64 := func(v int64) *int64 { return &v }
-	f32 := int32(onnxpb.TensorProto_FLOAT)
-	dims := func(names ...string) *onnxpb.TensorShapeProto {
-		sp := &onnxpb.TensorShapeProto{}
-		for _, n := range names {
-			d := &onnxpb.TensorShapeProto_Dimension{}
-			if n == "3" || n == "2" {
-				v := int64(n[0] - '0')
-				d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
-			} else {
-				d.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: n}
-			}
-			sp.Dim = append(sp.Dim, d)
-		}
-		return sp
-	}
-	vi := func(name string, shape *onnxpb.TensorShapeProto) *onnxpb.ValueInfoProto {
-		return &onnxpb.ValueInfoProto{Name: str(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-			TensorType: &onnxpb.TypeProto_Tensor{ElemType: &f32, Shape: shape}}}}
-	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   i64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: str(""), Version: i64(17)}},
-		Graph: &onnxpb.GraphProto{
-			Name: str("red"),
-			Node: []*onnxpb.NodeProto{{OpType: str("Conv"), Input: []string{"input", "w"}, Output: []string{"logits"}}},
-			Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1},
-				[]float32{-1, 1, 0, 1, -1, 0})},
-			Input:  []*onnxpb.ValueInfoProto{vi("input", dims("n", "3", "h", "w"))},
-			Output: []*onnxpb.ValueInfoProto{vi("logits", dims("n", "2", "h", "w"))},
-		},
-	}}
+	b := &onnx.Builder{}
+	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
+	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
+	f32 := onnxpb.TensorProto_FLOAT
+	m := onnx.NewModel(b.Graph("red",
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	path := filepath.Join(dir, "red.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

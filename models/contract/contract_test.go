@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -19,13 +17,11 @@ type node struct {
 }
 
 func model(opset int64, in, out *onnxpb.ValueInfoProto, nodes ...node) *onnx.Model {
-	g := &onnxpb.GraphProto{Name: proto.String("g"), Input: []*onnxpb.ValueInfoProto{in}, Output: []*onnxpb.ValueInfoProto{out}}
+	b := &onnx.Builder{}
 	for i, n := range nodes {
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: proto.String(n.op + string(rune('a'+i))), OpType: proto.String(n.op),
-			Input: strings.Split(n.in, ","), Output: []string{n.out}, Attribute: n.attrs})
+		b.Emit(n.op, n.op+string(rune('a'+i)), strings.Split(n.in, ","), []string{n.out}, n.attrs...)
 	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}}}}
+	return onnx.NewModel(b.Graph("g", []*onnxpb.ValueInfoProto{in}, []*onnxpb.ValueInfoProto{out}), opset)
 }
 
 func f32(name string, dims ...int64) *onnxpb.ValueInfoProto {

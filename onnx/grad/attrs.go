@@ -1,8 +1,6 @@
 package grad
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
@@ -72,11 +70,6 @@ func delAttr(n *onnxpb.NodeProto, name string) {
 		}
 	}
 	n.Attribute = out
-}
-
-func aTensor(name string, v *onnxpb.TensorProto) *onnxpb.AttributeProto {
-	t := onnxpb.AttributeProto_TENSOR
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: &t, T: v}
 }
 
 // input returns the i-th input name of n, or "" when absent (optional inputs).

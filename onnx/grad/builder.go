@@ -5,86 +5,60 @@ import (
 	"math"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// builder appends nodes and constant initializers to a graph under a name
-// prefix, so that emitted names never collide with the model's own.
+// builder is the compiler's onnx.Builder plus what only the compiler needs:
+// the model's float element type, which every float constant takes, and
+// the upgrade pass's tail. Its lower-case methods are the names the rule
+// files use.
 type builder struct {
-	prefix string
-	nodes  []*onnxpb.NodeProto
-	tail   []*onnxpb.NodeProto // nodes to place after the node being rewritten (upgrade)
-	inits  []*onnxpb.TensorProto
+	*onnx.Builder
+	nodes []*onnxpb.NodeProto // what the builder emitted (Builder.Nodes points here)
+	inits []*onnxpb.TensorProto
+	tail  []*onnxpb.NodeProto // nodes to place after the node being rewritten (upgrade)
 	// floatType is the element type of every float tensor the builder makes.
 	floatType int32
-	count     int
-	consts    map[string]string // dedupes small constants by value
 	taken     func(string) bool // reports names already used by the model
 }
 
+// newBuilder returns a builder whose names start with prefix, so that they
+// never collide with the model's own, and avoid every name taken reports.
 func newBuilder(prefix string, floatType int32, taken func(string) bool) *builder {
-	return &builder{prefix: prefix, floatType: floatType, consts: map[string]string{}, taken: taken}
+	b := &builder{floatType: floatType, taken: taken}
+	b.Builder = &onnx.Builder{Prefix: prefix, Taken: taken, Nodes: &b.nodes, Inits: &b.inits}
+	return b
 }
 
 // fresh returns an unused tensor or node name with the given hint.
-func (b *builder) fresh(hint string) string {
-	for {
-		b.count++
-		name := fmt.Sprintf("%s%s_%d", b.prefix, hint, b.count)
-		if b.taken == nil || !b.taken(name) {
-			return name
-		}
-	}
-}
+func (b *builder) fresh(hint string) string { return b.Fresh(hint) }
 
 // op emits a node with nOut fresh outputs and returns their names.
 func (b *builder) op(opType string, inputs []string, nOut int, attrs ...*onnxpb.AttributeProto) []string {
-	outs := make([]string, nOut)
-	for i := range outs {
-		outs[i] = b.fresh(opType)
-	}
-	b.opTo(opType, inputs, outs, attrs...)
-	return outs
+	return b.Op(opType, inputs, nOut, attrs...)
 }
 
 // op1 emits a node with one fresh output.
 func (b *builder) op1(opType string, inputs []string, attrs ...*onnxpb.AttributeProto) string {
-	return b.op(opType, inputs, 1, attrs...)[0]
+	return b.Op1(opType, inputs, attrs...)
 }
 
 // opTo emits a node writing to the given output names.
 func (b *builder) opTo(opType string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) {
-	n := &onnxpb.NodeProto{
-		Name:   proto.String(b.fresh("node_" + opType)),
-		OpType: proto.String(opType),
-		Input:  append([]string{}, inputs...),
-		Output: append([]string{}, outputs...),
-	}
-	for _, a := range attrs {
-		if a != nil {
-			n.Attribute = append(n.Attribute, a)
-		}
-	}
-	b.nodes = append(b.nodes, n)
+	b.OpTo(opType, inputs, outputs, attrs...)
+}
+
+// opToTail is opTo for a node that consumes the output of the node being
+// upgraded: it goes to the tail, which upgrade places after that node.
+func (b *builder) opToTail(opType string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) {
+	b.tail = append(b.tail, b.OpTo(opType, inputs, outputs, attrs...))
+	b.nodes = b.nodes[:len(b.nodes)-1]
 }
 
 // constInt64 returns the name of an INT64 initializer holding vals.
 func (b *builder) constInt64(vals []int64, dims []int64) string {
-	key := fmt.Sprintf("i%v%v", dims, vals)
-	if len(vals) <= 64 {
-		if name, ok := b.consts[key]; ok {
-			return name
-		}
-	}
-	name := b.fresh("const")
-	b.inits = append(b.inits, onnx.NewInt64Tensor(name, dims, vals))
-	if len(vals) <= 64 {
-		b.consts[key] = name
-	}
-	return name
+	return b.ConstInt64("", dims, vals...)
 }
 
 // ints is a 1-D INT64 constant.
@@ -95,36 +69,12 @@ func (b *builder) ints(vals ...int64) string {
 // constFloat returns the name of a float initializer (of the builder's float
 // type) holding vals.
 func (b *builder) constFloat(vals []float64, dims []int64) string {
-	small := len(vals) <= 64
-	key := fmt.Sprintf("f%d%v%v", b.floatType, dims, vals)
-	if small {
-		if name, ok := b.consts[key]; ok {
-			return name
-		}
-	}
-	name := b.fresh("const")
-	b.inits = append(b.inits, floatTensor(name, b.floatType, dims, vals))
-	if small {
-		b.consts[key] = name
-	}
-	return name
+	return b.ConstFloat("", onnxpb.TensorProto_DataType(b.floatType), dims, vals...)
 }
 
 // scalar is a rank-0 float constant.
 func (b *builder) scalar(v float64) string {
 	return b.constFloat([]float64{v}, nil)
-}
-
-// floatTensor builds a FLOAT or DOUBLE tensor.
-func floatTensor(name string, dt int32, dims []int64, vals []float64) *onnxpb.TensorProto {
-	if dt == int32(onnxpb.TensorProto_DOUBLE) {
-		return onnx.NewFloat64Tensor(name, dims, vals)
-	}
-	f := make([]float32, len(vals))
-	for i, v := range vals {
-		f[i] = float32(v)
-	}
-	return onnx.NewFloat32Tensor(name, dims, f)
 }
 
 // zeros returns a float tensor of zeros of the given shape, made at run time
@@ -133,8 +83,8 @@ func (b *builder) zeros(shape []int64) string {
 	if len(shape) == 0 {
 		return b.scalar(0)
 	}
-	return b.op1("ConstantOfShape", []string{b.ints(shape...)},
-		aTensor("value", floatTensor("", b.floatType, []int64{1}, []float64{0})))
+	zero := onnx.NewFloatTensor("", onnxpb.TensorProto_DataType(b.floatType), []int64{1}, []float64{0})
+	return b.op1("ConstantOfShape", []string{b.ints(shape...)}, onnx.TensorAttr("value", zero))
 }
 
 // Convenience wrappers for the operators rules use most.

@@ -17,15 +17,13 @@ import (
 // withInput adds a float graph input x of the given shape (listed first).
 func withInput(m *onnx.Model, x string, shape ...int64) *onnx.Model {
 	g := m.Proto.Graph
-	g.Input = append([]*onnxpb.ValueInfoProto{{Name: proto.String(x), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
-		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: shapeProto(shape)}}}}}, g.Input...)
+	g.Input = append([]*onnxpb.ValueInfoProto{onnx.TensorValueInfo(x, onnxpb.TensorProto_FLOAT, shape...)}, g.Input...)
 	return m
 }
 
-// constantNode is a Constant node holding t.
-func constantNode(out string, t *onnxpb.TensorProto) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{Name: proto.String("const_" + out), OpType: proto.String("Constant"), Output: []string{out},
-		Attribute: []*onnxpb.AttributeProto{{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t}}}
+// constant appends a Constant node holding t.
+func (m *opModel) constant(out string, t *onnxpb.TensorProto) {
+	m.b.Emit("Constant", "const_"+out, nil, []string{out}, onnx.TensorAttr("value", t))
 }
 
 // convThenResize starts a model x → Conv(W, B) → "conv"; the cases add the
@@ -52,7 +50,7 @@ func TestFoldedConstants(t *testing.T) {
 		}},
 		{"upsample9_constant_node_scales", func() *onnx.Model {
 			m := convThenResize(9)
-			m.nodes = append(m.nodes, constantNode("scales", onnx.NewFloat32Tensor("", []int64{4}, []float32{1, 1, 2, 2})))
+			m.constant("scales", onnx.NewFloat32Tensor("", []int64{4}, []float32{1, 1, 2, 2}))
 			m.node("Upsample", []string{"conv", "scales"}, []string{"up"}, as("mode", "nearest"))
 			return m.model()
 		}},
@@ -62,9 +60,8 @@ func TestFoldedConstants(t *testing.T) {
 			md := m.model()
 			md.Proto.IrVersion = proto.Int64(3)
 			for _, init := range md.Proto.Graph.Initializer {
-				md.Proto.Graph.Input = append(md.Proto.Graph.Input, &onnxpb.ValueInfoProto{Name: proto.String(init.GetName()),
-					Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
-						ElemType: proto.Int32(init.GetDataType()), Shape: shapeProto(init.GetDims())}}}})
+				md.Proto.Graph.Input = append(md.Proto.Graph.Input,
+					onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_DataType(init.GetDataType()), init.GetDims()...))
 			}
 			return md
 		}},
@@ -76,7 +73,7 @@ func TestFoldedConstants(t *testing.T) {
 		}},
 		{"resize13_constant_node_scales", func() *onnx.Model {
 			m := convThenResize(13)
-			m.nodes = append(m.nodes, constantNode("scales", onnx.NewFloat32Tensor("", []int64{4}, []float32{1, 1, 2, 2})))
+			m.constant("scales", onnx.NewFloat32Tensor("", []int64{4}, []float32{1, 1, 2, 2}))
 			m.node("Resize", []string{"conv", "", "scales"}, []string{"up"}, as("mode", "nearest"))
 			return m.model()
 		}},

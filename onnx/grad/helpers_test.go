@@ -19,6 +19,7 @@ const tol = 1e-3
 // opModel is a one-graph test model: every input is an initializer.
 type opModel struct {
 	opset int64
+	b     *onnx.Builder // appends to nodes and inits, which tests may also edit
 	nodes []*onnxpb.NodeProto
 	inits []*onnxpb.TensorProto
 	outs  []string
@@ -30,7 +31,9 @@ type opModel struct {
 }
 
 func newOpModel(opset int64) *opModel {
-	return &opModel{opset: opset, rng: rand.New(rand.NewPCG(7, uint64(opset)))}
+	m := &opModel{opset: opset, rng: rand.New(rand.NewPCG(7, uint64(opset)))}
+	m.b = &onnx.Builder{Nodes: &m.nodes, Inits: &m.inits}
+	return m
 }
 
 // rand adds a float initializer with values in ±[0.2, 1.2], away from the
@@ -48,38 +51,29 @@ func (m *opModel) rand(name string, dims ...int64) string {
 		}
 		v[i] = x
 	}
-	m.inits = append(m.inits, onnx.NewFloat32Tensor(name, dims, v))
 	m.params = append(m.params, name)
-	return name
+	return m.b.Initializer(onnx.NewFloat32Tensor(name, dims, v))
 }
 
 func (m *opModel) floats(name string, dims []int64, v ...float32) string {
-	m.inits = append(m.inits, onnx.NewFloat32Tensor(name, dims, v))
-	return name
+	return m.b.Initializer(onnx.NewFloat32Tensor(name, dims, v))
 }
 
 func (m *opModel) ints(name string, dims []int64, v ...int64) string {
-	m.inits = append(m.inits, onnx.NewInt64Tensor(name, dims, v))
-	return name
+	return m.b.Initializer(onnx.NewInt64Tensor(name, dims, v))
 }
 
+// node appends a node named after its position and op type.
 func (m *opModel) node(op string, ins, outs []string, attrs ...*onnxpb.AttributeProto) {
-	m.nodes = append(m.nodes, &onnxpb.NodeProto{
-		Name: proto.String(fmt.Sprintf("n%d_%s", len(m.nodes), op)), OpType: proto.String(op),
-		Input: ins, Output: outs, Attribute: attrs,
-	})
+	m.b.Emit(op, fmt.Sprintf("n%d_%s", len(m.nodes), op), ins, outs, attrs...)
 }
 
 func (m *opModel) model() *onnx.Model {
-	g := &onnxpb.GraphProto{Name: proto.String("t"), Node: m.nodes, Initializer: m.inits}
+	var outs []*onnxpb.ValueInfoProto
 	for _, o := range m.outs {
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+		outs = append(outs, &onnxpb.ValueInfoProto{Name: proto.String(o)})
 	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(m.opset)}},
-		Graph:       g,
-	}}
+	return onnx.NewModel(m.b.Graph("t", nil, outs), m.opset)
 }
 
 // check differentiates the model's outputs (through random upstream
@@ -103,22 +97,11 @@ func (m *opModel) check(t *testing.T, trainable ...string) {
 	t.Logf("RESULT %s float64=%v max_rel_err=%.2e", t.Name(), res.Float64, res.MaxRelErr)
 }
 
-func ai(name string, v int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INT.Enum(), I: proto.Int64(v)}
-}
-
-func ais(name string, v ...int64) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
-}
-
-func af(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
-}
-
-func afs(name string, v ...float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: v}
-}
-
-func as(name, v string) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(v)}
-}
+// Short names for the attribute constructors the op tests use on every line.
+var (
+	ai  = onnx.IntAttr
+	ais = onnx.IntsAttr
+	af  = onnx.FloatAttr
+	afs = onnx.FloatsAttr
+	as  = onnx.StringAttr
+)

@@ -76,8 +76,7 @@ func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
 		n.Output = []string{sm}
 		setAttr(n, onnx.IntAttr("axis", 1))
 		// The Reshape consumes n's output, so it goes after n.
-		tail := &onnxpb.NodeProto{Name: proto.String(b.fresh("node_Reshape")), OpType: proto.String("Reshape"), Input: []string{sm, shape}, Output: []string{y}}
-		b.tail = append(b.tail, tail)
+		b.opToTail("Reshape", []string{sm, shape}, []string{y})
 	case "Upsample", "Resize":
 		if n.GetOpType() == "Resize" && from >= 11 {
 			return nil

@@ -7,11 +7,10 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
@@ -100,11 +99,8 @@ func TestWholeGeneratedModels(t *testing.T) {
 // HardSigmoid and MaxPool is a kink, and a float32 central difference with a
 // step large enough to beat rounding crosses thousands of them, so it
 // measures something else than the derivative at θ. frozenKinks rewrites the
-// model so that each of these ops keeps, at every element, the linear piece
-// it is on at θ:
-//
-//	Relu, Clip, HardSigmoid:  y = M ⊙ x + C   (M the slope at θ: 1, 0 or α; C = y(θ) − M ⊙ x(θ))
-//	MaxPool:                  y = x.flat[I]   (I the argmax indices at θ)
+// model with gradcheck.FreezeKinks so that each kink keeps, at every
+// element, the linear piece it is on at θ.
 //
 // The frozen network has the same value and the same gradient as the
 // original at θ (the kinks' derivatives are the slopes at θ), and it is
@@ -117,99 +113,18 @@ func TestWholeGeneratedModels(t *testing.T) {
 // training graph of the original model, so every backward rule, the kinks'
 // included, is checked.
 
-// kinkOps are the operators frozenKinks replaces; any other operator must be
-// smooth (or linear) for the frozen check to be exact.
-var kinkOps = map[string]bool{"Relu": true, "Clip": true, "HardSigmoid": true, "MaxPool": true}
-
 // frozenKinks returns a copy of m whose kinks are frozen at input x (shape
 // shape) and whose params are graph inputs instead of initializers.
 func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []float32, params []string) *onnx.Model {
 	t.Helper()
-	// Probe: the input and output of every kink, and MaxPool's argmax.
-	probe := m.Clone()
-	g := probe.Proto.Graph
-	var watch []string
-	for _, n := range g.Node {
-		if !kinkOps[n.GetOpType()] {
-			continue
-		}
-		if n.GetOpType() == "MaxPool" {
-			if len(n.Output) > 1 && n.Output[1] != "" {
-				t.Fatalf("MaxPool %s already has an Indices output", n.GetName())
-			}
-			n.Output = append(n.Output[:1], n.Output[0]+"/frozen_indices")
-			watch = append(watch, n.Output[1])
-			continue
-		}
-		watch = append(watch, n.Input[0], n.Output[0])
+	feeds := map[string]*runtime.Tensor{input: runtime.NewFloat32(shape, x)}
+	fz, err := gradcheck.FreezeKinks(m, false, func(pm *onnx.Model) (map[string]*runtime.Tensor, error) {
+		return runModel(t, pm, feeds), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, w := range watch {
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(w)})
-	}
-	vals := map[string]*runtime.Tensor{}
-	for name, v := range runModel(t, probe, map[string]*runtime.Tensor{input: runtime.NewFloat32(shape, x)}) {
-		vals[name] = v
-	}
-
-	fz := m.Clone()
-	g = fz.Proto.Graph
-	var nodes []*onnxpb.NodeProto
-	for _, n := range g.Node {
-		op := n.GetOpType()
-		if !kinkOps[op] {
-			nodes = append(nodes, n)
-			continue
-		}
-		base := n.Output[0] + "/frozen"
-		if op == "MaxPool" {
-			idx := vals[n.Output[0]+"/frozen_indices"]
-			g.Initializer = append(g.Initializer,
-				onnx.NewInt64Tensor(base+"_indices", idx.Shape, idx.Int64),
-				onnx.NewInt64Tensor(base+"_flat", []int64{1}, []int64{-1}))
-			nodes = append(nodes,
-				&onnxpb.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(base + "_reshape"),
-					Input: []string{n.Input[0], base + "_flat"}, Output: []string{base + "_x"}},
-				&onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String(base + "_gather"),
-					Input: []string{base + "_x", base + "_indices"}, Output: []string{n.Output[0]}})
-			continue
-		}
-		xin, yout := vals[n.Input[0]], vals[n.Output[0]]
-		slope := make([]float32, len(xin.Float32))
-		offset := make([]float32, len(xin.Float32))
-		alpha := float32(0.2)
-		for _, a := range n.Attribute {
-			if a.GetName() == "alpha" {
-				alpha = a.GetF()
-			}
-		}
-		for i, xv := range xin.Float32 {
-			yv := yout.Float32[i]
-			switch op {
-			case "Relu":
-				if xv > 0 {
-					slope[i] = 1
-				}
-			case "Clip": // inside [min, max] (bounds included, like torch.clamp)
-				if yv == xv {
-					slope[i] = 1
-				}
-			case "HardSigmoid": // strictly inside (0, 1)
-				if yv > 0 && yv < 1 {
-					slope[i] = alpha
-				}
-			}
-			offset[i] = float32(float64(yv) - float64(slope[i])*float64(xv))
-		}
-		g.Initializer = append(g.Initializer,
-			onnx.NewFloat32Tensor(base+"_slope", xin.Shape, slope),
-			onnx.NewFloat32Tensor(base+"_offset", xin.Shape, offset))
-		nodes = append(nodes,
-			&onnxpb.NodeProto{OpType: proto.String("Mul"), Name: proto.String(base + "_mul"),
-				Input: []string{n.Input[0], base + "_slope"}, Output: []string{base + "_lin"}},
-			&onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(base + "_add"),
-				Input: []string{base + "_lin", base + "_offset"}, Output: []string{n.Output[0]}})
-	}
-	g.Node = nodes
+	g := fz.Proto.Graph
 	// The parameters become inputs, so one session evaluates every step.
 	var keep []*onnxpb.TensorProto
 	isParam := map[string]bool{}
@@ -221,20 +136,10 @@ func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []f
 			keep = append(keep, init)
 			continue
 		}
-		g.Input = append(g.Input, &onnxpb.ValueInfoProto{Name: proto.String(init.GetName()),
-			Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
-				ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Shape: shapeProto(init.GetDims())}}}})
+		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_FLOAT, init.GetDims()...))
 	}
 	g.Initializer = keep
 	return fz
-}
-
-func shapeProto(dims []int64) *onnxpb.TensorShapeProto {
-	s := &onnxpb.TensorShapeProto{}
-	for _, d := range dims {
-		s.Dim = append(s.Dim, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}})
-	}
-	return s
 }
 
 // runModel runs m once and returns its outputs by name.

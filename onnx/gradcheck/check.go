@@ -8,7 +8,7 @@
 // upstream-gradient inputs) evaluated with the evaluation graph. The graphs
 // run in float64 when ONNX Runtime has double kernels for every operator,
 // otherwise in float32 with a larger relative step. Whole networks, full of
-// ReLU kinks, are checked with Options.FreezeKinks (see freezeKinks), which
+// ReLU kinks, are checked with Options.FreezeKinks (see FreezeKinks), which
 // keeps float32 differences exact. CheckGraphs checks graphs compiled
 // beforehand, so tests can show that an altered gradient is rejected.
 package gradcheck
@@ -21,6 +21,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 	Threads int
 	// FreezeKinks takes the differences on the evaluation graph with every
 	// Relu, Clip, LeakyRelu, HardSigmoid and MaxPool frozen on the linear
-	// piece it is on at θ (see freezeKinks): same value and gradient at θ,
+	// piece it is on at θ (see FreezeKinks): same value and gradient at θ,
 	// but smooth, so whole networks can be checked tightly in float32.
 	// Where the objective is then affine in the parameters (one weight
 	// tensor of a network without multiplicative gating), Step can be 1.
@@ -74,6 +75,29 @@ func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt
 		return nil, err
 	}
 	return CheckGraphs(gs, feeds, opt)
+}
+
+// ScaleGradient multiplies the training graph's gradient output of param
+// by k: a wrong gradient, for negative controls that CheckGraphs must
+// reject. It changes gs in place.
+func ScaleGradient(gs *grad.Graphs, param string, k float64) {
+	g := gs.Training.Proto.Graph
+	out := grad.GradPrefix + param
+	for _, n := range g.Node {
+		for j, o := range n.Output {
+			if o == out {
+				n.Output[j] = out + "/unscaled"
+			}
+		}
+	}
+	dt := onnxpb.TensorProto_FLOAT
+	for _, p := range gs.Params {
+		if p.GetName() == param {
+			dt = onnxpb.TensorProto_DataType(p.GetDataType())
+		}
+	}
+	b := &onnx.Builder{Nodes: &g.Node, Inits: &g.Initializer}
+	b.Emit("Mul", out+"/scale", []string{out + "/unscaled", b.ConstFloat(out+"/k", dt, nil, k)}, []string{out})
 }
 
 // CheckGraphs is Check on graphs already compiled (the graphs of a
@@ -149,7 +173,7 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 		return f
 	}
 	if opt.FreezeKinks {
-		fz, err := freezeKinks(gs.Eval, f64, func(pm *onnx.Model) (map[string]*runtime.Tensor, error) {
+		fz, err := FreezeKinks(gs.Eval, f64, func(pm *onnx.Model) (map[string]*runtime.Tensor, error) {
 			s, err := openModel(pm, f64, opt)
 			if err != nil {
 				return nil, err

@@ -25,51 +25,40 @@ func randTensor(rng *rand.Rand, name string, dims ...int64) *onnxpb.TensorProto 
 	return onnx.NewFloat32Tensor(name, dims, v)
 }
 
-func node(op string, ins []string, out string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{Name: proto.String(out), OpType: proto.String(op), Input: ins, Output: []string{out}, Attribute: attrs}
+// netModel wraps what b built in an opset-13 model with a float input
+// "input" of the given shape and an output "logits".
+func netModel(b *onnx.Builder, name string, input ...int64) *onnx.Model {
+	return onnx.NewModel(b.Graph(name, []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", onnxpb.TensorProto_FLOAT, input...)},
+		[]*onnxpb.ValueInfoProto{{Name: proto.String("logits")}}), 13)
 }
 
 // convNet is input [2,3,8,8] → Conv → Relu → MaxPool → Conv → Clip(0, 6)
 // → logits: kinks everywhere, linear in each weight between them.
 func convNet() *onnx.Model {
 	rng := rand.New(rand.NewPCG(1, 2))
-	g := &onnxpb.GraphProto{
-		Name: proto.String("net"),
-		Node: []*onnxpb.NodeProto{
-			node("Conv", []string{"input", "w1", "b1"}, "c1", onnx.IntsAttr("pads", 1, 1, 1, 1)),
-			node("Relu", []string{"c1"}, "r1"),
-			node("MaxPool", []string{"r1"}, "p1", onnx.IntsAttr("kernel_shape", 2, 2), onnx.IntsAttr("strides", 2, 2)),
-			node("Conv", []string{"p1", "w2", "b2"}, "c2", onnx.IntsAttr("pads", 1, 1, 1, 1)),
-			node("Clip", []string{"c2", "lo", "hi"}, "logits"),
-		},
-		Initializer: []*onnxpb.TensorProto{
-			randTensor(rng, "w1", 6, 3, 3, 3), randTensor(rng, "b1", 6), randTensor(rng, "w2", 4, 6, 3, 3), randTensor(rng, "b2", 4),
-			onnx.NewFloat32Tensor("lo", nil, []float32{0}), onnx.NewFloat32Tensor("hi", nil, []float32{6}),
-		},
-		Input:  []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", onnxpb.TensorProto_FLOAT, 2, 3, 8, 8)},
-		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("logits")}},
-	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}}}
+	b := &onnx.Builder{}
+	w1 := b.Initializer(randTensor(rng, "w1", 6, 3, 3, 3))
+	b1 := b.Initializer(randTensor(rng, "b1", 6))
+	w2 := b.Initializer(randTensor(rng, "w2", 4, 6, 3, 3))
+	b2 := b.Initializer(randTensor(rng, "b2", 4))
+	lo, hi := b.ConstFloat("lo", onnxpb.TensorProto_FLOAT, nil, 0), b.ConstFloat("hi", onnxpb.TensorProto_FLOAT, nil, 6)
+	c1 := b.Node("Conv", "c1", []string{"input", w1, b1}, onnx.IntsAttr("pads", 1, 1, 1, 1))
+	p1 := b.Node("MaxPool", "p1", []string{b.Node("Relu", "r1", []string{c1})}, onnx.IntsAttr("kernel_shape", 2, 2), onnx.IntsAttr("strides", 2, 2))
+	c2 := b.Node("Conv", "c2", []string{p1, w2, b2}, onnx.IntsAttr("pads", 1, 1, 1, 1))
+	b.Node("Clip", "logits", []string{c2, lo, hi})
+	return netModel(b, "net", 2, 3, 8, 8)
 }
 
 // smoothNet is input [4,5] → MatMul → Tanh → MatMul → logits: smooth,
 // and every operator has double kernels, so checks run in float64.
 func smoothNet() *onnx.Model {
 	rng := rand.New(rand.NewPCG(3, 4))
-	g := &onnxpb.GraphProto{
-		Name: proto.String("smooth"),
-		Node: []*onnxpb.NodeProto{
-			node("MatMul", []string{"input", "w1"}, "h"),
-			node("Tanh", []string{"h"}, "a"),
-			node("MatMul", []string{"a", "w2"}, "logits"),
-		},
-		Initializer: []*onnxpb.TensorProto{randTensor(rng, "w1", 5, 6), randTensor(rng, "w2", 6, 3)},
-		Input:       []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", onnxpb.TensorProto_FLOAT, 4, 5)},
-		Output:      []*onnxpb.ValueInfoProto{{Name: proto.String("logits")}},
-	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(13)}}}}
+	b := &onnx.Builder{}
+	w1 := b.Initializer(randTensor(rng, "w1", 5, 6))
+	w2 := b.Initializer(randTensor(rng, "w2", 6, 3))
+	h := b.Node("MatMul", "h", []string{"input", w1})
+	b.Node("MatMul", "logits", []string{b.Node("Tanh", "a", []string{h}), w2})
+	return netModel(b, "smooth", 4, 5)
 }
 
 // build compiles m for param with a random upstream gradient on logits.
@@ -81,21 +70,6 @@ func build(t *testing.T, m *onnx.Model, param string) *grad.Graphs {
 		t.Fatal(err)
 	}
 	return gs
-}
-
-// scaleGrad multiplies the training graph's gradient output of param by k.
-func scaleGrad(gs *grad.Graphs, param string, k float32) {
-	g := gs.Training.Proto.Graph
-	out := grad.GradPrefix + param
-	for _, n := range g.Node {
-		for j, o := range n.Output {
-			if o == out {
-				n.Output[j] = out + "/unscaled"
-			}
-		}
-	}
-	g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(out+"/k", nil, []float32{k}))
-	g.Node = append(g.Node, node("Mul", []string{out + "/unscaled", out + "/k"}, out))
 }
 
 // TestCheckRejectsWrongGradients is the checker's negative control: the
@@ -115,10 +89,10 @@ func TestCheckRejectsWrongGradients(t *testing.T) {
 		{"frozen", convNet(), []string{"w1", "w2"}, gradcheck.Options{Seed: 4, Directions: 4, FreezeKinks: true, Step: 1}},
 	} {
 		for _, param := range tc.params {
-			for _, k := range []float32{1, 1.5, -1} {
+			for _, k := range []float64{1, 1.5, -1} {
 				gs := build(t, tc.m, param)
 				if k != 1 {
-					scaleGrad(gs, param, k)
+					gradcheck.ScaleGradient(gs, param, k)
 				}
 				pass := k == 1
 				res, err := gradcheck.CheckGraphs(gs, nil, tc.opt)

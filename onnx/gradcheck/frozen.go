@@ -29,13 +29,14 @@ import (
 // rounding for steps as large as the weights. The analytic gradient still
 // comes from the training graph of the original model.
 
-// kinkOps are the operators freezeKinks replaces.
+// kinkOps are the operators FreezeKinks replaces.
 var kinkOps = map[string]bool{"Relu": true, "Clip": true, "LeakyRelu": true, "HardSigmoid": true, "MaxPool": true}
 
-// freezeKinks returns a copy of eval with its kinks frozen at the values
+// FreezeKinks returns a copy of eval with its kinks frozen at the values
 // that run (evaluating a model at θ and returning its outputs by name)
-// gives; f64 stores the slopes and offsets as doubles.
-func freezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*runtime.Tensor, error)) (*onnx.Model, error) {
+// gives; f64 stores the slopes and offsets as doubles. Check uses it for
+// Options.FreezeKinks; tests with checks of their own call it directly.
+func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*runtime.Tensor, error)) (*onnx.Model, error) {
 	probe := eval.Clone()
 	g := probe.Proto.Graph
 	var watch []string
@@ -73,17 +74,12 @@ func freezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 	}
 	fz := eval.Clone()
 	g = fz.Proto.Graph
-	tensor := func(name string, dims []int64, v []float64) *onnxpb.TensorProto {
-		if f64 {
-			return onnx.NewFloat64Tensor(name, dims, v)
-		}
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return onnx.NewFloat32Tensor(name, dims, f)
+	dt := onnxpb.TensorProto_FLOAT
+	if f64 {
+		dt = onnxpb.TensorProto_DOUBLE
 	}
 	var nodes []*onnxpb.NodeProto
+	b := &onnx.Builder{Nodes: &nodes, Inits: &g.Initializer}
 	for _, n := range g.Node {
 		op := n.GetOpType()
 		if !kinkOps[op] || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
@@ -96,14 +92,10 @@ func freezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 			if idx == nil {
 				return nil, fmt.Errorf("freezing kinks: node %q: no probed indices", n.GetName())
 			}
-			g.Initializer = append(g.Initializer,
-				onnx.NewInt64Tensor(base+"/indices", idx.Shape, idx.Int64),
-				onnx.NewInt64Tensor(base+"/flat", []int64{1}, []int64{-1}))
-			nodes = append(nodes,
-				&onnxpb.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(base + "/reshape"),
-					Input: []string{n.Input[0], base + "/flat"}, Output: []string{base + "/x"}},
-				&onnxpb.NodeProto{OpType: proto.String("Gather"), Name: proto.String(base + "/gather"),
-					Input: []string{base + "/x", base + "/indices"}, Output: []string{n.Output[0]}})
+			b.Initializer(onnx.NewInt64Tensor(base+"/indices", idx.Shape, idx.Int64))
+			b.Initializer(onnx.NewInt64Tensor(base+"/flat", []int64{1}, []int64{-1}))
+			b.Emit("Reshape", base+"/reshape", []string{n.Input[0], base + "/flat"}, []string{base + "/x"})
+			b.Emit("Gather", base+"/gather", []string{base + "/x", base + "/indices"}, []string{n.Output[0]})
 			continue
 		}
 		xt, yt := vals[n.Input[0]], vals[n.Output[0]]
@@ -145,12 +137,10 @@ func freezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 			}
 			offset[i] = y - slope[i]*x
 		}
-		g.Initializer = append(g.Initializer, tensor(base+"/slope", xt.Shape, slope), tensor(base+"/offset", xt.Shape, offset))
-		nodes = append(nodes,
-			&onnxpb.NodeProto{OpType: proto.String("Mul"), Name: proto.String(base + "/mul"),
-				Input: []string{n.Input[0], base + "/slope"}, Output: []string{base + "/lin"}},
-			&onnxpb.NodeProto{OpType: proto.String("Add"), Name: proto.String(base + "/add"),
-				Input: []string{base + "/lin", base + "/offset"}, Output: []string{n.Output[0]}})
+		b.Initializer(onnx.NewFloatTensor(base+"/slope", dt, xt.Shape, slope))
+		b.Initializer(onnx.NewFloatTensor(base+"/offset", dt, xt.Shape, offset))
+		b.Emit("Mul", base+"/mul", []string{n.Input[0], base + "/slope"}, []string{base + "/lin"})
+		b.Emit("Add", base+"/add", []string{base + "/lin", base + "/offset"}, []string{n.Output[0]})
 	}
 	g.Node = nodes
 	return fz, nil

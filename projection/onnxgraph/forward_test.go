@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -251,23 +252,14 @@ func TestBatch(t *testing.T) {
 	initRuntime(t)
 	const B, n = 4, 33
 	g := &onnxpb.GraphProto{Input: []*onnxpb.ValueInfoProto{
-		valueInfo("tau", onnxpb.TensorProto_DOUBLE, "n"), valueInfo("delta", onnxpb.TensorProto_DOUBLE, 1),
+		onnx.SymbolicValueInfo("tau", onnxpb.TensorProto_DOUBLE, B, "n"), onnx.SymbolicValueInfo("delta", onnxpb.TensorProto_DOUBLE, B, 1),
 	}}
-	// Rank-2 shapes.
-	g.Input[0].Type.GetTensorType().Shape.Dim = append([]*onnxpb.TensorShapeProto_Dimension{
-		{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: B}}}, g.Input[0].Type.GetTensorType().Shape.Dim...)
-	g.Input[1].Type.GetTensorType().Shape.Dim = append([]*onnxpb.TensorShapeProto_Dimension{
-		{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: B}}}, g.Input[1].Type.GetTensorType().Shape.Dim...)
 	tp, thr, err := Append(g, opsetTest, "tau", "delta", "p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Output = []*onnxpb.ValueInfoProto{{Name: &tp}, {Name: &thr}}
-	m, err := NewModel(onnxpb.TensorProto_DOUBLE, opsetTest) // for the header only
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Proto.Graph = g
+	m := onnx.NewModel(g, opsetTest)
 	data, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +295,7 @@ func TestBatch(t *testing.T) {
 func TestAppendErrors(t *testing.T) {
 	mk := func() *onnxpb.GraphProto {
 		return &onnxpb.GraphProto{Input: []*onnxpb.ValueInfoProto{
-			valueInfo("tau", onnxpb.TensorProto_FLOAT, "n"), valueInfo("delta", onnxpb.TensorProto_FLOAT, 1),
+			onnx.SymbolicValueInfo("tau", onnxpb.TensorProto_FLOAT, "n"), onnx.SymbolicValueInfo("delta", onnxpb.TensorProto_FLOAT, 1),
 		}}
 	}
 	if _, _, err := Append(mk(), 12, "tau", "delta", "p"); err == nil {

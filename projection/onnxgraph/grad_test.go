@@ -310,11 +310,7 @@ func TestGradCheckBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tp)}, {Name: proto.String(thr)}}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetTest)}},
-		Graph:       g,
-	}}
+	m := onnx.NewModel(g, opsetTest)
 	res, err := gradcheck.Check(m, grad.Config{
 		Trainable: []string{"tau", "delta"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{tp, thr},
 	}, nil, gradcheck.Options{Directions: 4, Seed: 9, Threads: 1})

@@ -82,55 +82,58 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 	if dt != onnxpb.TensorProto_FLOAT && dt != onnxpb.TensorProto_DOUBLE {
 		return Names{}, fmt.Errorf("onnxgraph: element type %v of %q is not FLOAT or DOUBLE", dt, tau)
 	}
-	b := &builder{g: g, prefix: prefix, taken: namesIn(g)}
+	taken := namesIn(g)
 	for _, x := range []string{tau, delta} {
-		if !b.taken[x] {
+		if !taken[x] {
 			return Names{}, fmt.Errorf("onnxgraph: %q is not a tensor of the graph", x)
 		}
 	}
-	for name := range b.taken {
+	for name := range taken {
 		if strings.HasPrefix(name, prefix+"/") {
 			return Names{}, fmt.Errorf("onnxgraph: the graph already has a tensor %q under prefix %q", name, prefix)
 		}
 	}
 
+	// Names are chosen, not fresh: the prefix check above keeps them new.
+	b := &onnx.Builder{Prefix: prefix + "/", Nodes: &g.Node, Inits: &g.Initializer}
+
 	// n = size of the last axis of τ, as a [1] tensor (TopK's K) and as a
 	// scalar (Range's limit).
-	shape := b.node("Shape", "shape", []string{tau})
-	nK := b.node("Slice", "n", []string{shape, b.ints("minus1", []int64{1}, -1),
-		b.ints("intmax", []int64{1}, math.MaxInt64), b.ints("axis0", []int64{1}, 0)})
-	nScalar := b.node("Reshape", "n_scalar", []string{nK, b.ints("scalar_shape", []int64{0})})
+	shape := b.Node("Shape", "shape", []string{tau})
+	nK := b.Node("Slice", "n", []string{shape, b.ConstInt64("minus1", []int64{1}, -1),
+		b.ConstInt64("intmax", []int64{1}, math.MaxInt64), b.ConstInt64("axis0", []int64{1}, 0)})
+	nScalar := b.Node("Reshape", "n_scalar", []string{nK, b.ConstInt64("scalar_shape", []int64{0})})
 
 	// γ sorted descending: g_1 ≥ g_2 ≥ … ≥ g_n. On ties TopK keeps the
 	// lower index first; the values (all that is used) do not depend on it.
-	sorted, order := b.name("sorted"), b.name("order")
-	b.emit("TopK", "topk", []string{tau, nK}, []string{sorted, order},
+	sorted, order := b.Name("sorted"), b.Name("order")
+	b.Emit("TopK", b.Name("topk"), []string{tau, nK}, []string{sorted, order},
 		onnx.IntAttr("axis", -1), onnx.IntAttr("largest", 1), onnx.IntAttr("sorted", 1))
 
 	// c = CumSum([δ, g_1, …, g_n]) = [δ, δ+g_1, …, δ+g_1+…+g_n] and
 	// θ_k = c_k/(k+1), k = 0…n: the average of the top k, δ included.
-	dg := b.node("Concat", "delta_sorted", []string{delta, sorted}, onnx.IntAttr("axis", -1))
-	csum := b.node("CumSum", "cumsum", []string{dg, b.ints("axis_last", nil, -1)})
-	lim := b.node("Add", "count_limit", []string{nScalar, b.ints("two", nil, 2)})
-	cnt := b.node("Range", "count_int", []string{b.ints("one", nil, 1), lim, b.ints("step", nil, 1)})
-	cntF := b.node("Cast", "count", []string{cnt}, onnx.IntAttr("to", int64(dt)))
-	thetaAll := b.node("Div", "theta_all", []string{csum, cntF})
+	dg := b.Node("Concat", "delta_sorted", []string{delta, sorted}, onnx.IntAttr("axis", -1))
+	csum := b.Node("CumSum", "cumsum", []string{dg, b.ConstInt64("axis_last", nil, -1)})
+	lim := b.Node("Add", "count_limit", []string{nScalar, b.ConstInt64("two", nil, 2)})
+	cnt := b.Node("Range", "count_int", []string{b.ConstInt64("one", nil, 1), lim, b.ConstInt64("step", nil, 1)})
+	cntF := b.Node("Cast", "count", []string{cnt}, onnx.IntAttr("to", int64(dt)))
+	thetaAll := b.Node("Div", "theta_all", []string{csum, cntF})
 
 	// k* = #{k ≥ 1 : θ_k < g_k}. g_k > θ_k ⟺ g_k > θ_{k−1} (θ_k is a
 	// weighted mean of θ_{k−1} and g_k), and g_k > θ_{k−1} holds on a
 	// prefix of k (Lemma 1 of the paper), so the count is the k* with
 	// g_{k*+1} ≤ θ_{k*} < g_{k*}. Comparisons carry no gradient.
-	thetaK := b.node("Slice", "theta_k", []string{thetaAll, b.ints("one_1", []int64{1}, 1),
-		b.ints("intmax_1", []int64{1}, math.MaxInt64), b.ints("axis_last_1", []int64{1}, -1)})
-	active := b.node("Less", "active", []string{thetaK, sorted})
-	activeI := b.node("Cast", "active_int", []string{active}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
-	kstar := b.node("ReduceSum", "k_star", []string{activeI, b.ints("axis_last_2", []int64{1}, -1)},
+	thetaK := b.Node("Slice", "theta_k", []string{thetaAll, b.ConstInt64("one_1", []int64{1}, 1),
+		b.ConstInt64("intmax_1", []int64{1}, math.MaxInt64), b.ConstInt64("axis_last_1", []int64{1}, -1)})
+	active := b.Node("Less", "active", []string{thetaK, sorted})
+	activeI := b.Node("Cast", "active_int", []string{active}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
+	kstar := b.Node("ReduceSum", "k_star", []string{activeI, b.ConstInt64("axis_last_2", []int64{1}, -1)},
 		onnx.IntAttr("keepdims", 1))
 
 	// θ* = θ_{k*}; ō = max(0, θ*); τ* = min(τ, ō) (the relu form).
-	theta := b.node("GatherElements", "theta", []string{thetaAll, kstar}, onnx.IntAttr("axis", -1))
-	thr := b.node("Relu", "threshold", []string{theta})
-	proj := b.node("Min", "tau_proj", []string{tau, thr})
+	theta := b.Node("GatherElements", "theta", []string{thetaAll, kstar}, onnx.IntAttr("axis", -1))
+	thr := b.Node("Relu", "threshold", []string{theta})
+	proj := b.Node("Min", "tau_proj", []string{tau, thr})
 	return Names{TauProj: proj, Threshold: thr, Theta: theta, KStar: kstar, Sorted: sorted}, nil
 }
 
@@ -141,14 +144,15 @@ func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, e
 	g := &onnxpb.GraphProto{
 		Name: proto.String("projection"),
 		Input: []*onnxpb.ValueInfoProto{
-			valueInfo("tau", elemType, "n"),
-			valueInfo("delta", elemType, 1),
+			onnx.SymbolicValueInfo("tau", elemType, "n"),
+			onnx.SymbolicValueInfo("delta", elemType, 1),
 		},
 	}
 	names, err := AppendWith(g, opset, "tau", "delta", Options{Prefix: "proj", ElemType: elemType})
 	if err != nil {
 		return nil, err
 	}
+	b := &onnx.Builder{Nodes: &g.Node}
 	for _, o := range []struct {
 		from, to string
 		dt       onnxpb.TensorProto_DataType
@@ -158,69 +162,12 @@ func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, e
 		{names.Threshold, "threshold", elemType, 1},
 		{names.KStar, "k_star", onnxpb.TensorProto_INT64, 1},
 	} {
-		g.Node = append(g.Node, &onnxpb.NodeProto{
-			Name: proto.String("out/" + o.to), OpType: proto.String("Identity"),
-			Input: []string{o.from}, Output: []string{o.to},
-		})
-		g.Output = append(g.Output, valueInfo(o.to, o.dt, o.dim))
+		b.Emit("Identity", "out/"+o.to, []string{o.from}, []string{o.to})
+		g.Output = append(g.Output, onnx.SymbolicValueInfo(o.to, o.dt, o.dim))
 	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:    proto.Int64(8),
-		ProducerName: proto.String("segtune"),
-		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
-		Graph:        g,
-	}}, nil
-}
-
-// builder appends prefixed nodes and initializers to a graph.
-type builder struct {
-	g      *onnxpb.GraphProto
-	prefix string
-	taken  map[string]bool
-}
-
-func (b *builder) name(s string) string { return b.prefix + "/" + s }
-
-func (b *builder) emit(op, name string, ins, outs []string, attrs ...*onnxpb.AttributeProto) {
-	for _, o := range outs {
-		b.taken[o] = true
-	}
-	b.g.Node = append(b.g.Node, &onnxpb.NodeProto{
-		Name: proto.String(b.name(name)), OpType: proto.String(op),
-		Input: ins, Output: outs, Attribute: attrs,
-	})
-}
-
-// node emits a one-output node whose output is named like the node.
-func (b *builder) node(op, name string, ins []string, attrs ...*onnxpb.AttributeProto) string {
-	out := b.name(name)
-	b.emit(op, name, ins, []string{out}, attrs...)
-	return out
-}
-
-// ints adds an int64 initializer (dims nil: a scalar).
-func (b *builder) ints(name string, dims []int64, v ...int64) string {
-	full := b.name(name)
-	b.g.Initializer = append(b.g.Initializer, onnx.NewInt64Tensor(full, dims, v))
-	b.taken[full] = true
-	return full
-}
-
-// valueInfo declares a rank-1 tensor whose dimension is a number or a name.
-func valueInfo(name string, dt onnxpb.TensorProto_DataType, dim any) *onnxpb.ValueInfoProto {
-	d := &onnxpb.TensorShapeProto_Dimension{}
-	switch v := dim.(type) {
-	case int:
-		d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v)}
-	case string:
-		d.Value = &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: v}
-	}
-	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{
-		Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
-			ElemType: proto.Int32(int32(dt)),
-			Shape:    &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{d}},
-		}},
-	}}
+	m := onnx.NewModel(g, opset)
+	m.Proto.ProducerName = proto.String("segtune")
+	return m, nil
 }
 
 // namesIn collects every tensor name of g (inputs, initializers, node

@@ -84,11 +84,7 @@ func parameterModel(tau []float32, delta float32, opset int64) (m *onnx.Model, t
 		return nil, "", "", err
 	}
 	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(threshold)}}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
-		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
-		Graph:       g,
-	}}, tauProj, threshold, nil
+	return onnx.NewModel(g, opset), tauProj, threshold, nil
 }
 
 // Len is the length of τ the projector was built for.
