@@ -63,9 +63,11 @@
 // # Errors
 //
 // An UnsupportedError (errors.As) reports a valid model the compiler cannot
-// handle — an operator without a rule, an attribute value its rule does not
-// cover, a subgraph, a pattern selecting nothing — with the node's name and
-// operator where there is one. Other errors are malformed models or
+// handle — an operator without a rule, an attribute or input value its rule
+// or opset upgrade does not cover (Resize mode "cubic", Dropout in training
+// mode), a subgraph, a Constant or graph input of a kind it does not read,
+// an opset older than 7, a pattern selecting nothing — with the node's name
+// and operator where there is one. Other errors are malformed models or
 // runtime failures.
 //
 // # Adding an operator

@@ -1,7 +1,6 @@
 package grad
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -161,12 +160,7 @@ func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[
 	ctx := &gradCtx{builder: c.b, c: c, n: n, dY: dY, need: need}
 	dX, err := r(ctx)
 	if err != nil {
-		var ue *UnsupportedError
-		if errors.As(err, &ue) && ue.Op == "" {
-			ue.Node, ue.Op = n.GetName(), n.GetOpType()
-			return ue
-		}
-		return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+		return atNode(n, err)
 	}
 	for i, x := range n.Input {
 		if need[i] && i < len(dX) && dX[i] != "" {

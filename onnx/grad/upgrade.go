@@ -1,8 +1,6 @@
 package grad
 
 import (
-	"fmt"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
@@ -31,7 +29,7 @@ func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
 		}
 		b.nodes = nil
 		if err := upgradeNode(n, from, b); err != nil {
-			return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+			return atNode(n, err)
 		}
 		out = append(out, b.nodes...) // helper nodes first, they feed n
 		out = append(out, n)
