@@ -83,7 +83,7 @@ func (c *compiler) prepare() error {
 		return errors.New("the model imports no default-domain opset")
 	}
 	if c.opset < 7 {
-		return fmt.Errorf("opset %d is too old (7 or newer is supported)", c.opset)
+		return &UnsupportedError{What: fmt.Sprintf("opset %d is too old (7 or newer is supported)", c.opset)}
 	}
 	if len(c.g.GetNode()) == 0 {
 		return errors.New("the model graph has no nodes")
@@ -195,7 +195,7 @@ func (c *compiler) constantsToInitializers() error {
 		case a[0].GetName() == "value_ints":
 			t = onnx.NewInt64Tensor("", []int64{int64(len(a[0].GetInts()))}, a[0].GetInts())
 		default:
-			return fmt.Errorf("Constant node %q: attribute %q is not supported", n.GetName(), a[0].GetName())
+			return &UnsupportedError{Node: n.GetName(), Op: "Constant", What: fmt.Sprintf("attribute %q is not supported (value, value_float(s) and value_int(s) are)", a[0].GetName())}
 		}
 		if t == nil {
 			return fmt.Errorf("Constant node %q has no value", n.GetName())

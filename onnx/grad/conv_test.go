@@ -10,7 +10,7 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-func TestConv(t *testing.T) {
+func convCases() []opCase {
 	cases := []struct {
 		name                string
 		cin, cout, group, k int64
@@ -38,31 +38,25 @@ func TestConv(t *testing.T) {
 		{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
 		{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
 	}
+	var ops []opCase
 	for _, tc := range cases {
 		for _, batch := range []int64{1, 2} {
-			t.Run(fmt.Sprintf("%s/n%d", tc.name, batch), func(t *testing.T) {
-				m := newOpModel(13)
+			ops = append(ops, opCase{fmt.Sprintf("%s/n%d", tc.name, batch), 0, func(m *opModel) {
 				ins := []string{m.rand("x", batch, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin/tc.group, tc.k, tc.k)}
 				if tc.bias {
 					ins = append(ins, m.rand("b", tc.cout))
 				}
 				attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
 				m.node("Conv", ins, []string{"y"}, attrs...)
-				m.outs = []string{"y"}
-				m.check(t)
-			})
+			}})
 		}
 	}
+	return append(ops, opCase{"1d", 0, func(m *opModel) {
+		m.node("Conv", []string{m.rand("x", 2, 3, 9), m.rand("w", 4, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("strides", 2), ais("pads", 1, 1))
+	}})
 }
 
-func TestConv1D(t *testing.T) {
-	m := newOpModel(13)
-	m.node("Conv", []string{m.rand("x", 2, 3, 9), m.rand("w", 4, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("strides", 2), ais("pads", 1, 1))
-	m.outs = []string{"y"}
-	m.check(t)
-}
-
-func TestConvTranspose(t *testing.T) {
+func convTransposeCases() []opCase {
 	cases := []struct {
 		name                string
 		cin, cout, group, k int64
@@ -78,16 +72,15 @@ func TestConvTranspose(t *testing.T) {
 		{"same_upper", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_UPPER")}},
 		{"same_lower", 2, 2, 1, 4, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_LOWER")}},
 	}
+	var ops []opCase
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			m := newOpModel(13)
+		ops = append(ops, opCase{tc.name, 0, func(m *opModel) {
 			ins := []string{m.rand("x", 2, tc.cin, 5, 5), m.rand("w", tc.cin, tc.cout/tc.group, tc.k, tc.k), m.rand("b", tc.cout)}
 			attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
 			m.node("ConvTranspose", ins, []string{"y"}, attrs...)
-			m.outs = []string{"y"}
-			m.check(t)
-		})
+		}})
 	}
+	return ops
 }
 
 // TestConvWeightGradForms checks the dense weight gradient in both forms:

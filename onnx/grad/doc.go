@@ -63,21 +63,51 @@
 // # Errors
 //
 // An UnsupportedError (errors.As) reports a valid model the compiler cannot
-// handle — an operator without a rule, an attribute value its rule does not
-// cover, a subgraph, a pattern selecting nothing — with the node's name and
-// operator where there is one. Other errors are malformed models or
+// handle — an operator without a rule, an attribute or input value its rule
+// or opset upgrade does not cover (Resize mode "cubic", Dropout in training
+// mode), a subgraph, a Constant or graph input of a kind it does not read,
+// an opset older than 7, a pattern selecting nothing — with the node's name
+// and operator where there is one. Other errors are malformed models or
 // runtime failures.
 //
 // # Adding an operator
 //
-// Write a rule (type rule) in the rules_*.go file of its family and
-// register it from that file's init with register(rule, "OpType"). A rule
-// returns one gradient name per input, "" where none is needed (see
-// gradCtx.wants); read constant inputs with constInts/constFloats; return
-// unsupportedf(...) for attribute values it does not handle. Check it by
-// finite differences with an opModel test in ops_test.go (float64 where
-// ONNX Runtime has double kernels). If the operator has learned parameters,
-// add its parameter input positions to onnx.ParameterInputs.
+// An operator is one registration, in the init of the rules_*.go file of
+// its family, next to its rule:
+//
+//	register("Clip", opSpec{rule: clipRule, nature: piecewiseLinear, upgrade: opsetUpgrade{11, upgradeClip}})
+//
+// Nothing else lists operators: the engine, the opset upgrade and the tests
+// read the registry. The opSpec fields are
+//
+//   - rule, the backward rule (type rule), written in the same file. It
+//     returns one gradient name per input, "" where none is needed (see
+//     gradCtx.wants), reads constant inputs with constInts/constFloats and
+//     returns unsupportedf(...) for an attribute or input value it does not
+//     handle, which the caller receives as an UnsupportedError naming the
+//     node.
+//   - nature, how the outputs depend on the float inputs: smooth, linear,
+//     multilinear, piecewiseLinear or piecewise for an operator with a rule
+//     (register refuses a rule without one); stepwise (comparisons, Floor,
+//     ArgMax) or shapeOnly (Shape, Size), with no rule, for an operator
+//     through which no gradient flows. The whole-model checks read it to
+//     freeze kinks and to recognise outputs affine in a parameter.
+//   - indexOutputs, the outputs holding indices rather than values
+//     (MaxPool's and TopK's Indices), into which no gradient flows.
+//   - upgrade, for an operator whose signature changed before opset 13: the
+//     first opset whose nodes need no rewriting and the function, in
+//     upgrade.go, that rewrites older nodes into the opset-17 form.
+//
+// Then add a finite-difference case to the family's table in the tests
+// (elementwiseCases, activationCases... listed in opTables in ops_test.go;
+// TestOps runs them, in float64 where ONNX Runtime has double kernels) and,
+// for an upgraded operator, a case at an opset older than its upgrade's
+// first. TestEveryOperatorHasACase fails until both exist. A value the rule
+// refuses gets a case in TestUnsupported (unsupported_test.go). An operator
+// with kinks met in the whole models needs a recipe in frozenKinks
+// (wholemodel_test.go), which fails naming it otherwise. An operator with
+// learned parameters also needs their input positions in
+// onnx.ParameterInputs, the table finetune/network shares.
 //
 // # Graph conventions
 //

@@ -1,7 +1,6 @@
 package grad
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -86,7 +85,8 @@ func (c *compiler) requiresGrad(fwd []*onnxpb.NodeProto) map[string]bool {
 		req[p] = true
 	}
 	for _, n := range fwd {
-		if noGradOps[n.GetOpType()] {
+		spec := registry[n.GetOpType()]
+		if spec.nature.noGrad() {
 			continue
 		}
 		dep := false
@@ -97,25 +97,12 @@ func (c *compiler) requiresGrad(fwd []*onnxpb.NodeProto) map[string]bool {
 			continue
 		}
 		for j, o := range n.Output {
-			if o != "" && c.isFloat(o) && !nonDiffOutput(n.GetOpType(), j) {
+			if o != "" && c.isFloat(o) && !spec.isIndexOutput(j) {
 				req[o] = true
 			}
 		}
 	}
 	return req
-}
-
-// noGradOps produce values that carry no gradient.
-var noGradOps = map[string]bool{
-	"Shape": true, "Size": true, "ArgMax": true, "ArgMin": true, "Equal": true, "Less": true,
-	"Greater": true, "LessOrEqual": true, "GreaterOrEqual": true, "Not": true, "And": true,
-	"Or": true, "Xor": true, "NonZero": true, "ConstantOfShape": true, "EyeLike": true,
-	"IsNaN": true, "IsInf": true, "Sign": true, "Floor": true, "Ceil": true, "Round": true,
-}
-
-// nonDiffOutput reports outputs that are indices rather than values.
-func nonDiffOutput(op string, j int) bool {
-	return (op == "MaxPool" || op == "TopK") && j == 1
 }
 
 func (c *compiler) isFloat(name string) bool {
@@ -154,19 +141,14 @@ func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[
 	if d := n.GetDomain(); d != "" && d != "ai.onnx" {
 		return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: fmt.Sprintf("operator of domain %q has no gradient rule", d)}
 	}
-	r, ok := rules[n.GetOpType()]
-	if !ok {
+	r := registry[n.GetOpType()].rule
+	if r == nil {
 		return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: "the operator has no gradient rule"}
 	}
 	ctx := &gradCtx{builder: c.b, c: c, n: n, dY: dY, need: need}
 	dX, err := r(ctx)
 	if err != nil {
-		var ue *UnsupportedError
-		if errors.As(err, &ue) && ue.Op == "" {
-			ue.Node, ue.Op = n.GetName(), n.GetOpType()
-			return ue
-		}
-		return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+		return atNode(n, err)
 	}
 	for i, x := range n.Input {
 		if need[i] && i < len(dX) && dX[i] != "" {

@@ -15,3 +15,35 @@ func SetFlipByMatMul(on bool) bool {
 	flipByMatMul = on
 	return old
 }
+
+// Nature and its values let the external tests read operator natures.
+type Nature = nature
+
+const (
+	Smooth          = smooth
+	Linear          = linear
+	Multilinear     = multilinear
+	PiecewiseLinear = piecewiseLinear
+	Piecewise       = piecewise
+	Stepwise        = stepwise
+	ShapeOnly       = shapeOnly
+)
+
+// OpFacts is one registry entry as the external tests see it.
+type OpFacts struct {
+	Rule         bool
+	Nature       Nature
+	IndexOutputs []int
+	// UpgradeSince is the first opset whose nodes are not rewritten; 0 when
+	// none are.
+	UpgradeSince int64
+}
+
+// Registry returns the operator registry.
+func Registry() map[string]OpFacts {
+	out := map[string]OpFacts{}
+	for op, s := range registry {
+		out[op] = OpFacts{Rule: s.rule != nil, Nature: s.nature, IndexOutputs: s.indexOutputs, UpgradeSince: s.upgrade.since}
+	}
+	return out
+}

@@ -1,6 +1,12 @@
 package grad_test
 
-import "testing"
+import (
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/segtune/segtune/onnx/grad"
+)
 
 // opCase builds a small model around one operator.
 type opCase struct {
@@ -9,28 +15,151 @@ type opCase struct {
 	build func(m *opModel)
 }
 
-func runCases(t *testing.T, cases []opCase) {
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			opset := tc.opset
-			if opset == 0 {
-				opset = 13
-			}
-			m := newOpModel(opset)
-			tc.build(m)
-			if m.outs == nil {
-				m.outs = []string{"y"}
-			}
-			m.check(t)
-		})
+// opTables are the single-operator finite-difference checks, one table per
+// operator family. TestOps runs them all; TestEveryOperatorHasACase reads
+// them to find the operators they check.
+var opTables = []struct {
+	name  string
+	cases func() []opCase
+}{
+	{"Elementwise", elementwiseCases},
+	{"Activations", activationCases},
+	{"Shape", shapeCases},
+	{"Index", indexCases},
+	{"Linear", linearCases},
+	{"Conv", convCases},
+	{"ConvTranspose", convTransposeCases},
+	{"Pools", poolCases},
+	{"Resize", resizeCases},
+}
+
+func TestOps(t *testing.T) {
+	for _, tb := range opTables {
+		t.Run(tb.name, func(t *testing.T) { runCases(t, tb.cases()) })
 	}
 }
 
-func TestElementwise(t *testing.T) {
+// model builds the case's model.
+func (tc opCase) model() *opModel {
+	opset := tc.opset
+	if opset == 0 {
+		opset = 13
+	}
+	m := newOpModel(opset)
+	tc.build(m)
+	if m.outs == nil {
+		m.outs = []string{"y"}
+	}
+	return m
+}
+
+func runCases(t *testing.T, cases []opCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { tc.model().check(t) })
+	}
+}
+
+// registry is the compiler's operator registry.
+var registry = grad.Registry()
+
+// gradPathOps returns the operators of the nodes m.check differentiates:
+// those on a path from a rand parameter to an output along which gradient
+// flows, as the compiler decides it (no flow through stepwise or shape-only
+// operators, nor through index outputs).
+func (m *opModel) gradPathOps() []string {
+	dep := map[string]bool{}
+	for _, p := range m.params {
+		dep[p] = true
+	}
+	onDep := make([]bool, len(m.nodes))
+	for i, n := range m.nodes {
+		f := registry[n.GetOpType()]
+		if f.Nature == grad.Stepwise || f.Nature == grad.ShapeOnly || !slices.ContainsFunc(n.Input, func(x string) bool { return dep[x] }) {
+			continue
+		}
+		onDep[i] = true
+		for j, o := range n.Output {
+			if !slices.Contains(f.IndexOutputs, j) {
+				dep[o] = true
+			}
+		}
+	}
+	reach := map[string]bool{}
+	for _, o := range m.outs {
+		reach[o] = true
+	}
+	var ops []string
+	for i := len(m.nodes) - 1; i >= 0; i-- {
+		n := m.nodes[i]
+		if !slices.ContainsFunc(n.Output, func(o string) bool { return dep[o] && reach[o] }) {
+			continue
+		}
+		for _, x := range n.Input {
+			reach[x] = true
+		}
+		if onDep[i] {
+			ops = append(ops, n.GetOpType())
+		}
+	}
+	return ops
+}
+
+// TestEveryOperatorHasACase fails when an operator with a backward rule has
+// no case in opTables that differentiates it, or, when the operator is
+// upgraded from older opsets, no such case at an opset it is upgraded from.
+func TestEveryOperatorHasACase(t *testing.T) {
+	checked, upgraded := map[string]bool{}, map[string]bool{}
+	cases := map[string]opCase{}
+	for _, tb := range opTables {
+		for _, tc := range tb.cases() {
+			cases[tb.name+"/"+tc.name] = tc
+			m := tc.model()
+			for _, op := range m.gradPathOps() {
+				checked[op] = true
+				if m.opset < registry[op].UpgradeSince {
+					upgraded[op] = true
+				}
+			}
+		}
+	}
+	var ops []string
+	for op, f := range registry {
+		if f.Rule {
+			ops = append(ops, op)
+		}
+	}
+	sort.Strings(ops)
+	if len(ops) < 40 {
+		t.Fatalf("the registry lists only %d operators with a rule: %v", len(ops), ops)
+	}
+	for _, op := range ops {
+		if !checked[op] {
+			t.Errorf("%s has a backward rule but no finite-difference case: add one to its family's table in opTables", op)
+		}
+		if since := registry[op].UpgradeSince; since != 0 && !upgraded[op] {
+			t.Errorf("%s is upgraded from opsets older than %d but no case has such an opset: add one", op, since)
+		}
+	}
+
+	// The path is the gradient's: neither the integer Shape → Gather →
+	// Concat chain feeding Reshape's shape nor the Greater feeding Where's
+	// condition is on it, so they cannot stand in for a case of their own.
+	for name, want := range map[string][]string{"Shape/Reshape/from_shape": {"Reshape"}, "Elementwise/Where": {"Where"}} {
+		tc, ok := cases[name]
+		if !ok {
+			t.Fatalf("no case %s", name)
+		}
+		if got := tc.model().gradPathOps(); !slices.Equal(got, want) {
+			t.Errorf("%s: operators on the gradient path %v, want %v", name, got, want)
+		}
+	}
+}
+
+func elementwiseCases() []opCase {
 	bin := func(op string, a, b []int64) func(m *opModel) {
 		return func(m *opModel) { m.node(op, []string{m.rand("a", a...), m.rand("b", b...)}, []string{"y"}) }
 	}
-	runCases(t, []opCase{
+	return []opCase{
 		{"Add/same", 0, bin("Add", []int64{2, 3, 4}, []int64{2, 3, 4})},
 		{"Add/bcast", 0, bin("Add", []int64{2, 3, 4, 5}, []int64{3, 1, 1})},
 		{"Add/bcast_both", 0, bin("Add", []int64{2, 1, 4}, []int64{3, 1})},
@@ -55,14 +184,14 @@ func TestElementwise(t *testing.T) {
 		{"Max/3", 0, func(m *opModel) {
 			m.node("Max", []string{m.rand("a", 3, 4), m.rand("b", 3, 4), m.rand("c", 3, 4)}, []string{"y"})
 		}},
-	})
+	}
 }
 
-func TestActivations(t *testing.T) {
+func activationCases() []opCase {
 	un := func(op string, attrs ...any) func(m *opModel) {
 		return func(m *opModel) { m.node(op, []string{m.rand("x", 2, 3, 4)}, []string{"y"}) }
 	}
-	runCases(t, []opCase{
+	return []opCase{
 		{"Relu", 0, un("Relu")},
 		{"Sigmoid", 0, un("Sigmoid")},
 		{"Tanh", 0, un("Tanh")},
@@ -100,11 +229,11 @@ func TestActivations(t *testing.T) {
 			m.node("LogSoftmax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 1))
 		}},
 		{"LogSoftmax/opset11", 11, func(m *opModel) { m.node("LogSoftmax", []string{m.rand("x", 3, 4)}, []string{"y"}) }},
-	})
+	}
 }
 
-func TestShapeOps(t *testing.T) {
-	runCases(t, []opCase{
+func shapeCases() []opCase {
+	return []opCase{
 		{"Identity", 0, func(m *opModel) { m.node("Identity", []string{m.rand("x", 2, 3)}, []string{"y"}) }},
 		{"Dropout", 0, func(m *opModel) { m.node("Dropout", []string{m.rand("x", 2, 3)}, []string{"y"}) }},
 		{"Dropout/opset7", 7, func(m *opModel) { m.node("Dropout", []string{m.rand("x", 2, 3)}, []string{"y"}, af("ratio", 0.3)) }},
@@ -175,11 +304,11 @@ func TestShapeOps(t *testing.T) {
 			m.node("Pad", []string{m.rand("x", 2, 3)}, []string{"y"}, ais("pads", 1, 0, 0, 2))
 		}},
 		{"Cast/float", 0, func(m *opModel) { m.node("Cast", []string{m.rand("x", 2, 3)}, []string{"y"}, ai("to", 1)) }},
-	})
+	}
 }
 
-func TestIndexOps(t *testing.T) {
-	runCases(t, []opCase{
+func indexCases() []opCase {
+	return []opCase{
 		{"Gather/axis0_repeats", 0, func(m *opModel) {
 			m.node("Gather", []string{m.rand("x", 5, 3), m.ints("i", []int64{2, 3}, 0, 4, 0, -1, 2, 2)}, []string{"y"})
 		}},
@@ -198,16 +327,19 @@ func TestIndexOps(t *testing.T) {
 		{"TopK/smallest_axis0", 0, func(m *opModel) {
 			m.node("TopK", []string{m.rand("x", 5, 3), m.ints("k", []int64{1}, 2)}, []string{"y", "idx"}, ai("axis", 0), ai("largest", 0))
 		}},
+		{"TopK/opset9_attr", 9, func(m *opModel) {
+			m.node("TopK", []string{m.rand("x", 3, 6)}, []string{"y", "idx"}, ai("k", 2))
+		}},
 		{"CumSum", 0, func(m *opModel) {
 			m.node("CumSum", []string{m.rand("x", 3, 5), m.ints("ax", nil, 1)}, []string{"y"})
 		}},
 		{"CumSum/reverse_exclusive", 0, func(m *opModel) {
 			m.node("CumSum", []string{m.rand("x", 4, 3), m.ints("ax", nil, 0)}, []string{"y"}, ai("reverse", 1), ai("exclusive", 1))
 		}},
-	})
+	}
 }
 
-func TestLinearOps(t *testing.T) {
+func linearCases() []opCase {
 	gemm := func(ta, tb int64, as, bs, cs []int64) func(m *opModel) {
 		return func(m *opModel) {
 			ins := []string{m.rand("a", as...), m.rand("b", bs...)}
@@ -220,7 +352,7 @@ func TestLinearOps(t *testing.T) {
 	mm := func(as, bs []int64) func(m *opModel) {
 		return func(m *opModel) { m.node("MatMul", []string{m.rand("a", as...), m.rand("b", bs...)}, []string{"y"}) }
 	}
-	runCases(t, []opCase{
+	return []opCase{
 		{"Gemm/nn", 0, gemm(0, 0, []int64{3, 4}, []int64{4, 5}, []int64{5})},
 		{"Gemm/nt", 0, gemm(0, 1, []int64{3, 4}, []int64{5, 4}, []int64{3, 5})},
 		{"Gemm/tn", 0, gemm(1, 0, []int64{4, 3}, []int64{4, 5}, []int64{3, 1})},
@@ -233,6 +365,10 @@ func TestLinearOps(t *testing.T) {
 		{"BatchNormalization", 0, func(m *opModel) {
 			x := m.rand("x", 2, 3, 4, 4)
 			m.node("BatchNormalization", []string{x, m.rand("s", 3), m.rand("b", 3), m.rand("mu", 3), m.floats("var", []int64{3}, 0.5, 1.5, 0.8)}, []string{"y"}, af("epsilon", 1e-3))
+		}},
+		{"BatchNormalization/opset7_spatial", 7, func(m *opModel) {
+			x := m.rand("x", 2, 3, 4, 4)
+			m.node("BatchNormalization", []string{x, m.rand("s", 3), m.rand("b", 3), m.rand("mu", 3), m.floats("var", []int64{3}, 0.5, 1.5, 0.8)}, []string{"y"}, af("epsilon", 1e-3), ai("spatial", 1))
 		}},
 		{"ReduceSum/axes_input", 0, func(m *opModel) {
 			m.node("ReduceSum", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{2}, 0, -1)}, []string{"y"}, ai("keepdims", 0))
@@ -247,5 +383,5 @@ func TestLinearOps(t *testing.T) {
 		{"ReduceMean/opset18_input", 18, func(m *opModel) {
 			m.node("ReduceMean", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, 1)}, []string{"y"}, ai("keepdims", 0))
 		}},
-	})
+	}
 }

@@ -2,17 +2,16 @@ package grad_test
 
 import (
 	"fmt"
-	"testing"
 
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-func TestPools(t *testing.T) {
+func poolCases() []opCase {
 	pool := func(op string, xs []int64, attrs ...*onnxpb.AttributeProto) func(m *opModel) {
 		return func(m *opModel) { m.node(op, []string{m.rand("x", xs...)}, []string{"y"}, attrs...) }
 	}
 	x := []int64{2, 3, 7, 6}
-	runCases(t, []opCase{
+	return []opCase{
 		{"GlobalAveragePool", 0, pool("GlobalAveragePool", x)},
 		{"AveragePool/k2s2", 0, pool("AveragePool", x, ais("kernel_shape", 2, 2), ais("strides", 2, 2))},
 		{"AveragePool/k3s1pad_exclude", 0, pool("AveragePool", x, ais("kernel_shape", 3, 3), ais("pads", 1, 1, 1, 1))},
@@ -25,10 +24,10 @@ func TestPools(t *testing.T) {
 		{"MaxPool/k3s2_ceil", 0, pool("MaxPool", x, ais("kernel_shape", 3, 3), ais("strides", 2, 2), ai("ceil_mode", 1))},
 		{"MaxPool/dilation", 0, pool("MaxPool", x, ais("kernel_shape", 2, 2), ais("dilations", 2, 2))},
 		{"MaxPool/same_upper", 0, pool("MaxPool", x, ais("kernel_shape", 3, 3), ais("strides", 2, 2), as("auto_pad", "SAME_UPPER"))},
-	})
+	}
 }
 
-func TestResize(t *testing.T) {
+func resizeCases() []opCase {
 	var cases []opCase
 	modes := []string{"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"}
 	for _, mode := range []string{"linear", "nearest"} {
@@ -59,6 +58,9 @@ func TestResize(t *testing.T) {
 		opCase{"opset11_roi_scales", 11, func(m *opModel) {
 			m.node("Resize", []string{m.rand("x", 1, 2, 3, 4), m.floats("roi", []int64{0}), m.floats("sc", []int64{4}, 1, 1, 3, 2)}, []string{"y"}, as("mode", "linear"))
 		}},
+		opCase{"opset10_scales", 10, func(m *opModel) {
+			m.node("Resize", []string{m.rand("x", 1, 2, 3, 4), m.floats("sc", []int64{4}, 1, 1, 2, 1.5)}, []string{"y"}, as("mode", "linear"))
+		}},
 		opCase{"Upsample/opset9_nearest", 9, func(m *opModel) {
 			m.node("Upsample", []string{m.rand("x", 1, 2, 3, 4), m.floats("sc", []int64{4}, 1, 1, 2, 2)}, []string{"y"}, as("mode", "nearest"))
 		}},
@@ -77,5 +79,5 @@ func TestResize(t *testing.T) {
 			m.node("Add", []string{"r", "ref"}, []string{"y"})
 		}},
 	)
-	runCases(t, cases)
+	return cases
 }

@@ -173,5 +173,5 @@ func zeroFeed(dt int32, shape []int64) (*runtime.Tensor, error) {
 	case onnxpb.TensorProto_INT64:
 		return runtime.NewInt64(shape, make([]int64, n)), nil
 	}
-	return nil, fmt.Errorf("graph inputs of type %v are not supported", onnxpb.TensorProto_DataType(dt))
+	return nil, unsupportedf("graph inputs of type %v are not supported (float, double and int64 are)", onnxpb.TensorProto_DataType(dt))
 }

@@ -3,17 +3,19 @@ package grad
 import "github.com/segtune/segtune/onnx"
 
 func init() {
-	register(reluRule, "Relu")
-	register(leakyReluRule, "LeakyRelu")
-	register(preluRule, "PRelu")
-	register(clipRule, "Clip")
-	register(sigmoidRule, "Sigmoid")
-	register(tanhRule, "Tanh")
-	register(hardSigmoidRule, "HardSigmoid")
-	register(hardSwishRule, "HardSwish")
-	register(expRule, "Exp")
-	register(softmaxRule, "Softmax")
-	register(logSoftmaxRule, "LogSoftmax")
+	register("Relu", opSpec{rule: reluRule, nature: piecewiseLinear})
+	register("LeakyRelu", opSpec{rule: leakyReluRule, nature: piecewiseLinear})
+	register("PRelu", opSpec{rule: preluRule, nature: piecewiseLinear})
+	register("Clip", opSpec{rule: clipRule, nature: piecewiseLinear, upgrade: opsetUpgrade{11, upgradeClip}})
+	register("Sigmoid", opSpec{rule: sigmoidRule, nature: smooth})
+	register("Tanh", opSpec{rule: tanhRule, nature: smooth})
+	register("HardSigmoid", opSpec{rule: hardSigmoidRule, nature: piecewiseLinear})
+	register("HardSwish", opSpec{rule: hardSwishRule, nature: piecewise})
+	register("Exp", opSpec{rule: expRule, nature: smooth})
+	register("Softmax", opSpec{rule: softmaxRule, nature: smooth, upgrade: opsetUpgrade{13, upgradeSoftmax}})
+	register("LogSoftmax", opSpec{rule: logSoftmaxRule, nature: smooth, upgrade: opsetUpgrade{13, upgradeSoftmax}})
+	// No rule: upgraded so that the forward graph keeps its meaning.
+	register("Hardmax", opSpec{upgrade: opsetUpgrade{13, upgradeSoftmax}})
 }
 
 // Kinks: the gradient at exactly the kink is 0 for Relu (like PyTorch) and,

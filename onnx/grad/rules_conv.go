@@ -10,8 +10,8 @@ import (
 )
 
 func init() {
-	register(convRule, "Conv")
-	register(convTransposeRule, "ConvTranspose")
+	register("Conv", opSpec{rule: convRule, nature: multilinear})
+	register("ConvTranspose", opSpec{rule: convTransposeRule, nature: multilinear})
 }
 
 // convGeom is the resolved geometry of a convolution: kernel, strides,

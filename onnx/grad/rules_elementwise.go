@@ -3,14 +3,20 @@ package grad
 import "fmt"
 
 func init() {
-	register(addSubRule, "Add", "Sub")
-	register(mulRule, "Mul")
-	register(divRule, "Div")
-	register(sumRule, "Sum")
-	register(negRule, "Neg")
-	register(whereRule, "Where")
-	register(minMaxRule, "Min", "Max")
-	register(expandRule, "Expand")
+	register("Add", opSpec{rule: addSubRule, nature: linear})
+	register("Sub", opSpec{rule: addSubRule, nature: linear})
+	register("Mul", opSpec{rule: mulRule, nature: multilinear})
+	register("Div", opSpec{rule: divRule, nature: smooth})
+	register("Sum", opSpec{rule: sumRule, nature: linear})
+	register("Neg", opSpec{rule: negRule, nature: linear})
+	register("Where", opSpec{rule: whereRule, nature: linear})
+	register("Min", opSpec{rule: minMaxRule, nature: piecewiseLinear})
+	register("Max", opSpec{rule: minMaxRule, nature: piecewiseLinear})
+	register("Expand", opSpec{rule: expandRule, nature: linear})
+	for _, op := range []string{"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+		"IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Round"} {
+		register(op, opSpec{nature: stepwise})
+	}
 }
 
 // binaryShapes returns the shapes of inputs 0 and 1 and of output 0.

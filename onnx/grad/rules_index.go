@@ -8,10 +8,11 @@ import (
 )
 
 func init() {
-	register(gatherRule, "Gather")
-	register(gatherElementsRule, "GatherElements")
-	register(topKRule, "TopK")
-	register(cumSumRule, "CumSum")
+	register("Gather", opSpec{rule: gatherRule, nature: linear})
+	register("GatherElements", opSpec{rule: gatherElementsRule, nature: linear})
+	register("TopK", opSpec{rule: topKRule, nature: piecewiseLinear, indexOutputs: []int{1}, upgrade: opsetUpgrade{10, upgradeTopK}})
+	register("CumSum", opSpec{rule: cumSumRule, nature: linear})
+	register("NonZero", opSpec{nature: stepwise})
 }
 
 // int64Index casts an index tensor to int64 when needed.

@@ -8,8 +8,8 @@ import (
 )
 
 func init() {
-	register(gemmRule, "Gemm")
-	register(matMulRule, "MatMul")
+	register("Gemm", opSpec{rule: gemmRule, nature: multilinear})
+	register("MatMul", opSpec{rule: matMulRule, nature: multilinear})
 }
 
 // gemmRule: Y = α·A'·B' + β·C with A' = transA ? Aᵀ : A, B' likewise. Each

@@ -3,7 +3,7 @@ package grad
 import "fmt"
 
 func init() {
-	register(batchNormRule, "BatchNormalization")
+	register("BatchNormalization", opSpec{rule: batchNormRule, nature: smooth, upgrade: opsetUpgrade{13, upgradeBatchNorm}})
 }
 
 // batchNormRule differentiates the inference form, an affine map per

@@ -8,9 +8,9 @@ import (
 )
 
 func init() {
-	register(globalAveragePoolRule, "GlobalAveragePool")
-	register(averagePoolRule, "AveragePool")
-	register(maxPoolRule, "MaxPool")
+	register("GlobalAveragePool", opSpec{rule: globalAveragePoolRule, nature: linear})
+	register("AveragePool", opSpec{rule: averagePoolRule, nature: linear})
+	register("MaxPool", opSpec{rule: maxPoolRule, nature: piecewiseLinear, indexOutputs: []int{1}})
 }
 
 // globalAveragePoolRule spreads dy / (number of spatial positions).

@@ -3,7 +3,10 @@ package grad
 import "fmt"
 
 func init() {
-	register(reduceRule, "ReduceSum", "ReduceMean")
+	register("ReduceSum", opSpec{rule: reduceRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("axes", 1)}})
+	register("ReduceMean", opSpec{rule: reduceRule, nature: linear})
+	register("ArgMax", opSpec{nature: stepwise})
+	register("ArgMin", opSpec{nature: stepwise})
 }
 
 // reduceAxes reads a Reduce node's axes (attribute before opsets 13/18,

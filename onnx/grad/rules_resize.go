@@ -6,7 +6,9 @@ import (
 )
 
 func init() {
-	register(resizeRule, "Resize")
+	register("Resize", opSpec{rule: resizeRule, nature: linear, upgrade: opsetUpgrade{11, upgradeToResize}})
+	// No rule: rewritten into Resize.
+	register("Upsample", opSpec{upgrade: opsetUpgrade{13, upgradeToResize}})
 }
 
 // resizeRule: nearest and linear Resize act separably on each resized axis

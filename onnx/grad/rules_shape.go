@@ -8,14 +8,21 @@ import (
 )
 
 func init() {
-	register(identityRule, "Identity", "Dropout")
-	register(reshapeBackRule, "Reshape", "Flatten", "Squeeze", "Unsqueeze")
-	register(transposeRule, "Transpose")
-	register(concatRule, "Concat")
-	register(splitRule, "Split")
-	register(sliceRule, "Slice")
-	register(padRule, "Pad")
-	register(castRule, "Cast")
+	register("Identity", opSpec{rule: identityRule, nature: linear})
+	register("Dropout", opSpec{rule: identityRule, nature: linear, upgrade: opsetUpgrade{13, upgradeDropout}})
+	register("Reshape", opSpec{rule: reshapeBackRule, nature: linear})
+	register("Flatten", opSpec{rule: reshapeBackRule, nature: linear})
+	register("Squeeze", opSpec{rule: reshapeBackRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("axes", 1)}})
+	register("Unsqueeze", opSpec{rule: reshapeBackRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("axes", 1)}})
+	register("Transpose", opSpec{rule: transposeRule, nature: linear})
+	register("Concat", opSpec{rule: concatRule, nature: linear})
+	register("Split", opSpec{rule: splitRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("split", 1)}})
+	register("Slice", opSpec{rule: sliceRule, nature: linear, upgrade: opsetUpgrade{10, upgradeSlice}})
+	register("Pad", opSpec{rule: padRule, nature: linear, upgrade: opsetUpgrade{11, upgradePad}})
+	register("Cast", opSpec{rule: castRule, nature: linear})
+	for _, op := range []string{"Shape", "Size", "ConstantOfShape", "EyeLike"} {
+		register(op, opSpec{nature: shapeOnly})
+	}
 }
 
 // identityRule also serves Dropout, which the training graph treats as its

@@ -1,8 +1,6 @@
 package grad
 
 import (
-	"fmt"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
@@ -17,8 +15,8 @@ const targetOpset = 17
 
 // upgrade rewrites forward nodes written for an older opset into their
 // opset-17 form so the whole graph can be stamped with one opset. It only
-// touches the operators whose signature changed between the model's opset
-// and 17; everything else is already valid.
+// touches the operators whose registered upgrade starts after the model's
+// opset; everything else is already valid.
 func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
 	if from >= 13 {
 		return nil
@@ -30,8 +28,10 @@ func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
 			continue
 		}
 		b.nodes = nil
-		if err := upgradeNode(n, from, b); err != nil {
-			return fmt.Errorf("node %q (%s): %w", n.GetName(), n.GetOpType(), err)
+		if u := registry[n.GetOpType()].upgrade; u.apply != nil && from < u.since {
+			if err := u.apply(n, b); err != nil {
+				return atNode(n, err)
+			}
 		}
 		out = append(out, b.nodes...) // helper nodes first, they feed n
 		out = append(out, n)
@@ -59,104 +59,126 @@ func attrToInput(n *onnxpb.NodeProto, name string, idx int, b *builder) {
 	n.Input = append(n.Input[:idx], b.ints(v...))
 }
 
-func upgradeNode(n *onnxpb.NodeProto, from int64, b *builder) error {
-	switch n.GetOpType() {
-	case "Split":
-		attrToInput(n, "split", 1, b)
-	case "Squeeze", "Unsqueeze", "ReduceSum":
-		attrToInput(n, "axes", 1, b)
-	case "Softmax", "LogSoftmax", "Hardmax":
-		// Before 13 these flattened to 2-D at axis; keep that meaning.
-		axis := attrInt(n, "axis", 1)
-		x, y := n.Input[0], n.Output[0]
-		flat := b.op1("Flatten", []string{x}, onnx.IntAttr("axis", axis))
-		shape := b.op1("Shape", []string{x})
-		sm := b.fresh(n.GetOpType())
-		n.Input = []string{flat}
-		n.Output = []string{sm}
-		setAttr(n, onnx.IntAttr("axis", 1))
-		// The Reshape consumes n's output, so it goes after n.
-		b.opToTail("Reshape", []string{sm, shape}, []string{y})
-	case "Upsample", "Resize":
-		if n.GetOpType() == "Resize" && from >= 11 {
-			return nil
+// The rewrites below are the registered upgrades (opSpec.upgrade); each
+// names the opset from which its operator needs none.
+
+// moveAttrToInput makes the rewrite of an operator whose INTS attribute
+// became input idx (Split's split, Squeeze's axes... at 13).
+func moveAttrToInput(name string, idx int) func(*onnxpb.NodeProto, *builder) error {
+	return func(n *onnxpb.NodeProto, b *builder) error {
+		attrToInput(n, name, idx, b)
+		return nil
+	}
+}
+
+// upgradeSoftmax keeps the pre-13 meaning of Softmax, LogSoftmax and
+// Hardmax, which flattened their input to 2-D at axis.
+func upgradeSoftmax(n *onnxpb.NodeProto, b *builder) error {
+	axis := attrInt(n, "axis", 1)
+	x, y := n.Input[0], n.Output[0]
+	flat := b.op1("Flatten", []string{x}, onnx.IntAttr("axis", axis))
+	shape := b.op1("Shape", []string{x})
+	sm := b.fresh(n.GetOpType())
+	n.Input = []string{flat}
+	n.Output = []string{sm}
+	setAttr(n, onnx.IntAttr("axis", 1))
+	// The Reshape consumes n's output, so it goes after n.
+	b.opToTail("Reshape", []string{sm, shape}, []string{y})
+	return nil
+}
+
+// upgradeToResize turns Upsample (7, 9) and Resize-10 into the Resize they
+// meant: asymmetric coordinates, floor rounding.
+func upgradeToResize(n *onnxpb.NodeProto, b *builder) error {
+	mode := attrString(n, "mode", "nearest")
+	if mode == "bilinear" {
+		mode = "linear"
+	}
+	var scales string
+	if s := attrFloats(n, "scales"); s != nil { // Upsample-7
+		v := make([]float64, len(s))
+		for i, x := range s {
+			v[i] = float64(x)
 		}
-		mode := attrString(n, "mode", "nearest")
-		if mode == "bilinear" {
-			mode = "linear"
-		}
-		var scales string
-		if s := attrFloats(n, "scales"); s != nil { // Upsample-7
-			v := make([]float64, len(s))
-			for i, x := range s {
-				v[i] = float64(x)
-			}
-			scales = b.constFloat(v, []int64{int64(len(v))})
-		} else {
-			scales = input(n, 1)
-		}
-		n.OpType = proto.String("Resize")
-		n.Input = []string{n.Input[0], "", scales}
-		n.Attribute = nil
-		setAttr(n, onnx.StringAttr("mode", mode))
-		setAttr(n, onnx.StringAttr("coordinate_transformation_mode", "asymmetric"))
-		setAttr(n, onnx.StringAttr("nearest_mode", "floor"))
-	case "Clip":
-		if from >= 11 {
-			return nil
-		}
-		lo, hi := attr(n, "min"), attr(n, "max")
-		ins := []string{n.Input[0], "", ""}
-		if lo != nil {
-			ins[1] = b.scalar(float64(lo.GetF()))
-		}
-		if hi != nil {
-			ins[2] = b.scalar(float64(hi.GetF()))
-		}
-		n.Input, n.Attribute = ins, nil
-	case "Pad":
-		if from >= 11 {
-			return nil
-		}
-		pads := attrInts(n, "pads")
-		if pads == nil {
-			pads = attrInts(n, "paddings") // Pad-1
-		}
-		value := attrFloat(n, "value", 0)
-		mode := attrString(n, "mode", "constant")
-		n.Input = []string{n.Input[0], b.ints(pads...), b.scalar(float64(value))}
-		n.Attribute = []*onnxpb.AttributeProto{onnx.StringAttr("mode", mode)}
-	case "Dropout":
-		// Inference form: the training graph is deterministic.
-		if len(n.Output) > 1 && n.Output[1] != "" {
-			return unsupportedf("the Dropout mask output is not supported")
-		}
-		n.OpType = proto.String("Identity")
-		n.Input, n.Output, n.Attribute = n.Input[:1], n.Output[:1], nil
-	case "Slice":
-		if from >= 10 {
-			return nil
-		}
-		starts, ends, axes := attrInts(n, "starts"), attrInts(n, "ends"), attrInts(n, "axes")
-		ins := []string{n.Input[0], b.ints(starts...), b.ints(ends...)}
-		if axes != nil {
-			ins = append(ins, b.ints(axes...))
-		}
-		n.Input, n.Attribute = ins, nil
-	case "TopK":
-		if from >= 10 {
-			return nil
-		}
-		k := attrInt(n, "k", 1)
-		delAttr(n, "k")
-		n.Input = []string{n.Input[0], b.ints(k)}
-	case "BatchNormalization":
-		delAttr(n, "spatial")
-		delAttr(n, "is_test")
-		delAttr(n, "consumed_inputs")
-		if len(n.Output) > 1 {
-			n.Output = n.Output[:1] // training outputs are not part of the inference form
-		}
+		scales = b.constFloat(v, []int64{int64(len(v))})
+	} else {
+		scales = input(n, 1)
+	}
+	n.OpType = proto.String("Resize")
+	n.Input = []string{n.Input[0], "", scales}
+	n.Attribute = nil
+	setAttr(n, onnx.StringAttr("mode", mode))
+	setAttr(n, onnx.StringAttr("coordinate_transformation_mode", "asymmetric"))
+	setAttr(n, onnx.StringAttr("nearest_mode", "floor"))
+	return nil
+}
+
+// upgradeClip moves Clip's min and max attributes (before 11) to inputs.
+func upgradeClip(n *onnxpb.NodeProto, b *builder) error {
+	lo, hi := attr(n, "min"), attr(n, "max")
+	ins := []string{n.Input[0], "", ""}
+	if lo != nil {
+		ins[1] = b.scalar(float64(lo.GetF()))
+	}
+	if hi != nil {
+		ins[2] = b.scalar(float64(hi.GetF()))
+	}
+	n.Input, n.Attribute = ins, nil
+	return nil
+}
+
+// upgradePad moves Pad's pads and value attributes (before 11) to inputs.
+func upgradePad(n *onnxpb.NodeProto, b *builder) error {
+	pads := attrInts(n, "pads")
+	if pads == nil {
+		pads = attrInts(n, "paddings") // Pad-1
+	}
+	value := attrFloat(n, "value", 0)
+	mode := attrString(n, "mode", "constant")
+	n.Input = []string{n.Input[0], b.ints(pads...), b.scalar(float64(value))}
+	n.Attribute = []*onnxpb.AttributeProto{onnx.StringAttr("mode", mode)}
+	return nil
+}
+
+// upgradeDropout turns Dropout into its inference form: the training graph
+// is deterministic.
+func upgradeDropout(n *onnxpb.NodeProto, b *builder) error {
+	if len(n.Output) > 1 && n.Output[1] != "" {
+		return unsupportedf("the Dropout mask output is not supported")
+	}
+	n.OpType = proto.String("Identity")
+	n.Input, n.Output, n.Attribute = n.Input[:1], n.Output[:1], nil
+	return nil
+}
+
+// upgradeSlice moves Slice's starts, ends and axes attributes (before 10)
+// to inputs.
+func upgradeSlice(n *onnxpb.NodeProto, b *builder) error {
+	starts, ends, axes := attrInts(n, "starts"), attrInts(n, "ends"), attrInts(n, "axes")
+	ins := []string{n.Input[0], b.ints(starts...), b.ints(ends...)}
+	if axes != nil {
+		ins = append(ins, b.ints(axes...))
+	}
+	n.Input, n.Attribute = ins, nil
+	return nil
+}
+
+// upgradeTopK moves TopK's k attribute (before 10) to an input.
+func upgradeTopK(n *onnxpb.NodeProto, b *builder) error {
+	k := attrInt(n, "k", 1)
+	delAttr(n, "k")
+	n.Input = []string{n.Input[0], b.ints(k)}
+	return nil
+}
+
+// upgradeBatchNorm drops BatchNormalization's pre-9 attributes and its
+// training outputs, which are not part of the inference form.
+func upgradeBatchNorm(n *onnxpb.NodeProto, b *builder) error {
+	delAttr(n, "spatial")
+	delAttr(n, "is_test")
+	delAttr(n, "consumed_inputs")
+	if len(n.Output) > 1 {
+		n.Output = n.Output[:1]
 	}
 	return nil
 }

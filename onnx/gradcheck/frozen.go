@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
@@ -29,8 +30,26 @@ import (
 // rounding for steps as large as the weights. The analytic gradient still
 // comes from the training graph of the original model.
 
-// kinkOps are the operators FreezeKinks replaces.
-var kinkOps = map[string]bool{"Relu": true, "Clip": true, "LeakyRelu": true, "HardSigmoid": true, "MaxPool": true}
+// frozenOps are the kinked operators FreezeKinks has a recipe for; any
+// other operator the compiler's registry marks as kinked (grad.HasKinks)
+// is an error rather than a difference taken across its kinks.
+var frozenOps = map[string]bool{"Relu": true, "Clip": true, "LeakyRelu": true, "HardSigmoid": true, "MaxPool": true}
+
+// kinked reports whether n is a default-domain operator with kinks, and
+// fails on one without a recipe.
+func kinked(n *onnxpb.NodeProto) (bool, error) {
+	if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
+		return false, nil
+	}
+	op := n.GetOpType()
+	if frozenOps[op] {
+		return true, nil
+	}
+	if grad.HasKinks(op) {
+		return false, fmt.Errorf("freezing kinks: no recipe for %s (node %q), whose kinks a finite difference would cross", op, n.GetName())
+	}
+	return false, nil
+}
 
 // FreezeKinks returns a copy of eval with its kinks frozen at the values
 // that run (evaluating a model at θ and returning its outputs by name)
@@ -42,7 +61,9 @@ func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 	var watch []string
 	indices := map[string]string{} // MaxPool output → its Indices output
 	for _, n := range g.Node {
-		if !kinkOps[n.GetOpType()] || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
+		if k, err := kinked(n); err != nil {
+			return nil, err
+		} else if !k {
 			continue
 		}
 		if n.GetOpType() == "MaxPool" {
@@ -82,7 +103,7 @@ func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 	b := &onnx.Builder{Nodes: &nodes, Inits: &g.Initializer}
 	for _, n := range g.Node {
 		op := n.GetOpType()
-		if !kinkOps[op] || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
+		if k, _ := kinked(n); !k { // errors were returned by the probe pass
 			nodes = append(nodes, n)
 			continue
 		}
