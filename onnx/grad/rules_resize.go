@@ -60,7 +60,7 @@ func resizeRule(c *gradCtx) ([]string, error) {
 	}
 	for i := 0; i < rank-2; i++ {
 		if xs[i] != ys[i] {
-			return nil, fmt.Errorf("only the last two axes may be resized (axis %d: %d → %d)", i, xs[i], ys[i])
+			return nil, unsupportedf("only the last two axes may be resized (axis %d: %d → %d)", i, xs[i], ys[i])
 		}
 	}
 	g := c.dY[0]
