@@ -18,12 +18,12 @@ import (
 
 func TestParse(t *testing.T) {
 	for in, want := range map[string]Location{
-		"dir/sub":          {Local: "dir/sub"},
-		"file:///tmp/x":    {Local: "/tmp/x"},
-		"s3://b":           {Scheme: "s3", Bucket: "b", BucketURL: "s3://b"},
-		"s3://b/in/imgs/":  {Scheme: "s3", Bucket: "b", Key: "in/imgs/", BucketURL: "s3://b"},
-		"gs://b/x.onnx":    {Scheme: "gs", Bucket: "b", Key: "x.onnx", BucketURL: "gs://b"},
-		"azblob://c/p":     {Scheme: "azblob", Bucket: "c", Key: "p", BucketURL: "azblob://c"},
+		"dir/sub":         {Local: "dir/sub"},
+		"file:///tmp/x":   {Local: "/tmp/x"},
+		"s3://b":          {Scheme: "s3", Bucket: "b", BucketURL: "s3://b"},
+		"s3://b/in/imgs/": {Scheme: "s3", Bucket: "b", Key: "in/imgs/", BucketURL: "s3://b"},
+		"gs://b/x.onnx":   {Scheme: "gs", Bucket: "b", Key: "x.onnx", BucketURL: "gs://b"},
+		"azblob://c/p":    {Scheme: "azblob", Bucket: "c", Key: "p", BucketURL: "azblob://c"},
 		"S3://b/p?region=x&endpoint=http://127.0.0.1:9000": {Scheme: "s3", Bucket: "b", Key: "p",
 			BucketURL: "s3://b?region=x&endpoint=http://127.0.0.1:9000"},
 	} {
