@@ -21,7 +21,9 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
@@ -508,4 +511,53 @@ func OpenFile(ctx context.Context, v string) (*Folder, string, error) {
 		return nil, "", err
 	}
 	return f, name, nil
+}
+
+// Fetch makes the local file dst a copy of the file called name in f,
+// downloading it (atomically) unless dst already matches it: same size,
+// same modification time (set from the object's at download), and same
+// MD5 where the store reports one. It returns whether it downloaded.
+func (f *Folder) Fetch(ctx context.Context, name, dst string) (bool, error) {
+	if f.IsLocal() {
+		return false, fmt.Errorf("%s: Fetch is for bucket folders", f)
+	}
+	attrs, err := f.bucket.Attributes(ctx, f.prefix+name)
+	if err != nil {
+		return false, f.wrap(f.Path(name), err)
+	}
+	if fresh(dst, attrs.Size, attrs.ModTime, attrs.MD5) {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return false, err
+	}
+	if err := f.Download(ctx, name, dst); err != nil {
+		return false, err
+	}
+	if !attrs.ModTime.IsZero() {
+		os.Chtimes(dst, attrs.ModTime, attrs.ModTime)
+	}
+	return true, nil
+}
+
+// fresh reports whether the local file path has the given size, modtime
+// and (if given) MD5.
+func fresh(p string, size int64, mod time.Time, sum []byte) bool {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size || mod.IsZero() || !fi.ModTime().Equal(mod) {
+		return false
+	}
+	if len(sum) == 0 {
+		return true
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer file.Close()
+	h := md5.New()
+	if _, err := io.Copy(h, file); err != nil {
+		return false
+	}
+	return bytes.Equal(h.Sum(nil), sum)
 }
