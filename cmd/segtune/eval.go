@@ -28,9 +28,9 @@ func evalCommand() *cli.Command {
 		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
 			"maps its prediction back to each image's own size and compares it with the mask.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
-			&cli.StringFlag{Name: "images", Required: true, Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
-			&cli.StringFlag{Name: "masks", Required: true, Usage: "folder of masks with the same base names (a path or a URL)"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
+			&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
+			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
@@ -60,6 +60,11 @@ type evalSummary struct {
 }
 
 func runEval(c *cli.Context) error {
+	// Checked here rather than by the flags' Required, which urfave/cli
+	// would also demand of `eval merge`.
+	if err := requireFlags(c, "model", "images", "masks"); err != nil {
+		return err
+	}
 	if err := initRuntime(c); err != nil {
 		return err
 	}
@@ -295,6 +300,23 @@ func runEval(c *cli.Context) error {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
 	return printEvalSummary(c, acc.summary())
+}
+
+// requireFlags is urfave/cli's check of required flags, with its message.
+func requireFlags(c *cli.Context, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !c.IsSet(n) {
+			missing = append(missing, n)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("Required flag %q not set", missing[0])
+	}
+	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
 // readMask reads the mask at path (an item of masks).
