@@ -561,3 +561,11 @@ func fresh(p string, size int64, mod time.Time, sum []byte) bool {
 	}
 	return bytes.Equal(h.Sum(nil), sum)
 }
+
+// Delete removes the file called name from f.
+func (f *Folder) Delete(ctx context.Context, name string) error {
+	if f.IsLocal() {
+		return os.Remove(filepath.Join(f.loc.Local, name))
+	}
+	return f.wrap("deleting "+f.Path(name), f.bucket.Delete(ctx, f.prefix+name))
+}
