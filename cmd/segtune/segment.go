@@ -113,7 +113,7 @@ func runSegment(c *cli.Context) error {
 			return err
 		}
 		if out.IsLocal() {
-			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay")); err != nil {
+			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay"), !spec.Sharded()); err != nil {
 				return err
 			}
 		}
@@ -157,7 +157,7 @@ func runSegment(c *cli.Context) error {
 		if err := out.CheckAccess(ctx); err != nil {
 			return flagError("output", out, err)
 		}
-	} else if !in.IsLocal() {
+	} else if !in.IsLocal() && !spec.Sharded() {
 		atomicfile.RemoveStale(outDir)
 		atomicfile.RemoveStale(filepath.Join(outDir, "overlays"))
 	}

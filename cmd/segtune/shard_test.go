@@ -178,7 +178,15 @@ func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
 	os.WriteFile(filepath.Join(three, a), want[a][:len(want[a])/2], 0o644)
 	imageio.WriteMaskPNG(filepath.Join(three, b), make([]uint8, 6), 3, 2, nil)
 	os.Remove(filepath.Join(three, "overlays", c))
+	// Another machine's writer, as far as this one can tell: a shard
+	// leaves it alone, an unsharded run (below) removes it.
+	foreignTmp := filepath.Join(three, ".frame00.png.tmp-999999999-1")
+	os.WriteFile(foreignTmp, []byte("in flight"), 0o644)
 	s := segmentJSON(t, "--model", model, "--input", in, "--output", three, "--overlay", "--shard", fmt.Sprintf("%d/3", k))
+	if _, err := os.Stat(foreignTmp); err != nil {
+		t.Errorf("a shard removed a temporary file it cannot know to be stale: %v", err)
+	}
+	os.Remove(foreignTmp)
 	if s.Succeeded != 3 || s.Skipped != len(owned[k])-3 {
 		t.Errorf("rerun of shard %d: %+v, want 3 remade and %d kept", k, s, len(owned[k])-3)
 	}
@@ -202,8 +210,12 @@ func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
 	}
 	// Unsharded runs overwrite, as segment always did.
 	clearShardEnv(t)
+	os.WriteFile(foreignTmp, []byte("left by a killed run"), 0o644)
 	if s := segmentJSON(t, "--model", model, "--input", in, "--output", three); s.Succeeded != 12 || s.Skipped != 0 {
 		t.Errorf("unsharded rerun: %+v", s)
+	}
+	if _, err := os.Stat(foreignTmp); err == nil {
+		t.Error("an unsharded run left a stale temporary file")
 	}
 }
 
