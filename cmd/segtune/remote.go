@@ -118,8 +118,8 @@ func (w *stemWindow) add(name string) (string, bool) {
 
 // segmentInputs streams the images of a bucket folder that belong to
 // shard s, refusing two images whose masks would have one name. It is
-// run twice: once to check and count before any work (work nil), once to
-// feed the pipeline.
+// run twice: once over every shard to check and count before any work,
+// once to feed the pipeline.
 func segmentInputs(ctx context.Context, in *storage.Folder, s shard.Spec) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		var w stemWindow
@@ -137,17 +137,6 @@ func segmentInputs(ctx context.Context, in *storage.Folder, s shard.Spec) iter.S
 			}
 		}
 	}
-}
-
-// countSeq consumes seq and returns how many items it had.
-func countSeq(seq iter.Seq2[string, error]) (n int, err error) {
-	for _, err := range seq {
-		if err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
 }
 
 // joinResult is what a pairing of two streamed folders found.

@@ -138,15 +138,14 @@ func runSegment(c *cli.Context) error {
 		if in.Within(out) || out.Within(in) {
 			return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap: segment would write among the images it reads; choose an output folder outside the input", out, in), 2)
 		}
-		if all, err = countSeq(segmentInputs(ctx, in, shard.All)); err != nil {
-			return flagError("input", in, err)
-		}
-		if spec.Sharded() {
-			if total, err = countSeq(segmentInputs(ctx, in, spec)); err != nil {
+		for p, err := range segmentInputs(ctx, in, shard.All) { // the check pass
+			if err != nil {
 				return flagError("input", in, err)
 			}
-		} else {
-			total = all
+			all++
+			if spec.Owns(baseName(p)) {
+				total++
+			}
 		}
 		inputs = segmentInputs(ctx, in, spec)
 	}
