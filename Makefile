@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort ort-cuda test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build ort ort-cuda minio test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -45,12 +45,19 @@ foreign-models: python-deps
 mnist:
 	@scripts/install-mnist.sh >/dev/null || echo "make: MNIST unavailable; the S-MNIST tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
 
+# MinIO, the S3-compatible server that the object-storage tests start on a
+# loopback port: built once with `go install` from the Go module proxy into
+# the per-user cache (about ten minutes on two cores); those tests skip
+# without it (fail under SEGTUNE_REQUIRE_ASSETS).
+minio:
+	@scripts/install-minio.sh >/dev/null || echo "make: MinIO unavailable; the object-storage tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 # The fuzz targets run first so that go test's summary closes the output.
-test: ort mnist torch-models foreign-models vet
+test: ort mnist minio torch-models foreign-models vet
 	@$(MAKE) --no-print-directory fuzz-short
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 

@@ -101,6 +101,20 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 	return img, nil
 }
 
+// Config reads only the header of the image in r (its size and format),
+// with the decoder's size check; name is used in errors. Reading stops
+// after the header, so a streamed download can be abandoned there.
+func (d Decoder) Config(r io.Reader, name string) (image.Config, string, error) {
+	cfg, format, err := decodeConfig(r)
+	if err != nil {
+		return cfg, format, fmt.Errorf("decode image %s: %w", name, err)
+	}
+	if err := d.checkSize(cfg.Width, cfg.Height); err != nil {
+		return cfg, format, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+	}
+	return cfg, format, nil
+}
+
 func (d Decoder) maxPixels() int64 {
 	if d.MaxPixels > 0 {
 		return d.MaxPixels

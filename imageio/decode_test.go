@@ -10,9 +10,11 @@ import (
 	"image/color"
 	"image/gif"
 	"image/jpeg"
+	"image/png"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
@@ -154,5 +156,23 @@ func TestDecodeGrayKeepsType(t *testing.T) {
 	}
 	if m, ok := img.(*image.Gray); !ok || m.GrayAt(1, 1).Y != 7 {
 		t.Fatalf("got %T", img)
+	}
+}
+
+func TestDecoderConfigReadsTheHeaderOnly(t *testing.T) {
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 30, 20)))
+	full := buf.Len()
+	// A reader that fails past the first 64 bytes: the header is enough.
+	r := io.MultiReader(bytes.NewReader(buf.Bytes()[:64]), iotest.ErrReader(errors.New("read past the header")))
+	cfg, format, err := Decoder{}.Config(r, "a.png")
+	if err != nil || cfg.Width != 30 || cfg.Height != 20 || format != "png" {
+		t.Fatalf("Config = %+v %q %v (file of %d bytes)", cfg, format, err, full)
+	}
+	if _, _, err := (Decoder{MaxPixels: 100}).Config(bytes.NewReader(buf.Bytes()), "a.png"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("pixel limit not applied: %v", err)
+	}
+	if _, _, err := (Decoder{}).Config(strings.NewReader("junk"), "j.png"); err == nil || !strings.Contains(err.Error(), "j.png") {
+		t.Errorf("junk: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -96,6 +98,33 @@ func (m *Model) loadExternalTensor(t *onnxpb.TensorProto, used map[string]int64)
 	// loads back equal (proto.Equal) to the one it was saved from.
 	t.ExternalData, t.DataLocation = nil, nil
 	return nil
+}
+
+// ExternalLocations returns the external-data files (as written in the
+// model: paths relative to its folder) that the serialized model data
+// refers to, each once, in the order first met; it parses nothing else and
+// reads no file, so that a model fetched from object storage can have its
+// data files fetched beside it before Load.
+func ExternalLocations(data []byte) ([]string, error) {
+	pb := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(data, pb); err != nil {
+		return nil, fmt.Errorf("not a valid ONNX protobuf: %w", err)
+	}
+	m := &Model{Proto: pb}
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range m.allTensors() {
+		if t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+			continue
+		}
+		for _, kv := range t.GetExternalData() {
+			if kv.GetKey() == "location" && !seen[kv.GetValue()] {
+				seen[kv.GetValue()] = true
+				out = append(out, kv.GetValue())
+			}
+		}
+	}
+	return out, nil
 }
 
 // resolveExternalPath maps an external-data location to a file inside m.Dir.

@@ -185,3 +185,24 @@ func TestExternalSymlinkInsideFolderAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestExternalLocations(t *testing.T) {
+	m := tinyModel()
+	externalise(t, m, "c", "weights/data.bin", 0)
+	externalise(t, m, "w", "weights/data.bin", 64)
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ExternalLocations(data)
+	if err != nil || len(got) != 1 || got[0] != "weights/data.bin" {
+		t.Errorf("ExternalLocations = %v, %v; want [weights/data.bin]", got, err)
+	}
+	inline, _ := tinyModel().Marshal()
+	if got, err := ExternalLocations(inline); err != nil || len(got) != 0 {
+		t.Errorf("inline model: %v, %v", got, err)
+	}
+	if _, err := ExternalLocations([]byte("not a model \xff\xff")); err == nil {
+		t.Error("garbage accepted")
+	}
+}

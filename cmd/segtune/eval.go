@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"image"
+	"io"
+	"iter"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -12,6 +17,8 @@ import (
 	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/models"
 )
 
 func evalCommand() *cli.Command {
@@ -21,18 +28,20 @@ func evalCommand() *cli.Command {
 		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
 			"maps its prediction back to each image's own size and compares it with the mask.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
-			&cli.StringFlag{Name: "images", Required: true, Usage: "folder of images"},
-			&cli.StringFlag{Name: "masks", Required: true, Usage: "folder of masks with the same base names"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
+			&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
+			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
+			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to FILE (a path or a URL) for `segtune eval merge`"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, preprocessFlags()...),
-		Action: runEval,
+		}, append(shardFlags()[:2], preprocessFlags()...)...),
+		Action:      runEval,
+		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
 }
 
@@ -51,10 +60,36 @@ type evalSummary struct {
 }
 
 func runEval(c *cli.Context) error {
+	// Checked here rather than by the flags' Required, which urfave/cli
+	// would also demand of `eval merge`.
+	if err := requireFlags(c, "model", "images", "masks"); err != nil {
+		return err
+	}
 	if err := initRuntime(c); err != nil {
 		return err
 	}
+	ctx := c.Context
+	spec, err := resolveShard(c)
+	if err != nil {
+		return err
+	}
+	partialPath := c.String("partial")
+	if partialPath != "" {
+		if _, err := storage.Parse(partialPath); err != nil {
+			return cli.Exit(fmt.Sprintf("--partial %s: %v", partialPath, err), 2)
+		}
+	}
 	modelPath := c.String("model")
+	imgs, err := openFolderFlag(c, "images")
+	if err != nil {
+		return err
+	}
+	defer imgs.Close()
+	masks, err := openFolderFlag(c, "masks")
+	if err != nil {
+		return err
+	}
+	defer masks.Close()
 	settings, err := modelSettings(c, modelPath)
 	if err != nil {
 		return err
@@ -72,15 +107,77 @@ func runEval(c *cli.Context) error {
 	if v := c.String("class-names"); v != "" {
 		names = strings.Split(v, ",")
 	}
-	pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
-	if err != nil {
-		return err
-	}
-	if err := pairing.Err(); err != nil {
-		return err
-	}
-	if len(pairing.Pairs) == 0 {
-		return cli.Exit("no image/mask pairs found", 1)
+	// The pairs: two local folders are paired as before (whole listings);
+	// otherwise both listings are streamed side by side, once to check
+	// the pairing and count, once into the pipeline.
+	var maskOf sync.Map // image path → mask path, while the image is under way
+	var inputs iter.Seq2[string, error]
+	total := 0
+	if imgs.IsLocal() && masks.IsLocal() {
+		pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
+		if err != nil {
+			return err
+		}
+		if err := pairing.Err(); err != nil {
+			return err
+		}
+		if len(pairing.Pairs) == 0 {
+			return cli.Exit("no image/mask pairs found", 1)
+		}
+		var mine []imageio.Pair
+		for _, p := range pairing.Pairs {
+			if spec.Owns(filepath.Base(p.Image)) {
+				mine = append(mine, p)
+			}
+		}
+		total = len(mine)
+		inputs = func(yield func(string, error) bool) {
+			for _, p := range mine {
+				maskOf.Store(p.Image, p.Mask)
+				if !yield(p.Image, nil) {
+					return
+				}
+			}
+		}
+	} else {
+		if err := imgs.CheckList(ctx); err != nil {
+			return flagError("images", imgs, err)
+		}
+		if err := masks.CheckList(ctx); err != nil {
+			return flagError("masks", masks, err)
+		}
+		res, err := joinFolders(ctx, imgs, masks, func(img, _ string) bool {
+			if spec.Owns(img) {
+				total++
+			}
+			return true
+		})
+		if err == nil {
+			err = res.err()
+		}
+		if err != nil {
+			return err
+		}
+		if res.pairs == 0 {
+			return cli.Exit("no image/mask pairs found", 1)
+		}
+		inputs = func(yield func(string, error) bool) {
+			stopped := false
+			res, err := joinFolders(ctx, imgs, masks, func(img, mask string) bool {
+				if !spec.Owns(img) {
+					return true
+				}
+				maskOf.Store(imgs.Path(img), masks.Path(mask))
+				stopped = !yield(imgs.Path(img), nil)
+				return !stopped
+			})
+			if err == nil {
+				err = res.err() // the folders changed since the check
+			}
+			if err != nil && !stopped {
+				yield("", err)
+			}
+		}
 	}
 	seg, err := openSegmenter(c, modelPath, settings)
 	if err != nil {
@@ -96,12 +193,6 @@ func runEval(c *cli.Context) error {
 			return fmt.Errorf("%s: %w", modelPath, err)
 		}
 	}
-	maskOf := make(map[string]string, len(pairing.Pairs))
-	paths := make([]string, len(pairing.Pairs))
-	for i, p := range pairing.Pairs {
-		paths[i] = p.Image
-		maskOf[p.Image] = p.Mask
-	}
 	sizeClasses, err := parseInts(c.String("size-classes"))
 	if err != nil {
 		return fmt.Errorf("--size-classes: %w", err)
@@ -110,11 +201,38 @@ func runEval(c *cli.Context) error {
 	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
 		threshold = checkpointSizeThreshold(modelPath)
 	}
-	var sized []sizedImage
+	digest, err := models.FileDigest(modelPath)
+	if err != nil {
+		return err
+	}
+	pre, err := canonicalJSON(settings.Preprocess)
+	if err != nil {
+		return err
+	}
+	run := evalRun{Model: c.String("model"), ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
+		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
+		SizeClasses: sizeClasses, SizeThreshold: threshold}
+	if settings.LabelMap != nil {
+		run.LabelMap = settings.LabelMap.String()
+	}
+	if run.ClassNames == nil {
+		run.ClassNames = []string{}
+	}
+	if run.SizeClasses == nil {
+		run.SizeClasses = []int{}
+	}
+	acc := newEvalPartial(spec, run)
+	if partialPath != "" {
+		done, err := partialDone(c, partialPath, acc)
+		if err != nil || done {
+			return err
+		}
+	}
 	var mu sync.Mutex
-	conf := metrics.NewConfusion(classes, ignore)
 	finish := func(r segmenter.Result) error {
-		mask, err := imageio.ReadMask(maskOf[r.Path], imageio.MaskOptions{
+		v, _ := maskOf.LoadAndDelete(r.Path)
+		maskPath, _ := v.(string)
+		mask, err := readMask(ctx, masks, maskPath, imageio.MaskOptions{
 			Map: settings.LabelMap, Width: r.Width, Height: r.Height,
 			NumClasses: classes, Ignore: int32(ignore),
 		})
@@ -123,64 +241,153 @@ func runEval(c *cli.Context) error {
 		}
 		target, err := mask.Uint8(nil)
 		if err != nil {
-			return fmt.Errorf("%s: %w", maskOf[r.Path], err)
+			return fmt.Errorf("%s: %w", maskPath, err)
 		}
 		local := metrics.NewConfusion(classes, ignore)
 		if err := local.Add(r.Labels, target); err != nil {
-			return fmt.Errorf("%s: %w", maskOf[r.Path], err)
+			return fmt.Errorf("%s: %w", maskPath, err)
+		}
+		var frac float64
+		if len(sizeClasses) > 0 {
+			frac = fraction(target, sizeClasses, ignore)
 		}
 		mu.Lock()
-		conf.Merge(local)
-		if len(sizeClasses) > 0 {
-			sized = append(sized, sizedImage{fraction: fraction(target, sizeClasses, ignore), conf: local})
-		}
+		acc.add(baseName(r.Path), local, frac)
 		mu.Unlock()
 		return nil
 	}
-	bar := progress(c, len(paths), "eval")
-	rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{
-		Batch:    clampBatch(c, seg, c.Int("batch")),
-		Progress: func(done, _ int) { bar.Set(done) },
+	dec := imageio.Decoder{}
+	read := dec.ReadFile
+	if !imgs.IsLocal() {
+		read = func(p string) (image.Image, error) {
+			r, err := imgs.Open(ctx, baseName(p))
+			if err != nil {
+				return nil, fmt.Errorf("read image: %w", err)
+			}
+			defer r.Close()
+			return dec.Decode(r, p)
+		}
+	}
+	stages := seg.StagesFrom(read, finish)
+	prepare := stages.Prepare
+	stages.Prepare = func(p string) (pipeline.Prepared, error) {
+		pr, err := prepare(p)
+		if err != nil {
+			maskOf.Delete(p) // the pipeline records the failure; Finish never comes
+		}
+		return pr, err
+	}
+	bar := progress(c, total, "eval")
+	rep, err := pipeline.RunSeq(inputs, total, stages, pipeline.Config{
+		Batch:          clampBatch(c, seg, c.Int("batch")),
+		PrepareWorkers: ioWorkers(!imgs.IsLocal() || !masks.IsLocal()),
+		Progress:       func(done, _ int) { bar.Set(done) },
 	})
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
 	}
-	sum := evalSummary{Report: metrics.NewReport(conf, names), Images: rep.Total, Failed: len(rep.Failures),
-		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), Device: seg.Session.Device}
+	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), seg.Session.Device
 	for _, f := range rep.Failures {
-		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
+		acc.Failures = append(acc.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
 	}
-	if len(sized) > 0 {
-		sum.Groups, sum.SizeGap, sum.Threshold = sizeGroups(sized, threshold, classes, ignore, names)
-	}
-	if c.Bool("json") {
-		if err := printJSON(os.Stdout, sum); err != nil {
+	if partialPath != "" {
+		if err := writePartial(c, partialPath, acc); err != nil {
 			return err
 		}
-	} else {
-		printFailures(os.Stderr, rep.Failures)
-		sum.Report.WriteText(os.Stdout)
-		for _, g := range []string{"small", "large"} {
-			if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
-				fmt.Printf("%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, sum.Threshold)
-			}
-		}
-		if sum.SizeGap != nil {
-			fmt.Printf("%-9s  %+.4f  (large − small)\n", "size gap", *sum.SizeGap)
-		}
-		fmt.Printf("%d images scored in %.1fs on %s\n", rep.Succeeded, sum.Seconds, sum.Device)
 	}
-	if len(rep.Failures) > 0 {
-		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
+	if spec.Sharded() {
+		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return nil
+	return printEvalSummary(c, acc.summary())
 }
 
-// sizedImage is one image's object size and scores, for size groups.
-type sizedImage struct {
-	fraction float64
-	conf     *metrics.Confusion
+// requireFlags is urfave/cli's check of required flags, with its message.
+func requireFlags(c *cli.Context, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !c.IsSet(n) {
+			missing = append(missing, n)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("Required flag %q not set", missing[0])
+	}
+	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
+}
+
+// readMask reads the mask at path (an item of masks).
+func readMask(ctx context.Context, masks *storage.Folder, path string, opt imageio.MaskOptions) (*imageio.Mask, error) {
+	if masks.IsLocal() {
+		return imageio.ReadMask(path, opt)
+	}
+	r, err := masks.Open(ctx, baseName(path))
+	if err != nil {
+		return nil, fmt.Errorf("read mask: %w", err)
+	}
+	defer r.Close()
+	return imageio.DecodeMask(r, path, opt)
+}
+
+// partialDone looks at an existing --partial file before the work: the
+// same shard of the same evaluation, complete, means the work is done (a
+// retried worker stops there); anything else there is refused rather than
+// overwritten.
+func partialDone(c *cli.Context, v string, acc *evalPartial) (bool, error) {
+	f, name, err := storage.OpenFile(c.Context, v)
+	if err != nil {
+		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
+	}
+	defer f.Close()
+	if err := f.CheckAccess(c.Context); err != nil {
+		return false, flagError("partial", f, err)
+	}
+	data, err := f.ReadAll(c.Context, name, maxPartialBytes)
+	if storage.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
+	}
+	old, err := parsePartial(data, v)
+	if err != nil {
+		return false, cli.Exit(fmt.Sprintf("--partial %s exists and is not this evaluation's partial file (%v); not overwriting it: remove it or choose another file", v, err), 2)
+	}
+	if d := sameRun(old.Run, acc.Run); d != "" {
+		return false, cli.Exit(fmt.Sprintf("--partial %s holds another evaluation's scores (it differs in %s); not overwriting it: remove it or choose another file", v, d), 2)
+	}
+	if old.Shard != acc.Shard {
+		return false, cli.Exit(fmt.Sprintf("--partial %s holds shard %s, and this is shard %s: give each shard its own file (e.g. part-$JOB_COMPLETION_INDEX.json)", v, old.Shard, acc.Shard), 2)
+	}
+	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
+	if c.Bool("json") {
+		return true, printJSON(os.Stdout, old.summary())
+	}
+	return true, nil
+}
+
+// writePartial writes the accumulator to v (a path or a URL), atomically.
+func writePartial(c *cli.Context, v string, acc *evalPartial) error {
+	data, err := acc.encode()
+	if err != nil {
+		return err
+	}
+	f, name, err := storage.OpenFile(c.Context, v)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
+	}
+	defer f.Close()
+	if err := f.MkdirAll(); err != nil {
+		return fmt.Errorf("--partial %s: %w", v, err)
+	}
+	if err := f.Write(c.Context, name, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		return fmt.Errorf("--partial: %w", err)
+	}
+	notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, v)
+	return nil
 }
 
 // fraction is the share of labelled pixels that belong to classes.
@@ -202,30 +409,4 @@ func fraction(target []uint8, classes []int, ignore int) float64 {
 		return 0
 	}
 	return float64(in) / float64(all)
-}
-
-// sizeGroups splits images at threshold (or, if 0, at their mean object
-// size) and scores each group.
-func sizeGroups(imgs []sizedImage, threshold float64, classes, ignore int, names []string) (map[string]metrics.Report, *float64, float64) {
-	if threshold == 0 {
-		for _, im := range imgs {
-			threshold += im.fraction
-		}
-		threshold /= float64(len(imgs))
-	}
-	small, large := metrics.NewConfusion(classes, ignore), metrics.NewConfusion(classes, ignore)
-	for _, im := range imgs {
-		if im.fraction > threshold {
-			large.Merge(im.conf)
-		} else {
-			small.Merge(im.conf)
-		}
-	}
-	groups := map[string]metrics.Report{"small": metrics.NewReport(small, names), "large": metrics.NewReport(large, names)}
-	var gap *float64
-	if s, l := groups["small"].MeanIoU, groups["large"].MeanIoU; s != nil && l != nil {
-		g := *l - *s
-		gap = &g
-	}
-	return groups, gap, threshold
 }

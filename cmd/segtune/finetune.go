@@ -14,6 +14,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 )
 
@@ -30,7 +31,7 @@ func finetuneCommand() *cli.Command {
 			"or explicit --train-images/--train-masks/--val-images/--val-masks.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)"},
-			&cli.StringFlag{Name: "data", Usage: "data set root with images/{train,val} and masks/{train,val}"},
+			&cli.StringFlag{Name: "data", Usage: "data set root with images/{train,val} and masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)"},
 			&cli.StringFlag{Name: "train-images", Usage: "training images folder"},
 			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder"},
 			&cli.StringFlag{Name: "val-images", Usage: "validation images folder"},
@@ -115,6 +116,18 @@ func runFinetune(c *cli.Context) error {
 
 // finetuneConfig turns flags into a run configuration.
 func finetuneConfig(c *cli.Context) (finetune.Config, error) {
+	// Data in object storage is mirrored into the cache first (remote_fetch.go).
+	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
+		if v := c.String(flag); storage.IsURL(v) {
+			dir, err := mirrorFolder(c, flag, v)
+			if err != nil {
+				return finetune.Config{}, err
+			}
+			if err := c.Set(flag, dir); err != nil {
+				return finetune.Config{}, err
+			}
+		}
+	}
 	cfg := finetune.Config{
 		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"),
 		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),

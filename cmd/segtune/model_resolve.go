@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/runtime"
 )
@@ -35,10 +36,18 @@ func resolveModelFlags(cmds []*cli.Command) {
 		if flag == nil {
 			continue
 		}
-		flag.Usage += " (or a known model's name, see segtune model list)"
+		flag.Usage += " (or a known model's name, see segtune model list, or an s3://, gs:// or azblob:// URL)"
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
-			if v := c.String("model"); v != "" {
+			if v := c.String("model"); storage.IsURL(v) {
+				path, err := fetchModel(c.Context, v)
+				if err != nil {
+					return err
+				}
+				if err := c.Set("model", path); err != nil {
+					return err
+				}
+			} else if v != "" {
 				path, err := resolveModelArg(v)
 				if err != nil {
 					return err

@@ -36,9 +36,11 @@ func within(path, dir string) bool {
 // guardSegmentOutput refuses an output folder that overlaps the input
 // folder (after resolving symbolic links) and any output file that would
 // be one of the input images, so segment never overwrites its sources.
-// It then removes temporary files that an earlier, killed segment left
-// in the output folders.
-func guardSegmentOutput(inDir, outDir string, paths []string, overlays bool) error {
+// With clean, it then removes temporary files that an earlier, killed
+// segment left in the output folders. Shards do not clean: on a folder
+// shared by several machines a process id says nothing of another
+// machine's writer, whose temporary file would go from under it.
+func guardSegmentOutput(inDir, outDir string, paths []string, overlays, clean bool) error {
 	in, err := resolvePath(inDir)
 	if err != nil {
 		return err
@@ -78,8 +80,10 @@ func guardSegmentOutput(inDir, outDir string, paths []string, overlays bool) err
 			}
 		}
 	}
-	for _, d := range outDirs {
-		atomicfile.RemoveStale(d)
+	if clean {
+		for _, d := range outDirs {
+			atomicfile.RemoveStale(d)
+		}
 	}
 	return nil
 }

@@ -1,17 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"image"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
 )
 
 func segmentCommand() *cli.Command {
@@ -23,14 +31,14 @@ func segmentCommand() *cli.Command {
 			"Unreadable images are reported by name and skipped; the exit status is 1 if any failed.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint"},
-			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "folder of images"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks"},
+			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks (a path or a URL)"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
 			&cli.Float64Flag{Name: "alpha", Value: 0.5, Usage: "overlay opacity of the mask colours"},
 			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, preprocessFlags()...),
+		}, append(shardFlags(), preprocessFlags()...)...),
 		Action: runSegment,
 	}
 }
@@ -39,6 +47,7 @@ func segmentCommand() *cli.Command {
 type segmentSummary struct {
 	Images       int           `json:"images"`
 	Succeeded    int           `json:"succeeded"`
+	Skipped      int           `json:"skipped"` // outputs already there and checked
 	Failed       int           `json:"failed"`
 	Failures     []failureJSON `json:"failures"`
 	Seconds      float64       `json:"seconds"`
@@ -47,6 +56,7 @@ type segmentSummary struct {
 	Device       string        `json:"device"`
 	Batch        int           `json:"batch"`
 	Output       string        `json:"output"`
+	Shard        string        `json:"shard,omitempty"` // K/N when sharded
 }
 
 type failureJSON struct {
@@ -58,7 +68,22 @@ func runSegment(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
+	ctx := c.Context
+	spec, err := resolveShard(c)
+	if err != nil {
+		return err
+	}
 	modelPath, inDir, outDir := c.String("model"), c.String("input"), c.String("output")
+	in, err := openFolderFlag(c, "input")
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := openFolderFlag(c, "output")
+	if err != nil {
+		return err
+	}
+	defer out.Close()
 	settings, err := modelSettings(c, modelPath)
 	if err != nil {
 		return err
@@ -69,18 +94,71 @@ func runSegment(c *cli.Context) error {
 			return err
 		}
 	}
-	paths, err := imageio.ListImages(inDir)
-	if err != nil {
-		return err
+	// The images: a local folder is listed as before (whole, checked,
+	// guarded against overwriting its images); a bucket folder is
+	// streamed twice, once here to check names and count, once into the
+	// pipeline, never held.
+	var inputs iter.Seq2[string, error]
+	var total, all int
+	if in.IsLocal() {
+		paths, err := imageio.ListImages(inDir)
+		if err != nil {
+			return err
+		}
+		all = len(paths)
+		if all == 0 {
+			return cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), inDir), 1)
+		}
+		if err := checkDistinctStems(paths); err != nil {
+			return err
+		}
+		if out.IsLocal() {
+			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay"), !spec.Sharded()); err != nil {
+				return err
+			}
+		}
+		var mine []string
+		for _, p := range paths {
+			if spec.Owns(filepath.Base(p)) {
+				mine = append(mine, p)
+			}
+		}
+		total = len(mine)
+		inputs = func(yield func(string, error) bool) {
+			for _, p := range mine {
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	} else {
+		if err := in.CheckList(ctx); err != nil {
+			return flagError("input", in, err)
+		}
+		if in.Within(out) || out.Within(in) {
+			return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap: segment would write among the images it reads; choose an output folder outside the input", out, in), 2)
+		}
+		for p, err := range segmentInputs(ctx, in, shard.All) { // the check pass
+			if err != nil {
+				return flagError("input", in, err)
+			}
+			all++
+			if spec.Owns(baseName(p)) {
+				total++
+			}
+		}
+		inputs = segmentInputs(ctx, in, spec)
 	}
-	if len(paths) == 0 {
-		return cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), inDir), 1)
+	if all == 0 {
+		return cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), in), 1)
 	}
-	if err := checkDistinctStems(paths); err != nil {
-		return err
-	}
-	if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay")); err != nil {
-		return err
+	if !out.IsLocal() {
+		if err := out.CheckAccess(ctx); err != nil {
+			return flagError("output", out, err)
+		}
+	} else if !in.IsLocal() && !spec.Sharded() {
+		atomicfile.RemoveStale(outDir)
+		atomicfile.RemoveStale(filepath.Join(outDir, "overlays"))
 	}
 	seg, err := openSegmenter(c, modelPath, settings)
 	if err != nil {
@@ -95,16 +173,21 @@ func runSegment(c *cli.Context) error {
 	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
 		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
 	}
-	bar := progress(c, len(paths), "segment")
-	rep, err := segmentFolder(seg, paths, outDir, pal, ov, batch, func(done int) { bar.Set(done) })
+	job := &segmentJob{ctx: ctx, seg: seg, in: in, out: out, pal: pal, ov: ov, batch: batch,
+		skip: skipExisting(c, spec), notef: func(f string, a ...any) { notef(c, f, a...) }}
+	bar := progress(c, total, "segment")
+	rep, err := job.run(inputs, total, func(done int) { bar.Set(done) })
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
 	}
 	sum := segmentSummary{
-		Images: rep.Total, Succeeded: rep.Succeeded, Failed: len(rep.Failures),
+		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
 		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
 		Device: seg.Session.Device, Batch: batch, Output: outDir,
+	}
+	if spec.Sharded() {
+		sum.Shard = spec.String()
 	}
 	if sum.Seconds > 0 {
 		sum.ImagesPerSec = float64(rep.Succeeded) / sum.Seconds
@@ -118,8 +201,15 @@ func runSegment(c *cli.Context) error {
 		}
 	} else {
 		printFailures(os.Stderr, rep.Failures)
-		fmt.Printf("segmented %d of %d images into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
-			sum.Succeeded, sum.Images, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
+		what := ""
+		if spec.Sharded() {
+			what = fmt.Sprintf(" (shard %s)", spec)
+		}
+		if rep.Skipped > 0 {
+			what += fmt.Sprintf(" (%d already done)", rep.Skipped)
+		}
+		fmt.Printf("segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
+			sum.Succeeded, sum.Images, what, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
 	}
 	if len(rep.Failures) > 0 {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
@@ -189,26 +279,183 @@ func checkDistinctStems(paths []string) error {
 // overlays/) into outDir for each image of paths.
 func segmentFolder(seg *segmenter.Segmenter, paths []string, outDir string, pal imageio.Palette,
 	ov *imageio.OverlayOptions, batch int, progress func(done int)) (pipeline.Report, error) {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	out, err := storage.OpenFolder(context.Background(), outDir)
+	if err != nil {
 		return pipeline.Report{}, err
 	}
-	if ov != nil {
-		if err := os.MkdirAll(filepath.Join(outDir, "overlays"), 0o755); err != nil {
+	in, err := storage.OpenFolder(context.Background(), ".")
+	if err != nil {
+		return pipeline.Report{}, err
+	}
+	job := &segmentJob{ctx: context.Background(), seg: seg, in: in, out: out, pal: pal, ov: ov, batch: batch}
+	return job.run(func(yield func(string, error) bool) {
+		for _, p := range paths {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}, len(paths), progress)
+}
+
+// segmentJob segments images from in (local paths or bucket URLs as
+// items) into masks (and overlays) in out.
+type segmentJob struct {
+	ctx     context.Context
+	seg     *segmenter.Segmenter
+	in, out *storage.Folder
+	pal     imageio.Palette
+	ov      *imageio.OverlayOptions
+	batch   int
+	// skip keeps outputs that exist and check out (see done).
+	skip  bool
+	notef func(format string, args ...any)
+}
+
+// ioWorkers is the prepare (download and decode) or finish (encode and
+// upload) concurrency: more than the cores for a bucket, whose requests
+// wait on the network.
+func ioWorkers(remote bool) int {
+	n := goruntime.GOMAXPROCS(0)
+	if remote {
+		n = max(n, 8)
+	}
+	return n
+}
+
+func (j *segmentJob) run(inputs iter.Seq2[string, error], total int, progress func(done int)) (pipeline.Report, error) {
+	var overlays *storage.Folder
+	if err := j.out.MkdirAll(); err != nil {
+		return pipeline.Report{}, err
+	}
+	if j.ov != nil {
+		overlays = j.out.Sub("overlays")
+		if err := overlays.MkdirAll(); err != nil {
 			return pipeline.Report{}, err
+		}
+	}
+	dec := imageio.Decoder{}
+	read := dec.ReadFile
+	if !j.in.IsLocal() {
+		read = func(p string) (image.Image, error) {
+			r, err := j.in.Open(j.ctx, baseName(p))
+			if err != nil {
+				return nil, fmt.Errorf("read image: %w", err)
+			}
+			defer r.Close()
+			return dec.Decode(r, p)
 		}
 	}
 	finish := func(r segmenter.Result) error {
 		name := stem(r.Path) + ".png"
-		if err := imageio.WriteMaskPNG(filepath.Join(outDir, name), r.Labels, r.Width, r.Height, pal); err != nil {
+		mask, err := imageio.MaskImage(r.Labels, r.Width, r.Height, j.pal)
+		if err != nil {
+			return fmt.Errorf("write mask %s: %w", j.out.Path(name), err)
+		}
+		if err := j.out.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, mask) }); err != nil {
 			return err
 		}
-		if ov != nil {
-			return imageio.WriteOverlayPNG(filepath.Join(outDir, "overlays", name), r.Image, r.Labels, pal, *ov)
+		if j.ov != nil {
+			img, err := imageio.Overlay(r.Image, r.Labels, j.pal, *j.ov)
+			if err != nil {
+				return err
+			}
+			return overlays.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, img) })
 		}
 		return nil
 	}
-	return pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{
-		Batch:    batch,
-		Progress: func(done, _ int) { progress(done) },
+	st := j.seg.StagesFrom(read, finish)
+	if j.skip {
+		prepare := st.Prepare
+		st.Prepare = func(p string) (pipeline.Prepared, error) {
+			if j.done(p, overlays) {
+				return pipeline.Prepared{}, pipeline.ErrSkip
+			}
+			return prepare(p)
+		}
+	}
+	return pipeline.RunSeq(inputs, total, st, pipeline.Config{
+		Batch:          j.batch,
+		PrepareWorkers: ioWorkers(!j.in.IsLocal()),
+		FinishWorkers:  ioWorkers(!j.out.IsLocal()),
+		Progress:       func(done, _ int) { progress(done) },
 	})
+}
+
+// done reports whether the image at p already has its outputs: the mask
+// (and the overlay, if asked for) exist, decode completely, are the
+// image's size, and the mask is a palette PNG of the model's classes. The
+// name alone proves nothing: an output that does not check out is made
+// again (with a notice).
+func (j *segmentJob) done(p string, overlays *storage.Folder) bool {
+	name := stem(p) + ".png"
+	dec := imageio.Decoder{}
+	decode := func(f *storage.Folder) (image.Image, bool) {
+		r, err := f.Open(j.ctx, name)
+		if err != nil {
+			if !storage.IsNotExist(err) && j.notef != nil {
+				j.notef("segtune: cannot read %s (%v): segmenting %s again", f.Path(name), err, p)
+			}
+			return nil, false
+		}
+		defer r.Close()
+		img, err := dec.Decode(r, f.Path(name))
+		if err != nil {
+			if j.notef != nil {
+				j.notef("segtune: %v: segmenting %s again", err, p)
+			}
+			return nil, false
+		}
+		return img, true
+	}
+	m, ok := decode(j.out)
+	if !ok {
+		return false
+	}
+	again := func(why string, args ...any) bool {
+		if j.notef != nil {
+			j.notef("segtune: %s %s: segmenting %s again", j.out.Path(name), fmt.Sprintf(why, args...), p)
+		}
+		return false
+	}
+	mask, isMask := m.(*image.Paletted)
+	if !isMask {
+		return again("is not a palette PNG")
+	}
+	if k := j.seg.Contract.Classes; k > 0 {
+		for _, v := range mask.Pix {
+			if int(v) >= k {
+				return again("holds label %d, and the model has %d classes", v, k)
+			}
+		}
+	}
+	r, err := j.openInput(p)
+	if err != nil {
+		return false // the pipeline reports the image
+	}
+	cfg, _, err := dec.Config(r, p)
+	r.Close()
+	if err != nil {
+		return false
+	}
+	if b := mask.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		return again("is %dx%d (WxH), the image %dx%d", b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+	}
+	if j.ov != nil {
+		o, ok := decode(overlays)
+		if !ok {
+			return false
+		}
+		if b := o.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+			return again("has an overlay of %dx%d (WxH), the image is %dx%d", b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+		}
+	}
+	return true
+}
+
+func (j *segmentJob) openInput(p string) (io.ReadCloser, error) {
+	if j.in.IsLocal() {
+		r, _, err := regfile.Open(p)
+		return r, err
+	}
+	return j.in.Open(j.ctx, baseName(p))
 }

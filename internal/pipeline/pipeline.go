@@ -9,7 +9,9 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"runtime"
 	"slices"
@@ -70,10 +72,16 @@ type Failure struct {
 	Err  error
 }
 
+// ErrSkip, returned (or wrapped) by Prepare, marks an item as already
+// done (e.g. its output exists and checks out): it is counted in
+// Report.Skipped, neither succeeded nor failed.
+var ErrSkip = errors.New("already done")
+
 // Report summarises a run.
 type Report struct {
 	Total        int
 	Succeeded    int
+	Skipped      int // items whose Prepare returned ErrSkip
 	Failures     []Failure
 	Elapsed      time.Duration
 	InferElapsed time.Duration // time spent inside Infer
@@ -93,6 +101,27 @@ type finished struct {
 // Run processes paths through the stages. It returns an error only when
 // Infer fails (the model cannot run); per-file failures are in the report.
 func Run(paths []string, st Stages, cfg Config) (Report, error) {
+	rep, err := run(func(yield func(string, error) bool) {
+		for _, p := range paths {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}, len(paths), st, cfg)
+	rep.Total = len(paths) // also when a failing model stopped the run early
+	return rep, err
+}
+
+// RunSeq is Run over a sequence of paths that is consumed as the pipeline
+// takes them, e.g. a bucket listing streamed a page at a time: no more
+// than a few batches' worth of paths are held. total, when known (> 0),
+// is passed to Progress; 0 means unknown. An error from the sequence stops
+// the run (items already under way finish) and is returned.
+func RunSeq(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Report, error) {
+	return run(paths, total, st, cfg)
+}
+
+func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Report, error) {
 	start := time.Now()
 	if cfg.Batch < 1 {
 		cfg.Batch = 1
@@ -103,27 +132,34 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 	if cfg.FinishWorkers < 1 {
 		cfg.FinishWorkers = runtime.GOMAXPROCS(0)
 	}
-	rep := Report{Total: len(paths)}
+	rep := Report{}
 	var mu sync.Mutex // guards rep and done
 	done := 0
 	record := func(path string, err error) {
 		mu.Lock()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrSkip):
+			rep.Skipped++
+		case err != nil:
 			rep.Failures = append(rep.Failures, Failure{Path: path, Err: err})
-		} else {
+		default:
 			rep.Succeeded++
 		}
 		done++
 		// Called under the lock so that Progress needs no locking of its own.
 		if cfg.Progress != nil {
-			cfg.Progress(done, len(paths))
+			cfg.Progress(done, total)
 		}
 		mu.Unlock()
 	}
 
 	// Stage 1: prepare, in parallel; a bounded channel keeps at most a couple
 	// of batches decoded ahead of the model.
-	jobs := make(chan int)
+	type job struct {
+		index int
+		path  string
+	}
+	jobs := make(chan job)
 	ready := make(chan prepared, 2*cfg.Batch)
 	stop := make(chan struct{})
 	var prepWG sync.WaitGroup
@@ -131,25 +167,36 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		prepWG.Add(1)
 		go func() {
 			defer prepWG.Done()
-			for i := range jobs {
-				p, err := st.Prepare(paths[i])
+			for j := range jobs {
+				p, err := st.Prepare(j.path)
 				if err != nil {
-					record(paths[i], err)
+					record(j.path, err)
 					continue
 				}
 				select {
-				case ready <- prepared{index: i, path: paths[i], Prepared: p}:
+				case ready <- prepared{index: j.index, path: j.path, Prepared: p}:
 				case <-stop:
 					return
 				}
 			}
 		}()
 	}
+	// The feeder reads the sequence (and so a streamed listing) only as
+	// fast as the prepare workers take items.
+	var listErr error
+	var fed int
 	go func() {
 		defer close(jobs)
-		for i := range paths {
+		i := 0
+		defer func() { fed = i }()
+		for p, err := range paths {
+			if err != nil {
+				listErr = err
+				return
+			}
 			select {
-			case jobs <- i:
+			case jobs <- job{i, p}:
+				i++
 			case <-stop:
 				return
 			}
@@ -248,6 +295,9 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 	flush()
 	close(results)
 	finWG.Wait()
+	// ready is closed only after the feeder has closed jobs, so fed and
+	// listErr are settled here.
+	rep.Total = fed
 	rep.Elapsed = time.Since(start)
 	slices.SortFunc(rep.Failures, func(a, b Failure) int {
 		switch {
@@ -258,6 +308,9 @@ func Run(paths []string, st Stages, cfg Config) (Report, error) {
 		}
 		return 0
 	})
+	if inferErr == nil && listErr != nil {
+		return rep, listErr
+	}
 	return rep, inferErr
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The fake model doubles each input value; Finish checks it got its own item
@@ -140,4 +141,76 @@ func TestOneImageTheModelFailsOnIsSkipped(t *testing.T) {
 		!strings.Contains(rep.Failures[0].Err.Error(), "inference failed: Conv: invalid input") {
 		t.Fatalf("report = %+v", rep)
 	}
+}
+
+// RunSeq takes paths from a sequence only as fast as the workers take
+// them, counts ErrSkip items apart, and returns the sequence's error.
+func TestRunSeqStreamsSkipsAndStopsOnListError(t *testing.T) {
+	st := Stages{
+		Prepare: func(path string) (Prepared, error) {
+			if strings.HasPrefix(path, "done") {
+				return Prepared{}, fmt.Errorf("%s: %w", path, ErrSkip)
+			}
+			return Prepared{Input: []float32{1}, Shape: Shape{1, 1, 1}}, nil
+		},
+		Infer: func(batch []float32, n int, shape Shape) ([]Output, error) {
+			return make([]Output, n), nil
+		},
+		Finish: func(string, Prepared, Output) error { return nil },
+	}
+	var pulled atomic.Int64
+	const n = 10000
+	seq := func(yield func(string, error) bool) {
+		for i := 0; i < n; i++ {
+			pulled.Add(1)
+			name := fmt.Sprintf("img%d", i)
+			if i%4 == 0 {
+				name = fmt.Sprintf("done%d", i)
+			}
+			if !yield(name, nil) {
+				return
+			}
+		}
+	}
+	rep, err := RunSeq(seq, 0, st, Config{Batch: 2, PrepareWorkers: 1, FinishWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total != n || rep.Skipped != n/4 || rep.Succeeded != n-n/4 || len(rep.Failures) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+
+	// A listing that fails part-way stops the run with its error; what was
+	// listed before is processed.
+	boom := errors.New("listing failed")
+	bad := func(yield func(string, error) bool) {
+		for i := 0; i < 7; i++ {
+			if !yield(fmt.Sprintf("img%d", i), nil) {
+				return
+			}
+		}
+		yield("", boom)
+	}
+	rep, err = RunSeq(bad, 0, st, Config{Batch: 3})
+	if !errors.Is(err, boom) || rep.Succeeded != 7 || rep.Total != 7 {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+
+	// The sequence is not drained ahead of the workers: a blocked Finish
+	// holds the feeder to a few batches.
+	release := make(chan struct{})
+	pulled.Store(0)
+	slow := st
+	slow.Finish = func(string, Prepared, Output) error { <-release; return nil }
+	done := make(chan struct{})
+	go func() {
+		RunSeq(seq, 0, slow, Config{Batch: 2, PrepareWorkers: 1, FinishWorkers: 1})
+		close(done)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if p := pulled.Load(); p > 50 {
+		t.Errorf("%d paths pulled while the first result was still being finished", p)
+	}
+	close(release)
+	<-done
 }

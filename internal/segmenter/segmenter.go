@@ -121,9 +121,15 @@ type Result struct {
 
 // Stages returns pipeline stages that call finish with each image's labels.
 func (s *Segmenter) Stages(dec imageio.Decoder, finish func(Result) error) pipeline.Stages {
+	return s.StagesFrom(dec.ReadFile, finish)
+}
+
+// StagesFrom is Stages with images read by read (e.g. from object
+// storage) instead of from local files.
+func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), finish func(Result) error) pipeline.Stages {
 	return pipeline.Stages{
 		Prepare: func(path string) (pipeline.Prepared, error) {
-			img, err := dec.ReadFile(path)
+			img, err := read(path)
 			if err != nil {
 				return pipeline.Prepared{}, err
 			}

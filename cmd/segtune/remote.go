@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
+)
+
+// Sharding and object storage for segment and eval: the flags, and the
+// listings that feed the pipeline.
+
+func shardFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "shard", Usage: "process only shard K of N (K/N, from 0; images are split by a hash of their file name); " +
+			"default: from JOB_COMPLETION_INDEX (with --shards) or SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, else every image"},
+		&cli.IntFlag{Name: "shards", Usage: "the shard count N where the environment gives only the index (a Kubernetes Indexed Job's completions)"},
+		&cli.BoolFlag{Name: "skip-existing", Usage: "skip images whose outputs exist and check out (default: on when sharded, so a retried worker finishes the job)"},
+	}
+}
+
+// resolveShard reads --shard, --shards and the job engines' variables.
+// A shard taken from the environment is announced, with the way out.
+func resolveShard(c *cli.Context) (shard.Spec, error) {
+	s, err := shard.Resolve(c.String("shard"), c.Int("shards"), os.Getenv, "--shard", "--shards")
+	if err != nil {
+		return s, cli.Exit(err.Error(), 2)
+	}
+	if s.Source != "" && s.Source != "--shard" {
+		notef(c, "segtune: shard %s from %s (--shard 0/1 processes every image)", s, s.Source)
+	}
+	return s, nil
+}
+
+// skipExisting says whether outputs that exist are checked and kept:
+// --skip-existing if given, else whenever a shard was asked for.
+func skipExisting(c *cli.Context, s shard.Spec) bool {
+	if c.IsSet("skip-existing") {
+		return c.Bool("skip-existing")
+	}
+	return s.Source != ""
+}
+
+// openFolderFlag opens the folder that flag names (a path or a URL); errors
+// name the flag.
+func openFolderFlag(c *cli.Context, flag string) (*storage.Folder, error) {
+	v := c.String(flag)
+	f, err := storage.OpenFolder(c.Context, v)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--%s %s: %v", flag, v, err), 2)
+	}
+	return f, nil
+}
+
+// flagError names the flag in an error about its folder.
+func flagError(flag string, f *storage.Folder, err error) error {
+	if err == nil {
+		return nil
+	}
+	return cli.Exit(fmt.Sprintf("--%s %s: %v", flag, f, err), 2)
+}
+
+// baseName is the file name of an item path (a local path or a URL).
+func baseName(p string) string { return path.Base(filepath.ToSlash(p)) }
+
+// imageNames yields the image files directly in f (by ImageExtensions),
+// in byte order.
+func imageNames(ctx context.Context, f *storage.Folder) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for name, err := range f.List(ctx) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if imageio.IsImageFile(name) && !yield(name, nil) {
+				return
+			}
+		}
+	}
+}
+
+// stemWindow finds two names in a sorted stream with the same stem (a.jpg
+// and a.png), holding only a few names: every name with stem s begins with
+// "s.", and the names beginning with a given string are contiguous in byte
+// order, so a stem whose "s." no longer prefixes the current name cannot
+// come back. What stays open is a chain of nested stems.
+type stemWindow struct {
+	open []struct{ stem, name string }
+}
+
+// add returns the earlier name with the same stem as name, if any.
+func (w *stemWindow) add(name string) (string, bool) {
+	keep := w.open[:0]
+	for _, e := range w.open {
+		if strings.HasPrefix(name, e.stem+".") {
+			keep = append(keep, e)
+		}
+	}
+	w.open = keep
+	s := stem(name)
+	for _, e := range w.open {
+		if e.stem == s {
+			return e.name, true
+		}
+	}
+	w.open = append(w.open, struct{ stem, name string }{s, name})
+	return "", false
+}
+
+// segmentInputs streams the images of a bucket folder that belong to
+// shard s, refusing two images whose masks would have one name. It is
+// run twice: once over every shard to check and count before any work,
+// once to feed the pipeline.
+func segmentInputs(ctx context.Context, in *storage.Folder, s shard.Spec) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		var w stemWindow
+		for name, err := range imageNames(ctx, in) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if prev, dup := w.add(name); dup {
+				yield("", fmt.Errorf("%s and %s would both be written as %s.png; rename one", in.Path(prev), in.Path(name), stem(name)))
+				return
+			}
+			if s.Owns(name) && !yield(in.Path(name), nil) {
+				return
+			}
+		}
+	}
+}
+
+// joinResult is what a pairing of two streamed folders found.
+type joinResult struct {
+	pairs                     int
+	imagesAlone, masksAlone   []string // the first few, as paths
+	nImagesAlone, nMasksAlone int
+}
+
+const joinShown = 5
+
+func (r joinResult) err() error {
+	if r.nImagesAlone == 0 && r.nMasksAlone == 0 {
+		return nil
+	}
+	some := func(names []string, n int) string {
+		s := strings.Join(names, ", ")
+		if n > len(names) {
+			s += fmt.Sprintf(", and %d more", n-len(names))
+		}
+		return s
+	}
+	var parts []string
+	if r.nImagesAlone > 0 {
+		parts = append(parts, fmt.Sprintf("%d image(s) without a mask: %s", r.nImagesAlone, some(r.imagesAlone, r.nImagesAlone)))
+	}
+	if r.nMasksAlone > 0 {
+		parts = append(parts, fmt.Sprintf("%d mask(s) without an image: %s", r.nMasksAlone, some(r.masksAlone, r.nMasksAlone)))
+	}
+	return fmt.Errorf("data set pairing: %s", strings.Join(parts, "; "))
+}
+
+// joinFolders pairs the images of imgs with the masks of masks by stem,
+// streaming both listings side by side (a merge in byte order) and
+// holding only names whose partner may still come: a name with stem s
+// waits while the other listing is among names beginning with "s.". pair
+// is called for each pair (returning false stops); the result counts the
+// unmatched. Two files with one stem in a folder are an error.
+func joinFolders(ctx context.Context, imgs, masks *storage.Folder, pair func(img, mask string) bool) (joinResult, error) {
+	var res joinResult
+	type side struct {
+		f       *storage.Folder
+		next    func() (string, error, bool)
+		stop    func()
+		cur     string
+		ok      bool
+		pending map[string]string // stem → name
+		win     stemWindow
+	}
+	open := func(f *storage.Folder) *side {
+		next, stop := iter.Pull2(imageNames(ctx, f))
+		return &side{f: f, next: next, stop: stop, pending: map[string]string{}}
+	}
+	a, b := open(imgs), open(masks)
+	defer a.stop()
+	defer b.stop()
+	advance := func(s *side) error {
+		name, err, ok := s.next()
+		if err != nil {
+			return err
+		}
+		s.cur, s.ok = name, ok
+		if ok {
+			if prev, dup := s.win.add(name); dup {
+				return fmt.Errorf("data set: %s and %s share the name %q; pairing would be ambiguous", s.f.Path(prev), s.f.Path(name), stem(name))
+			}
+		}
+		return nil
+	}
+	if err := advance(a); err != nil {
+		return res, err
+	}
+	if err := advance(b); err != nil {
+		return res, err
+	}
+	alone := func(s *side, name string) {
+		if s == a {
+			res.nImagesAlone++
+			if len(res.imagesAlone) < joinShown {
+				res.imagesAlone = append(res.imagesAlone, s.f.Path(name))
+			}
+		} else {
+			res.nMasksAlone++
+			if len(res.masksAlone) < joinShown {
+				res.masksAlone = append(res.masksAlone, s.f.Path(name))
+			}
+		}
+	}
+	// evict declares unmatched the names of s whose partner can no longer
+	// come from other.
+	evict := func(s, other *side) {
+		for st, name := range s.pending {
+			if !other.ok || !strings.HasPrefix(other.cur, st+".") {
+				delete(s.pending, st)
+				alone(s, name)
+			}
+		}
+	}
+	for a.ok || b.ok {
+		s, other := a, b
+		if !a.ok || (b.ok && b.cur < a.cur) {
+			s, other = b, a
+		}
+		name, st := s.cur, stem(s.cur)
+		if err := advance(s); err != nil {
+			return res, err
+		}
+		if partner, found := other.pending[st]; found {
+			delete(other.pending, st)
+			res.pairs++
+			img, mask := name, partner
+			if s == b {
+				img, mask = partner, name
+			}
+			if !pair(img, mask) {
+				return res, nil
+			}
+		} else {
+			s.pending[st] = name
+		}
+		evict(a, b)
+		evict(b, a)
+	}
+	return res, nil
+}
