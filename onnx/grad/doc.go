@@ -107,7 +107,7 @@
 // with kinks met in the whole models needs a recipe in frozenKinks
 // (wholemodel_test.go), which fails naming it otherwise. An operator with
 // learned parameters also needs their input positions in
-// onnx.ParameterInputs, the table finetune/network shares.
+// onnx.ParameterInputs, the table models/network shares.
 //
 // # Graph conventions
 //
