@@ -144,7 +144,10 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 		f.Sync()
 	}
 	os.WriteFile(s.marker, nil, 0o644)
-	select {} // killed here, mid-write
+	// Killed here, mid-write. A sleep, not select{}: with every goroutine
+	// blocked, Go's deadlock detector would end the process first.
+	time.Sleep(time.Hour)
+	return 0, nil
 }
 
 func TestStallChild(t *testing.T) {
