@@ -96,25 +96,14 @@ func finalLayers(m *onnx.Model, cls Layer) []Layer {
 	for _, l := range layers {
 		byNode[l.Node] = l
 	}
-	g := m.Graph()
-	prod := onnx.Producers(g)
 	out := []Layer{cls}
-	seen := map[*onnxpb.NodeProto]bool{cls.Node: true}
-	stack := []string{g.Output[0].GetName()}
-	for len(stack) > 0 {
-		t := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		n := prod[t]
-		if n == nil || seen[n] {
-			continue
-		}
-		seen[n] = true
-		if l, ok := byNode[n]; ok {
+	walkUpstream(m.Graph(), m.Graph().Output[0].GetName(), func(n *onnxpb.NodeProto) bool {
+		l, ok := byNode[n]
+		if ok && n != cls.Node {
 			out = append(out, l)
-			continue
 		}
-		stack = append(stack, n.Input...)
-	}
+		return !ok
+	})
 	return out
 }
 

@@ -85,6 +85,14 @@ func Classifier(m *onnx.Model) (Layer, error) {
 
 // upstream returns the nodes that tensor depends on.
 func upstream(g *onnxpb.GraphProto, tensor string) map[*onnxpb.NodeProto]bool {
+	seen := map[*onnxpb.NodeProto]bool{}
+	walkUpstream(g, tensor, func(n *onnxpb.NodeProto) bool { seen[n] = true; return true })
+	return seen
+}
+
+// walkUpstream visits, depth first, each node that tensor depends on, once;
+// it goes on to a node's inputs only where visit returns true.
+func walkUpstream(g *onnxpb.GraphProto, tensor string, visit func(*onnxpb.NodeProto) bool) {
 	prod := onnx.Producers(g)
 	seen := map[*onnxpb.NodeProto]bool{}
 	stack := []string{tensor}
@@ -96,9 +104,10 @@ func upstream(g *onnxpb.GraphProto, tensor string) map[*onnxpb.NodeProto]bool {
 			continue
 		}
 		seen[n] = true
-		stack = append(stack, n.Input...)
+		if visit(n) {
+			stack = append(stack, n.Input...)
+		}
 	}
-	return seen
 }
 
 // firstUpsample returns the topological index of the first Resize or
