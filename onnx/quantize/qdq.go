@@ -205,9 +205,14 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 			return nil, nil, fmt.Errorf("bias %q: %w", b.bias, err)
 		}
 		sum.ClippedBiasValues += qb.Clipped
-		zps := make([]int32, len(vals))
+		scales, zps, axis := qb.Scales, make([]int32, len(vals)), 0
+		if len(ws) == 1 {
+			// One weight scale: one bias scale, and no axis (which
+			// opsets before 13 do not have).
+			scales, zps, axis = scales[:1], zps[:1], -1
+		}
 		// Each Conv gets its own copy: the scale depends on its input.
-		if err := p.addDequantized(g, nm, b.bias, t.GetDims(), onnxpb.TensorProto_INT32, qb.Values, qb.Scales, zps, 0, clone[b.node]); err != nil {
+		if err := p.addDequantized(g, nm, b.bias, t.GetDims(), onnxpb.TensorProto_INT32, qb.Values, scales, zps, axis, clone[b.node]); err != nil {
 			return nil, nil, err
 		}
 		sum.Int32Biases++
