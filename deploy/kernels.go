@@ -3,7 +3,6 @@ package deploy
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
@@ -17,11 +16,11 @@ type Kernels struct {
 	// Ops counts the optimised graph's nodes by operator
 	// ("com.microsoft.QLinearConv" for other domains than ONNX's).
 	Ops map[string]int `json:"ops"`
-	// InsertedCasts counts the Cast nodes ONNX Runtime added around
-	// float16 nodes it runs in float32 on this provider, and CastOps the
-	// operators they surround.
-	InsertedCasts int      `json:"inserted_casts"`
-	CastOps       []string `json:"cast_ops,omitempty"`
+	// InsertedCasts counts the Cast nodes ONNX Runtime added at the
+	// edges of the float16 regions it runs in float32 because this
+	// provider lacks their float16 kernels (after merging the Casts
+	// between such nodes, so the count is of regions' edges, not nodes).
+	InsertedCasts int `json:"inserted_casts"`
 	// Integer counts the nodes computing on 8-bit tensors (QLinear*,
 	// ConvInteger, MatMulInteger…) and QDQ the QuantizeLinear/
 	// DequantizeLinear nodes left unfused.
@@ -55,8 +54,6 @@ func ReadKernels(model []byte, opts runtime.Options) *Kernels {
 		return k
 	}
 	g := m.Graph()
-	producers := onnx.Producers(g)
-	castAround := map[string]bool{}
 	for _, n := range g.GetNode() {
 		op := n.GetOpType()
 		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
@@ -69,22 +66,10 @@ func ReadKernels(model []byte, opts runtime.Options) *Kernels {
 			k.Integer++
 		case n.GetOpType() == "QuantizeLinear" || n.GetOpType() == "DequantizeLinear":
 			k.QDQ++
-		}
-		// ORT names the Casts its InsertCastTransformer adds
-		// "InsertedPrecisionFreeCast_…".
-		for _, in := range n.GetInput() {
-			if p := producers[in]; p != nil && p.GetOpType() == "Cast" && strings.HasPrefix(p.GetName(), "InsertedPrecisionFreeCast") {
-				castAround[n.GetOpType()] = true
-			}
-		}
-		if n.GetOpType() == "Cast" && strings.HasPrefix(n.GetName(), "InsertedPrecisionFreeCast") {
+		case n.GetOpType() == "Cast" && strings.HasPrefix(n.GetName(), "InsertedPrecisionFreeCast"):
+			// The names ORT's InsertCastTransformer gives its Casts.
 			k.InsertedCasts++
 		}
 	}
-	delete(castAround, "Cast")
-	for op := range castAround {
-		k.CastOps = append(k.CastOps, op)
-	}
-	sort.Strings(k.CastOps)
 	return k
 }

@@ -122,9 +122,9 @@ func (r *Report) WriteText(w io.Writer) {
 			case r.Precision == INT8:
 				fmt.Fprintf(w, "  ORT graph     %d integer nodes (%s), %d QuantizeLinear/DequantizeLinear left\n", k.Integer, integerOps(k.Ops), k.QDQ)
 			case r.Precision == FP16 && k.InsertedCasts > 0:
-				fmt.Fprintf(w, "  ORT graph     the CPU provider runs %s in float32 (%d Casts inserted)\n", strings.Join(k.CastOps, ", "), k.InsertedCasts)
+				fmt.Fprintf(w, "  ORT graph     %d Casts inserted: this provider runs the float16 operators it has no float16 kernels for in float32\n", k.InsertedCasts)
 			case r.Precision == FP16:
-				fmt.Fprintf(w, "  ORT graph     every float16 node has a float16 kernel\n")
+				fmt.Fprintf(w, "  ORT graph     every float16 node runs in float16\n")
 			}
 		}
 		fmt.Fprintf(w, "  check         %d images (%s); contract kept (%s %s -> %s %s %s, %d classes)\n", c.Images, c.Source,

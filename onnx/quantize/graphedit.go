@@ -98,25 +98,31 @@ func isDefaultDomain(n *onnxpb.NodeProto) bool {
 	return d == "" || d == "ai.onnx"
 }
 
-// matcher tells whether a node is named by a list of op types and node
-// names (the --keep-float flag).
-type matcher struct{ ops, nodes map[string]bool }
+// matcher tells whether a node is named by a list of op types, node
+// names and output tensor names (the --keep-float flag; exporters often
+// leave nodes unnamed, but their outputs always have names).
+type matcher struct{ items map[string]bool }
 
 func newMatcher(items []string) matcher {
-	m := matcher{ops: map[string]bool{}, nodes: map[string]bool{}}
+	m := matcher{items: map[string]bool{}}
 	for _, it := range items {
-		it = strings.TrimSpace(it)
-		if it == "" {
-			continue
+		if it = strings.TrimSpace(it); it != "" {
+			m.items[it] = true
 		}
-		m.ops[it] = true
-		m.nodes[it] = true
 	}
 	return m
 }
 
 func (m matcher) match(n *onnxpb.NodeProto) bool {
-	return m.ops[n.GetOpType()] || (n.GetName() != "" && m.nodes[n.GetName()])
+	if m.items[n.GetOpType()] || (n.GetName() != "" && m.items[n.GetName()]) {
+		return true
+	}
+	for _, o := range n.GetOutput() {
+		if o != "" && m.items[o] {
+			return true
+		}
+	}
+	return false
 }
 
 // unmatched returns the items that name no node of g, so that a typo in
@@ -126,9 +132,12 @@ func (m matcher) unmatched(g *onnxpb.GraphProto) []string {
 	for _, n := range g.GetNode() {
 		seen[n.GetOpType()] = true
 		seen[n.GetName()] = true
+		for _, o := range n.GetOutput() {
+			seen[o] = true
+		}
 	}
 	var out []string
-	for it := range m.ops {
+	for it := range m.items {
 		if !seen[it] {
 			out = append(out, it)
 		}

@@ -22,7 +22,8 @@ type Options struct {
 	ReduceRange bool
 	// OpTypes are the operators quantized; nil means DefaultOpTypes.
 	OpTypes []string
-	// Keep names op types and node names left in float.
+	// Keep names the nodes left in float: by op type, node name or the
+	// name of a tensor they produce.
 	Keep []string
 	// QuantizeOutputs quantizes the graph's outputs too (onnxruntime
 	// does). By default they stay float: the scores feed an arg-max,
@@ -157,7 +158,7 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 	keep := newMatcher(o.Keep)
 	if bad := keep.unmatched(g); len(bad) > 0 {
 		sort.Strings(bad)
-		return nil, fmt.Errorf("--keep-float names %s, which no node of the model has as op type or name", strings.Join(bad, ", "))
+		return nil, fmt.Errorf("--keep-float names %s, which no node of the model has as op type, name or output", strings.Join(bad, ", "))
 	}
 	sorted, err := onnx.TopoSort(g)
 	if err != nil {
