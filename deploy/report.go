@@ -96,7 +96,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if c := r.Calibration; c != nil {
 		fmt.Fprintf(w, "  calibration   %s", c.Method)
 		if c.Percentile > 0 {
-			fmt.Fprintf(w, " (%.4g%%)", c.Percentile)
+			fmt.Fprintf(w, " (%g%%)", c.Percentile)
 		}
 		fmt.Fprintf(w, " on %d images, %d tensors, %.1fs\n", c.Images, c.Tensors, c.Seconds)
 	}

@@ -139,3 +139,28 @@ func TestCalibOptionsValidation(t *testing.T) {
 		t.Errorf("defaults: %+v %v", c.Options(), err)
 	}
 }
+
+// A histogram that grew wide is coarsened before the quadratic entropy
+// search, which then still cuts the outliers.
+func TestEntropyOnGrownHistogram(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	c, _ := NewCalibrator(CalibOptions{Method: Entropy})
+	for b := 0; b < 4; b++ {
+		xs := make([]float32, 50000)
+		for i := range xs {
+			xs[i] = float32(r.NormFloat64())
+		}
+		xs[0] = float32(10 * (b + 1)) // each batch stretches the histogram
+		if err := c.Collect("x", xs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := c.hists["x"]
+	if len(h.counts) <= maxEntropyBins {
+		t.Fatalf("histogram has %d bins: the test needs one wider than %d", len(h.counts), maxEntropyBins)
+	}
+	got := c.Ranges()["x"]
+	if len(h.counts) > maxEntropyBins || got.Max > 20 || got.Max < 2.5 {
+		t.Errorf("%d bins, range %+v", len(h.counts), got)
+	}
+}

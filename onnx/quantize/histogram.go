@@ -81,20 +81,28 @@ func (h *histogram) add(xs []float32, abs bool) {
 // would be larger than maxBins.
 func (h *histogram) grow(extra int) {
 	for 2*(h.half+extra) > h.maxBins {
-		if h.half%2 == 1 { // keep zero on a bin edge after merging pairs
-			h.pad(1)
+		if h.half%2 == 1 {
 			extra--
 		}
-		merged := make([]float64, h.half)
-		for i := range merged {
-			merged[i] = h.counts[2*i] + h.counts[2*i+1]
-		}
-		h.counts, h.half, h.stride = merged, h.half/2, h.stride*2
+		h.halve()
 		extra = (extra + 1) / 2
 	}
 	if extra > 0 {
 		h.pad(extra)
 	}
+}
+
+// halve merges pairs of bins, doubling their width; zero stays on a bin
+// edge (a bin is added at each end first when half is odd).
+func (h *histogram) halve() {
+	if h.half%2 == 1 {
+		h.pad(1)
+	}
+	merged := make([]float64, h.half)
+	for i := range merged {
+		merged[i] = h.counts[2*i] + h.counts[2*i+1]
+	}
+	h.counts, h.half, h.stride = merged, h.half/2, h.stride*2
 }
 
 // pad adds n empty bins at each end.
@@ -143,10 +151,15 @@ func (h *histogram) percentileRange(percentile float64) Range {
 // (smallest KL divergence from the full distribution with the values
 // outside the window added to its end bins), clamped to the values seen.
 func (h *histogram) entropyRange(quantized int) Range {
-	n := len(h.counts)
-	if h.stride == 0 || n < quantized {
+	if h.stride == 0 || len(h.counts) < quantized {
 		return Range{Min: h.min, Max: h.max}
 	}
+	// The search is quadratic in the bins: a histogram that grew past
+	// maxEntropyBins is coarsened first.
+	for len(h.counts) > maxEntropyBins && len(h.counts)/2 >= quantized {
+		h.halve()
+	}
+	n := len(h.counts)
 	zero := n / 2
 	halfQ := quantized / 2
 	best, bestKL := Range{Min: h.min, Max: h.max}, math.Inf(1)
@@ -198,6 +211,9 @@ func (h *histogram) entropyRange(quantized int) Range {
 	}
 	return Range{Min: max(best.Min, h.min), Max: min(best.Max, h.max)}
 }
+
+// maxEntropyBins bounds the histogram the entropy search runs on.
+const maxEntropyBins = 4096
 
 // smooth replaces the zeros of a distribution by eps and takes the same
 // mass off its non-zero entries (onnxruntime's smooth_distribution), so
