@@ -232,3 +232,40 @@ func deref(p *float64) float64 {
 	}
 	return *p
 }
+
+// int8 from a fine-tuning checkpoint: its run's settings prepare the
+// images and go into the sidecar; a moved base model is found with --model.
+func TestExportCheckpointInt8(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, model, data := exportSynth(t)
+	run := filepath.Join(dir, "run")
+	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", run, "--steps", "2", "--batch", "2", "--threads", "2"); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(dir, "moved.onnx")
+	if err := os.Rename(model, moved); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "ck.int8.onnx")
+	args := []string{"export", "--checkpoint", filepath.Join(run, "best.ckpt"), "--out", out, "--precision", "int8",
+		"--calibrate", filepath.Join(data, "images", "train"), "--check-images", filepath.Join(data, "images", "val"),
+		"--check-masks", filepath.Join(data, "masks", "val"), "--threads", "2", "--json"}
+	if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "--model") {
+		t.Fatalf("base model moved, no --model: err = %v", err)
+	}
+	stdout, err := runCLI(t, append(args, "--model", moved)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep deploy.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || rep.Quantization == nil || rep.Quantization.QuantizedNodes["Conv"] == 0 || rep.Check.Exported == nil {
+		t.Errorf("report %+v", rep)
+	}
+	side, found, err := imageio.LoadModelSidecar(out)
+	if err != nil || !found || side.Preprocess.ValueScale == 0 || len(side.Classes) != 3 {
+		t.Errorf("sidecar %+v (%v)", side, err)
+	}
+}
