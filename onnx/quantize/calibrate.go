@@ -42,10 +42,12 @@ type CalibOptions struct {
 	// Percentile for Method Percentile, in (0, 100]; 0 means 99.999
 	// (onnxruntime's default).
 	Percentile float64
-	// Bins is the histogram's initial bin count; 0 means 2048.
+	// Bins is the histogram's initial bin count; 0 means 2048 for
+	// Percentile and 8192 for Entropy.
 	Bins int
 	// QuantizedBins is the number of levels Entropy folds a window into;
-	// 0 means 128 (onnxruntime's default).
+	// 0 means 256, the levels of an 8-bit activation (onnxruntime's
+	// default, 128, is TensorRT's for symmetric int8: 127 levels a side).
 	QuantizedBins int
 }
 
@@ -67,12 +69,16 @@ func (o CalibOptions) withDefaults() (CalibOptions, error) {
 	}
 	if o.Bins == 0 {
 		// onnxruntime uses 2048 bins for percentile and 128 for entropy;
-		// with 128 bins and 128 levels its entropy search has a single
-		// window (the min-max one), so entropy gets 2048 here too.
+		// with 128 bins its entropy search has a single window (the
+		// min-max one). Here entropy gets 8192: windows of at least 256
+		// bins (one per level) then reach down to 1/16 of the range.
 		o.Bins = 2048
+		if o.Method == Entropy {
+			o.Bins = 8192
+		}
 	}
 	if o.QuantizedBins == 0 {
-		o.QuantizedBins = 128
+		o.QuantizedBins = 256
 	}
 	if o.Bins < 2 || o.QuantizedBins < 2 || o.QuantizedBins > o.Bins {
 		return o, fmt.Errorf("calibration bins %d and levels %d: want 2 ≤ levels ≤ bins", o.Bins, o.QuantizedBins)

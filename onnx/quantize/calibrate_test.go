@@ -140,7 +140,7 @@ func TestCalibOptionsValidation(t *testing.T) {
 	}
 }
 
-// A histogram that grew wide is coarsened before the quadratic entropy
+// A histogram that grew wide (here 4×8192 bins) is coarsened before the quadratic entropy
 // search, which then still cuts the outliers.
 func TestEntropyOnGrownHistogram(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -162,5 +162,21 @@ func TestEntropyOnGrownHistogram(t *testing.T) {
 	got := c.Ranges()["x"]
 	if len(h.counts) > maxEntropyBins || got.Max > 20 || got.Max < 2.5 {
 		t.Errorf("%d bins, range %+v", len(h.counts), got)
+	}
+}
+
+// A non-negative tensor (a Relu's output) is searched over [0, t] with
+// all its levels: the range starts at 0 and cuts the far outliers without
+// clipping the bulk (an exponential's 99.9th percentile is about 6.9).
+func TestEntropyNonNegative(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	xs := make([]float32, 200000)
+	for i := range xs {
+		xs[i] = float32(r.ExpFloat64())
+	}
+	xs = append(xs, 60, 60)
+	got := collect(t, CalibOptions{Method: Entropy}, xs)
+	if got.Min > 1e-3 || got.Max < 6 || got.Max > 20 {
+		t.Errorf("range %+v, want [0, t] with 6 ≤ t ≤ 20", got)
 	}
 }

@@ -150,6 +150,11 @@ func (h *histogram) percentileRange(percentile float64) Range {
 // values, folded into `quantized` levels, lose the least information
 // (smallest KL divergence from the full distribution with the values
 // outside the window added to its end bins), clamped to the values seen.
+// A tensor that never went below 0 (a Relu's output) is quantized over
+// [0, t] with all its levels, not over [−t, t]: its windows are
+// [0, edge(zero+i)], folded into `quantized` levels too — onnxruntime's
+// symmetric windows would judge it with half the levels it has, and
+// clip it too hard.
 func (h *histogram) entropyRange(quantized int) Range {
 	if h.stride == 0 || len(h.counts) < quantized {
 		return Range{Min: h.min, Max: h.max}
@@ -161,59 +166,75 @@ func (h *histogram) entropyRange(quantized int) Range {
 	}
 	n := len(h.counts)
 	zero := n / 2
-	halfQ := quantized / 2
-	best, bestKL := Range{Min: h.min, Max: h.max}, math.Inf(1)
 	// Prefix sums make each window's outliers O(1).
 	prefix := make([]float64, n+1)
 	for i, c := range h.counts {
 		prefix[i+1] = prefix[i] + c
 	}
-	p := make([]float64, 0, n)
-	q := make([]float64, 0, n)
-	for i := halfQ; i <= zero; i++ {
-		start, end := zero-i, min(zero+i+1, n)
-		sliced := h.counts[start:end]
-		p = append(p[:0], sliced...)
-		p[0] += prefix[start]
-		p[len(p)-1] += prefix[n] - prefix[end]
-		merged := len(sliced) / quantized
-		q = q[:len(sliced)]
-		for j := range q {
-			q[j] = 0
-		}
-		for b := 0; b < quantized; b++ {
-			s, e := b*merged, (b+1)*merged
-			var sum, nonzero float64
-			for j := s; j < e; j++ {
-				sum += sliced[j]
-			}
-			if b == quantized-1 {
-				for j := e; j < len(sliced); j++ {
-					sum += sliced[j]
-				}
-			}
-			for j := s; j < e; j++ {
-				if p[j] != 0 {
-					nonzero++
-				}
-			}
-			if nonzero > 0 {
-				for j := s; j < e; j++ {
-					q[j] = sum / nonzero
-				}
+	var p, q []float64
+	best, bestKL := Range{Min: h.min, Max: h.max}, math.Inf(1)
+	if h.min >= 0 {
+		for e := min(quantized, n-zero); e <= n-zero; e++ {
+			kl := foldedKL(h.counts[zero:zero+e], prefix[zero], prefix[n]-prefix[zero+e], quantized, &p, &q)
+			if kl < bestKL {
+				bestKL, best = kl, Range{Min: 0, Max: float32(h.edge(zero + e))}
 			}
 		}
-		kl := klDivergence(smooth(p), smooth(q))
-		if kl < bestKL {
-			bestKL = kl
-			best = Range{Min: float32(h.edge(start)), Max: float32(h.edge(end))}
+	} else {
+		for i := quantized / 2; i <= zero; i++ {
+			start, end := zero-i, min(zero+i+1, n)
+			kl := foldedKL(h.counts[start:end], prefix[start], prefix[n]-prefix[end], quantized, &p, &q)
+			if kl < bestKL {
+				bestKL, best = kl, Range{Min: float32(h.edge(start)), Max: float32(h.edge(end))}
+			}
 		}
 	}
 	return Range{Min: max(best.Min, h.min), Max: min(best.Max, h.max)}
 }
 
+// foldedKL is the KL divergence between a window of a histogram (with the
+// counts left and right of it added to its end bins) and the same window
+// folded into `quantized` levels and spread back over the bins that hold
+// values (onnxruntime's get_entropy_threshold step). p and q are reused
+// buffers.
+func foldedKL(sliced []float64, left, right float64, quantized int, p, q *[]float64) float64 {
+	*p = append((*p)[:0], sliced...)
+	pp := *p
+	pp[0] += left
+	pp[len(pp)-1] += right
+	*q = append((*q)[:0], make([]float64, len(sliced))...)
+	qq := *q
+	merged := len(sliced) / quantized
+	if merged == 0 {
+		return math.Inf(1)
+	}
+	for b := 0; b < quantized; b++ {
+		s, e := b*merged, (b+1)*merged
+		var sum, nonzero float64
+		for j := s; j < e; j++ {
+			sum += sliced[j]
+		}
+		if b == quantized-1 {
+			for j := e; j < len(sliced); j++ {
+				sum += sliced[j]
+			}
+		}
+		for j := s; j < e; j++ {
+			if pp[j] != 0 {
+				nonzero++
+			}
+		}
+		if nonzero > 0 {
+			for j := s; j < e; j++ {
+				qq[j] = sum / nonzero
+			}
+		}
+	}
+	return klDivergence(smooth(pp), smooth(qq))
+}
+
 // maxEntropyBins bounds the histogram the entropy search runs on.
-const maxEntropyBins = 4096
+const maxEntropyBins = 16384
 
 // smooth replaces the zeros of a distribution by eps and takes the same
 // mass off its non-zero entries (onnxruntime's smooth_distribution), so

@@ -146,6 +146,17 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 		if !outs[name] {
 			replaceInput(g, name, dq)
 		}
+		// Shape and Size read any type: on the 8-bit tensor they need no
+		// DequantizeLinear to run (ONNX Runtime would keep one for them).
+		for _, n := range g.GetNode() {
+			if op := n.GetOpType(); isDefaultDomain(n) && (op == "Shape" || op == "Size") {
+				for i, in := range n.Input {
+					if in == dq {
+						n.Input[i] = q
+					}
+				}
+			}
+		}
 		g.Node = append(g.Node, qn, dqn)
 		sum.QDQPairs++
 	}

@@ -201,3 +201,30 @@ func consumerOf(g *onnxpb.GraphProto, name string) *onnxpb.NodeProto {
 	}
 	return nil
 }
+
+// A Shape of a quantized tensor reads the 8-bit tensor, so no
+// DequantizeLinear has to run for it.
+func TestShapeReadsQuantizedTensor(t *testing.T) {
+	m, types := tinyNet(13)
+	g := m.Graph()
+	g.Node = append(g.Node, node("Shape", "shape_r1", []string{"r1"}, []string{"s"}))
+	g.Output = append(g.Output, onnx.TensorValueInfo("s", onnxpb.TensorProto_INT64, 4))
+	types["s"] = onnxpb.TensorProto_INT64
+	p, err := NewPlan(m, types, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := p.Apply(tinyRanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shape *onnxpb.NodeProto
+	for _, n := range q.Graph().GetNode() {
+		if n.GetOpType() == "Shape" {
+			shape = n
+		}
+	}
+	if src := producer(q.Graph(), shape.GetInput()[0]); src == nil || src.GetOpType() != "QuantizeLinear" {
+		t.Errorf("Shape reads %q, produced by %v; want the QuantizeLinear output", shape.GetInput()[0], src)
+	}
+}
