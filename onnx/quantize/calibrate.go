@@ -42,12 +42,11 @@ type CalibOptions struct {
 	// Percentile for Method Percentile, in (0, 100]; 0 means 99.999
 	// (onnxruntime's default).
 	Percentile float64
-	// Bins is the histogram's initial bin count; 0 means 2048 for
-	// Percentile and 8192 for Entropy.
+	// Bins is the histogram's initial bin count; 0 means onnxruntime's
+	// defaults, 2048 for Percentile and 128 for Entropy.
 	Bins int
 	// QuantizedBins is the number of levels Entropy folds a window into;
-	// 0 means 256, the levels of an 8-bit activation (onnxruntime's
-	// default, 128, is TensorRT's for symmetric int8: 127 levels a side).
+	// 0 means 128 (onnxruntime's default).
 	QuantizedBins int
 }
 
@@ -68,17 +67,18 @@ func (o CalibOptions) withDefaults() (CalibOptions, error) {
 		return o, fmt.Errorf("percentile %v is outside (0, 100]", o.Percentile)
 	}
 	if o.Bins == 0 {
-		// onnxruntime uses 2048 bins for percentile and 128 for entropy;
-		// with 128 bins its entropy search has a single window (the
-		// min-max one). Here entropy gets 8192: windows of at least 256
-		// bins (one per level) then reach down to 1/16 of the range.
+		// onnxruntime's defaults: 2048 bins for percentile, 128 for
+		// entropy. With 128 bins and 128 levels, entropy's first search
+		// has one window, the min-max one; it cuts only where later
+		// batches grew the histogram. Finer histograms let it clip far
+		// more: on the person model 2048 bins cost 13 points of IoU.
 		o.Bins = 2048
 		if o.Method == Entropy {
-			o.Bins = 8192
+			o.Bins = 128
 		}
 	}
 	if o.QuantizedBins == 0 {
-		o.QuantizedBins = 256
+		o.QuantizedBins = 128
 	}
 	if o.Bins < 2 || o.QuantizedBins < 2 || o.QuantizedBins > o.Bins {
 		return o, fmt.Errorf("calibration bins %d and levels %d: want 2 ≤ levels ≤ bins", o.Bins, o.QuantizedBins)

@@ -150,11 +150,6 @@ func (h *histogram) percentileRange(percentile float64) Range {
 // values, folded into `quantized` levels, lose the least information
 // (smallest KL divergence from the full distribution with the values
 // outside the window added to its end bins), clamped to the values seen.
-// A tensor that never went below 0 (a Relu's output) is quantized over
-// [0, t] with all its levels, not over [−t, t]: its windows are
-// [0, edge(zero+i)], folded into `quantized` levels too — onnxruntime's
-// symmetric windows would judge it with half the levels it has, and
-// clip it too hard.
 func (h *histogram) entropyRange(quantized int) Range {
 	if h.stride == 0 || len(h.counts) < quantized {
 		return Range{Min: h.min, Max: h.max}
@@ -173,20 +168,11 @@ func (h *histogram) entropyRange(quantized int) Range {
 	}
 	var p, q []float64
 	best, bestKL := Range{Min: h.min, Max: h.max}, math.Inf(1)
-	if h.min >= 0 {
-		for e := min(quantized, n-zero); e <= n-zero; e++ {
-			kl := foldedKL(h.counts[zero:zero+e], prefix[zero], prefix[n]-prefix[zero+e], quantized, &p, &q)
-			if kl < bestKL {
-				bestKL, best = kl, Range{Min: 0, Max: float32(h.edge(zero + e))}
-			}
-		}
-	} else {
-		for i := quantized / 2; i <= zero; i++ {
-			start, end := zero-i, min(zero+i+1, n)
-			kl := foldedKL(h.counts[start:end], prefix[start], prefix[n]-prefix[end], quantized, &p, &q)
-			if kl < bestKL {
-				bestKL, best = kl, Range{Min: float32(h.edge(start)), Max: float32(h.edge(end))}
-			}
+	for i := quantized / 2; i <= zero; i++ {
+		start, end := zero-i, min(zero+i+1, n)
+		kl := foldedKL(h.counts[start:end], prefix[start], prefix[n]-prefix[end], quantized, &p, &q)
+		if kl < bestKL {
+			bestKL, best = kl, Range{Min: float32(h.edge(start)), Max: float32(h.edge(end))}
 		}
 	}
 	return Range{Min: max(best.Min, h.min), Max: min(best.Max, h.max)}
@@ -234,7 +220,7 @@ func foldedKL(sliced []float64, left, right float64, quantized int, p, q *[]floa
 }
 
 // maxEntropyBins bounds the histogram the entropy search runs on.
-const maxEntropyBins = 16384
+const maxEntropyBins = 4096
 
 // smooth replaces the zeros of a distribution by eps and takes the same
 // mass off its non-zero entries (onnxruntime's smooth_distribution), so
