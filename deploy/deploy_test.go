@@ -1,10 +1,14 @@
 package deploy
 
 import (
+	"errors"
+	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
@@ -168,5 +172,49 @@ func TestSample(t *testing.T) {
 	}
 	if got := Sample(paths, 0); len(got) != 6 {
 		t.Errorf("Sample 0: %v", got)
+	}
+}
+
+// Under a small memory limit the calibration tensors are fetched over
+// several runs per image, with the same ranges; under a tiny one the
+// error names a tensor.
+func TestCalibrationSplitsToFitMemory(t *testing.T) {
+	m, ref, train, co := synthSetup(t)
+	types, err := ElemTypes(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := quantize.NewPlan(m, types, quantize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := func() (map[string]quantize.Range, *CalibrationInfo, error) {
+		cal, _ := quantize.NewCalibrator(quantize.CalibOptions{})
+		return Calibrate(m, ref, plan.Calibrate, types, train[:2], cal, co.Session, nil)
+	}
+	want, info, err := ranges()
+	if err != nil || info.Passes != 1 {
+		t.Fatalf("default limit: %v, passes %v", err, info)
+	}
+	defer memlimit.Set(0)
+	memlimit.Set(8 << 20) // a quarter: 2 MiB, less than the synth model's tensors of one image
+	got, info, err := ranges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Passes < 2 {
+		t.Errorf("%d passes under an 8 MiB limit", info.Passes)
+	}
+	// Exposing other outputs changes which nodes ONNX Runtime fuses, and
+	// so the last bits of some values.
+	close := func(a, b float32) bool { return math.Abs(float64(a-b)) <= 1e-5*math.Max(1, math.Abs(float64(b))) }
+	for name, r := range want {
+		if g, ok := got[name]; !ok || !close(g.Min, r.Min) || !close(g.Max, r.Max) {
+			t.Errorf("%s: %+v in passes, %+v at once", name, got[name], r)
+		}
+	}
+	memlimit.Set(64 << 10)
+	if _, _, err := ranges(); err == nil || !errors.Is(err, memlimit.ErrTooLarge) || !strings.Contains(err.Error(), "tensor") {
+		t.Errorf("64 KiB limit: %v", err)
 	}
 }

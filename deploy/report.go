@@ -98,7 +98,11 @@ func (r *Report) WriteText(w io.Writer) {
 		if c.Percentile > 0 {
 			fmt.Fprintf(w, " (%g%%)", c.Percentile)
 		}
-		fmt.Fprintf(w, " on %d images, %d tensors, %.1fs\n", c.Images, c.Tensors, c.Seconds)
+		fmt.Fprintf(w, " on %d images, %d tensors", c.Images, c.Tensors)
+		if c.Passes > 1 {
+			fmt.Fprintf(w, " (%d runs per image to fit in memory)", c.Passes)
+		}
+		fmt.Fprintf(w, ", %.1fs\n", c.Seconds)
 	}
 	if f := r.Float16; f != nil {
 		fmt.Fprintf(w, "  float16       %s in float16; %d float16 initializers, %d Casts", counts(f.Float16Nodes), f.Initializers, f.Casts)
@@ -129,7 +133,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  check         %d images (%s); contract kept (%s %s -> %s %s %s, %d classes)\n", c.Images, c.Source,
 			c.Contract.Input, c.Contract.InputLayout, c.Contract.Output, c.Contract.OutputLayout, c.Contract.Kind, c.Contract.Classes)
-		fmt.Fprintf(w, "  agreement     %.4f of pixels (lowest image %.4f: %s)\n", c.PixelAgreement, c.WorstAgreement, c.WorstImage)
+		fmt.Fprintf(w, "  agreement     %s of pixels (lowest image %s: %s)\n", share(c.PixelAgreement), share(c.WorstAgreement), c.WorstImage)
 		if c.Float != nil && c.Exported != nil {
 			fmt.Fprintf(w, "  %-12s  %-8s  %-8s  %s\n", "IoU", "float", string(r.Precision), "change")
 			for i, fc := range c.Float.Classes {
@@ -151,6 +155,15 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "                %s\n", p)
 	}
+}
+
+// share prints a share with 4 decimals, or 6 where 4 would round a
+// disagreement away to 1.0000.
+func share(a float64) string {
+	if a < 1 && a >= 0.99995 {
+		return fmt.Sprintf("%.6f", a)
+	}
+	return fmt.Sprintf("%.4f", a)
 }
 
 func mib(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
