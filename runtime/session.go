@@ -124,6 +124,22 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	return s, nil
 }
 
+// ReadIO returns a serialized model's data inputs and outputs as ONNX
+// Runtime reads them, with the element types it infers for outputs whose
+// graph entry records no type. Init must have succeeded first.
+func ReadIO(model []byte) (inputs, outputs []IOInfo, err error) {
+	if LibraryPath() == "" {
+		if err := Init(""); err != nil {
+			return nil, nil, err
+		}
+	}
+	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
+	if err != nil {
+		return nil, nil, explainParseFailure(model, err)
+	}
+	return ioInfos(ins), ioInfos(outs), nil
+}
+
 func (s *Session) open(model []byte, opts Options, useCUDA bool) (*ort.DynamicAdvancedSession, error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {

@@ -23,6 +23,10 @@ type Tuning struct {
 	NoArena bool
 	// NoMemPattern disables ORT's memory-pattern preallocation.
 	NoMemPattern bool
+	// OptimizedModelPath, when set, makes ONNX Runtime write the graph it
+	// runs, after its optimisations (fusions such as QDQ → QLinearConv,
+	// inserted Casts), to this file when the session is created.
+	OptimizedModelPath string
 	// Config adds session configuration entries (keys from ORT's
 	// onnxruntime_session_options_config_keys.h), e.g.
 	// "session.intra_op.allow_spinning": "0".
@@ -53,6 +57,11 @@ func (t Tuning) apply(so *ort.SessionOptions) error {
 	}
 	if t.NoMemPattern {
 		if err := so.SetMemPattern(false); err != nil {
+			return err
+		}
+	}
+	if t.OptimizedModelPath != "" {
+		if err := so.SetOptimizedModelFilePath(t.OptimizedModelPath); err != nil {
 			return err
 		}
 	}

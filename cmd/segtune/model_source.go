@@ -35,25 +35,43 @@ func loadModel(path string) (*onnx.Model, *imageio.Sidecar, error) {
 		m, err := onnx.Load(path)
 		return m, nil, err
 	}
+	return loadCheckpoint(path, "")
+}
+
+// loadCheckpoint returns a checkpoint's inference model, built on base
+// when set (else on the base model the checkpoint records), and the
+// settings of the run that made it.
+func loadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
 	ck, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := finetune.InferenceModel(ck, "")
+	m, err := finetune.InferenceModel(ck, base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	side, err := checkpointSettings(ck, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, side, nil
+}
+
+// checkpointSettings returns the settings (preprocessing, label map,
+// classes) of the run that made a checkpoint.
+func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
 	var cfg finetune.Config
 	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+		return nil, fmt.Errorf("%s: config: %w", path, err)
 	}
 	side := &imageio.Sidecar{Preprocess: &cfg.Preprocess, Classes: cfg.ClassNames, IgnoreLabel: &cfg.Ignore, Output: &cfg.Output}
 	if cfg.LabelMap != "" {
+		var err error
 		if side.LabelMap, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
-			return nil, nil, fmt.Errorf("%s: label map: %w", path, err)
+			return nil, fmt.Errorf("%s: label map: %w", path, err)
 		}
 	}
-	return m, side, nil
+	return side, nil
 }
 
 // checkpointSizeThreshold returns the size threshold a checkpoint's run

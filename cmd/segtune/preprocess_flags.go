@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/segtune/segtune/finetune/checkpoint"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,7 +40,11 @@ func preprocessFlags() []cli.Flag {
 func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err error) {
 	if isCheckpoint(modelPath) {
 		// A checkpoint carries the settings of the run that made it.
-		_, side, err := loadModel(modelPath)
+		ck, err := checkpoint.Load(modelPath)
+		if err != nil {
+			return s, err
+		}
+		side, err := checkpointSettings(ck, modelPath)
 		if err != nil {
 			return s, err
 		}

@@ -214,7 +214,8 @@ func inputLayoutFromGraph(g *onnxpb.GraphProto, input string) Layout {
 }
 
 // readOutput walks back from the first output through the nodes that do
-// not change what the values mean (Identity, Transpose, Resize), finding
+// not change what the values mean (Identity, Transpose, Resize, a Cast to
+// float32), finding
 // the final activation and the transposes that set the output's layout.
 func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 	g := m.Graph()
@@ -268,6 +269,12 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		}
 		if op == "Identity" || op == "Resize" || op == "Upsample" {
 			resized = resized || op != "Identity"
+			t = n.GetInput()[0]
+			continue
+		}
+		if op == "Cast" && attrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT) {
+			// A float16 model's scores cast back to float32 at the edge
+			// mean what they meant.
 			t = n.GetInput()[0]
 			continue
 		}

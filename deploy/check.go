@@ -1,0 +1,192 @@
+package deploy
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime"
+)
+
+// CheckOptions say what an exported model is compared on.
+type CheckOptions struct {
+	// Images are the images both models segment; Source says where they
+	// come from (for the report).
+	Images []string
+	Source string
+	// Masks maps an image to its mask; nil or missing entries mean no
+	// scoring against ground truth for that image.
+	Masks map[string]string
+	// LabelMap, Ignore and Names are how masks are read and classes named.
+	LabelMap *imageio.LabelMap
+	Ignore   int
+	Names    []string
+	// Session configures the exported model's sessions.
+	Session runtime.Options
+}
+
+// Check is the comparison of an exported model with its float model.
+type Check struct {
+	Images int    `json:"images"`
+	Source string `json:"source"`
+	// PixelAgreement is the share of pixels, over all images, where the
+	// two models predict the same class; WorstImage the image where they
+	// agree least and WorstAgreement its share.
+	PixelAgreement float64 `json:"pixel_agreement"`
+	WorstImage     string  `json:"worst_image"`
+	WorstAgreement float64 `json:"worst_image_agreement"`
+	// Float and Exported score each model against the masks.
+	Float    *metrics.Report `json:"float,omitempty"`
+	Exported *metrics.Report `json:"exported,omitempty"`
+	// MeanIoUDelta is Exported − Float mean IoU (nil without masks).
+	MeanIoUDelta *float64 `json:"mean_iou_delta,omitempty"`
+	// FloatImagesPerSec and ExportedImagesPerSec are inference rates on
+	// these images (model time only, batch 1; a rough speed indication,
+	// bench/precision measures it properly).
+	FloatImagesPerSec    float64 `json:"float_images_per_s"`
+	ExportedImagesPerSec float64 `json:"exported_images_per_s"`
+	// Contract is the exported model's contract, equal to the float one's.
+	Contract *contract.Contract `json:"contract"`
+	Kernels  *Kernels           `json:"ort_kernels"`
+}
+
+// CheckExport opens the exported model in ONNX Runtime, checks that it
+// keeps ref's contract (read with the same overrides), and runs both on
+// o.Images. ref is the float model's segmenter; exp and data are the
+// exported model and its serialized bytes.
+func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, o CheckOptions) (*Check, error) {
+	if len(o.Images) == 0 {
+		return nil, fmt.Errorf("no images to check the exported model on")
+	}
+	ct, err := contract.Read(exp, ov)
+	if err != nil {
+		return nil, fmt.Errorf("the exported model's contract: %w", err)
+	}
+	if err := sameContract(ref.Contract, ct); err != nil {
+		return nil, err
+	}
+	seg, err := segmenter.Open(data, ct, ref.Pre, o.Session)
+	if err != nil {
+		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
+	}
+	defer seg.Close()
+	c := &Check{Images: len(o.Images), Source: o.Source, Contract: ct}
+	c.Kernels = ReadKernels(data, o.Session)
+
+	classes := max(ref.Contract.Classes, 2)
+	withMasks := len(o.Masks) > 0
+	score := func() *metrics.Confusion { return metrics.NewConfusion(classes, o.Ignore) }
+	refConf, expConf := score(), score()
+	var mu sync.Mutex
+	labels := map[string][]uint8{}
+	addMask := func(conf *metrics.Confusion, r segmenter.Result) error {
+		mp, ok := o.Masks[r.Path]
+		if !withMasks || !ok {
+			return nil
+		}
+		mask, err := imageio.ReadMask(mp, imageio.MaskOptions{Map: o.LabelMap, Width: r.Width, Height: r.Height,
+			NumClasses: classes, Ignore: int32(o.Ignore)})
+		if err != nil {
+			return err
+		}
+		target, err := mask.Uint8(nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", mp, err)
+		}
+		local := score()
+		if err := local.Add(r.Labels, target); err != nil {
+			return fmt.Errorf("%s: %w", mp, err)
+		}
+		mu.Lock()
+		conf.Merge(local)
+		mu.Unlock()
+		return nil
+	}
+	run := func(s *segmenter.Segmenter, finish func(segmenter.Result) error) (float64, error) {
+		rep, err := pipeline.Run(o.Images, s.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: 1})
+		if err != nil {
+			return 0, err
+		}
+		if len(rep.Failures) > 0 {
+			f := rep.Failures[0]
+			return 0, fmt.Errorf("%d of %d check images failed, first %s: %w", len(rep.Failures), rep.Total, f.Path, f.Err)
+		}
+		if rep.InferElapsed <= 0 {
+			return 0, nil
+		}
+		return float64(rep.Succeeded) / rep.InferElapsed.Seconds(), nil
+	}
+	c.FloatImagesPerSec, err = run(ref, func(r segmenter.Result) error {
+		mu.Lock()
+		labels[r.Path] = r.Labels
+		mu.Unlock()
+		return addMask(refConf, r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("float model: %w", err)
+	}
+	var same, total int64
+	c.WorstAgreement = 2
+	c.ExportedImagesPerSec, err = run(seg, func(r segmenter.Result) error {
+		mu.Lock()
+		want := labels[r.Path]
+		mu.Unlock()
+		if len(want) != len(r.Labels) {
+			return fmt.Errorf("%s: the models' predictions differ in size (%d and %d pixels)", r.Path, len(want), len(r.Labels))
+		}
+		var n int64
+		for i, v := range r.Labels {
+			if want[i] == v {
+				n++
+			}
+		}
+		mu.Lock()
+		same += n
+		total += int64(len(want))
+		if a := float64(n) / float64(max(len(want), 1)); a < c.WorstAgreement {
+			c.WorstAgreement, c.WorstImage = a, r.Path
+		}
+		mu.Unlock()
+		return addMask(expConf, r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("exported model: %w", err)
+	}
+	if total > 0 {
+		c.PixelAgreement = float64(same) / float64(total)
+	}
+	if withMasks {
+		fr, er := metrics.NewReport(refConf, o.Names), metrics.NewReport(expConf, o.Names)
+		c.Float, c.Exported = &fr, &er
+		if fr.MeanIoU != nil && er.MeanIoU != nil {
+			d := *er.MeanIoU - *fr.MeanIoU
+			c.MeanIoUDelta = &d
+		}
+	}
+	return c, nil
+}
+
+// sameContract compares what callers rely on: the input, its layout and
+// sizes, the output, its layout, kind and classes.
+func sameContract(want, got *contract.Contract) error {
+	type edge struct {
+		Input               string
+		InputLayout         contract.Layout
+		Batch, Height, Wide int64
+		Output              string
+		OutputLayout        contract.Layout
+		Kind                contract.Kind
+		Classes             int
+	}
+	a := edge{want.Input, want.InputLayout, want.Batch, want.Height, want.Width, want.Output, want.OutputLayout, want.Kind, want.Classes}
+	b := edge{got.Input, got.InputLayout, got.Batch, got.Height, got.Width, got.Output, got.OutputLayout, got.Kind, got.Classes}
+	if a != b {
+		return fmt.Errorf("the exported model's contract differs from the float model's: %+v, want %+v", b, a)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package deploy
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx/quantize"
+)
+
+// A sigmoid head converted to float16 ends in Cast(Sigmoid): the contract
+// still reads a sigmoid head with the same classes, so the export check
+// accepts it.
+func TestFloat16KeepsSigmoidContract(t *testing.T) {
+	f := onnxpb.TensorProto_FLOAT
+	g := &onnxpb.GraphProto{
+		Name:        proto.String("sig"),
+		Input:       []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", f, 1, 3, 8, 8)},
+		Output:      []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("probs", f, 1, 2, 8, 8)},
+		Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{1, 0, 0, 0, 1, 0})},
+		Node: []*onnxpb.NodeProto{
+			{OpType: proto.String("Conv"), Input: []string{"x", "w"}, Output: []string{"z"}},
+			{OpType: proto.String("Sigmoid"), Name: proto.String("head"), Input: []string{"z"}, Output: []string{"probs"}},
+		},
+	}
+	m := &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}}}}
+	types := quantize.ElemTypes{"x": f, "w": f, "z": f, "probs": f}
+	h, sum, err := quantize.ToFloat16(m, types, quantize.Float16Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Float16Nodes["Sigmoid"] != 1 || onnx.Producers(h.Graph())["probs"].GetOpType() != "Cast" {
+		t.Fatalf("the Sigmoid is not float16 behind a Cast: %+v", sum)
+	}
+	a, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := contract.Read(h, contract.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Kind != contract.Sigmoid || sameContract(a, b) != nil {
+		t.Errorf("float16 contract %+v, float32 %+v", b, a)
+	}
+}

@@ -1,0 +1,251 @@
+package quantize
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// ElemTypes maps tensor names (graph inputs, initializers, node outputs)
+// to their element types. The quantizers need them to tell float
+// activations from shape arithmetic; package deploy reads them from ONNX
+// Runtime.
+type ElemTypes map[string]onnxpb.TensorProto_DataType
+
+// isFloat32 reports whether name is known to be a float32 tensor.
+func (t ElemTypes) isFloat32(name string) bool {
+	return name != "" && t[name] == onnxpb.TensorProto_FLOAT
+}
+
+// names hands out tensor and node names that do not clash with any name
+// already in the graph.
+type names struct{ used map[string]bool }
+
+func newNames(g *onnxpb.GraphProto) *names {
+	n := &names{used: map[string]bool{}}
+	for _, v := range g.GetInput() {
+		n.used[v.GetName()] = true
+	}
+	for _, v := range g.GetOutput() {
+		n.used[v.GetName()] = true
+	}
+	for _, t := range g.GetInitializer() {
+		n.used[t.GetName()] = true
+	}
+	for _, x := range g.GetNode() {
+		n.used[x.GetName()] = true
+		for _, o := range x.GetOutput() {
+			n.used[o] = true
+		}
+	}
+	return n
+}
+
+// fresh returns base, or base_2, base_3 … if it is taken, and reserves it.
+func (n *names) fresh(base string) string {
+	name := base
+	for i := 2; n.used[name]; i++ {
+		name = fmt.Sprintf("%s_%d", base, i)
+	}
+	n.used[name] = true
+	return name
+}
+
+func node(op, name string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
+	return &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String(name), Input: inputs, Output: outputs, Attribute: attrs}
+}
+
+// intTensor builds an initializer of an 8- or 32-bit integer type.
+func intTensor(name string, dt onnxpb.TensorProto_DataType, dims []int64, values []int32) *onnxpb.TensorProto {
+	var raw []byte
+	switch dt {
+	case onnxpb.TensorProto_INT8, onnxpb.TensorProto_UINT8:
+		raw = make([]byte, len(values))
+		for i, v := range values {
+			raw[i] = byte(v)
+		}
+	case onnxpb.TensorProto_INT32:
+		raw = make([]byte, 4*len(values))
+		for i, v := range values {
+			binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+		}
+	default:
+		panic("intTensor: " + dt.String())
+	}
+	d := int32(dt)
+	return &onnxpb.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
+}
+
+// float16Tensor builds a FLOAT16 initializer from float32 values.
+func float16Tensor(name string, dims []int64, values []float32) *onnxpb.TensorProto {
+	raw := make([]byte, 2*len(values))
+	for i, v := range values {
+		binary.LittleEndian.PutUint16(raw[2*i:], onnx.Float32ToFloat16(v))
+	}
+	d := int32(onnxpb.TensorProto_FLOAT16)
+	return &onnxpb.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
+}
+
+// isDefaultDomain reports nodes of the standard ONNX operator set.
+func isDefaultDomain(n *onnxpb.NodeProto) bool {
+	d := n.GetDomain()
+	return d == "" || d == "ai.onnx"
+}
+
+// matcher tells whether a node is named by a list of op types, node
+// names and output tensor names (the --keep-float flag; exporters often
+// leave nodes unnamed, but their outputs always have names).
+type matcher struct{ items map[string]bool }
+
+func newMatcher(items []string) matcher {
+	m := matcher{items: map[string]bool{}}
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			m.items[it] = true
+		}
+	}
+	return m
+}
+
+func (m matcher) match(n *onnxpb.NodeProto) bool {
+	if m.items[n.GetOpType()] || (n.GetName() != "" && m.items[n.GetName()]) {
+		return true
+	}
+	for _, o := range n.GetOutput() {
+		if o != "" && m.items[o] {
+			return true
+		}
+	}
+	return false
+}
+
+// unmatched returns the items that name no node of g, so that a typo in
+// --keep-float is reported rather than silently ignored.
+func (m matcher) unmatched(g *onnxpb.GraphProto) []string {
+	seen := map[string]bool{}
+	for _, n := range g.GetNode() {
+		seen[n.GetOpType()] = true
+		seen[n.GetName()] = true
+		for _, o := range n.GetOutput() {
+			seen[o] = true
+		}
+	}
+	var out []string
+	for it := range m.items {
+		if !seen[it] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// graphOutputs is the set of g's output names.
+func graphOutputs(g *onnxpb.GraphProto) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range g.GetOutput() {
+		out[v.GetName()] = true
+	}
+	return out
+}
+
+// initializers maps g's initializers by name.
+func initializers(g *onnxpb.GraphProto) map[string]*onnxpb.TensorProto {
+	out := map[string]*onnxpb.TensorProto{}
+	for _, t := range g.GetInitializer() {
+		out[t.GetName()] = t
+	}
+	return out
+}
+
+// replaceInput points every input of the nodes in g reading from at to,
+// except in the nodes listed in skip.
+func replaceInput(g *onnxpb.GraphProto, from, to string, skip ...*onnxpb.NodeProto) {
+	for _, n := range g.GetNode() {
+		if containsNode(skip, n) {
+			continue
+		}
+		for i, in := range n.Input {
+			if in == from {
+				n.Input[i] = to
+			}
+		}
+	}
+}
+
+func containsNode(list []*onnxpb.NodeProto, n *onnxpb.NodeProto) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneInitializers drops the initializers no node reads any more (and
+// their graph-input entries, for models from before IR 4).
+func pruneInitializers(g *onnxpb.GraphProto) {
+	read := map[string]bool{}
+	for _, n := range g.GetNode() {
+		for _, in := range onnx.NodeInputs(n) {
+			read[in] = true
+		}
+	}
+	for _, v := range g.GetOutput() {
+		read[v.GetName()] = true
+	}
+	var keep []*onnxpb.TensorProto
+	dropped := map[string]bool{}
+	for _, t := range g.GetInitializer() {
+		if read[t.GetName()] {
+			keep = append(keep, t)
+		} else {
+			dropped[t.GetName()] = true
+		}
+	}
+	g.Initializer = keep
+	var ins []*onnxpb.ValueInfoProto
+	for _, v := range g.GetInput() {
+		if !dropped[v.GetName()] {
+			ins = append(ins, v)
+		}
+	}
+	g.Input = ins
+}
+
+// dropValueInfo removes the value_info entries of the named tensors.
+func dropValueInfo(g *onnxpb.GraphProto, drop map[string]bool) {
+	var keep []*onnxpb.ValueInfoProto
+	for _, v := range g.GetValueInfo() {
+		if !drop[v.GetName()] {
+			keep = append(keep, v)
+		}
+	}
+	g.ValueInfo = keep
+}
+
+// sortNodes puts g's nodes back in topological order after edits that
+// appended nodes at the end.
+func sortNodes(g *onnxpb.GraphProto) error {
+	sorted, err := onnx.TopoSort(g)
+	if err != nil {
+		return err
+	}
+	g.Node = sorted
+	return nil
+}
+
+// finite32 reports whether every value is finite.
+func finite32(xs []float32) bool {
+	for _, x := range xs {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
