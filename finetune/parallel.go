@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -65,6 +66,9 @@ type dataParallel struct {
 	buf []float32
 	// share is this rank's view of the step's dual.Batch.
 	share dual.Batch
+	// wait is the time the step spent in its collectives (waiting for the
+	// slowest rank included).
+	wait time.Duration
 }
 
 func newDataParallel(c *mpi.Comm) *dataParallel {
@@ -218,7 +222,10 @@ func (t *trainer) nextBatch(ctx context.Context, loader *data.Loader) (*data.Bat
 		}
 	}
 	mine := p.counts[0]
-	if err := p.c.AllreduceFloat64(p.counts[:]); err != nil {
+	t0 := time.Now()
+	err := p.c.AllreduceFloat64(p.counts[:])
+	p.wait = time.Since(t0)
+	if err != nil {
 		return nil, err
 	}
 	if p.counts[1] > 0 {
@@ -294,7 +301,10 @@ func (p *dataParallel) reduce(params []*optim.Param, loss float64, stepErr error
 	} else {
 		flags[p.c.Rank()] = 1
 	}
-	if err := p.c.AllreduceFloat32(buf); err != nil {
+	t0 := time.Now()
+	err := p.c.AllreduceFloat32(buf)
+	p.wait += time.Since(t0)
+	if err != nil {
 		return 0, err
 	}
 	var failed []int
@@ -318,6 +328,19 @@ func (p *dataParallel) reduce(params []*optim.Param, loss float64, stepErr error
 		scores[i] = float64(v)
 	}
 	return float64(buf[off+len(scores)]), nil
+}
+
+// stepStats adds the step's time in collectives, "allreduce_ms", to a
+// step record's extra fields (nothing alone).
+func (p *dataParallel) stepStats(extra map[string]float64) map[string]float64 {
+	if !p.parallel() {
+		return extra
+	}
+	if extra == nil {
+		extra = map[string]float64{}
+	}
+	extra["allreduce_ms"] = p.wait.Seconds() * 1e3
+	return extra
 }
 
 // verdict marks an error that every rank met at the same step (a failed

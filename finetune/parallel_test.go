@@ -152,6 +152,10 @@ func TestParallelMatchesOneProcess(t *testing.T) {
 					t.Errorf("dual states differ by %.3g", worst)
 				}
 			}
+			recs, _ := history.Read(filepath.Join(two, HistoryFile))
+			if ms, ok := history.Filter(recs, history.KindStep)[0].Value("allreduce_ms"); !ok || !(ms >= 0) {
+				t.Errorf("step records lack the time in collectives: %v %v", ms, ok)
+			}
 			// The losses logged are the whole batch's.
 			la, lb := epochLosses(t, one), epochLosses(t, two)
 			for i := range la {

@@ -504,6 +504,7 @@ func (t *trainer) run(ctx context.Context) error {
 		if t.reg != nil {
 			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
 		}
+		stepExtra = t.par.stepStats(stepExtra)
 		loss, lr := st.loss, st.lr
 		t.steps++
 		t.epoch, t.inEpoch = loader.Position()

@@ -80,12 +80,11 @@ func runFinetune(c *cli.Context) error {
 
 // finetuneRanks is the run of one rank (of one process without MPI).
 func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
-	err := initRuntime(c)
-	var cfg finetune.Config
-	if err == nil {
-		cfg, err = finetuneConfig(c)
+	if err := w.Agree(initRuntime(c), false); err != nil {
+		return err
 	}
-	if err = w.Agree(err, false); err != nil { // every rank checks the flags
+	cfg, err := configureRanks(c, w) // every rank checks the flags
+	if err != nil {
 		return err
 	}
 	rankThreads(c, w, &cfg)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/mpi"
+	"github.com/segtune/segtune/internal/storage"
 )
 
 // joinRanks joins the MPI world a launcher started this process in (alone
@@ -27,6 +28,32 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 		}
 	}
 	return w, nil
+}
+
+// configureRanks reads finetune's flags on every rank and agrees on the
+// outcome. Ranks that mirror a bucket folder into the cache take turns: the
+// ranks on one machine share its cache, and a mirror removes the files it
+// did not fetch, another rank's half-written ones included.
+func configureRanks(c *cli.Context, w *mpi.Comm) (finetune.Config, error) {
+	remote := false
+	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
+		remote = remote || storage.IsURL(c.String(f))
+	}
+	if !remote || !w.Parallel() {
+		cfg, err := finetuneConfig(c)
+		return cfg, w.Agree(err, false)
+	}
+	var cfg finetune.Config
+	for turn := range w.Size() {
+		var err error
+		if turn == w.Rank() {
+			cfg, err = finetuneConfig(c)
+		}
+		if err := w.Agree(err, false); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
 
 // leaveRanks ends this rank's part in the job with err, the outcome of its
