@@ -11,6 +11,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -284,5 +285,73 @@ func TestLeaveRanks(t *testing.T) {
 	single := leaveRanks(mpi.Single(), finetune.ErrInterrupted)
 	if !errors.As(single, &exit) || exit.ExitCode() != 130 {
 		t.Errorf("one process interrupted: %v", single)
+	}
+}
+
+// SIGTERM to mpirun (what Ctrl-C, scancel and a deleted MPIJob do) stops
+// both ranks at the same step with one checkpoint, and `mpirun -np 2
+// --resume` continues to exactly the weights of an uninterrupted run.
+func TestMPIInterruptAndResume(t *testing.T) {
+	bin, mpirun := mpiBinary(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "16", "--val", "2", "--size", "48x64", "--seed", "6"); err != nil {
+		t.Fatal(err)
+	}
+	job := append(append(slices.Clone(mpirun), "-np", "2", bin), "finetune", "--model", "segtune-synth", "--data", data,
+		"--crop", "48x64", "--batch", "2", "--epochs", "25", "--threads", "1", "--alpha", "0.05", "--lr", "1e-3")
+	full, part := filepath.Join(dir, "full"), filepath.Join(dir, "part")
+	if out, code := runJob(t, 4*time.Minute, append(slices.Clone(job), "--out", full)...); code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, out)
+	}
+	cmd := exec.Command(job[0], append(job[1:], "--out", part)...)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, _ := os.ReadFile(filepath.Join(part, "metrics.jsonl"))
+		if strings.Count(string(b), `"kind":"step"`) >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no 6 steps within 2 minutes:\n%s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("mpirun still running a minute after SIGTERM:\n%s", log.String())
+	}
+	ck := loadCkpt(t, filepath.Join(part, "last.ckpt"))
+	if ck.Step < 6 || ck.Step >= 100 {
+		t.Fatalf("interrupted at step %d, want between 6 and 99:\n%s", ck.Step, log.String())
+	}
+	if n := strings.Count(log.String(), "interrupted: saved"); n != 1 {
+		t.Errorf("%d ranks saved a checkpoint, want rank 0 alone:\n%s", n, log.String())
+	}
+	t.Logf("interrupted at step %d of 100", ck.Step)
+	if out, code := runJob(t, 4*time.Minute, append(slices.Clone(mpirun), "-np", "2", bin, "finetune", "--out", part, "--resume")...); code != 0 {
+		t.Fatalf("resumed run: exit %d\n%s", code, out)
+	}
+	a, b := loadCkpt(t, filepath.Join(full, "last.ckpt")), loadCkpt(t, filepath.Join(part, "last.ckpt"))
+	if a.Step != 100 || b.Step != 100 {
+		t.Fatalf("steps %d and %d, want 100", a.Step, b.Step)
+	}
+	for i, w := range a.Weights {
+		if !slices.Equal(w.Data, b.Weights[i].Data) {
+			t.Fatalf("%s differs between the resumed and the uninterrupted run", w.Name)
+		}
+	}
+	if !slices.Equal(dualValues(t, a), dualValues(t, b)) {
+		t.Error("the dual state differs between the resumed and the uninterrupted run")
 	}
 }
