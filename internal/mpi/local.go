@@ -21,7 +21,7 @@ func Local(n int) []*Comm {
 	w.cond = sync.NewCond(&w.mu)
 	cs := make([]*Comm, n)
 	for r := range cs {
-		cs[r] = &Comm{t: &localRank{w: w, r: r}, localSize: n, launcher: "local"}
+		cs[r] = &Comm{t: &localRank{w: w, r: r}, localSize: n, localRank: r, launcher: "local"}
 	}
 	return cs
 }

@@ -38,9 +38,9 @@ type transport interface {
 
 // Comm is a world of ranks training one model.
 type Comm struct {
-	t         transport
-	localSize int
-	launcher  string
+	t                    transport
+	localSize, localRank int
+	launcher             string
 }
 
 // Single returns the world of this process alone.
@@ -54,6 +54,9 @@ func (c *Comm) Size() int { return c.t.size() }
 
 // LocalSize is the number of ranks on this machine (they share its cores).
 func (c *Comm) LocalSize() int { return c.localSize }
+
+// LocalRank is this rank's index among the ranks on its machine.
+func (c *Comm) LocalRank() int { return c.localRank }
 
 // Launcher names what started the ranks ("mpirun", "srun", …; "" alone).
 func (c *Comm) Launcher() string { return c.launcher }

@@ -8,7 +8,7 @@ package mpi
 #include <string.h>
 #include <mpi.h>
 
-static int seg_init(int *rank, int *size, int *local, int *provided) {
+static int seg_init(int *rank, int *size, int *local, int *localRank, int *provided) {
 	int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, provided);
 	if (rc != MPI_SUCCESS) return rc;
 	MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -17,6 +17,7 @@ static int seg_init(int *rank, int *size, int *local, int *provided) {
 	rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	if (rc != MPI_SUCCESS) return rc;
 	MPI_Comm_size(node, local);
+	MPI_Comm_rank(node, localRank);
 	return MPI_Comm_free(&node);
 }
 
@@ -103,12 +104,12 @@ func Init() (*Comm, error) {
 		return Single(), nil
 	}
 	runtime.LockOSThread()
-	var rank, size, local, provided C.int
-	if rc := C.seg_init(&rank, &size, &local, &provided); rc != C.MPI_SUCCESS {
+	var rank, size, local, localRank, provided C.int
+	if rc := C.seg_init(&rank, &size, &local, &localRank, &provided); rc != C.MPI_SUCCESS {
 		return nil, fmt.Errorf("MPI_Init_thread: %s", errorString(rc))
 	}
 	t := &mpiWorld{r: int(rank), n: int(size)}
-	c := &Comm{t: t, localSize: int(local), launcher: l.Launcher}
+	c := &Comm{t: t, localSize: int(local), localRank: int(localRank), launcher: l.Launcher}
 	if provided < C.MPI_THREAD_SERIALIZED {
 		return c, fmt.Errorf("the MPI library offers thread level %d, below MPI_THREAD_SERIALIZED (%d), which segtune needs", provided, C.MPI_THREAD_SERIALIZED)
 	}

@@ -74,8 +74,8 @@ func TestMPIChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, n := c.Rank(), c.Size()
-	if c.Launcher() != "mpirun" || c.LocalSize() != n {
-		t.Errorf("launcher %q, local size %d of %d", c.Launcher(), c.LocalSize(), n)
+	if c.Launcher() != "mpirun" || c.LocalSize() != n || c.LocalRank() != r {
+		t.Errorf("launcher %q, local rank %d of %d, rank %d of %d", c.Launcher(), c.LocalRank(), c.LocalSize(), r, n)
 	}
 	switch scenario {
 	case "abort":
