@@ -99,18 +99,23 @@ func dualState(t *testing.T, ck *checkpoint.Checkpoint) []float64 {
 const parallelTolerance = 1e-3
 
 // Two ranks of batch 2 train the weights one process of batch 4 trains:
-// the baseline, and the size regularizer under Algorithm 1 with its dual
-// state (τ, λ, ε, μ) replicated and equal to the one process's. Rank 1
+// the baseline, and the size regularizer under Algorithm 1 and under the
+// relu form (the projection in the graph) with its dual state (τ, λ, ε, μ)
+// replicated and equal to the one process's. Rank 1
 // writes nothing; rank 0 writes what one process writes.
 func TestParallelMatchesOneProcess(t *testing.T) {
 	testassets.RequireORT(t)
-	for _, reg := range []bool{false, true} {
-		name := map[bool]string{false: "baseline", true: "regularizer"}[reg]
+	for _, projection := range []string{"", "epoch", "graph"} {
+		reg := projection != ""
+		name := "baseline"
+		if reg {
+			name = "regularizer-" + projection
+		}
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := toyConfig(t, dir)
 			if reg {
-				cfg = regularizedToy(t, dir, "epoch")
+				cfg = regularizedToy(t, dir, projection)
 			}
 			one := filepath.Join(dir, "one")
 			if _, err := Train(context.Background(), cfg, one, false, Hooks{}); err != nil {
