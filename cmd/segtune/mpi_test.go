@@ -355,3 +355,23 @@ func TestMPIInterruptAndResume(t *testing.T) {
 		t.Error("the dual state differs between the resumed and the uninterrupted run")
 	}
 }
+
+// The ordinary build, started by mpirun as one of several processes,
+// refuses before touching anything, naming the build to use.
+func TestFinetuneWithoutMPIRefusesALaunch(t *testing.T) {
+	if mpi.Built {
+		t.Skip("this test binary has MPI")
+	}
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	t.Setenv("OMPI_COMM_WORLD_RANK", "0")
+	out := filepath.Join(t.TempDir(), "run")
+	_, err := runCLI(t, "finetune", "--model", "segtune-synth", "--data", t.TempDir(), "--out", out)
+	var exit cli.ExitCoder
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(err.Error(), "built without MPI") ||
+		!strings.Contains(err.Error(), "make build-mpi") || strings.HasPrefix(err.Error(), "segtune:") {
+		t.Fatalf("finetune under mpirun without MPI: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--out was created (%v)", err)
+	}
+}

@@ -20,7 +20,7 @@ import (
 func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 	w, err := mpi.Init()
 	if err != nil {
-		return nil, cli.Exit("segtune: "+err.Error(), 2)
+		return nil, cli.Exit(err.Error(), 2)
 	}
 	if w.Rank() != 0 {
 		if err := c.Set("quiet", "true"); err != nil {
