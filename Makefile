@@ -8,12 +8,38 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build ort ort-cuda minio test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/segtune
+
+# segtune with MPI, for data-parallel fine-tuning (`mpirun -np P
+# bin/segtune-mpi finetune ...`): the cgo layer of internal/mpi over
+# OpenMPI (-tags mpi). The ordinary build above needs no MPI.
+build-mpi: mpi
+	$(GO) build -tags mpi -o bin/segtune-mpi ./cmd/segtune
+
+# OpenMPI (Debian's libopenmpi-dev, openmpi-bin) for build-mpi and the MPI
+# tests, from apt; those tests skip without it (fail under
+# SEGTUNE_REQUIRE_ASSETS).
+mpi:
+	@scripts/install-openmpi.sh || echo "make: OpenMPI unavailable; the MPI tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
+
+# The MPI tests alone: real mpirun collectives and aborts (internal/mpi,
+# -tags mpi), `mpirun -np 2` fine-tuning against one process (cmd/segtune,
+# which builds its own bin/segtune-mpi), and the ranks simulated in one
+# process (finetune).
+test-mpi: ort mpi
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -tags mpi ./internal/mpi
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -run 'TestParallel' ./finetune
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -run 'TestMPI|TestLeaveRanks' ./cmd/segtune
+
+# What a step of `mpirun -np 2` fine-tuning costs over one process doing the
+# same work (bench/allreduce/RESULTS.md).
+bench-allreduce: ort build-mpi
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) run -tags mpi ./bench/allreduce -bin bin/segtune-mpi
 
 ort:
 	@scripts/install-ort.sh
@@ -54,11 +80,17 @@ minio:
 
 vet:
 	$(GO) vet ./...
+	@if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./internal/mpi ./cmd/segtune; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 # The fuzz targets run first so that go test's summary closes the output.
-test: ort mnist minio torch-models foreign-models vet
+test: ort mnist minio mpi torch-models foreign-models vet
 	@$(MAKE) --no-print-directory fuzz-short
+	@if pkg-config --exists ompi-c 2>/dev/null && command -v mpirun >/dev/null; then \
+		$(GO) test -tags mpi ./internal/mpi; \
+	elif [ -n "$$SEGTUNE_REQUIRE_ASSETS" ]; then \
+		echo "make: OpenMPI is missing (scripts/install-openmpi.sh) and SEGTUNE_REQUIRE_ASSETS is set"; exit 1; \
+	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
 # Every fuzz target for FUZZTIME each (8 targets: about two minutes in all):

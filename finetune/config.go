@@ -29,9 +29,14 @@ type Config struct {
 	// Trainable selects the trained parameters (network.Trainable specs).
 	Trainable string `json:"trainable"`
 	// Batch, Height and Width are the training graph's static input shape.
+	// With Ranks > 1, Batch is each rank's share of a step's examples.
 	Batch  int `json:"batch"`
 	Height int `json:"height"`
 	Width  int `json:"width"`
+	// Ranks is the number of data-parallel processes (MPI ranks) that
+	// train the run, each on Batch examples of every step; 0 is one. It is
+	// set by the run, not by the caller, and fixed on resume.
+	Ranks int `json:"ranks,omitempty"`
 	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
 	Epochs   int   `json:"epochs"`
 	MaxSteps int64 `json:"max_steps,omitempty"`

@@ -108,17 +108,21 @@ type trainStep struct {
 
 func (s *trainStep) Forward(b *dual.Batch) error {
 	t := s.t
+	share := t.par.shareOf(b, len(s.batch.IDs)) // b alone; this rank's rows of the global batch
 	if t.reg != nil {
-		t.reg.feed(b)
+		t.reg.feed(share)
 	}
 	loss, outs, err := t.step.step(s.batch.Images, s.batch.Masks)
+	if err == nil && t.reg != nil {
+		t.reg.readScores(outs, share.Scores)
+	}
+	if t.par.parallel() { // sum the gradients, gather the scores
+		loss, err = t.par.reduce(t.params, loss, err, b.Scores, share)
+	}
 	if err != nil {
 		return err
 	}
 	s.loss = loss
-	if t.reg != nil {
-		t.reg.readScores(outs, b.Scores)
-	}
 	return nil
 }
 

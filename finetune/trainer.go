@@ -21,6 +21,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
@@ -101,6 +102,7 @@ type trainer struct {
 	best    *float64
 	sizer   *sizer       // nil when size groups cannot be formed
 	reg     *regularizer // nil for the baseline
+	par     *dataParallel
 
 	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
 	baseDigest string
@@ -110,73 +112,43 @@ type trainer struct {
 // dir/last.ckpt when there is one, with that checkpoint's configuration
 // (cfg then only changes Epochs, MaxSteps, Device and Threads).
 func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks) (*Result, error) {
+	return train(ctx, nil, cfg, dir, resume, hooks)
+}
+
+// train is Train on the ranks of comm (nil: this process alone); see
+// TrainParallel.
+func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume bool, hooks Hooks) (*Result, error) {
 	if hooks.Log == nil {
 		hooks.Log = io.Discard
 	}
-	lock, err := lockRunDir(dir) // one run per folder, from the first file it reads
-	if err != nil {
-		return nil, err
+	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log},
+		par: newDataParallel(comm)}
+	var lock *runLock
+	var ck *checkpoint.Checkpoint
+	var err error
+	if t.par.writes() { // rank 0 alone touches the folder
+		lock, ck, err = t.openRunDir(resume)
 	}
 	defer lock.release()
-	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log}}
-	var ck *checkpoint.Checkpoint
-	var resumed []resumeChange // settings this resumption changed
-	if _, err := os.Stat(t.keeper.LastPath()); err == nil && !resume {
-		// Never overwrite an earlier run's checkpoints by accident.
-		return nil, fmt.Errorf("finetune: %s already holds a run (%s): continue it (--resume) or choose another folder",
-			dir, checkpoint.LastName)
-	}
-	if resume {
-		c, err := t.keeper.LoadLast()
-		switch {
-		case err == nil:
-			ck = c
-			var old Config
-			if err := json.Unmarshal(c.Config, &old); err != nil {
-				return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
-			}
-			if cfg, resumed, err = mergeResume(old, cfg); err != nil {
-				return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
-			}
-			fmt.Fprintf(hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), c.Epoch, c.Step)
-		case errors.Is(err, os.ErrNotExist):
-			fmt.Fprintf(hooks.Log, "no checkpoint in %s: starting afresh\n", dir)
-		default:
-			return nil, err
-		}
-	}
-	if err := t.identify(ck); err != nil {
+	if ck, err = t.par.shareCheckpoint(ck, err); err != nil {
 		return nil, err
 	}
-	t.cfg = cfg
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("finetune: %w", err)
-	}
-	if t.baseDigest, err = baseDigest(cfg.Network.BaseModel, ck, t.keeper.LastPath(), hooks.Log); err != nil {
-		return nil, fmt.Errorf("finetune: %w", err)
-	}
-	err = t.setup(ctx)
+	resumed, err := t.prepare(ctx, cfg, ck)
 	if t.reg != nil {
 		defer t.reg.close()
 	}
-	if err != nil {
+	if t.step != nil {
+		defer t.step.close()
+	}
+	if t.hist != nil {
+		defer t.hist.Close()
+	}
+	if err = t.par.agree(err); err != nil {
 		return nil, err
 	}
-	defer t.step.close()
-	if ck != nil {
-		if err := t.restore(ck); err != nil {
-			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
-		}
-		if err := t.trimHistory(ck.Step); err != nil {
-			return nil, fmt.Errorf("finetune: %w", err)
-		}
-	} else if err := t.startHistory(); err != nil {
+	if err := t.checkSameRun(); err != nil {
 		return nil, err
 	}
-	if t.hist, err = history.Open(filepath.Join(dir, HistoryFile)); err != nil {
-		return nil, err
-	}
-	defer t.hist.Close()
 	if err := t.recordResume(resumed); err != nil {
 		return nil, err
 	}
@@ -185,10 +157,69 @@ func Train(ctx context.Context, cfg Config, dir string, resume bool, hooks Hooks
 		return nil, runErr
 	}
 	res, err := t.finish()
-	if err != nil {
+	if err = t.par.agree(err); err != nil {
 		return nil, err
 	}
 	return res, runErr
+}
+
+// prepare settles the run's configuration (the checkpoint's, when
+// resuming), builds it and restores the checkpoint; on rank 0 it also
+// starts or trims the history.
+func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkpoint) (resumed []resumeChange, err error) {
+	if ck != nil {
+		var old Config
+		if err := json.Unmarshal(ck.Config, &old); err != nil {
+			return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
+		}
+		if err := t.par.checkRanks(old, t.keeper.LastPath()); err != nil {
+			return nil, err
+		}
+		if cfg, resumed, err = mergeResume(old, cfg); err != nil {
+			return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
+		}
+		fmt.Fprintf(t.hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), ck.Epoch, ck.Step)
+	} else {
+		cfg.Ranks = 0
+		if t.par.parallel() {
+			cfg.Ranks = t.par.size()
+		}
+	}
+	if t.par.writes() {
+		if err := t.identify(ck); err != nil {
+			return nil, err
+		}
+	}
+	t.cfg = cfg
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	if t.baseDigest, err = baseDigest(cfg.Network.BaseModel, ck, t.keeper.LastPath(), t.hooks.Log); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	if err := t.setup(ctx); err != nil {
+		return nil, err
+	}
+	if ck != nil {
+		if err := t.restore(ck); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
+		}
+	}
+	if !t.par.writes() {
+		t.hist = history.Discard()
+		return resumed, nil
+	}
+	if ck != nil {
+		if err := t.trimHistory(ck.Step); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
+	} else if err := t.startHistory(); err != nil {
+		return nil, err
+	}
+	if t.hist, err = history.Open(filepath.Join(t.dir, HistoryFile)); err != nil {
+		return nil, err
+	}
+	return resumed, nil
 }
 
 // setup opens the data, builds the network and its training graph and the
@@ -227,7 +258,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.train, err = open(cfg.Train); err != nil {
 		return err
 	}
-	if cfg.Val.Images != "" {
+	if cfg.Val.Images != "" && t.par.writes() { // rank 0 validates
 		if t.val, err = open(cfg.Val); err != nil {
 			return err
 		}
@@ -247,9 +278,9 @@ func (t *trainer) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	t.perEp = t.train.Len() / cfg.Batch
+	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
-		return fmt.Errorf("%d training examples make no batch of %d", t.train.Len(), cfg.Batch)
+		return fmt.Errorf("%d training examples make no batch of %d%s", t.train.Len(), t.globalBatch(), t.par.batchNote(cfg.Batch))
 	}
 	t.total = int64(cfg.Epochs) * int64(t.perEp)
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
@@ -283,6 +314,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Trainable = patterns
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	gc.Loss = trainingLoss(t.ct, ignore)
+	gc.Loss.Scale = t.par.parallel() // each rank's share of the batch's loss
 	gc.Threads = cfg.Threads
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
@@ -306,6 +338,9 @@ func (t *trainer) setup(ctx context.Context) error {
 		if err := t.reg.bind(t.step); err != nil {
 			return err
 		}
+	}
+	if err := t.par.bind(t.step); err != nil {
+		return err
 	}
 	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
 	if err != nil {
@@ -418,8 +453,11 @@ func (t *trainer) run(ctx context.Context) error {
 	aug := cfg.Augment
 	aug.Height, aug.Width = cfg.Height, cfg.Width
 	lc := data.LoaderConfig{
-		BatchSize: cfg.Batch, Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
+		BatchSize: t.globalBatch(), Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
 		StartEpoch: t.epoch, StartStep: t.inEpoch,
+	}
+	if t.par.parallel() { // this rank's share of every batch
+		lc.Parts, lc.Part = t.par.size(), t.par.c.Rank()
 	}
 	if cfg.Balanced {
 		if t.sizer == nil {
@@ -429,7 +467,7 @@ func (t *trainer) run(ctx context.Context) error {
 		for id := range classes {
 			classes[id] = t.sizer.class(t.train, id)
 		}
-		lc.Order = balancedOrder(classes, cfg.Seed, cfg.Batch, t.perEp)
+		lc.Order = balancedOrder(classes, cfg.Seed, t.globalBatch(), t.perEp)
 	}
 	loader, err := data.NewLoader(ctx, t.train, lc)
 	if err != nil {
@@ -446,30 +484,27 @@ func (t *trainer) run(ctx context.Context) error {
 	var epochLoss float64
 	var epochSteps int
 	for t.steps < t.total {
-		if ctx.Err() != nil {
+		b, err := t.nextBatch(ctx, loader)
+		if errors.Is(err, errStop) {
 			return t.interrupt()
-		}
-		b, err := loader.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return t.interrupt()
-			}
+		} else if err != nil {
 			return err
 		}
 		t0 := time.Now()
 		ids = ids[:0]
-		for _, id := range b.IDs {
+		for _, id := range b.GlobalIDs() {
 			ids = append(ids, int64(id))
 		}
 		st := &trainStep{t: t, batch: b}
 		v, err := alg.Step(ids, st)
 		if err != nil {
-			return t.diverged(err)
+			return t.par.verdict(t.diverged(err))
 		}
 		var stepExtra map[string]float64
 		if t.reg != nil {
 			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
 		}
+		stepExtra = t.par.stepStats(stepExtra)
 		loss, lr := st.loss, st.lr
 		t.steps++
 		t.epoch, t.inEpoch = loader.Position()
@@ -477,7 +512,7 @@ func (t *trainer) run(ctx context.Context) error {
 		secs := time.Since(t0).Seconds()
 		epochLoss += loss
 		epochSteps++
-		ips := float64(cfg.Batch) / secs
+		ips := float64(t.globalBatch()) / secs
 		if err := t.hist.Write(history.Record{Kind: history.KindStep, Epoch: int64(b.Epoch), Step: t.steps, Loss: loss, LR: lr, Seconds: secs, ImagesPerSec: ips, Extra: stepExtra}); err != nil {
 			return err
 		}
@@ -488,9 +523,12 @@ func (t *trainer) run(ctx context.Context) error {
 		if t.inEpoch == 0 || t.steps == t.total { // the epoch (or the run) is complete
 			algStats, err := alg.EndEpoch(b.Epoch + 1)
 			if err != nil {
-				return err
+				return t.par.verdict(err)
 			}
-			if err := t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart), algStats); err != nil {
+			if t.par.writes() {
+				err = t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart), algStats)
+			}
+			if err := t.endEpochRanks(b.Epoch, err); err != nil {
 				return err
 			}
 			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
@@ -632,6 +670,9 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 
 // interrupt saves the current step and reports the interruption.
 func (t *trainer) interrupt() error {
+	if !t.par.writes() {
+		return ErrInterrupted // rank 0 saves
+	}
 	m := map[string]float64{}
 	if t.best != nil {
 		m["best_val_miou"] = *t.best
@@ -685,8 +726,11 @@ func (t *trainer) plot() error {
 
 // finish exports the best checkpoint (or the last) and builds the summary.
 func (t *trainer) finish() (*Result, error) {
-	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
+	if !t.par.writes() {
+		return res, nil // rank 0 exports
+	}
+	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	if ok {
 		out := filepath.Join(t.dir, ModelFile)
 		if _, err := Export(src, "", out); err != nil {

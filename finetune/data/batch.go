@@ -12,6 +12,9 @@ type Batch struct {
 	Epoch, Step int
 	// IDs are the examples in the batch, in slot order.
 	IDs []int
+	// Global, for a loader split into parts (LoaderConfig.Parts), holds
+	// the whole batch's examples, this part's among them; nil otherwise.
+	Global []int
 	// Height and Width are the tensor size of every slot.
 	Height, Width int
 	// Images is [B,3,H,W] float32 in the Preprocess layout (NCHW unless it
@@ -23,6 +26,15 @@ type Batch struct {
 	// Geometries says, in evaluation, how each slot maps onto its original
 	// image (for restoring predictions); nil in training.
 	Geometries []imageio.Geometry
+}
+
+// GlobalIDs returns the examples of the whole batch: Global for a part,
+// else IDs.
+func (b *Batch) GlobalIDs() []int {
+	if b.Global != nil {
+		return b.Global
+	}
+	return b.IDs
 }
 
 // Size returns the number of examples in the batch.

@@ -49,6 +49,14 @@ type LoaderConfig struct {
 	// Prefetch is how many batches may be queued ahead of the consumer;
 	// 0 picks enough to keep the workers busy.
 	Prefetch int
+	// Parts > 1 splits every batch into that many equal, consecutive parts
+	// (BatchSize must be a multiple) and loads only part Part: the share of
+	// one rank of a data-parallel run, each rank's loader drawing the same
+	// batches. Every example keeps the randomness of its position in the
+	// whole batch, so the parts together are exactly the unsplit batch.
+	// Batch.IDs then hold the part's examples and Batch.Global the whole
+	// batch's. Only for loaders that drop a partial last batch.
+	Parts, Part int
 }
 
 // Loader produces batches ahead of the consumer. Next must be called from
@@ -107,6 +115,10 @@ func NewLoader(ctx context.Context, ds *Dataset, cfg LoaderConfig) (*Loader, err
 		return nil, fmt.Errorf("loader: %w", err)
 	}
 	drop := cfg.LastBatch == LastDrop || (cfg.LastBatch == LastDefault && cfg.Augment != nil)
+	if cfg.Parts > 1 && (cfg.BatchSize%cfg.Parts != 0 || cfg.Part < 0 || cfg.Part >= cfg.Parts || !drop) {
+		return nil, fmt.Errorf("loader: part %d of %d of batches of %d (want 0 ≤ part < parts, parts dividing the batch, and the last partial batch dropped)",
+			cfg.Part, cfg.Parts, cfg.BatchSize)
+	}
 	if drop && cfg.Order == nil && ds.Len() < cfg.BatchSize {
 		return nil, fmt.Errorf("loader: %d examples make no full batch of %d (keep the last batch or lower the batch size)",
 			ds.Len(), cfg.BatchSize)

@@ -396,3 +396,53 @@ func TestLoaderStopsCleanly(t *testing.T) {
 	l.Close()
 	checkNoLeak(t, before)
 }
+
+// A loader split into parts (one per rank of a data-parallel run) loads,
+// part by part, exactly the slots of the unsplit batch: the same examples
+// with the same augmentation, in the same order, resumable alike.
+func TestLoaderParts(t *testing.T) {
+	ds := openSet(t, makeSet(t, 9, 200, 150), nil)
+	cfg := trainConfig(11, 2)
+	cfg.BatchSize = 4
+	whole := collect(t, ds, cfg)
+	if len(whole) != 3*2 {
+		t.Fatalf("%d batches, want 6", len(whole))
+	}
+	const parts = 2
+	split := make([][]*Batch, parts)
+	for p := range parts {
+		pc := cfg
+		pc.Parts, pc.Part = parts, p
+		split[p] = collect(t, ds, pc)
+	}
+	img, hw := 3*96*128, 96*128
+	for i, w := range whole {
+		for p := range parts {
+			b := split[p][i]
+			lo, hi := p*2, p*2+2
+			if b.Epoch != w.Epoch || b.Step != w.Step || !slices.Equal(b.IDs, w.IDs[lo:hi]) || !slices.Equal(b.Global, w.IDs) ||
+				!slices.Equal(b.GlobalIDs(), w.GlobalIDs()) {
+				t.Fatalf("batch %d part %d: ids %v of %v, want %v of %v", i, p, b.IDs, b.Global, w.IDs[lo:hi], w.IDs)
+			}
+			if !slices.Equal(b.Images, w.Images[lo*img:hi*img]) || !slices.Equal(b.Masks, w.Masks[lo*hw:hi*hw]) {
+				t.Fatalf("batch %d part %d: pixels differ from the unsplit batch's slots %d..%d", i, p, lo, hi-1)
+			}
+		}
+	}
+	if whole[0].Global != nil {
+		t.Error("an unsplit batch has Global set")
+	}
+	pc := cfg
+	pc.Parts, pc.Part, pc.StartEpoch, pc.StartStep = parts, 1, 1, 1
+	if rest := collect(t, ds, pc); len(rest) != 3 || !slices.Equal(rest[0].Images, whole[3].Images[2*img:]) {
+		t.Fatal("a resumed part differs from the uninterrupted one")
+	}
+	for _, bad := range []struct{ parts, part, batch int }{{3, 0, 4}, {2, 2, 4}, {2, -1, 4}} {
+		pc := cfg
+		pc.Parts, pc.Part, pc.BatchSize = bad.parts, bad.part, bad.batch
+		if l, err := NewLoader(context.Background(), ds, pc); err == nil {
+			l.Close()
+			t.Errorf("part %d of %d of batches of %d accepted", bad.part, bad.parts, bad.batch)
+		}
+	}
+}

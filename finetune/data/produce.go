@@ -36,10 +36,21 @@ func (l *Loader) produce() {
 		for step := first; step < steps; step++ {
 			lo := step * b
 			ids := order[lo:min(lo+b, len(order))]
+			global := ids
+			if l.cfg.Parts > 1 { // this rank's share; positions stay the whole batch's
+				share := b / l.cfg.Parts
+				lo += l.cfg.Part * share
+				ids = ids[l.cfg.Part*share : (l.cfg.Part+1)*share]
+			}
 			p, err := l.newPending(ids)
 			if err != nil {
 				l.send(failed(fmt.Errorf("loader: epoch %d step %d: %w", epoch, step, err)))
 				return
+			}
+			if l.cfg.Parts > 1 {
+				p.batch.Global = append(p.batch.Global[:0], global...)
+			} else {
+				p.batch.Global = nil
 			}
 			p.batch.Epoch, p.batch.Step = epoch, step
 			p.nextEpoch, p.nextStep = epoch, step+1

@@ -233,12 +233,19 @@ func Open(path string) (*Writer, error) {
 	return w, nil
 }
 
+// Discard returns a Writer that writes nothing: the history of a rank of a
+// data-parallel run other than rank 0, which writes the file.
+func Discard() *Writer { return &Writer{path: os.DevNull} }
+
 // Path returns the file's path.
 func (w *Writer) Path() string { return w.path }
 
 // Write appends r as one line with a single write call, so a crash leaves
 // at most a partial last line.
 func (w *Writer) Write(r Record) error {
+	if w.f == nil {
+		return nil
+	}
 	line, err := r.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("history: %s: %w", w.path, err)
@@ -252,6 +259,9 @@ func (w *Writer) Write(r Record) error {
 
 // Sync commits the file to stable storage.
 func (w *Writer) Sync() error {
+	if w.f == nil {
+		return nil
+	}
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("history: %s: %w", w.path, err)
 	}
@@ -260,6 +270,9 @@ func (w *Writer) Sync() error {
 
 // Close syncs and closes the file.
 func (w *Writer) Close() error {
+	if w.f == nil {
+		return nil
+	}
 	serr := w.f.Sync()
 	if err := w.f.Close(); err != nil {
 		return fmt.Errorf("history: %s: %w", w.path, err)

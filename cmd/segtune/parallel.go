@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/internal/mpi"
+	"github.com/segtune/segtune/internal/storage"
+)
+
+// joinRanks joins the MPI world a launcher started this process in (alone
+// without one). Ranks other than 0 go quiet: rank 0 prints the run.
+func joinRanks(c *cli.Context) (*mpi.Comm, error) {
+	w, err := mpi.Init()
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 2)
+	}
+	if w.Rank() != 0 {
+		if err := c.Set("quiet", "true"); err != nil {
+			return w, err
+		}
+	}
+	// Ranks sharing a machine with several GPUs take one each, unless the
+	// launcher or the scheduler (Slurm's --gpus-per-task, a pod's GPU)
+	// already chose them.
+	if w.LocalSize() > 1 && c.String("device") != "cpu" && os.Getenv("CUDA_VISIBLE_DEVICES") == "" {
+		os.Setenv("CUDA_VISIBLE_DEVICES", strconv.Itoa(w.LocalRank()))
+	}
+	return w, nil
+}
+
+// configureRanks reads finetune's flags on every rank and agrees on the
+// outcome. Ranks that mirror a bucket folder into the cache take turns: the
+// ranks on one machine share its cache, and a mirror removes the files it
+// did not fetch, another rank's half-written ones included.
+func configureRanks(c *cli.Context, w *mpi.Comm) (finetune.Config, error) {
+	remote := false
+	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
+		remote = remote || storage.IsURL(c.String(f))
+	}
+	if !remote || !w.Parallel() {
+		cfg, err := finetuneConfig(c)
+		return cfg, w.Agree(err, false)
+	}
+	var cfg finetune.Config
+	for turn := range w.Size() {
+		var err error
+		if turn == w.Rank() {
+			cfg, err = finetuneConfig(c)
+		}
+		if err := w.Agree(err, false); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// leaveRanks ends this rank's part in the job with err, the outcome of its
+// run. An outcome every rank knows (success, an interrupt, an agreed
+// failure) leaves MPI in order, reported by one rank; an error of this rank
+// alone is printed with its rank and ends the whole job (MPI_Abort), since
+// the other ranks would wait for it in their next collective.
+func leaveRanks(w *mpi.Comm, err error) error {
+	interrupted := errors.Is(err, finetune.ErrInterrupted)
+	if w.Size() == 1 { // no MPI, or mpirun -np 1
+		if w.Launcher() != "" {
+			if ferr := w.Finalize(); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
+		if interrupted {
+			return cli.Exit("interrupted; checkpoint saved", 130)
+		}
+		return err
+	}
+	code := 1
+	var exit cli.ExitCoder
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	if err != nil && !interrupted && !mpi.Agreed(err) {
+		fmt.Fprintf(os.Stderr, "segtune: rank %d of %d: %v\n", w.Rank(), w.Size(), err)
+		w.Abort(code)
+		return cli.Exit("", code) // a world of one returns from Abort
+	}
+	if ferr := w.Finalize(); ferr != nil && err == nil {
+		return ferr
+	}
+	switch {
+	case err == nil:
+		return nil
+	case interrupted && w.Rank() == 0:
+		return cli.Exit("interrupted; checkpoint saved", 130)
+	case interrupted:
+		return cli.Exit("", 130)
+	case !mpi.Reported(err):
+		return cli.Exit("", code)
+	}
+	return err
+}
+
+// rankThreads gives each rank its share of this machine's cores when the
+// user did not set --threads: ONNX Runtime would otherwise start a thread
+// per core in every rank. A launcher that bound each rank to its own cores
+// (mpirun's default for few ranks) already shared them out.
+func rankThreads(c *cli.Context, w *mpi.Comm, cfg *finetune.Config) {
+	if c.IsSet("threads") || w.LocalSize() < 2 {
+		return
+	}
+	mine, all := goruntime.NumCPU(), onlineCPUs()
+	threads := mine
+	if all > 0 && mine >= all { // not bound: every rank sees every core
+		threads = max(1, all/w.LocalSize())
+	}
+	cfg.Threads = threads
+	cfg.Explicit = append(cfg.Explicit, "threads")
+	notef(c, "segtune: %d processes share this machine: --threads %d each (set --threads to choose)", w.LocalSize(), threads)
+}
+
+// onlineCPUs counts the machine's online CPUs (0 when unknown), whatever
+// this process's affinity.
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 0
+	}
+	return countCPUList(strings.TrimSpace(string(b)))
+}
+
+// countCPUList counts the CPUs of a list like "0-3,8,10-11".
+func countCPUList(s string) int {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}
