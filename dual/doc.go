@@ -79,16 +79,32 @@
 // batch), which for binary problems is the paper's "set size / examples
 // drawn" and stays unbiased for the unions of classes that form S− under
 // one-vs-rest with the stratified Sampler. The regulariser that α
-// multiplies is L itself with Normalization "sum" (as in the paper; L grows
-// with N) or L/N with "mean". The caller adds α·∂L/∂s to the network's
-// gradient; τ, ε are stepped by Adam on the normalised L (Adam makes their
-// update invariant to the constant factor α).
+// multiplies is L/N with Normalization "mean" (the default, shared with
+// `segtune finetune`: a mean over examples like the network's loss, so α
+// is the F1 term's weight relative to the cross entropy) or L itself with
+// "sum" (as in the paper; L grows with N). The caller adds α·∂L/∂s to the
+// network's gradient; τ, ε are stepped by Adam on the normalised L (Adam
+// makes their update invariant to the constant factor α), with a step of
+// LRRel/n by default: τ and ε live at the scale 1/n.
+//
+// # Dynamics between projections
+//
+// Adam steps (τ, ε), and ∂L/∂ε is always positive, so without a repair ε
+// drifts below 0 between projections and switches the hinges off.
+// Config.Feasibility repairs cheaply after every step: ε ≥ 0 ("clip"), and
+// by default also the τ_i the step moved projected with ε ("batch";
+// projection.PairRule, the paper's batch-size-2 rule, when it moved one).
+// The dual step comes every Config.DualEvery steps as well as at the end
+// of the epoch (by default DefaultDualsPerEpoch an epoch), each with the
+// share of η = c/e that its steps are of the epoch, so λ leaves its start
+// within the first epoch (docs/method.md §6, §12).
 //
 // # Projection schedules
 //
-// Adam steps (τ, ε) freely, so they leave C between projections.
-// Algorithm 1 calls ProjectPrimal once per epoch, the "full projections"
-// baseline after every step (Loop applies the Schedule). The third schedule trains through the
+// Between the repairs above (τ, ε) may still leave C: the τ_j a step did
+// not move can exceed a lower ε. Algorithm 1 calls ProjectPrimal once per
+// epoch, the "full projections" baseline after every step (Loop applies
+// the Schedule). The third schedule trains through the
 // projection (docs/method.md §8, the relu form): after ProjectThrough, τ and ε
 // are free variables τ̃, ε̃, Term.Tau and Term.Eps always hold Π_C(τ̃, ε̃)
 // (feasible at every step), and PrimalStep applies the chain rule through

@@ -112,7 +112,7 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 func TestFullBatchIsExactLagrangian(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	ids, cl := toyData(30, 2, 3)
-	r, _ := New(Config{}, ids, cl)
+	r, _ := New(Config{Normalization: NormSum}, ids, cl)
 	randomizeState(r, rng)
 	scores := make([]float64, len(ids))
 	for i := range scores {

@@ -32,7 +32,8 @@ type LinearConfig struct {
 	// Batch is the minibatch size B (default 32), drawn by Sampler.
 	Batch    int      `json:"batch,omitempty"`
 	Schedule Schedule `json:"schedule,omitempty"` // default ScheduleEpoch
-	// LRW is Adam's step size for the head w (default Reg.LR).
+	// LRW is Adam's step size for the head w (default Reg.LR, or 1e-2 when
+	// that is relative).
 	LRW float64 `json:"lr_w,omitempty"`
 	// LRPower decays both primal step sizes as lr·e^(−LRPower) at epoch e
 	// (0 keeps them constant).
@@ -108,6 +109,9 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	cfg.Reg = cfg.Reg.withDefaults()
 	if cfg.LRW == 0 {
 		cfg.LRW = cfg.Reg.LR
+		if cfg.LRW == 0 {
+			cfg.LRW = 1e-2
+		}
 	}
 	ids := make([]int64, len(x))
 	for i := range ids {
@@ -159,6 +163,7 @@ func (l *Linear) RunEpoch() error {
 	e := l.Epoch + 1
 	lrScale := math.Pow(float64(e), -l.cfg.LRPower)
 	l.Reg.cfg.LR = l.cfg.Reg.LR * lrScale
+	l.Reg.cfg.LRRel = l.cfg.Reg.LRRel * lrScale
 	l.lrW = l.cfg.LRW * lrScale
 	// A Loop per epoch: Reg and Cache are exported fields that may be
 	// replaced between epochs (the resume test restores them).

@@ -75,6 +75,15 @@ type LoopConfig struct {
 	// that the dual step reads only the scores of that epoch. By default a
 	// score stays until its example is seen again (docs/method.md §6).
 	FreshCache bool
+	// Epoch is the epoch e ≥ 1 the first Step belongs to (default 1), and
+	// StepInEpoch the steps of it already taken: a Loop built to resume a
+	// run in the middle of epoch e takes its next dual steps where the
+	// uninterrupted run would have, with its η = c/e.
+	Epoch, StepInEpoch int
+	// StepsPerEpoch, when > 0, is the epoch's length: no dual step is
+	// taken after its last step, which EndEpoch ends with one anyway.
+	// RunEpoch sets it from its steps.
+	StepsPerEpoch int
 }
 
 // EpochStats describes one epoch of a Loop.
@@ -92,6 +101,20 @@ type EpochStats struct {
 	// ProjectionTime is the time spent projecting: ProjectPrimal, and under
 	// ScheduleGraph the primal steps, which are made of projections.
 	ProjectionTime time.Duration
+	// DualSteps counts the dual steps: the epoch's last, and one after
+	// every Config.DualEvery-th step before it.
+	DualSteps int
+	// The state at the end of the epoch, averaged over the terms: ε just
+	// before and just after the epoch's last projection (under
+	// ScheduleGraph the free ε̃ and its projection ε; without any
+	// projection both are the current ε), Σ τ and the mean and maximum λ
+	// over the large examples after the dual step. HingeActive is the
+	// fraction of the small examples of the epoch's batches whose hinge
+	// ε + s was active (> 0) when evaluated. All 0 without a Regularizer.
+	EpsBefore, EpsAfter   float64
+	TauSum                float64
+	LambdaMean, LambdaMax float64
+	HingeActive           float64
 }
 
 // Loop is the one orchestration of Algorithm 1 (docs/method.md §6): for
@@ -120,6 +143,13 @@ type Loop struct {
 	lagrSum   float64
 	mark      int  // reg.ThroughProjections() at the start of the epoch
 	freshNext bool // the next Step starts an epoch
+	epoch     int  // e of the running epoch
+	inEpoch   int  // steps of the running epoch taken
+	lastDual  int  // inEpoch at the last mid-epoch dual step
+	// ε around the epoch's last projection (recorded by project).
+	epsBefore, epsAfter float64
+	projected           bool
+	negEvals, negActive int // reg's counters at the start of the epoch
 }
 
 // NewLoop returns a Loop over reg and cache (cache must be reg's; reg may
@@ -134,7 +164,13 @@ func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error)
 	if !(cfg.Alpha >= 0) || math.IsInf(cfg.Alpha, 1) {
 		return nil, fmt.Errorf("dual: NewLoop: alpha %g must be finite and ≥ 0", cfg.Alpha)
 	}
-	l := &Loop{cfg: cfg, reg: reg, cache: cache, freshNext: true}
+	if cfg.Epoch < 0 || cfg.StepInEpoch < 0 || cfg.StepsPerEpoch < 0 {
+		return nil, fmt.Errorf("dual: NewLoop: epoch %d, step %d, steps per epoch %d must not be negative", cfg.Epoch, cfg.StepInEpoch, cfg.StepsPerEpoch)
+	}
+	if cfg.Epoch == 0 {
+		cfg.Epoch = 1
+	}
+	l := &Loop{cfg: cfg, reg: reg, cache: cache, freshNext: cfg.StepInEpoch == 0, epoch: cfg.Epoch, inEpoch: cfg.StepInEpoch}
 	if cache != nil {
 		l.heads = cache.heads
 	}
@@ -152,6 +188,10 @@ func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error)
 			return nil, errors.New("dual: NewLoop: schedule \"graph\" needs a Regularizer that trains through the projection (ProjectThrough)")
 		}
 		l.mark = reg.ThroughProjections()
+		l.negEvals, l.negActive = reg.negEvals, reg.negActive
+		if k := l.dualEvery(); k > 0 {
+			l.lastDual = cfg.StepInEpoch / k * k // the resumed epoch's last mid-epoch dual step
+		}
 	}
 	return l, nil
 }
@@ -225,16 +265,100 @@ func (l *Loop) Step(ids []int64, net Network) (float64, error) {
 		}
 	}
 	l.stats.Steps++
+	l.inEpoch++
+	if k := l.dualEvery(); k > 0 && l.inEpoch%k == 0 && l.inEpoch != l.cfg.StepsPerEpoch {
+		if err := l.reg.DualStepFraction(l.epoch, l.fraction(l.inEpoch-l.lastDual, 0), l.cache); err != nil {
+			return 0, err
+		}
+		l.lastDual = l.inEpoch
+		l.stats.DualSteps++
+	}
 	return val, nil
 }
 
-// project applies Π_C to every term, counted and timed.
+// fraction is the share of the epoch that since steps are: of
+// StepsPerEpoch when known, else of the epoch's steps so far (at its end)
+// or the whole step (η = c/e) when neither is known.
+func (l *Loop) fraction(since, sofar int) float64 {
+	T := l.cfg.StepsPerEpoch
+	if T <= 0 {
+		T = sofar
+	}
+	if T <= 0 || since <= 0 {
+		return 1
+	}
+	return min(1, float64(since)/float64(T))
+}
+
+// dualEvery is K of the mid-epoch dual steps, 0 for none.
+func (l *Loop) dualEvery() int {
+	if l.reg == nil {
+		return 0
+	}
+	switch k := l.reg.cfg.DualEvery; {
+	case k > 0:
+		return k
+	case k == 0 && l.cfg.StepsPerEpoch > 0:
+		return (l.cfg.StepsPerEpoch + DefaultDualsPerEpoch - 1) / DefaultDualsPerEpoch
+	}
+	return 0
+}
+
+// project applies Π_C to every term, counted and timed, and records ε
+// before and after.
 func (l *Loop) project() error {
+	l.epsBefore = l.meanEps()
 	t0 := time.Now()
 	n, err := l.reg.ProjectPrimal()
 	l.stats.ProjectionTime += time.Since(t0)
 	l.stats.Projections += n
+	l.epsAfter, l.projected = l.meanEps(), true
 	return err
+}
+
+// meanEps is the mean ε over the terms.
+func (l *Loop) meanEps() float64 {
+	s := 0.0
+	for _, t := range l.reg.terms {
+		s += t.Eps
+	}
+	return s / float64(len(l.reg.terms))
+}
+
+// endStats fills the state part of the epoch's statistics.
+func (l *Loop) endStats(st *EpochStats) {
+	reg := l.reg
+	switch {
+	case reg.Through():
+		raw := 0.0
+		for _, t := range reg.terms {
+			raw += t.through.rawEps
+		}
+		st.EpsBefore, st.EpsAfter = raw/float64(len(reg.terms)), l.meanEps()
+	case l.projected:
+		st.EpsBefore, st.EpsAfter = l.epsBefore, l.epsAfter
+	default:
+		st.EpsBefore = l.meanEps()
+		st.EpsAfter = st.EpsBefore
+	}
+	var lamSum float64
+	var lamN int
+	for _, t := range reg.terms {
+		for k, lam := range t.Lambda {
+			st.TauSum += t.Tau[k]
+			lamSum += lam
+			st.LambdaMax = math.Max(st.LambdaMax, lam)
+		}
+		lamN += len(t.Lambda)
+	}
+	st.TauSum /= float64(len(reg.terms))
+	if lamN > 0 {
+		st.LambdaMean = lamSum / float64(lamN)
+	}
+	if n := reg.negEvals - l.negEvals; n > 0 {
+		st.HingeActive = float64(reg.negActive-l.negActive) / float64(n)
+	}
+	l.negEvals, l.negActive = reg.negEvals, reg.negActive
 }
 
 // EndEpoch ends epoch e ≥ 1: Π_C under ScheduleEpoch, then the dual step
@@ -248,22 +372,26 @@ func (l *Loop) EndEpoch(e int) (EpochStats, error) {
 			}
 		}
 		l.stats.Projections += reg.ThroughProjections() - l.mark
-		if err := reg.DualStep(e, l.cache); err != nil {
+		if err := reg.DualStepFraction(e, l.fraction(l.inEpoch-l.lastDual, l.inEpoch), l.cache); err != nil {
 			return EpochStats{}, err
 		}
+		l.stats.DualSteps++
 		l.mark = reg.ThroughProjections()
+		l.endStats(&l.stats)
 	}
 	st := l.stats
 	if st.Evals > 0 {
 		st.Lagrangian = l.lagrSum / float64(st.Evals)
 	}
 	l.stats, l.lagrSum, l.freshNext = EpochStats{}, 0, true
+	l.epoch, l.inEpoch, l.lastDual, l.projected = e+1, 0, 0, false
 	return st, nil
 }
 
 // RunEpoch runs epoch e ≥ 1 whole: steps inner steps on the batches s
 // draws, then EndEpoch(e).
 func (l *Loop) RunEpoch(e, steps int, s *Sampler, net Network) (EpochStats, error) {
+	l.epoch, l.cfg.StepsPerEpoch = e, steps
 	for range steps {
 		l.ids = s.Next(l.ids)
 		if _, err := l.Step(l.ids, net); err != nil {

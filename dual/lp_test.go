@@ -159,11 +159,16 @@ func acceptanceData(t *testing.T) ([][]float64, []int, float64) {
 	return x, y, lpOpt
 }
 
+// acceptanceConfig runs Algorithm 1 with the library's defaults of the
+// dynamics (mean normalisation, feasibility "batch", λ starting at 0,
+// DefaultDualsPerEpoch dual steps per epoch, τ and ε stepped by
+// DefaultLRRel/n = 3e-4 at n = 100) and the step constants this small
+// problem needs (the head's Adam step LRW, c_λ, c_μ).
 func acceptanceConfig(s Schedule) LinearConfig {
 	return LinearConfig{
-		Reg:    Config{Objective: "fbeta", LR: 3e-4, CLambda: 3, CMu: 1},
+		Reg:    Config{Objective: "fbeta", CLambda: 3, CMu: 1},
 		Epochs: 4000, Batch: 20, Schedule: s, LRPower: 0.5, Box: accBox,
-		AverageFrom: 2000, Seed: 1,
+		AverageFrom: 2000, Seed: 1, LRW: 3e-4,
 	}
 }
 

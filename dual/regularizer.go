@@ -15,8 +15,41 @@ const (
 	// NormSum is the paper's choice: α·L, with L summing over examples (it
 	// grows with N).
 	NormSum Normalization = "sum"
-	// NormMean is α·L/N, comparable across data set sizes.
+	// NormMean is α·L/N (the default): L/N is a mean over the training
+	// examples like a network's mean loss, so α is the weight of the F1
+	// term relative to the cross entropy: with balanced batches each
+	// example's term weighs α·2|S^c|/(N·B) ≈ α/B, as its cross entropy
+	// weighs 1/B (docs/method.md §5).
 	NormMean Normalization = "mean"
+)
+
+// Feasibility says how (τ, ε) are kept near C = {τ_i ≤ ε, ε ≥ 0} between
+// projections (after every primal step; docs/method.md §6).
+type Feasibility string
+
+const (
+	// FeasBatch (the default): ε ← max(0, ε), and the τ_i the step moved
+	// are projected onto C together with ε — projection.PairRule when the
+	// step moved one τ_i (the paper's batch-size-2 rule), the exact
+	// projection of those coordinates and ε otherwise. O(batch) per step;
+	// τ_j the step did not move are left for the next full projection.
+	FeasBatch Feasibility = "batch"
+	// FeasClip only clips ε at 0 after every step (as abhay-venkatesh/f1-cv).
+	FeasClip Feasibility = "clip"
+	// FeasNone leaves (τ, ε) free between projections (the paper's
+	// Algorithm 1 as written): ∂L/∂ε > 0 always, so ε drifts below 0.
+	FeasNone Feasibility = "none"
+)
+
+// Defaults of the dynamics that keep the regulariser alive, chosen from the
+// pilots of docs/method.md §12.
+const (
+	// DefaultLRRel is Adam's step for τ and ε in units of 1/n.
+	DefaultLRRel = 0.03
+	// DefaultDualsPerEpoch is how many dual steps an epoch of T steps takes
+	// when Config.DualEvery is 0: one after every ⌈T/D⌉-th step and the
+	// last one at its end.
+	DefaultDualsPerEpoch = 4
 )
 
 // Config configures a Regularizer. Zero fields take the defaults noted.
@@ -30,10 +63,33 @@ type Config struct {
 	Level float64 `json:"level,omitempty"`
 	// Grid holds the FPR ("auc-roc") or precision ("auc-pr") levels.
 	Grid []float64 `json:"grid,omitempty"`
-	// Normalization is NormSum (default) or NormMean.
+	// Normalization is NormMean (default) or NormSum.
 	Normalization Normalization `json:"normalization,omitempty"`
-	// LR is Adam's step size for τ and ε (default 1e-2, docs/method.md §10).
+	// Feasibility is FeasBatch (default), FeasClip or FeasNone.
+	Feasibility Feasibility `json:"feasibility,omitempty"`
+	// LambdaInit is the initial λ_i of every large example (default 0, the
+	// paper's: with the dual steps every K steps λ leaves 0 within the first
+	// epoch anyway, and a positive start biases the LP of dual/lp_test.go,
+	// docs/method.md §12).
+	LambdaInit float64 `json:"lambda_init,omitempty"`
+	// DualEvery is K: with K > 0 a Loop takes the dual step after every
+	// K-th inner step of an epoch as well as at its end, each with the
+	// fraction of η = c/e that its steps are of the epoch's
+	// (DualStepFraction), so that K sets how often λ moves, not how far. 0 means K = ⌈T/DefaultDualsPerEpoch⌉ for a Loop
+	// that knows the epoch's length T (LoopConfig.StepsPerEpoch, RunEpoch),
+	// and epoch ends only otherwise; a negative value steps only at epoch
+	// ends (the paper's Algorithm 1).
+	DualEvery int `json:"dual_every,omitempty"`
+	// LR, when > 0, is Adam's step size for τ and ε (the paper's 1e-2).
+	// When 0, a term with n large examples steps LRRel/n: τ and ε live at
+	// the scale 1/n (Σ τ = 1, τ_i ≤ ε), and Adam moves a variable by about
+	// its step size whatever the gradient's magnitude, so an absolute step
+	// of 1e-2 is 500 times the scale of τ on S-MNIST (n = 52 634) and
+	// drives Σ τ to ±10³ within an epoch (docs/method.md §12).
 	LR float64 `json:"lr,omitempty"`
+	// LRRel is the step relative to 1/n used when LR is 0 (default
+	// DefaultLRRel).
+	LRRel float64 `json:"lr_rel,omitempty"`
 	// CLambda, CMu, CRho are the dual step constants c of η_d = c/epoch for
 	// λ, μ and ρ (defaults 1e-3, 1e-5, 1e-3; docs/method.md §10). Scale matters:
 	// Σ τ = 1 makes the violations τ_i − s_i of order 1/n while the optimal
@@ -50,10 +106,13 @@ func (c Config) withDefaults() Config {
 		c.Objective = "fbeta"
 	}
 	if c.Normalization == "" {
-		c.Normalization = NormSum
+		c.Normalization = NormMean
 	}
-	if c.LR == 0 {
-		c.LR = 1e-2
+	if c.Feasibility == "" {
+		c.Feasibility = FeasBatch
+	}
+	if c.LR == 0 && c.LRRel == 0 {
+		c.LRRel = DefaultLRRel
 	}
 	if c.CLambda == 0 {
 		c.CLambda = 1e-3
@@ -117,12 +176,17 @@ type Regularizer struct {
 	cnt     []int
 
 	throughRuns int // projections of the graph schedule (ThroughProjections)
+
+	// Counters for the Loop's statistics: negatives evaluated, and those
+	// with an active hinge ε + s > 0 (every term).
+	negEvals, negActive int
+	gathered            []float64 // PrimalStep's buffer of moved τ_i
 }
 
 // New builds a Regularizer over examples ids with size classes classes
 // (0/1 for binary size, S+ = 1; 0..p−1 for p > 2 size values, one-vs-rest).
 // τ starts at 1/n and ε at 1/n (a feasible point of Problem 2's
-// constraints Σ τ = 1, τ ≤ ε), λ, μ, ρ at 0.
+// constraints Σ τ = 1, τ ≤ ε), λ at Config.LambdaInit, μ and ρ at 0.
 func New(cfg Config, ids []int64, classes []int) (*Regularizer, error) {
 	cfg = cfg.withDefaults()
 	if len(ids) != len(classes) {
@@ -130,6 +194,15 @@ func New(cfg Config, ids []int64, classes []int) (*Regularizer, error) {
 	}
 	if cfg.Normalization != NormSum && cfg.Normalization != NormMean {
 		return nil, fmt.Errorf("dual: unknown normalization %q", cfg.Normalization)
+	}
+	if cfg.Feasibility != FeasBatch && cfg.Feasibility != FeasClip && cfg.Feasibility != FeasNone {
+		return nil, fmt.Errorf("dual: unknown feasibility %q (want batch, clip or none)", cfg.Feasibility)
+	}
+	if !(cfg.LR >= 0) || !(cfg.LRRel >= 0) || math.IsInf(cfg.LR+cfg.LRRel, 0) {
+		return nil, fmt.Errorf("dual: step sizes lr %v, lr_rel %v must be finite and ≥ 0", cfg.LR, cfg.LRRel)
+	}
+	if !(cfg.LambdaInit >= 0) || math.IsInf(cfg.LambdaInit, 1) {
+		return nil, fmt.Errorf("dual: initial λ %v must be finite and ≥ 0", cfg.LambdaInit)
 	}
 	fams, err := families(cfg)
 	if err != nil {
@@ -190,6 +263,7 @@ func New(cfg Config, ids []int64, classes []int) (*Regularizer, error) {
 			}
 			for i := range t.Tau {
 				t.Tau[i] = 1 / float64(n)
+				t.Lambda[i] = cfg.LambdaInit
 			}
 			r.terms = append(r.terms, t)
 		}
@@ -273,11 +347,15 @@ func (r *Regularizer) Eval(ids []int64, scores, dScores []float64) (float64, err
 				if dScores != nil {
 					dScores[b*H+t.Head] -= scale * w * t.Lambda[k]
 				}
-			} else if z := t.Eps + s; z > 0 {
-				val += w * bc * z
-				gEps += w * bc
-				if dScores != nil {
-					dScores[b*H+t.Head] += scale * w * bc
+			} else {
+				r.negEvals++
+				if z := t.Eps + s; z > 0 {
+					r.negActive++
+					val += w * bc * z
+					gEps += w * bc
+					if dScores != nil {
+						dScores[b*H+t.Head] += scale * w * bc
+					}
 				}
 			}
 		}
@@ -303,11 +381,12 @@ func finite(xs []float64) bool {
 // then can it fail.
 func (r *Regularizer) PrimalStep() error {
 	r.step++
-	lr := r.cfg.LR * math.Sqrt(1-math.Pow(adamB2, float64(r.step))) / (1 - math.Pow(adamB1, float64(r.step)))
+	bias := math.Sqrt(1-math.Pow(adamB2, float64(r.step))) / (1 - math.Pow(adamB1, float64(r.step)))
 	if r.Through() {
-		return r.primalStepThrough(lr)
+		return r.primalStepThrough(bias)
 	}
 	for _, t := range r.terms {
+		lr := r.termLR(t) * bias
 		for _, k := range t.touched {
 			g := t.gTau[k]
 			t.mTau[k] = adamB1*t.mTau[k] + (1-adamB1)*g
@@ -318,6 +397,48 @@ func (r *Regularizer) PrimalStep() error {
 		t.mEps = adamB1*t.mEps + (1-adamB1)*g
 		t.vEps = adamB2*t.vEps + (1-adamB2)*g*g
 		t.Eps -= lr * t.mEps / (math.Sqrt(t.vEps) + adamEps)
+		if err := r.repair(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// termLR is the step size of t's τ and ε (Config.LR, or LRRel/n).
+func (r *Regularizer) termLR(t *Term) float64 {
+	if r.cfg.LR > 0 {
+		return r.cfg.LR
+	}
+	return r.cfg.LRRel / float64(t.n)
+}
+
+// repair brings (ε, τ) of t back towards C after a primal step, as
+// Config.Feasibility says (O(batch)).
+func (r *Regularizer) repair(t *Term) error {
+	switch r.cfg.Feasibility {
+	case FeasClip:
+		t.Eps = math.Max(0, t.Eps)
+	case FeasBatch:
+		switch len(t.touched) {
+		case 0:
+			t.Eps = math.Max(0, t.Eps)
+		case 1:
+			k := t.touched[0]
+			t.Eps, t.Tau[k] = projection.PairRule(t.Eps, t.Tau[k])
+		default:
+			g := r.gathered[:0]
+			for _, k := range t.touched {
+				g = append(g, t.Tau[k])
+			}
+			eps, err := projection.ProjectPivot(t.Eps, g, r.scratch)
+			if err != nil {
+				return fmt.Errorf("dual: PrimalStep: %w", err)
+			}
+			for j, k := range t.touched {
+				t.Tau[k] = g[j]
+			}
+			t.Eps, r.gathered = eps, g
+		}
 	}
 	return nil
 }
@@ -342,13 +463,24 @@ func (r *Regularizer) ProjectPrimal() (int, error) {
 // never seen keep their λ, and the hinge sum H of ∂L/∂ρ is estimated from
 // the seen negatives, scaled by |S−|/seen.
 func (r *Regularizer) DualStep(epoch int, cache *ScoreCache) error {
+	return r.DualStepFraction(epoch, 1, cache)
+}
+
+// DualStepFraction is DualStep with the step sizes multiplied by frac ∈
+// (0, 1]: a Loop that takes several dual steps in an epoch gives each the
+// fraction of the epoch's steps it follows, so that the epoch's dual steps
+// add up to one step of η = c/e, whatever their number.
+func (r *Regularizer) DualStepFraction(epoch int, frac float64, cache *ScoreCache) error {
 	if epoch < 1 {
 		return fmt.Errorf("dual: DualStep: epoch %d < 1", epoch)
+	}
+	if !(frac > 0 && frac <= 1) {
+		return fmt.Errorf("dual: DualStep: fraction %v outside (0, 1]", frac)
 	}
 	if cache == nil || cache.heads != r.heads || len(cache.Seen) != len(r.ids) {
 		return errors.New("dual: DualStep: score cache does not match")
 	}
-	e := float64(epoch)
+	e := float64(epoch) / frac
 	etaL, etaM, etaR := r.cfg.CLambda/e, r.cfg.CMu/e, r.cfg.CRho/e
 	H := r.heads
 	for _, t := range r.terms {

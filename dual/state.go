@@ -6,8 +6,12 @@ import (
 	"fmt"
 )
 
-// stateVersion is bumped when the checkpoint layout changes.
-const stateVersion = 1
+// stateVersion is bumped when the checkpoint layout or the meaning of a
+// stored configuration changes. Version 1 predates Config.Feasibility,
+// LambdaInit, DualEvery and LRRel (and the NormMean default): a version-1
+// state is restored with the dynamics it was written under (FeasNone, no
+// mid-epoch dual steps, its absolute step).
+const stateVersion = 2
 
 type termJSON struct {
 	Family string    `json:"family"`
@@ -63,7 +67,17 @@ func (r *Regularizer) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	if j.Version != stateVersion {
+	switch j.Version {
+	case stateVersion:
+	case 1:
+		if j.Config.Normalization == "" {
+			j.Config.Normalization = NormSum
+		}
+		j.Config.Feasibility, j.Config.DualEvery = FeasNone, -1
+		if j.Config.LR == 0 { // version 1 always stored its step
+			j.Config.LR = 1e-2
+		}
+	default:
 		return fmt.Errorf("dual: checkpoint version %d, want %d", j.Version, stateVersion)
 	}
 	fresh, err := New(j.Config, j.IDs, j.Classes)

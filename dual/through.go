@@ -86,8 +86,9 @@ func (r *Regularizer) view(t *Term) error {
 // primalStepThrough is PrimalStep of the graph schedule: the chain rule
 // through Π_C makes the gradient dense on the active coordinates (all of
 // them move with ō), so Adam is dense here.
-func (r *Regularizer) primalStepThrough(lr float64) error {
+func (r *Regularizer) primalStepThrough(bias float64) error {
 	for _, t := range r.terms {
+		lr := r.termLR(t) * bias
 		th := t.through
 		clear(th.up)
 		for _, k := range t.touched {
