@@ -30,6 +30,13 @@ type Augment struct {
 	ScaleMin, ScaleMax float64
 	// Flip mirrors half of the examples left to right.
 	Flip bool
+	// WholeFrame shows the network the whole image instead of a crop: it
+	// is rescaled to fit inside Height×Width with its aspect ratio kept,
+	// centred (the rest padded, the mask ignored there) and flipped as
+	// Flip says; ScaleMin and ScaleMax are not used. The size regularizer
+	// trains this way, so that an image's size label, measured on its
+	// whole mask, describes what the network sees (docs/method.md §1).
+	WholeFrame bool `json:"whole_frame,omitempty"`
 	// PadColor fills the image where the crop extends past the rescaled
 	// image (the mask gets the ignore label there); nil uses the colour
 	// the normalisation maps closest to 0, i.e. the mean.
@@ -77,6 +84,16 @@ func (a *Augment) scales() (lo, hi float64) {
 // draw makes the random choices for a w×h image, always in the same order
 // (scale, x, y, flip) so they depend only on the generator's seed.
 func (a *Augment) draw(r *rng, w, h int) crop {
+	if a.WholeFrame {
+		s := math.Min(float64(a.Width)/float64(w), float64(a.Height)/float64(h))
+		c := crop{
+			sw: min(max(int(math.Round(float64(w)*s)), 1), a.Width),
+			sh: min(max(int(math.Round(float64(h)*s)), 1), a.Height),
+		}
+		c.x0, c.y0 = -(a.Width-c.sw)/2, -(a.Height-c.sh)/2
+		c.flip = a.Flip && r.pcg.Uint64()>>63 == 1
+		return c
+	}
 	lo, hi := a.scales()
 	s := lo + (hi-lo)*r.float64()
 	c := crop{

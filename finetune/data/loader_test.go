@@ -446,3 +446,62 @@ func TestLoaderParts(t *testing.T) {
 		}
 	}
 }
+
+// WholeFrame shows every pixel of the image, rescaled to fit the training
+// size with its aspect kept and centred: each output holds the whole label
+// histogram of its mask (the size label's fraction survives), whatever the
+// scale range says, and the padding is ignored.
+func TestWholeFrame(t *testing.T) {
+	ds := openSet(t, makeSet(t, 3, 200, 150), nil)
+	pad := [3]uint8{0, 0, 7}
+	cfg := LoaderConfig{
+		BatchSize:  3,
+		Preprocess: imageio.Preprocess{},
+		Augment:    &Augment{Height: 120, Width: 120, ScaleMin: 0.3, ScaleMax: 2, Flip: true, PadColor: &pad, WholeFrame: true},
+		Epochs:     4,
+	}
+	src := make([]float64, blockClasses)
+	for y := range 150 {
+		for x := range 200 {
+			src[blockLabel(x, y)] += 1.0 / (200 * 150)
+		}
+	}
+	flipped := 0
+	for _, b := range collect(t, ds, cfg) {
+		hw := b.Height * b.Width
+		for k := range b.IDs {
+			img, mask := b.Images[k*3*hw:(k+1)*3*hw], b.Masks[k*hw:(k+1)*hw]
+			got := make([]float64, blockClasses)
+			padded, minX, maxX, minY, maxY := 0, 1e9, -1e9, 1e9, -1e9
+			for i := range hw {
+				if img[2*hw+i] == 7 {
+					padded++
+					if mask[i] != 255 || (i/120 >= 15 && i/120 < 105) {
+						t.Fatalf("padding at row %d (label %d); want only rows outside 15..104, ignored", i/120, mask[i])
+					}
+					continue
+				}
+				got[mask[i]]++
+				x, y := float64(img[i]), float64(img[hw+i])
+				minX, maxX, minY, maxY = min(minX, x), max(maxX, x), min(minY, y), max(maxY, y)
+			}
+			if padded != 120*30 {
+				t.Fatalf("%d padded pixels, want %d (120×90 image centred in 120×120)", padded, 120*30)
+			}
+			if minX > 2 || maxX < 197 || minY > 2 || maxY < 147 {
+				t.Fatalf("the output shows source x %v..%v, y %v..%v: not the whole 200×150 frame", minX, maxX, minY, maxY)
+			}
+			for c, f := range src {
+				if g := got[c] / (120 * 90); math.Abs(g-f) > 0.01 {
+					t.Fatalf("class %d covers %.4f of the output, %.4f of the source", c, g, f)
+				}
+			}
+			if img[0+15*120] > img[1+15*120] {
+				flipped++
+			}
+		}
+	}
+	if flipped == 0 {
+		t.Error("no flipped frame")
+	}
+}
