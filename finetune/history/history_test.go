@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"gonum.org/v1/plot/plotutil"
 	"reflect"
 	"strings"
 	"testing"
@@ -299,5 +301,61 @@ func TestSummaryTables(t *testing.T) {
 		if got := FormatNumber(v.x); got != v.want {
 			t.Errorf("FormatNumber(%v) = %q, want %q", v.x, got, v.want)
 		}
+	}
+}
+
+// A run that logged the size regularizer's state gets a panel per group
+// of RegularizerPanels below the loss and the metric, each drawing its
+// fields; the image grows by a third of its base height per panel.
+func TestPlotRegularizerPanels(t *testing.T) {
+	recs := run(4, 10, 0)
+	for i := range recs {
+		if recs[i].Kind != KindEpoch {
+			continue
+		}
+		e := float64(recs[i].Epoch)
+		for _, spec := range RegularizerPanels {
+			for k, f := range spec.Fields {
+				recs[i].Extra[f] = e*0.1 + float64(k)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := RenderPNG(&buf, []Run{{Name: "F1", Records: recs}}, PlotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	panels := len(RegularizerPanels)
+	if b := img.Bounds(); b.Dx() != 1200 || b.Dy() != 900+300*panels {
+		t.Fatalf("size %v, want 1200×%d", b, 900+300*panels)
+	}
+	// Each panel's band holds the colours of its fields' lines.
+	for p, spec := range RegularizerPanels {
+		y0 := 900 + 300*p
+		for k := range spec.Fields {
+			want := color.RGBAModel.Convert(plotutil.Color(k)).(color.RGBA)
+			n := 0
+			for y := y0; y < y0+300; y++ {
+				for x := range 1200 {
+					if color.RGBAModel.Convert(img.At(x, y)).(color.RGBA) == want {
+						n++
+					}
+				}
+			}
+			if n < 50 {
+				t.Errorf("panel %q: %d pixels of the colour of %s", spec.Title, n, spec.Fields[k])
+			}
+		}
+	}
+	// Without the fields, no panels.
+	buf.Reset()
+	if err := RenderPNG(&buf, []Run{{Records: run(4, 10, 0)}}, PlotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ := png.DecodeConfig(&buf); cfg.Height != 900 {
+		t.Errorf("height %d without the regularizer's fields, want 900", cfg.Height)
 	}
 }

@@ -42,6 +42,71 @@ type PlotOptions struct {
 	// Metric is the epoch field plotted in the lower panel (default
 	// "val_miou"). The panel is left out when no run has it.
 	Metric string
+
+	fixedHeight bool // Height was given: the regularizer's panels share it
+}
+
+// RegularizerPanels lists the panels RenderPNG adds below the others when
+// a run logged the size regularizer's state (finetune's reg_* fields):
+// each panel's title and the epoch fields it draws, one line each.
+var RegularizerPanels = []struct {
+	Title  string
+	Fields []string
+}{
+	{"dual multipliers λ (after the epoch's dual step)", []string{"reg_lambda_mean", "reg_lambda_max"}},
+	{"Σ τ, active hinges, size head F1", []string{"reg_tau_sum", "reg_hinge_active", "size_f1_train", "size_f1_val"}},
+	{"ε before and after the epoch's projection", []string{"reg_eps_before", "reg_eps_after"}},
+}
+
+// regularizerPanels builds RegularizerPanels for the runs that have the
+// fields: colours tell the fields apart, dashes the runs.
+func regularizerPanels(runs []Run) ([]*plot.Plot, error) {
+	var out []*plot.Plot
+	for _, spec := range RegularizerPanels {
+		p := plot.New()
+		p.Title.Text = spec.Title
+		p.X.Label.Text = "epoch"
+		p.X.Tick.Marker = wholeTicks{}
+		p.Add(plotter.NewGrid())
+		p.Legend.Top, p.Legend.Left = true, true
+		any := false
+		for ri, run := range runs {
+			for fi, field := range spec.Fields {
+				pts := metricPoints(run.Records, field)
+				if len(pts) == 0 {
+					continue
+				}
+				any = true
+				l, pt, err := plotter.NewLinePoints(pts)
+				if err != nil {
+					return nil, fmt.Errorf("history: %s: %v", field, err)
+				}
+				c := plotutil.Color(fi)
+				l.Color, pt.Color = c, c
+				l.Width = vg.Points(1.5)
+				l.Dashes = plotutil.Dashes(ri)
+				pt.Shape = draw.CircleGlyph{}
+				pt.Radius = vg.Points(2)
+				p.Add(l, pt)
+				name := field
+				if len(runs) > 1 {
+					name = fmt.Sprintf("%s (%s)", field, runName(run, ri))
+				}
+				p.Legend.Add(name, l, pt)
+			}
+		}
+		if any {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func runName(r Run, i int) string {
+	if r.Name == "" {
+		return fmt.Sprintf("run %d", i+1)
+	}
+	return r.Name
 }
 
 func (o *PlotOptions) defaults() error {
@@ -50,6 +115,8 @@ func (o *PlotOptions) defaults() error {
 	}
 	if o.Height == 0 {
 		o.Height = 900
+	} else {
+		o.fixedHeight = true
 	}
 	if o.Width < 100 || o.Height < 100 || o.Width > 10000 || o.Height > 10000 {
 		return fmt.Errorf("history: plot size %d×%d outside 100..10000 pixels", o.Width, o.Height)
@@ -152,12 +219,31 @@ func RenderPNG(w io.Writer, runs []Run, opt PlotOptions) error {
 	if !hasLoss && !hasMetric {
 		return fmt.Errorf("history: no loss or %s values to plot", opt.Metric)
 	}
+	regPanels, err := regularizerPanels(runs)
+	if err != nil {
+		return err
+	}
 
 	// UseImage fixes the size in pixels exactly (UseWH rounds from
 	// points); the canvas draws on its own copy, read back by Image.
 	const dpi = 96
-	cnv := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, opt.Width, opt.Height))), vgimg.UseDPI(dpi))
+	height := opt.Height
+	if len(regPanels) > 0 && !opt.fixedHeight {
+		height += height * len(regPanels) / 3 // room for the regularizer's panels
+	}
+	cnv := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, opt.Width, height))), vgimg.UseDPI(dpi))
 	dc := draw.New(cnv)
+	// The regularizer's panels take the bottom, a third of the base height each.
+	if len(regPanels) > 0 {
+		unit := (dc.Max.Y - dc.Min.Y) / vg.Length(3+len(regPanels))
+		for i, p := range regPanels {
+			c := dc
+			c.Max.Y = dc.Min.Y + unit*vg.Length(len(regPanels)-i)
+			c.Min.Y = c.Max.Y - unit
+			p.Draw(c)
+		}
+		dc.Min.Y += unit * vg.Length(len(regPanels))
+	}
 	switch {
 	case hasLoss && hasMetric:
 		// Loss gets the larger share: it is the denser, noisier curve.
