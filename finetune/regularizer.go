@@ -37,6 +37,14 @@ type RegularizerConfig struct {
 	// the projection and its gradient run as an ONNX graph,
 	// projection/onnxgraph).
 	Projection string `json:"projection"`
+	// ScoreBound, when > 0, bounds the size score to |s| ≤ 2·ScoreBound,
+	// so that no λ can run the loss −Σ λ_i s_i away (docs/method.md §6):
+	// the pooled features are scaled to mean absolute value 1 before the
+	// head, and after every step the head's weights are put back in the
+	// box |w_k| ≤ ScoreBound/C (C channels) and |b| ≤ ScoreBound. 0 leaves
+	// the score unbounded (raw pooled features, as before; `segtune
+	// finetune` defaults to 1).
+	ScoreBound float64 `json:"score_bound,omitempty"`
 }
 
 // Names of what the regularizer adds to the training graph.
@@ -71,6 +79,10 @@ type regularizer struct {
 	scoresOut  int
 	// projectors run the projection of each term under the "graph" schedule.
 	projectors []*onnxgraph.Projector
+	// headW and headB are the size head's parameters (set by bind), kept
+	// in the box of ScoreBound by boxHead.
+	headW, headB *optim.Param
+	channels     int
 }
 
 func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*regularizer, error) {
@@ -80,6 +92,9 @@ func newRegularizer(cfg RegularizerConfig, sz *sizer, train *data.Dataset) (*reg
 	case "step", "graph":
 	default:
 		return nil, fmt.Errorf("projection %q: want epoch, step or graph", cfg.Projection)
+	}
+	if !(cfg.ScoreBound >= 0) || math.IsInf(cfg.ScoreBound, 1) {
+		return nil, fmt.Errorf("score bound %v must be finite and ≥ 0", cfg.ScoreBound)
 	}
 	r := &regularizer{cfg: cfg, sz: sz}
 	ids := make([]int64, train.Len())
@@ -148,11 +163,17 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 		return nil, gc, err
 	}
 	g := m.Graph()
+	r.channels = channels
 	rng := rand.New(rand.NewPCG(seed, 0x512e))
 	w := make([]float32, channels*r.heads)
-	for i := range w {
-		w[i] = float32(0.01 * rng.NormFloat64())
+	scale := 0.01
+	if b := r.cfg.ScoreBound; b > 0 {
+		scale = 0.1 * b / float64(channels) // well inside the box
 	}
+	for i := range w {
+		w[i] = float32(scale * rng.NormFloat64())
+	}
+	r.boxData(w, nil)
 	heads := make([]int64, r.terms)
 	for t, term := range r.reg.Terms() {
 		heads[t] = int64(term.Head)
@@ -169,7 +190,7 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 		name := out + "/" + op
 		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
 	}
-	addHeadNodes(g, pooled)
+	addHeadNodes(g, pooled, channels, r.cfg.ScoreBound)
 	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, onnx.IntAttr("axis", 1))
 	node("Mul", "segtune/reg_lin", []string{"segtune/term_scores", regPos})
 	node("Add", "segtune/reg_z", []string{"segtune/term_scores", regEps})
@@ -219,6 +240,17 @@ func (r *regularizer) bind(s *stepper) error {
 	if r.in.pos < 0 || r.in.neg < 0 || r.in.eps < 0 || r.in.gradIn < 0 || r.scoresOut < 0 {
 		return fmt.Errorf("training graph lacks the regularizer's inputs or outputs")
 	}
+	for _, p := range s.params {
+		switch p.Name {
+		case sizeW:
+			r.headW = p
+		case sizeB:
+			r.headB = p
+		}
+	}
+	if r.headW == nil || r.headB == nil {
+		return fmt.Errorf("training graph lacks the size head's parameters")
+	}
 	shape := s.sess.Inputs[r.in.gradIn].Shape
 	one := make([]float32, 1)
 	one[0] = 1
@@ -229,11 +261,37 @@ func (r *regularizer) bind(s *stepper) error {
 	return nil
 }
 
+// boxHead puts the size head back in the box of ScoreBound after an
+// optimiser step (a projected step; nothing without a bound).
+func (r *regularizer) boxHead() {
+	if r.headW != nil {
+		r.boxData(r.headW.Data, r.headB.Data)
+	}
+}
+
+// boxData clips head weights w (and biases b, when given) to the box.
+func (r *regularizer) boxData(w, b []float32) {
+	bound := r.cfg.ScoreBound
+	if bound <= 0 {
+		return
+	}
+	bw, bb := float32(bound/float64(r.channels)), float32(bound)
+	for i, v := range w {
+		w[i] = max(-bw, min(bw, v))
+	}
+	for i, v := range b {
+		b[i] = max(-bb, min(bb, v))
+	}
+}
+
 // loop returns Algorithm 1 over the dual state, the schedule the
-// configuration names; the graph computes the term (InGraph). Build it
-// after a restore, which replaces the score cache.
-func (r *regularizer) loop() (*dual.Loop, error) {
-	return dual.NewLoop(r.reg, r.cache, dual.LoopConfig{Schedule: dual.Schedule(r.cfg.Projection), Alpha: r.cfg.Alpha, InGraph: true})
+// configuration names; the graph computes the term (InGraph). epoch ≥ 1
+// is the epoch the next step belongs to, step the steps of it already
+// taken and perEpoch its length (where the dual steps every K steps
+// fall). Build it after a restore, which replaces the score cache.
+func (r *regularizer) loop(epoch, step, perEpoch int) (*dual.Loop, error) {
+	return dual.NewLoop(r.reg, r.cache, dual.LoopConfig{Schedule: dual.Schedule(r.cfg.Projection), Alpha: r.cfg.Alpha, InGraph: true,
+		Epoch: epoch, StepInEpoch: step, StepsPerEpoch: perEpoch})
 }
 
 // feed sets the graph's coefficient inputs to the batch's (α-scaled)
@@ -253,6 +311,13 @@ func (r *regularizer) epochStats(st dual.EpochStats) map[string]float64 {
 	out := map[string]float64{
 		"reg_projections":   float64(st.Projections),
 		"reg_projection_ms": st.ProjectionTime.Seconds() * 1e3,
+		"reg_dual_steps":    float64(st.DualSteps),
+		"reg_lambda_mean":   st.LambdaMean,
+		"reg_lambda_max":    st.LambdaMax,
+		"reg_tau_sum":       st.TauSum,
+		"reg_eps_before":    st.EpsBefore,
+		"reg_eps_after":     st.EpsAfter,
+		"reg_hinge_active":  st.HingeActive,
 	}
 	if st.Evals > 0 {
 		out["reg_lagrangian"] = st.Lagrangian
@@ -392,32 +457,59 @@ func (r *regularizer) restore(b []byte) error {
 // appendSizeHead adds the trained size head to an inference model as a
 // second output, sizeScores [N, heads]: validation reads it to score the
 // size predictor. Exported models never carry it.
-func appendSizeHead(m *onnx.Model, feature string, head []*optim.Param) error {
+func appendSizeHead(m *onnx.Model, feature string, bound float64, head []*optim.Param) error {
 	pooled, err := network.TapFeatures(m, feature)
 	if err != nil {
 		return err
 	}
 	g := m.Graph()
+	channels := 0
 	for _, p := range head {
 		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(p.Name, p.Shape, p.Data))
+		if p.Name == sizeW {
+			channels = int(p.Shape[0])
+		}
 	}
-	addHeadNodes(g, pooled)
+	addHeadNodes(g, pooled, channels, bound)
 	name := sizeScores
 	g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: &name})
 	return nil
 }
 
-// addHeadNodes appends the size head, scores = Flatten(pooled)·W + b, to g.
-func addHeadNodes(g *onnxpb.GraphProto, pooled string) {
-	for _, n := range []struct {
+// addHeadNodes appends the size head, scores = Flatten(pooled)·W + b, to
+// g; with bound > 0 the C = channels pooled features are first divided by
+// their mean absolute value (plus 1e-6), so that Σ_k |â_k| ≤ C and
+// |â·W_h| ≤ bound inside the box |W_kh| ≤ bound/C. The operators (Neg,
+// Max, MatMul, Add, Div) are valid at every opset the models use and have
+// gradients in onnx/grad.
+func addHeadNodes(g *onnxpb.GraphProto, pooled string, channels int, bound float64) {
+	type nodeSpec struct {
 		op, out string
 		in      []string
 		attrs   []*onnxpb.AttributeProto
-	}{
-		{"Flatten", "segtune/size_flat", []string{pooled}, []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}},
-		{"MatMul", "segtune/size_mm", []string{"segtune/size_flat", sizeW}, nil},
-		{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil},
-	} {
+	}
+	feat := "segtune/size_flat"
+	nodes := []nodeSpec{{"Flatten", feat, []string{pooled}, []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}}}
+	if bound > 0 {
+		mean := make([]float32, channels)
+		for i := range mean {
+			mean[i] = 1 / float32(channels)
+		}
+		g.Initializer = append(g.Initializer,
+			onnx.NewFloat32Tensor("segtune/size_mean_w", []int64{int64(channels), 1}, mean),
+			onnx.NewFloat32Tensor("segtune/size_delta", []int64{1}, []float32{1e-6}))
+		nodes = append(nodes,
+			nodeSpec{"Neg", "segtune/size_neg", []string{feat}, nil},
+			nodeSpec{"Max", "segtune/size_abs", []string{feat, "segtune/size_neg"}, nil},
+			nodeSpec{"MatMul", "segtune/size_l1", []string{"segtune/size_abs", "segtune/size_mean_w"}, nil},
+			nodeSpec{"Add", "segtune/size_den", []string{"segtune/size_l1", "segtune/size_delta"}, nil},
+			nodeSpec{"Div", "segtune/size_normed", []string{feat, "segtune/size_den"}, nil})
+		feat = "segtune/size_normed"
+	}
+	nodes = append(nodes,
+		nodeSpec{"MatMul", "segtune/size_mm", []string{feat, sizeW}, nil},
+		nodeSpec{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil})
+	for _, n := range nodes {
 		name, op := n.out+"/"+n.op, n.op
 		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: n.in, Output: []string{n.out}, Attribute: n.attrs})
 	}

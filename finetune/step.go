@@ -128,5 +128,11 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 
 func (s *trainStep) Update(*dual.Batch) error {
 	s.lr = s.t.sched.At(s.t.steps)
-	return s.t.opt.Step(s.lr)
+	if err := s.t.opt.Step(s.lr); err != nil {
+		return err
+	}
+	if s.t.reg != nil {
+		s.t.reg.boxHead() // the bounded size score's box
+	}
+	return nil
 }

@@ -550,7 +550,7 @@ func (t *trainer) algorithm1() (*dual.Loop, error) {
 	if t.reg == nil {
 		return dual.NewLoop(nil, nil, dual.LoopConfig{})
 	}
-	return t.reg.loop()
+	return t.reg.loop(t.epoch+1, t.inEpoch, t.perEp)
 }
 
 // endEpoch validates, checkpoints and logs; alg describes the epoch of
@@ -708,7 +708,7 @@ func (t *trainer) validationModel() (*onnx.Model, error) {
 		return nil, err
 	}
 	if t.reg != nil {
-		if err := appendSizeHead(m, t.reg.cfg.Feature, head); err != nil {
+		if err := appendSizeHead(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
 			return nil, err
 		}
 	}
