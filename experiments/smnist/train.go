@@ -47,6 +47,12 @@ type Config struct {
 	// Adam's step for τ, ε (LR, default 1e-2) and the dual constants
 	// CLambda (1e-3) and CMu (1e-5) of η = c/epoch.
 	Dual dual.Config `json:"dual"`
+	// ScoreBound, when > 0, bounds the score of head HeadLogits to
+	// |s| ≤ 2·ScoreBound as finetune does (docs/method.md §6): the logits
+	// are scaled to mean absolute value 1 before the head, whose weights
+	// are kept in the box |v_k| ≤ ScoreBound/10 and |c| ≤ ScoreBound after
+	// every step. 0 leaves the score unbounded.
+	ScoreBound float64 `json:"score_bound,omitempty"`
 	// Seed fixes the initial weights and the batch order (the same for
 	// every α, so runs differ only by the regulariser).
 	Seed uint64 `json:"seed"`
@@ -134,6 +140,17 @@ type Epoch struct {
 	// Projections is the number of Π_C applications this epoch.
 	Projections  int     `json:"projections"`
 	ProjectionMS float64 `json:"projection_ms"`
+	// The dual state at the end of the epoch (dual.EpochStats): dual
+	// steps taken, mean and maximum λ, Σ τ, ε before and after the
+	// projection and the fraction of active hinges among the small
+	// examples of the epoch's batches.
+	DualSteps   int     `json:"dual_steps,omitempty"`
+	LambdaMean  float64 `json:"lambda_mean,omitempty"`
+	LambdaMax   float64 `json:"lambda_max,omitempty"`
+	TauSum      float64 `json:"tau_sum,omitempty"`
+	EpsBefore   float64 `json:"eps_before,omitempty"`
+	EpsAfter    float64 `json:"eps_after,omitempty"`
+	HingeActive float64 `json:"hinge_active,omitempty"`
 	// WallS is the wall time since the start of training (test evaluation
 	// excluded).
 	WallS float64 `json:"wall_s"`
@@ -168,7 +185,7 @@ const (
 // with its S-measure node wired per head, plus the regulariser's term
 // reg/term = Σ pos·s + neg·relu(eps + s) over inputs pos, neg [B,1] and
 // eps [1,1] (α folded into pos and neg by the caller).
-func buildModel(head string, batch int, seed uint64) (*onnx.Model, error) {
+func buildModel(head string, batch int, seed uint64, bound float64) (*onnx.Model, error) {
 	extra := 1
 	if head == HeadLogits {
 		extra = 0
@@ -191,10 +208,32 @@ func buildModel(head string, batch int, seed uint64) (*onnx.Model, error) {
 			// A fixed small pattern (seeded by seed) keeps runs reproducible.
 			v[i] = float32((float64((seed+uint64(i)*2654435761)%1000)/1000 - 0.5) * 2 / math.Sqrt(10))
 		}
+		in := "logits"
+		if bound > 0 {
+			// â = logits / (mean|logits| + δ): Σ|â_k| ≤ 10, so with
+			// |v_k| ≤ bound/10 the head's linear part is at most bound.
+			box := float32(bound / 10)
+			for i := range v {
+				v[i] = max(-box, min(box, v[i]*box))
+			}
+			ones := make([]float32, 10)
+			for i := range ones {
+				ones[i] = 0.1
+			}
+			g.Initializer = append(g.Initializer,
+				onnx.NewFloat32Tensor("smeasure/mean", []int64{10, 1}, ones),
+				onnx.NewFloat32Tensor("smeasure/delta", []int64{1}, []float32{1e-6}))
+			node("Neg", "smeasure/neg", []string{"logits"})
+			node("Max", "smeasure/abs", []string{"logits", "smeasure/neg"})
+			node("MatMul", "smeasure/l1", []string{"smeasure/abs", "smeasure/mean"})
+			node("Add", "smeasure/den", []string{"smeasure/l1", "smeasure/delta"})
+			node("Div", "smeasure/normed", []string{"logits", "smeasure/den"})
+			in = "smeasure/normed"
+		}
 		g.Initializer = append(g.Initializer,
 			onnx.NewFloat32Tensor("smeasure.weight", []int64{1, 10}, v),
 			onnx.NewFloat32Tensor("smeasure.bias", []int64{1}, []float32{0}))
-		node("Gemm", sMeasure, []string{"logits", "smeasure.weight", "smeasure.bias"}, onnx.IntAttr("transB", 1))
+		node("Gemm", sMeasure, []string{in, "smeasure.weight", "smeasure.bias"}, onnx.IntAttr("transB", 1))
 		g.Output = append(g.Output, onnx.TensorValueInfo(sMeasure, onnxpb.TensorProto_FLOAT, int64(batch), 1))
 	default:
 		return nil, fmt.Errorf("smnist: unknown head %q (want %q or %q)", head, HeadInput, HeadLogits)
@@ -244,7 +283,10 @@ func Run(cfg Config, d *Data) (*Results, error) {
 		return nil, errors.New("smnist: need at least one batch of training data and some test data")
 	}
 	B := cfg.Batch
-	m, err := buildModel(cfg.Head, B, cfg.Seed)
+	if cfg.ScoreBound < 0 || math.IsNaN(cfg.ScoreBound) || (cfg.ScoreBound > 0 && cfg.Head != HeadLogits) {
+		return nil, fmt.Errorf("smnist: score bound %g: want ≥ 0, and > 0 only with head %q", cfg.ScoreBound, HeadLogits)
+	}
+	m, err := buildModel(cfg.Head, B, cfg.Seed, cfg.ScoreBound)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +394,7 @@ func Run(cfg Config, d *Data) (*Results, error) {
 		return nil, err
 	}
 	net := &network{train: train, feed: tf, d: d, x: x, target: target, posT: posT, negT: negT, epsT: epsT,
-		params: params, opt: opt, lr: cfg.LR, gradOut: gradOut, lossOut: lossOut, sOut: sOut}
+		params: params, opt: opt, lr: cfg.LR, gradOut: gradOut, lossOut: lossOut, sOut: sOut, bound: cfg.ScoreBound}
 
 	res := &Results{Config: cfg, Steps: d.Train.Len() / B}
 	var wall time.Duration
@@ -365,7 +407,9 @@ func Run(cfg Config, d *Data) (*Results, error) {
 		}
 		wall += time.Since(t0)
 		rec := Epoch{Epoch: e, Lagrangian: st.Lagrangian, Projections: st.Projections, WallS: wall.Seconds(),
-			ProjectionMS: st.ProjectionTime.Seconds() * 1e3, TrainLoss: net.lossSum / float64(res.Steps)}
+			ProjectionMS: st.ProjectionTime.Seconds() * 1e3, TrainLoss: net.lossSum / float64(res.Steps),
+			DualSteps: st.DualSteps, LambdaMean: st.LambdaMean, LambdaMax: st.LambdaMax, TauSum: st.TauSum,
+			EpsBefore: st.EpsBefore, EpsAfter: st.EpsAfter, HingeActive: st.HingeActive}
 		rec.SizeF1Train = sizeF1(cache.Scores, cache.Seen, d.TrainClass)
 		if err := evaluate(ef, eval, d, B, x, target, &rec); err != nil {
 			return nil, fmt.Errorf("smnist: epoch %d: evaluation: %w", e, err)
@@ -373,8 +417,9 @@ func Run(cfg Config, d *Data) (*Results, error) {
 		res.Epochs = append(res.Epochs, rec)
 		res.Projections += rec.Projections
 		if cfg.Log != nil {
-			cfg.Log(fmt.Sprintf("%s: epoch %d/%d: test acc %.4f (orig %.4f, doubled %.4f), loss %.4f, size F1 %.3f, %d projections, %.1fs",
-				cfg.Name, e, cfg.Epochs, rec.TestAcc, rec.TestAccOriginal, rec.TestAccDoubled, rec.TrainLoss, rec.SizeF1Test, rec.Projections, rec.WallS))
+			cfg.Log(fmt.Sprintf("%s: epoch %d/%d: test acc %.4f (orig %.4f, doubled %.4f), loss %.4f, size F1 %.3f, λ mean %.3g max %.3g, Στ %.3g, ε %.3g→%.3g, hinge %.3f, %d projections, %.1fs",
+				cfg.Name, e, cfg.Epochs, rec.TestAcc, rec.TestAccOriginal, rec.TestAccDoubled, rec.TrainLoss, rec.SizeF1Test,
+				rec.LambdaMean, rec.LambdaMax, rec.TauSum, rec.EpsBefore, rec.EpsAfter, rec.HingeActive, rec.Projections, rec.WallS))
 		}
 	}
 	last := res.Epochs[len(res.Epochs)-1]
@@ -399,6 +444,7 @@ type network struct {
 	lr               float64
 	gradOut          []int
 	lossOut, sOut    int
+	bound            float64 // Config.ScoreBound
 	// lossSum adds up the epoch's cross entropy.
 	lossSum float64
 }
@@ -429,7 +475,27 @@ func (n *network) Forward(b *dual.Batch) error {
 	return nil
 }
 
-func (n *network) Update(*dual.Batch) error { return n.opt.Step(n.lr) }
+func (n *network) Update(*dual.Batch) error {
+	if err := n.opt.Step(n.lr); err != nil {
+		return err
+	}
+	if n.bound > 0 {
+		for _, p := range n.params {
+			box := float32(n.bound)
+			switch p.Name {
+			case "smeasure.weight":
+				box /= 10
+			case "smeasure.bias":
+			default:
+				continue
+			}
+			for i, v := range p.Data {
+				p.Data[i] = max(-box, min(box, v))
+			}
+		}
+	}
+	return nil
+}
 
 // LastStats returns the mean and the (population) standard deviation of
 // the test accuracy over the last k epochs.

@@ -31,7 +31,16 @@ func main() {
 	alphas := flag.String("alphas", "0,1e-2,1e-3,1e-4", "comma-separated α values (0: baseline)")
 	schedules := flag.String("schedules", "epoch", "comma-separated projection schedules for α > 0: epoch (Algorithm 1), step (full projections)")
 	heads := flag.String("heads", "input", "comma-separated S-measure heads: input (sibling unit), logits (on the layer's output)")
-	norm := flag.String("norm", "sum", "what α multiplies: sum (the paper's L) or mean (L/N)")
+	norm := flag.String("norm", "mean", "what α multiplies: mean (L/N, the weight of the F1 term relative to the cross entropy; the default of dual and segtune) or sum (the paper's L: α_sum = α_mean/N)")
+	lr := flag.Float64("lr", 1e-2, "Adam step size of the network (the paper's 1e-2)")
+	feas := flag.String("feasibility", "", "how (τ, ε) are kept near C between projections: batch, clip or none (default: dual's, batch)")
+	lambdaInit := flag.Float64("lambda-init", 0, "initial λ (0: dual's default; negative: 0, the paper's)")
+	dualEvery := flag.Int("dual-every", 0, "dual step every K steps as well as at epoch ends (0: dual's default; negative: epoch ends only)")
+	cLambda := flag.Float64("c-lambda", 0, "dual step constant for λ (0: dual's default)")
+	cMu := flag.Float64("c-mu", 0, "dual step constant for μ (0: dual's default)")
+	dualLR := flag.Float64("dual-lr", 0, "Adam step size of τ and ε (0: dual's default)")
+	bound := flag.Float64("score-bound", 0, "with --heads logits: |s| ≤ 2R (normalised logits, boxed head); 0: unbounded")
+	tag := flag.String("tag", "", "appended to every run's name")
 	seed := flag.Uint64("seed", 1, "seed of the weights and the batch order")
 	jobs := flag.Int("jobs", 1, "runs in parallel")
 	threads := flag.Int("threads", 1, "ONNX Runtime threads per run")
@@ -95,8 +104,13 @@ func main() {
 			}
 			for _, s := range scheds {
 				c := smnist.Config{Alpha: alpha, Schedule: s, Head: h, Epochs: *epochs, Batch: *batch, Seed: *seed,
-					Threads: *threads, Dual: dual.Config{Normalization: dual.Normalization(*norm)}}
-				c.Name = name(c, len(split(*heads)) > 1)
+					Threads: *threads, LR: *lr, Dual: dual.Config{Normalization: dual.Normalization(*norm),
+						Feasibility: dual.Feasibility(*feas), LambdaInit: *lambdaInit, DualEvery: *dualEvery,
+						CLambda: *cLambda, CMu: *cMu, LR: *dualLR}}
+				if h == smnist.HeadLogits {
+					c.ScoreBound = *bound
+				}
+				c.Name = name(c, len(split(*heads)) > 1) + *tag
 				c.Log = func(s string) { log.Print(s) }
 				cfgs = append(cfgs, c)
 			}
