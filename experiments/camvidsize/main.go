@@ -62,8 +62,16 @@ func regularised(alpha, projection, cLambda string) variant {
 	if cLambda != "1" {
 		name += ", c_λ = " + cLambda
 	}
-	return variant{name, []string{"--alpha", alpha, "--normalization", "sum", "--c-lambda", cLambda, "--projection", projection}}
+	return variant{name, append([]string{"--alpha", alpha, "--normalization", "sum", "--c-lambda", cLambda, "--projection", projection}, legacyDynamics...)}
 }
+
+// legacyDynamics are the settings docs/camvid.md's runs were made with,
+// before the defaults of docs/method.md §12: random crops, the paper's
+// dual dynamics (absolute τ/ε step 1e-2, c_μ = 1e-5, λ from 0, one dual
+// step an epoch, no repair between projections) and an unbounded score.
+// The study of those defaults is experiments/sizestudy.
+var legacyDynamics = []string{"--train-view", "crop", "--dual-lr", "1e-2", "--c-mu", "1e-5", "--lambda-init", "0",
+	"--dual-every", "-1", "--feasibility", "none", "--score-bound", "0"}
 
 // variants are the table's rows. Runs are stored by row index: append new
 // rows at the end so that finished runs keep their folders.
