@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTInterval(t *testing.T) {
+	// 5 pairs, differences 1..5: mean 3, sd √2.5, t(0.975, 4) = 2.776.
+	p := tInterval([]float64{1, 2, 3, 4, 5})
+	h := 2.7764451051977987 * math.Sqrt(2.5) / math.Sqrt(5)
+	if math.Abs(p.Mean-3) > 1e-12 || math.Abs(p.Lo-(3-h)) > 1e-9 || math.Abs(p.Hi-(3+h)) > 1e-9 {
+		t.Fatalf("interval %+v, want 3 ± %v", p, h)
+	}
+	if p.verdict() != "gain" {
+		t.Errorf("verdict %q for an interval above 0", p.verdict())
+	}
+	if v := tInterval([]float64{-1, 1, 0.5}).verdict(); v != "no detectable difference" {
+		t.Errorf("verdict %q for an interval across 0", v)
+	}
+	if v := tInterval([]float64{-1, -1.2, -0.9}).verdict(); v != "loss" {
+		t.Errorf("verdict %q for an interval below 0", v)
+	}
+	if v := tInterval([]float64{2}).verdict(); v != "too few pairs" {
+		t.Errorf("verdict %q for one pair", v)
+	}
+	// Two seeds: t(0.975, 1) = 12.706.
+	p = tInterval([]float64{0.01, 0.03})
+	if h := 12.706204736174698 * math.Sqrt(0.0002) / math.Sqrt(2); math.Abs(p.Hi-p.Mean-h) > 1e-9 {
+		t.Fatalf("two-seed half-width %v, want %v", p.Hi-p.Mean, h)
+	}
+	// Pairs only where both have the seed.
+	d := pairedDiff(map[int]float64{1: 0.6, 2: 0.7, 3: 0.9}, map[int]float64{1: 0.5, 2: 0.5})
+	if d.N != 2 || math.Abs(d.Mean-0.15) > 1e-12 {
+		t.Fatalf("paired %+v, want 2 pairs, mean 0.15", d)
+	}
+}
+
+func TestExtraFlag(t *testing.T) {
+	var e extraFlag
+	if err := e.Set("kitti=/a/img:/a/msk"); err != nil || len(e) != 1 || e[0].Name != "extra_kitti" || e[0].Masks != "/a/msk" {
+		t.Fatalf("%v, %v", e, err)
+	}
+	for _, bad := range []string{"kitti=/a/img:/a/msk", "noequals", "x=/only", "=/a:/b", "a b=/a:/b"} {
+		if err := e.Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// fakeSegtune stands in for the segtune binary: finetune writes
+// last.ckpt and metrics.jsonl (the training loss 3.5× the baseline's for
+// α = 10, a collapse) and records its arguments; eval prints scores that
+// depend on the run's α and c_λ (α = 1, c_λ = 1 best) and on the seed.
+// FAKE_FAIL, when set, makes a fresh finetune stop after one epoch with
+// an error, once; a rerun must resume it.
+const fakeSegtune = `#!/bin/bash
+log="$FAKE_LOG"
+cmd=$1; shift
+declare -A a
+resume=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --resume|--json|--balance) [ $1 = --resume ] && resume=1; shift;;
+    --*) a[$1]=$2; shift 2;;
+    *) shift;;
+  esac
+done
+if [ "$cmd" = finetune ]; then
+  out=${a[--out]}
+  echo "finetune $out resume=$resume" >> "$log"
+  if [ -f "$out/last.ckpt" ] && [ $resume = 0 ]; then echo "would overwrite" >&2; exit 3; fi
+  mkdir -p "$out"
+  alpha=${a[--alpha]:-0}; cl=${a[--c-lambda]:-0}; seed=${a[--seed]}; epochs=${a[--epochs]}
+  echo "$alpha $cl $seed ${a[--projection]:-epoch}" > "$out/args"
+  loss=0.1; [ "$alpha" = 10 ] && loss=0.35
+  start=1
+  if [ $resume = 1 ]; then start=$(( $(grep -c epoch "$out/metrics.jsonl") + 1 )); else : > "$out/metrics.jsonl"; fi
+  for e in $(seq $start $epochs); do
+    echo "{\"kind\":\"epoch\",\"epoch\":$((e-1)),\"step\":$((e*10)),\"loss\":$loss,\"seconds\":2,\"size_f1_train\":0.8,\"reg_lambda_mean\":0.5,\"reg_lambda_max\":2,\"reg_eps_before\":0.01,\"reg_hinge_active\":0.2}" >> "$out/metrics.jsonl"
+    touch "$out/last.ckpt"
+    if [ -n "$FAKE_FAIL" ] && [ ! -f "$FAKE_FAIL" ]; then touch "$FAKE_FAIL"; echo killed >&2; exit 1; fi
+  done
+  exit 0
+fi
+if [ "$cmd" = eval ]; then
+  run=$(dirname "${a[--model]}")
+  read alpha cl seed proj < "$run/args"
+  echo "eval $run ${a[--images]}" >> "$log"
+  iou=$(awk -v a=$alpha -v c=$cl -v s=$seed 'BEGIN{b=0.5; if(a==1&&c==1)b=0.6; else if(a>0)b=0.52; printf "%.4f", b+0.001*s}')
+  small=$(awk -v x=$iou 'BEGIN{printf "%.4f", x-0.05}')
+  echo "{\"mean_iou\":0.7,\"classes\":[{\"iou\":0.9},{\"iou\":$iou}],\"groups\":{\"small\":{\"classes\":[{\"iou\":0.9},{\"iou\":$small}]},\"large\":{\"classes\":[{\"iou\":0.9},{\"iou\":$iou}]}},\"images\":3,\"seconds\":0.1}"
+  exit 0
+fi
+exit 4
+`
+
+func fakeAssets(t *testing.T, dir string) string {
+	t.Helper()
+	assets := filepath.Join(dir, "assets")
+	touch := func(p string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx"))
+	for _, f := range []string{"0016E5_001", "0016E5_002", "0016E5_003", "0001TP_001", "0001TP_002", "0006R0_001", "0006R0_002", "0006R0_003"} {
+		touch(filepath.Join(assets, "data", "camvid", "images", "train", f+".png"))
+		touch(filepath.Join(assets, "data", "camvid", "masks", "train", f+".png"))
+	}
+	for _, f := range []string{"0016E5_100", "0016E5_101"} {
+		touch(filepath.Join(assets, "data", "camvid", "images", "val", f+".png"))
+		touch(filepath.Join(assets, "data", "camvid", "masks", "val", f+".png"))
+	}
+	return assets
+}
+
+// The study end to end with a stand-in binary: sequences linked apart,
+// every arm and seed trained and scored, the collapsed arm left out of the
+// selection, the selected arm's --projection step variant and phase 2
+// run, the tables written; an interrupted run resumes, and a rerun trains
+// and scores nothing again.
+func TestStudyWithFakeSegtune(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "segtune")
+	if err := os.WriteFile(bin, []byte(fakeSegtune), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "calls.log")
+	t.Setenv("FAKE_LOG", logPath)
+	t.Setenv("FAKE_FAIL", filepath.Join(dir, "failed-once"))
+	var stderr bytes.Buffer
+	cfg := config{Out: filepath.Join(dir, "out"), Assets: fakeAssets(t, dir), Bin: bin, Epochs: 3, Seeds1: 2, Seeds2: 3,
+		Crop: "18x24", Batch: 2, Alphas: []string{"1", "10"}, CLambdas: []string{"0.1", "1"}, Phase: "all",
+		EpochSeconds: 1, EvalSecondsPerImg: 0.1, Log: &stderr}
+	if err := run(cfg); err == nil {
+		t.Fatal("the first run was killed, yet the study went on")
+	}
+	if err := run(cfg); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	calls, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(calls), "baseline_s1 resume=1") {
+		t.Errorf("the interrupted run was not resumed:\n%s", calls)
+	}
+	// Sequences apart.
+	for name, n := range map[string]int{"train_0016E5": 3, "select_0001TP": 2, "report_0006R0": 3, "val": 2} {
+		es, err := os.ReadDir(filepath.Join(cfg.Out, "data", name, "images"))
+		if err != nil || len(es) != n {
+			t.Fatalf("%s: %d images (%v), want %d", name, len(es), err, n)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(cfg.Out, "selection.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sel selection
+	if err := json.Unmarshal(raw, &sel); err != nil {
+		t.Fatal(err)
+	}
+	if sel.Best != "a1_c1" || len(sel.Collapsed) != 2 {
+		t.Fatalf("selection %+v: want a1_c1, with the two α = 10 arms collapsed", sel)
+	}
+	// 2 seeds × (baseline, paper, 4 grid arms, the step variant) + 3 seeds × 2.
+	trains := strings.Count(string(calls), "finetune ")
+	if want := 2*7 + 3*2 + 1; trains != want { // + the resumption
+		t.Errorf("%d finetune calls, want %d:\n%s", trains, want, calls)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Out, "runs", "a1_c1_step_s2", "eval_report_0006R0.json")); err != nil {
+		t.Error("the step variant was not run and scored")
+	}
+	tables, err := os.ReadFile(filepath.Join(cfg.Out, "tables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Phase 2: the selected arm's person IoU is 0.1 above the baseline's
+	// in every seed (0.600 + s/1000 vs 0.500 + s/1000).
+	if !strings.Contains(string(tables), "| person IoU | 0.504 ± 0.001 | 0.604 ± 0.001 | +0.100 [+0.100, +0.100] | gain |") {
+		t.Errorf("phase 2 table lacks the expected person IoU row:\n%s", tables)
+	}
+	if !strings.Contains(string(tables), "(selected)") || !strings.Contains(string(tables), "report sequence 0006R0") {
+		t.Errorf("tables:\n%s", tables)
+	}
+	for _, f := range []string{"results.json", "curves.png", "paired.png"} {
+		if _, err := os.Stat(filepath.Join(cfg.Out, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// A rerun trains and scores nothing.
+	before := len(calls)
+	if err := run(cfg); err != nil {
+		t.Fatal(err)
+	}
+	calls, _ = os.ReadFile(logPath)
+	if len(calls) != before {
+		t.Errorf("the rerun called segtune again:\n%s", calls[before:])
+	}
+	// The plan counts nothing left.
+	st, err := newStudy(config{Out: cfg.Out, Assets: cfg.Assets, Bin: bin, Epochs: 3, Seeds1: 2, Seeds2: 3, Alphas: cfg.Alphas, CLambdas: cfg.CLambdas, EpochSeconds: 1, EvalSecondsPerImg: 0.1, Plan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan bytes.Buffer
+	st.estimate(&plan, st.storedBest())
+	if !strings.Contains(plan.String(), "20 runs (0 left)") {
+		t.Errorf("plan: %s", plan.String())
+	}
+}
