@@ -49,7 +49,7 @@ const (
 	// DefaultCLambda and DefaultCMu are c_λ and c_μ of the dual step. The
 	// paper's 1e-3 and 1e-5 leave λ at 1e-4 on CamVid and let Σ τ drift
 	// to −1.8 within three epochs (docs/method.md §12).
-	DefaultCLambda = 1.0
+	DefaultCLambda = 10.0
 	DefaultCMu     = 1.0
 	// DefaultDualsPerEpoch is how many dual steps an epoch of T steps takes
 	// when Config.DualEvery is 0: one after every ⌈T/D⌉-th step and the
