@@ -75,9 +75,14 @@ if [ "$cmd" = finetune ]; then
   out=${a[--out]}
   echo "finetune $out resume=$resume" >> "$log"
   if [ -f "$out/last.ckpt" ] && [ $resume = 0 ]; then echo "would overwrite" >&2; exit 3; fi
+  if [ $resume = 1 ] && [ -n "${a[--model]}${a[--alpha]}${a[--size-classes]}" ]; then echo "resume with settings flags" >&2; exit 5; fi
   mkdir -p "$out"
-  alpha=${a[--alpha]:-0}; cl=${a[--c-lambda]:-0}; seed=${a[--seed]}; epochs=${a[--epochs]}
-  echo "$alpha $cl $seed ${a[--projection]:-epoch}" > "$out/args"
+  epochs=${a[--epochs]}
+  if [ $resume = 0 ]; then
+    alpha=${a[--alpha]:-0}; cl=${a[--c-lambda]:-0}; seed=${a[--seed]}
+    echo "$alpha $cl $seed ${a[--projection]:-epoch}" > "$out/args"
+  fi
+  read alpha cl seed proj < "$out/args"
   loss=0.1; [ "$alpha" = 10 ] && loss=0.35
   start=1
   if [ $resume = 1 ]; then start=$(( $(grep -c epoch "$out/metrics.jsonl") + 1 )); else : > "$out/metrics.jsonl"; fi

@@ -262,7 +262,12 @@ func (st *study) train(a arm, seed, phase int) (*runResult, error) {
 		args := append([]string{"finetune", "--out", dir}, st.commonFlags(seed)...)
 		args = append(args, a.Flags...)
 		if _, err := os.Stat(filepath.Join(dir, "last.ckpt")); err == nil {
-			args = append(args, "--resume") // an interrupted run goes on where it stopped
+			// An interrupted run goes on where it stopped, with the settings
+			// its checkpoint records (finetune refuses others).
+			args = []string{"finetune", "--out", dir, "--resume", "--epochs", strconv.Itoa(st.cfg.Epochs), "--json"}
+			if st.cfg.Threads > 0 {
+				args = append(args, "--threads", strconv.Itoa(st.cfg.Threads))
+			}
 		} else if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
