@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/shard"
 )
 
 // resolvePath returns path absolute and with symbolic links resolved; the
@@ -36,11 +37,12 @@ func within(path, dir string) bool {
 // guardSegmentOutput refuses an output folder that overlaps the input
 // folder (after resolving symbolic links) and any output file that would
 // be one of the input images, so segment never overwrites its sources.
-// With clean, it then removes temporary files that an earlier, killed
-// segment left in the output folders. Shards do not clean: on a folder
-// shared by several machines a process id says nothing of another
-// machine's writer, whose temporary file would go from under it.
-func guardSegmentOutput(inDir, outDir string, paths []string, overlays, clean bool) error {
+// It then removes temporary files that an earlier, killed segment left in
+// the output folders. A shard removes only those of the outputs it owns: on
+// a folder shared by several machines a process id says nothing of
+// another machine's writer, whose temporary file would go from under it,
+// but only a rerun of this shard writes this shard's names.
+func guardSegmentOutput(inDir, outDir string, paths []string, overlays bool, spec shard.Spec) error {
 	in, err := resolvePath(inDir)
 	if err != nil {
 		return err
@@ -80,10 +82,18 @@ func guardSegmentOutput(inDir, outDir string, paths []string, overlays, clean bo
 			}
 		}
 	}
-	if clean {
-		for _, d := range outDirs {
-			atomicfile.RemoveStale(d)
+	var owned func(string) bool
+	if spec.Sharded() {
+		mine := map[string]bool{}
+		for _, p := range paths {
+			if spec.Owns(filepath.Base(p)) {
+				mine[stem(p)+".png"] = true
+			}
 		}
+		owned = func(base string) bool { return mine[base] }
+	}
+	for _, d := range outDirs {
+		atomicfile.RemoveStaleOf(d, owned)
 	}
 	return nil
 }

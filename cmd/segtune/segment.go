@@ -113,7 +113,7 @@ func runSegment(c *cli.Context) error {
 			return err
 		}
 		if out.IsLocal() {
-			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay"), !spec.Sharded()); err != nil {
+			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay"), spec); err != nil {
 				return err
 			}
 		}

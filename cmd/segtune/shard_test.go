@@ -178,13 +178,24 @@ func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
 	os.WriteFile(filepath.Join(three, a), want[a][:len(want[a])/2], 0o644)
 	imageio.WriteMaskPNG(filepath.Join(three, b), make([]uint8, 6), 3, 2, nil)
 	os.Remove(filepath.Join(three, "overlays", c))
-	// Another machine's writer, as far as this one can tell: a shard
-	// leaves it alone, an unsharded run (below) removes it.
-	foreignTmp := filepath.Join(three, ".frame00.png.tmp-999999999-1")
+	// A temporary file of another shard's output is another machine's
+	// writer, as far as this one can tell: the shard leaves it alone (an
+	// unsharded run, below, removes it). One of its own outputs' is what a
+	// killed run of this shard left: the rerun removes it.
+	if len(owned[(k+1)%3]) == 0 {
+		t.Fatalf("shard %d owns nothing", (k+1)%3)
+	}
+	other := owned[(k+1)%3][0]
+	foreignTmp := filepath.Join(three, "."+other+".tmp-999999999-1")
 	os.WriteFile(foreignTmp, []byte("in flight"), 0o644)
+	ownTmp := filepath.Join(three, "."+owned[k][3]+".tmp-999999999-1")
+	os.WriteFile(ownTmp, []byte("left by a killed run of this shard"), 0o644)
 	s := segmentJSON(t, "--model", model, "--input", in, "--output", three, "--overlay", "--shard", fmt.Sprintf("%d/3", k))
 	if _, err := os.Stat(foreignTmp); err != nil {
 		t.Errorf("a shard removed a temporary file it cannot know to be stale: %v", err)
+	}
+	if _, err := os.Stat(ownTmp); err == nil {
+		t.Error("a shard's rerun left a temporary file of its own output")
 	}
 	os.Remove(foreignTmp)
 	if s.Succeeded != 3 || s.Skipped != len(owned[k])-3 {

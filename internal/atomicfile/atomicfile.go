@@ -169,7 +169,12 @@ const legacyAge = time.Hour
 // temporary-file pattern and were left by a process that is no longer
 // running (or, for names without a process id, that are older than an
 // hour). It returns the names removed. Nothing else is touched.
-func RemoveStale(dir string) []string {
+func RemoveStale(dir string) []string { return RemoveStaleOf(dir, nil) }
+
+// RemoveStaleOf is RemoveStale for the temporary files of the destinations
+// whose base names dest accepts (all of them when dest is nil): a writer
+// that owns some names of a shared folder cleans up after itself only.
+func RemoveStaleOf(dir string, dest func(base string) bool) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -178,6 +183,9 @@ func RemoveStale(dir string) []string {
 	for _, e := range entries {
 		name := e.Name()
 		if !e.Type().IsRegular() || !IsTemp(name) {
+			continue
+		}
+		if dest != nil && !dest(name[1:strings.LastIndex(name, ".tmp-")]) {
 			continue
 		}
 		if !stale(e, name) {
