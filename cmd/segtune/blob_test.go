@@ -18,7 +18,7 @@ import (
 
 // upload copies every file of the local folder dir into the bucket folder
 // url.
-func upload(t *testing.T, dir, url string) {
+func upload(t testing.TB, dir, url string) {
 	t.Helper()
 	f, err := storage.OpenFolder(context.Background(), url)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // runCLI runs segtune with args and returns what it printed on stdout.
-func runCLI(t *testing.T, args ...string) (string, error) {
+func runCLI(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {

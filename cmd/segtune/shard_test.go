@@ -20,7 +20,7 @@ import (
 )
 
 // clearShardEnv makes the test independent of a job engine around it.
-func clearShardEnv(t *testing.T) {
+func clearShardEnv(t testing.TB) {
 	for _, v := range []string{shard.EnvK8sIndex, shard.EnvSlurmID, shard.EnvSlurmCount, shard.EnvSlurmMin, shard.EnvSlurmStep} {
 		t.Setenv(v, "")
 	}
@@ -78,7 +78,7 @@ func shardData(t *testing.T, dir string, n int) (imgs, masks string) {
 	return imgs, masks
 }
 
-func segmentJSON(t *testing.T, args ...string) segmentSummary {
+func segmentJSON(t testing.TB, args ...string) segmentSummary {
 	t.Helper()
 	out, err := runCLI(t, append([]string{"segment"}, append(args, "--json")...)...)
 	if err != nil {
