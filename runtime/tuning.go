@@ -23,6 +23,9 @@ type Tuning struct {
 	NoArena bool
 	// NoMemPattern disables ORT's memory-pattern preallocation.
 	NoMemPattern bool
+	// OptimizedModelPath, when set, makes ONNX Runtime write the graph it
+	// actually runs (after its fusions) to this file at session creation.
+	OptimizedModelPath string
 	// Config adds session configuration entries (keys from ORT's
 	// onnxruntime_session_options_config_keys.h), e.g.
 	// "session.intra_op.allow_spinning": "0".
@@ -53,6 +56,11 @@ func (t Tuning) apply(so *ort.SessionOptions) error {
 	}
 	if t.NoMemPattern {
 		if err := so.SetMemPattern(false); err != nil {
+			return err
+		}
+	}
+	if t.OptimizedModelPath != "" {
+		if err := so.SetOptimizedModelFilePath(t.OptimizedModelPath); err != nil {
 			return err
 		}
 	}
