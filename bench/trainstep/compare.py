@@ -14,7 +14,7 @@ steps; at one thread far less sensitive to other load than the wall time),
 the median peak RSS, and segtune / PyTorch of the medians.
 --json writes every run as well. --variant NAME=ARGS (repeatable) adds more
 segtune sides with extra flags (e.g. --variant pattern=--mem-pattern), and
---binary NAME=PATH a side run by another build of bench/trainstep (e.g. an
+--binary 'NAME=PATH [ARGS]' a side run by another build of bench/trainstep (e.g. an
 older commit's), to compare settings or versions under the same load.
 """
 import argparse
@@ -48,8 +48,8 @@ def main():
     ap.add_argument("--segtune-args", default="", help="extra flags for the segtune side")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                     help="another segtune side with these extra flags")
-    ap.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
-                    help="another segtune side: a different build of bench/trainstep (e.g. an older commit)")
+    ap.add_argument("--binary", action="append", default=[], metavar="NAME=PATH [ARGS]",
+                    help="another segtune side: a different build of bench/trainstep (e.g. an older commit), with extra flags")
     ap.add_argument("--no-torch", action="store_true", help="segtune sides only")
     ap.add_argument("--json", help="also write every run to this file")
     args = ap.parse_args()
@@ -65,8 +65,9 @@ def main():
         name, _, extra = v.partition("=")
         sides.append((name, binary, base + shlex.split(extra)))
     for v in args.binary:
-        name, _, path = v.partition("=")
-        sides.append((name, os.path.abspath(path), base))
+        name, _, spec = v.partition("=")
+        path, *extra = shlex.split(spec)
+        sides.append((name, os.path.abspath(path), base + extra))
 
     runs = []
     rows = []
