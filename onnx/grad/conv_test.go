@@ -10,35 +10,37 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
+// convCases are TestConv's convolutions, reused by TestConvWeightGradFolding.
+var convCases = []struct {
+	name                string
+	cin, cout, group, k int64
+	h, w                int64
+	attrs               []*onnxpb.AttributeProto
+	bias                bool
+}{
+	{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
+	{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
+	{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
+	{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
+	{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
+	{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
+	{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
+	{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
+	{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
+	{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
+	{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
+	{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
+	{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+}
+
 func TestConv(t *testing.T) {
-	cases := []struct {
-		name                string
-		cin, cout, group, k int64
-		h, w                int64
-		attrs               []*onnxpb.AttributeProto
-		bias                bool
-	}{
-		{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
-		{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
-		{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
-		{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
-		{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
-		{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
-		{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
-		{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
-		{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
-		{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
-		{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
-		{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
-		{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
-		{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
-		{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
-	}
-	for _, tc := range cases {
+	for _, tc := range convCases {
 		for _, batch := range []int64{1, 2} {
 			t.Run(fmt.Sprintf("%s/n%d", tc.name, batch), func(t *testing.T) {
 				m := newOpModel(13)
@@ -48,6 +50,28 @@ func TestConv(t *testing.T) {
 				}
 				attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
 				m.node("Conv", ins, []string{"y"}, attrs...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
+	}
+}
+
+// TestConvWeightGradFolding checks the weight gradient with the batch
+// folded into one product and with per-image products summed, whichever
+// the size estimate would pick, on every TestConv case at batch 3.
+func TestConvWeightGradFolding(t *testing.T) {
+	for _, mode := range []int{grad.FoldAlways, grad.FoldNever} {
+		for _, tc := range convCases {
+			t.Run(fmt.Sprintf("fold=%v/%s", mode == grad.FoldAlways, tc.name), func(t *testing.T) {
+				old := grad.SetFoldWeightGrad(mode)
+				defer grad.SetFoldWeightGrad(old)
+				m := newOpModel(13)
+				ins := []string{m.rand("x", 3, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin/tc.group, tc.k, tc.k)}
+				if tc.bias {
+					ins = append(ins, m.rand("b", tc.cout))
+				}
+				m.node("Conv", ins, []string{"y"}, append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)...)
 				m.outs = []string{"y"}
 				m.check(t)
 			})

@@ -15,3 +15,18 @@ func SetFlipByMatMul(on bool) bool {
 	flipByMatMul = on
 	return old
 }
+
+// Fold modes of Conv weight gradients (SetFoldWeightGrad).
+const (
+	FoldAuto   = int(foldAuto)
+	FoldAlways = int(foldAlways)
+	FoldNever  = int(foldNever)
+)
+
+// SetFoldWeightGrad sets how Conv weight gradients sum over the batch (one of
+// FoldAuto, FoldAlways, FoldNever) for tests and returns the previous mode.
+func SetFoldWeightGrad(mode int) int {
+	old := foldWeightGrad
+	foldWeightGrad = foldMode(mode)
+	return int(old)
+}
