@@ -70,13 +70,16 @@ func main() {
 	flag.BoolVar(&Tune.Parallel, "parallel", false, "ONNX Runtime parallel executor")
 	flag.IntVar(&Tune.InterOpThreads, "inter-op", 0, "ONNX Runtime inter-op threads (0: 1)")
 	flag.BoolVar(&Tune.NoArena, "no-arena", false, "disable ONNX Runtime's CPU memory arena")
-	flag.BoolVar(&Tune.NoMemPattern, "no-mem-pattern", false, "disable ONNX Runtime's memory-pattern planning")
+	memPattern := flag.Bool("mem-pattern", false, "ONNX Runtime's memory-pattern planning (off by default, as in finetune)")
 	sessionConfig := flag.String("config", "", "ONNX Runtime session config entries k=v,k=v (e.g. session.intra_op.allow_spinning=0)")
 	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
 	flag.StringVar(&Tune.OptimizedModelPath, "optimized", "", "have ONNX Runtime write its optimised graph to this file")
 	showOps := flag.Bool("ops", false, "print the node histogram of the training graph (and of --optimized)")
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
 	flag.Parse()
+	if *memPattern {
+		Tune.NoMemPattern = false
+	}
 	for _, kv := range strings.Split(*sessionConfig, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			if Tune.Config == nil {
@@ -134,8 +137,9 @@ func main() {
 		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.CPUMsPerStep, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
 }
 
-// Tune is passed to the session (flags --profile, --parallel, ...).
-var Tune runtime.Tuning
+// Tune is passed to the session (flags --profile, --parallel, ...). ORT's
+// memory pattern is off, as finetune's training sessions have it.
+var Tune = runtime.Tuning{NoMemPattern: true}
 
 // CUDAOptions are the CUDA provider options (flag --cuda-opt).
 var CUDAOptions map[string]string
