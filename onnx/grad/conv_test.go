@@ -227,3 +227,35 @@ func TestStridedConvInputGradSymmetricPads(t *testing.T) {
 		m.check(t)
 	}
 }
+
+// TestConvWeightGradSplit checks the split-patches weight gradient of dense
+// stride-1 convolutions (forced on, whatever the size estimate says).
+func TestConvWeightGradSplit(t *testing.T) {
+	defer grad.SetSplitWeightGrad(true)()
+	defer grad.SetFoldWeightGrad(grad.SetFoldWeightGrad(grad.FoldNever))
+	cases := []struct {
+		name   string
+		kh, kw int64
+		h, w   int64
+		attrs  []*onnxpb.AttributeProto
+	}{
+		{"plain3x3", 3, 3, 7, 6, nil},
+		{"pad1", 3, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"asym_pads", 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}},
+		{"dilation2", 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}},
+		{"k2x3_dil3_pads", 2, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
+		{"same_upper_k4", 4, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}},
+		{"dilated_past_input", 3, 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+	}
+	for _, tc := range cases {
+		for _, batch := range []int64{1, 2} {
+			t.Run(fmt.Sprintf("%s/n%d", tc.name, batch), func(t *testing.T) {
+				m := newOpModel(13)
+				ins := []string{m.rand("x", batch, 3, tc.h, tc.w), m.rand("w", 4, 3, tc.kh, tc.kw), m.rand("b", 4)}
+				m.node("Conv", ins, []string{"y"}, tc.attrs...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
+	}
+}

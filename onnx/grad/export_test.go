@@ -30,3 +30,15 @@ func SetFoldWeightGrad(mode int) int {
 	foldWeightGrad = foldMode(mode)
 	return int(old)
 }
+
+// SetSplitWeightGrad forces (on) or forbids (off) the split-patches form of
+// dense stride-1 Conv weight gradients for tests; the previous mode is
+// restored by calling the returned function.
+func SetSplitWeightGrad(on bool) (restore func()) {
+	old := splitWeightGrad
+	splitWeightGrad = splitNever
+	if on {
+		splitWeightGrad = splitAlways
+	}
+	return func() { splitWeightGrad = old }
+}

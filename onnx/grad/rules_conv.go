@@ -399,6 +399,9 @@ func im2colConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 	if foldBatch(n, nsp, co, ci, taps, numel(xs[2:]), p) {
 		return foldedConvWeightGrad(b, x, dy, xs, ys, ws, g)
 	}
+	if splitPatches(xs, ys, ws, g) {
+		return splitConvWeightGrad(b, x, dy, xs, ys, ws, g)
+	}
 	// End pads: enough for the last tap's reads, never more than needed,
 	// so the patch Conv's output is exactly ys (rows the forward never
 	// read are left out by the Conv's own rounding).
