@@ -19,8 +19,11 @@ type stepper struct {
 	paramIn, gradOut  []int
 	lossOut           int
 	feeds             []*runtime.Tensor
-	imageShape        []int64
-	targetShape       []int64
+	// outs are the previous step's outputs: ONNX Runtime writes the next
+	// step's into the same memory (the gradients are the size of the model).
+	outs        []*runtime.Tensor
+	imageShape  []int64
+	targetShape []int64
 }
 
 // newStepper opens a session on the training graph and binds params (by
@@ -85,10 +88,11 @@ func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.T
 			return 0, nil, fmt.Errorf("training graph input %q is not fed", s.sess.Inputs[i].Name)
 		}
 	}
-	outs, err := s.sess.Run(s.feeds...)
+	outs, err := s.sess.RunInto(s.outs, s.feeds...)
 	if err != nil {
 		return 0, nil, err
 	}
+	s.outs = outs
 	loss := float64(outs[s.lossOut].Float32[0])
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, outs, fmt.Errorf("loss is %v", loss)

@@ -152,6 +152,7 @@ type Stepper struct {
 	Session *runtime.Session
 	Graphs  *grad.Graphs
 	inputs  []*runtime.Tensor
+	outs    []*runtime.Tensor // the first step's outputs, refilled by the next ones
 }
 
 // NewStepper compiles model for training at batch×3×size×size.
@@ -221,9 +222,14 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	return st, nil
 }
 
-// Step runs one forward+backward pass.
+// Step runs one forward+backward pass. The outputs (loss, logits, every
+// gradient) land in Go memory, as finetune's do: ONNX Runtime writes them
+// into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {
-	_, err := s.Session.Run(s.inputs...)
+	outs, err := s.Session.RunInto(s.outs, s.inputs...)
+	if err == nil {
+		s.outs = outs
+	}
 	return err
 }
 
