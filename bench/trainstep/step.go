@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -247,6 +248,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
 		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params),
 		Ops: OpCounts(st.Graphs.Training)}
+	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
 	for i := 0; i < warmup; i++ {
 		if err := st.Step(); err != nil {
