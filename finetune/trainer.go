@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -342,6 +343,11 @@ func (t *trainer) setup(ctx context.Context) error {
 	if err := t.par.bind(t.step); err != nil {
 		return err
 	}
+	// Compiling left Go's heap at its peak (the model, its clones, the
+	// shape probe's copy), mostly garbage now: hand it back to the OS
+	// before the step's arena grows, so that the process peaks at the
+	// larger of the two rather than their sum.
+	debug.FreeOSMemory()
 	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
 	if err != nil {
 		return err

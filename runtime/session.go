@@ -194,13 +194,34 @@ func (s *Session) Close() error {
 // Run feeds inputs in the order of s.Inputs and returns all outputs in the
 // order of s.Outputs, copied into Go memory.
 func (s *Session) Run(inputs ...*Tensor) ([]*Tensor, error) {
+	return s.RunInto(nil, inputs...)
+}
+
+// RunInto is Run with caller-owned outputs: where outputs[i] is not nil
+// (outputs may be shorter than s.Outputs, or nil), ONNX Runtime writes output
+// i straight into its memory, which must have the output's shape and element
+// type, instead of into a fresh Go copy. Passing the previous call's result
+// back makes a step loop allocate and copy nothing (a training step's
+// gradients are the parameters' size). It returns every output, outputs[i]
+// itself where given.
+func (s *Session) RunInto(outputs []*Tensor, inputs ...*Tensor) ([]*Tensor, error) {
 	if len(inputs) != len(s.Inputs) {
 		return nil, fmt.Errorf("model takes %d inputs, got %d", len(s.Inputs), len(inputs))
 	}
+	if len(outputs) > len(s.Outputs) {
+		return nil, fmt.Errorf("model has %d outputs, got %d to fill", len(s.Outputs), len(outputs))
+	}
 	in := make([]ort.Value, len(inputs))
+	out := make([]ort.Value, len(s.Outputs))
+	given := make([]bool, len(s.Outputs))
 	defer func() {
 		for _, v := range in {
 			if v != nil {
+				v.Destroy()
+			}
+		}
+		for i, v := range out {
+			if v != nil && given[i] {
 				v.Destroy()
 			}
 		}
@@ -212,13 +233,26 @@ func (s *Session) Run(inputs ...*Tensor) ([]*Tensor, error) {
 		}
 		in[i] = v
 	}
-	out := make([]ort.Value, len(s.Outputs))
+	for i, t := range outputs {
+		if t == nil {
+			continue
+		}
+		v, err := t.ortValue()
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", s.Outputs[i].Name, err)
+		}
+		out[i], given[i] = v, true
+	}
 	if err := s.sess.Run(in, out); err != nil {
 		return nil, err
 	}
 	res := make([]*Tensor, len(out))
 	var firstErr error
 	for i, v := range out {
+		if given[i] {
+			res[i] = outputs[i]
+			continue
+		}
 		if v == nil {
 			continue
 		}

@@ -92,3 +92,31 @@ func TestProtoIOInfosMatchORT(t *testing.T) {
 		t.Errorf("from the graph %+v %+v, from ORT %+v %+v", in, out, s.Inputs, s.Outputs)
 	}
 }
+
+// TestRunInto: a given output tensor is filled in place, run after run.
+func TestRunInto(t *testing.T) {
+	requireORT(t)
+	s, err := NewSession(addModel(t), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	y := NewFloat32([]int64{2, 3}, make([]float32, 6))
+	for _, base := range []float32{10, 100} {
+		x := NewFloat32([]int64{2, 3}, []float32{base, base, base, base, base, base})
+		out, err := s.RunInto([]*Tensor{y}, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[0] != y {
+			t.Fatal("RunInto returned another tensor than the one given")
+		}
+		want := []float32{base + 1, base + 2, base + 3, base + 4, base + 5, base + 6}
+		if !reflect.DeepEqual(y.Float32, want) {
+			t.Errorf("got %v, want %v", y.Float32, want)
+		}
+	}
+	if _, err := s.RunInto([]*Tensor{NewFloat32([]int64{3, 2}, make([]float32, 6))}, NewFloat32([]int64{2, 3}, make([]float32, 6))); err == nil {
+		t.Error("an output of the wrong shape was accepted")
+	}
+}

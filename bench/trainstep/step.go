@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,20 +29,33 @@ import (
 
 // Result is what one benchmark run reports.
 type Result struct {
-	Model      string    `json:"model"`
-	Batch      int       `json:"batch"`
-	Size       int       `json:"size"`
-	Threads    int       `json:"threads"`
-	Device     string    `json:"device"`
-	MedianMs   float64   `json:"median_ms"`
-	StepsMs    []float64 `json:"steps_ms"`
-	PeakRSSMiB float64   `json:"peak_rss_mib"`
+	Model    string  `json:"model"`
+	Batch    int     `json:"batch"`
+	Size     int     `json:"size"`
+	Threads  int     `json:"threads"`
+	Device   string  `json:"device"`
+	MedianMs float64 `json:"median_ms"`
+	// CPUMsPerStep is the process's user+system CPU time over the timed
+	// steps divided by their number: at one thread it is far less
+	// sensitive to other load on the machine than the wall time (at two,
+	// ORT's spinning threads inflate it).
+	CPUMsPerStep float64   `json:"cpu_ms_per_step"`
+	StepsMs      []float64 `json:"steps_ms"`
+	PeakRSSMiB   float64   `json:"peak_rss_mib"`
 	// RSSBeforeStepsMiB is the resident size after building and opening the
 	// session, before the first step (torch_step.py's rss_before_steps_mib).
 	RSSBeforeStepsMiB float64 `json:"rss_before_steps_mib"`
 	BuildSec          float64 `json:"build_s"`
 	GraphNodes        int     `json:"graph_nodes"`
 	ParamTensor       int     `json:"param_tensors"`
+	// Ops is the training graph's node histogram; OptimizedOps that of the
+	// graph ONNX Runtime runs after its fusions (with --optimized).
+	Ops          map[string]int `json:"ops,omitempty"`
+	OptimizedOps map[string]int `json:"optimized_ops,omitempty"`
+	// Profile is the kernel time per op type (with --profile; see
+	// ProfileShares), ProfileTotalMs their sum.
+	Profile        []OpShare `json:"profile,omitempty"`
+	ProfileTotalMs float64   `json:"profile_kernel_ms,omitempty"`
 }
 
 func main() {
@@ -57,9 +71,24 @@ func main() {
 	flag.BoolVar(&Tune.Parallel, "parallel", false, "ONNX Runtime parallel executor")
 	flag.IntVar(&Tune.InterOpThreads, "inter-op", 0, "ONNX Runtime inter-op threads (0: 1)")
 	flag.BoolVar(&Tune.NoArena, "no-arena", false, "disable ONNX Runtime's CPU memory arena")
+	memPattern := flag.Bool("mem-pattern", false, "ONNX Runtime's memory-pattern planning (off by default, as in finetune)")
+	sessionConfig := flag.String("config", "", "ONNX Runtime session config entries k=v,k=v (e.g. session.intra_op.allow_spinning=0)")
 	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
+	flag.StringVar(&Tune.OptimizedModelPath, "optimized", "", "have ONNX Runtime write its optimised graph to this file")
+	showOps := flag.Bool("ops", false, "print the node histogram of the training graph (and of --optimized)")
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
 	flag.Parse()
+	if *memPattern {
+		Tune.NoMemPattern = false
+	}
+	for _, kv := range strings.Split(*sessionConfig, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if Tune.Config == nil {
+				Tune.Config = map[string]string{}
+			}
+			Tune.Config[k] = v
+		}
+	}
 	for _, kv := range strings.Split(*cudaOpts, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			if CUDAOptions == nil {
@@ -73,18 +102,45 @@ func main() {
 		fmt.Fprintln(os.Stderr, "trainstep:", err)
 		os.Exit(1)
 	}
+	if !*showOps {
+		r.Ops = nil
+	} else if Tune.OptimizedModelPath != "" {
+		om, err := onnx.Load(Tune.OptimizedModelPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "trainstep:", err)
+			os.Exit(1)
+		}
+		r.OptimizedOps = OpCounts(om)
+	}
+	if Tune.ProfilePrefix != "" {
+		// The profile is written when the session closes (end of Run).
+		if r.Profile, r.ProfileTotalMs, err = ProfileShares(Tune.ProfilePrefix); err != nil {
+			fmt.Fprintln(os.Stderr, "trainstep:", err)
+			os.Exit(1)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(r)
 		return
 	}
-	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step, peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
-		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
+	if r.Ops != nil {
+		writeCounts(os.Stdout, "training graph", r.Ops)
+	}
+	if r.OptimizedOps != nil {
+		writeCounts(os.Stdout, "ONNX Runtime's optimised graph", r.OptimizedOps)
+	}
+	if r.Profile != nil {
+		writeShares(os.Stdout, r.Profile, r.ProfileTotalMs)
+	}
+	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step (CPU %.1f ms/step), peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
+		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.CPUMsPerStep, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
 }
 
-// Tune is passed to the session (flags --profile, --parallel, ...).
-var Tune runtime.Tuning
+// Tune is passed to the session (flags --profile, --parallel, ...). ORT's
+// memory pattern is off, as finetune's training sessions have it.
+var Tune = runtime.Tuning{NoMemPattern: true}
 
 // CUDAOptions are the CUDA provider options (flag --cuda-opt).
 var CUDAOptions map[string]string
@@ -97,6 +153,7 @@ type Stepper struct {
 	Session *runtime.Session
 	Graphs  *grad.Graphs
 	inputs  []*runtime.Tensor
+	outs    []*runtime.Tensor // the first step's outputs, refilled by the next ones
 }
 
 // NewStepper compiles model for training at batch×3×size×size.
@@ -166,9 +223,14 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	return st, nil
 }
 
-// Step runs one forward+backward pass.
+// Step runs one forward+backward pass. The outputs (loss, logits, every
+// gradient) land in Go memory, as finetune's do: ONNX Runtime writes them
+// into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {
-	_, err := s.Session.Run(s.inputs...)
+	outs, err := s.Session.RunInto(s.outs, s.inputs...)
+	if err == nil {
+		s.outs = outs
+	}
 	return err
 }
 
@@ -184,13 +246,16 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
-		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params)}
+		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params),
+		Ops: OpCounts(st.Graphs.Training)}
+	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
 	for i := 0; i < warmup; i++ {
 		if err := st.Step(); err != nil {
 			return nil, err
 		}
 	}
+	cpu0 := cpuTime()
 	for i := 0; i < steps; i++ {
 		t := time.Now()
 		if err := st.Step(); err != nil {
@@ -198,6 +263,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		}
 		r.StepsMs = append(r.StepsMs, float64(time.Since(t).Microseconds())/1000)
 	}
+	r.CPUMsPerStep = float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(max(steps, 1))
 	sorted := slices.Clone(r.StepsMs)
 	slices.Sort(sorted)
 	if len(sorted) > 0 {
@@ -211,6 +277,15 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // kilobytes on Linux
 	}
 	return r, nil
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procStatusMiB reads a kB field of /proc/self/status (0 when unavailable).

@@ -115,12 +115,15 @@ def main():
     for _ in range(args.warmup):
         step()
     times, losses = [], []
+    cpu0 = time.process_time()
     for _ in range(args.steps):
         t0 = time.perf_counter()
         losses.append(step())
         times.append((time.perf_counter() - t0) * 1e3)
+    cpu_ms = (time.process_time() - cpu0) * 1e3 / args.steps
     result.update(
         median_ms=round(statistics.median(times), 2),
+        cpu_ms_per_step=round(cpu_ms, 2),
         min_ms=round(min(times), 2),
         mean_ms=round(statistics.mean(times), 2),
         loss=round(losses[-1], 6),

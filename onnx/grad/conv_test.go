@@ -10,36 +10,39 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
+// convShapes are the convolutions of the Conv cases, reused by
+// TestConvWeightGradFolding.
+var convShapes = []struct {
+	name                string
+	cin, cout, group, k int64
+	h, w                int64
+	attrs               []*onnxpb.AttributeProto
+	bias                bool
+}{
+	{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
+	{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
+	{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
+	{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
+	{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
+	{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
+	{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
+	{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
+	{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
+	{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
+	{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
+	{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
+	{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+}
+
 func convCases() []opCase {
-	cases := []struct {
-		name                string
-		cin, cout, group, k int64
-		h, w                int64
-		attrs               []*onnxpb.AttributeProto
-		bias                bool
-	}{
-		{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
-		{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
-		{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
-		{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
-		{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
-		{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
-		{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
-		{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
-		{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
-		{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
-		{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
-		{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
-		{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
-		{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
-		{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-		{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
-	}
 	var ops []opCase
-	for _, tc := range cases {
+	for _, tc := range convShapes {
 		for _, batch := range []int64{1, 2} {
 			ops = append(ops, opCase{fmt.Sprintf("%s/n%d", tc.name, batch), 0, func(m *opModel) {
 				ins := []string{m.rand("x", batch, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin/tc.group, tc.k, tc.k)}
@@ -54,6 +57,28 @@ func convCases() []opCase {
 	return append(ops, opCase{"1d", 0, func(m *opModel) {
 		m.node("Conv", []string{m.rand("x", 2, 3, 9), m.rand("w", 4, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("strides", 2), ais("pads", 1, 1))
 	}})
+}
+
+// TestConvWeightGradFolding checks the weight gradient with the batch
+// folded into one product and with per-image products summed, whichever
+// the size estimate would pick, on every TestConv case at batch 3.
+func TestConvWeightGradFolding(t *testing.T) {
+	for _, mode := range []int{grad.FoldAlways, grad.FoldNever} {
+		for _, tc := range convShapes {
+			t.Run(fmt.Sprintf("fold=%v/%s", mode == grad.FoldAlways, tc.name), func(t *testing.T) {
+				old := grad.SetFoldWeightGrad(mode)
+				defer grad.SetFoldWeightGrad(old)
+				m := newOpModel(13)
+				ins := []string{m.rand("x", 3, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin/tc.group, tc.k, tc.k)}
+				if tc.bias {
+					ins = append(ins, m.rand("b", tc.cout))
+				}
+				m.node("Conv", ins, []string{"y"}, append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
+	}
 }
 
 func convTransposeCases() []opCase {
@@ -194,5 +219,37 @@ func TestStridedConvInputGradSymmetricPads(t *testing.T) {
 			t.Errorf("%d×%d: no ConvTranspose for the input gradient", hw, hw)
 		}
 		m.check(t)
+	}
+}
+
+// TestConvWeightGradSplit checks the split-patches weight gradient of dense
+// stride-1 convolutions (forced on, whatever the size estimate says).
+func TestConvWeightGradSplit(t *testing.T) {
+	defer grad.SetSplitWeightGrad(true)()
+	defer grad.SetFoldWeightGrad(grad.SetFoldWeightGrad(grad.FoldNever))
+	cases := []struct {
+		name   string
+		kh, kw int64
+		h, w   int64
+		attrs  []*onnxpb.AttributeProto
+	}{
+		{"plain3x3", 3, 3, 7, 6, nil},
+		{"pad1", 3, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"asym_pads", 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}},
+		{"dilation2", 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}},
+		{"k2x3_dil3_pads", 2, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
+		{"same_upper_k4", 4, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}},
+		{"dilated_past_input", 3, 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+	}
+	for _, tc := range cases {
+		for _, batch := range []int64{1, 2} {
+			t.Run(fmt.Sprintf("%s/n%d", tc.name, batch), func(t *testing.T) {
+				m := newOpModel(13)
+				ins := []string{m.rand("x", batch, 3, tc.h, tc.w), m.rand("w", 4, 3, tc.kh, tc.kw), m.rand("b", 4)}
+				m.node("Conv", ins, []string{"y"}, tc.attrs...)
+				m.outs = []string{"y"}
+				m.check(t)
+			})
+		}
 	}
 }

@@ -216,6 +216,7 @@ func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss boo
 			Output:      outs,
 		}
 		prune(g)
+		orderLeaves(g)
 		mp := &onnxpb.ModelProto{
 			IrVersion:       c.m.IrVersion,
 			OpsetImport:     c.m.OpsetImport,

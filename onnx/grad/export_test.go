@@ -47,3 +47,30 @@ func Registry() map[string]OpFacts {
 	}
 	return out
 }
+
+// Fold modes of Conv weight gradients (SetFoldWeightGrad).
+const (
+	FoldAuto   = int(foldAuto)
+	FoldAlways = int(foldAlways)
+	FoldNever  = int(foldNever)
+)
+
+// SetFoldWeightGrad sets how Conv weight gradients sum over the batch (one of
+// FoldAuto, FoldAlways, FoldNever) for tests and returns the previous mode.
+func SetFoldWeightGrad(mode int) int {
+	old := foldWeightGrad
+	foldWeightGrad = foldMode(mode)
+	return int(old)
+}
+
+// SetSplitWeightGrad forces (on) or forbids (off) the split-patches form of
+// dense stride-1 Conv weight gradients for tests; the previous mode is
+// restored by calling the returned function.
+func SetSplitWeightGrad(on bool) (restore func()) {
+	old := splitWeightGrad
+	splitWeightGrad = splitNever
+	if on {
+		splitWeightGrad = splitAlways
+	}
+	return func() { splitWeightGrad = old }
+}

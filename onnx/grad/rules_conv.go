@@ -284,6 +284,9 @@ func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) st
 	if pointwise && len(cropAxes) == 0 {
 		// 1×1, stride 1, no padding: a batched matrix product.
 		p := numel(xs[2:])
+		if foldBatch(n, nsp, ys[1], xs[1], 1, p, p) {
+			return foldedConvWeightGrad(b, x, dy, xs, ys, ws, g)
+		}
 		dy2 := b.reshape(dy, []int64{n, ys[1], p})
 		x2 := b.transpose(b.reshape(x, []int64{n, xs[1], p}), []int64{0, 2, 1})
 		dw := b.op1("MatMul", []string{dy2, x2})
@@ -393,6 +396,12 @@ func im2colConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 	ci, co := ws[1], ws[0]/g.group
 	taps := numel(g.k)
 	p := numel(ys[2:])
+	if foldBatch(n, nsp, co, ci, taps, numel(xs[2:]), p) {
+		return foldedConvWeightGrad(b, x, dy, xs, ys, ws, g)
+	}
+	if splitPatches(xs, ys, ws, g) {
+		return splitConvWeightGrad(b, x, dy, xs, ys, ws, g)
+	}
 	// End pads: enough for the last tap's reads, never more than needed,
 	// so the patch Conv's output is exactly ys (rows the forward never
 	// read are left out by the Conv's own rounding).
