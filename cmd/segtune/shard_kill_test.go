@@ -29,24 +29,33 @@ func segtuneBinary(t *testing.T) string {
 	return bin
 }
 
-// A shard worker killed (SIGKILL) in the middle of its images and then run
-// again completes the set: the masks equal one process's, every image has
-// exactly one, and no temporary file is left.
-func TestKilledShardRerunCompletesTheSet(t *testing.T) {
+// processFixture is the setup of the tests that run segtune as separate
+// processes: n images and masks (shardData), the red model, the masks one
+// in-process run writes (in one) and a segtune binary.
+func processFixture(t *testing.T, n int) (dir, bin, model, in, maskDir, one string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds segtune: skipped in -short mode")
 	}
 	testassets.RequireORT(t)
 	clearShardEnv(t)
-	dir := t.TempDir()
-	model := redModel(t, dir)
-	const n = 240
-	in, _ := shardData(t, dir, n)
-	one, three := filepath.Join(dir, "one"), filepath.Join(dir, "three")
+	dir = t.TempDir()
+	model = redModel(t, dir)
+	in, maskDir = shardData(t, dir, n)
+	one = filepath.Join(dir, "one")
 	if s := segmentJSON(t, "--model", model, "--input", in, "--output", one); s.Succeeded != n {
 		t.Fatalf("one process: %+v", s)
 	}
-	bin := segtuneBinary(t)
+	return dir, segtuneBinary(t), model, in, maskDir, one
+}
+
+// A shard worker killed (SIGKILL) in the middle of its images and then run
+// again completes the set: the masks equal one process's, every image has
+// exactly one, and no temporary file is left.
+func TestKilledShardRerunCompletesTheSet(t *testing.T) {
+	const n = 240
+	dir, bin, model, in, _, one := processFixture(t, n)
+	three := filepath.Join(dir, "three")
 	args := []string{"segment", "--model", model, "--input", in, "--output", three, "--threads", "1", "--batch", "1"}
 	run := func(k int) {
 		if out, err := exec.Command(bin, append(args, "--shard", fmt.Sprintf("%d/3", k))...).CombinedOutput(); err != nil {
@@ -104,20 +113,8 @@ func masks(t *testing.T, dir string) []string {
 // run it (Slurm's variables set, no sbatch), writes every mask once and
 // partials that eval merge turns into the one-process report.
 func TestSlurmArrayScript(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds segtune: skipped in -short mode")
-	}
-	testassets.RequireORT(t)
-	clearShardEnv(t)
-	dir := t.TempDir()
-	model := redModel(t, dir)
-	in, ms := shardData(t, dir, 12)
-	one := filepath.Join(dir, "one")
-	if s := segmentJSON(t, "--model", model, "--input", in, "--output", one); s.Succeeded != 12 {
-		t.Fatalf("one process: %+v", s)
-	}
+	dir, bin, model, in, ms, one := processFixture(t, 12)
 	want := evalJSON(t, "eval", "--model", model, "--images", in, "--masks", ms)
-	bin := segtuneBinary(t)
 	script, err := filepath.Abs("../../docs/parallel/segment-slurm-array.sh")
 	if err != nil {
 		t.Fatal(err)

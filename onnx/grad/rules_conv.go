@@ -390,6 +390,29 @@ var im2colWeightGrad = true
 //
 // a GEMM the size of the forward convolution's for dense kernels, and a
 // batched matrix-vector product for depthwise ones.
+// patchEndPads are the end pads of the patch Conv: enough for the last
+// tap's reads, never more.
+func patchEndPads(xs, ys []int64, g convGeom) []int64 {
+	nsp := len(xs) - 2
+	pe := make([]int64, nsp)
+	for i := 0; i < nsp; i++ {
+		pe[i] = max(0, (g.k[i]-1)*g.d[i]+(ys[i+2]-1)*g.s[i]+1-xs[i+2]-g.pb[i])
+	}
+	return pe
+}
+
+// oneHotPatchKernel is the patch Conv's kernel: output channel c·taps+t
+// copies input channel c at tap t.
+func oneHotPatchKernel(cin, taps int64) []float64 {
+	e := make([]float64, cin*taps*taps)
+	for c := int64(0); c < cin; c++ {
+		for t := int64(0); t < taps; t++ {
+			e[(c*taps+t)*taps+t] = 1
+		}
+	}
+	return e
+}
+
 func im2colConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) string {
 	nsp := len(xs) - 2
 	n, cin := xs[0], xs[1]
@@ -405,16 +428,8 @@ func im2colConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 	// End pads: enough for the last tap's reads, never more than needed,
 	// so the patch Conv's output is exactly ys (rows the forward never
 	// read are left out by the Conv's own rounding).
-	pe := make([]int64, nsp)
-	for i := 0; i < nsp; i++ {
-		pe[i] = max(0, (g.k[i]-1)*g.d[i]+(ys[i+2]-1)*g.s[i]+1-xs[i+2]-g.pb[i])
-	}
-	e := make([]float64, cin*taps*taps)
-	for c := int64(0); c < cin; c++ {
-		for t := int64(0); t < taps; t++ {
-			e[(c*taps+t)*taps+t] = 1
-		}
-	}
+	pe := patchEndPads(xs, ys, g)
+	e := oneHotPatchKernel(cin, taps)
 	cols := x
 	if taps > 1 || !slices.Equal(ys[2:], xs[2:]) {
 		cols = b.op1("Conv", []string{x, b.constFloat(e, slices.Concat([]int64{cin * taps, 1}, g.k))},

@@ -82,16 +82,8 @@ func foldedConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 	} else {
 		// The one-hot patch Conv of im2colConvWeightGrad over
 		// [1, Cin, N, in...], with a kernel of extent 1 along the batch.
-		pe := make([]int64, nsp)
-		for i := 0; i < nsp; i++ {
-			pe[i] = max(0, (g.k[i]-1)*g.d[i]+(ys[i+2]-1)*g.s[i]+1-xs[i+2]-g.pb[i])
-		}
-		e := make([]float64, cin*taps*taps)
-		for c := int64(0); c < cin; c++ {
-			for t := int64(0); t < taps; t++ {
-				e[(c*taps+t)*taps+t] = 1
-			}
-		}
+		pe := patchEndPads(xs, ys, g)
+		e := oneHotPatchKernel(cin, taps)
 		x1 := b.reshape(xt, slices.Concat([]int64{1, cin, n}, xs[2:]))
 		kernel := b.constFloat(e, slices.Concat([]int64{cin * taps, 1, 1}, g.k))
 		c := b.op1("Conv", []string{x1, kernel},
