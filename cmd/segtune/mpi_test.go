@@ -29,8 +29,13 @@ import (
 // across ranks), which changes their last float32 bits; AdamW at lr 1e-4
 // turns a relative difference δ in a gradient into about lr·δ in a step,
 // more for gradients near zero, where its normalisation magnifies it. The
-// runs measured here differ by about 1e-8 (see the test log).
-const mpiTolerance = 1e-6
+// orders differ more since onnx/grad picks a Conv weight gradient's form
+// by size (foldBatch: the batch folded into one product or summed image by
+// image), so the batch-2 and batch-4 graphs may compute it differently:
+// measured 6e-8 (baseline) and 3.3e-6 (regularizer, on one weight of 124
+// tensors; 6.9e-7 with one form for every batch), the dual state within
+// 6e-8, against weights of order 1e-1.
+const mpiTolerance = 1e-5
 
 // mpiBinary builds segtune with MPI (-tags mpi) for the tests that launch
 // it with mpirun, and returns it with the launcher's command.
