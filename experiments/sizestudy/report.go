@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/segtune/segtune/internal/stats"
 	"image/color"
 	"io"
 	"math"
@@ -142,7 +143,7 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 	arms := append(st.phase1Arms(), stepArm(best))
 	base := st.values(baselineArm, seeds, sel1, mIoU)
 	for _, a := range arms {
-		col := func(m metric) string { return meanSD(list(st.values(a, seeds, sel1, m))) }
+		col := func(m metric) string { return stats.MeanSD(list(st.values(a, seeds, sel1, m))) }
 		ratio := "—"
 		if a.Key != baselineArm.Key {
 			var rs []float64
@@ -152,14 +153,14 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 					rs = append(rs, r.TrainLoss/b.TrainLoss)
 				}
 			}
-			ratio = meanSD(rs)
+			ratio = stats.MeanSD(rs)
 		}
 		diff := "—"
 		if a.Key != baselineArm.Key {
 			diff = pairedDiff(st.values(a, seeds, sel1, mIoU), base).String()
 		}
 		lam := fmt.Sprintf("%s / %s", col(epochMetric("", "reg_lambda_mean")), col(epochMetric("", "reg_lambda_max")))
-		minutes := meanSD(list(st.values(a, seeds, sel1, metric{"", func(r *runResult, _ string) (float64, bool) { return r.Seconds / 60, true }})))
+		minutes := stats.MeanSD(list(st.values(a, seeds, sel1, metric{"", func(r *runResult, _ string) (float64, bool) { return r.Seconds / 60, true }})))
 		name := a.Name
 		if a.Key == sel.Best {
 			name = "**" + name + "** (selected)"
@@ -186,7 +187,7 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 		for _, m := range reportMet {
 			bv, av := st.values(baselineArm, st.seeds(2), ds.Name, m), st.values(best, st.seeds(2), ds.Name, m)
 			d := pairedDiff(av, bv)
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, meanSD(list(bv)), meanSD(list(av)), d, d.verdict())
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, stats.MeanSD(list(bv)), stats.MeanSD(list(av)), d, d.Verdict())
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/segtune/segtune/internal/stats"
 	"io"
 	"math"
 	"os"
@@ -451,7 +452,7 @@ func (st *study) selectArm() (*selection, error) {
 		if len(xs) == 0 {
 			continue
 		}
-		m := tInterval(xs).Mean
+		m := stats.TInterval(xs).Mean
 		sel.Scores[a.Key] = m
 		if m > best {
 			best, sel.Best = m, a.Key
