@@ -193,8 +193,8 @@ func TestInfoJSON(t *testing.T) {
 	}
 }
 
-// The demo's pieces at a small scale: data, two fine-tunes, table, curves,
-// segmentation and export.
+// The demo's pieces at a small scale: data, two fine-tunes, table, verdict,
+// curves, segmentation and export.
 func TestDemoSmall(t *testing.T) {
 	testassets.RequireORT(t)
 	out := t.TempDir()
@@ -202,7 +202,7 @@ func TestDemoSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"baseline", "F1 α=0.01", "small", "large"} {
+	for _, want := range []string{"baseline", "F1 α=1", "small", "large", "verdict: ", "over the 8 validation images"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
@@ -34,7 +33,7 @@ func demoCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "out/demo", Usage: "output folder"},
 			&cli.IntFlag{Name: "epochs", Value: 4, Usage: "epochs per run"},
-			&cli.Float64Flag{Name: "alpha", Value: 1e-2, Usage: "weight of the regularizer in the second run"},
+			&cli.Float64Flag{Name: "alpha", Value: demoAlpha, Usage: "weight of the regularizer in the second run, relative to the cross entropy (finetune's --alpha; every other regularizer setting at finetune's default)"},
 			&cli.IntFlag{Name: "train", Value: 160, Usage: "training images to generate"},
 			&cli.IntFlag{Name: "val", Value: 80, Usage: "validation images to generate"},
 			threadsFlag,
@@ -91,13 +90,13 @@ func runDemo(c *cli.Context) error {
 		Optimizer: "adam", LR: 1e-3, Schedule: "poly:0.9", Seed: 1,
 		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.25, Flip: true},
 		Preprocess: entry.Preprocess, Threads: c.Int("threads"),
-		// Both runs draw balanced batches, so that they differ only in
-		// the regularizer.
+		// Both runs draw balanced batches of whole images, as finetune
+		// --alpha does, so that they differ only in the regularizer.
 		Balanced: true,
 	}
+	base.Augment.WholeFrame = true
 	reg := base
-	reg.Regularizer = &finetune.RegularizerConfig{Alpha: c.Float64("alpha"), Projection: "epoch",
-		Dual: dual.Config{Objective: "fbeta", Beta: 1, Normalization: dual.NormSum, CLambda: 1}}
+	reg.Regularizer = defaultRegularizer(c.Float64("alpha"))
 	runs := []struct {
 		name string
 		cfg  finetune.Config
@@ -145,6 +144,11 @@ func runDemo(c *cli.Context) error {
 	}
 	fmt.Println()
 	table.WriteTo(os.Stdout)
+	d, err := pairedIoU(c, base, filepath.Join(out, "run1", finetune.ModelFile), filepath.Join(out, "run2", finetune.ModelFile))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\n", demoVerdict(d))
 	curves := filepath.Join(out, "curves.png")
 	if err := history.PlotPNG(curves, hist, history.PlotOptions{Title: "segtune demo: baseline vs F1 size regularizer"}); err != nil {
 		return err
