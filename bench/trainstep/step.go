@@ -167,6 +167,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		Trainable:   []string{"*"},
 		InputShapes: map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		Threads:     threads,
+		DirectConvs: !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 	})
 	if err != nil {
 		return nil, err
