@@ -290,8 +290,12 @@ func TestConvWinograd(t *testing.T) {
 			for _, n := range gs.Eval.Proto.Graph.Node {
 				ops[n.GetOpType()]++
 			}
-			if ops["Conv"] != 1 || ops["MatMul"] != 2 || ops["ConvTranspose"] != 1 {
-				t.Fatalf("eval graph ops %v, want the Winograd form (1 Conv, 2 MatMul, 1 ConvTranspose)", ops)
+			// One chunk an example (winogradChunks): the kernel transform
+			// once, the rest per example.
+			n := int(tc.batch)
+			split := min(n-1, 1)
+			if ops["Conv"] != n || ops["MatMul"] != 1+n || ops["ConvTranspose"] != n || ops["Split"] != split || ops["Concat"] != split {
+				t.Fatalf("eval graph ops %v, want the Winograd form in %d chunks (%d Conv, %d MatMul, %d ConvTranspose, %d Split and Concat)", ops, n, n, 1+n, n, split)
 			}
 			restore()
 			defer grad.SetWinograd(false)()
