@@ -317,6 +317,9 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Loss = trainingLoss(t.ct, ignore)
 	gc.Loss.Scale = t.par.parallel() // each rank's share of the batch's loss
 	gc.Threads = cfg.Threads
+	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
+	// chooses its own convolution algorithms.
+	gc.DirectConvs = !strings.EqualFold(cfg.Device, runtime.DeviceCPU) && cfg.Device != ""
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {

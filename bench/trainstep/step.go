@@ -74,6 +74,7 @@ func main() {
 	memPattern := flag.Bool("mem-pattern", false, "ONNX Runtime's memory-pattern planning (off by default, as in finetune)")
 	sessionConfig := flag.String("config", "", "ONNX Runtime session config entries k=v,k=v (e.g. session.intra_op.allow_spinning=0)")
 	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
+	flag.BoolVar(&DirectConvs, "direct-convs", false, "keep every convolution a Conv node (no Winograd form)")
 	flag.StringVar(&Tune.OptimizedModelPath, "optimized", "", "have ONNX Runtime write its optimised graph to this file")
 	showOps := flag.Bool("ops", false, "print the node histogram of the training graph (and of --optimized)")
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
@@ -148,6 +149,9 @@ var CUDAOptions map[string]string
 // SaveGraph, when set, is where NewStepper writes the training graph.
 var SaveGraph string
 
+// DirectConvs, when set, keeps every convolution a Conv node (grad.Config.DirectConvs).
+var DirectConvs bool
+
 // Stepper holds an open training session and its feeds.
 type Stepper struct {
 	Session *runtime.Session
@@ -167,6 +171,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		Trainable:   []string{"*"},
 		InputShapes: map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		Threads:     threads,
+		DirectConvs: DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 	})
 	if err != nil {
 		return nil, err

@@ -165,6 +165,7 @@ func (c *compiler) prepare() error {
 		return err
 	}
 	c.trimDeadTaps()
+	c.winogradConvs()
 	return nil
 }
 

@@ -102,6 +102,12 @@ type Config struct {
 	GradInputs []string
 	// Threads is ONNX Runtime's thread count for the shape probe (0: default).
 	Threads int
+	// DirectConvs keeps every convolution a Conv node. By default large 3×3
+	// convolutions are rewritten into Winograd F(2,3) form (standard
+	// operators; same results up to float rounding), which runs faster in
+	// ONNX Runtime's CPU provider; GPU sessions, whose cuDNN convolutions
+	// pick their own algorithms, should set it.
+	DirectConvs bool
 }
 
 // isLiteral reports whether a Trainable entry names one tensor exactly: a

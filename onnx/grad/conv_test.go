@@ -2,10 +2,13 @@ package grad_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
 
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -251,5 +254,127 @@ func TestConvWeightGradSplit(t *testing.T) {
 				m.check(t)
 			})
 		}
+	}
+}
+
+// TestConvWinograd checks the Winograd F(2,3) form of 3×3 pad-1 stride-1
+// convolutions (forced on at these small sizes): gradients against finite
+// differences, and the forward output against the direct convolution.
+func TestConvWinograd(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		batch, cin, cout int64
+		h, w             int64
+		bias             bool
+	}{
+		{"bias", 2, 3, 4, 6, 8, true},
+		{"nobias", 1, 2, 3, 4, 4, false},
+		{"wide", 2, 5, 2, 2, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newOpModel(13)
+			ins := []string{m.rand("x", tc.batch, tc.cin, tc.h, tc.w), m.rand("w", tc.cout, tc.cin, 3, 3)}
+			if tc.bias {
+				ins = append(ins, m.rand("b", tc.cout))
+			}
+			m.node("Conv", ins, []string{"y"}, ais("pads", 1, 1, 1, 1))
+			m.outs = []string{"y"}
+			restore := grad.SetWinograd(true)
+			defer restore()
+			m.check(t)
+			gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops := map[string]int{}
+			for _, n := range gs.Eval.Proto.Graph.Node {
+				ops[n.GetOpType()]++
+			}
+			// One chunk an example (winogradChunks): the kernel transform
+			// once, the rest per example.
+			n := int(tc.batch)
+			split := min(n-1, 1)
+			if ops["Conv"] != n || ops["MatMul"] != 1+n || ops["ConvTranspose"] != n || ops["Split"] != split || ops["Concat"] != split {
+				t.Fatalf("eval graph ops %v, want the Winograd form in %d chunks (%d Conv, %d MatMul, %d ConvTranspose, %d Split and Concat)", ops, n, n, 1+n, n, split)
+			}
+			restore()
+			defer grad.SetWinograd(false)()
+			direct, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := runEval(t, gs, m), runEval(t, direct, m)
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("output %d: Winograd %g, direct %g", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// runEval runs gs's eval graph with m's initializers as the parameters and
+// returns its first output.
+func runEval(t *testing.T, gs *grad.Graphs, m *opModel) []float32 {
+	t.Helper()
+	data, err := gs.Eval.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := runtime.NewSession(data, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var feeds []*runtime.Tensor
+	for _, in := range s.Inputs {
+		for _, p := range m.inits {
+			if p.GetName() == in.Name {
+				v, err := onnx.Float32s(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				feeds = append(feeds, runtime.NewFloat32(p.GetDims(), v))
+			}
+		}
+	}
+	out, err := s.Run(feeds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0].Float32
+}
+
+// TestWinogradChoice: by default only large 3×3 convs take the Winograd
+// form (DeepLabV3+'s decoder size here), and Config.DirectConvs keeps them
+// direct.
+func TestWinogradChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ch, hw int64
+		direct bool
+		want   bool
+	}{
+		{"decoder_size", 256, 32, false, true},
+		{"direct_convs", 256, 32, true, false},
+		{"few_channels", 64, 32, false, false},
+		{"small_map", 256, 8, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newOpModel(13)
+			m.node("Conv", []string{m.rand("x", 1, tc.ch, tc.hw, tc.hw), m.rand("w", tc.ch, tc.ch, 3, 3)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
+			m.outs = []string{"y"}
+			gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: tc.direct})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for _, n := range gs.Eval.Proto.Graph.Node {
+				got = got || n.GetOpType() == "MatMul"
+			}
+			if got != tc.want {
+				t.Errorf("Winograd form: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

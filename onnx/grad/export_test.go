@@ -74,3 +74,14 @@ func SetSplitWeightGrad(on bool) (restore func()) {
 	}
 	return func() { splitWeightGrad = old }
 }
+
+// SetWinograd forces (on) or forbids (off) the Winograd form of eligible
+// 3×3 Convs for tests; call the returned function to restore the mode.
+func SetWinograd(on bool) (restore func()) {
+	old := winogradMode
+	winogradMode = winoNever
+	if on {
+		winogradMode = winoAlways
+	}
+	return func() { winogradMode = old }
+}

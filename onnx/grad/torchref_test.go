@@ -391,52 +391,71 @@ func TestWholeModelsAgainstPyTorch(t *testing.T) {
 	}
 	script := requireTorch(t)
 	for _, tc := range wholeModelCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			m := tc.load(t)
-			params := pickParams(t, m)
-			in := m.Proto.Graph.Input[0].GetName()
-			gs, err := grad.Build(m, grad.Config{Trainable: paramNames(params),
-				InputShapes: map[string][]int64{in: tc.shape}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logitsName := gs.Manifest.ModelOutputs[0]
-			var classes int64
-			for _, o := range gs.Manifest.Training.Outputs {
-				if o.Name == logitsName {
-					classes = o.Shape[1]
-				}
-			}
-			x, target := segData(tc.shape, classes, 42)
-			outs := runTraining(t, gs, map[string]*runtime.Tensor{
-				in:              runtime.NewFloat32(tc.shape, x),
-				grad.TargetName: runtime.NewInt64(append([]int64{tc.shape[0]}, tc.shape[2:]...), target),
-			})
-			path := m.Path
-			if path == "" {
-				t.Fatal("model has no path")
-			}
-			ref := runTorch(t, script, path, x, tc.shape, target, paramNames(params))
+		t.Run(tc.name, func(t *testing.T) { checkAgainstTorch(t, tc, script) })
+	}
+}
 
-			loss := float64(outs[grad.LossName].Float32[0])
-			if d := math.Abs(loss-ref.Loss) / math.Abs(ref.Loss); d > 1e-5 {
-				t.Errorf("loss: ORT %.9g, PyTorch %.9g: relative difference %.2e > 1e-5", loss, ref.Loss, d)
-			}
-			if d := relDiff(f32s(outs[logitsName]), ref.Tensors["logits"]); d > 1e-4 {
-				t.Errorf("logits: relative difference %.2e > 1e-4", d)
-			}
-			t.Logf("loss ORT %.9g PyTorch %.9g", loss, ref.Loss)
-			for _, p := range params {
-				got, want := f32s(outs[grad.GradPrefix+p.name]), ref.Tensors[grad.GradPrefix+p.name]
-				if norm(want) == 0 {
-					t.Errorf("%s %s: PyTorch's gradient is zero: the check would be empty", p.role, p.name)
-				}
-				d := relDiff(got, want)
-				if d > torchTol {
-					t.Errorf("%s %s: ‖g_ort − g_torch‖/‖g_torch‖ = %.2e > %g", p.role, p.name, d, torchTol)
-				}
-				t.Logf("RESULT torch %s %-22s %-60s ‖g‖=%.3e rel_err=%.2e", tc.name, p.role, p.name, norm(want), d)
-			}
-		})
+// TestWholeModelsAgainstPyTorchWinograd is TestWholeModelsAgainstPyTorch
+// with every eligible 3×3 Conv in the Winograd form (at these sizes the
+// size rule would leave them direct): the decoder's, and ResNet-18's blocks.
+func TestWholeModelsAgainstPyTorchWinograd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole-model checks take about 20 s")
+	}
+	script := requireTorch(t)
+	defer grad.SetWinograd(true)()
+	for _, tc := range wholeModelCases() {
+		if tc.name == "mobilenetv2" || tc.name == "resnet18" {
+			t.Run(tc.name, func(t *testing.T) { checkAgainstTorch(t, tc, script) })
+		}
+	}
+}
+
+// checkAgainstTorch is one model of TestWholeModelsAgainstPyTorch.
+func checkAgainstTorch(t *testing.T, tc wholeModelCase, script string) {
+	m := tc.load(t)
+	params := pickParams(t, m)
+	in := m.Proto.Graph.Input[0].GetName()
+	gs, err := grad.Build(m, grad.Config{Trainable: paramNames(params),
+		InputShapes: map[string][]int64{in: tc.shape}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logitsName := gs.Manifest.ModelOutputs[0]
+	var classes int64
+	for _, o := range gs.Manifest.Training.Outputs {
+		if o.Name == logitsName {
+			classes = o.Shape[1]
+		}
+	}
+	x, target := segData(tc.shape, classes, 42)
+	outs := runTraining(t, gs, map[string]*runtime.Tensor{
+		in:              runtime.NewFloat32(tc.shape, x),
+		grad.TargetName: runtime.NewInt64(append([]int64{tc.shape[0]}, tc.shape[2:]...), target),
+	})
+	path := m.Path
+	if path == "" {
+		t.Fatal("model has no path")
+	}
+	ref := runTorch(t, script, path, x, tc.shape, target, paramNames(params))
+
+	loss := float64(outs[grad.LossName].Float32[0])
+	if d := math.Abs(loss-ref.Loss) / math.Abs(ref.Loss); d > 1e-5 {
+		t.Errorf("loss: ORT %.9g, PyTorch %.9g: relative difference %.2e > 1e-5", loss, ref.Loss, d)
+	}
+	if d := relDiff(f32s(outs[logitsName]), ref.Tensors["logits"]); d > 1e-4 {
+		t.Errorf("logits: relative difference %.2e > 1e-4", d)
+	}
+	t.Logf("loss ORT %.9g PyTorch %.9g", loss, ref.Loss)
+	for _, p := range params {
+		got, want := f32s(outs[grad.GradPrefix+p.name]), ref.Tensors[grad.GradPrefix+p.name]
+		if norm(want) == 0 {
+			t.Errorf("%s %s: PyTorch's gradient is zero: the check would be empty", p.role, p.name)
+		}
+		d := relDiff(got, want)
+		if d > torchTol {
+			t.Errorf("%s %s: ‖g_ort − g_torch‖/‖g_torch‖ = %.2e > %g", p.role, p.name, d, torchTol)
+		}
+		t.Logf("RESULT torch %s %-22s %-60s ‖g‖=%.3e rel_err=%.2e", tc.name, p.role, p.name, norm(want), d)
 	}
 }
