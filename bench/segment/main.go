@@ -79,6 +79,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	fmt.Println(imageio.DecoderInfo())
 	if *breakdown {
 		if err := stageBreakdown(seg, paths); err != nil {
 			log.Fatal(err)
