@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio codecs test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
 
 all: build
 
@@ -83,8 +83,15 @@ vet:
 	@if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./internal/mpi ./cmd/segtune; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
+# libjpeg-turbo and libspng (Debian's libturbojpeg0, libspng0), which segtune
+# loads at run time to decode JPEG and PNG faster than Go's decoders; their
+# tests skip without them (fail under SEGTUNE_REQUIRE_ASSETS). Builds never
+# need them.
+codecs:
+	@scripts/install-codecs.sh || echo "make: libturbojpeg0/libspng0 unavailable; the native-decoder tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
+
 # The fuzz targets run first so that go test's summary closes the output.
-test: ort mnist minio mpi torch-models foreign-models vet
+test: ort mnist minio mpi codecs torch-models foreign-models vet
 	@$(MAKE) --no-print-directory fuzz-short
 	@if pkg-config --exists ompi-c 2>/dev/null && command -v mpirun >/dev/null; then \
 		$(GO) test -tags mpi ./internal/mpi; \

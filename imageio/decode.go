@@ -94,6 +94,9 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read image %s: %w", name, err)
 	}
+	if img, ok := decodeNative(rs, format, cfg); ok {
+		return img, nil
+	}
 	img, _, err := decode(rs)
 	if err != nil {
 		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)

@@ -141,6 +141,16 @@ func (g Geometry) RestoreLogits(logits []float32, classes int, dst []uint8) erro
 	if dw <= 0 || dh <= 0 || len(dst) < dw*dh {
 		return fmt.Errorf("restore logits: buffer of %d labels cannot hold %dx%d (WxH)", len(dst), dw, dh)
 	}
+	if g.identity() && argmaxFinite(logits, classes, dw, dh, dst) {
+		return nil
+	}
+	g.restoreBilinear(logits, classes, dst)
+	return nil
+}
+
+// restoreBilinear is RestoreLogits after its checks.
+func (g Geometry) restoreBilinear(logits []float32, classes int, dst []uint8) {
+	dw, dh := g.SrcWidth, g.SrcHeight
 	t := newLogitTaps(g, dw, dh)
 	best := make([]float32, dw)
 	plane := g.Width * g.Height
@@ -161,7 +171,53 @@ func (g Geometry) RestoreLogits(logits []float32, classes int, dst []uint8) erro
 			}
 		}
 	}
-	return nil
+}
+
+// identity reports whether the tensor is the image itself (no resize, no
+// borders): the bilinear taps then all have weight 0.
+func (g Geometry) identity() bool {
+	return g.Width == g.SrcWidth && g.Height == g.SrcHeight && g.Content == image.Rect(0, 0, g.Width, g.Height)
+}
+
+// argmaxFinite is RestoreLogits for an identity geometry, without the
+// interpolation: with weight-0 taps a + (b−a)·0 is a exactly when every
+// logit is finite (an infinite or NaN neighbour would turn the product
+// into NaN), so it first checks that and returns false, writing nothing,
+// otherwise. Same tie rule (the lower class) and so the same labels.
+func argmaxFinite(logits []float32, classes, w, h int, dst []uint8) bool {
+	for _, v := range logits {
+		if v-v != 0 { // NaN or ±Inf
+			return false
+		}
+	}
+	n := w * h
+	out := dst[:n]
+	clear(out)
+	if classes == 2 { // the common binary case, one pass
+		for i, v := range logits[n : 2*n] {
+			if v > logits[i] {
+				out[i] = 1
+			}
+		}
+		return true
+	}
+	var best [256]float32
+	for y := 0; y < h; y++ {
+		for x0 := 0; x0 < w; x0 += len(best) {
+			m := min(len(best), w-x0)
+			i0 := y*w + x0
+			copy(best[:m], logits[i0:i0+m])
+			for c := 1; c < classes; c++ {
+				row := logits[c*n+i0 : c*n+i0+m]
+				for x, v := range row {
+					if v > best[x] {
+						best[x], out[i0+x] = v, uint8(c)
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 // RestoreScores is RestoreLogits without the arg-max: it writes the

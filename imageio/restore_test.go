@@ -186,3 +186,41 @@ func BenchmarkRestoreLogits513To480x360(b *testing.B) {
 		}
 	}
 }
+
+// At the image's own size RestoreLogits skips the interpolation; the
+// labels must be those of the bilinear path, ties and all, and logits
+// with NaN or ±Inf must take the bilinear path.
+func TestRestoreLogitsIdentityFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, tc := range []struct{ classes, w, h int }{{1, 5, 3}, {2, 480, 36}, {2, 1, 1}, {3, 300, 7}, {7, 257, 5}, {256, 9, 4}} {
+		n := tc.w * tc.h
+		logits := make([]float32, tc.classes*n)
+		for i := range logits {
+			logits[i] = float32(r.IntN(5)) - 2 // many ties
+			if r.IntN(3) == 0 {
+				logits[i] = r.Float32()*8 - 4
+			}
+		}
+		g := Geometry{SrcWidth: tc.w, SrcHeight: tc.h, Width: tc.w, Height: tc.h, Content: image.Rect(0, 0, tc.w, tc.h)}
+		check := func(what string) {
+			t.Helper()
+			got, want := make([]uint8, n), make([]uint8, n)
+			for i := range got {
+				got[i] = 99 // stale contents must not survive
+			}
+			if err := g.RestoreLogits(logits, tc.classes, got); err != nil {
+				t.Fatal(err)
+			}
+			g.restoreBilinear(logits, tc.classes, want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d classes %dx%d %s: fast path differs from the bilinear one", tc.classes, tc.w, tc.h, what)
+			}
+		}
+		check("finite")
+		if n > 1 {
+			logits[len(logits)-1] = float32(math.NaN())
+			logits[0] = float32(math.Inf(1))
+			check("NaN and Inf")
+		}
+	}
+}

@@ -1,10 +1,13 @@
 // Command segment measures what `segtune segment` costs on top of ONNX
 // Runtime: the same images and batches are run (1) through a bare session on
 // tensors prepared in advance and (2) through segtune's full pipeline, which
-// decodes PNGs, preprocesses, runs the model, restores masks to image size and
-// writes palette PNGs. The overhead is (2)/(1) − 1, medians over -runs.
+// decodes the images (PNG, or with -jpeg JPEG copies of them), preprocesses,
+// runs the model, restores masks to image size and writes palette PNGs. The
+// two are run alternately -runs times; the overhead is (2)/(1) − 1 of the
+// medians. -breakdown first times each stage of the pipeline on one
+// goroutine (CPU milliseconds per image).
 //
-//	go run ./bench/segment -n 24 -batch 4 -runs 5
+//	go run ./bench/segment -n 24 -batch 1 -runs 7 [-jpeg] [-threads 2] [-breakdown]
 package main
 
 import (
@@ -32,6 +35,8 @@ func main() {
 	threads := flag.Int("threads", 0, "ONNX Runtime threads (0 = all cores)")
 	noSpin := flag.Bool("nospin", false, "ONNX Runtime threads sleep instead of spinning between runs")
 	workers := flag.Int("workers", 0, "decode and encode goroutines each (0 = GOMAXPROCS)")
+	useJPEG := flag.Bool("jpeg", false, "run on JPEG copies (quality 90) of the images")
+	breakdown := flag.Bool("breakdown", false, "first time each stage alone, per image")
 	flag.Parse()
 	assets := testassets.SharedAssetsDir()
 	if assets == "" {
@@ -64,6 +69,22 @@ func main() {
 		log.Fatal(err)
 	}
 	paths = paths[:min(*n, len(paths))]
+	if *useJPEG {
+		dir, err := os.MkdirTemp("", "segbench-jpeg")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if paths, err = jpegCopies(paths, dir, 90); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(imageio.DecoderInfo())
+	if *breakdown {
+		if err := stageBreakdown(seg, paths); err != nil {
+			log.Fatal(err)
+		}
+	}
 
 	// Bare: tensors decoded and stacked beforehand, timed Run calls only.
 	var batches [][]float32
@@ -119,7 +140,11 @@ func main() {
 		tf = append(tf, full())
 	}
 	mb, mf := median(tb), median(tf)
-	fmt.Printf("images %d, batch %d, %dx%d, runs %d\n", len(paths), *batch, shape[3], shape[2], *runs)
+	format := "PNG"
+	if *useJPEG {
+		format = "JPEG q90"
+	}
+	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", len(paths), format, *batch, shape[3], shape[2], *runs, *threads)
 	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(len(paths))/mb.Seconds())
 	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(len(paths))/mf.Seconds())
 	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))

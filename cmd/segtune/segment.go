@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
@@ -54,6 +55,7 @@ type segmentSummary struct {
 	ImagesPerSec float64       `json:"images_per_s"`
 	InferSeconds float64       `json:"infer_seconds"`
 	Device       string        `json:"device"`
+	Decoders     string        `json:"decoders"` // imageio.DecoderInfo: native or Go JPEG/PNG decoders
 	Batch        int           `json:"batch"`
 	Output       string        `json:"output"`
 	Shard        string        `json:"shard,omitempty"` // K/N when sharded
@@ -175,6 +177,9 @@ func runSegment(c *cli.Context) error {
 	}
 	job := &segmentJob{ctx: ctx, seg: seg, in: in, out: out, pal: pal, ov: ov, batch: batch,
 		skip: skipExisting(c, spec), notef: func(f string, a ...any) { notef(c, f, a...) }}
+	if !c.Bool("quiet") && term.IsTerminal(int(os.Stderr.Fd())) { // with the progress bar
+		fmt.Fprintln(os.Stderr, "segtune:", imageio.DecoderInfo())
+	}
 	bar := progress(c, total, "segment")
 	rep, err := job.run(inputs, total, func(done int) { bar.Set(done) })
 	bar.Finish()
@@ -184,7 +189,7 @@ func runSegment(c *cli.Context) error {
 	sum := segmentSummary{
 		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
 		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
-		Device: seg.Session.Device, Batch: batch, Output: outDir,
+		Device: seg.Session.Device, Decoders: imageio.DecoderInfo(), Batch: batch, Output: outDir,
 	}
 	if spec.Sharded() {
 		sum.Shard = spec.String()
