@@ -78,7 +78,15 @@ func decodeNative(rs io.ReadSeeker, format string, cfg image.Config) (img image.
 	buf := fileBufs.Get().(*bytes.Buffer)
 	defer fileBufs.Put(buf)
 	buf.Reset()
-	if _, err = buf.ReadFrom(rs); err == nil {
+	// The native decoders take the whole file in memory: a file far larger
+	// than its pixels could need (trailing chunks, a hostile file) is left
+	// to Go's decoder, which streams it.
+	limit := nativeFileLimit(cfg)
+	var n int64
+	if n, err = buf.ReadFrom(io.LimitReader(rs, limit+1)); err == nil && n > limit {
+		err = errNotNative
+	}
+	if err == nil {
 		img, err = decodeNativeBytes(buf.Bytes(), format, cfg)
 	}
 	if _, serr := rs.Seek(start, io.SeekStart); serr != nil && err != nil {
@@ -88,6 +96,12 @@ func decodeNative(rs io.ReadSeeker, format string, cfg image.Config) (img image.
 		return nil, false
 	}
 	return img, true
+}
+
+// nativeFileLimit bounds the file size the native decoders read: twice
+// the image's 8-bit RGBA pixels and 1 MiB of headers and metadata.
+func nativeFileLimit(cfg image.Config) int64 {
+	return 2*4*int64(cfg.Width)*int64(cfg.Height) + 1<<20
 }
 
 // errNotNative marks images the native decoders leave to Go.

@@ -291,3 +291,23 @@ func TestNativeHostile(t *testing.T) {
 		}
 	}
 }
+
+// A file far larger than its pixels need (here 2 MiB after a small JPEG's
+// end) is not read whole into memory for the native decoder: Go's
+// streaming decoder takes it.
+func TestNativeSkipsOversizedFiles(t *testing.T) {
+	requireNative(t)
+	var jb bytes.Buffer
+	if err := jpeg.Encode(&jb, smoothRGBA(120, 80), &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	small := nativeDecode(t, jb.Bytes(), "small.jpg")
+	if _, native := small.(*image.RGBA); !native {
+		t.Fatalf("the plain JPEG was not decoded natively (%T)", small)
+	}
+	padded := append(bytes.Clone(jb.Bytes()), make([]byte, 2<<20)...)
+	img := nativeDecode(t, padded, "padded.jpg")
+	if _, native := img.(*image.RGBA); native {
+		t.Fatalf("a %d-byte file of 120×80 pixels was read whole for the native decoder", len(padded))
+	}
+}
