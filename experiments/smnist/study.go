@@ -179,6 +179,9 @@ type Study struct {
 	Train func(Config, *Data) (*Results, error)
 	// Log receives progress lines (nil: none).
 	Log func(string)
+	// SelectOnly stops after phase A and the selection (a supplementary
+	// sweep of α; the results hold no phase B).
+	SelectOnly bool
 }
 
 func (s *Study) logf(format string, args ...any) {
@@ -425,11 +428,23 @@ type PairedMetric struct {
 	Base     []float64 `json:"baseline"` // per seed, in seed order
 	Arm      []float64 `json:"arm"`
 	Seeds    []uint64  `json:"seeds"`
-	BaseMean float64   `json:"baseline_mean"`
-	BaseSD   float64   `json:"baseline_sd"`
-	ArmMean  float64   `json:"arm_mean"`
-	ArmSD    float64   `json:"arm_sd"`
+	BaseMean Num       `json:"baseline_mean"`
+	BaseSD   Num       `json:"baseline_sd"`
+	ArmMean  Num       `json:"arm_mean"`
+	ArmSD    Num       `json:"arm_sd"`
 	Diff     Paired    `json:"diff"`
+}
+
+// Num is a float64 that JSON writes as null when it is not finite (a
+// standard deviation of one seed).
+type Num float64
+
+// MarshalJSON writes NaN and ±Inf as null.
+func (x Num) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(x))
 }
 
 // Paired is a mean paired difference with its two-sided 95 % Student-t
@@ -546,7 +561,10 @@ func (s *Study) Run(d *StudyData) (*StudyResults, error) {
 	for _, sl := range sel {
 		s.logf("selection: lr %g: α = %g (held-out accuracy %.4f, baseline %.4f)", sl.LR, sl.Alpha, sl.Score, sl.Baseline)
 	}
-	bRuns := s.Cfg.ReportRuns(sel)
+	var bRuns []StudyRun
+	if !s.SelectOnly {
+		bRuns = s.Cfg.ReportRuns(sel)
+	}
 	s.logf("phase B: %d runs on the test pairs (%d examples)", len(bRuns), d.Report.Test.Len())
 	bRes, err := s.runAll(bRuns, d.Report)
 	if err != nil {
@@ -566,7 +584,9 @@ func (s *Study) Run(d *StudyData) (*StudyResults, error) {
 		out.Report = append(out.Report, summarise(r, bRes[i]))
 		out.WallS += bRes[i].WallS
 	}
-	out.Paired = pairAll(sel, out.Report)
+	if len(out.Report) > 0 {
+		out.Paired = pairAll(sel, out.Report)
+	}
 	if err := writeJSON(filepath.Join(s.Out, "results.json"), out); err != nil {
 		return nil, err
 	}
@@ -593,7 +613,7 @@ func pairAll(sel []Selection, report []RunSummary) []PairedMetric {
 			seeds, a, b := PairBySeed(arm, base, m.Get)
 			pa, pb := TInterval(a), TInterval(b)
 			out = append(out, PairedMetric{LR: sl.LR, Alpha: sl.Alpha, Metric: m.Name, Seeds: seeds, Arm: a, Base: b,
-				ArmMean: pa.Mean, ArmSD: pa.SD, BaseMean: pb.Mean, BaseSD: pb.SD, Diff: TInterval(diffs(a, b))})
+				ArmMean: Num(pa.Mean), ArmSD: Num(pa.SD), BaseMean: Num(pb.Mean), BaseSD: Num(pb.SD), Diff: TInterval(diffs(a, b))})
 		}
 	}
 	return out
@@ -633,6 +653,9 @@ func (r *StudyResults) Tables() string {
 			fmt.Fprintf(&b, "| %g | %s | %s | %s | %s | %s | %s |\n", lr, Arm(a), ms(acc, 4), ms(last10, 4), ms(f1, 3), ms(ce, 4), chosen)
 		}
 	}
+	if len(r.Report) == 0 {
+		return b.String()
+	}
 	fmt.Fprintf(&b, "\nPhase B: S-MNIST test set (%d examples), seeds %v, paired by seed; difference = F1 − baseline, 95 %% t interval\n\n", r.TestExamples, r.Config.ReportSeeds)
 	b.WriteString("| lr | arm | metric | baseline | F1 | mean paired difference [95 % interval] | verdict |\n")
 	b.WriteString("|---:|---|---|---:|---:|---:|---|\n")
@@ -641,13 +664,15 @@ func (r *StudyResults) Tables() string {
 		if strings.HasPrefix(p.Metric, "size") {
 			prec = 3
 		}
-		d := p.Diff
+		// One more decimal for the differences: one test example of 20 000
+		// is 0.00005.
+		d, dp := p.Diff, prec+1
 		diff := "—"
 		switch {
 		case d.N == 1:
-			diff = fmt.Sprintf("%+.*f (1 pair)", prec, d.Mean)
+			diff = fmt.Sprintf("%+.*f (1 pair)", dp, d.Mean)
 		case d.N > 1:
-			diff = fmt.Sprintf("%+.*f [%+.*f, %+.*f]", prec, d.Mean, prec, d.Lo, prec, d.Hi)
+			diff = fmt.Sprintf("%+.*f [%+.*f, %+.*f]", dp, d.Mean, dp, d.Lo, dp, d.Hi)
 		}
 		fmt.Fprintf(&b, "| %g | %s | %s | %s | %s | %s | %s |\n", p.LR, Arm(p.Alpha), p.Metric, ms(p.Base, prec), ms(p.Arm, prec), diff, d.Verdict)
 	}
@@ -657,6 +682,9 @@ func (r *StudyResults) Tables() string {
 // PlotMeans draws phase B's test accuracy per epoch averaged over the
 // report seeds, one line per learning rate and arm, to path.
 func (r *StudyResults) PlotMeans(path, title string) error {
+	if len(r.Report) == 0 {
+		return errors.New("smnist study: no phase B runs to plot")
+	}
 	type key struct{ lr, a float64 }
 	sums := map[key][]float64{}
 	counts := map[key]int{}

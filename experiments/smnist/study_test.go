@@ -237,6 +237,17 @@ func TestStudyResumes(t *testing.T) {
 	if _, err := other.Run(d); err == nil || !strings.Contains(err.Error(), "other settings") {
 		t.Errorf("a study with other α into the same folder: error %v", err)
 	}
+	// A supplementary sweep stops after the selection.
+	f.calls = map[string]int{}
+	sweep := *st
+	sweep.Out, sweep.SelectOnly = t.TempDir(), true
+	r, err := sweep.Run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls) != 16 || len(r.Report) != 0 || strings.Contains(r.Tables(), "Phase B") {
+		t.Fatalf("select-only: trained %d runs, %d phase B summaries", len(f.calls), len(r.Report))
+	}
 	// Phase B needs fresh seeds.
 	other = *st
 	other.Cfg.ReportSeeds = []uint64{2, 3}

@@ -50,6 +50,7 @@ func main() {
 	threads := flag.Int("threads", 1, "ONNX Runtime threads per run")
 	out := flag.String("out", "out/smnist-study", "output folder: study.json, runs/, selection.json, results.json, tables.md, accuracy.png")
 	verbose := flag.Bool("v", false, "log every epoch of every run")
+	selectOnly := flag.Bool("select-only", false, "stop after phase A and the selection (a supplementary sweep of α)")
 	flag.Parse()
 
 	cfg := smnist.StudyConfig{
@@ -90,10 +91,14 @@ func main() {
 		d.Select.Train.Len(), d.Select.Test.Len(), d.Report.Test.Len(), d.Select.MeanSize)
 
 	t0 := time.Now()
-	st := &smnist.Study{Cfg: cfg, Out: *out, Jobs: *jobs, Log: func(s string) { log.Print(s) }}
+	st := &smnist.Study{Cfg: cfg, Out: *out, Jobs: *jobs, Log: func(s string) { log.Print(s) }, SelectOnly: *selectOnly}
 	res, err := st.Run(d)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if len(res.Report) == 0 {
+		fmt.Print(res.Tables())
+		return
 	}
 	if err := res.PlotMeans(filepath.Join(*out, "accuracy.png"), "S-MNIST study, phase B: test accuracy per epoch"); err != nil {
 		log.Fatal(err)
