@@ -408,16 +408,19 @@ func summarise(r StudyRun, res *Results) RunSummary {
 }
 
 // Metrics are the per-run numbers the paired table reports, by name.
+// A metric with LowerBetter set (the training loss) has its verdict
+// turned round: an interval above zero is a "loss".
 var Metrics = []struct {
-	Name string
-	Get  func(RunSummary) float64
+	Name        string
+	Get         func(RunSummary) float64
+	LowerBetter bool
 }{
-	{"test accuracy, last epoch", func(r RunSummary) float64 { return r.FinalAcc }},
-	{"test accuracy, mean of last 10 epochs", func(r RunSummary) float64 { return r.MeanLast }},
-	{"accuracy on the original half", func(r RunSummary) float64 { return r.AccOriginal }},
-	{"accuracy on the doubled half", func(r RunSummary) float64 { return r.AccDoubled }},
-	{"size F1 (test)", func(r RunSummary) float64 { return r.SizeF1 }},
-	{"training cross entropy, last epoch", func(r RunSummary) float64 { return r.TrainLoss }},
+	{"test accuracy, last epoch", func(r RunSummary) float64 { return r.FinalAcc }, false},
+	{"test accuracy, mean of last 10 epochs", func(r RunSummary) float64 { return r.MeanLast }, false},
+	{"accuracy on the original half", func(r RunSummary) float64 { return r.AccOriginal }, false},
+	{"accuracy on the doubled half", func(r RunSummary) float64 { return r.AccDoubled }, false},
+	{"size F1 (test)", func(r RunSummary) float64 { return r.SizeF1 }, false},
+	{"training cross entropy, last epoch", func(r RunSummary) float64 { return r.TrainLoss }, true},
 }
 
 // PairedMetric is one metric's comparison at one learning rate.
@@ -611,9 +614,17 @@ func pairAll(sel []Selection, report []RunSummary) []PairedMetric {
 		}
 		for _, m := range Metrics {
 			seeds, a, b := PairBySeed(arm, base, m.Get)
-			pa, pb := TInterval(a), TInterval(b)
+			pa, pb, d := TInterval(a), TInterval(b), TInterval(diffs(a, b))
+			if m.LowerBetter {
+				switch d.Verdict {
+				case "gain":
+					d.Verdict = "loss"
+				case "loss":
+					d.Verdict = "gain"
+				}
+			}
 			out = append(out, PairedMetric{LR: sl.LR, Alpha: sl.Alpha, Metric: m.Name, Seeds: seeds, Arm: a, Base: b,
-				ArmMean: Num(pa.Mean), ArmSD: Num(pa.SD), BaseMean: Num(pb.Mean), BaseSD: Num(pb.SD), Diff: TInterval(diffs(a, b))})
+				ArmMean: Num(pa.Mean), ArmSD: Num(pa.SD), BaseMean: Num(pb.Mean), BaseSD: Num(pb.SD), Diff: d})
 		}
 	}
 	return out

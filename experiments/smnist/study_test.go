@@ -211,6 +211,18 @@ func TestStudyResumes(t *testing.T) {
 	if p.Metric != Metrics[0].Name || p.Diff.N != 5 || math.Abs(p.Diff.Mean-0.05) > 1e-9 || p.Diff.Verdict != "gain" {
 		t.Fatalf("paired %+v, want 5 pairs, +0.05, gain", p)
 	}
+	// A higher training loss is a loss, not a gain (two seeds, both +0.1).
+	for _, q := range res.Paired {
+		if q.Metric == "training cross entropy, last epoch" && q.Diff.Verdict != "no detectable difference" {
+			t.Errorf("equal losses: verdict %q", q.Diff.Verdict)
+		}
+	}
+	lossy := pairAll([]Selection{{LR: 1, Alpha: 1}}, []RunSummary{
+		{StudyRun: StudyRun{LR: 1, Alpha: 0, Seed: 1}, TrainLoss: 0.4}, {StudyRun: StudyRun{LR: 1, Alpha: 1, Seed: 1}, TrainLoss: 0.5},
+		{StudyRun: StudyRun{LR: 1, Alpha: 0, Seed: 2}, TrainLoss: 0.4}, {StudyRun: StudyRun{LR: 1, Alpha: 1, Seed: 2}, TrainLoss: 0.5}})
+	if v := lossy[len(lossy)-1].Diff.Verdict; v != "loss" {
+		t.Errorf("training loss higher in both seeds: verdict %q, want loss", v)
+	}
 	// A third invocation trains nothing and reports the same.
 	f.calls = map[string]int{}
 	again, err := st.Run(d)
