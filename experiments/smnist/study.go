@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/segtune/segtune/internal/stats"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // The study of issue 17's S-MNIST half (docs/study.md): baseline and F1 at
@@ -450,15 +449,19 @@ func (x Num) MarshalJSON() ([]byte, error) {
 	return json.Marshal(float64(x))
 }
 
-// Paired is a mean paired difference with its two-sided 95 % Student-t
-// interval (n − 1 degrees of freedom).
+// Paired is a mean paired difference with its 95 % interval
+// (stats.TInterval) and the verdict for the metric: "gain" or "loss" only
+// when the interval excludes zero, "loss" for a rise of a metric where
+// lower is better.
 type Paired struct {
-	N       int     `json:"n"`
-	Mean    float64 `json:"mean"`
-	SD      float64 `json:"sd"`
-	Lo      float64 `json:"lo"`
-	Hi      float64 `json:"hi"`
-	Verdict string  `json:"verdict"`
+	stats.Interval
+	Verdict string
+}
+
+// TInterval is stats.TInterval with its verdict, higher being better.
+func TInterval(xs []float64) Paired {
+	iv := stats.TInterval(xs)
+	return Paired{Interval: iv, Verdict: iv.Verdict()}
 }
 
 // MarshalJSON writes NaN (fewer than two pairs) as null.
@@ -470,41 +473,6 @@ func (p Paired) MarshalJSON() ([]byte, error) {
 		return x
 	}
 	return json.Marshal(map[string]any{"n": p.N, "mean": f(p.Mean), "sd": f(p.SD), "lo": f(p.Lo), "hi": f(p.Hi), "verdict": p.Verdict})
-}
-
-// TInterval returns the mean of xs, its sample standard deviation and the
-// two-sided 95 % t interval of the mean, with the verdict: "gain" or
-// "loss" only when the interval excludes zero.
-func TInterval(xs []float64) Paired {
-	p := Paired{N: len(xs), Mean: math.NaN(), SD: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Verdict: "too few pairs"}
-	if len(xs) == 0 {
-		return p
-	}
-	p.Mean = 0
-	for _, x := range xs {
-		p.Mean += x
-	}
-	p.Mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return p
-	}
-	v := 0.0
-	for _, x := range xs {
-		v += (x - p.Mean) * (x - p.Mean)
-	}
-	p.SD = math.Sqrt(v / float64(len(xs)-1))
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(xs) - 1)}.Quantile(0.975)
-	h := t * p.SD / math.Sqrt(float64(len(xs)))
-	p.Lo, p.Hi = p.Mean-h, p.Mean+h
-	switch {
-	case p.Lo > 0:
-		p.Verdict = "gain"
-	case p.Hi < 0:
-		p.Verdict = "loss"
-	default:
-		p.Verdict = "no detectable difference"
-	}
-	return p
 }
 
 // PairBySeed matches arm and baseline runs by seed (only seeds both have,
