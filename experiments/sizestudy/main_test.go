@@ -18,6 +18,17 @@ func TestPairedDiff(t *testing.T) {
 	}
 }
 
+func TestEvalScale(t *testing.T) {
+	if s, err := evalScale("180x240"); err != nil || s != 0.5 {
+		t.Errorf("180x240: %v, %v; want 0.5", s, err)
+	}
+	for _, bad := range []string{"180x180", "x240", "0x0", "big"} {
+		if _, err := evalScale(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
 func TestExtraFlag(t *testing.T) {
 	var e extraFlag
 	if err := e.Set("kitti=/a/img:/a/msk"); err != nil || len(e) != 1 || e[0].Name != "extra_kitti" || e[0].Masks != "/a/msk" {
@@ -73,7 +84,7 @@ fi
 if [ "$cmd" = eval ]; then
   run=$(dirname "${a[--model]}")
   read alpha cl seed proj < "$run/args"
-  echo "eval $run ${a[--images]}" >> "$log"
+  echo "eval $run ${a[--images]} scale=${a[--scale]}" >> "$log"
   iou=$(awk -v a=$alpha -v c=$cl -v s=$seed 'BEGIN{b=0.5; if(a==1&&c==1)b=0.6; else if(a>0)b=0.52; printf "%.4f", b+0.001*s}')
   small=$(awk -v x=$iou 'BEGIN{printf "%.4f", x-0.05}')
   echo "{\"mean_iou\":0.7,\"classes\":[{\"iou\":0.9},{\"iou\":$iou}],\"groups\":{\"small\":{\"classes\":[{\"iou\":0.9},{\"iou\":$small}]},\"large\":{\"classes\":[{\"iou\":0.9},{\"iou\":$iou}]}},\"images\":3,\"seconds\":0.1}"
@@ -131,6 +142,10 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 	if !strings.Contains(string(calls), "baseline_s1 resume=1") {
 		t.Errorf("the interrupted run was not resumed:\n%s", calls)
 	}
+	// Scored at the training view's scale: 18×24 of 360×480 frames.
+	if evals, at := strings.Count(string(calls), "eval "), strings.Count(string(calls), "scale=0.05\n"); evals == 0 || at != evals {
+		t.Errorf("%d of %d scorings at the training scale 0.05:\n%s", at, evals, calls)
+	}
 	// Sequences apart.
 	for name, n := range map[string]int{"train_0016E5": 3, "select_0001TP": 2, "report_0006R0": 3, "val": 2} {
 		es, err := os.ReadDir(filepath.Join(cfg.Out, "data", name, "images"))
@@ -184,7 +199,7 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 		t.Errorf("the rerun called segtune again:\n%s", calls[before:])
 	}
 	// The plan counts nothing left.
-	st, err := newStudy(config{Out: cfg.Out, Assets: cfg.Assets, Bin: bin, Epochs: 3, Seeds1: 2, Seeds2: 3, Alphas: cfg.Alphas, CLambdas: cfg.CLambdas, EpochSeconds: 1, EvalSecondsPerImg: 0.1, Plan: true})
+	st, err := newStudy(config{Out: cfg.Out, Assets: cfg.Assets, Bin: bin, Crop: cfg.Crop, Epochs: 3, Seeds1: 2, Seeds2: 3, Alphas: cfg.Alphas, CLambdas: cfg.CLambdas, EpochSeconds: 1, EvalSecondsPerImg: 0.1, Plan: true})
 	if err != nil {
 		t.Fatal(err)
 	}
