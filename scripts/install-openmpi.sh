@@ -24,32 +24,9 @@ if [ "${1:-}" = "--check" ]; then
   exit 1
 fi
 
-if [ "$(id -u)" -eq 0 ]; then
-  as_root=()
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-  as_root=(sudo -n)
-else
-  say "OpenMPI (mpirun, pkg-config ompi-c) is missing, and installing it needs root."
-  say "Run as root (or with passwordless sudo): apt-get install -y ${PKGS[*]}"
-  exit 1
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  say "apt-get not found: install OpenMPI's launcher and development files (Debian: ${PKGS[*]}) yourself"
-  exit 1
-fi
-
-say "installing ${PKGS[*]} with apt-get"
-export DEBIAN_FRONTEND=noninteractive
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-if ! "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >"$log" 2>&1; then
-  # A fresh machine may have no package lists yet.
-  if ! { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${PKGS[@]}"; } >"$log" 2>&1; then
-    tail -n 20 "$log" >&2
-    say "apt-get install ${PKGS[*]} failed"
-    exit 1
-  fi
-fi
+. "$(dirname "$0")/apt.sh"
+apt_install "OpenMPI (mpirun, pkg-config ompi-c) is missing" \
+  "install OpenMPI's launcher and development files (Debian: ${PKGS[*]}) yourself" "${PKGS[@]}" || exit 1
 
 if ! have; then
   say "installed ${PKGS[*]}, but mpirun or pkg-config ompi-c is still missing"

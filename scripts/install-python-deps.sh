@@ -26,32 +26,9 @@ if have; then
   exit 0
 fi
 
-if [ "$(id -u)" -eq 0 ]; then
-  as_root=()
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-  as_root=(sudo -n)
-else
-  say "torch, torchvision and onnx do not import in $PY, and installing them needs root."
-  say "Run as root (or with passwordless sudo): apt-get install -y ${PKGS[*]}"
-  exit 1
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  say "apt-get not found: install ${PKGS[*]} (Debian 12 packages) or torch, torchvision and onnx for $PY yourself"
-  exit 1
-fi
-
-say "installing ${PKGS[*]} with apt-get"
-export DEBIAN_FRONTEND=noninteractive
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-if ! "${as_root[@]}" apt-get install -y -qq "${PKGS[@]}" >"$log" 2>&1; then
-  # A fresh machine may have no package lists yet.
-  if ! { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq "${PKGS[@]}"; } >"$log" 2>&1; then
-    tail -n 20 "$log" >&2
-    say "apt-get install ${PKGS[*]} failed"
-    exit 1
-  fi
-fi
+. "$(dirname "$0")/apt.sh"
+apt_install "torch, torchvision and onnx do not import in $PY" \
+  "install ${PKGS[*]} (Debian 12 packages) or torch, torchvision and onnx for $PY yourself" --recommends "${PKGS[@]}" || exit 1
 
 if ! have; then
   "$PY" -c 'import torch, torchvision, onnx' >&2 || true
