@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime"
 )
 
 func epochLosses(t *testing.T, dir string) []float64 {
@@ -241,5 +242,18 @@ func TestRefusesToOverwriteARun(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(out, "last.ckpt"))
 	if !slices.Equal(before, after) {
 		t.Fatal("the earlier checkpoint changed")
+	}
+}
+
+// Graphs for a device that will run on the CPU keep the CPU's Winograd
+// form: cpu, and auto where no CUDA provider prepares (this machine's
+// CUDA build, if any, finds no GPU in CI).
+func TestMayRunOnGPU(t *testing.T) {
+	if mayRunOnGPU("cpu") || mayRunOnGPU("") || !mayRunOnGPU("cuda") || !mayRunOnGPU("CUDA") {
+		t.Fatal("cpu compiled for the GPU or cuda for the CPU")
+	}
+	testassets.RequireORT(t)
+	if _, err := runtime.CUDADevices(); err != nil && mayRunOnGPU("auto") {
+		t.Errorf("auto compiled for the GPU where CUDA is unavailable (%v)", err)
 	}
 }

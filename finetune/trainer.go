@@ -319,7 +319,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Threads = cfg.Threads
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
 	// chooses its own convolution algorithms.
-	gc.DirectConvs = !strings.EqualFold(cfg.Device, runtime.DeviceCPU) && cfg.Device != ""
+	gc.DirectConvs = mayRunOnGPU(cfg.Device)
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
@@ -753,4 +753,18 @@ func (t *trainer) finish() (*Result, error) {
 		res.Table = history.EpochTable(recs)
 	}
 	return res, nil
+}
+
+// mayRunOnGPU reports whether sessions for device may run on the CUDA
+// provider: cuda, or auto where the provider prepared (an auto that will
+// fall back to the CPU is compiled for the CPU).
+func mayRunOnGPU(device string) bool {
+	switch strings.ToLower(device) {
+	case runtime.DeviceCUDA:
+		return true
+	case runtime.DeviceAuto:
+		_, err := runtime.CUDADevices()
+		return err == nil
+	}
+	return false
 }
