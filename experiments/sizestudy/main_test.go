@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/segtune/segtune/internal/stats"
 	"math"
 	"os"
 	"path/filepath"
@@ -207,5 +208,21 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 	st.estimate(&plan, st.storedBest())
 	if !strings.Contains(plan.String(), "20 runs (0 left)") {
 		t.Errorf("plan: %s", plan.String())
+	}
+}
+
+// A higher training loss or gap is reported as "higher", not as a gain;
+// a metric the baseline lacks (the size head's F1) is not paired.
+func TestMetricVerdict(t *testing.T) {
+	up := stats.TInterval([]float64{0.01, 0.012, 0.011})
+	base := map[int]float64{1: 0.02}
+	if v := mLoss.verdict(up, base); v != "higher" {
+		t.Errorf("training loss up: %q", v)
+	}
+	if v := mIoU.verdict(up, base); v != "gain" {
+		t.Errorf("IoU up: %q", v)
+	}
+	if v := mSizeF1.verdict(up, nil); v != "baseline has none" {
+		t.Errorf("size F1: %q", v)
 	}
 }

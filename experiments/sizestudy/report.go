@@ -26,10 +26,13 @@ import (
 type metric struct {
 	Name string
 	Get  func(r *runResult, set string) (float64, bool)
+	// Descriptive marks a metric that is neither better high nor low (the
+	// gap, the training loss): its verdict says "higher" or "lower".
+	Descriptive bool
 }
 
 func scoreMetric(name string, f func(s scores) *float64) metric {
-	return metric{name, func(r *runResult, set string) (float64, bool) {
+	return metric{Name: name, Get: func(r *runResult, set string) (float64, bool) {
 		if p := f(r.Scores[set]); p != nil {
 			return *p, true
 		}
@@ -38,21 +41,39 @@ func scoreMetric(name string, f func(s scores) *float64) metric {
 }
 
 func epochMetric(name, field string) metric {
-	return metric{name, func(r *runResult, _ string) (float64, bool) {
+	return metric{Name: name, Get: func(r *runResult, _ string) (float64, bool) {
 		v, ok := r.LastEpoch[field]
 		return v, ok
 	}}
+}
+
+// verdict is the interval's verdict for m: gain or loss for a score,
+// higher or lower for a descriptive metric, and "baseline has none" where
+// only the arm has the metric (the size head's F1).
+func (m metric) verdict(d stats.Interval, baseline map[int]float64) string {
+	v := d.Verdict()
+	switch {
+	case len(baseline) == 0:
+		return "baseline has none"
+	case m.Descriptive && v == "gain":
+		return "higher"
+	case m.Descriptive && v == "loss":
+		return "lower"
+	}
+	return v
 }
 
 var (
 	mIoU      = scoreMetric("person IoU", func(s scores) *float64 { return s.IoU })
 	mSmall    = scoreMetric("person IoU, small images", func(s scores) *float64 { return s.IoUSmall })
 	mLarge    = scoreMetric("person IoU, large images", func(s scores) *float64 { return s.IoULarge })
-	mGap      = scoreMetric("gap (large − small)", func(s scores) *float64 { return s.Gap })
+	mGap      = descriptive(scoreMetric("gap (large − small)", func(s scores) *float64 { return s.Gap }))
 	mSizeF1   = epochMetric("size head F1 (training, last epoch)", "size_f1_train")
-	mLoss     = metric{"training loss (last epoch)", func(r *runResult, _ string) (float64, bool) { return r.TrainLoss, true }}
+	mLoss     = metric{Name: "training loss (last epoch)", Get: func(r *runResult, _ string) (float64, bool) { return r.TrainLoss, true }, Descriptive: true}
 	reportMet = []metric{mIoU, mSmall, mLarge, mGap, mSizeF1, mLoss}
 )
+
+func descriptive(m metric) metric { m.Descriptive = true; return m }
 
 // values returns m of arm's runs over seeds, by seed.
 func (st *study) values(a arm, seeds []int, set string, m metric) map[int]float64 {
@@ -160,7 +181,7 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 			diff = pairedDiff(st.values(a, seeds, sel1, mIoU), base).String()
 		}
 		lam := fmt.Sprintf("%s / %s", col(epochMetric("", "reg_lambda_mean")), col(epochMetric("", "reg_lambda_max")))
-		minutes := stats.MeanSD(list(st.values(a, seeds, sel1, metric{"", func(r *runResult, _ string) (float64, bool) { return r.Seconds / 60, true }})))
+		minutes := stats.MeanSD(list(st.values(a, seeds, sel1, metric{Get: func(r *runResult, _ string) (float64, bool) { return r.Seconds / 60, true }})))
 		name := a.Name
 		if a.Key == sel.Best {
 			name = "**" + name + "** (selected)"
@@ -187,7 +208,7 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 		for _, m := range reportMet {
 			bv, av := st.values(baselineArm, st.seeds(2), ds.Name, m), st.values(best, st.seeds(2), ds.Name, m)
 			d := pairedDiff(av, bv)
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, stats.MeanSD(list(bv)), stats.MeanSD(list(av)), d, d.Verdict())
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, stats.MeanSD(list(bv)), stats.MeanSD(list(av)), d, m.verdict(d, bv))
 		}
 	}
 }
