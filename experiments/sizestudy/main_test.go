@@ -216,13 +216,16 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 func TestMetricVerdict(t *testing.T) {
 	up := stats.TInterval([]float64{0.01, 0.012, 0.011})
 	base := map[int]float64{1: 0.02}
-	if v := mLoss.verdict(up, base); v != "higher" {
+	if v := mLoss.verdict(up, base, base); v != "higher" {
 		t.Errorf("training loss up: %q", v)
 	}
-	if v := mIoU.verdict(up, base); v != "gain" {
+	if v := mIoU.verdict(up, base, base); v != "gain" {
 		t.Errorf("IoU up: %q", v)
 	}
-	if v := mSizeF1.verdict(up, nil); v != "baseline has none" {
+	if v := mSizeF1.verdict(up, nil, base); v != "baseline has none" {
 		t.Errorf("size F1: %q", v)
+	}
+	if v := mSmall.verdict(stats.TInterval(nil), nil, nil); v != "no values" {
+		t.Errorf("no small images: %q", v)
 	}
 }

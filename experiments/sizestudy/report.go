@@ -48,11 +48,14 @@ func epochMetric(name, field string) metric {
 }
 
 // verdict is the interval's verdict for m: gain or loss for a score,
-// higher or lower for a descriptive metric, and "baseline has none" where
-// only the arm has the metric (the size head's F1).
-func (m metric) verdict(d stats.Interval, baseline map[int]float64) string {
+// higher or lower for a descriptive metric, "baseline has none" where
+// only the arm has the metric (the size head's F1) and "no values" where
+// neither has (no small image in the set).
+func (m metric) verdict(d stats.Interval, baseline, arm map[int]float64) string {
 	v := d.Verdict()
 	switch {
+	case len(baseline) == 0 && len(arm) == 0:
+		return "no values"
 	case len(baseline) == 0:
 		return "baseline has none"
 	case m.Descriptive && v == "gain":
@@ -208,7 +211,7 @@ func (st *study) tables(w io.Writer, sel *selection, best arm) {
 		for _, m := range reportMet {
 			bv, av := st.values(baselineArm, st.seeds(2), ds.Name, m), st.values(best, st.seeds(2), ds.Name, m)
 			d := pairedDiff(av, bv)
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, stats.MeanSD(list(bv)), stats.MeanSD(list(av)), d, m.verdict(d, bv))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.Name, stats.MeanSD(list(bv)), stats.MeanSD(list(av)), d, m.verdict(d, bv, av))
 		}
 	}
 }
