@@ -22,12 +22,15 @@ import (
 //	                                       2×2 kernels of A⊗A, which also places the
 //	                                       2×2 output blocks (and adds the bias)
 //
-// and the backward pass is derived from these operators by the ordinary
-// rules: both gradient GEMMs (dU = dM·Vᵀ, dV = Uᵀ·dM) have the forward's
-// 16/36 of the direct convolution's multiplications, the transforms are
-// linear (their gradients are the transposed transforms: a stride-2
-// ConvTranspose for x, a stride-2 grouped Conv for M). The result is the same convolution up to float
-// rounding (max |diff| ~1e-6 of max |y| on DeepLabV3+'s decoder).
+// with V, M and Y computed one example at a time (winogradChunks: a Split
+// over the batch, a Concat of the outputs; N = 1 in the shapes above) and
+// U once. The backward pass is derived from these operators by the
+// ordinary rules: both gradient GEMMs (dU = dM·Vᵀ, dV = Uᵀ·dM) have the
+// forward's 16/36 of the direct convolution's multiplications, the
+// transforms are linear (their gradients are the transposed transforms: a
+// stride-2 ConvTranspose for x, a stride-2 grouped Conv for M). The result
+// is the same convolution up to float rounding (max |diff| ~1e-6 of max
+// |y| on DeepLabV3+'s decoder).
 //
 // Measured in ORT, forward + both gradients of the decoder conv
 // [8,304,32,32]→256, best of 5–7: one thread 377 → 229 ms, two threads
@@ -217,6 +220,7 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 // one example each: every chunk's transforms (V, 4× its input, kept for the
 // weight gradient; M and its layout change, 4× its output) are 1/N of the
 // whole batch's. ResNet-18 DeepLabV3+, batch 8, 128×128, peak RSS: 652 MiB
-// in one piece, 588 in 2 chunks, 560 in 4, 551 in 8 (direct convs 488–525,
-// PyTorch 541–556), at no measurable cost in time at one thread.
+// in one piece, 588 in 2 chunks, 560 in 4, 551–570 in 8 (direct convs
+// 488–525, PyTorch 534–587), with no time difference measurable under the
+// load of the machine it was measured on.
 func winogradChunks(nb int64) int64 { return max(nb, 1) }
