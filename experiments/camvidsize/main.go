@@ -17,8 +17,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/stats"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,18 +89,10 @@ var variants = []variant{
 
 // evalJSON is the part of `segtune eval --json` the table needs.
 type evalJSON struct {
-	MeanIoU *float64 `json:"mean_iou"`
-	Classes []struct {
-		IoU *float64 `json:"iou"`
-	} `json:"classes"`
-	Groups map[string]struct {
-		MeanIoU *float64 `json:"mean_iou"`
-		Classes []struct {
-			IoU *float64 `json:"iou"`
-		} `json:"classes"`
-	} `json:"groups"`
-	SizeGap   *float64 `json:"size_gap"`
-	Threshold float64  `json:"size_threshold"`
+	metrics.Report
+	Groups    map[string]metrics.Report `json:"groups"`
+	SizeGap   *float64                  `json:"size_gap"`
+	Threshold float64                   `json:"size_threshold"`
 }
 
 // study is what the command line asks for.
@@ -320,42 +313,14 @@ func printTable(w io.Writer, class string, rows []int, results [][]evalJSON, min
 					xs = append(xs, *p)
 				}
 			}
-			return meanStd(xs)
-		}
-		classIoU := func(cs []struct {
-			IoU *float64 `json:"iou"`
-		}) *float64 {
-			if len(cs) < 2 {
-				return nil
-			}
-			return cs[1].IoU
+			return stats.MeanSD(xs)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", v.name,
-			col(func(e evalJSON) *float64 { return classIoU(e.Classes) }),
+			col(func(e evalJSON) *float64 { return e.ClassIoU(1) }),
 			col(func(e evalJSON) *float64 { return e.MeanIoU }),
-			col(func(e evalJSON) *float64 { return classIoU(e.Groups["small"].Classes) }),
-			col(func(e evalJSON) *float64 { return classIoU(e.Groups["large"].Classes) }),
+			col(func(e evalJSON) *float64 { return e.Groups["small"].ClassIoU(1) }),
+			col(func(e evalJSON) *float64 { return e.Groups["large"].ClassIoU(1) }),
 			col(func(e evalJSON) *float64 { return e.SizeGap }),
-			meanStd(minutes[vi]))
+			stats.MeanSD(minutes[vi]))
 	}
-}
-
-// meanStd formats the mean ± sample standard deviation.
-func meanStd(xs []float64) string {
-	if len(xs) == 0 {
-		return "—"
-	}
-	var m float64
-	for _, x := range xs {
-		m += x
-	}
-	m /= float64(len(xs))
-	if len(xs) == 1 {
-		return fmt.Sprintf("%.3f", m)
-	}
-	var v float64
-	for _, x := range xs {
-		v += (x - m) * (x - m)
-	}
-	return fmt.Sprintf("%.3f ± %.3f", m, math.Sqrt(v/float64(len(xs)-1)))
 }

@@ -6,21 +6,6 @@ import (
 	"testing"
 )
 
-func TestMeanStd(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want string
-	}{
-		{nil, "—"},
-		{[]float64{0.5}, "0.500"},
-		{[]float64{0.5, 0.7, 0.9}, "0.700 ± 0.200"}, // sample std
-	} {
-		if got := meanStd(c.in); got != c.want {
-			t.Errorf("meanStd(%v) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // A run counts as finished only with its model exported and every epoch
 // logged; its training time is the epochs' seconds.
 func TestTrainedSeconds(t *testing.T) {

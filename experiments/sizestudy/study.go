@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/stats"
 	"io"
 	"math"
@@ -326,17 +327,10 @@ func (st *study) train(a arm, seed, phase int) (*runResult, error) {
 
 // evalJSON is the part of `segtune eval --json` the study reads.
 type evalJSON struct {
-	MeanIoU *float64 `json:"mean_iou"`
-	Classes []struct {
-		IoU *float64 `json:"iou"`
-	} `json:"classes"`
-	Groups map[string]struct {
-		Classes []struct {
-			IoU *float64 `json:"iou"`
-		} `json:"classes"`
-	} `json:"groups"`
-	Images  int     `json:"images"`
-	Seconds float64 `json:"seconds"`
+	metrics.Report
+	Groups  map[string]metrics.Report `json:"groups"`
+	Images  int                       `json:"images"`
+	Seconds float64                   `json:"seconds"`
 }
 
 // evaluate scores dir's last.ckpt on ds (cached in dir/eval_NAME.json):
@@ -370,21 +364,9 @@ func (st *study) evaluate(dir string, ds dataSet) (scores, error) {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return scores{}, fmt.Errorf("%s: %v", path, err)
 	}
-	person := func(cs []struct {
-		IoU *float64 `json:"iou"`
-	}) *float64 {
-		if len(cs) < 2 {
-			return nil
-		}
-		return cs[1].IoU
-	}
-	s := scores{IoU: person(e.Classes), MeanIoU: e.MeanIoU, Seconds: e.Seconds, Images: e.Images}
-	if g, ok := e.Groups["small"]; ok {
-		s.IoUSmall = person(g.Classes)
-	}
-	if g, ok := e.Groups["large"]; ok {
-		s.IoULarge = person(g.Classes)
-	}
+	const person = 1
+	s := scores{IoU: e.ClassIoU(person), MeanIoU: e.MeanIoU, Seconds: e.Seconds, Images: e.Images,
+		IoUSmall: e.Groups["small"].ClassIoU(person), IoULarge: e.Groups["large"].ClassIoU(person)}
 	if s.IoUSmall != nil && s.IoULarge != nil {
 		gap := *s.IoULarge - *s.IoUSmall
 		s.Gap = &gap

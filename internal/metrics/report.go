@@ -39,6 +39,15 @@ func NewReport(m *Confusion, names []string) Report {
 	return r
 }
 
+// ClassIoU is class k's IoU, nil when it is undefined or the report has no
+// class k.
+func (r Report) ClassIoU(k int) *float64 {
+	if k < 0 || k >= len(r.Classes) {
+		return nil
+	}
+	return r.Classes[k].IoU
+}
+
 // finite returns &v, or nil for NaN and infinities, which JSON cannot hold.
 func finite(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -33,3 +33,18 @@ func TestTInterval(t *testing.T) {
 		t.Errorf("MeanSD %q", s)
 	}
 }
+
+func TestMeanSD(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want string
+	}{
+		{nil, "—"},
+		{[]float64{0.5}, "0.500"},
+		{[]float64{0.5, 0.7, 0.9}, "0.700 ± 0.200"}, // sample std
+	} {
+		if got := MeanSD(c.in); got != c.want {
+			t.Errorf("MeanSD(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
