@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/segtune/segtune/experiments/internal/listflag"
 	"os"
 	"strings"
 )
@@ -73,21 +74,11 @@ func main() {
 	flag.Float64Var(&c.EpochSeconds, "epoch-seconds", 45, "seconds an epoch takes, for --plan before any run finished (measured: 42 s on the shared 2-core VM)")
 	flag.Float64Var(&c.EvalSecondsPerImg, "eval-seconds", 0.5, "seconds to score one image, for --plan")
 	flag.Parse()
-	c.Alphas, c.CLambdas, c.Extra, c.Log, c.Stdout = split(*alphas), split(*cl), extra, os.Stderr, os.Stdout
+	c.Alphas, c.CLambdas, c.Extra, c.Log, c.Stdout = listflag.Split(*alphas), listflag.Split(*cl), extra, os.Stderr, os.Stdout
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "sizestudy:", err)
 		os.Exit(1)
 	}
-}
-
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // run is the whole command: phase 1, selection, phase 2, report.

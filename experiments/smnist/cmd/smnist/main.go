@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/segtune/segtune/experiments/internal/listflag"
 	"log"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/segtune/segtune/dual"
@@ -92,13 +92,13 @@ func main() {
 	log.Printf("S-MNIST: %d training, %d test examples; mean foreground size %.1f px; |S+| = %d", d.Train.Len(), d.Test.Len(), d.MeanSize, pos)
 
 	var cfgs []smnist.Config
-	for _, h := range split(*heads) {
-		for _, a := range split(*alphas) {
+	for _, h := range listflag.Split(*heads) {
+		for _, a := range listflag.Split(*alphas) {
 			alpha, err := strconv.ParseFloat(a, 64)
 			if err != nil {
 				log.Fatalf("smnist: --alphas: %v", err)
 			}
-			scheds := split(*schedules)
+			scheds := listflag.Split(*schedules)
 			if alpha == 0 {
 				scheds = []string{smnist.ScheduleEpoch}
 			}
@@ -110,7 +110,7 @@ func main() {
 				if h == smnist.HeadLogits {
 					c.ScoreBound = *bound
 				}
-				c.Name = name(c, len(split(*heads)) > 1) + *tag
+				c.Name = name(c, len(listflag.Split(*heads)) > 1) + *tag
 				c.Log = func(s string) { log.Print(s) }
 				cfgs = append(cfgs, c)
 			}
@@ -200,14 +200,4 @@ func name(c smnist.Config, withHead bool) string {
 		n += " [" + c.Head + "]"
 	}
 	return n
-}
-
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -15,11 +15,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/segtune/segtune/experiments/internal/listflag"
 	"log"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/segtune/segtune/dual"
@@ -107,19 +107,9 @@ func main() {
 	log.Printf("done in %s (summed training time of all runs, this and earlier invocations: %.0f s)", time.Since(t0).Round(time.Second), res.WallS)
 }
 
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func floats(s, flagName string) []float64 {
 	var out []float64
-	for _, f := range split(s) {
+	for _, f := range listflag.Split(s) {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil {
 			log.Fatalf("smniststudy: %s: %v", flagName, err)
@@ -131,7 +121,7 @@ func floats(s, flagName string) []float64 {
 
 func seeds(s, flagName string) []uint64 {
 	var out []uint64
-	for _, f := range split(s) {
+	for _, f := range listflag.Split(s) {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
 			log.Fatalf("smniststudy: %s: %v", flagName, err)
