@@ -297,6 +297,17 @@ func TestConvWinograd(t *testing.T) {
 			if ops["Conv"] != n || ops["MatMul"] != 1+n || ops["ConvTranspose"] != n || ops["Split"] != split || ops["Concat"] != split {
 				t.Fatalf("eval graph ops %v, want the Winograd form in %d chunks (%d Conv, %d MatMul, %d ConvTranspose, %d Split and Concat)", ops, n, n, 1+n, n, split)
 			}
+			// The input transform's kernel [16,1,4,4] is one initializer
+			// that every chunk reads.
+			kernels := 0
+			for _, in := range gs.Eval.Proto.Graph.Initializer {
+				if slices.Equal(in.GetDims(), []int64{16, 1, 4, 4}) {
+					kernels++
+				}
+			}
+			if kernels != 1 {
+				t.Fatalf("%d input-transform kernels for %d chunks, want 1", kernels, n)
+			}
 			restore()
 			defer grad.SetWinograd(false)()
 			direct, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})

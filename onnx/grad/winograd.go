@@ -168,6 +168,22 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 	}
 	u0 := op("MatMul", []string{reshape(n.Input[1], k*ch, 9), b.constFloat(gk, []int64{9, 16})}, []int64{k * ch, 16})
 	u := op("Transpose", []string{reshape(u0, k, ch, 16)}, []int64{16, k, ch}, onnx.IntsAttr("perm", 2, 0, 1))
+	// Y = Aᵀ M A as a grouped stride-2 ConvTranspose with 2×2 kernels
+	// Awk[(k,ξ), 0, p, q] = Ak[2p+q, ξ] over M laid out [N, K·16, Th, Tw]:
+	// it also puts each tile's 2×2 outputs in place. (A MatMul with Ak and a
+	// Transpose interleaving the outputs took 21 ms more per conv, forward
+	// and backward, at one thread: ORT's Transpose copies element by element
+	// when the innermost axis moves, and runs on one thread.)
+	awk := make([]float64, k*16*4)
+	for kk := int64(0); kk < k; kk++ {
+		for xi := int64(0); xi < 16; xi++ {
+			for pq := int64(0); pq < 4; pq++ {
+				awk[(kk*16+xi)*4+pq] = ak[pq*16+xi]
+			}
+		}
+	}
+	// The transforms' kernels, one initializer each for all the chunks.
+	bkName, awkName := b.constFloat(bk, []int64{16, 1, 4, 4}), b.constFloat(awk, []int64{k * 16, 1, 2, 2})
 	chunks := winogradChunks(nb)
 	cn := nb / chunks
 	xc, yc := []string{n.Input[0]}, []string{n.Output[0]}
@@ -185,26 +201,12 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 	nb = cn
 	for i := range xc {
 		xr := reshape(xc[i], nb*ch, 1, h, w)
-		v0 := op("Conv", []string{xr, b.constFloat(bk, []int64{16, 1, 4, 4})}, []int64{nb * ch, 16, th, tw},
+		v0 := op("Conv", []string{xr, bkName}, []int64{nb * ch, 16, th, tw},
 			onnx.IntsAttr("strides", 2, 2), onnx.IntsAttr("pads", 1, 1, 1, 1), onnx.IntsAttr("kernel_shape", 4, 4))
 		v := reshape(op("Transpose", []string{reshape(v0, nb, ch, 16, t)}, []int64{16, ch, nb, t}, onnx.IntsAttr("perm", 2, 1, 0, 3)), 16, ch, nb*t)
 		m := op("MatMul", []string{u, v}, []int64{16, k, nb * t})
-		// Y = Aᵀ M A as a grouped stride-2 ConvTranspose with 2×2 kernels
-		// Awk[(k,ξ), 0, p, q] = Ak[2p+q, ξ] over M laid out [N, K·16, Th, Tw]:
-		// it also puts each tile's 2×2 outputs in place. (A MatMul with Ak and a
-		// Transpose interleaving the outputs took 21 ms more per conv, forward
-		// and backward, at one thread: ORT's Transpose copies element by element
-		// when the innermost axis moves, and runs on one thread.)
-		awk := make([]float64, k*16*4)
-		for kk := int64(0); kk < k; kk++ {
-			for xi := int64(0); xi < 16; xi++ {
-				for pq := int64(0); pq < 4; pq++ {
-					awk[(kk*16+xi)*4+pq] = ak[pq*16+xi]
-				}
-			}
-		}
 		m5 := op("Transpose", []string{reshape(m, 16, k, nb, t)}, []int64{nb, k, 16, t}, onnx.IntsAttr("perm", 2, 1, 0, 3))
-		ins := []string{reshape(m5, nb, k*16, th, tw), b.constFloat(awk, []int64{k * 16, 1, 2, 2})}
+		ins := []string{reshape(m5, nb, k*16, th, tw), awkName}
 		if len(n.Input) > 2 && n.Input[2] != "" {
 			ins = append(ins, n.Input[2])
 		}
