@@ -115,12 +115,7 @@ FUZZ_TARGETS := \
 	./projection:FuzzProject
 
 fuzz-short:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
-		out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || \
-			{ echo "$$out" | tail -n 40; exit 1; }; \
-	done
+	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 test-short: ort
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -short ./...
