@@ -130,8 +130,12 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 	t.Setenv("FAKE_LOG", logPath)
 	t.Setenv("FAKE_FAIL", filepath.Join(dir, "failed-once"))
 	var stderr bytes.Buffer
-	cfg := config{Out: filepath.Join(dir, "out"), Assets: fakeAssets(t, dir), Bin: bin, Epochs: 3, Seeds1: 2, Seeds2: 3,
+	assets := fakeAssets(t, dir)
+	// An --extra folder: the val images under another name.
+	extraImages, extraMasks := filepath.Join(assets, "data", "camvid", "images", "val"), filepath.Join(assets, "data", "camvid", "masks", "val")
+	cfg := config{Out: filepath.Join(dir, "out"), Assets: assets, Bin: bin, Epochs: 3, Seeds1: 2, Seeds2: 3,
 		Crop: "18x24", Batch: 2, Alphas: []string{"1", "10"}, CLambdas: []string{"0.1", "1"}, Phase: "all",
+		Extra:        []dataSet{{Name: "extra_other", Images: extraImages, Masks: extraMasks}},
 		EpochSeconds: 1, EvalSecondsPerImg: 0.1, Log: &stderr}
 	if err := run(cfg); err == nil {
 		t.Fatal("the first run was killed, yet the study went on")
@@ -184,6 +188,19 @@ func TestStudyWithFakeSegtune(t *testing.T) {
 	}
 	if !strings.Contains(string(tables), "(selected)") || !strings.Contains(string(tables), "report sequence 0006R0") {
 		t.Errorf("tables:\n%s", tables)
+	}
+	// Every run is scored on the extra folder, and phase 2 reports it.
+	runs, _ := os.ReadDir(filepath.Join(cfg.Out, "runs"))
+	for _, r := range runs {
+		if _, err := os.Stat(filepath.Join(cfg.Out, "runs", r.Name(), "eval_extra_other.json")); err != nil {
+			t.Errorf("run %s not scored on the extra folder: %v", r.Name(), err)
+		}
+	}
+	if !strings.Contains(string(calls), "eval "+filepath.Join(cfg.Out, "runs", "baseline_s3")+" "+extraImages+" ") {
+		t.Errorf("no scoring of baseline_s3 on %s:\n%s", extraImages, calls)
+	}
+	if !strings.Contains(string(tables), "extra folder other ("+extraImages+")") {
+		t.Errorf("tables lack the extra folder:\n%s", tables)
 	}
 	for _, f := range []string{"results.json", "curves.png", "paired.png"} {
 		if _, err := os.Stat(filepath.Join(cfg.Out, f)); err != nil {
