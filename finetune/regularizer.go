@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/models/network"
@@ -433,6 +434,34 @@ func (r *regularizer) state() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(regState{Reg: reg, Cache: cache})
+}
+
+// DualVariables reads the size regularizer's τ, λ, ε and μ from a
+// checkpoint, term after term: what two runs that should agree (ranks of
+// one job, a run and its resumption) are compared on. A checkpoint
+// without a regularizer gives none.
+func DualVariables(ck *checkpoint.Checkpoint) ([]float64, error) {
+	if len(ck.RegularizerState) == 0 {
+		return nil, nil
+	}
+	var st regState
+	if err := json.Unmarshal(ck.RegularizerState, &st); err != nil {
+		return nil, fmt.Errorf("regularizer state: %w", err)
+	}
+	var reg struct {
+		Terms []struct {
+			Tau, Lambda []float64
+			Eps, Mu     float64
+		} `json:"terms"`
+	}
+	if err := json.Unmarshal(st.Reg, &reg); err != nil {
+		return nil, fmt.Errorf("regularizer state: %w", err)
+	}
+	var out []float64
+	for _, term := range reg.Terms {
+		out = append(append(append(out, term.Tau...), term.Lambda...), term.Eps, term.Mu)
+	}
+	return out, nil
 }
 
 func (r *regularizer) restore(b []byte) error {
