@@ -334,6 +334,12 @@ func (t *trainer) setup(ctx context.Context) error {
 			return err
 		}
 		t.params = append(t.params, &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
+		// From here on the weight lives in t.params, and validationModel
+		// writes it back into a copy of the base: the base's own copy
+		// would hold the model's size of memory for the whole run.
+		if w := t.base.Initializer(p.GetName()); w != nil {
+			onnx.DropData(w)
+		}
 	}
 	if t.step, err = newStepper(gs, t.params, t.input, runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
 		return err

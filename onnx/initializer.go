@@ -62,6 +62,14 @@ func SetFloat32s(t *onnxpb.TensorProto, data []float32) error {
 	return nil
 }
 
+// DropData empties a tensor of its values, keeping its name, type and
+// dims: for a copy of a model whose values are kept elsewhere and written
+// back with SetFloat32s before it is used.
+func DropData(t *onnxpb.TensorProto) {
+	t.RawData, t.FloatData, t.DoubleData, t.Int32Data, t.Int64Data, t.Uint64Data, t.StringData = nil, nil, nil, nil, nil, nil, nil
+	t.ExternalData, t.DataLocation = nil, nil
+}
+
 // Float16s returns a FLOAT16 or BFLOAT16 tensor's values as their 16-bit
 // patterns, without conversion.
 func Float16s(t *onnxpb.TensorProto) ([]uint16, error) {

@@ -155,9 +155,13 @@ var DirectConvs bool
 // Stepper holds an open training session and its feeds.
 type Stepper struct {
 	Session *runtime.Session
-	Graphs  *grad.Graphs
-	inputs  []*runtime.Tensor
-	outs    []*runtime.Tensor // the first step's outputs, refilled by the next ones
+	// What Run reports of the compiled graph. The graph itself is not kept:
+	// its copy of the weights would be garbage that finetune does not hold
+	// either (the step's weights are the inputs below).
+	GraphNodes, ParamTensors int
+	Ops                      map[string]int
+	inputs                   []*runtime.Tensor
+	outs                     []*runtime.Tensor // the first step's outputs, refilled by the next ones
 }
 
 // NewStepper compiles model for training at batch×3×size×size.
@@ -205,7 +209,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 			classes = o.Shape[1]
 		}
 	}
-	st := &Stepper{Session: s, Graphs: gs}
+	st := &Stepper{Session: s, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
 	for _, x := range s.Inputs {
 		switch {
 		case x.Name == grad.TargetName:
@@ -251,8 +255,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
-		BuildSec: time.Since(t0).Seconds(), GraphNodes: len(st.Graphs.Training.Proto.Graph.Node), ParamTensor: len(st.Graphs.Params),
-		Ops: OpCounts(st.Graphs.Training)}
+		BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
 	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
 	for i := 0; i < warmup; i++ {
