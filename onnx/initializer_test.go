@@ -203,6 +203,31 @@ func TestSetFloat32sKeepsType(t *testing.T) {
 	}
 }
 
+// A dropped tensor keeps its type and dims, refuses to be read (never
+// zeros in place of the values) and takes its values back with
+// SetFloat32s.
+func TestDropData(t *testing.T) {
+	want := []float32{0.5, 4, -1, 8}
+	for _, dt := range floatTypes {
+		for _, st := range storages {
+			tensor := st.build(dt, []float64{1, 2, 3, 4})
+			DropData(tensor)
+			if tensor.GetDataType() != int32(dt) || len(tensor.GetDims()) == 0 {
+				t.Fatalf("%v/%s: type or dims lost", dt, st.name)
+			}
+			if v, err := Float32s(tensor); err == nil {
+				t.Errorf("%v/%s: a dropped tensor read as %v", dt, st.name, v)
+			}
+			if err := SetFloat32s(tensor, want); err != nil {
+				t.Fatalf("%v/%s: %v", dt, st.name, err)
+			}
+			if got, err := Float32s(tensor); err != nil || !slices.Equal(got, want) {
+				t.Errorf("%v/%s: read back %v, %v; want %v", dt, st.name, got, err, want)
+			}
+		}
+	}
+}
+
 func TestSetFloat32sErrors(t *testing.T) {
 	tensor := NewFloat32Tensor("w", []int64{2, 2}, []float32{1, 2, 3, 4})
 	before := slices.Clone(tensor.RawData)
