@@ -25,7 +25,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"github.com/segtune/segtune/experiments/internal/listflag"
@@ -128,14 +127,11 @@ func run(c config) error {
 	return st.report(sel, best)
 }
 
-// storedBest is the selection of an earlier invocation, if any.
+// storedBest is the arm an earlier invocation selected for this grid and
+// these seeds, if any.
 func (st *study) storedBest() *arm {
-	raw, err := os.ReadFile(st.cfg.Out + "/selection.json")
-	if err != nil {
-		return nil
-	}
-	var sel selection
-	if json.Unmarshal(raw, &sel) != nil {
+	sel, _ := st.storedSelection()
+	if sel == nil {
 		return nil
 	}
 	if a, ok := st.armByKey(sel.Best); ok {

@@ -246,3 +246,43 @@ func TestMetricVerdict(t *testing.T) {
 		t.Errorf("no small images: %q", v)
 	}
 }
+
+// A stored selection is kept only for the grid and the phase 1 seeds it
+// was made from: a rerun with more seeds or another grid selects again
+// (the reduced study's one-seed selection must not decide the full one).
+func TestStoredSelectionMatchesThePhase1(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config{Out: filepath.Join(dir, "out"), Assets: fakeAssets(t, dir), Crop: "18x24", Epochs: 3, Seeds1: 2, Seeds2: 3,
+		Alphas: []string{"1", "3"}, CLambdas: []string{"10"}, Plan: true}
+	st, err := newStudy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(sel selection) {
+		js, _ := json.Marshal(sel)
+		if err := os.WriteFile(filepath.Join(cfg.Out, "selection.json"), js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(selection{Best: "a1_c10", Arms: []string{"a1_c10", "a3_c10"}, Seeds: []int{1, 2}})
+	if sel, why := st.storedSelection(); sel == nil || sel.Best != "a1_c10" || why != "" {
+		t.Errorf("the matching selection was not kept: %v %q", sel, why)
+	}
+	if a := st.storedBest(); a == nil || a.Key != "a1_c10" {
+		t.Errorf("plan's stored arm %v", a)
+	}
+	for name, sel := range map[string]selection{
+		"one seed":        {Best: "a1_c10", Arms: []string{"a1_c10", "a3_c10"}, Seeds: []int{1}},
+		"another grid":    {Best: "a1_c10", Arms: []string{"a1_c10"}, Seeds: []int{1, 2}},
+		"no record":       {Best: "a1_c10"},
+		"arm not in grid": {Best: "a9_c10", Arms: []string{"a1_c10", "a3_c10"}, Seeds: []int{1, 2}},
+	} {
+		write(sel)
+		if got, why := st.storedSelection(); got != nil || !strings.Contains(why, "selecting again") {
+			t.Errorf("%s: kept %v (%q)", name, got, why)
+		}
+		if st.storedBest() != nil {
+			t.Errorf("%s: the plan used the stale selection", name)
+		}
+	}
+}

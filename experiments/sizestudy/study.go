@@ -416,6 +416,10 @@ type selection struct {
 	Criterion string             `json:"criterion"`
 	Scores    map[string]float64 `json:"scores"` // mean selection IoU per eligible arm
 	Collapsed []string           `json:"collapsed,omitempty"`
+	// Arms and Seeds are the grid and the phase 1 seeds it was made from:
+	// a rerun with another grid or more seeds selects again.
+	Arms  []string `json:"arms"`
+	Seeds []int    `json:"seeds"`
 }
 
 // collapseFactor: a run collapsed when its last epoch's training loss is
@@ -434,7 +438,7 @@ func (st *study) collapsed(r *runResult) bool {
 // collapsed in any seed.
 func (st *study) selectArm() (*selection, error) {
 	sel := &selection{Criterion: "mean person IoU on " + seqSelect + " over phase 1 seeds, last epoch; arms that collapsed in a seed (training loss > 3× the baseline's) left out",
-		Scores: map[string]float64{}}
+		Scores: map[string]float64{}, Arms: st.gridKeys(), Seeds: st.seeds(1)}
 	best := math.Inf(-1)
 	for _, a := range st.phase1Arms() {
 		if !a.Grid {
@@ -473,6 +477,17 @@ func (st *study) selectArm() (*selection, error) {
 	return sel, nil
 }
 
+// gridKeys are the keys of the arms selection chooses from.
+func (st *study) gridKeys() []string {
+	var keys []string
+	for _, a := range st.phase1Arms() {
+		if a.Grid {
+			keys = append(keys, a.Key)
+		}
+	}
+	return keys
+}
+
 func (st *study) armByKey(key string) (arm, bool) {
 	for _, a := range st.phase1Arms() {
 		if a.Key == key {
@@ -484,23 +499,39 @@ func (st *study) armByKey(key string) (arm, bool) {
 
 // loadOrSelect returns the stored selection, or selects and stores it.
 func (st *study) loadOrSelect() (*selection, error) {
-	path := filepath.Join(st.cfg.Out, "selection.json")
-	if raw, err := os.ReadFile(path); err == nil {
-		var sel selection
-		if err := json.Unmarshal(raw, &sel); err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		if _, ok := st.armByKey(sel.Best); ok {
-			return &sel, nil
-		}
-		fmt.Fprintf(st.cfg.Log, "%s names arm %q, not in this grid: selecting again\n", path, sel.Best)
+	sel, stale := st.storedSelection()
+	if sel != nil {
+		return sel, nil
+	}
+	if stale != "" {
+		fmt.Fprintln(st.cfg.Log, stale)
 	}
 	sel, err := st.selectArm()
 	if err != nil {
 		return nil, err
 	}
 	js, _ := json.MarshalIndent(sel, "", "  ")
-	return sel, atomicfile.Write(path, append(js, '\n'), 0o644)
+	return sel, atomicfile.Write(filepath.Join(st.cfg.Out, "selection.json"), append(js, '\n'), 0o644)
+}
+
+// storedSelection is OUT/selection.json when it was made from this
+// study's grid and phase 1 seeds; otherwise nil, and why it is not used
+// when there is one.
+func (st *study) storedSelection() (*selection, string) {
+	path := filepath.Join(st.cfg.Out, "selection.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ""
+	}
+	var sel selection
+	if err := json.Unmarshal(raw, &sel); err != nil {
+		return nil, fmt.Sprintf("%s: %v: selecting again", path, err)
+	}
+	if _, ok := st.armByKey(sel.Best); !ok || !slices.Equal(sel.Arms, st.gridKeys()) || !slices.Equal(sel.Seeds, st.seeds(1)) {
+		return nil, fmt.Sprintf("%s was made from arms %v and seeds %v, this study has %v and %v: selecting again",
+			path, sel.Arms, sel.Seeds, st.gridKeys(), st.seeds(1))
+	}
+	return &sel, ""
 }
 
 // planned lists the runs of the study in order, for the plan and the
