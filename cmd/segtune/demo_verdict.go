@@ -13,8 +13,9 @@ import (
 	"github.com/segtune/segtune/internal/stats"
 )
 
-// demoAlpha is the demo's regularizer weight (finetune's --alpha).
-const demoAlpha = 1.0
+// demoAlpha is the demo's regularizer weight (finetune's --alpha): the
+// one the CamVid study selected (docs/study.md), with c_λ at its default.
+const demoAlpha = 3.0
 
 // pairedIoU scores models a and b image by image on cfg's validation set:
 // each image's mean IoU under b minus under a, with the 95 % t interval
