@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -202,7 +203,7 @@ func TestDemoSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"baseline", "F1 α=1", "small", "large", "verdict: ", "over the 8 validation images"} {
+	for _, want := range []string{"baseline", fmt.Sprintf("F1 α=%g", demoAlpha), "small", "large", "verdict: ", "over the 8 validation images"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}
