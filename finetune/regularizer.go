@@ -448,17 +448,12 @@ func DualVariables(ck *checkpoint.Checkpoint) ([]float64, error) {
 	if err := json.Unmarshal(ck.RegularizerState, &st); err != nil {
 		return nil, fmt.Errorf("regularizer state: %w", err)
 	}
-	var reg struct {
-		Terms []struct {
-			Tau, Lambda []float64
-			Eps, Mu     float64
-		} `json:"terms"`
-	}
+	var reg dual.Regularizer
 	if err := json.Unmarshal(st.Reg, &reg); err != nil {
 		return nil, fmt.Errorf("regularizer state: %w", err)
 	}
 	var out []float64
-	for _, term := range reg.Terms {
+	for _, term := range reg.Terms() {
 		out = append(append(append(out, term.Tau...), term.Lambda...), term.Eps, term.Mu)
 	}
 	return out, nil
