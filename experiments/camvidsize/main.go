@@ -17,8 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/segtune/segtune/internal/metrics"
-	"github.com/segtune/segtune/internal/stats"
 	"io"
 	"os"
 	"os/exec"
@@ -30,6 +28,8 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/stats"
 )
 
 // target is the class whose object size the study is about.

@@ -27,9 +27,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/segtune/segtune/experiments/internal/listflag"
 	"os"
 	"strings"
+
+	"github.com/segtune/segtune/experiments/internal/listflag"
 )
 
 // extraFlag collects --extra NAME=IMAGES:MASKS.

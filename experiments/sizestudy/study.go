@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/segtune/segtune/internal/metrics"
-	"github.com/segtune/segtune/internal/stats"
 	"io"
 	"math"
 	"os"
@@ -20,6 +18,8 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/internal/stats"
 )
 
 // Sequences of CamVid's training folder that the study keeps apart: the

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/segtune/segtune/experiments/internal/listflag"
 	"log"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/experiments/internal/listflag"
 	"github.com/segtune/segtune/experiments/smnist"
 	"github.com/segtune/segtune/runtime"
 )
@@ -92,7 +92,8 @@ func main() {
 	log.Printf("S-MNIST: %d training, %d test examples; mean foreground size %.1f px; |S+| = %d", d.Train.Len(), d.Test.Len(), d.MeanSize, pos)
 
 	var cfgs []smnist.Config
-	for _, h := range listflag.Split(*heads) {
+	headList := listflag.Split(*heads)
+	for _, h := range headList {
 		for _, a := range listflag.Split(*alphas) {
 			alpha, err := strconv.ParseFloat(a, 64)
 			if err != nil {
@@ -110,7 +111,7 @@ func main() {
 				if h == smnist.HeadLogits {
 					c.ScoreBound = *bound
 				}
-				c.Name = name(c, len(listflag.Split(*heads)) > 1) + *tag
+				c.Name = name(c, len(headList) > 1) + *tag
 				c.Log = func(s string) { log.Print(s) }
 				cfgs = append(cfgs, c)
 			}

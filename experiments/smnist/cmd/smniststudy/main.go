@@ -15,7 +15,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/segtune/segtune/experiments/internal/listflag"
 	"log"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/experiments/internal/listflag"
 	"github.com/segtune/segtune/experiments/smnist"
 	"github.com/segtune/segtune/runtime"
 )
