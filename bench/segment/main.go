@@ -85,6 +85,9 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	if *runs < 1 {
+		return // -runs 0: the breakdown alone
+	}
 
 	// Bare: tensors decoded and stacked beforehand, timed Run calls only.
 	var batches [][]float32

@@ -16,7 +16,7 @@ import (
 // bench/convprobe times:
 //
 //	V = Bᵀ d B of every stride-2 tile      a 4×4 stride-2 Conv of each channel   [16, C, N·T]
-//	U = G g Gᵀ of every kernel             a MatMul with the 9×16 matrix G⊗G     [16, K, C]
+//	U = G g Gᵀ of every kernel             a Gemm with the 9×16 matrix G⊗G       [16, K, C]
 //	M = U · V                              one batched MatMul, 16 GEMMs          [16, K, N·T]
 //	Y = Aᵀ M A                             a grouped stride-2 ConvTranspose with the
 //	                                       2×2 kernels of A⊗A, which also places the
@@ -166,8 +166,13 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 			}
 		}
 	}
-	u0 := op("MatMul", []string{reshape(n.Input[1], k*ch, 9), b.constFloat(gk, []int64{9, 16})}, []int64{k * ch, 16})
-	u := op("Transpose", []string{reshape(u0, k, ch, 16)}, []int64{16, k, ch}, onnx.IntsAttr("perm", 2, 0, 1))
+	// U = Gkᵀ·Wᵀ, [16, K·C], in one Gemm whose flags do both transposes:
+	// no Transpose node here, and none in the backward pass, whose Uᵀ per
+	// slice ONNX Runtime then folds into its MatMuls (a Transpose of U took
+	// 5–8 ms a step at two threads on the decoder convs).
+	u0 := op("Gemm", []string{b.constFloat(gk, []int64{9, 16}), reshape(n.Input[1], k*ch, 9)}, []int64{16, k * ch},
+		onnx.IntAttr("transA", 1), onnx.IntAttr("transB", 1))
+	u := reshape(u0, 16, k, ch)
 	// Y = Aᵀ M A as a grouped stride-2 ConvTranspose with 2×2 kernels
 	// Awk[(k,ξ), 0, p, q] = Ak[2p+q, ξ] over M laid out [N, K·16, Th, Tw]:
 	// it also puts each tile's 2×2 outputs in place. (A MatMul with Ak and a
