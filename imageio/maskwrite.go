@@ -60,10 +60,18 @@ func WriteMaskPNG(path string, labels []uint8, w, h int, pal Palette) error {
 	return WritePNG(path, img)
 }
 
-// EncodePNG encodes img as PNG to w with the fast settings WritePNG uses.
-func EncodePNG(w io.Writer, img image.Image) error { return fastPNG.Encode(w, img) }
+// EncodePNG encodes img as PNG to w with the fast settings WritePNG uses;
+// opaque palette images (masks) take encodePalettedPNG's faster packing.
+func EncodePNG(w io.Writer, img image.Image) error {
+	if p, isPaletted := img.(*image.Paletted); isPaletted {
+		if ok, err := encodePalettedPNG(w, p); ok {
+			return err
+		}
+	}
+	return fastPNG.Encode(w, img)
+}
 
 // WritePNG encodes img as PNG at path, atomically.
 func WritePNG(path string, img image.Image) error {
-	return atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error { return fastPNG.Encode(w, img) })
+	return atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error { return EncodePNG(w, img) })
 }
