@@ -102,11 +102,13 @@ type Config struct {
 	GradInputs []string
 	// Threads is ONNX Runtime's thread count for the shape probe (0: default).
 	Threads int
-	// DirectConvs keeps every convolution a Conv node. By default large 3×3
-	// convolutions are rewritten into Winograd F(2,3) form (standard
-	// operators; same results up to float rounding), which runs faster in
-	// ONNX Runtime's CPU provider; GPU sessions, whose cuDNN convolutions
-	// pick their own algorithms, should set it.
+	// DirectConvs keeps every convolution a Conv node and every strided
+	// input gradient a ConvTranspose. By default large 3×3 convolutions are
+	// rewritten into Winograd F(2,3) form (standard operators; same results
+	// up to float rounding) and one-channel strided input gradients use
+	// Col2Im, which run faster in ONNX Runtime's CPU provider; GPU sessions,
+	// whose cuDNN convolutions pick their own algorithms and which have no
+	// Col2Im kernel, should set it.
 	DirectConvs bool
 }
 

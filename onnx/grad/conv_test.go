@@ -41,6 +41,11 @@ var convShapes = []struct {
 	{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
 	{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
 	{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	// One input channel and a stride: the input gradient is a Col2Im in
+	// the CPU form (the last one leaves a row and a column no window reads).
+	{"onechannel_s2", 1, 3, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+	{"onechannel_k4s2_dil2", 1, 2, 1, 4, 12, 11, []*onnxpb.AttributeProto{ais("dilations", 2, 1), ais("strides", 2, 3), ais("pads", 2, 0, 1, 1)}, false},
+	{"onechannel_s2_leftover", 1, 2, 1, 3, 10, 11, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
 }
 
 func convCases() []opCase {
@@ -307,6 +312,27 @@ func TestConvWinograd(t *testing.T) {
 			}
 			if kernels != 1 {
 				t.Fatalf("%d input-transform kernels for %d chunks, want 1", kernels, n)
+			}
+			// The input transform's adjoint: one Col2Im a chunk in the CPU
+			// form, none in the GPU form (DirectConvs; forced Winograd).
+			col2im := func(gs *grad.Graphs) int {
+				k := 0
+				for _, n := range gs.Training.Proto.Graph.Node {
+					if n.GetOpType() == "Col2Im" {
+						k++
+					}
+				}
+				return k
+			}
+			if k := col2im(gs); k != n {
+				t.Fatalf("%d Col2Im in the training graph for %d chunks, want one each", k, n)
+			}
+			gpu, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := col2im(gpu); k != 0 {
+				t.Fatalf("%d Col2Im in the DirectConvs (GPU) training graph, want none", k)
 			}
 			restore()
 			defer grad.SetWinograd(false)()

@@ -5,8 +5,8 @@
 //
 // # Pipeline
 //
-// Build clones the model, rewrites nodes of opsets older than 13 into their
-// opset-17 form (Split/Squeeze/Unsqueeze/ReduceSum axes as inputs, Upsample
+// Build clones the model, rewrites nodes of opsets older than 18 into their
+// opset-18 form (Split/Squeeze/Unsqueeze/Reduce* axes as inputs, Upsample
 // as Resize, Clip/Pad/Slice attributes as inputs...), turns Constant nodes
 // into initializers, runs the forward graph once in ONNX Runtime at the
 // training shapes to record every tensor's shape and element type, and folds
@@ -14,7 +14,7 @@
 // parameters (Shape → Gather/Slice → Concat → Resize sizes...) into
 // initializers. It then appends the loss, walks the nodes in reverse
 // topological order applying each operator's rule, and prunes everything
-// the requested outputs do not need. The emitted opset is max(model, 17).
+// the requested outputs do not need. The emitted opset is max(model, 18).
 //
 // Shapes are static: the batch size and spatial size are fixed when the
 // graph is built (Config.InputShapes). Build again for another size.
@@ -94,9 +94,9 @@
 //     freeze kinks and to recognise outputs affine in a parameter.
 //   - indexOutputs, the outputs holding indices rather than values
 //     (MaxPool's and TopK's Indices), into which no gradient flows.
-//   - upgrade, for an operator whose signature changed before opset 13: the
+//   - upgrade, for an operator whose signature changed before opset 18: the
 //     first opset whose nodes need no rewriting and the function, in
-//     upgrade.go, that rewrites older nodes into the opset-17 form.
+//     upgrade.go, that rewrites older nodes into the opset-18 form.
 //
 // Then add a finite-difference case to the family's table in the tests
 // (elementwiseCases, activationCases... listed in opTables in ops_test.go;

@@ -86,8 +86,8 @@ func register(op string, s opSpec) {
 		panic("grad: operator " + op + " has a rule, so it needs a nature through which gradient flows")
 	case s.rule == nil && len(s.indexOutputs) > 0:
 		panic("grad: operator " + op + " has index outputs but no rule")
-	case (s.upgrade.apply == nil) != (s.upgrade.since == 0) || s.upgrade.since > 13:
-		panic("grad: operator " + op + ": an upgrade needs a function and a first opset (13 at most) that needs none")
+	case (s.upgrade.apply == nil) != (s.upgrade.since == 0) || s.upgrade.since > targetOpset:
+		panic("grad: operator " + op + ": an upgrade needs a function and a first opset (targetOpset at most) that needs none")
 	case s.rule == nil && !s.nature.noGrad() && s.upgrade.apply == nil:
 		panic("grad: operator " + op + " is registered with nothing to say about it")
 	}

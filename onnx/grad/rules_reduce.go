@@ -4,7 +4,12 @@ import "fmt"
 
 func init() {
 	register("ReduceSum", opSpec{rule: reduceRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("axes", 1)}})
-	register("ReduceMean", opSpec{rule: reduceRule, nature: linear})
+	register("ReduceMean", opSpec{rule: reduceRule, nature: linear, upgrade: opsetUpgrade{18, moveAttrToInput("axes", 1)}})
+	// The other reductions have no rule (no gradient flows through them),
+	// but a graph stamped with opset 18 may only hold their input form.
+	for _, op := range []string{"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"} {
+		register(op, opSpec{upgrade: opsetUpgrade{18, moveAttrToInput("axes", 1)}})
+	}
 	register("ArgMax", opSpec{nature: stepwise})
 	register("ArgMin", opSpec{nature: stepwise})
 }

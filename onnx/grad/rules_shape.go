@@ -16,7 +16,7 @@ func init() {
 	register("Unsqueeze", opSpec{rule: reshapeBackRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("axes", 1)}})
 	register("Transpose", opSpec{rule: transposeRule, nature: linear})
 	register("Concat", opSpec{rule: concatRule, nature: linear})
-	register("Split", opSpec{rule: splitRule, nature: linear, upgrade: opsetUpgrade{13, moveAttrToInput("split", 1)}})
+	register("Split", opSpec{rule: splitRule, nature: linear, upgrade: opsetUpgrade{18, upgradeSplit}})
 	register("Slice", opSpec{rule: sliceRule, nature: linear, upgrade: opsetUpgrade{10, upgradeSlice}})
 	register("Pad", opSpec{rule: padRule, nature: linear, upgrade: opsetUpgrade{11, upgradePad}})
 	register("Cast", opSpec{rule: castRule, nature: linear})

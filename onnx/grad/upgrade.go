@@ -7,18 +7,20 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// targetOpset is the lowest default-domain opset the compiler emits: 17 has
+// targetOpset is the lowest default-domain opset the compiler emits: 18 has
 // every input-form operator the backward rules use (ReduceSum axes input,
-// Split split input, ScatterElements reduction="add" from 16), and ONNX
-// Runtime 1.30 supports it on CPU and CUDA. Models with a higher opset keep it.
-const targetOpset = 17
+// Split split input, ScatterElements reduction="add" from 16) and Col2Im
+// (the CPU form of one-channel strided input gradients, convInputGrad), and
+// ONNX Runtime 1.30 supports it on CPU and CUDA. Models with a higher opset
+// keep it.
+const targetOpset = 18
 
 // upgrade rewrites forward nodes written for an older opset into their
-// opset-17 form so the whole graph can be stamped with one opset. It only
+// targetOpset form so the whole graph can be stamped with one opset. It only
 // touches the operators whose registered upgrade starts after the model's
 // opset; everything else is already valid.
 func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
-	if from >= 13 {
+	if from >= targetOpset {
 		return nil
 	}
 	var out []*onnxpb.NodeProto
@@ -63,12 +65,23 @@ func attrToInput(n *onnxpb.NodeProto, name string, idx int, b *builder) {
 // names the opset from which its operator needs none.
 
 // moveAttrToInput makes the rewrite of an operator whose INTS attribute
-// became input idx (Split's split, Squeeze's axes... at 13).
+// became input idx (Split's split, Squeeze's axes... at 13; the other
+// reductions' axes at 18).
 func moveAttrToInput(name string, idx int) func(*onnxpb.NodeProto, *builder) error {
 	return func(n *onnxpb.NodeProto, b *builder) error {
 		attrToInput(n, name, idx, b)
 		return nil
 	}
+}
+
+// upgradeSplit moves Split's split attribute (before 13) to its input; a
+// Split without sizes names its output count, which opset 18 requires.
+func upgradeSplit(n *onnxpb.NodeProto, b *builder) error {
+	attrToInput(n, "split", 1, b)
+	if input(n, 1) == "" && attr(n, "num_outputs") == nil {
+		setAttr(n, onnx.IntAttr("num_outputs", int64(len(n.Output))))
+	}
+	return nil
 }
 
 // upgradeSoftmax keeps the pre-13 meaning of Softmax, LogSoftmax and
