@@ -24,7 +24,7 @@ func encodePalettedPNG(w io.Writer, m *image.Paletted) (ok bool, err error) {
 	b := m.Bounds()
 	width, height := b.Dx(), b.Dy()
 	n := len(m.Palette)
-	if width <= 0 || height <= 0 || n == 0 || n > 256 || int64(width)*int64(height) > 1<<31 {
+	if width <= 0 || height <= 0 || n == 0 || n > 256 {
 		return false, nil
 	}
 	plte := make([]byte, 0, 3*n)
