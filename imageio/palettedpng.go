@@ -14,12 +14,12 @@ import (
 // encodePalettedPNG writes an opaque palette image as PNG the way
 // image/png's encoder does (bit depth 1, 2, 4 or 8 by palette size,
 // unfiltered rows, BestSpeed deflate), but packs the rows in one tight
-// loop: image/png packs depths below 8 through an interface call per pixel,
-// which made a 480×360 two-class mask take about 1.1 ms of CPU, most of it
-// that call, while the model waits for the same cores. ok is false, and
-// nothing is written, when the image is not one this path handles (empty,
-// a palette colour not opaque, an index outside the palette); the caller
-// then uses image/png.
+// loop: image/png packs depths below 8 through an interface call per pixel
+// (a 480×360 two-class mask took 0.85–0.96 ms to encode, 0.37–0.40 here),
+// and segment's masks are encoded on the cores the model runs on. ok is
+// false, and nothing is written, when the image is not one this path
+// handles (empty, a palette colour not opaque, an index outside the
+// palette); the caller then uses image/png.
 func encodePalettedPNG(w io.Writer, m *image.Paletted) (ok bool, err error) {
 	b := m.Bounds()
 	width, height := b.Dx(), b.Dy()
