@@ -199,14 +199,10 @@ func col2imInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) s
 	kk, l := numel(ws[2:]), numel(ys[2:])
 	wt := b.transpose(b.reshape(w, []int64{cout, kk}), []int64{1, 0})
 	cols := b.op1("MatMul", []string{wt, b.reshape(dy, []int64{n, cout, l})}) // [N, kh·kw, L]
-	// End pads that give exactly ys windows over X: the forward's own,
-	// less what its floor division left over (never below zero).
-	pe := make([]int64, 2)
-	for i := range pe {
-		pe[i] = max(g.s[i]*(ys[i+2]-1)+(g.k[i]-1)*g.d[i]+1-g.pb[i]-xs[i+2], 0)
-	}
+	// The end pads that give exactly ys windows over X are those of the
+	// weight gradient's patch Conv.
 	return b.op1("Col2Im", []string{cols, b.ints(xs[2:]...), b.ints(g.k...)},
-		onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...))
+		onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, patchEndPads(xs, ys, g))...))
 }
 
 // flipSwapKernel turns Conv weights [G·Co, Ci, k...] into the weights of the
