@@ -3,14 +3,15 @@ package grad_test
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/runtime"
-
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/runtime"
 )
 
 // convShapes are the convolutions of the Conv cases, reused by
@@ -347,6 +348,46 @@ func TestConvWinograd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWinogradLayoutChangesFold: the Winograd form's layout changes are
+// Transposes ONNX Runtime folds into its MatMuls (FusedMatMul's transBatch
+// flags), V's in the forward pass and dM's, Vᵀ's and dV's in the backward
+// one; only the forward's M → [K, 16, T] is left, one a chunk. Written as
+// 4-D permutations, or with operands of unequal rank, ORT ran them all as
+// Transposes, single-threaded (4 a chunk).
+func TestWinogradLayoutChangesFold(t *testing.T) {
+	testassets.RequireORT(t)
+	const batch = 2
+	m := newOpModel(13)
+	m.node("Conv", []string{m.rand("x", batch, 3, 4, 6), m.rand("w", 4, 3, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
+	m.outs = []string{"y"}
+	defer grad.SetWinograd(true)()
+	gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := gs.Training.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	optimized := filepath.Join(t.TempDir(), "optimized.onnx")
+	s, err := runtime.NewSession(data, runtime.Options{Threads: 1, Tuning: runtime.Tuning{OptimizedModelPath: optimized}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	om, err := onnx.Load(optimized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, n := range om.Graph().GetNode() {
+		ops[n.GetOpType()]++
+	}
+	if ops["Transpose"] != batch || ops["FusedMatMul"] < 3*batch {
+		t.Fatalf("ONNX Runtime's graph has %d Transposes and %d FusedMatMuls, want %d (one a chunk) and at least %d", ops["Transpose"], ops["FusedMatMul"], batch, 3*batch)
 	}
 }
 

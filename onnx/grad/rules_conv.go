@@ -197,7 +197,10 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 func col2imInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) string {
 	n, cout := ys[0], ys[1]
 	kk, l := numel(ws[2:]), numel(ys[2:])
-	wt := b.transpose(b.reshape(w, []int64{cout, kk}), []int64{1, 0})
+	// Wᵀ as a batch of one, so that both operands have rank 3: ONNX Runtime
+	// folds a Transpose of dy that swaps its first two axes (Winograd's
+	// layout change) into the MatMul only then.
+	wt := b.reshape(b.transpose(b.reshape(w, []int64{cout, kk}), []int64{1, 0}), []int64{1, kk, cout})
 	cols := b.op1("MatMul", []string{wt, b.reshape(dy, []int64{n, cout, l})}) // [N, kh·kw, L]
 	// The end pads that give exactly ys windows over X are those of the
 	// weight gradient's patch Conv.

@@ -208,9 +208,20 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 		xr := reshape(xc[i], nb*ch, 1, h, w)
 		v0 := op("Conv", []string{xr, bkName}, []int64{nb * ch, 16, th, tw},
 			onnx.IntsAttr("strides", 2, 2), onnx.IntsAttr("pads", 1, 1, 1, 1), onnx.IntsAttr("kernel_shape", 4, 4))
-		v := reshape(op("Transpose", []string{reshape(v0, nb, ch, 16, t)}, []int64{16, ch, nb, t}, onnx.IntsAttr("perm", 2, 1, 0, 3)), 16, ch, nb*t)
-		m := op("MatMul", []string{u, v}, []int64{16, k, nb * t})
-		m5 := op("Transpose", []string{reshape(m, 16, k, nb, t)}, []int64{nb, k, 16, t}, onnx.IntsAttr("perm", 2, 1, 0, 3))
+		var v, m, m5 string
+		if nb == 1 {
+			// The layout changes as 3-D Transposes that swap the first two
+			// axes, the form ONNX Runtime folds into its MatMuls
+			// (FusedMatMul's transBatch flags): V's here, and dM's and
+			// Vᵀ's in the backward pass.
+			v = op("Transpose", []string{reshape(v0, ch, 16, t)}, []int64{16, ch, t}, onnx.IntsAttr("perm", 1, 0, 2))
+			m = op("MatMul", []string{u, v}, []int64{16, k, t})
+			m5 = op("Transpose", []string{m}, []int64{k, 16, t}, onnx.IntsAttr("perm", 1, 0, 2))
+		} else {
+			v = reshape(op("Transpose", []string{reshape(v0, nb, ch, 16, t)}, []int64{16, ch, nb, t}, onnx.IntsAttr("perm", 2, 1, 0, 3)), 16, ch, nb*t)
+			m = op("MatMul", []string{u, v}, []int64{16, k, nb * t})
+			m5 = op("Transpose", []string{reshape(m, 16, k, nb, t)}, []int64{nb, k, 16, t}, onnx.IntsAttr("perm", 2, 1, 0, 3))
+		}
 		ins := []string{reshape(m5, nb, k*16, th, tw), awkName}
 		if len(n.Input) > 2 && n.Input[2] != "" {
 			ins = append(ins, n.Input[2])
