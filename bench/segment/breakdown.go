@@ -81,6 +81,9 @@ func stageBreakdown(seg *segmenter.Segmenter, paths []string) error {
 				return err
 			}
 			inferT = append(inferT, time.Since(w0))
+			// As the pipeline does: the input goes back for the next image.
+			st.Recycle(prep.Input)
+			prep.Input = nil
 			t0 = cpuNow()
 			if err := st.Finish(p, prep, outs[0]); err != nil {
 				return err

@@ -43,8 +43,12 @@ type Stages struct {
 	// only: it is the one item's own Input when n is 1, and otherwise a
 	// buffer the pipeline reuses for the next batch.
 	Infer func(batch []float32, n int, shape Shape) ([]Output, error)
-	// Finish consumes one item's output (e.g. writes a mask).
+	// Finish consumes one item's output (e.g. writes a mask). Its Prepared
+	// has no Input: inference is done with it.
 	Finish func(path string, p Prepared, output Output) error
+	// Recycle, if set, is given each item's Input once inference is done
+	// with it, for a later Prepare to fill again (a pool).
+	Recycle func(input []float32)
 	// Estimate, if set, returns the bytes one Infer call over n items of
 	// shape takes; with the pipeline's own buffers it is checked against
 	// the memory limit (internal/memlimit) for every new shape, before
@@ -187,7 +191,9 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	// fast as the prepare workers take items.
 	var listErr error
 	var fed int
+	fedDone := make(chan struct{})
 	go func() {
+		defer close(fedDone)
 		defer close(jobs)
 		i := 0
 		defer func() { fed = i }()
@@ -204,7 +210,9 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 			}
 		}
 	}()
-	go func() { prepWG.Wait(); close(ready) }()
+	// Workers leave early when the run stops; ready is closed only once
+	// the feeder is done too, so that fed and listErr are settled.
+	go func() { prepWG.Wait(); <-fedDone; close(ready) }()
 
 	// Stage 3: finish, in parallel.
 	results := make(chan finished, 2*cfg.Batch)
@@ -254,6 +262,7 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 		}
 		inferOK = true
 		for i, p := range items {
+			p.Input = nil // recycled once the batch is done (flush)
 			results <- finished{prepared: p, output: outs[i]}
 		}
 		return nil
@@ -278,6 +287,11 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 			}
 		} else if err != nil {
 			inferFailed(pending[0], err, &inferErr, &failedRuns, inferOK, record, stop)
+		}
+		if st.Recycle != nil {
+			for _, p := range pending {
+				st.Recycle(p.Input)
+			}
 		}
 		pending = pending[:0]
 	}
@@ -305,9 +319,7 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	flush()
 	close(results)
 	finWG.Wait()
-	// ready is closed only after the feeder has closed jobs, so fed and
-	// listErr are settled here.
-	rep.Total = fed
+	rep.Total = fed // settled: ready is closed after the feeder is done
 	rep.Elapsed = time.Since(start)
 	slices.SortFunc(rep.Failures, func(a, b Failure) int {
 		switch {

@@ -270,3 +270,69 @@ func TestBatchesAreNotAllocatedAnew(t *testing.T) {
 		}
 	}
 }
+
+// Recycle gets every item's Input once, after inference, including items
+// of a batch the model failed on (retried one by one); Finish gets none.
+func TestRecycleGetsEveryInputOnce(t *testing.T) {
+	var mu sync.Mutex
+	made, recycled := map[*float32]int{}, map[*float32]int{}
+	inferred := map[*float32]bool{}
+	st := Stages{
+		Prepare: func(p string) (Prepared, error) {
+			in := []float32{0}
+			if p == "5" {
+				in[0] = -1 // the model fails on this one
+			}
+			mu.Lock()
+			made[&in[0]]++
+			mu.Unlock()
+			return Prepared{Input: in, Shape: Shape{1, 1, 1}}, nil
+		},
+		Infer: func(b []float32, n int, _ Shape) ([]Output, error) {
+			if slices.Contains(b, -1) {
+				return nil, errors.New("invalid input")
+			}
+			if n == 1 {
+				mu.Lock()
+				inferred[&b[0]] = true
+				mu.Unlock()
+			}
+			return make([]Output, n), nil
+		},
+		Finish: func(_ string, p Prepared, _ Output) error {
+			if p.Input != nil {
+				return errors.New("Finish got the Input")
+			}
+			return nil
+		},
+		Recycle: func(in []float32) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n, ok := made[&in[0]]; !ok || n != 1 {
+				t.Errorf("recycled an Input Prepare did not make")
+			}
+			recycled[&in[0]]++
+		},
+	}
+	paths := make([]string, 12)
+	for i := range paths {
+		paths[i] = fmt.Sprint(i)
+	}
+	rep, err := Run(paths, st, Config{Batch: 4})
+	if err != nil || rep.Succeeded != 11 || len(rep.Failures) != 1 {
+		t.Fatalf("%v, report %+v", err, rep)
+	}
+	if len(recycled) != len(made) {
+		t.Fatalf("%d Inputs recycled of %d made", len(recycled), len(made))
+	}
+	for _, n := range recycled {
+		if n != 1 {
+			t.Fatalf("an Input recycled %d times", n)
+		}
+	}
+	// The failed batch is retried image by image on the items' own
+	// Inputs, not yet recycled: three succeed alone.
+	if len(inferred) != 3 {
+		t.Fatalf("%d items inferred alone, want 3 of the failed batch", len(inferred))
+	}
+}
