@@ -153,7 +153,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 	sym, opadSym, symOK := make([]int64, nsp), make([]int64, nsp), true
 	for i := 0; i < nsp; i++ {
 		sym[i] = g.pb[i]
-		opadSym[i] = xs[i+2] - (g.s[i]*(ys[i+2]-1) + (g.k[i]-1)*g.d[i] + 1 - 2*g.pb[i])
+		opadSym[i] = g.pb[i] - endPad(g, i, xs[i+2], ys[i+2]) // the end pad pb, made up by output_padding
 		if opadSym[i] < 0 || opadSym[i] >= max(g.s[i], g.d[i]) {
 			symOK = false
 		}
@@ -170,7 +170,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 	needOpad := false
 	for i := 0; i < nsp; i++ {
 		// ConvTranspose size: s(ys−1) + ext + 1 − pb − pe = xs
-		pe[i] = g.s[i]*(ys[i+2]-1) + (g.k[i]-1)*g.d[i] + 1 - g.pb[i] - xs[i+2]
+		pe[i] = endPad(g, i, xs[i+2], ys[i+2])
 		if pe[i] < 0 {
 			opad[i], pe[i] = -pe[i], 0
 			needOpad = true
@@ -289,7 +289,7 @@ func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) st
 	}
 	pointwise = g.group == 1
 	for i := 0; i < nsp; i++ {
-		pe[i] = (g.k[i]-1)*g.d[i] + (ys[i+2]-1)*g.s[i] + 1 - xs[i+2] - g.pb[i]
+		pe[i] = endPad(g, i, xs[i+2], ys[i+2])
 		if pe[i] < 0 {
 			cropAxes = append(cropAxes, int64(i+2))
 			cropEnds = append(cropEnds, xs[i+2]+pe[i])
@@ -372,7 +372,7 @@ func convTransposeRule(c *gradCtx) ([]string, error) {
 		pe := make([]int64, nsp)
 		var cropAxes, cropEnds []int64
 		for i := 0; i < nsp; i++ {
-			pe[i] = geo.s[i]*(xs[i+2]-1) + (geo.k[i]-1)*geo.d[i] + 1 - ys[i+2] - geo.pb[i]
+			pe[i] = endPad(geo, i, ys[i+2], xs[i+2])
 			if pe[i] < 0 {
 				cropAxes = append(cropAxes, int64(i+2))
 				cropEnds = append(cropEnds, ys[i+2]+pe[i])
@@ -422,9 +422,18 @@ func patchEndPads(xs, ys []int64, g convGeom) []int64 {
 	nsp := len(xs) - 2
 	pe := make([]int64, nsp)
 	for i := 0; i < nsp; i++ {
-		pe[i] = max(0, (g.k[i]-1)*g.d[i]+(ys[i+2]-1)*g.s[i]+1-xs[i+2]-g.pb[i])
+		pe[i] = max(0, endPad(g, i, xs[i+2], ys[i+2]))
 	}
 	return pe
+}
+
+// endPad is the end pad, along spatial axis i, of a convolution with
+// geometry g from in to out elements: how far its last window reaches past
+// in, s(out−1) + (k−1)d + 1 − in − pb. Negative when the last elements of
+// in are never read; each caller turns that into what its operator takes
+// (a crop, an output_padding, or none).
+func endPad(g convGeom, i int, in, out int64) int64 {
+	return g.s[i]*(out-1) + (g.k[i]-1)*g.d[i] + 1 - in - g.pb[i]
 }
 
 // oneHotPatchKernel is the patch Conv's kernel: output channel c·taps+t
