@@ -218,8 +218,8 @@ func TestRunSeqStreamsSkipsAndStopsOnListError(t *testing.T) {
 
 // Inference gets a batch of one as the item's own Input, and larger batches
 // in one buffer reused from batch to batch: no fresh batch-sized allocation
-// on the inference goroutine (at two threads its page faults cost a tenth of
-// a 480×360 image's inference).
+// on the inference goroutine (its page faults took 2.5 ms a 480×360 image at
+// two threads, against about 30 ms of inference).
 func TestBatchesAreNotAllocatedAnew(t *testing.T) {
 	for _, batch := range []int{1, 3} {
 		inputs := map[*float32]bool{} // every Prepared.Input
