@@ -296,7 +296,7 @@ func TestConvWinograd(t *testing.T) {
 			for _, n := range gs.Eval.Proto.Graph.Node {
 				ops[n.GetOpType()]++
 			}
-			// One chunk an example (winogradChunks): the kernel transform
+			// One chunk an example: the kernel transform
 			// once (one Gemm), the rest per example.
 			n := int(tc.batch)
 			split := min(n-1, 1)

@@ -22,9 +22,8 @@ import (
 //	                                       2×2 kernels of A⊗A, which also places the
 //	                                       2×2 output blocks (and adds the bias)
 //
-// with V, M and Y computed one example at a time (winogradChunks: a Split
-// over the batch, a Concat of the outputs; N = 1 in the shapes above) and
-// U once. The backward pass is derived from these operators by the
+// with V, M and Y computed one example at a time (a Split over the batch,
+// a Concat of the outputs; N = 1 in the shapes above) and U once. The backward pass is derived from these operators by the
 // ordinary rules: both gradient GEMMs (dU = dM·Vᵀ, dV = Uᵀ·dM) have the
 // forward's 16/36 of the direct convolution's multiplications, the
 // transforms are linear (their gradients are the transposed transforms: a
@@ -189,56 +188,43 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 	}
 	// The transforms' kernels, one initializer each for all the chunks.
 	bkName, awkName := b.constFloat(bk, []int64{16, 1, 4, 4}), b.constFloat(awk, []int64{k * 16, 1, 2, 2})
-	chunks := winogradChunks(nb)
-	cn := nb / chunks
+	// One chunk an example: every chunk's transforms (V, 4× its input,
+	// kept for the weight gradient; M and its layout change, 4× its output)
+	// are 1/N of the whole batch's. ResNet-18 DeepLabV3+, batch 8, 128×128,
+	// peak RSS: 652 MiB in one piece, 588 in 2 chunks, 560 in 4, 551–570 in
+	// 8 (direct convs 488–525, PyTorch 534–587), with no time difference
+	// measurable under the load of the machine it was measured on.
 	xc, yc := []string{n.Input[0]}, []string{n.Output[0]}
-	if chunks > 1 {
+	if nb > 1 {
 		xc, yc = nil, nil
-		for range chunks {
+		for range nb {
 			x, y := b.fresh("wino_x"), b.fresh("wino_y")
 			c.names[x], c.names[y] = true, true
-			c.info[x] = &tensorInfo{shape: []int64{cn, ch, h, w}, dtype: c.floatType}
-			c.info[y] = &tensorInfo{shape: []int64{cn, k, h, w}, dtype: c.floatType}
+			c.info[x] = &tensorInfo{shape: []int64{1, ch, h, w}, dtype: c.floatType}
+			c.info[y] = &tensorInfo{shape: []int64{1, k, h, w}, dtype: c.floatType}
 			xc, yc = append(xc, x), append(yc, y)
 		}
-		b.opTo("Split", []string{n.Input[0], b.ints(slices.Repeat([]int64{cn}, int(chunks))...)}, xc, onnx.IntAttr("axis", 0))
+		b.opTo("Split", []string{n.Input[0], b.ints(ones(int(nb))...)}, xc, onnx.IntAttr("axis", 0))
 	}
-	nb = cn
 	for i := range xc {
-		xr := reshape(xc[i], nb*ch, 1, h, w)
-		v0 := op("Conv", []string{xr, bkName}, []int64{nb * ch, 16, th, tw},
+		xr := reshape(xc[i], ch, 1, h, w)
+		v0 := op("Conv", []string{xr, bkName}, []int64{ch, 16, th, tw},
 			onnx.IntsAttr("strides", 2, 2), onnx.IntsAttr("pads", 1, 1, 1, 1), onnx.IntsAttr("kernel_shape", 4, 4))
-		var v, m, m5 string
-		if nb == 1 {
-			// The layout changes as 3-D Transposes that swap the first two
-			// axes, the form ONNX Runtime folds into its MatMuls
-			// (FusedMatMul's transBatch flags): V's here, and dM's and
-			// Vᵀ's in the backward pass.
-			v = op("Transpose", []string{reshape(v0, ch, 16, t)}, []int64{16, ch, t}, onnx.IntsAttr("perm", 1, 0, 2))
-			m = op("MatMul", []string{u, v}, []int64{16, k, t})
-			m5 = op("Transpose", []string{m}, []int64{k, 16, t}, onnx.IntsAttr("perm", 1, 0, 2))
-		} else {
-			v = reshape(op("Transpose", []string{reshape(v0, nb, ch, 16, t)}, []int64{16, ch, nb, t}, onnx.IntsAttr("perm", 2, 1, 0, 3)), 16, ch, nb*t)
-			m = op("MatMul", []string{u, v}, []int64{16, k, nb * t})
-			m5 = op("Transpose", []string{reshape(m, 16, k, nb, t)}, []int64{nb, k, 16, t}, onnx.IntsAttr("perm", 2, 1, 0, 3))
-		}
-		ins := []string{reshape(m5, nb, k*16, th, tw), awkName}
+		// The layout changes are 3-D Transposes that swap the first two
+		// axes, the form ONNX Runtime folds into its MatMuls (FusedMatMul's
+		// transBatch flags): V's here, and dM's and Vᵀ's in the backward
+		// pass.
+		v := op("Transpose", []string{reshape(v0, ch, 16, t)}, []int64{16, ch, t}, onnx.IntsAttr("perm", 1, 0, 2))
+		m := op("MatMul", []string{u, v}, []int64{16, k, t})
+		m5 := op("Transpose", []string{m}, []int64{k, 16, t}, onnx.IntsAttr("perm", 1, 0, 2))
+		ins := []string{reshape(m5, 1, k*16, th, tw), awkName}
 		if len(n.Input) > 2 && n.Input[2] != "" {
 			ins = append(ins, n.Input[2])
 		}
 		b.opTo("ConvTranspose", ins, []string{yc[i]},
 			onnx.IntsAttr("strides", 2, 2), onnx.IntAttr("group", k), onnx.IntsAttr("kernel_shape", 2, 2))
 	}
-	if chunks > 1 {
+	if nb > 1 {
 		b.opTo("Concat", yc, []string{n.Output[0]}, onnx.IntAttr("axis", 0))
 	}
 }
-
-// winogradChunks is how many batch chunks a Winograd conv is computed in,
-// one example each: every chunk's transforms (V, 4× its input, kept for the
-// weight gradient; M and its layout change, 4× its output) are 1/N of the
-// whole batch's. ResNet-18 DeepLabV3+, batch 8, 128×128, peak RSS: 652 MiB
-// in one piece, 588 in 2 chunks, 560 in 4, 551–570 in 8 (direct convs
-// 488–525, PyTorch 534–587), with no time difference measurable under the
-// load of the machine it was measured on.
-func winogradChunks(nb int64) int64 { return max(nb, 1) }
