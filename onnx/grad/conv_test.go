@@ -263,8 +263,9 @@ func TestConvWeightGradSplit(t *testing.T) {
 	}
 }
 
-// TestConvWinograd checks the Winograd F(2,3) form of 3×3 pad-1 stride-1
-// convolutions (forced on at these small sizes): gradients against finite
+// TestConvWinograd checks the Winograd forms of 3×3 pad-1 stride-1
+// convolutions (forced on at these small sizes), F(4,3) where 4×4 blocks
+// tile the output and F(2,3) otherwise: gradients against finite
 // differences, and the forward output against the direct convolution.
 func TestConvWinograd(t *testing.T) {
 	for _, tc := range []struct {
@@ -272,10 +273,15 @@ func TestConvWinograd(t *testing.T) {
 		batch, cin, cout int64
 		h, w             int64
 		bias             bool
+		alpha            int64 // the input tile: 4 for F(2,3), 6 for F(4,3)
+		chunks           int   // about K/T examples a chunk (T: tiles an example)
 	}{
-		{"bias", 2, 3, 4, 6, 8, true},
-		{"nobias", 1, 2, 3, 4, 4, false},
-		{"wide", 2, 5, 2, 2, 10, true},
+		{"bias", 2, 3, 4, 6, 8, true, 4, 2},
+		{"nobias", 1, 2, 3, 4, 4, false, 6, 1},
+		{"wide", 2, 5, 2, 2, 10, true, 4, 2},
+		{"f4_per_example", 3, 3, 2, 8, 4, true, 6, 3},
+		{"f4_one_chunk", 2, 2, 4, 4, 4, true, 6, 1},
+		{"f4_ragged_chunks", 3, 2, 2, 4, 4, false, 6, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newOpModel(13)
@@ -296,23 +302,21 @@ func TestConvWinograd(t *testing.T) {
 			for _, n := range gs.Eval.Proto.Graph.Node {
 				ops[n.GetOpType()]++
 			}
-			// One chunk an example: the kernel transform
-			// once (one Gemm), the rest per example.
-			n := int(tc.batch)
+			// The kernel transform once (one Gemm), the rest a chunk of
+			// examples at a time.
+			n := tc.chunks
 			split := min(n-1, 1)
 			if ops["Conv"] != n || ops["Gemm"] != 1 || ops["MatMul"] != n || ops["ConvTranspose"] != n || ops["Split"] != split || ops["Concat"] != split {
 				t.Fatalf("eval graph ops %v, want the Winograd form in %d chunks (%d Conv, 1 Gemm, %d MatMul, %d ConvTranspose, %d Split and Concat)", ops, n, n, n, n, split)
 			}
-			// The input transform's kernel [16,1,4,4] is one initializer
-			// that every chunk reads.
 			kernels := 0
 			for _, in := range gs.Eval.Proto.Graph.Initializer {
-				if slices.Equal(in.GetDims(), []int64{16, 1, 4, 4}) {
+				if slices.Equal(in.GetDims(), []int64{tc.alpha * tc.alpha, 1, tc.alpha, tc.alpha}) {
 					kernels++
 				}
 			}
 			if kernels != 1 {
-				t.Fatalf("%d input-transform kernels for %d chunks, want 1", kernels, n)
+				t.Fatalf("%d input-transform kernels of %d×%d tiles, want 1", kernels, tc.alpha, tc.alpha)
 			}
 			// The input transform's adjoint: one Col2Im a chunk in the CPU
 			// form, none in the GPU form (DirectConvs; forced Winograd).
@@ -351,17 +355,15 @@ func TestConvWinograd(t *testing.T) {
 	}
 }
 
-// TestWinogradLayoutChangesFold: the Winograd form's layout changes are
-// Transposes ONNX Runtime folds into its MatMuls (FusedMatMul's transBatch
-// flags), V's in the forward pass and dM's, Vᵀ's and dV's in the backward
-// one; only the forward's M → [K, 16, T] is left, one a chunk. Written as
-// 4-D permutations, or with operands of unequal rank, ORT ran them all as
-// Transposes, single-threaded (4 a chunk).
+// TestWinogradLayoutChangesFold: the Winograd form's 3-D layout changes
+// are Transposes ONNX Runtime folds into its MatMuls (FusedMatMul's
+// transBatch flags), V's in the forward pass and Vᵀ's and dV's in the
+
 func TestWinogradLayoutChangesFold(t *testing.T) {
 	testassets.RequireORT(t)
-	const batch = 2
+	// Two examples in one chunk (F(4,3): four tiles an example, K = 8).
 	m := newOpModel(13)
-	m.node("Conv", []string{m.rand("x", batch, 3, 4, 6), m.rand("w", 4, 3, 3, 3), m.rand("b", 4)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
+	m.node("Conv", []string{m.rand("x", 2, 3, 8, 8), m.rand("w", 8, 3, 3, 3), m.rand("b", 8)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
 	m.outs = []string{"y"}
 	defer grad.SetWinograd(true)()
 	gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
@@ -385,9 +387,16 @@ func TestWinogradLayoutChangesFold(t *testing.T) {
 	ops := map[string]int{}
 	for _, n := range om.Graph().GetNode() {
 		ops[n.GetOpType()]++
+		if n.GetOpType() == "Transpose" {
+			for _, a := range n.GetAttribute() {
+				if a.GetName() == "perm" && len(a.GetInts()) != 4 {
+					t.Errorf("ONNX Runtime left Transpose %s with perm %v unfolded", n.GetName(), a.GetInts())
+				}
+			}
+		}
 	}
-	if ops["Transpose"] != batch || ops["FusedMatMul"] < 3*batch {
-		t.Fatalf("ONNX Runtime's graph has %d Transposes and %d FusedMatMuls, want %d (one a chunk) and at least %d", ops["Transpose"], ops["FusedMatMul"], batch, 3*batch)
+	if ops["Transpose"] != 4 || ops["FusedMatMul"] < 3 {
+		t.Fatalf("ONNX Runtime's graph has %d Transposes and %d FusedMatMuls, want 4 and at least 3", ops["Transpose"], ops["FusedMatMul"])
 	}
 }
 
