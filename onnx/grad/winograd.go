@@ -259,18 +259,19 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 			}
 		}
 	}
+	// The transforms' kernels, one initializer each for all the chunks.
 	bkName, awkName := b.constFloat(bk, []int64{a2, 1, al, al}), b.constFloat(awk, []int64{k * a2, 1, m, m})
-	// The batch in chunks of g examples: in a chunk, the input transform of
-	// every channel of every example, V's tiles of its examples side by side
-	// ([α², C, E·T], so that one product takes them all), and the output
-	// transform of the chunk.
-	g := winogradChunk(nb, k, t)
+	// The batch in chunks of E examples (winogradChunk): in a chunk, the
+	// input transform of every channel of every example, V's tiles of its
+	// examples side by side ([α², C, E·T], so that one product takes them
+	// all), and the output transform of the chunk.
+	per := winogradChunk(nb, k, t)
 	xc, yc := []string{n.Input[0]}, []string{n.Output[0]}
-	if g < nb {
+	if per < nb {
 		var sizes []int64
 		xc, yc = nil, nil
-		for e := int64(0); e < nb; e += g {
-			ne := min(g, nb-e)
+		for first := int64(0); first < nb; first += per {
+			ne := min(per, nb-first)
 			sizes = append(sizes, ne)
 			x, y := b.fresh("wino_x"), b.fresh("wino_y")
 			c.names[x], c.names[y] = true, true
@@ -304,7 +305,7 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 	}
 }
 
-// winogradChunk returns how many examples a chunk of the Winograd form
+// winogradChunk returns E, how many examples a chunk of the Winograd form
 // takes: about K/T, so that a chunk's V ([α², C, E·T]) is about the size of
 // U ([α², K, C]) and its product about square. Larger chunks keep larger
 // transients (V, M and their gradients and layout changes, at the top of
@@ -312,7 +313,7 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 // more kernel gradients, one a chunk, alive until they are summed (ORT
 // computes them all first). ResNet-18 DeepLabV3+, batch 8, 128×128
 // (K = 256, T = 64), F(4,3), peak RSS at one thread: chunks of 8 examples
-// 514–519 MiB, of 4 488–489, of 2 502–512, of 1 541–545 (two threads).
+// 514–519 MiB, of 4 486–500, of 2 502–512, of 1 541–545 (two threads).
 func winogradChunk(nb, k, t int64) int64 {
 	return max(1, min(nb, (k+t-1)/t))
 }
