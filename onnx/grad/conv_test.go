@@ -358,7 +358,10 @@ func TestConvWinograd(t *testing.T) {
 // TestWinogradLayoutChangesFold: the Winograd form's 3-D layout changes
 // are Transposes ONNX Runtime folds into its MatMuls (FusedMatMul's
 // transBatch flags), V's in the forward pass and Vᵀ's and dV's in the
-
+// backward one. Left are the four that move the examples of a chunk (V's
+// and M's, forward and backward). Written as 4-D permutations, or with
+// operands of unequal rank, the swaps were not folded: ORT ran them as
+// Transposes, single-threaded.
 func TestWinogradLayoutChangesFold(t *testing.T) {
 	testassets.RequireORT(t)
 	// Two examples in one chunk (F(4,3): four tiles an example, K = 8).
