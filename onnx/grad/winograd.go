@@ -58,7 +58,8 @@ const (
 var winogradMode = winoAuto
 
 // winogradPays: DeepLabV3+'s decoder convs (256+ channels in and out, 32×32
-// maps and larger) gain at one and two threads; see above.
+// maps and larger) gain at one and two threads; see above. The rule was
+// fitted with F(2,3); whether F(4,3) pays on smaller convs is not measured.
 func winogradPays(c, k, h, w int64) bool {
 	return c >= 256 && k >= 256 && h*w >= 32*32
 }
