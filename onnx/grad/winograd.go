@@ -183,41 +183,34 @@ func winoTileFor(h, w int64) winoTile {
 	return winoF2
 }
 
-// kernels returns the transforms as convolution kernels: Bk[αa+b, 0, r, s]
-// = Bᵀ[a,r]·Bᵀ[b,s] ([α², 1, α, α]), Gk[3i+j, αa+b] = G[a,i]·G[b,j]
-// ([9, α²]) and Ak[mp+q, αa+b] = Aᵀ[p,a]·Aᵀ[q,b] ([m², α²]).
+// kernels returns the transforms as convolution kernels, each the
+// Kronecker product of a matrix with itself: Bk = Bᵀ⊗Bᵀ ([α², 1, α, α]:
+// Bk[αa+b, 0, r, s] = Bᵀ[a,r]·Bᵀ[b,s]), Gk = Gᵀ⊗Gᵀ ([9, α²]: Gk[3i+j, αa+b]
+// = G[a,i]·G[b,j]) and Ak = Aᵀ⊗Aᵀ ([m², α²]).
 func (t winoTile) kernels() (bk, gk, ak []float64) {
-	al := int(t.alpha())
-	m := int(t.m)
-	for a := range al {
-		for b := range al {
-			for r := range al {
-				for s := range al {
-					bk = append(bk, t.bt[a][r]*t.bt[b][s])
+	gt := make([][]float64, 3)
+	for i := range gt {
+		for _, row := range t.g {
+			gt[i] = append(gt[i], row[i])
+		}
+	}
+	return kronSelf(t.bt), kronSelf(gt), kronSelf(t.at)
+}
+
+// kronSelf returns x⊗x row-major: element (r·i+i′, c·j+j′) is x[i][j]·x[i′][j′]
+// for x with r rows of c.
+func kronSelf(x [][]float64) []float64 {
+	var out []float64
+	for _, a := range x {
+		for _, b := range x {
+			for _, v := range a {
+				for _, w := range b {
+					out = append(out, v*w)
 				}
 			}
 		}
 	}
-	gk = make([]float64, 9*al*al)
-	for i := range 3 {
-		for j := range 3 {
-			for a := range al {
-				for b := range al {
-					gk[(3*i+j)*al*al+al*a+b] = t.g[a][i] * t.g[b][j]
-				}
-			}
-		}
-	}
-	for p := range m {
-		for q := range m {
-			for a := range al {
-				for b := range al {
-					ak = append(ak, t.at[p][a]*t.at[q][b])
-				}
-			}
-		}
-	}
-	return bk, gk, ak
+	return out
 }
 
 // winogradConv emits n's Winograd form into b (see above).
