@@ -46,6 +46,10 @@ static char *st_init(const char *lib) {
 	return NULL;
 }
 
+// st_handles hands the shim's API table and environment to the other cgo
+// files of the package (device.go), whose preambles cannot see these statics.
+static void st_handles(const OrtApi **api, OrtEnv **env) { *api = st_api; *env = st_env; }
+
 static char *st_dlopen_global(const char *path) {
 	if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == NULL) return strdup(dlerror());
 	return NULL;
@@ -138,6 +142,18 @@ func shimInit() error {
 		return fmt.Errorf("ONNX Runtime C API at %s: %w", lib, err)
 	}
 	return nil
+}
+
+// shimHandles returns ONNX Runtime's C API table and the process's
+// environment, connecting the shim first.
+func shimHandles() (*C.OrtApi, *C.OrtEnv, error) {
+	if err := shimInit(); err != nil {
+		return nil, nil, err
+	}
+	var api *C.OrtApi
+	var env *C.OrtEnv
+	C.st_handles(&api, &env)
+	return api, env, nil
 }
 
 // dlopenGlobal loads a shared library with RTLD_NOW|RTLD_GLOBAL, so that
