@@ -110,6 +110,13 @@ type Config struct {
 	// whose cuDNN convolutions pick their own algorithms and which have no
 	// Col2Im kernel, should set it.
 	DirectConvs bool
+	// WeightGradConv writes every non-pointwise Conv weight gradient as one
+	// Conv with the roles of input and kernel transposed (x as [Ci, N, …]
+	// correlated with dy as [Co, N, …]), which cuDNN runs as a weight-
+	// gradient convolution, instead of im2col patches and a batched MatMul,
+	// which suit ONNX Runtime's CPU GEMMs but materialise kh·kw copies of
+	// the input (0.9 GB per decoder conv at batch 8, 512²).
+	WeightGradConv bool
 }
 
 // isLiteral reports whether a Trainable entry names one tensor exactly: a

@@ -468,3 +468,57 @@ func TestWinogradChoice(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightGradConvConfig: Config.WeightGradConv compiles every Conv weight
+// gradient as the transposed-roles Conv — the same graph, byte for byte, as
+// the form TestConvWeightGradForms checks numerically with im2col off — and
+// no im2col patches (a Conv whose kernel is the one-hot patch constant).
+func TestWeightGradConvConfig(t *testing.T) {
+	build := func(wgradConv bool) *onnx.Model {
+		m := newOpModel(13)
+		x := m.rand("x", 2, 3, 9, 8)
+		m.node("Conv", []string{x, m.rand("w", 4, 3, 3, 3)}, []string{"h"}, ais("pads", 1, 1, 1, 1))
+		m.node("Conv", []string{"h", m.rand("dw", 4, 1, 3, 3)}, []string{"y"}, ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ai("group", 4))
+		m.outs = []string{"y"}
+		gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
+			GradInputs: m.outs, DirectConvs: true, WeightGradConv: wgradConv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gs.Training
+	}
+	patchConvs := func(m *onnx.Model) int {
+		consts := map[string]bool{}
+		for _, in := range m.Proto.Graph.Initializer {
+			consts[in.GetName()] = true
+		}
+		n := 0
+		for _, node := range m.Proto.Graph.Node {
+			if node.GetOpType() == "Conv" && len(node.Input) > 1 && consts[node.Input[1]] && !slices.Contains([]string{"w", "dw"}, node.Input[1]) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := patchConvs(build(false)); n == 0 {
+		t.Fatal("the default (CPU) form has no patch Conv: the check below proves nothing")
+	}
+	got := build(true)
+	if n := patchConvs(got); n != 0 {
+		t.Errorf("WeightGradConv left %d patch Convs", n)
+	}
+	old := grad.SetIm2colWeightGrad(false)
+	want := build(false)
+	grad.SetIm2colWeightGrad(old)
+	a, err := got.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := want.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Error("WeightGradConv's graph differs from the transposed-roles form TestConvWeightGradForms checks")
+	}
+}

@@ -100,7 +100,7 @@ func convRule(c *gradCtx) ([]string, error) {
 		dx[0] = convInputGrad(c.builder, dy, w, ys, ws, xs, geo, !c.c.cfg.DirectConvs)
 	}
 	if c.wants(1) {
-		dx[1] = convWeightGrad(c.builder, x, dy, xs, ys, ws, geo)
+		dx[1] = convWeightGrad(c.builder, x, dy, xs, ys, ws, geo, !c.c.cfg.WeightGradConv)
 	}
 	if c.wants(2) {
 		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
@@ -270,8 +270,9 @@ var flipByMatMul = true
 // convWeightGrad returns the gradient of Conv's weights [G·Co, Ci, k...]
 // given input x [N, G·Ci, in...] and output gradient dy [N, G·Co, out...]:
 // a correlation of x with dy summed over the batch, written as a Conv whose
-// kernel is dy (dilations = forward strides, strides = forward dilations).
-func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) string {
+// kernel is dy (dilations = forward strides, strides = forward dilations),
+// or, where patches is set (the CPU form), im2colConvWeightGrad.
+func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom, patches bool) string {
 	nsp := len(xs) - 2
 	n := xs[0]
 	// End pads that make the correlation exactly k wide; a negative one
@@ -284,7 +285,7 @@ func convWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeom) st
 			pointwise = false
 		}
 	}
-	if !pointwise && im2colWeightGrad {
+	if !pointwise && patches && im2colWeightGrad {
 		return im2colConvWeightGrad(b, x, dy, xs, ys, ws, g)
 	}
 	pointwise = g.group == 1
@@ -388,7 +389,7 @@ func convTransposeRule(c *gradCtx) ([]string, error) {
 	}
 	if c.wants(1) {
 		// Conv weight gradient with the roles of input and output swapped.
-		dx[1] = convWeightGrad(c.builder, dy, x, ys, xs, ws, geo)
+		dx[1] = convWeightGrad(c.builder, dy, x, ys, xs, ws, geo, !c.c.cfg.WeightGradConv)
 	}
 	if c.wants(2) {
 		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
