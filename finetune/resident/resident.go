@@ -1,0 +1,522 @@
+// Package resident runs training steps whose state never leaves the
+// execution provider's memory: the parameters, their gradients and the
+// optimiser's moments are device tensors, the training graph and the
+// optimiser graph (optgraph) are bound to them once, and a step crosses to
+// the host only with what Go reads — the loss, the gradient norm and any
+// outputs asked for. On the CPU provider the same code runs in host memory,
+// which is how it is tested against the Go optimiser.
+//
+// Parameters, gradients and each moment lie in one flat buffer apiece (the
+// optgraph.Layout), so the optimiser is a handful of full-buffer kernels
+// rather than a few per tensor; the training graph sees views of those
+// buffers. The parameters and moments are ping-ponged: the optimiser reads
+// set A and writes set B, the next step trains on B and writes A, so no
+// kernel writes memory it is still reading.
+package resident
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/optim/optgraph"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
+)
+
+// Param is one trainable tensor's name, shape and starting values.
+type Param struct {
+	Name  string
+	Shape []int64
+	Data  []float32
+}
+
+// Result is what one step reports.
+type Result struct {
+	Loss float64
+	// GradNorm is the gradients' global L2 norm before clipping.
+	GradNorm float64
+	// Skipped reports a step refused for non-finite gradients: the
+	// parameters and moments are unchanged and the step is not counted.
+	Skipped bool
+}
+
+// Trainer holds the two sessions and the device-resident state.
+type Trainer struct {
+	train, opt *runtime.Session
+	mem        *runtime.Memory
+	cfg        optim.Config
+	layout     optgraph.Layout
+	slotNames  []string
+
+	params [2]*flat
+	slots  [2][]*flat
+	grads  *flat
+	// bindTrain[i] trains on params[i]; bindOpt[i] reads set i, writes 1-i.
+	bindTrain, bindOpt [2]*runtime.Binding
+	cur                int
+
+	loss, norm, coeffs *runtime.DeviceTensor
+	inputs             map[string]*runtime.DeviceTensor // data inputs
+	outputs            map[string]*runtime.DeviceTensor // extra outputs read after each step
+	steps              int64
+	host               []float32 // scratch of layout.Total values
+	// pos[i] is New's parameter i's place in layout.Slots (which puts
+	// the decayed parameters first).
+	pos []int
+}
+
+// flat is one buffer of layout.Total float32 values and its per-parameter views.
+type flat struct {
+	buf   *runtime.Buffer
+	whole *runtime.DeviceTensor
+	views []*runtime.DeviceTensor
+}
+
+// Options are New's settings beyond the graphs.
+type Options struct {
+	Session runtime.Options
+	// Outputs names training-graph outputs (besides the loss and the
+	// gradients) to compute each step and read back with Output.
+	Outputs []string
+}
+
+// New opens the training graph (grad.Build's, serialised) and an optimiser
+// graph for params under cfg, and uploads the parameters and zeroed moments.
+// Every other input of the training graph is a data input, set with SetInput.
+func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer, error) {
+	specs := make([]optgraph.Spec, len(params))
+	for i, p := range params {
+		specs[i] = optgraph.Spec{Name: p.Name, Shape: p.Shape}
+	}
+	layout, err := optgraph.NewLayout(specs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	om, err := optgraph.Build(layout, cfg)
+	if err != nil {
+		return nil, err
+	}
+	odata, err := om.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	t := &Trainer{cfg: cfg, layout: layout, slotNames: optgraph.SlotNames(cfg),
+		inputs: map[string]*runtime.DeviceTensor{}, outputs: map[string]*runtime.DeviceTensor{}}
+	ok := false
+	defer func() {
+		if !ok {
+			t.Close()
+		}
+	}()
+	so := o.Session
+	so.Tuning.NoMemPattern = true // as finetune's training sessions
+	if t.train, err = runtime.NewSession(training, so); err != nil {
+		return nil, fmt.Errorf("opening the training graph: %w", err)
+	}
+	so.Log = discard{} // the training session already said where it runs
+	if t.opt, err = runtime.NewSession(odata, so); err != nil {
+		return nil, fmt.Errorf("opening the optimiser graph: %w", err)
+	}
+	if t.train.Device != t.opt.Device {
+		return nil, fmt.Errorf("the training graph runs on %s, the optimiser on %s", t.train.Device, t.opt.Device)
+	}
+	if len(params) == 0 {
+		return nil, errors.New("no parameters to train")
+	}
+	if t.mem, err = t.train.InputMemory(params[0].Name); err != nil {
+		return nil, err
+	}
+	if err := t.allocate(); err != nil {
+		return nil, err
+	}
+	if err := t.bind(o.Outputs); err != nil {
+		return nil, err
+	}
+	// The starting state: parameters in set 0, moments and gradients zero
+	// (padding included, which the optimiser then keeps zero).
+	at := map[string]int{}
+	for j, s := range layout.Slots {
+		at[s.Name] = j
+	}
+	for _, p := range params {
+		t.pos = append(t.pos, at[p.Name])
+	}
+	t.host = make([]float32, layout.Total)
+	for i, p := range params {
+		s := layout.Slots[t.pos[i]]
+		if int64(len(p.Data)) != s.Len {
+			return nil, fmt.Errorf("parameter %q: %d values for shape %v", p.Name, len(p.Data), p.Shape)
+		}
+		copy(t.host[s.Offset:s.Offset+s.Len], p.Data)
+	}
+	if err := t.params[0].whole.Upload(t.host); err != nil {
+		return nil, err
+	}
+	clear(t.host)
+	for _, f := range append(append([]*flat{t.params[1], t.grads}, t.slots[0]...), t.slots[1]...) {
+		if err := f.whole.Upload(t.host); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return t, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Device is where the steps run: "cpu" or "cuda".
+func (t *Trainer) Device() string { return t.train.Device }
+
+// Steps is the number of steps taken (skipped ones not counted).
+func (t *Trainer) Steps() int64 { return t.steps }
+
+func (t *Trainer) newFlat() (*flat, error) {
+	buf, err := t.mem.Alloc(int(t.layout.Total) * 4)
+	if err != nil {
+		return nil, err
+	}
+	f := &flat{buf: buf}
+	if f.whole, err = buf.Tensor(runtime.Float32, 0, []int64{t.layout.Total}); err != nil {
+		return f, err
+	}
+	for _, s := range t.layout.Slots {
+		v, err := buf.Tensor(runtime.Float32, int(s.Offset)*4, s.Shape)
+		if err != nil {
+			return f, err
+		}
+		f.views = append(f.views, v)
+	}
+	return f, nil
+}
+
+func (t *Trainer) allocate() error {
+	var err error
+	for i := range 2 {
+		if t.params[i], err = t.newFlat(); err != nil {
+			return err
+		}
+		for range t.slotNames {
+			f, err := t.newFlat()
+			t.slots[i] = append(t.slots[i], f)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if t.grads, err = t.newFlat(); err != nil {
+		return err
+	}
+	if t.loss, err = t.mem.NewTensor(runtime.Float32, []int64{1}); err != nil {
+		return err
+	}
+	if t.norm, err = t.mem.NewTensor(runtime.Float32, []int64{1}); err != nil {
+		return err
+	}
+	k := len(optgraph.Coefficients(t.cfg, 1, 0))
+	t.coeffs, err = t.mem.NewTensor(runtime.Float32, []int64{int64(k)})
+	return err
+}
+
+// bind makes the four bindings and the data-input and output tensors.
+func (t *Trainer) bind(extra []string) error {
+	isParam := map[string]int{}
+	for i, s := range t.layout.Slots {
+		isParam[s.Name] = i
+	}
+	for _, in := range t.train.Inputs {
+		if _, ok := isParam[in.Name]; ok {
+			continue
+		}
+		d, err := t.mem.NewTensor(elemType(in.Type), in.Shape)
+		if err != nil {
+			return fmt.Errorf("training input %q: %w", in.Name, err)
+		}
+		t.inputs[in.Name] = d
+	}
+	for _, name := range extra {
+		i := t.train.OutputIndex(name)
+		if i < 0 {
+			return fmt.Errorf("the training graph has no output %q", name)
+		}
+		o := t.train.Outputs[i]
+		d, err := t.mem.NewTensor(elemType(o.Type), o.Shape)
+		if err != nil {
+			return fmt.Errorf("training output %q: %w", name, err)
+		}
+		t.outputs[name] = d
+	}
+	for set := range 2 {
+		b, err := t.train.NewBinding()
+		if err != nil {
+			return err
+		}
+		t.bindTrain[set] = b
+		for i, s := range t.layout.Slots {
+			if err := b.Input(s.Name, t.params[set].views[i]); err != nil {
+				return err
+			}
+			if err := b.Output(grad.GradPrefix+s.Name, t.grads.views[i]); err != nil {
+				return err
+			}
+		}
+		for name, d := range t.inputs {
+			if err := b.Input(name, d); err != nil {
+				return err
+			}
+		}
+		for name, d := range t.outputs {
+			if err := b.Output(name, d); err != nil {
+				return err
+			}
+		}
+		if err := b.Output(grad.LossName, t.loss); err != nil {
+			return err
+		}
+		ob, err := t.opt.NewBinding()
+		if err != nil {
+			return err
+		}
+		t.bindOpt[set] = ob
+		binds := []binding{
+			{optgraph.Params, t.params[set].whole, false},
+			{optgraph.Grads, t.grads.whole, false},
+			{optgraph.CoeffsName, t.coeffs, false},
+			{optgraph.Params + optgraph.OutSuffix, t.params[1-set].whole, true},
+			{optgraph.GradNorm, t.norm, true},
+		}
+		for j, sn := range t.slotNames {
+			binds = append(binds, binding{sn, t.slots[set][j].whole, false},
+				binding{sn + optgraph.OutSuffix, t.slots[1-set][j].whole, true})
+		}
+		for _, x := range binds {
+			var err error
+			if x.output {
+				err = ob.Output(x.name, x.d)
+			} else {
+				err = ob.Input(x.name, x.d)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// binding is one tensor of the optimiser graph's bindings.
+type binding struct {
+	name   string
+	d      *runtime.DeviceTensor
+	output bool
+}
+
+func elemType(name string) runtime.ElemType {
+	if name == "int64" {
+		return runtime.Int64
+	}
+	return runtime.Float32
+}
+
+// DataInputs lists the training graph's inputs that are not parameters.
+func (t *Trainer) DataInputs() []string {
+	var names []string
+	for _, in := range t.train.Inputs {
+		if t.inputs[in.Name] != nil {
+			names = append(names, in.Name)
+		}
+	}
+	return names
+}
+
+// SetInput uploads a data input of the training graph (the image batch, the
+// target, a regularizer's weights): a []float32 or []int64 of its size.
+func (t *Trainer) SetInput(name string, host any) error {
+	d := t.inputs[name]
+	if d == nil {
+		return fmt.Errorf("the training graph has no data input %q", name)
+	}
+	if err := d.Upload(host); err != nil {
+		return fmt.Errorf("input %q: %w", name, err)
+	}
+	return nil
+}
+
+// Forward runs the training graph on the current parameters: the loss, the
+// gradients (kept on the device) and the outputs asked for in Options.
+func (t *Trainer) Forward() (loss float64, err error) {
+	if err := t.bindTrain[t.cur].Run(); err != nil {
+		return 0, err
+	}
+	l := []float32{0}
+	if err := t.loss.Download(l); err != nil {
+		return 0, err
+	}
+	return float64(l[0]), nil
+}
+
+// Output reads an output named in Options.Outputs after Forward.
+func (t *Trainer) Output(name string, host any) error {
+	d := t.outputs[name]
+	if d == nil {
+		return fmt.Errorf("output %q was not asked for", name)
+	}
+	return d.Download(host)
+}
+
+// Update applies the optimiser at learning rate lr to the gradients of the
+// last Forward. Non-finite gradients skip the step (Result.Skipped).
+func (t *Trainer) Update(lr float64) (Result, error) {
+	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
+		return Result{}, fmt.Errorf("learning rate %v must be a non-negative number", lr)
+	}
+	if err := t.coeffs.Upload(optgraph.Coefficients(t.cfg, t.steps+1, lr)); err != nil {
+		return Result{}, err
+	}
+	if err := t.bindOpt[t.cur].Run(); err != nil {
+		return Result{}, err
+	}
+	n := []float32{0}
+	if err := t.norm.Download(n); err != nil {
+		return Result{}, err
+	}
+	t.cur = 1 - t.cur
+	r := Result{GradNorm: float64(n[0])}
+	if math.IsNaN(r.GradNorm) || math.IsInf(r.GradNorm, 0) {
+		r.Skipped = true // the optimiser graph copied the state unchanged
+		return r, nil
+	}
+	t.steps++
+	return r, nil
+}
+
+// Step is Forward then Update.
+func (t *Trainer) Step(lr float64) (Result, error) {
+	loss, err := t.Forward()
+	if err != nil {
+		return Result{}, err
+	}
+	r, err := t.Update(lr)
+	r.Loss = loss
+	return r, err
+}
+
+// Params reads the current parameters back, in New's order.
+func (t *Trainer) Params() ([][]float32, error) {
+	return t.read(t.params[t.cur])
+}
+
+func (t *Trainer) read(f *flat) ([][]float32, error) {
+	if err := f.whole.Download(t.host); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(t.pos))
+	for i, j := range t.pos {
+		s := t.layout.Slots[j]
+		out[i] = append([]float32(nil), t.host[s.Offset:s.Offset+s.Len]...)
+	}
+	return out, nil
+}
+
+// State is everything a resumed run needs: the parameters, each moment slot
+// (optim's slot names) per parameter, and the step count.
+type State struct {
+	Params [][]float32
+	Slots  map[string][][]float32
+	Steps  int64
+}
+
+// State reads the whole training state back (for a checkpoint).
+func (t *Trainer) State() (*State, error) {
+	p, err := t.Params()
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Params: p, Slots: map[string][][]float32{}, Steps: t.steps}
+	for j, name := range t.slotNames {
+		if st.Slots[name], err = t.read(t.slots[t.cur][j]); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// Restore uploads a State read by State (from this or another Trainer of
+// the same parameters and optimiser), so the next step continues it exactly.
+func (t *Trainer) Restore(st *State) error {
+	write := func(f *flat, vals [][]float32, what string) error {
+		if len(vals) != len(t.pos) {
+			return fmt.Errorf("restoring %s: %d tensors for %d parameters", what, len(vals), len(t.pos))
+		}
+		clear(t.host)
+		for i, j := range t.pos {
+			s := t.layout.Slots[j]
+			if int64(len(vals[i])) != s.Len {
+				return fmt.Errorf("restoring %s of %q: %d values, want %d", what, s.Name, len(vals[i]), s.Len)
+			}
+			copy(t.host[s.Offset:], vals[i])
+		}
+		return f.whole.Upload(t.host)
+	}
+	if err := write(t.params[t.cur], st.Params, "parameters"); err != nil {
+		return err
+	}
+	for j, name := range t.slotNames {
+		if err := write(t.slots[t.cur][j], st.Slots[name], name); err != nil {
+			return err
+		}
+	}
+	t.steps = st.Steps
+	return nil
+}
+
+// Close frees the device memory and closes both sessions.
+func (t *Trainer) Close() {
+	for _, b := range append(t.bindTrain[:], t.bindOpt[:]...) {
+		if b != nil {
+			b.Close()
+		}
+	}
+	free := func(f *flat) {
+		if f == nil {
+			return
+		}
+		for _, v := range f.views {
+			v.Release()
+		}
+		if f.whole != nil {
+			f.whole.Release()
+		}
+		f.buf.Free()
+	}
+	for i := range 2 {
+		free(t.params[i])
+		for _, f := range t.slots[i] {
+			free(f)
+		}
+	}
+	free(t.grads)
+	for _, d := range []*runtime.DeviceTensor{t.loss, t.norm, t.coeffs} {
+		if d != nil {
+			d.Free()
+		}
+	}
+	for _, d := range t.inputs {
+		d.Free()
+	}
+	for _, d := range t.outputs {
+		d.Free()
+	}
+	if t.mem != nil {
+		t.mem.Close()
+	}
+	if t.opt != nil {
+		t.opt.Close()
+	}
+	if t.train != nil {
+		t.train.Close()
+	}
+}
