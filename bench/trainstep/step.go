@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -29,12 +31,20 @@ import (
 
 // Result is what one benchmark run reports.
 type Result struct {
-	Model    string  `json:"model"`
-	Batch    int     `json:"batch"`
-	Size     int     `json:"size"`
-	Threads  int     `json:"threads"`
-	Device   string  `json:"device"`
-	MedianMs float64 `json:"median_ms"`
+	Model   string `json:"model"`
+	Batch   int    `json:"batch"`
+	Size    int    `json:"size"`
+	Threads int    `json:"threads"`
+	Device  string `json:"device"`
+	// Optim is the optimiser applied in each step ("none": forward and
+	// backward only); Resident reports device-resident state (--resident).
+	Optim          string  `json:"optim"`
+	Resident       bool    `json:"resident"`
+	WeightGradConv bool    `json:"wgrad_conv"`
+	MedianMs       float64 `json:"median_ms"`
+	// UpdateMedianMs is the median time of the optimiser graph's run
+	// within a resident step.
+	UpdateMedianMs float64 `json:"update_median_ms,omitempty"`
 	// CPUMsPerStep is the process's user+system CPU time over the timed
 	// steps divided by their number: at one thread it is far less
 	// sensitive to other load on the machine than the wall time (at two,
@@ -78,6 +88,9 @@ func main() {
 	flag.StringVar(&Tune.OptimizedModelPath, "optimized", "", "have ONNX Runtime write its optimised graph to this file")
 	showOps := flag.Bool("ops", false, "print the node histogram of the training graph (and of --optimized)")
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
+	flag.StringVar(&Optim, "optim", "none", "also apply an optimiser step: none, sgd, adam or adamw (in Go on host copies, or with --resident as a graph on the device)")
+	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
+	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
 	flag.Parse()
 	if *memPattern {
 		Tune.NoMemPattern = false
@@ -121,9 +134,7 @@ func main() {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(r)
+		_ = json.NewEncoder(os.Stdout).Encode(r) // one line: scripts read the last line that starts with "{"
 		return
 	}
 	if r.Ops != nil {
@@ -152,9 +163,22 @@ var SaveGraph string
 // DirectConvs, when set, keeps every convolution a Conv node (grad.Config.DirectConvs).
 var DirectConvs bool
 
+// WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
+var WeightGradConv bool
+
+// Optim names the optimiser applied after each step ("none": the step is
+// forward and backward only, as torch_step.py's default); Resident keeps
+// the whole training state on the device (flags --optim, --resident).
+var (
+	Optim    = "none"
+	Resident bool
+)
+
 // Stepper holds an open training session and its feeds.
 type Stepper struct {
 	Session *runtime.Session
+	// Device is where the steps run.
+	Device string
 	// What Run reports of the compiled graph. The graph itself is not kept:
 	// its copy of the weights would be garbage that finetune does not hold
 	// either (the step's weights are the inputs below).
@@ -162,6 +186,13 @@ type Stepper struct {
 	Ops                      map[string]int
 	inputs                   []*runtime.Tensor
 	outs                     []*runtime.Tensor // the first step's outputs, refilled by the next ones
+	// opt is the Go optimiser of --optim on host copies; res the
+	// device-resident trainer of --resident.
+	opt    *optim.Optimizer
+	params []*optim.Param
+	res    *resident.Trainer
+	// UpdateMs is each resident step's optimiser time (graph run included).
+	UpdateMs []float64
 }
 
 // NewStepper compiles model for training at batch×3×size×size.
@@ -172,10 +203,11 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	}
 	in := m.Graph().GetInput()[0].GetName()
 	gs, err := grad.Build(m, grad.Config{
-		Trainable:   []string{"*"},
-		InputShapes: map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
-		Threads:     threads,
-		DirectConvs: DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
+		Trainable:      []string{"*"},
+		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
+		Threads:        threads,
+		DirectConvs:    DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
+		WeightGradConv: WeightGradConv,
 	})
 	if err != nil {
 		return nil, err
@@ -189,7 +221,21 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 			return nil, err
 		}
 	}
-	s, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions})
+	var cfg optim.Config
+	if Optim != "none" {
+		a, err := optim.ParseAlgorithm(Optim)
+		if err != nil {
+			return nil, err
+		}
+		cfg = optim.DefaultConfig(a) // torch_step.py's: momentum 0.9; AdamW's decay 0.01
+	} else if Resident {
+		return nil, fmt.Errorf("--resident needs --optim sgd, adam or adamw")
+	}
+	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions}
+	if Resident {
+		return newResidentStepper(data, gs, cfg, batch, size, ropts)
+	}
+	s, err := runtime.NewSession(data, ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -209,26 +255,86 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 			classes = o.Shape[1]
 		}
 	}
-	st := &Stepper{Session: s, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
+	st := &Stepper{Session: s, Device: s.Device, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
+	image, target := randomBatch(rng, batch, size, classes)
 	for _, x := range s.Inputs {
 		switch {
 		case x.Name == grad.TargetName:
-			n := batch * size * size
-			v := make([]int64, n)
-			for i := range v {
-				v[i] = rng.Int64N(classes)
-			}
-			st.inputs = append(st.inputs, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, v))
+			st.inputs = append(st.inputs, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, target))
 		case params[x.Name] != nil:
 			st.inputs = append(st.inputs, params[x.Name])
 		default:
-			v := make([]float32, batch*3*size*size)
-			for i := range v {
-				v[i] = float32(rng.NormFloat64())
-			}
-			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{int64(batch), 3, int64(size), int64(size)}, v))
+			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{int64(batch), 3, int64(size), int64(size)}, image))
 		}
 	}
+	if Optim != "none" {
+		for _, p := range gs.Params {
+			st.params = append(st.params, &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: params[p.GetName()].Float32})
+		}
+		if st.opt, err = optim.New(st.params, cfg); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// benchLR is the learning rate of every step, torch_step.py's.
+func benchLR(a optim.Algorithm) float64 {
+	if a == optim.SGD {
+		return 0.01
+	}
+	return 1e-4
+}
+
+// randomBatch is the seeded image batch (normal) and target (uniform classes).
+func randomBatch(rng *rand.Rand, batch, size int, classes int64) ([]float32, []int64) {
+	target := make([]int64, batch*size*size)
+	for i := range target {
+		target[i] = rng.Int64N(classes)
+	}
+	image := make([]float32, batch*3*size*size)
+	for i := range image {
+		image[i] = float32(rng.NormFloat64())
+	}
+	return image, target
+}
+
+// newResidentStepper opens a resident.Trainer on the training graph with
+// the batch uploaded once, as torch_step.py keeps its batch on the GPU.
+func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, size int, opts runtime.Options) (*Stepper, error) {
+	var params []resident.Param
+	for _, p := range gs.Params {
+		v, err := onnx.Float32s(p)
+		if err != nil {
+			return nil, err
+		}
+		params = append(params, resident.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
+	}
+	tr, err := resident.New(data, params, cfg, resident.Options{Session: opts})
+	if err != nil {
+		return nil, err
+	}
+	classes := int64(2)
+	for _, o := range gs.Manifest.Training.Outputs {
+		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] {
+			classes = o.Shape[1]
+		}
+	}
+	image, target := randomBatch(rand.New(rand.NewPCG(0, 1)), batch, size, classes)
+	for _, in := range tr.DataInputs() {
+		switch in {
+		case grad.TargetName:
+			err = tr.SetInput(in, target)
+		default:
+			err = tr.SetInput(in, image)
+		}
+		if err != nil {
+			tr.Close()
+			return nil, err
+		}
+	}
+	st := &Stepper{Device: tr.Device(), res: tr, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
 	return st, nil
 }
 
@@ -236,15 +342,37 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 // gradient) land in Go memory, as finetune's do: ONNX Runtime writes them
 // into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {
-	outs, err := s.Session.RunInto(s.outs, s.inputs...)
-	if err == nil {
-		s.outs = outs
+	if s.res != nil {
+		if _, err := s.res.Forward(); err != nil {
+			return err
+		}
+		t := time.Now()
+		_, err := s.res.Update(benchLR(optim.Algorithm(Optim)))
+		s.UpdateMs = append(s.UpdateMs, float64(time.Since(t).Microseconds())/1000)
+		return err
 	}
-	return err
+	outs, err := s.Session.RunInto(s.outs, s.inputs...)
+	if err != nil {
+		return err
+	}
+	s.outs = outs
+	if s.opt == nil {
+		return nil
+	}
+	for _, p := range s.params {
+		p.Grad = outs[s.Session.OutputIndex(grad.GradPrefix+p.Name)].Float32
+	}
+	return s.opt.Step(benchLR(optim.Algorithm(Optim)))
 }
 
 // Close releases the session.
-func (s *Stepper) Close() error { return s.Session.Close() }
+func (s *Stepper) Close() error {
+	if s.res != nil {
+		s.res.Close()
+		return nil
+	}
+	return s.Session.Close()
+}
 
 // Run builds, warms up and times the steps.
 func Run(model string, batch, size, threads, steps, warmup int, device string) (*Result, error) {
@@ -254,7 +382,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		return nil, err
 	}
 	defer st.Close()
-	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Session.Device,
+	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv,
 		BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
 	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
@@ -272,19 +400,28 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		r.StepsMs = append(r.StepsMs, float64(time.Since(t).Microseconds())/1000)
 	}
 	r.CPUMsPerStep = float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(max(steps, 1))
-	sorted := slices.Clone(r.StepsMs)
-	slices.Sort(sorted)
-	if len(sorted) > 0 {
-		r.MedianMs = sorted[len(sorted)/2]
-		if len(sorted)%2 == 0 {
-			r.MedianMs = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
-		}
+	r.MedianMs = median(r.StepsMs)
+	if len(st.UpdateMs) > warmup {
+		r.UpdateMedianMs = median(st.UpdateMs[warmup:])
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // kilobytes on Linux
 	}
 	return r, nil
+}
+
+// median is the middle of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	switch {
+	case len(s) == 0:
+		return 0
+	case len(s)%2 == 0:
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // cpuTime is the process's user+system CPU time so far.
