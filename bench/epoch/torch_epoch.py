@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch CPU side of the fine-tuning-epoch benchmark.
+"""PyTorch side of the fine-tuning-epoch benchmark (CPU, or CUDA with --device cuda).
 
     /usr/bin/python3 bench/epoch/torch_epoch.py --data /work/shared/assets/data/camvid --out /tmp/run \\
         [--model mobilenetv2] [--threads 2] [--workers 1] [--json]
+    python3 bench/epoch/torch_epoch.py --data DATA --out /tmp/run --device cuda \\
+        [--precision fp32|tf32|fp16|bf16] [--workers N] [--json]
 
 The loop `segtune finetune --epochs 1` runs, written the usual PyTorch way:
 
@@ -32,9 +34,28 @@ The loop `segtune finetune --epochs 1` runs, written the usual PyTorch way:
 Random draws come from numpy generators seeded per (seed, epoch, example),
 not segtune's PCG streams: the same distribution of crops, not the same crops.
 
+--device cuda runs the same recipe on the GPU: model, optimiser state, loss
+and validation on the device; the DataLoader (same workers, same CPU
+augmentation) pins its batches (pin_memory) and they are copied with
+non_blocking=True; cudnn.benchmark on (as ONNX Runtime's default exhaustive
+cuDNN search). --precision as bench/trainstep/torch_step.py
+(bench/gpu/torch_precision.py): fp32 (default; TF32 off on CUDA), tf32,
+fp16 (autocast float16 around forward + loss in training and around the
+forward in validation, GradScaler: scaler.step(opt), scaler.update()), bf16
+(autocast bfloat16, no scaler); tf32 and fp16 need CUDA, bf16 on the CPU is
+CPU autocast. Every step ends in loss.item(), so step times include the GPU's
+work; the phase ends are taken after torch.cuda.synchronize().
+
 Prints (with --json, as one object) the phases' wall times (imports, setup,
 training with the time spent waiting for batches, validation, checkpoint),
-per-step compute times, the mean training loss and the validation mIoU.
+per-step compute times, the mean training loss and the validation mIoU
+(val_miou, val_iou per class), the wall time from the script's first line
+to the end (wall_s; compare.py times the whole process), and on CUDA the
+peak GPU memory since setup: peak_gpu_mib (max_memory_allocated, training +
+validation), peak_gpu_reserved_mib (max_memory_reserved), peak_gpu_train_mib
+(training only), and of the training, peak_gpu_first_step_mib (the first
+step, with cuDNN's benchmark search and its trial workspaces: GBs in fp32)
+and peak_gpu_steady_mib (the other steps).
 """
 import time
 
@@ -50,6 +71,8 @@ import sys  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import gen_torch_models as gen  # noqa: E402  (also silences torchvision's image warning)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+import torch_precision as tprec  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -192,7 +215,7 @@ def rss_mib_now():
 
 
 def main():
-    ap = argparse.ArgumentParser(description="PyTorch CPU fine-tuning epoch (DeepLabV3+, BN folded)")
+    ap = argparse.ArgumentParser(description="PyTorch fine-tuning epoch (DeepLabV3+, BN folded)")
     ap.add_argument("--data", required=True, help="root with images/{train,val} and masks/{train,val}")
     ap.add_argument("--out", required=True, help="folder for the checkpoint")
     ap.add_argument("--model", choices=gen.MODELS, default="mobilenetv2")
@@ -211,9 +234,17 @@ def main():
     ap.add_argument("--workers", type=int, default=1, help="DataLoader worker processes")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-val", action="store_true", help="skip validation")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=tprec.PRECISIONS, default="fp32",
+                    help="fp32 (on CUDA TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
     ch, cw = (int(v) for v in args.crop.lower().split("x"))
+    dev = args.device
+    cuda = dev == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False")
+    amp_dtype = tprec.set_precision(args.precision, dev)  # exits on tf32/fp16 with --device cpu
 
     t0 = time.time()
     torch.set_num_threads(args.threads)
@@ -225,12 +256,19 @@ def main():
     train_ds = CamVid(train_items, lut, crop=(ch, cw), scale=(args.scale_min, args.scale_max), seed=args.seed, **norm)
     val_ds = CamVid(val_items, lut, **norm)
     loader_kw = dict(num_workers=args.workers)
+    if cuda:
+        loader_kw.update(pin_memory=True)  # page-locked batches: the non_blocking copies below are async
     if args.workers > 0:
         loader_kw.update(prefetch_factor=2)
     train_loader = torch.utils.data.DataLoader(train_ds, batch_size=args.batch, shuffle=True, drop_last=True, **loader_kw)
     val_loader = torch.utils.data.DataLoader(val_ds, batch_size=1, shuffle=False, **loader_kw)
 
     model = gen.build_folded_model(args.model, args.classes)  # the exported ONNX weights
+    for p in model.parameters():
+        p.requires_grad_(True)  # torch >= 2 leaves the biases that BN folding created frozen
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # as ORT's default exhaustive cuDNN algorithm search
+        model = model.cuda()  # before the optimiser: its state is created on the device
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -238,6 +276,9 @@ def main():
                             lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
     total = len(train_loader)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, poly_warmup(total))
+    scaler = tprec.grad_scaler(args.precision)
+    peak = tprec.PeakGPU() if cuda else None  # peak of training + validation, not of the setup
+    peak_first = None
     t1 = time.time()
 
     # ---- one training epoch
@@ -248,15 +289,30 @@ def main():
     for x, y in train_loader:
         t_step = time.perf_counter()
         wait_s += t_step - t_wait
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y, ignore_index=args.ignore)
-        loss.backward()
-        opt.step()
+        with tprec.autocast(dev, amp_dtype):
+            loss = F.cross_entropy(model(x), y, ignore_index=args.ignore)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # skips the update when the scaled gradients overflowed
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(loss.item())  # waits for the GPU
         t_wait = time.perf_counter()
         step_s.append(t_wait - t_step)
+        if cuda and peak_first is None:
+            peak_first = peak.window_mib()  # the first step holds cuDNN's benchmark search
+            peak.mark()
+    tprec.sync(dev)
     t2 = time.time()
+    if cuda:
+        peak_steady = peak.window_mib()  # steps 2..n
+        peak.mark()
+        peak_train = peak.overall_mib()[0]
 
     # ---- validation at native size
     miou = None
@@ -264,13 +320,16 @@ def main():
     if not args.no_val:
         model.eval()
         k = args.classes
-        conf = torch.zeros(k * k, dtype=torch.int64)
+        conf = torch.zeros(k * k, dtype=torch.int64, device=dev)
         with torch.no_grad():
             for x, y in val_loader:
-                pred = model(x).argmax(1)
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                with tprec.autocast(dev, amp_dtype):
+                    logits = model(x)
+                pred = logits.argmax(1)
                 keep = y != args.ignore
                 conf += torch.bincount(y[keep] * k + pred[keep], minlength=k * k)
-        conf = conf.view(k, k).double()
+        conf = conf.cpu().view(k, k).double()  # .cpu() waits for the GPU
         tp = conf.diag()
         union = conf.sum(0) + conf.sum(1) - tp
         ious = [float(tp[c] / union[c]) if union[c] > 0 else None for c in range(k)]
@@ -284,6 +343,12 @@ def main():
                os.path.join(args.out, "last.pt"))
     t4 = time.time()
 
+    gpu = {}
+    if cuda:
+        alloc, reserved = peak.overall_mib()
+        gpu = dict(gpu=torch.cuda.get_device_name(), tf32_flags=tprec.tf32_flags(dev),
+                   peak_gpu_mib=alloc, peak_gpu_reserved_mib=reserved, peak_gpu_train_mib=peak_train,
+                   peak_gpu_first_step_mib=peak_first, peak_gpu_steady_mib=peak_steady)
     result = {
         "side": "pytorch", "model": args.model, "threads": args.threads, "workers": args.workers,
         "batch": args.batch, "crop": [ch, cw], "train_images": len(train_items), "val_images": len(val_items),
@@ -305,7 +370,11 @@ def main():
         "val_miou": miou, "val_iou": ious,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rss_end_mib": round(rss_mib_now(), 1),
+        "device": dev, "precision": args.precision, "peak_gpu_mib": None, **gpu,
     }
+    if scaler is not None:
+        result["grad_scale"] = float(scaler.get_scale())
+    result["wall_s"] = round(time.time() - T_START, 3)  # the script's first line to here
     if args.json:
         print(json.dumps(result))
     else:
@@ -314,7 +383,9 @@ def main():
               f"imports {p['imports']} s, setup {p['setup']} s, train {p['train']} s "
               f"(waiting for batches {result['train_wait_s']} s, median step {result['step_median_s']} s), "
               f"validation {p['validation']} s, checkpoint {p['checkpoint']} s; "
-              f"loss {result['train_loss']}, val mIoU {miou}")
+              f"loss {result['train_loss']}, val mIoU {miou}"
+              + (f"; {dev} {args.precision}" if cuda or args.precision != "fp32" else "")
+              + (f", peak GPU {result['peak_gpu_mib']} MiB" if cuda else ""))
     return 0
 
 

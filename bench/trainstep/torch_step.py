@@ -1,24 +1,44 @@
 #!/usr/bin/python3
-"""PyTorch CPU side of the train-step benchmark.
+"""PyTorch side of the train-step benchmark (CPU, or CUDA with --device cuda).
 
     /usr/bin/python3 bench/trainstep/torch_step.py --model mobilenetv2 --batch 8 --size 128 \\
         --threads 2 --steps 10 --warmup 2 [--json] [--onnx testdata/generated/deeplabv3plus_mobilenetv2.onnx]
+    python3 bench/trainstep/torch_step.py --device cuda [--precision fp32|tf32|fp16|bf16] \\
+        [--optim none|sgd|adam|adamw] [--channels-last] --json ...
 
 One step = forward + pixel-wise cross-entropy (ignore_index 255, mean) +
 backward through every parameter; gradients are dropped (set to None) between
-steps and no optimizer update is applied. The model is the one
+steps. By default (--optim none) no optimizer update is applied; --optim adds
+one to every step: SGD (lr 0.01, momentum 0.9), Adam (lr 1e-4) or AdamW
+(lr 1e-4, weight decay 0.01), foreach/fused left to PyTorch, which reports
+as optim_impl the implementation it ran (fused, foreach or for-loop, read
+from a profile of a warm-up step; null with --warmup 0). The model is the one
 scripts/gen_torch_models.py exports: the same code, seed and BatchNorm folding,
 so it is the math of the ONNX graph. Inputs are random (normal) and targets
 random int64 in [0, classes), from a fixed seed.
 
 Reports the median ms/step over --steps after --warmup steps and the peak RSS
 of the process (getrusage ru_maxrss, so it includes the import of torch).
+
+--precision (bench/gpu/torch_precision.py): fp32 (default; on CUDA TF32 off
+for matmuls and cuDNN), tf32 (CUDA; --tf32 is an alias), fp16 (CUDA autocast
+float16 around forward + loss, torch.amp.GradScaler: scaled backward, and
+scaler.step/update with an optimiser; TF32 off), bf16 (autocast bfloat16, no
+scaler, TF32 off; on the CPU it runs CPU autocast bf16, as a dry run).
+On CUDA each timed step is bracketed by torch.cuda.synchronize(), and
+peak_gpu_mib / peak_gpu_reserved_mib are torch.cuda.max_memory_allocated /
+max_memory_reserved since the reset after setup (model, batch and optimiser
+on the GPU), so they include the warm-up steps, where cuDNN's benchmark
+search allocates trial workspaces (GBs in fp32); peak_gpu_timed_mib is the
+allocated peak of the timed steps alone.
+--channels-last puts the model and the batch in channels_last.
 --onnx PATH also checks that the ONNX file holds these weights: max abs diff
 of every parameter against its initializer and of the forward output against
 the ONNX graph evaluated by the generator's small evaluator; exits 1 when
 either is >= 1e-4.
 """
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -28,6 +48,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import gen_torch_models as gen  # noqa: E402  (also silences torchvision's image warning)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+import torch_precision as tprec  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -58,7 +80,7 @@ def rss_mib_now():
 
 
 def main():
-    ap = argparse.ArgumentParser(description="PyTorch CPU train step (DeepLabV3+, BN folded)")
+    ap = argparse.ArgumentParser(description="PyTorch train step (DeepLabV3+, BN folded)")
     ap.add_argument("--model", choices=gen.MODELS, default="mobilenetv2")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=128, help="H = W, a multiple of 16")
@@ -69,11 +91,19 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="seed of the input/target batch")
     ap.add_argument("--onnx", help="ONNX file to check the weights against")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--tf32", action="store_true", help="on CUDA: allow TF32 in matmuls and cuDNN convolutions (default: strict fp32)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=tprec.PRECISIONS,
+                    help="fp32 (default: on CUDA TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)")
+    ap.add_argument("--tf32", action="store_true", help="alias for --precision tf32")
+    ap.add_argument("--optim", choices=tprec.OPTIMS, default="none",
+                    help="optimiser step in every step (default none: forward + backward only)")
+    ap.add_argument("--channels-last", action="store_true", help="model and batch in torch.channels_last")
     args = ap.parse_args()
     if args.size % 16 or args.steps < 1 or args.warmup < 0:
         ap.error("need --size a multiple of 16, --steps >= 1, --warmup >= 0")
+    if args.tf32 and args.precision not in (None, "tf32"):
+        ap.error(f"--tf32 contradicts --precision {args.precision}")
+    precision = "tf32" if args.tf32 else (args.precision or "fp32")
 
     torch.set_num_threads(args.threads)
     model = gen.build_folded_model(args.model, args.classes)  # the exported weights
@@ -86,15 +116,17 @@ def main():
     target = torch.randint(0, args.classes, (args.batch, args.size, args.size), generator=g,
                            dtype=torch.int64)
     cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False")
+    amp_dtype = tprec.set_precision(precision, args.device)  # exits on tf32/fp16 with --device cpu
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = args.tf32
-        torch.backends.cudnn.allow_tf32 = args.tf32
         torch.backends.cudnn.benchmark = True  # as ORT's default exhaustive cuDNN algorithm search
 
     result = {"side": "pytorch", "model": args.model, "batch": args.batch, "size": args.size,
               "classes": args.classes, "threads": args.threads, "steps": args.steps,
               "warmup": args.warmup, "params": sum(p.numel() for p in model.parameters()),
-              "torch": torch.__version__}
+              "torch": torch.__version__, "optim": args.optim, "precision": precision,
+              "channels_last": args.channels_last}
     if args.onnx:
         param_diff, out_diff = check_onnx(model, args.onnx, x[:1])
         result.update(onnx=args.onnx, onnx_param_max_abs_diff=param_diff,
@@ -103,24 +135,61 @@ def main():
     if cuda:
         model = model.cuda()
         x, target = x.cuda(), target.cuda()
-        result.update(device="cuda", gpu=torch.cuda.get_device_name(), tf32=args.tf32)
+        result.update(device="cuda", gpu=torch.cuda.get_device_name(), tf32=precision == "tf32",
+                      tf32_flags=tprec.tf32_flags("cuda"), cudnn=torch.backends.cudnn.version())
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = tprec.make_optimizer(args.optim, model.parameters())  # after .cuda(): its state lives on the device
+    scaler = tprec.grad_scaler(precision)
 
-    def step():
-        model.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), target, ignore_index=255)
-        loss.backward()
-        return loss.item()  # waits for the GPU
+    def step(probe=False):
+        """One training step; with probe, returns the optimiser implementation it ran as well."""
+        model.zero_grad(set_to_none=True)  # == opt.zero_grad(set_to_none=True): same parameters
+        with tprec.autocast(args.device, amp_dtype):
+            loss = F.cross_entropy(model(x), target, ignore_index=255)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        impl = None
+        if opt is not None:
+            with tprec.profile_cpu_ops() if probe else contextlib.nullcontext() as prof:
+                if scaler is not None:
+                    scaler.step(opt)  # skips opt.step() when the scaled gradients overflowed
+                    scaler.update()
+                else:
+                    opt.step()
+            if probe:
+                impl = tprec.optim_impl_of(prof)
+        return loss.item(), impl  # .item() waits for the GPU
 
     result["rss_before_steps_mib"] = round(rss_mib_now(), 1)
+    peak = tprec.PeakGPU() if cuda else None  # peak of the steps (warm-up included), not of the setup
+    optim_impl = None
     for _ in range(args.warmup):
-        step()
+        # profile warm-up steps until one ran the optimiser (fp16 may skip the first ones)
+        optim_impl = step(probe=opt is not None and optim_impl is None)[1] or optim_impl
+    if cuda:
+        peak.mark()  # the timed steps' own peak, without cuDNN's benchmark search in the warm-up
     times, losses = [], []
     cpu0 = time.process_time()
     for _ in range(args.steps):
+        tprec.sync(args.device)
         t0 = time.perf_counter()
-        losses.append(step())
+        losses.append(step()[0])
+        tprec.sync(args.device)  # .item() already waited; kept so the timer never reads early
         times.append((time.perf_counter() - t0) * 1e3)
     cpu_ms = (time.process_time() - cpu0) * 1e3 / args.steps
+    if opt is not None:
+        result.update(optim_impl=optim_impl, optim_fused=None if optim_impl is None else optim_impl == "fused",
+                      optim_foreach=None if optim_impl is None else optim_impl == "foreach")
+    if scaler is not None:
+        result["grad_scale"] = float(scaler.get_scale())
+    result["peak_gpu_mib"] = None
+    if cuda:
+        result["peak_gpu_mib"], result["peak_gpu_reserved_mib"] = peak.overall_mib()
+        result["peak_gpu_timed_mib"] = peak.window_mib()
     result.update(
         median_ms=round(statistics.median(times), 2),
         cpu_ms_per_step=round(cpu_ms, 2),
@@ -134,10 +203,17 @@ def main():
     if args.json:
         print(json.dumps(result))
     else:
+        extra = ""
+        if args.optim != "none" or precision != "fp32" or cuda or args.channels_last:
+            extra = f" [{args.device} {precision} optim {args.optim}"
+            extra += f" ({result.get('optim_impl')})" if opt is not None else ""
+            extra += " channels_last" if args.channels_last else ""
+            extra += f"; peak GPU {result['peak_gpu_mib']} MiB allocated, {result['peak_gpu_reserved_mib']} reserved]" \
+                if cuda else "]"
         print(f"{args.model} batch {args.batch} {args.size}x{args.size} threads {args.threads}: "
               f"median {result['median_ms']} ms/step (min {result['min_ms']}, mean {result['mean_ms']}) "
               f"over {args.steps} steps after {args.warmup} warm-up; peak RSS {result['peak_rss_mib']} MiB; "
-              f"loss {result['loss']}")
+              f"loss {result['loss']}{extra}")
         if args.onnx:
             print(f"vs {args.onnx}: max |param - initializer| {result['onnx_param_max_abs_diff']:.3g}, "
                   f"max |torch - onnx| output {result['onnx_output_max_abs_diff']:.3g}")
