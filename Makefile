@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio codecs test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean
+.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio codecs test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean gpu-check gpu-check-cpu gpu-pack
 
 all: build
 
@@ -90,9 +90,29 @@ vet:
 codecs:
 	@scripts/install-codecs.sh || echo "make: libturbojpeg0/libspng0 unavailable; the native-decoder tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
 
+# The GPU acceptance in one command (scripts/gpu-check.sh): training steps of
+# segtune against PyTorch eager at each precision, GPU memory, CUDA gradients
+# against the CPU and float64; writes bench/gpu/results.{jsonl,json,md}. Needs
+# a GPU, PyTorch with CUDA for python3, and `make ort-cuda`. On a lent GPU
+# machine without Go: scripts/gpu-pack.sh here, scripts/gpu-unpack.sh there.
+gpu-check: ort-cuda torch-models
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$$(scripts/install-ort.sh --cuda | tail -n1) scripts/gpu-check.sh --out bench/gpu
+
+# Its dry run on the CPU (tiny sizes, one model), part of `make test` so that
+# the check cannot rot where no GPU is.
+gpu-check-cpu: ort torch-models
+	@if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
+		d=$$(mktemp -d) && ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) scripts/gpu-check.sh --device cpu --quick --python /usr/bin/python3 --out $$d; st=$$?; rm -rf $$d; exit $$st; \
+	elif [ -n "$$SEGTUNE_REQUIRE_ASSETS" ]; then echo "make: PyTorch is missing for gpu-check-cpu and SEGTUNE_REQUIRE_ASSETS is set"; exit 1; \
+	else echo "make: PyTorch unavailable; skipping gpu-check-cpu"; fi
+
+gpu-pack:
+	@scripts/gpu-pack.sh
+
 # The fuzz targets run first so that go test's summary closes the output.
 test: ort mnist minio mpi codecs torch-models foreign-models vet
 	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory gpu-check-cpu
 	@if pkg-config --exists ompi-c 2>/dev/null && command -v mpirun >/dev/null; then \
 		$(GO) test -tags mpi ./internal/mpi; \
 	elif [ -n "$$SEGTUNE_REQUIRE_ASSETS" ]; then \

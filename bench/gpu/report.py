@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""Turns scripts/gpu-check.sh's results.jsonl into results.json and a markdown table.
+
+    python3 bench/gpu/report.py OUT/results.jsonl --json OUT/results.json --md OUT/results.md
+
+The step table has one row per model, batch and precision: PyTorch eager's
+median ms/step, each segtune variant's, and the ratio of the fastest segtune
+variant to PyTorch (below 1.0 is faster); GPU memory is the peak of
+nvidia-smi's memory.used over each process, less the reading before it
+(CUDA context included on both sides), with torch.cuda.max_memory_allocated
+beside it. Runs that failed or were not run show their status.
+"""
+import argparse
+import json
+import sys
+
+VARIANTS = ["host", "resident", "resident-wconv"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jsonl")
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--md", required=True)
+    args = ap.parse_args()
+    runs = [json.loads(line) for line in open(args.jsonl) if line.strip()]
+
+    steps = {}
+    for r in runs:
+        if r.get("kind") not in ("pytorch", "segtune"):
+            continue
+        model, batch, prec, variant = r["label"].split()
+        steps.setdefault((model, batch, prec), {})[variant] = r
+
+    def ms(r):
+        if r is None:
+            return "–"
+        if r.get("status") != "ok" or "median_ms" not in r:
+            return r.get("status", "?")
+        return f"{r['median_ms']:.1f}"
+
+    def mib(r, key):
+        return str(r[key]) if r and r.get(key) is not None else "–"
+
+    device = next((r.get("gpu") or r.get("device") for r in runs if r.get("kind") == "pytorch" and r.get("status") == "ok"), None) or "?"
+    lines = [f"# GPU check: {device}", "",
+             "Training step (forward, backward, SGD momentum update), median ms; ratio = fastest segtune / PyTorch.", "",
+             "| model | batch | precision | PyTorch | " + " | ".join(VARIANTS) + " | ratio | GPU MiB segtune / PyTorch (smi) | torch max_allocated MiB |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in VARIANTS) + " | --- | --- | --- |"]
+    table = []
+    for (model, batch, prec), v in steps.items():
+        pt = v.get("pytorch")
+        seg = [v[k] for k in VARIANTS if k in v and v[k].get("status") == "ok" and "median_ms" in v[k]]
+        best = min(seg, key=lambda r: r["median_ms"]) if seg else None
+        ratio = ""
+        if best and pt and pt.get("status") == "ok" and pt.get("median_ms"):
+            ratio = f"{best['median_ms'] / pt['median_ms']:.2f}×"
+        lines.append(f"| {model} | {batch} | {prec} | {ms(pt)} | " + " | ".join(ms(v.get(k)) for k in VARIANTS) +
+                     f" | {ratio} | {mib(best, 'gpu_peak_mib_smi')} / {mib(pt, 'gpu_peak_mib_smi')} | {mib(pt, 'peak_gpu_mib')} |")
+        table.append({"model": model, "batch": int(batch[1:]), "precision": prec,
+                      "pytorch_ms": pt.get("median_ms") if pt else None,
+                      **{f"{k}_ms": v[k].get("median_ms") for k in VARIANTS if k in v},
+                      "best": best["label"].split()[-1] if best else None,
+                      "ratio": round(best["median_ms"] / pt["median_ms"], 3) if ratio else None})
+    lines.append("")
+    for r in runs:
+        if r.get("kind") in ("pytorch", "segtune"):
+            continue
+        lines.append(f"* {r['label']}: {r.get('status')} ({r.get('wall_s', '?')} s)")
+        if r.get("kind") == "profile" and r.get("profile"):
+            lines.append(f"  ONNX Runtime kernel time per op type, {r.get('profile_kernel_ms', 0):.1f} ms a step in all "
+                         f"(step {r.get('median_ms', 0):.1f} ms under CUDA_LAUNCH_BLOCKING):")
+            for o in r["profile"][:15]:
+                lines.append(f"  * {o['op']}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")
+        if r.get("kind") == "torchgrad" and r.get("status") == "ok":
+            lines.append(f"  PyTorch {r.get('precision')} on {r.get('device_name') or r.get('device')} vs float64: "
+                         f"max relative gradient error {r.get('rel_error_max'):.3g} ({r.get('rel_error_max_param')}), "
+                         f"median {r.get('rel_error_median'):.3g}")
+    lines.append("")
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines))
+    with open(args.json, "w") as f:
+        json.dump({"device": device, "steps": table, "runs": runs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

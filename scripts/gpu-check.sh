@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# The GPU acceptance of segtune's training path in one command (`make
+# gpu-check`): on a machine with one NVIDIA GPU, PyTorch and the CUDA build of
+# ONNX Runtime, it times the training step of segtune against PyTorch eager on
+# the same DeepLabV3+ models (MobileNetV2 and ResNet-18 from
+# scripts/gen_torch_models.py), batches, input size and precision; samples
+# the GPU memory of each process; checks the CUDA gradients against the CPU
+# and float64; and writes OUT/results.jsonl (one JSON object a run),
+# OUT/results.json and OUT/results.md (bench/gpu/report.py).
+#
+#   scripts/gpu-check.sh [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR]
+#                        [--python PY] [--budget SECONDS] [--models a,b]
+#                        [--batches 8,16] [--per-run SECONDS]
+#
+# --device cpu --quick is the dry run that CI makes (tiny sizes, one model,
+# fp32): every path of the script runs, so it cannot rot where no GPU is.
+# --bin names a folder holding prebuilt trainstep, grad.test and nodediff
+# (a GPU machine without Go); without it they are built into a temp folder.
+# Each run has its own time limit, a failed run is recorded and the rest go
+# on; --budget (default 300 s) stops starting new step runs once spent (the
+# profile and gradient checks, about two minutes, still run), so the whole
+# check fits one call of a lent GPU machine.
+#
+# The segtune variants: "host" is the loop before device residency (the
+# training graph's parameters and gradients copied between Go and the GPU
+# every step, the optimiser in Go); "resident" keeps parameters, gradients
+# and moments on the device (finetune/resident) with im2col weight
+# gradients; "resident-wconv" also writes Conv weight gradients as one
+# transposed-roles Conv (grad.Config.WeightGradConv). Batch 16 runs the
+# faster resident variant of batch 8.
+set -uo pipefail
+
+device=cuda quick="" out=bench/gpu bin="" py=${PYTHON:-python3} budget=300
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --python) py=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --models) only_models=$2; shift 2 ;;
+    --batches) only_batches=$2; shift 2 ;;
+    --per-run) only_per_run=$2; shift 2 ;;
+    *) echo "usage: $0 [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR] [--python PY] [--budget S]" >&2; exit 2 ;;
+  esac
+done
+case "$device" in cuda|cpu) ;; *) echo "gpu-check: --device $device: want cuda or cpu" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+mkdir -p "$out" || exit 1
+jsonl=$out/results.jsonl
+: >"$jsonl"
+log=$out/gpu-check.log
+: >"$log"
+start=$SECONDS
+say() { echo "gpu-check: $*" | tee -a "$log" >&2; }
+
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  say "$py cannot import torch (set --python or PYTHON)"
+  exit 1
+fi
+
+if [ -z "$bin" ]; then
+  bin=$(mktemp -d)
+  trap 'rm -rf "$bin"' EXIT
+  say "building trainstep, grad.test and nodediff into $bin"
+  go build -o "$bin/trainstep" ./bench/trainstep &&
+    go test -c -o "$bin/grad.test" ./onnx/grad &&
+    go build -o "$bin/nodediff" ./bench/gpu/nodediff || { say "build failed"; exit 1; }
+fi
+for b in trainstep grad.test nodediff; do
+  [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
+done
+bin=$(cd "$bin" && pwd) out=$(cd "$out" && pwd) # the grad test runs in onnx/grad
+
+if [ -n "$quick" ]; then
+  models=(mobilenetv2) batches=(2) size=64 steps=2 warmup=1 precisions=(fp32) halfs=() per_run=300
+else
+  models=(mobilenetv2 resnet18) batches=(8 16) size=512 steps=10 warmup=3 precisions=(fp32 tf32) halfs=(fp16 bf16) per_run=90
+fi
+# --models a,b / --batches 8,16 / --per-run S narrow the full check when the
+# lent machine's time is short.
+[ -n "${only_models:-}" ] && IFS=, read -r -a models <<<"$only_models"
+[ -n "${only_batches:-}" ] && IFS=, read -r -a batches <<<"$only_batches"
+[ -n "${only_per_run:-}" ] && per_run=$only_per_run
+gen=testdata/generated
+for m in "${models[@]}"; do
+  [ -s "$gen/deeplabv3plus_$m.onnx" ] || { say "$gen/deeplabv3plus_$m.onnx is missing (make torch-models)"; exit 1; }
+done
+
+# GPU memory: the peak of nvidia-smi's memory.used while a run lasts, less
+# the reading before it, for segtune and PyTorch alike (the CUDA context
+# included on both sides; torch's own max_memory_allocated is in its JSON).
+gpu_sampler() {
+  command -v nvidia-smi >/dev/null 2>&1 && [ "$device" = cuda ] || return 0
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$1" 2>/dev/null &
+  echo $!
+}
+gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n1; }
+
+# run KIND LABEL CMD...: runs one measurement with a time limit, and appends
+# its JSON (the last line of its output that starts with "{") to the
+# results with the label, the command's status and the GPU memory peak.
+run() {
+  local kind=$1 label=$2; shift 2
+  if [[ $kind = pytorch || $kind = segtune ]] && [ $((SECONDS - start)) -ge "$budget" ]; then
+    say "budget of ${budget}s spent: not running $label"
+    printf '{"kind":"%s","label":"%s","status":"not run (budget)"}\n' "$kind" "$label" >>"$jsonl"
+    return 1
+  fi
+  local o=$out/.run.out samples=$out/.gpu.samples base="" pid="" rc
+  base=$(gpu_used 2>/dev/null || true)
+  pid=$(gpu_sampler "$samples")
+  local t0=$SECONDS
+  timeout "$per_run" "$@" >"$o" 2>>"$log"
+  rc=$?
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  local peak=""
+  if [ -n "$pid" ] && [ -s "$samples" ] && [ -n "$base" ]; then
+    peak=$(sort -n "$samples" | tail -n1)
+    peak=$((peak - base))
+  fi
+  local js
+  js=$(grep '^{' "$o" | tail -n1)
+  [ -n "$js" ] || js='{}'
+  "$py" - "$kind" "$label" "$rc" "${peak:-}" "$((SECONDS - t0))" "$js" >>"$jsonl" <<'EOF'
+import json, sys
+kind, label, rc, peak, secs, js = sys.argv[1:]
+try:
+    r = json.loads(js)
+except ValueError:
+    r = {}
+r.update(kind=kind, label=label, status="ok" if rc == "0" else f"exit {rc}", wall_s=int(secs))
+if peak:
+    r["gpu_peak_mib_smi"] = int(peak)
+print(json.dumps(r))
+EOF
+  say "$label: $( [ "$rc" = 0 ] && echo ok || echo "exit $rc") in $((SECONDS - t0))s"
+  [ "$rc" = 0 ]
+}
+
+# ts and tp set cmd to the trainstep or torch_step.py command for model m,
+# batch b, precision p (timeout runs programs, not shell functions).
+ts() {
+  local m=$1 b=$2 p=$3; shift 3
+  local tf=0
+  [ "$p" = tf32 ] && tf=1
+  cmd=("$bin/trainstep" --model "$gen/deeplabv3plus_$m.onnx" --batch "$b" --size "$size" --threads 0
+    --steps "$steps" --warmup "$warmup" --device "$device" --optim sgd --json "$@")
+  [ "$device" = cuda ] && cmd+=(--cuda-opt "use_tf32=$tf")
+  return 0
+}
+tp() {
+  cmd=("$py" bench/trainstep/torch_step.py --model "$1" --batch "$2" --size "$size" --steps "$steps"
+    --warmup "$warmup" --device "$device" --precision "$3" --optim sgd --json)
+}
+
+say "device $device$( [ -n "$quick" ] && echo ' (quick)'), models ${models[*]}, batches ${batches[*]}, ${size}x${size}"
+[ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log" >&2
+
+# 1. Training steps, one SGD-with-momentum update included on both sides.
+fastest() { # the faster resident variant of model m, batch b, precision p so far
+  "$py" - "$jsonl" "$@" <<'EOF'
+import json, sys
+path, m, b, p = sys.argv[1:]
+best = None
+for line in open(path):
+    r = json.loads(line)
+    if r.get("kind") != "segtune" or r.get("status") != "ok" or not r.get("label", "").startswith(f"{m} b{b} {p} resident"):
+        continue
+    if best is None or r["median_ms"] < best[0]:
+        best = (r["median_ms"], r["label"].split()[-1])
+print(best[1] if best else "resident-wconv")
+EOF
+}
+for m in "${models[@]}"; do
+  for p in "${precisions[@]}"; do
+    for b in "${batches[@]}"; do
+      tp "$m" "$b" "$p" && run pytorch "$m b$b $p pytorch" "${cmd[@]}"
+      if [ "$b" = "${batches[0]}" ]; then
+        if [ "$m" = "${models[0]}" ]; then
+          ts "$m" "$b" "$p" && run segtune "$m b$b $p host" "${cmd[@]}"
+        fi
+        ts "$m" "$b" "$p" --resident && run segtune "$m b$b $p resident" "${cmd[@]}"
+        ts "$m" "$b" "$p" --resident --wgrad-conv && run segtune "$m b$b $p resident-wconv" "${cmd[@]}"
+      else
+        v=$(fastest "$m" "${batches[0]}" "$p")
+        flags=(--resident)
+        [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
+        ts "$m" "$b" "$p" "${flags[@]}" && run segtune "$m b$b $p $v" "${cmd[@]}"
+      fi
+    done
+  done
+  for p in "${halfs[@]}"; do # PyTorch's AMP, the mark for segtune's mixed precision
+    tp "$m" "${batches[0]}" "$p" && run pytorch "$m b${batches[0]} $p pytorch" "${cmd[@]}"
+  done
+done
+
+# 2. Where segtune's step spends its time: ONNX Runtime's profile of the
+# faster resident variant (first model, first batch, fp32), kernel time per
+# op type; CUDA_LAUNCH_BLOCKING makes the profiler's node times the GPU's.
+m=${models[0]} b=${batches[0]}
+v=$(fastest "$m" "$b" fp32)
+flags=(--resident --steps 3 --warmup 2 --profile "$out/.prof")
+[ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
+ts "$m" "$b" fp32 "${flags[@]}" && run profile "$m b$b fp32 $v profile" env CUDA_LAUNCH_BLOCKING=1 "${cmd[@]}"
+rm -f "$out"/.prof*
+
+# 3. Gradients: CUDA against the CPU and PyTorch's float64 (onnx/grad's
+# test, which logs RESULT lines), PyTorch's own error at the same precision,
+# and the node-by-node comparison that locates where CUDA departs.
+if [ "$device" = cuda ]; then
+  run gradcheck "grad test" env SEGTUNE_TORCH_PYTHON="$py" SEGTUNE_REQUIRE_GPU=1 \
+    bash -c "cd onnx/grad && '$bin/grad.test' -test.run 'TestTrainingStepCUDAMatchesCPU' -test.v 2>&1 | tee '$out/gradcheck.log' | grep -E '^(---|\s+\S+\.go:[0-9]+: (RESULT|.*relative error))' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
+fi
+run torchgrad "mobilenetv2 torch grad error fp32" "$py" bench/gpu/torch_grad_error.py --model mobilenetv2 \
+  --batch 2 --size 128 --device "$device" --precision fp32
+nd=(--model "$gen/deeplabv3plus_mobilenetv2.onnx" --batch 2 --size "$([ -n "$quick" ] && echo 64 || echo 128)" --device "$device" --top 25)
+run nodediff "mobilenetv2 nodediff" bash -c "'$bin/nodediff' $(printf "%q " "${nd[@]}") --json '$out/nodediff.json' >'$out/nodediff.txt' 2>&1; st=\$?; tail -n 60 '$out/nodediff.txt' >&2; printf '{\"exit\":%s}\n' \$st; exit \$st"
+
+rm -f "$out/.run.out" "$out/.gpu.samples"
+"$py" bench/gpu/report.py "$jsonl" --json "$out/results.json" --md "$out/results.md" || exit 1
+say "done in $((SECONDS - start))s: $out/results.md"
+cat "$out/results.md"
