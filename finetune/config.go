@@ -62,6 +62,11 @@ type Config struct {
 	// Device and Threads configure ONNX Runtime.
 	Device  string `json:"device,omitempty"`
 	Threads int    `json:"threads,omitempty"`
+	// Resident is where the training state (parameters, gradients,
+	// optimiser moments) lives: "on" in the session's device memory
+	// (finetune/resident), "off" in Go memory, "auto" or "" on the device
+	// when the steps may run on a GPU and the run is one process.
+	Resident string `json:"resident,omitempty"`
 	// CacheBytes bounds the decoded-image cache (see data.Config).
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// SkipBad skips unreadable examples with a warning instead of failing.

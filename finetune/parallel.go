@@ -183,7 +183,7 @@ func (p *dataParallel) bind(s *stepper) error {
 		return fmt.Errorf("training graph lacks its %q input", grad.LossScaleName)
 	}
 	p.scale = []float32{1}
-	s.setInput(i, runtime.NewFloat32(s.sess.Inputs[i].Shape, p.scale))
+	s.setInput(i, runtime.NewFloat32(s.inputs[i].Shape, p.scale))
 	return nil
 }
 

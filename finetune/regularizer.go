@@ -252,22 +252,27 @@ func (r *regularizer) bind(s *stepper) error {
 	if r.headW == nil || r.headB == nil {
 		return fmt.Errorf("training graph lacks the size head's parameters")
 	}
-	shape := s.sess.Inputs[r.in.gradIn].Shape
+	shape := s.inputs[r.in.gradIn].Shape
 	one := make([]float32, 1)
 	one[0] = 1
 	s.setInput(r.in.gradIn, runtime.NewFloat32(shape, one))
-	s.setInput(r.in.pos, runtime.NewFloat32(s.sess.Inputs[r.in.pos].Shape, r.posT))
-	s.setInput(r.in.neg, runtime.NewFloat32(s.sess.Inputs[r.in.neg].Shape, r.negT))
-	s.setInput(r.in.eps, runtime.NewFloat32(s.sess.Inputs[r.in.eps].Shape, r.epsT))
+	s.setInput(r.in.pos, runtime.NewFloat32(s.inputs[r.in.pos].Shape, r.posT))
+	s.setInput(r.in.neg, runtime.NewFloat32(s.inputs[r.in.neg].Shape, r.negT))
+	s.setInput(r.in.eps, runtime.NewFloat32(s.inputs[r.in.eps].Shape, r.epsT))
 	return nil
 }
 
 // boxHead puts the size head back in the box of ScoreBound after an
 // optimiser step (a projected step; nothing without a bound).
-func (r *regularizer) boxHead() {
-	if r.headW != nil {
-		r.boxData(r.headW.Data, r.headB.Data)
+func (r *regularizer) boxHead(s *stepper) error {
+	if r.headW == nil || r.cfg.ScoreBound <= 0 {
+		return nil
 	}
+	if err := s.pull(r.headW, r.headB); err != nil {
+		return err
+	}
+	r.boxData(r.headW.Data, r.headB.Data)
+	return s.push(r.headW, r.headB)
 }
 
 // boxData clips head weights w (and biases b, when given) to the box.

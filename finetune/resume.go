@@ -29,6 +29,9 @@ var resumable = map[string]struct {
 	"steps":   {func(c *Config) any { return c.MaxSteps }, func(d, s *Config) { d.MaxSteps = s.MaxSteps }},
 	"device":  {func(c *Config) any { return c.Device }, func(d, s *Config) { d.Device = s.Device }},
 	"threads": {func(c *Config) any { return c.Threads }, func(d, s *Config) { d.Threads = s.Threads }},
+	// Where the state lives does not change the run: checkpoints hold
+	// it in one format either way.
+	"resident": {func(c *Config) any { return c.Resident }, func(d, s *Config) { d.Resident = s.Resident }},
 }
 
 // fixedOnResume maps the other flags of `segtune finetune` to the settings

@@ -3,18 +3,34 @@ package finetune
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
 
-// stepper runs the training graph: one call computes the loss, the extra
-// outputs and every parameter's gradient for a batch.
+// stepper runs the training graph and the optimiser: one step computes the
+// loss, the extra outputs and every parameter's gradient for a batch, and
+// update applies the optimiser. It has two forms:
+//
+//   - host: the session reads the parameters from Go memory and writes the
+//     gradients back into it; the Go optimiser updates params in place.
+//     Data-parallel runs need it (the gradients are summed across ranks).
+//   - resident: parameters, gradients and moments live where the session
+//     runs (finetune/resident), on a GPU its own memory, and a step moves
+//     only the batch in and the loss and asked-for outputs out; params are
+//     brought up to date by pull before anything on the host reads them,
+//     and push sends host edits back.
 type stepper struct {
-	sess   *runtime.Session
+	sess   *runtime.Session  // host form
+	opt    *optim.Optimizer  // host form
+	res    *resident.Trainer // resident form
+	inputs []runtime.IOInfo  // the training graph's, either form
+	outs0  []runtime.IOInfo
 	params []*optim.Param // in the session's input order
 	// Positions of named inputs and outputs in the session.
 	imageIn, targetIn int
@@ -23,14 +39,17 @@ type stepper struct {
 	feeds             []*runtime.Tensor
 	// outs are the previous step's outputs: ONNX Runtime writes the next
 	// step's into the same memory (the gradients are the size of the model).
+	// In the resident form only the outputs in read are filled.
 	outs        []*runtime.Tensor
+	read        []int
 	imageShape  []int64
 	targetShape []int64
 }
 
 // newStepper opens a session on the training graph and binds params (by
-// name) to its inputs.
-func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, opts runtime.Options) (*stepper, error) {
+// name) to its inputs; with resident, it opens the resident trainer, whose
+// extra outputs (read each step) are those named in outputs.
+func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident bool, outputs []string, opts runtime.Options) (*stepper, error) {
 	data, err := gs.Training.Marshal()
 	if err != nil {
 		return nil, err
@@ -40,69 +59,243 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, opts 
 	// chunks) raised the training step's peak RSS by 150-250 MiB on
 	// MobileNetV2 DeepLabV3+ (batch 8, 128x128) for no measurable speed.
 	opts.Tuning.NoMemPattern = true
-	sess, err := runtime.NewSession(data, opts)
-	if err != nil {
-		return nil, fmt.Errorf("opening the training graph: %w", err)
+	s := &stepper{params: params}
+	if resident {
+		err = s.openResident(data, oc, outputs, opts)
+	} else {
+		err = s.openHost(data, oc, opts)
 	}
-	s := &stepper{sess: sess, params: params, feeds: make([]*runtime.Tensor, len(sess.Inputs))}
-	s.imageIn = sess.InputIndex(imageInput)
-	s.targetIn = sess.InputIndex(grad.TargetName)
-	s.lossOut = sess.OutputIndex(grad.LossName)
+	if err != nil {
+		return nil, err
+	}
+	s.feeds = make([]*runtime.Tensor, len(s.inputs))
+	s.outs = make([]*runtime.Tensor, len(s.outs0))
+	s.imageIn = s.inputIndex(imageInput)
+	s.targetIn = s.inputIndex(grad.TargetName)
+	s.lossOut = s.outputIndex(grad.LossName)
 	if s.imageIn < 0 || s.targetIn < 0 || s.lossOut < 0 {
-		sess.Close()
+		s.close()
 		return nil, fmt.Errorf("training graph lacks %q, %q or %q", imageInput, grad.TargetName, grad.LossName)
 	}
-	s.imageShape = sess.Inputs[s.imageIn].Shape
-	s.targetShape = sess.Inputs[s.targetIn].Shape
+	s.imageShape = s.inputs[s.imageIn].Shape
+	s.targetShape = s.inputs[s.targetIn].Shape
 	for _, p := range params {
-		in, out := sess.InputIndex(p.Name), sess.OutputIndex(grad.GradPrefix+p.Name)
+		in, out := s.inputIndex(p.Name), s.outputIndex(grad.GradPrefix+p.Name)
 		if in < 0 || out < 0 {
-			sess.Close()
+			s.close()
 			return nil, fmt.Errorf("training graph lacks parameter %q or its gradient", p.Name)
 		}
 		s.paramIn = append(s.paramIn, in)
 		s.gradOut = append(s.gradOut, out)
 		s.feeds[in] = runtime.NewFloat32(p.Shape, p.Data)
 	}
+	for _, name := range outputs {
+		s.read = append(s.read, s.outputIndex(name))
+	}
 	return s, nil
 }
 
-func (s *stepper) close() error { return s.sess.Close() }
+func (s *stepper) openHost(data []byte, oc optim.Config, opts runtime.Options) error {
+	sess, err := runtime.NewSession(data, opts)
+	if err != nil {
+		return fmt.Errorf("opening the training graph: %w", err)
+	}
+	if s.opt, err = optim.New(s.params, oc); err != nil {
+		sess.Close()
+		return err
+	}
+	s.sess, s.inputs, s.outs0 = sess, sess.Inputs, sess.Outputs
+	return nil
+}
+
+func (s *stepper) openResident(data []byte, oc optim.Config, outputs []string, opts runtime.Options) error {
+	ps := make([]resident.Param, len(s.params))
+	for i, p := range s.params {
+		ps[i] = resident.Param{Name: p.Name, Shape: p.Shape, Data: p.Data}
+	}
+	res, err := resident.New(data, ps, oc, resident.Options{Session: opts, Outputs: outputs})
+	if err != nil {
+		return err
+	}
+	s.res, s.inputs, s.outs0 = res, res.Inputs(), res.Outputs()
+	return nil
+}
+
+func (s *stepper) close() error {
+	if s.res != nil {
+		s.res.Close()
+		return nil
+	}
+	return s.sess.Close()
+}
+
+// device is where the steps run: "cpu" or "cuda".
+func (s *stepper) device() string {
+	if s.res != nil {
+		return s.res.Device()
+	}
+	return s.sess.Device
+}
 
 // extra feeds or reads a named input/output; -1 when absent.
-func (s *stepper) inputIndex(name string) int  { return s.sess.InputIndex(name) }
-func (s *stepper) outputIndex(name string) int { return s.sess.OutputIndex(name) }
+func (s *stepper) inputIndex(name string) int  { return ioIndex(s.inputs, name) }
+func (s *stepper) outputIndex(name string) int { return ioIndex(s.outs0, name) }
 
-// setInput binds a further graph input (e.g. the regularizer's).
+func ioIndex(ios []runtime.IOInfo, name string) int {
+	for i, x := range ios {
+		if x.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// setInput binds a further graph input (e.g. the regularizer's); its
+// values are read at each step.
 func (s *stepper) setInput(i int, t *runtime.Tensor) { s.feeds[i] = t }
 
-// step runs one batch, stores each parameter's gradient in its Grad and
-// returns the loss and all outputs. It refuses non-finite losses and
-// gradients, so that a diverging run stops before the weights are touched.
+// step runs one batch and returns the loss and the outputs (in the host
+// form each parameter's gradient lands in its Grad). It refuses non-finite
+// losses, so that a diverging run stops before the weights are touched.
 func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.Tensor, error) {
 	s.feeds[s.imageIn] = runtime.NewFloat32(s.imageShape, images)
 	s.feeds[s.targetIn] = runtime.NewInt64(s.targetShape, targets)
+	var loss float64
+	var err error
+	if s.res != nil {
+		loss, err = s.stepResident()
+	} else {
+		loss, err = s.stepHost()
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, s.outs, fmt.Errorf("loss is %v", loss)
+	}
+	return loss, s.outs, nil
+}
+
+func (s *stepper) stepHost() (float64, error) {
 	for i, p := range s.params {
 		s.feeds[s.paramIn[i]].Float32 = p.Data
 	}
 	for i, f := range s.feeds {
 		if f == nil {
-			return 0, nil, fmt.Errorf("training graph input %q is not fed", s.sess.Inputs[i].Name)
+			return 0, fmt.Errorf("training graph input %q is not fed", s.inputs[i].Name)
 		}
 	}
 	outs, err := s.sess.RunInto(s.outs, s.feeds...)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	s.outs = outs
-	loss := float64(outs[s.lossOut].Float32[0])
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return loss, outs, fmt.Errorf("loss is %v", loss)
-	}
 	for i, p := range s.params {
 		p.Grad = outs[s.gradOut[i]].Float32
 	}
-	return loss, outs, nil
+	return float64(outs[s.lossOut].Float32[0]), nil
+}
+
+func (s *stepper) stepResident() (float64, error) {
+	for _, name := range s.res.DataInputs() {
+		f := s.feeds[s.inputIndex(name)]
+		if f == nil {
+			return 0, fmt.Errorf("training graph input %q is not fed", name)
+		}
+		var err error
+		if f.Int64 != nil {
+			err = s.res.SetInput(name, f.Int64)
+		} else {
+			err = s.res.SetInput(name, f.Float32)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	loss, err := s.res.Forward()
+	if err != nil {
+		return 0, err
+	}
+	for _, i := range s.read {
+		if s.outs[i] == nil {
+			s.outs[i] = runtime.NewFloat32(s.outs0[i].Shape, make([]float32, ioLen(s.outs0[i].Shape)))
+		}
+		if err := s.res.Output(s.outs0[i].Name, s.outs[i].Float32); err != nil {
+			return 0, err
+		}
+	}
+	return loss, nil
+}
+
+func ioLen(shape []int64) int {
+	n := 1
+	for _, d := range shape {
+		n *= int(d)
+	}
+	return n
+}
+
+// update applies the optimiser at learning rate lr to the last step's
+// gradients; non-finite gradients return optim.ErrNonFiniteGrad with the
+// weights unchanged, in either form.
+func (s *stepper) update(lr float64) error {
+	if s.res == nil {
+		return s.opt.Step(lr)
+	}
+	r, err := s.res.Update(lr)
+	if err != nil {
+		return err
+	}
+	if r.Skipped {
+		return fmt.Errorf("%w (global norm %v)", optim.ErrNonFiniteGrad, r.GradNorm)
+	}
+	return nil
+}
+
+// pull brings the Data of the given parameters (all when none are given)
+// up to date with the device; a no-op in the host form.
+func (s *stepper) pull(ps ...*optim.Param) error {
+	if s.res == nil {
+		return nil
+	}
+	return s.res.ReadParams(s.dataOf(ps))
+}
+
+// push sends host edits of the given parameters to the device; a no-op in
+// the host form.
+func (s *stepper) push(ps ...*optim.Param) error {
+	if s.res == nil {
+		return nil
+	}
+	return s.res.WriteParams(s.dataOf(ps))
+}
+
+// dataOf returns the Data slices of ps in s.params' order, nil for the
+// others (all when ps is empty).
+func (s *stepper) dataOf(ps []*optim.Param) [][]float32 {
+	out := make([][]float32, len(s.params))
+	for i, p := range s.params {
+		if len(ps) == 0 || slices.Contains(ps, p) {
+			out[i] = p.Data
+		}
+	}
+	return out
+}
+
+// optimState is the optimiser's state, for a checkpoint.
+func (s *stepper) optimState() (*optim.State, error) {
+	if s.res == nil {
+		return s.opt.State(), nil
+	}
+	return s.res.State()
+}
+
+// setOptimState restores a checkpoint's optimiser state.
+func (s *stepper) setOptimState(st *optim.State) error {
+	if s.res == nil {
+		return s.opt.SetState(st)
+	}
+	return s.res.SetState(st)
 }
 
 // trainStep is one optimiser step as Algorithm 1's network (dual.Network):
@@ -137,11 +330,11 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 
 func (s *trainStep) Update(*dual.Batch) error {
 	s.lr = s.t.sched.At(s.t.steps)
-	if err := s.t.opt.Step(s.lr); err != nil {
+	if err := s.t.step.update(s.lr); err != nil {
 		return err
 	}
 	if s.t.reg != nil {
-		s.t.reg.boxHead() // the bounded size score's box
+		return s.t.reg.boxHead(s.t.step) // the bounded size score's box
 	}
 	return nil
 }

@@ -90,7 +90,6 @@ type trainer struct {
 	ct      *contract.Contract
 	input   string
 	params  []*optim.Param
-	opt     *optim.Optimizer
 	sched   schedule.Schedule
 	step    *stepper
 	keeper  *checkpoint.Keeper
@@ -341,7 +340,28 @@ func (t *trainer) setup(ctx context.Context) error {
 			onnx.DropData(w)
 		}
 	}
-	if t.step, err = newStepper(gs, t.params, t.input, runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
+	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
+	if err != nil {
+		return err
+	}
+	oc := optim.DefaultConfig(alg)
+	oc.NoDecay = optim.NoDecayVectors
+	if cfg.Momentum != nil {
+		oc.Momentum = *cfg.Momentum
+	}
+	if cfg.WeightDecay != nil {
+		oc.WeightDecay = *cfg.WeightDecay
+	}
+	res, err := t.residentState(*cfg)
+	if err != nil {
+		return err
+	}
+	var outputs []string
+	if t.reg != nil {
+		outputs = append(outputs, sizeScores)
+	}
+	if t.step, err = newStepper(gs, t.params, t.input, oc, res, outputs,
+		runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
 		return err
 	}
 	if t.reg != nil {
@@ -357,21 +377,6 @@ func (t *trainer) setup(ctx context.Context) error {
 	// before the step's arena grows, so that the process peaks at the
 	// larger of the two rather than their sum.
 	debug.FreeOSMemory()
-	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
-	if err != nil {
-		return err
-	}
-	oc := optim.DefaultConfig(alg)
-	oc.NoDecay = optim.NoDecayVectors
-	if cfg.Momentum != nil {
-		oc.Momentum = *cfg.Momentum
-	}
-	if cfg.WeightDecay != nil {
-		oc.WeightDecay = *cfg.WeightDecay
-	}
-	if t.opt, err = optim.New(t.params, oc); err != nil {
-		return err
-	}
 	if t.sched, err = schedule.Parse(cfg.Schedule, cfg.LR, t.total); err != nil {
 		return err
 	}
@@ -396,8 +401,11 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		}
 		copy(p.Data, w.Data)
 	}
+	if err := t.step.push(); err != nil {
+		return err
+	}
 	if ck.Optimizer != nil {
-		if err := t.opt.SetState(ck.Optimizer); err != nil {
+		if err := t.step.setOptimState(ck.Optimizer); err != nil {
 			return err
 		}
 	}
@@ -668,9 +676,16 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 		return false, err
 	}
 	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch})
+	if err := t.step.pull(); err != nil {
+		return false, err
+	}
+	ost, err := t.step.optimState()
+	if err != nil {
+		return false, err
+	}
 	ck := &checkpoint.Checkpoint{
 		BaseModel: t.cfg.Network.BaseModel, BaseSHA256: t.baseDigest, Epoch: int64(t.epoch), Step: t.steps,
-		Metrics: metricsOut, Config: cfgJSON, Optimizer: t.opt.State(), DataState: ds,
+		Metrics: metricsOut, Config: cfgJSON, Optimizer: ost, DataState: ds,
 	}
 	for _, p := range t.params {
 		ck.Weights = append(ck.Weights, checkpoint.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Data})
@@ -709,6 +724,9 @@ func (t *trainer) diverged(err error) error {
 // with the regularizer, the size head is appended as a second output so
 // that validation can score the size predictor too.
 func (t *trainer) validationModel() (*onnx.Model, error) {
+	if err := t.step.pull(); err != nil {
+		return nil, err
+	}
 	m := t.base.Clone()
 	var ws []network.Weight
 	var head []*optim.Param
@@ -764,6 +782,26 @@ func (t *trainer) finish() (*Result, error) {
 // mayRunOnGPU reports whether sessions for device may run on the CUDA
 // provider: cuda, or auto where the provider prepared (an auto that will
 // fall back to the CPU is compiled for the CPU).
+// residentState says whether the training state lives on the device
+// (finetune/resident) rather than in Go memory: cfg.Resident "on", or
+// "auto" (the default) where the steps may run on a GPU, whose copies of
+// every parameter and gradient each step would cost more than the step's
+// compute saves. Data-parallel runs sum their gradients in Go: host form.
+func (t *trainer) residentState(cfg Config) (bool, error) {
+	switch strings.ToLower(cfg.Resident) {
+	case "", "auto":
+		return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
+	case "on":
+		if t.par.parallel() {
+			return false, fmt.Errorf("--resident on: data-parallel runs sum their gradients across ranks in host memory; use --resident off or auto")
+		}
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("--resident %q: want auto, on or off", cfg.Resident)
+}
+
 func mayRunOnGPU(device string) bool {
 	switch strings.ToLower(device) {
 	case runtime.DeviceCUDA:

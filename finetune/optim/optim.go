@@ -127,7 +127,7 @@ type Optimizer struct {
 	cfg    Config
 	params []*Param
 	decay  []bool      // per parameter: apply weight decay
-	slots  [][]float32 // per parameter: moments, concatenated (see slotNames)
+	slots  [][]float32 // per parameter: moments, concatenated (see SlotNames)
 	step   int64
 	norm   float64
 	chunks []chunk // precomputed work split for parallel steps
@@ -152,7 +152,7 @@ func New(params []*Param, cfg Config) (*Optimizer, error) {
 	}
 	o := &Optimizer{cfg: cfg, params: params}
 	seen := make(map[string]bool, len(params))
-	nslot := len(slotNames(cfg))
+	nslot := len(SlotNames(cfg))
 	total := 0
 	for i, p := range params {
 		if p == nil {
@@ -214,8 +214,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// slotNames lists the state buffers per parameter for cfg's algorithm.
-func slotNames(cfg Config) []string {
+// SlotNames lists the state buffers per parameter for cfg's algorithm:
+// SlotMomentum for SGD with momentum, SlotExpAvg and SlotExpAvgSq for Adam
+// and AdamW, none for plain SGD.
+func SlotNames(cfg Config) []string {
 	switch cfg.Algorithm {
 	case SGD:
 		if cfg.Momentum == 0 {

@@ -26,7 +26,7 @@ type Buffer struct {
 // written out while training continues.
 func (o *Optimizer) State() *State {
 	s := &State{Algorithm: o.cfg.Algorithm, Step: o.step}
-	names := slotNames(o.cfg)
+	names := SlotNames(o.cfg)
 	for i, p := range o.params {
 		n := len(p.Data)
 		for j, slot := range names {
@@ -45,45 +45,60 @@ func (o *Optimizer) State() *State {
 // every slot of every parameter (in any order); otherwise SetState returns
 // an error naming the mismatch and leaves the optimiser unchanged.
 func (o *Optimizer) SetState(s *State) error {
-	if s == nil {
-		return fmt.Errorf("optim: nil state")
+	bufs, err := s.ForParams(o.cfg, o.params)
+	if err != nil {
+		return err
 	}
-	if s.Algorithm != o.cfg.Algorithm {
-		return fmt.Errorf("optim: state is for %q, optimiser is %q", s.Algorithm, o.cfg.Algorithm)
+	for i, p := range o.params {
+		n := len(p.Data)
+		for j, b := range bufs[i] {
+			copy(o.slots[i][j*n:(j+1)*n], b)
+		}
+	}
+	o.step = s.Step
+	return nil
+}
+
+// ForParams checks s against an optimiser of cfg over params — the
+// algorithm, a non-negative step count, exactly one buffer of the
+// parameter's length for each of its slots — and returns each parameter's
+// buffers (aliasing s) in SlotNames order, for optimisers that keep their
+// state elsewhere (an optgraph on a device).
+func (s *State) ForParams(cfg Config, params []*Param) ([][][]float32, error) {
+	if s == nil {
+		return nil, fmt.Errorf("optim: nil state")
+	}
+	if s.Algorithm != cfg.Algorithm {
+		return nil, fmt.Errorf("optim: state is for %q, optimiser is %q", s.Algorithm, cfg.Algorithm)
 	}
 	if s.Step < 0 {
-		return fmt.Errorf("optim: state has negative step count %d", s.Step)
+		return nil, fmt.Errorf("optim: state has negative step count %d", s.Step)
 	}
 	type key struct{ param, slot string }
 	byKey := make(map[key][]float32, len(s.Buffers))
 	for _, b := range s.Buffers {
 		k := key{b.Param, b.Slot}
 		if _, dup := byKey[k]; dup {
-			return fmt.Errorf("optim: state holds %s of %q twice", b.Slot, b.Param)
+			return nil, fmt.Errorf("optim: state holds %s of %q twice", b.Slot, b.Param)
 		}
 		byKey[k] = b.Data
 	}
-	names := slotNames(o.cfg)
-	for _, p := range o.params {
+	names := SlotNames(cfg)
+	out := make([][][]float32, len(params))
+	for i, p := range params {
 		for _, slot := range names {
 			d, ok := byKey[key{p.Name, slot}]
 			if !ok {
-				return fmt.Errorf("optim: state lacks %s of %q", slot, p.Name)
+				return nil, fmt.Errorf("optim: state lacks %s of %q", slot, p.Name)
 			}
 			if len(d) != len(p.Data) {
-				return fmt.Errorf("optim: state's %s of %q has %d values, parameter has %d", slot, p.Name, len(d), len(p.Data))
+				return nil, fmt.Errorf("optim: state's %s of %q has %d values, parameter has %d", slot, p.Name, len(d), len(p.Data))
 			}
+			out[i] = append(out[i], d)
 		}
 	}
-	if want := len(names) * len(o.params); len(byKey) != want {
-		return fmt.Errorf("optim: state holds %d buffers, optimiser has %d (parameters not in this model?)", len(byKey), want)
+	if want := len(names) * len(params); len(byKey) != want {
+		return nil, fmt.Errorf("optim: state holds %d buffers, optimiser has %d (parameters not in this model?)", len(byKey), want)
 	}
-	for i, p := range o.params {
-		n := len(p.Data)
-		for j, slot := range names {
-			copy(o.slots[i][j*n:(j+1)*n], byKey[key{p.Name, slot}])
-		}
-	}
-	o.step = s.Step
-	return nil
+	return out, nil
 }

@@ -102,7 +102,7 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer{cfg: cfg, layout: layout, slotNames: optgraph.SlotNames(cfg),
+	t := &Trainer{cfg: cfg, layout: layout, slotNames: optim.SlotNames(cfg),
 		inputs: map[string]*runtime.DeviceTensor{}, outputs: map[string]*runtime.DeviceTensor{}}
 	ok := false
 	defer func() {
@@ -321,6 +321,10 @@ func elemType(name string) runtime.ElemType {
 	return runtime.Float32
 }
 
+// Inputs and Outputs describe the training graph's inputs and outputs.
+func (t *Trainer) Inputs() []runtime.IOInfo  { return t.train.Inputs }
+func (t *Trainer) Outputs() []runtime.IOInfo { return t.train.Outputs }
+
 // DataInputs lists the training graph's inputs that are not parameters.
 func (t *Trainer) DataInputs() []string {
 	var names []string
@@ -404,72 +408,118 @@ func (t *Trainer) Step(lr float64) (Result, error) {
 	return r, err
 }
 
-// Params reads the current parameters back, in New's order.
-func (t *Trainer) Params() ([][]float32, error) {
-	return t.read(t.params[t.cur])
+// ReadParams copies the current parameters into dst, one slice per
+// parameter of New's order (nil slices are skipped): for validation, a
+// checkpoint or the regularizer's box on its head.
+func (t *Trainer) ReadParams(dst [][]float32) error {
+	return t.readFlat(t.params[t.cur], dst)
 }
 
-func (t *Trainer) read(f *flat) ([][]float32, error) {
-	if err := f.whole.Download(t.host); err != nil {
-		return nil, err
-	}
+// WriteParams replaces the parameters given in src (New's order; nil
+// slices keep theirs) and leaves the moments as they are.
+func (t *Trainer) WriteParams(src [][]float32) error {
+	return t.writeFlat(t.params[t.cur], src, "parameters")
+}
+
+// Params reads all parameters back into fresh slices, in New's order.
+func (t *Trainer) Params() ([][]float32, error) {
 	out := make([][]float32, len(t.pos))
 	for i, j := range t.pos {
+		out[i] = make([]float32, t.layout.Slots[j].Len)
+	}
+	return out, t.ReadParams(out)
+}
+
+func (t *Trainer) readFlat(f *flat, dst [][]float32) error {
+	if len(dst) != len(t.pos) {
+		return fmt.Errorf("reading %d tensors for %d parameters", len(dst), len(t.pos))
+	}
+	if err := f.whole.Download(t.host); err != nil {
+		return err
+	}
+	for i, j := range t.pos {
 		s := t.layout.Slots[j]
-		out[i] = append([]float32(nil), t.host[s.Offset:s.Offset+s.Len]...)
+		if dst[i] == nil {
+			continue
+		}
+		if int64(len(dst[i])) != s.Len {
+			return fmt.Errorf("reading %q into %d values, want %d", s.Name, len(dst[i]), s.Len)
+		}
+		copy(dst[i], t.host[s.Offset:s.Offset+s.Len])
 	}
-	return out, nil
+	return nil
 }
 
-// State is everything a resumed run needs: the parameters, each moment slot
-// (optim's slot names) per parameter, and the step count.
-type State struct {
-	Params [][]float32
-	Slots  map[string][][]float32
-	Steps  int64
+// writeFlat overwrites the tensors of f given in src. The whole buffer
+// travels (read, patched, written back), so the padding stays zero.
+func (t *Trainer) writeFlat(f *flat, src [][]float32, what string) error {
+	if len(src) != len(t.pos) {
+		return fmt.Errorf("writing %s: %d tensors for %d parameters", what, len(src), len(t.pos))
+	}
+	for i, j := range t.pos {
+		if s := t.layout.Slots[j]; src[i] != nil && int64(len(src[i])) != s.Len {
+			return fmt.Errorf("writing %s of %q: %d values, want %d", what, s.Name, len(src[i]), s.Len)
+		}
+	}
+	if err := f.whole.Download(t.host); err != nil {
+		return err
+	}
+	for i, j := range t.pos {
+		if src[i] != nil {
+			s := t.layout.Slots[j]
+			copy(t.host[s.Offset:s.Offset+s.Len], src[i])
+		}
+	}
+	return f.whole.Upload(t.host)
 }
 
-// State reads the whole training state back (for a checkpoint).
-func (t *Trainer) State() (*State, error) {
-	p, err := t.Params()
-	if err != nil {
-		return nil, err
-	}
-	st := &State{Params: p, Slots: map[string][][]float32{}, Steps: t.steps}
-	for j, name := range t.slotNames {
-		if st.Slots[name], err = t.read(t.slots[t.cur][j]); err != nil {
+// State reads the optimiser's state back (for a checkpoint): the same
+// optim.State as package optim's, so checkpoints do not depend on where
+// the state lived.
+func (t *Trainer) State() (*optim.State, error) {
+	st := &optim.State{Algorithm: t.cfg.Algorithm, Step: t.steps}
+	bufs := make([][][]float32, len(t.slotNames))
+	for j := range t.slotNames {
+		out := make([][]float32, len(t.pos))
+		for i, k := range t.pos {
+			out[i] = make([]float32, t.layout.Slots[k].Len)
+		}
+		if err := t.readFlat(t.slots[t.cur][j], out); err != nil {
 			return nil, err
+		}
+		bufs[j] = out
+	}
+	for i, k := range t.pos {
+		for j, slot := range t.slotNames {
+			st.Buffers = append(st.Buffers, optim.Buffer{Param: t.layout.Slots[k].Name, Slot: slot, Data: bufs[j][i]})
 		}
 	}
 	return st, nil
 }
 
-// Restore uploads a State read by State (from this or another Trainer of
-// the same parameters and optimiser), so the next step continues it exactly.
-func (t *Trainer) Restore(st *State) error {
-	write := func(f *flat, vals [][]float32, what string) error {
-		if len(vals) != len(t.pos) {
-			return fmt.Errorf("restoring %s: %d tensors for %d parameters", what, len(vals), len(t.pos))
-		}
-		clear(t.host)
-		for i, j := range t.pos {
-			s := t.layout.Slots[j]
-			if int64(len(vals[i])) != s.Len {
-				return fmt.Errorf("restoring %s of %q: %d values, want %d", what, s.Name, len(vals[i]), s.Len)
-			}
-			copy(t.host[s.Offset:], vals[i])
-		}
-		return f.whole.Upload(t.host)
+// SetState uploads an optimiser state (from State, or from package optim's
+// Optimizer.State), checked as optim.Optimizer.SetState checks it, so the
+// next step continues it exactly.
+func (t *Trainer) SetState(st *optim.State) error {
+	params := make([]*optim.Param, len(t.pos))
+	for i, k := range t.pos {
+		s := t.layout.Slots[k]
+		params[i] = &optim.Param{Name: s.Name, Shape: s.Shape, Data: make([]float32, s.Len)}
 	}
-	if err := write(t.params[t.cur], st.Params, "parameters"); err != nil {
+	bufs, err := st.ForParams(t.cfg, params)
+	if err != nil {
 		return err
 	}
 	for j, name := range t.slotNames {
-		if err := write(t.slots[t.cur][j], st.Slots[name], name); err != nil {
+		src := make([][]float32, len(t.pos))
+		for i := range t.pos {
+			src[i] = bufs[i][j]
+		}
+		if err := t.writeFlat(t.slots[t.cur][j], src, name); err != nil {
 			return err
 		}
 	}
-	t.steps = st.Steps
+	t.steps = st.Step
 	return nil
 }
 

@@ -161,7 +161,7 @@ func elems(shape []int64) (int64, bool) {
 func alignUp(n int64) int64 { return (n + Align - 1) / Align * Align }
 
 // Names of the graph's inputs and outputs. Slot inputs are named by the
-// slot names of package optim (see SlotNames); every updated buffer's
+// slot names of package optim (optim.SlotNames); every updated buffer's
 // output is its input's name followed by OutSuffix.
 const (
 	Params     = "params"
@@ -170,20 +170,6 @@ const (
 	GradNorm   = "grad_norm"
 	OutSuffix  = "_out"
 )
-
-// SlotNames returns the optimiser state buffers for cfg, in the graph's
-// input order: optim.SlotMomentum for SGD with momentum, optim.SlotExpAvg
-// and optim.SlotExpAvgSq for Adam and AdamW, none for plain SGD.
-func SlotNames(cfg optim.Config) []string {
-	switch {
-	case cfg.Algorithm == optim.SGD && cfg.Momentum == 0:
-		return nil
-	case cfg.Algorithm == optim.SGD:
-		return []string{optim.SlotMomentum}
-	default:
-		return []string{optim.SlotExpAvg, optim.SlotExpAvgSq}
-	}
-}
 
 // Coefficients returns the per-step scalars that the graph's coeffs input
 // takes for the step numbered step (1-based: the value optim.Optimizer's
@@ -251,7 +237,7 @@ func Build(l Layout, cfg optim.Config) (*onnx.Model, error) {
 		return nil, fmt.Errorf("optgraph: layout of %d elements with decayed prefix %d is not aligned to %d", l.Total, l.Decayed, Align)
 	}
 	const f32 = onnxpb.TensorProto_FLOAT
-	slots := SlotNames(cfg)
+	slots := optim.SlotNames(cfg)
 	k := numCoeffs(cfg)
 
 	var ins, outs []*onnxpb.ValueInfoProto
@@ -315,7 +301,7 @@ func (g *stepGraph) num(v float64) string {
 }
 
 // update emits the step and returns the new parameters and slots, in
-// SlotNames order. Each comment gives optim's formula; every full-size node
+// optim.SlotNames order. Each comment gives optim's formula; every full-size node
 // is one pass over memory.
 func (g *stepGraph) update(norm string, k int) []string {
 	cfg := g.cfg

@@ -112,7 +112,7 @@ func newHarness(t *testing.T, cfg optim.Config, seed uint64) *harness {
 	}
 	t.Cleanup(func() { s.Close() })
 	h := &harness{t: t, cfg: cfg, l: l, s: s, rng: rand.New(rand.NewPCG(seed, 7)), bufs: map[string][]float32{}}
-	for _, name := range append([]string{Params, Grads}, SlotNames(cfg)...) {
+	for _, name := range append([]string{Params, Grads}, optim.SlotNames(cfg)...) {
 		h.bufs[name] = make([]float32, l.Total)
 	}
 	for _, sl := range l.Slots {
@@ -178,7 +178,7 @@ func (h *harness) run(lr float64) map[string][]float32 {
 
 // adopt makes the graph's outputs the next step's inputs.
 func (h *harness) adopt(out map[string][]float32) {
-	for _, name := range append([]string{Params}, SlotNames(h.cfg)...) {
+	for _, name := range append([]string{Params}, optim.SlotNames(h.cfg)...) {
 		h.bufs[name] = out[name+OutSuffix]
 	}
 }
@@ -217,7 +217,7 @@ func (h *harness) compare() float64 {
 	}
 	for i, sl := range h.l.Slots {
 		check(sl.Name, h.bufs[Params][sl.Offset:sl.Offset+sl.Len], h.ps[i].Data)
-		for _, slot := range SlotNames(h.cfg) {
+		for _, slot := range optim.SlotNames(h.cfg) {
 			check(sl.Name+"."+slot, h.bufs[slot][sl.Offset:sl.Offset+sl.Len], state[[2]string{sl.Name, slot}])
 		}
 	}
@@ -304,7 +304,7 @@ func TestNonFiniteGradient(t *testing.T) {
 				if n := float64(out[GradNorm][0]); !math.IsNaN(n) && !math.IsInf(n, 0) {
 					t.Fatalf("grad_norm %v with a %v gradient", n, bad)
 				}
-				for _, name := range append([]string{Params}, SlotNames(cfg)...) {
+				for _, name := range append([]string{Params}, optim.SlotNames(cfg)...) {
 					got, in := out[name+OutSuffix], h.bufs[name]
 					for i := range in {
 						if math.Float32bits(got[i]) != math.Float32bits(in[i]) {
@@ -459,7 +459,7 @@ func TestGraphIsSmall(t *testing.T) {
 		if v := m.Proto.GetOpsetImport()[0].GetVersion(); v != 18 {
 			t.Errorf("%s: opset %d", c.name, v)
 		}
-		nodes, passes, maxInit := measure(m.Graph(), append([]string{Params, Grads}, SlotNames(cfg)...))
+		nodes, passes, maxInit := measure(m.Graph(), append([]string{Params, Grads}, optim.SlotNames(cfg)...))
 		t.Logf("%-24s %2d nodes, %2d full-size passes", c.name, nodes, passes)
 		lim := limits[cfg.Algorithm]
 		if nodes > lim.nodes || passes > lim.passes {

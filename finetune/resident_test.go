@@ -1,0 +1,97 @@
+package finetune
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/internal/testassets"
+)
+
+// TestResidentRunMatchesHostRun: fine-tuning with the training state in
+// the session's memory (--resident on, here the CPU provider's) ends with
+// the weights of the host loop, validation, checkpoints and export
+// included, within float32 rounding of the two optimisers.
+func TestResidentRunMatchesHostRun(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	assertResidentMatchesHost(t, dir, toyConfig(t, dir))
+}
+
+// assertResidentMatchesHost runs cfg in both forms and compares the last
+// checkpoints and the resident run's export.
+func assertResidentMatchesHost(t *testing.T, dir string, cfg Config) {
+	t.Helper()
+	host, dev := cfg, cfg
+	host.Resident, dev.Resident = "off", "on"
+	if _, err := Train(context.Background(), host, filepath.Join(dir, "host"), false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Train(context.Background(), dev, filepath.Join(dir, "resident"), false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := checkpoint.Load(filepath.Join(dir, "host", "last.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoint.Load(filepath.Join(dir, "resident", "last.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Step != b.Step || a.Step == 0 || len(a.Weights) != len(b.Weights) {
+		t.Fatalf("steps %d vs %d, %d vs %d weights", a.Step, b.Step, len(a.Weights), len(b.Weights))
+	}
+	worst := 0.0
+	for i := range a.Weights {
+		for j := range a.Weights[i].Data {
+			worst = max(worst, math.Abs(float64(a.Weights[i].Data[j]-b.Weights[i].Data[j])))
+		}
+	}
+	t.Logf("max |resident − host| after %d steps: %.3g", a.Step, worst)
+	if worst > 1e-5 || math.IsNaN(worst) {
+		t.Errorf("weights differ by %.3g", worst)
+	}
+	if a.Optimizer.Step != b.Optimizer.Step || len(a.Optimizer.Buffers) != len(b.Optimizer.Buffers) {
+		t.Errorf("optimiser states differ: step %d vs %d, %d vs %d buffers", a.Optimizer.Step, b.Optimizer.Step,
+			len(a.Optimizer.Buffers), len(b.Optimizer.Buffers))
+	}
+	assertExportMatchesTraining(t, filepath.Join(dir, "resident", "last.ckpt"), dev)
+}
+
+// TestResidentResumeIsExact: a resident run stopped after two epochs and
+// resumed ends bit for bit where the uninterrupted one does; and a run
+// resumed in the other form continues from the same checkpoint.
+func TestResidentResumeIsExact(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Resident = "on"
+	assertResumeIsExact(t, dir, cfg)
+}
+
+// TestResidentRegularized runs the size regularizer (its inputs fed each
+// step, the size scores read back, the head boxed on the host after every
+// update) in the resident form: the host run's weights, and exact resume.
+func TestResidentRegularized(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	cfg := regularizedToy(t, dir, "epoch")
+	assertResidentMatchesHost(t, filepath.Join(dir, "match"), cfg)
+	cfg.Resident = "on"
+	assertResumeIsExact(t, filepath.Join(dir, "resume"), cfg)
+}
+
+func TestResidentRejectsBadSetting(t *testing.T) {
+	tr := &trainer{par: newDataParallel(nil)}
+	if _, err := tr.residentState(Config{Resident: "maybe"}); err == nil {
+		t.Error(`--resident "maybe" was accepted`)
+	}
+	for setting, want := range map[string]bool{"on": true, "off": false, "auto": false, "": false} {
+		got, err := tr.residentState(Config{Resident: setting, Device: "cpu"})
+		if err != nil || got != want {
+			t.Errorf("--resident %q on the CPU: %v, %v; want %v", setting, got, err, want)
+		}
+	}
+}
