@@ -107,7 +107,14 @@ func (c *compiler) requiresGrad(fwd []*onnxpb.NodeProto) map[string]bool {
 
 func (c *compiler) isFloat(name string) bool {
 	i, ok := c.info[name]
-	return ok && (i.dtype == int32(onnxpb.TensorProto_FLOAT) || i.dtype == int32(onnxpb.TensorProto_DOUBLE))
+	if !ok {
+		return false
+	}
+	switch onnxpb.TensorProto_DataType(i.dtype) {
+	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
+		return true // half precision: mixed-precision graphs (onnx/autocast)
+	}
+	return false
 }
 
 // accumulate sums gradient contributions.

@@ -69,6 +69,10 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	if err != nil {
 		return nil, nil, err
 	}
+	halfType, data, err := exposeHalvesAsFloat(mp, pb, flat, data)
+	if err != nil {
+		return nil, nil, err
+	}
 	sess, err := runtime.NewSession(data, runtime.Options{Threads: threads, NoOptimize: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
@@ -100,6 +104,9 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 		dims := outs[si].Int64
 		shape := append([]int64{}, dims[:len(dims)-1]...)
 		dt := elemType(sess.Outputs[fi].Type)
+		if h, ok := halfType[name]; ok {
+			dt = h
+		}
 		info[name] = &tensorInfo{shape: shape, dtype: dt}
 		if want[name] {
 			v := outs[fi]
@@ -110,6 +117,46 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 		}
 	}
 	return info, vals, nil
+}
+
+// exposeHalvesAsFloat casts the exposed values of float16 and bfloat16
+// tensors (mixed-precision graphs, onnx/autocast) to float32, which the Go
+// binding reads (onnxruntime_go v1.27.0 copies a float16 output's element
+// count in bytes, half of it, and fails), and returns their real element
+// types by tensor name with the rewritten model. ONNX Runtime tells the
+// types without running the graph.
+func exposeHalvesAsFloat(mp *onnxpb.ModelProto, pb *builder, flat map[string]string, data []byte) (map[string]int32, []byte, error) {
+	_, outs, err := runtime.ReadIO(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
+	}
+	types := map[string]int32{}
+	for _, o := range outs {
+		types[o.Name] = elemType(o.Type)
+	}
+	half := map[string]int32{}
+	g := mp.Graph
+	made := len(pb.nodes)
+	for name, f := range flat {
+		dt := types[f]
+		if dt != int32(onnxpb.TensorProto_FLOAT16) && dt != int32(onnxpb.TensorProto_BFLOAT16) {
+			continue
+		}
+		half[name] = dt
+		cast := pb.op1("Cast", []string{f}, onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT)))
+		for _, o := range g.Output {
+			if o.GetName() == f {
+				o.Name = proto.String(cast)
+			}
+		}
+		flat[name] = cast
+	}
+	if len(half) == 0 {
+		return half, data, nil
+	}
+	g.Node = append(g.Node, pb.nodes[made:]...)
+	data, err = proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+	return half, data, err
 }
 
 // elemType maps ONNX Runtime's element type names to ONNX data types.

@@ -19,6 +19,10 @@ func init() {
 type convGeom struct {
 	k, s, d, pb []int64
 	group       int64
+	// dtype is the operands' element type: float16 in a mixed-precision
+	// graph (onnx/autocast), where the builder's constants, made in the
+	// graph's float type, must not meet them.
+	dtype int32
 }
 
 // readGeom resolves a (transposed) convolution's attributes. in and out are
@@ -27,7 +31,10 @@ type convGeom struct {
 // into explicit begin pads.
 func readGeom(c *gradCtx, wShape []int64, in, out []int64, transposed bool) (convGeom, error) {
 	nsp := len(in)
-	g := convGeom{group: attrInt(c.n, "group", 1)}
+	g := convGeom{group: attrInt(c.n, "group", 1), dtype: c.floatType}
+	if i := c.c.info[c.in(0)]; i != nil {
+		g.dtype = i.dtype
+	}
 	g.k = attrInts(c.n, "kernel_shape")
 	if g.k == nil {
 		g.k = append([]int64{}, wShape[2:]...)
@@ -96,11 +103,14 @@ func convRule(c *gradCtx) ([]string, error) {
 	}
 	dy := c.dY[0]
 	dx := c.grads()
+	// The CPU forms (Col2Im input gradients, im2col weight gradients) use
+	// constants of the graph's float type: not for half-precision convs.
+	same := geo.dtype == c.floatType
 	if c.wants(0) {
-		dx[0] = convInputGrad(c.builder, dy, w, ys, ws, xs, geo, !c.c.cfg.DirectConvs)
+		dx[0] = convInputGrad(c.builder, dy, w, ys, ws, xs, geo, !c.c.cfg.DirectConvs && same)
 	}
 	if c.wants(1) {
-		dx[1] = convWeightGrad(c.builder, x, dy, xs, ys, ws, geo, !c.c.cfg.WeightGradConv)
+		dx[1] = convWeightGrad(c.builder, x, dy, xs, ys, ws, geo, !c.c.cfg.WeightGradConv && same)
 	}
 	if c.wants(2) {
 		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
@@ -139,7 +149,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 		return col2imInputGrad(b, dy, w, ys, ws, xs, g)
 	}
 	if stride1 {
-		wf := flipSwapKernel(b, w, ws, g.group)
+		wf := flipSwapKernel(b, w, ws, g.group, flipByMatMul && g.dtype == b.floatType)
 		return b.op1("Conv", []string{dy, wf},
 			onnx.IntsAttr("strides", ones(nsp)...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(pb2, pe2)...),
 			onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...))
@@ -210,7 +220,7 @@ func col2imInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom) s
 
 // flipSwapKernel turns Conv weights [G·Co, Ci, k...] into the weights of the
 // adjoint stride-1 convolution: [G·Ci, Co, k...] with the spatial axes flipped.
-func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
+func flipSwapKernel(b *builder, w string, ws []int64, group int64, byMatMul bool) string {
 	co, ci := ws[0]/group, ws[1]
 	k := ws[2:]
 	nsp := len(k)
@@ -231,7 +241,7 @@ func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
 		w = b.transpose(w, p)
 		w = b.reshape(w, slices.Concat([]int64{group * ci, co}, k))
 	}
-	if flipByMatMul {
+	if byMatMul {
 		// Flipping every spatial axis reverses the flattened kernel index:
 		// a MatMul with the T×T exchange matrix (exact: one product by 1,
 		// the rest by 0), which ONNX Runtime runs about 2× faster than a
@@ -264,7 +274,8 @@ func flipSwapKernel(b *builder, w string, ws []int64, group int64) string {
 }
 
 // flipByMatMul selects the MatMul form of the kernel flip in
-// flipSwapKernel (the Slice form is kept for tests).
+// flipSwapKernel where the kernel has the graph's float type (the Slice
+// form, which needs no constant, is kept for tests and half precision).
 var flipByMatMul = true
 
 // convWeightGrad returns the gradient of Conv's weights [G·Co, Ci, k...]
@@ -389,7 +400,7 @@ func convTransposeRule(c *gradCtx) ([]string, error) {
 	}
 	if c.wants(1) {
 		// Conv weight gradient with the roles of input and output swapped.
-		dx[1] = convWeightGrad(c.builder, dy, x, ys, xs, ws, geo, !c.c.cfg.WeightGradConv)
+		dx[1] = convWeightGrad(c.builder, dy, x, ys, xs, ws, geo, !c.c.cfg.WeightGradConv && geo.dtype == c.floatType)
 	}
 	if c.wants(2) {
 		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)

@@ -1,0 +1,168 @@
+// Package autocast rewrites an inference graph for mixed-precision
+// training, as PyTorch's autocast does at run time: the operators whose
+// cost is their multiply-adds — Conv, ConvTranspose, MatMul, Gemm — run in
+// float16 behind Casts, and everything else (normalisation, Softmax,
+// reductions, the loss the gradient compiler appends) stays in float32.
+//
+// The parameters stay float32 graph tensors: a Cast inside the graph makes
+// each step's half-precision copy, so the weights the optimiser updates
+// are float32 masters, and the gradient compiler's Cast rule turns the
+// half-precision gradients back into float32 ones.
+//
+// Apply runs before onnx/grad's Build. Trainable parameters must then be
+// named exactly (grad.Config.Trainable with their names): a weight now
+// feeds a Cast, not its operator's parameter input, so patterns that pick
+// parameters by their consumer no longer find it.
+package autocast
+
+import (
+	"fmt"
+
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
+
+// Ops are the operators Apply runs in half precision.
+var Ops = map[string]bool{"Conv": true, "ConvTranspose": true, "MatMul": true, "Gemm": true}
+
+// Report says what Apply changed.
+type Report struct {
+	Nodes int // operators moved to half precision
+	Casts int // Cast nodes inserted
+}
+
+// Apply rewrites m in place: every node of Ops whose inputs are float32
+// computes in float16. An input that several such nodes read is cast once.
+// Element types come from the graph's inputs, initializers and value_info,
+// and are carried through the other nodes by elemTypes.
+func Apply(m *onnx.Model) (Report, error) {
+	g := m.Graph()
+	if g == nil {
+		return Report{}, fmt.Errorf("autocast: model has no graph")
+	}
+	types := elemTypes(g)
+	isF32 := map[string]bool{}
+	for name, t := range types {
+		isF32[name] = t == onnxpb.TensorProto_FLOAT
+	}
+	taken := map[string]bool{}
+	for _, n := range g.Node {
+		for _, s := range append(append([]string{}, n.Input...), n.Output...) {
+			taken[s] = true
+		}
+	}
+	for name := range isF32 {
+		taken[name] = true
+	}
+	fresh := func(base string) string {
+		s := base
+		for i := 1; taken[s]; i++ {
+			s = fmt.Sprintf("%s_%d", base, i)
+		}
+		taken[s] = true
+		return s
+	}
+	cast := func(in, out string, to onnxpb.TensorProto_DataType) *onnxpb.NodeProto {
+		name := "autocast/" + out
+		ty := onnxpb.AttributeProto_INT
+		toI := int64(to)
+		attr := "to"
+		return &onnxpb.NodeProto{OpType: &[]string{"Cast"}[0], Name: &name, Input: []string{in}, Output: []string{out},
+			Attribute: []*onnxpb.AttributeProto{{Name: &attr, Type: &ty, I: &toI}}}
+	}
+	var r Report
+	halves := map[string]string{} // float32 tensor → its float16 copy
+	out := make([]*onnxpb.NodeProto, 0, len(g.Node))
+	for _, n := range g.Node {
+		if !Ops[n.GetOpType()] || n.GetDomain() != "" || !allF32(n.Input, isF32) {
+			out = append(out, n)
+			continue
+		}
+		for i, in := range n.Input {
+			if in == "" {
+				continue
+			}
+			h, ok := halves[in]
+			if !ok {
+				h = fresh(in + "/fp16")
+				halves[in] = h
+				out = append(out, cast(in, h, onnxpb.TensorProto_FLOAT16))
+				r.Casts++
+			}
+			n.Input[i] = h
+		}
+		y := n.Output[0]
+		yh := fresh(y + "/fp16")
+		n.Output[0] = yh
+		out = append(out, n, cast(yh, y, onnxpb.TensorProto_FLOAT))
+		isF32[y] = true
+		r.Casts++
+		r.Nodes++
+	}
+	g.Node = out
+	if r.Nodes == 0 {
+		return r, fmt.Errorf("autocast: no Conv, ConvTranspose, MatMul or Gemm with float32 inputs of known type")
+	}
+	return r, nil
+}
+
+// elemTypes returns the element type of every tensor it can tell: those
+// the graph records, then each node's outputs in order — a Cast's "to",
+// int64 for shape and index operators, bool for comparisons, and otherwise
+// the type of the node's first typed input (which holds for the
+// element-wise, layout and normalisation operators of a segmenter).
+func elemTypes(g *onnxpb.GraphProto) map[string]onnxpb.TensorProto_DataType {
+	t := map[string]onnxpb.TensorProto_DataType{}
+	for _, v := range append(append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
+		if et := v.GetType().GetTensorType().GetElemType(); et != 0 {
+			t[v.GetName()] = onnxpb.TensorProto_DataType(et)
+		}
+	}
+	for _, in := range g.Initializer {
+		t[in.GetName()] = onnxpb.TensorProto_DataType(in.GetDataType())
+	}
+	for _, n := range g.Node {
+		var et onnxpb.TensorProto_DataType
+		switch n.GetOpType() {
+		case "Cast":
+			for _, a := range n.Attribute {
+				if a.GetName() == "to" {
+					et = onnxpb.TensorProto_DataType(a.GetI())
+				}
+			}
+		case "Shape", "Size", "ArgMax", "ArgMin", "NonZero":
+			et = onnxpb.TensorProto_INT64
+		case "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf":
+			et = onnxpb.TensorProto_BOOL
+		case "Constant":
+			for _, a := range n.Attribute {
+				if a.GetName() == "value" && a.GetT() != nil {
+					et = onnxpb.TensorProto_DataType(a.GetT().GetDataType())
+				}
+			}
+		default:
+			for _, in := range n.Input {
+				if x, ok := t[in]; ok && in != "" {
+					et = x
+					break
+				}
+			}
+		}
+		for i, o := range n.Output {
+			if _, known := t[o]; !known && et != 0 && (i == 0 || n.GetOpType() != "TopK") {
+				t[o] = et
+			}
+		}
+	}
+	return t
+}
+
+// allF32 reports whether every named input is a float32 tensor.
+func allF32(ins []string, isF32 map[string]bool) bool {
+	for _, in := range ins {
+		if in != "" && !isF32[in] {
+			return false
+		}
+	}
+	return true
+}
