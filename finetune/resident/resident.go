@@ -58,6 +58,7 @@ type Trainer struct {
 	cur                int
 
 	loss, norm, coeffs *runtime.DeviceTensor
+	gradScale          *runtime.DeviceTensor            // nil without Options.GradScale
 	inputs             map[string]*runtime.DeviceTensor // data inputs
 	outputs            map[string]*runtime.DeviceTensor // extra outputs read after each step
 	steps              int64
@@ -80,6 +81,9 @@ type Options struct {
 	// Outputs names training-graph outputs (besides the loss and the
 	// gradients) to compute each step and read back with Output.
 	Outputs []string
+	// GradScale: the gradients arrive multiplied by a loss scale (mixed
+	// precision), which the optimiser divides out; SetGradScale gives it.
+	GradScale bool
 }
 
 // New opens the training graph (grad.Build's, serialised) and an optimiser
@@ -94,7 +98,7 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	if err != nil {
 		return nil, err
 	}
-	om, err := optgraph.Build(layout, cfg)
+	om, err := optgraph.Build(layout, cfg, optgraph.Options{GradScale: o.GradScale})
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +120,9 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 		return nil, fmt.Errorf("opening the training graph: %w", err)
 	}
 	so.Log = discard{} // the training session already said where it runs
+	if so.Tuning.ProfilePrefix != "" {
+		so.Tuning.ProfilePrefix += "-optimizer" // its own file, sorting before the training graph's
+	}
 	if t.opt, err = runtime.NewSession(odata, so); err != nil {
 		return nil, fmt.Errorf("opening the optimiser graph: %w", err)
 	}
@@ -130,6 +137,14 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	}
 	if err := t.allocate(); err != nil {
 		return nil, err
+	}
+	if o.GradScale {
+		if t.gradScale, err = t.mem.NewTensor(runtime.Float32, []int64{1}); err != nil {
+			return nil, err
+		}
+		if err := t.gradScale.Upload([]float32{1}); err != nil {
+			return nil, err
+		}
 	}
 	if err := t.bind(o.Outputs); err != nil {
 		return nil, err
@@ -292,6 +307,9 @@ func (t *Trainer) bind(extra []string) error {
 			binds = append(binds, binding{sn, t.slots[set][j].whole, false},
 				binding{sn + optgraph.OutSuffix, t.slots[1-set][j].whole, true})
 		}
+		if t.gradScale != nil {
+			binds = append(binds, binding{optgraph.GradScaleName, t.gradScale, false})
+		}
 		for _, x := range binds {
 			var err error
 			if x.output {
@@ -369,6 +387,15 @@ func (t *Trainer) Output(name string, host any) error {
 		return fmt.Errorf("output %q was not asked for", name)
 	}
 	return d.Download(host)
+}
+
+// SetGradScale sets the factor the next updates multiply the gradients by
+// (1/loss scale); New must have had Options.GradScale.
+func (t *Trainer) SetGradScale(inv float32) error {
+	if t.gradScale == nil {
+		return errors.New("resident: SetGradScale without Options.GradScale")
+	}
+	return t.gradScale.Upload([]float32{inv})
 }
 
 // Update applies the optimiser at learning rate lr to the gradients of the
@@ -549,7 +576,7 @@ func (t *Trainer) Close() {
 		}
 	}
 	free(t.grads)
-	for _, d := range []*runtime.DeviceTensor{t.loss, t.norm, t.coeffs} {
+	for _, d := range []*runtime.DeviceTensor{t.loss, t.norm, t.coeffs, t.gradScale} {
 		if d != nil {
 			d.Free()
 		}

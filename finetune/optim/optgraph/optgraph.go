@@ -215,6 +215,21 @@ func numCoeffs(cfg optim.Config) int {
 	return len(Coefficients(cfg, 1, 0))
 }
 
+// Options are Build's choices beyond the optimiser.
+type Options struct {
+	// GradScale adds the input GradScaleName [1]: the gradients arrive
+	// multiplied by a loss scale (mixed precision: float16 gradients
+	// underflow otherwise) and the graph multiplies them by this input,
+	// 1/scale, before anything reads them. grad_norm is then the unscaled
+	// norm, and a scale so large that the scaled gradients overflowed
+	// makes it non-finite, which skips the step as any non-finite
+	// gradient does: the caller lowers the scale.
+	GradScale bool
+}
+
+// GradScaleName is the input of Options.GradScale.
+const GradScaleName = "grad_scale"
+
 // Build returns the ONNX model (opset 18) of one optimiser step over the
 // flat buffers of l.
 //
@@ -228,7 +243,7 @@ func numCoeffs(cfg optim.Config) int {
 // one factor per row, built from two Expands: a decayed step costs one
 // broadcasting Mul and a column Total/Align long, and the model holds no
 // constant that grows with the parameter count.
-func Build(l Layout, cfg optim.Config) (*onnx.Model, error) {
+func Build(l Layout, cfg optim.Config, o Options) (*onnx.Model, error) {
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
@@ -245,6 +260,9 @@ func Build(l Layout, cfg optim.Config) (*onnx.Model, error) {
 		ins = append(ins, onnx.TensorValueInfo(name, f32, l.Total))
 	}
 	ins = append(ins, onnx.TensorValueInfo(CoeffsName, f32, int64(k)))
+	if o.GradScale {
+		ins = append(ins, onnx.TensorValueInfo(GradScaleName, f32, 1))
+	}
 	state := append([]string{Params}, slots...)
 	var stepOuts, skipOuts []*onnxpb.ValueInfoProto
 	for _, name := range state {
@@ -257,11 +275,17 @@ func Build(l Layout, cfg optim.Config) (*onnx.Model, error) {
 	// The norm is a square root of a sum of squares: finite exactly when
 	// it is below +Inf, a comparison that NaN fails too.
 	top := &onnx.Builder{}
-	norm := top.Node("Sqrt", GradNorm, []string{top.Op1("ReduceSumSquare", []string{Grads}, onnx.IntAttr("keepdims", 1))})
+	sumSq := top.Op1("ReduceSumSquare", []string{Grads}, onnx.IntAttr("keepdims", 1))
+	var norm string
+	if o.GradScale {
+		norm = top.Node("Mul", GradNorm, []string{top.Op1("Sqrt", []string{sumSq}), GradScaleName})
+	} else {
+		norm = top.Node("Sqrt", GradNorm, []string{sumSq})
+	}
 	inf := top.ConstFloat("inf", f32, nil, math.Inf(1))
 	finite := top.Node("Less", "finite", []string{norm, inf})
 
-	step := &stepGraph{Builder: &onnx.Builder{Prefix: "step/"}, l: l, cfg: cfg}
+	step := &stepGraph{Builder: &onnx.Builder{Prefix: "step/"}, l: l, cfg: cfg, gradScale: o.GradScale}
 	results := step.update(norm, k)
 	for i, name := range state {
 		step.output(results[i], step.Name(name+OutSuffix))
@@ -289,8 +313,9 @@ func graphAttr(name string, g *onnxpb.GraphProto) *onnxpb.AttributeProto {
 // stepGraph builds the update branch.
 type stepGraph struct {
 	*onnx.Builder
-	l   Layout
-	cfg optim.Config
+	l         Layout
+	cfg       optim.Config
+	gradScale bool // multiply the gradients by GradScaleName
 }
 
 func (g *stepGraph) op(opType string, in ...string) string { return g.Op1(opType, in) }
@@ -315,6 +340,15 @@ func (g *stepGraph) update(norm string, k int) []string {
 	scale := ""
 	if cfg.MaxGradNorm > 0 {
 		scale = g.op("Min", g.num(1), g.op("Div", g.num(cfg.MaxGradNorm), g.add(norm, g.num(1e-6))))
+	}
+	// The loss scale's inverse joins the clipping factor: one scalar
+	// product, no pass of its own.
+	if g.gradScale {
+		if scale == "" {
+			scale = GradScaleName
+		} else {
+			scale = g.mul(scale, GradScaleName)
+		}
 	}
 	scaled := func(by float64) string { // by*scale, a scalar
 		if scale == "" {

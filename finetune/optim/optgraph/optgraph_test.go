@@ -89,16 +89,23 @@ type harness struct {
 	ps   []*optim.Param
 	bufs map[string][]float32 // graph inputs by name: params, grads, slots
 	rng  *rand.Rand
+	// lossScale, when not 0, multiplies the graph's gradients (not
+	// optim's), and the graph gets its inverse (Options.GradScale).
+	lossScale float32
 }
 
 func newHarness(t *testing.T, cfg optim.Config, seed uint64) *harness {
+	return newScaledHarness(t, cfg, seed, 0)
+}
+
+func newScaledHarness(t *testing.T, cfg optim.Config, seed uint64, lossScale float32) *harness {
 	t.Helper()
 	testassets.RequireORT(t)
 	l, err := NewLayout(specs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Build(l, cfg)
+	m, err := Build(l, cfg, Options{GradScale: lossScale != 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +118,7 @@ func newHarness(t *testing.T, cfg optim.Config, seed uint64) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	h := &harness{t: t, cfg: cfg, l: l, s: s, rng: rand.New(rand.NewPCG(seed, 7)), bufs: map[string][]float32{}}
+	h := &harness{t: t, cfg: cfg, l: l, s: s, rng: rand.New(rand.NewPCG(seed, 7)), bufs: map[string][]float32{}, lossScale: lossScale}
 	for _, name := range append([]string{Params, Grads}, optim.SlotNames(cfg)...) {
 		h.bufs[name] = make([]float32, l.Total)
 	}
@@ -138,6 +145,11 @@ func (h *harness) gradients() {
 			g[j] = float32(h.rng.NormFloat64() * 0.1)
 		}
 		copy(h.bufs[Grads][sl.Offset:], g)
+		if h.lossScale != 0 {
+			for j := range g {
+				h.bufs[Grads][sl.Offset+int64(j)] *= h.lossScale
+			}
+		}
 	}
 }
 
@@ -157,6 +169,10 @@ func (h *harness) run(lr float64) map[string][]float32 {
 	for _, info := range h.s.Inputs {
 		if info.Name == CoeffsName {
 			in = append(in, runtime.NewFloat32([]int64{int64(len(k))}, k))
+			continue
+		}
+		if info.Name == GradScaleName {
+			in = append(in, runtime.NewFloat32([]int64{1}, []float32{1 / h.lossScale}))
 			continue
 		}
 		b, ok := h.bufs[info.Name]
@@ -273,6 +289,36 @@ func TestMatchesOptim(t *testing.T) {
 				t.Fatal("clipping never applied: the test does not exercise it")
 			}
 			t.Logf("max difference from optim after 20 steps: %.3g (params and moments)", h.compare())
+		})
+	}
+}
+
+// TestGradScale: gradients that arrive multiplied by a loss scale (a power
+// of two, as loss scaling uses) are unscaled by the graph: the steps and
+// the reported norm are optim's on the unscaled gradients; and a scale
+// that overflows float32 makes the norm infinite, which skips the step.
+func TestGradScale(t *testing.T) {
+	for ci, c := range cases {
+		if !slices.Contains([]string{"momentum", "adamw-vectors-clip", "sgd-clip"}, c.name) {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg()
+			h := newScaledHarness(t, cfg, uint64(200+ci), 1024)
+			for step := range 20 {
+				h.gradients()
+				h.step(schedule(cfg, step))
+			}
+			t.Logf("max difference from optim after 20 scaled steps: %.3g", h.compare())
+			h.lossScale = 1e38 // the scaled gradients overflow
+			h.gradients()
+			out := h.run(0.01)
+			if n := float64(out[GradNorm][0]); !math.IsInf(n, 0) && !math.IsNaN(n) {
+				t.Fatalf("overflowed gradients: grad_norm %v, want non-finite", n)
+			}
+			if !slices.Equal(out[Params+OutSuffix], h.bufs[Params]) {
+				t.Fatal("an overflowed step changed the parameters")
+			}
 		})
 	}
 }
@@ -395,13 +441,13 @@ func TestLayout(t *testing.T) {
 			t.Errorf("NewLayout(%v): error %v, want one saying %q", tc.params, err, tc.want)
 		}
 	}
-	if _, err := Build(Layout{Total: 100}, cfg); err == nil {
+	if _, err := Build(Layout{Total: 100}, cfg, Options{}); err == nil {
 		t.Error("Build accepted a layout of 100 elements")
 	}
-	if _, err := Build(Layout{Total: 128, Decayed: 192}, cfg); err == nil {
+	if _, err := Build(Layout{Total: 128, Decayed: 192}, cfg, Options{}); err == nil {
 		t.Error("Build accepted a decayed prefix longer than the buffer")
 	}
-	if _, err := Build(Layout{Total: 128}, bad); err == nil {
+	if _, err := Build(Layout{Total: 128}, bad, Options{}); err == nil {
 		t.Error("Build accepted an invalid configuration")
 	}
 }
@@ -416,7 +462,7 @@ func TestCoefficients(t *testing.T) {
 	}
 	for _, c := range cases {
 		cfg := c.cfg()
-		m, err := Build(Layout{Total: Align}, cfg)
+		m, err := Build(Layout{Total: Align}, cfg, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +491,7 @@ func TestGraphIsSmall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := Build(l, cfg)
+		m, err := Build(l, cfg, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
