@@ -67,6 +67,11 @@ type Config struct {
 	// (finetune/resident), "off" in Go memory, "auto" or "" on the device
 	// when the steps may run on a GPU and the run is one process.
 	Resident string `json:"resident,omitempty"`
+	// Precision is fp32, tf32 (the default: float32 with TF32 in cuDNN
+	// and cuBLAS on GPUs that have it, as PyTorch's convolutions) or fp16
+	// (mixed precision: onnx/autocast, float32 master weights, a dynamic
+	// loss scale).
+	Precision string `json:"precision,omitempty"`
 	// CacheBytes bounds the decoded-image cache (see data.Config).
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// SkipBad skips unreadable examples with a warning instead of failing.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -92,6 +93,91 @@ func TestResidentRejectsBadSetting(t *testing.T) {
 		got, err := tr.residentState(Config{Resident: setting, Device: "cpu"})
 		if err != nil || got != want {
 			t.Errorf("--resident %q on the CPU: %v, %v; want %v", setting, got, err, want)
+		}
+	}
+}
+
+// TestHalfPrecisionRun: --precision fp16 trains the toy model in both
+// forms (float16 convolutions behind Casts; ONNX Runtime's CPU provider
+// runs them through its own float32 fallback), records the loss scale in
+// metrics.jsonl, and resumes bit for bit, the loss scale included.
+func TestHalfPrecisionRun(t *testing.T) {
+	testassets.RequireORT(t)
+	// A scale large enough to overflow the first steps' float16
+	// gradients, so that skipping and halving are exercised and resumed.
+	defer func(s float64) { initialLossScale = s }(initialLossScale)
+	initialLossScale = 1 << 19
+	for _, res := range []string{"off", "on"} {
+		t.Run("resident-"+res, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := toyConfig(t, dir)
+			cfg.Precision, cfg.Resident = "fp16", res
+			out := filepath.Join(dir, "run")
+			if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+				t.Fatal(err)
+			}
+			if l := epochLosses(t, out); len(l) != 4 || !(l[3] < l[0]) {
+				t.Fatalf("epoch losses %v: want 4 falling", l)
+			}
+			recs, err := history.Read(filepath.Join(out, HistoryFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := history.Filter(recs, history.KindStep)
+			skipped := 0
+			for _, r := range steps {
+				if r.Extra["skipped"] == 1 {
+					skipped++
+				}
+			}
+			if skipped == 0 || skipped > 4 {
+				t.Errorf("%d steps skipped for overflow at a starting scale of 2^19", skipped)
+			}
+			want := initialLossScale / math.Pow(2, float64(skipped))
+			if len(steps) == 0 || steps[len(steps)-1].Extra["loss_scale"] != want {
+				t.Fatalf("last loss scale %v after %d skipped steps, want %v", steps[len(steps)-1].Extra["loss_scale"], skipped, want)
+			}
+			t.Logf("%d of %d steps skipped for overflow", skipped, len(steps))
+			assertResumeIsExact(t, filepath.Join(dir, "resume"), cfg)
+		})
+	}
+}
+
+func TestLossScalerPolicy(t *testing.T) {
+	const initialLossScale = 1 << 16
+	l := &lossScaler{Scale: initialLossScale}
+	l.overflowed()
+	if l.Scale != initialLossScale/2 || l.Clean != 0 {
+		t.Fatalf("after an overflow: %+v", *l)
+	}
+	for range lossScaleGrowthEvery - 1 {
+		l.clean()
+	}
+	if l.Scale != initialLossScale/2 {
+		t.Fatalf("grew before %d clean steps: %+v", lossScaleGrowthEvery, *l)
+	}
+	l.clean()
+	if l.Scale != initialLossScale || l.Clean != 0 {
+		t.Fatalf("after %d clean steps: %+v", lossScaleGrowthEvery, *l)
+	}
+	for range 100 {
+		l.overflowed()
+	}
+	if l.Scale != minLossScale {
+		t.Fatalf("scale fell to %v, below its floor %v", l.Scale, minLossScale)
+	}
+}
+
+func TestPrecisionSetting(t *testing.T) {
+	tr := &trainer{par: newDataParallel(nil)}
+	for setting, half := range map[string]bool{"": false, "fp32": false, "TF32": false, "fp16": true} {
+		if got, err := tr.precision(Config{Precision: setting}); err != nil || got != half {
+			t.Errorf("--precision %q: %v, %v", setting, got, err)
+		}
+	}
+	for _, bad := range []string{"bf16", "int8"} {
+		if _, err := tr.precision(Config{Precision: bad}); err == nil {
+			t.Errorf("--precision %q was accepted", bad)
 		}
 	}
 }

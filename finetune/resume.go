@@ -56,6 +56,9 @@ var fixedOnResume = func() map[string]resumeSetting {
 		"schedule": func(c *Config) any { return c.Schedule },
 		"seed":     func(c *Config) any { return c.Seed },
 		"skip-bad": func(c *Config) any { return c.SkipBad },
+		"precision": func(c *Config) any {
+			return c.Precision
+		},
 	}
 	data := func(c *Config) any { return [2]DataSpec{c.Train, c.Val} }
 	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {

@@ -1,6 +1,7 @@
 package finetune
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -44,12 +45,52 @@ type stepper struct {
 	read        []int
 	imageShape  []int64
 	targetShape []int64
+	// scaler is mixed precision's loss scale (nil in float32), fed to
+	// the loss_scale input through scaleIn.
+	scaler  *lossScaler
+	scaleIn []float32
+}
+
+// lossScaler is mixed precision's dynamic loss scale, with PyTorch's
+// GradScaler policy: float16 gradients of a mean over many pixels fall
+// below float16's smallest normal unless the loss is scaled up, and a
+// scale too large overflows them. Start at 2¹⁶; a step whose gradients
+// overflowed is skipped and halves the scale; 2000 clean steps in a row
+// double it. Its fields are checkpointed (dataState) for an exact resume.
+type lossScaler struct {
+	Scale float64 `json:"scale"`
+	Clean int     `json:"clean_steps"`
+}
+
+// initialLossScale is PyTorch's; a variable so that tests can start high
+// enough to overflow.
+var initialLossScale float64 = 1 << 16
+
+const (
+	lossScaleGrowthEvery   = 2000
+	minLossScale           = 1.0 / (1 << 24) // below it every float16 gradient would be 0
+	errSkippedStepOverflow = stepError("the scaled gradients overflowed: step skipped, loss scale halved")
+)
+
+type stepError string
+
+func (e stepError) Error() string { return string(e) }
+
+func (l *lossScaler) overflowed() {
+	l.Scale, l.Clean = max(l.Scale/2, minLossScale), 0
+}
+
+func (l *lossScaler) clean() {
+	if l.Clean++; l.Clean == lossScaleGrowthEvery {
+		l.Scale, l.Clean = l.Scale*2, 0
+	}
 }
 
 // newStepper opens a session on the training graph and binds params (by
 // name) to its inputs; with resident, it opens the resident trainer, whose
-// extra outputs (read each step) are those named in outputs.
-func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident bool, outputs []string, opts runtime.Options) (*stepper, error) {
+// extra outputs (read each step) are those named in outputs. A scaler
+// (mixed precision) feeds the graph's loss_scale input.
+func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident bool, outputs []string, scaler *lossScaler, opts runtime.Options) (*stepper, error) {
 	data, err := gs.Training.Marshal()
 	if err != nil {
 		return nil, err
@@ -59,7 +100,7 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 	// chunks) raised the training step's peak RSS by 150-250 MiB on
 	// MobileNetV2 DeepLabV3+ (batch 8, 128x128) for no measurable speed.
 	opts.Tuning.NoMemPattern = true
-	s := &stepper{params: params}
+	s := &stepper{params: params, scaler: scaler}
 	if resident {
 		err = s.openResident(data, oc, outputs, opts)
 	} else {
@@ -92,6 +133,15 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 	for _, name := range outputs {
 		s.read = append(s.read, s.outputIndex(name))
 	}
+	if scaler != nil {
+		i := s.inputIndex(grad.LossScaleName)
+		if i < 0 {
+			s.close()
+			return nil, fmt.Errorf("training graph lacks its %q input", grad.LossScaleName)
+		}
+		s.scaleIn = []float32{float32(scaler.Scale)}
+		s.setInput(i, runtime.NewFloat32(s.inputs[i].Shape, s.scaleIn))
+	}
 	return s, nil
 }
 
@@ -113,7 +163,7 @@ func (s *stepper) openResident(data []byte, oc optim.Config, outputs []string, o
 	for i, p := range s.params {
 		ps[i] = resident.Param{Name: p.Name, Shape: p.Shape, Data: p.Data}
 	}
-	res, err := resident.New(data, ps, oc, resident.Options{Session: opts, Outputs: outputs})
+	res, err := resident.New(data, ps, oc, resident.Options{Session: opts, Outputs: outputs, GradScale: s.scaler != nil})
 	if err != nil {
 		return err
 	}
@@ -160,6 +210,9 @@ func (s *stepper) setInput(i int, t *runtime.Tensor) { s.feeds[i] = t }
 func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.Tensor, error) {
 	s.feeds[s.imageIn] = runtime.NewFloat32(s.imageShape, images)
 	s.feeds[s.targetIn] = runtime.NewInt64(s.targetShape, targets)
+	if s.scaler != nil {
+		s.scaleIn[0] = float32(s.scaler.Scale)
+	}
 	var loss float64
 	var err error
 	if s.res != nil {
@@ -236,11 +289,44 @@ func ioLen(shape []int64) int {
 }
 
 // update applies the optimiser at learning rate lr to the last step's
-// gradients; non-finite gradients return optim.ErrNonFiniteGrad with the
-// weights unchanged, in either form.
+// gradients. Non-finite gradients return optim.ErrNonFiniteGrad with the
+// weights unchanged, in either form; under a loss scaler they are an
+// overflow instead: errSkippedStepOverflow, the step skipped, the scale
+// halved.
 func (s *stepper) update(lr float64) error {
-	if s.res == nil {
-		return s.opt.Step(lr)
+	var err error
+	switch {
+	case s.res != nil:
+		err = s.updateResident(lr)
+	case s.scaler != nil:
+		inv := float32(1 / s.scaler.Scale)
+		for _, p := range s.params {
+			for i := range p.Grad {
+				p.Grad[i] *= inv
+			}
+		}
+		err = s.opt.Step(lr)
+	default:
+		err = s.opt.Step(lr)
+	}
+	if s.scaler == nil {
+		return err
+	}
+	if errors.Is(err, optim.ErrNonFiniteGrad) {
+		s.scaler.overflowed()
+		return errSkippedStepOverflow
+	}
+	if err == nil {
+		s.scaler.clean()
+	}
+	return err
+}
+
+func (s *stepper) updateResident(lr float64) error {
+	if s.scaler != nil {
+		if err := s.res.SetGradScale(float32(1 / s.scaler.Scale)); err != nil {
+			return err
+		}
 	}
 	r, err := s.res.Update(lr)
 	if err != nil {
@@ -304,8 +390,10 @@ func (s *stepper) setOptimState(st *optim.State) error {
 type trainStep struct {
 	t     *trainer
 	batch *data.Batch
-	// loss and lr are the step's, for the history.
+	// loss and lr are the step's, for the history; skipped reports a
+	// step whose scaled gradients overflowed (mixed precision).
 	loss, lr float64
+	skipped  bool
 }
 
 func (s *trainStep) Forward(b *dual.Batch) error {
@@ -330,7 +418,10 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 
 func (s *trainStep) Update(*dual.Batch) error {
 	s.lr = s.t.sched.At(s.t.steps)
-	if err := s.t.step.update(s.lr); err != nil {
+	if err := s.t.step.update(s.lr); errors.Is(err, errSkippedStepOverflow) {
+		s.skipped = true
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if s.t.reg != nil {

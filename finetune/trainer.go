@@ -26,6 +26,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
@@ -103,6 +104,7 @@ type trainer struct {
 	sizer   *sizer       // nil when size groups cannot be formed
 	reg     *regularizer // nil for the baseline
 	par     *dataParallel
+	scaler  *lossScaler // nil unless --precision fp16
 
 	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
 	baseDigest string
@@ -314,7 +316,19 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Trainable = patterns
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	gc.Loss = trainingLoss(t.ct, ignore)
-	gc.Loss.Scale = t.par.parallel() // each rank's share of the batch's loss
+	half, err := t.precision(*cfg)
+	if err != nil {
+		return err
+	}
+	if half {
+		// Mixed precision: the heavy operators in float16 behind Casts
+		// (the parameters stay float32 masters), the loss scaled.
+		if _, err := autocast.Apply(trainModel); err != nil {
+			return fmt.Errorf("--precision fp16: %w", err)
+		}
+		t.scaler = &lossScaler{Scale: initialLossScale}
+	}
+	gc.Loss.Scale = t.par.parallel() || half // each rank's share of the batch's loss; the loss scale
 	gc.Threads = cfg.Threads
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
 	// chooses its own convolution algorithms.
@@ -360,8 +374,13 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.reg != nil {
 		outputs = append(outputs, sizeScores)
 	}
-	if t.step, err = newStepper(gs, t.params, t.input, oc, res, outputs,
-		runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}); err != nil {
+	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
+	if mayRunOnGPU(cfg.Device) {
+		// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
+		// convolutions, except under --precision fp32.
+		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
+	}
+	if t.step, err = newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts); err != nil {
 		return err
 	}
 	if t.reg != nil {
@@ -383,10 +402,12 @@ func (t *trainer) setup(ctx context.Context) error {
 	return nil
 }
 
-// dataState is the loader position stored in checkpoints.
+// dataState is the loader position stored in checkpoints, and under
+// mixed precision the loss scale.
 type dataState struct {
-	Epoch int `json:"epoch"`
-	Step  int `json:"step"`
+	Epoch     int         `json:"epoch"`
+	Step      int         `json:"step"`
+	LossScale *lossScaler `json:"loss_scale,omitempty"`
 }
 
 func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
@@ -414,6 +435,9 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		return fmt.Errorf("data state: %w", err)
 	}
 	t.epoch, t.inEpoch, t.steps = ds.Epoch, ds.Step, ck.Step
+	if t.scaler != nil && ds.LossScale != nil {
+		*t.scaler = *ds.LossScale
+	}
 	if v, ok := ck.Metrics["best_val_miou"]; ok {
 		t.best = &v
 	}
@@ -528,6 +552,15 @@ func (t *trainer) run(ctx context.Context) error {
 			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
 		}
 		stepExtra = t.par.stepStats(stepExtra)
+		if t.scaler != nil {
+			if stepExtra == nil {
+				stepExtra = map[string]float64{}
+			}
+			stepExtra["loss_scale"] = t.scaler.Scale // after this step's update
+			if st.skipped {
+				stepExtra["skipped"] = 1
+			}
+		}
 		loss, lr := st.loss, st.lr
 		t.steps++
 		t.epoch, t.inEpoch = loader.Position()
@@ -675,7 +708,7 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch})
+	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch, LossScale: t.scaler})
 	if err := t.step.pull(); err != nil {
 		return false, err
 	}
@@ -782,6 +815,24 @@ func (t *trainer) finish() (*Result, error) {
 // mayRunOnGPU reports whether sessions for device may run on the CUDA
 // provider: cuda, or auto where the provider prepared (an auto that will
 // fall back to the CPU is compiled for the CPU).
+// precision checks cfg.Precision and reports whether the run is mixed
+// precision (fp16). fp32 and tf32 differ only on GPUs with TF32 (runtime
+// options); on the CPU both are float32.
+func (t *trainer) precision(cfg Config) (bool, error) {
+	switch strings.ToLower(cfg.Precision) {
+	case "", "tf32", "fp32":
+		return false, nil
+	case "fp16":
+		if t.par.parallel() {
+			return false, fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32")
+		}
+		return true, nil
+	case "bf16":
+		return false, fmt.Errorf("--precision bf16: the training graphs are ONNX opset 18, whose Conv has no bfloat16; use fp16")
+	}
+	return false, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", cfg.Precision)
+}
+
 // residentState says whether the training state lives on the device
 // (finetune/resident) rather than in Go memory: cfg.Resident "on", or
 // "auto" (the default) where the steps may run on a GPU, whose copies of
