@@ -143,12 +143,8 @@ EOF
 # batch b, precision p (timeout runs programs, not shell functions).
 ts() {
   local m=$1 b=$2 p=$3; shift 3
-  local tf=0
-  [ "$p" = tf32 ] && tf=1
   cmd=("$bin/trainstep" --model "$gen/deeplabv3plus_$m.onnx" --batch "$b" --size "$size" --threads 0
-    --steps "$steps" --warmup "$warmup" --device "$device" --optim sgd --json "$@")
-  [ "$device" = cuda ] && cmd+=(--cuda-opt "use_tf32=$tf")
-  return 0
+    --steps "$steps" --warmup "$warmup" --device "$device" --optim sgd --precision "$p" --json "$@")
 }
 tp() {
   cmd=("$py" bench/trainstep/torch_step.py --model "$1" --batch "$2" --size "$size" --steps "$steps"
@@ -191,8 +187,15 @@ for m in "${models[@]}"; do
       fi
     done
   done
-  for p in "${halfs[@]}"; do # PyTorch's AMP, the mark for segtune's mixed precision
-    tp "$m" "${batches[0]}" "$p" && run pytorch "$m b${batches[0]} $p pytorch" "${cmd[@]}"
+  for p in "${halfs[@]}"; do # AMP: segtune has fp16 (onnx/autocast), not bf16 (opset 18's Conv has none)
+    b=${batches[0]}
+    tp "$m" "$b" "$p" && run pytorch "$m b$b $p pytorch" "${cmd[@]}"
+    if [ "$p" = fp16 ]; then
+      v=$(fastest "$m" "$b" fp32)
+      flags=(--resident)
+      [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
+      ts "$m" "$b" fp16 "${flags[@]}" && run segtune "$m b$b fp16 $v" "${cmd[@]}"
+    fi
   done
 done
 

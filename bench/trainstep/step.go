@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
@@ -40,6 +42,7 @@ type Result struct {
 	// backward only); Resident reports device-resident state (--resident).
 	Optim          string  `json:"optim"`
 	Resident       bool    `json:"resident"`
+	Precision      string  `json:"precision,omitempty"`
 	WeightGradConv bool    `json:"wgrad_conv"`
 	MedianMs       float64 `json:"median_ms"`
 	// UpdateMedianMs is the median time of the optimiser graph's run
@@ -90,6 +93,7 @@ func main() {
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
 	flag.StringVar(&Optim, "optim", "none", "also apply an optimiser step: none, sgd, adam or adamw (in Go on host copies, or with --resident as a graph on the device)")
 	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
+	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1) or fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser); empty: the provider's defaults")
 	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
 	flag.Parse()
 	if *memPattern {
@@ -166,6 +170,13 @@ var DirectConvs bool
 // WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
 var WeightGradConv bool
 
+// Precision is flag --precision: fp32, tf32, fp16 or empty.
+var Precision string
+
+// benchLossScale is the fixed loss scale of --precision fp16: the step
+// timing needs the scaled backward and the unscaling, not a dynamic scale.
+const benchLossScale = 1024
+
 // Optim names the optimiser applied after each step ("none": the step is
 // forward and backward only, as torch_step.py's default); Resident keeps
 // the whole training state on the device (flags --optim, --resident).
@@ -202,12 +213,34 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		return nil, err
 	}
 	in := m.Graph().GetInput()[0].GetName()
+	trainable := []string{"*"}
+	switch Precision {
+	case "", "fp32", "tf32":
+	case "fp16":
+		// autocast hides the weights from "*" (they feed Casts): name them.
+		trainable = nil
+		for name := range onnx.ParameterNames(m.Graph()) {
+			trainable = append(trainable, "re:"+regexp.QuoteMeta(name))
+		}
+		if _, err := autocast.Apply(m); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", Precision)
+	}
+	if Precision != "" && CUDAOptions["use_tf32"] == "" {
+		if CUDAOptions == nil {
+			CUDAOptions = map[string]string{}
+		}
+		CUDAOptions["use_tf32"] = map[bool]string{true: "1", false: "0"}[Precision == "tf32"]
+	}
 	gs, err := grad.Build(m, grad.Config{
-		Trainable:      []string{"*"},
+		Trainable:      trainable,
 		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		Threads:        threads,
 		DirectConvs:    DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		WeightGradConv: WeightGradConv,
+		Loss:           grad.Loss{Scale: Precision == "fp16"},
 	})
 	if err != nil {
 		return nil, err
@@ -261,6 +294,8 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		switch {
 		case x.Name == grad.TargetName:
 			st.inputs = append(st.inputs, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, target))
+		case x.Name == grad.LossScaleName:
+			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{1}, []float32{benchLossScale}))
 		case params[x.Name] != nil:
 			st.inputs = append(st.inputs, params[x.Name])
 		default:
@@ -311,9 +346,16 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 		}
 		params = append(params, resident.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
 	}
-	tr, err := resident.New(data, params, cfg, resident.Options{Session: opts})
+	half := Precision == "fp16"
+	tr, err := resident.New(data, params, cfg, resident.Options{Session: opts, GradScale: half})
 	if err != nil {
 		return nil, err
+	}
+	if half {
+		if err := tr.SetGradScale(1 / benchLossScale); err != nil {
+			tr.Close()
+			return nil, err
+		}
 	}
 	classes := int64(2)
 	for _, o := range gs.Manifest.Training.Outputs {
@@ -326,6 +368,8 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 		switch in {
 		case grad.TargetName:
 			err = tr.SetInput(in, target)
+		case grad.LossScaleName:
+			err = tr.SetInput(in, []float32{benchLossScale})
 		default:
 			err = tr.SetInput(in, image)
 		}
@@ -361,6 +405,11 @@ func (s *Stepper) Step() error {
 	}
 	for _, p := range s.params {
 		p.Grad = outs[s.Session.OutputIndex(grad.GradPrefix+p.Name)].Float32
+		if Precision == "fp16" { // as finetune's host form: unscale in Go
+			for i := range p.Grad {
+				p.Grad[i] /= benchLossScale
+			}
+		}
 	}
 	return s.opt.Step(benchLR(optim.Algorithm(Optim)))
 }
@@ -382,7 +431,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 		return nil, err
 	}
 	defer st.Close()
-	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv,
+	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv, Precision: Precision,
 		BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
 	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
