@@ -2,13 +2,18 @@ package grad_test
 
 import (
 	"bufio"
+	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/optim/optgraph"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/projection/onnxgraph"
@@ -46,13 +51,29 @@ var elemTypeNames = map[int32]string{
 	9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16",
 }
 
-// checkCUDAKernels checks that every node of g has a CUDA kernel for the
-// element type of its data input, propagating element types through the
-// graph from its inputs and initializers.
-func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels map[string]map[string]bool) {
+// checkCUDAKernels checks that every node of g, and of the subgraphs of its
+// If, Loop and Scan nodes (GRAPH attributes such as then_branch and
+// else_branch, checked the same way, with the enclosing scopes' element
+// types visible inside), has a CUDA kernel for the element type of its data
+// input, propagating element types through the graph from its inputs and
+// initializers. It returns the element types of g's values.
+func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels map[string]map[string]bool) map[string]string {
 	t.Helper()
-	types := map[string]string{}
-	for _, v := range append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...) {
+	missing := map[string]int{}
+	types := checkCUDAGraph(t, name, g, map[string]string{}, kernels, missing)
+	for k, c := range missing {
+		t.Errorf("%s: %d nodes %s have no CUDA kernel in testdata/cuda_kernels.txt", name, c, k)
+	}
+	return types
+}
+
+// checkCUDAGraph is checkCUDAKernels for g, whose enclosing scopes' element
+// types are outer (left as they are: g's names shadow them in a copy). It
+// counts the ops without a kernel in missing and returns g's element types.
+func checkCUDAGraph(t *testing.T, name string, g *onnxpb.GraphProto, outer map[string]string, kernels map[string]map[string]bool, missing map[string]int) map[string]string {
+	t.Helper()
+	types := maps.Clone(outer)
+	for _, v := range append(append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
 		if ty, ok := elemTypeNames[v.GetType().GetTensorType().GetElemType()]; ok {
 			types[v.GetName()] = ty
 		}
@@ -60,13 +81,15 @@ func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels m
 	for _, in := range g.Initializer {
 		types[in.GetName()] = elemTypeNames[in.GetDataType()]
 	}
-	missing := map[string]int{}
 	for _, n := range g.Node {
 		op := n.GetOpType()
 		if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
 			t.Errorf("%s: node %s: op %s of domain %s", name, n.GetName(), op, n.GetDomain())
 			continue
 		}
+		// The data input, whose type the table lists, is input 0, but X
+		// (input 1) for Where, whose input 0 is its condition. If's input 0
+		// is its condition too, which the table lists as bool (see its row).
 		data := 0
 		if op == "Where" {
 			data = 1
@@ -90,6 +113,28 @@ func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels m
 					if k := len(a.Ints) / 2; a.GetName() == "pads" && !slices.Equal(a.Ints[:k], a.Ints[k:]) {
 						missing["ConvTranspose(asymmetric pads)"]++
 					}
+				}
+			}
+		}
+		// Subgraphs see the outer scope as it stands at their node; their
+		// declared outputs give the node's (If: either branch; Loop: the
+		// body's outputs after its condition; Scan: the body's outputs).
+		var subOuts []string
+		for _, a := range n.Attribute {
+			subs := a.Graphs
+			if a.G != nil {
+				subs = append([]*onnxpb.GraphProto{a.G}, subs...)
+			}
+			for _, sg := range subs {
+				st := checkCUDAGraph(t, name+"/"+n.GetName()+"."+a.GetName(), sg, types, kernels, missing)
+				if subOuts != nil {
+					continue
+				}
+				for _, o := range sg.Output {
+					subOuts = append(subOuts, st[o.GetName()])
+				}
+				if op == "Loop" && len(subOuts) > 0 {
+					subOuts = subOuts[1:]
 				}
 			}
 		}
@@ -117,16 +162,21 @@ func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels m
 			}
 		}
 		for i, o := range n.Output {
-			if op == "TopK" && i == 1 {
+			switch {
+			case op == "TopK" && i == 1:
 				types[o] = "int64"
-				continue
+			case op == "If" || op == "Loop" || op == "Scan":
+				if i >= len(subOuts) || subOuts[i] == "" {
+					t.Errorf("%s: node %s (%s): element type of output %s unknown", name, n.GetName(), op, o)
+					continue
+				}
+				types[o] = subOuts[i]
+			default:
+				types[o] = out
 			}
-			types[o] = out
 		}
 	}
-	for k, c := range missing {
-		t.Errorf("%s: %d nodes %s have no CUDA kernel in testdata/cuda_kernels.txt", name, c, k)
-	}
+	return types
 }
 
 // TestTrainingGraphsHaveCUDAKernels checks, without a GPU, that the
@@ -174,6 +224,94 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			}
 			checkCUDAKernels(t, "training", gs.Training.Proto.Graph, kernels)
 			checkCUDAKernels(t, "eval", gs.Eval.Proto.Graph, kernels)
+		})
+	}
+	// Mixed precision: the float16 training graphs in the form that
+	// segtune builds for the GPU, as onnx/autocast's tests build them.
+	for _, s := range srcs {
+		if s.name != "mobilenetv2" && s.name != "resnet18" {
+			continue
+		}
+		t.Run(s.name+"/fp16", func(t *testing.T) {
+			m := s.load(t)
+			var params []string // exact names: Apply hides them from consumer-based patterns
+			for name := range onnx.ParameterNames(m.Graph()) {
+				params = append(params, "re:"+regexp.QuoteMeta(name))
+			}
+			r, err := autocast.Apply(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Nodes == 0 {
+				t.Fatal("autocast moved no operator to float16")
+			}
+			in := onnx.DataInputs(m.Graph())[0].GetName()
+			gs, err := grad.Build(m, grad.Config{Trainable: params, Loss: grad.Loss{Scale: true},
+				InputShapes: map[string][]int64{in: s.dims}, DirectConvs: true, WeightGradConv: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gs.Params) != len(params) {
+				t.Fatalf("%d of %d parameters trainable", len(gs.Params), len(params))
+			}
+			types := checkCUDAKernels(t, "fp16 training", gs.Training.Proto.Graph, kernels)
+			half := map[string]int{} // op → nodes whose first input is float16
+			for _, n := range gs.Training.Proto.Graph.Node {
+				if len(n.Input) > 0 && types[n.Input[0]] == "float16" {
+					half[n.GetOpType()]++
+				}
+			}
+			if len(half) == 0 {
+				t.Fatal("no node of the training graph reads float16")
+			}
+			t.Logf("training nodes reading float16 of %d: %v", len(gs.Training.Proto.Graph.Node), half)
+			checkCUDAKernels(t, "fp16 eval", gs.Eval.Proto.Graph, kernels)
+		})
+	}
+	// The optimiser step graph, with its If on a finite gradient norm.
+	specs := []optgraph.Spec{
+		{Name: "conv.weight", Shape: []int64{5, 3, 3, 3}},
+		{Name: "conv.bias", Shape: []int64{5}},
+		{Name: "fc.weight", Shape: []int64{7, 11}},
+		{Name: "norm.scale", Shape: []int64{13}},
+	}
+	for _, c := range []struct {
+		name      string
+		cfg       func() optim.Config
+		gradScale bool
+	}{
+		{"sgd", func() optim.Config {
+			c := optim.DefaultConfig(optim.SGD)
+			c.Momentum, c.Nesterov, c.WeightDecay = 0.9, true, 1e-2
+			return c
+		}, false},
+		{"adam", func() optim.Config { return optim.DefaultConfig(optim.Adam) }, false},
+		{"adamw", func() optim.Config {
+			c := optim.DefaultConfig(optim.AdamW)
+			c.NoDecay, c.MaxGradNorm = optim.NoDecayVectors, 1
+			return c
+		}, true},
+	} {
+		t.Run("optimizer/"+c.name, func(t *testing.T) {
+			cfg := c.cfg()
+			l, err := optgraph.NewLayout(specs, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := optgraph.Build(l, cfg, optgraph.Options{GradScale: c.gradScale})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ifs := 0
+			for _, n := range m.Proto.Graph.Node {
+				if n.GetOpType() == "If" {
+					ifs++
+				}
+			}
+			if ifs == 0 {
+				t.Fatal("the optimiser graph has no If")
+			}
+			checkCUDAKernels(t, "optimizer "+c.name, m.Proto.Graph, kernels)
 		})
 	}
 }
