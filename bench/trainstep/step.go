@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/segtune/segtune/bench/internal/trainfeed"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/onnx"
@@ -272,36 +272,13 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(0, 1))
-	params := map[string]*runtime.Tensor{}
-	for _, p := range gs.Params {
-		v, err := onnx.Float32s(p)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		params[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
-	}
-	classes := int64(2)
-	for _, o := range gs.Manifest.Training.Outputs {
-		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] {
-			classes = o.Shape[1]
-		}
+	params, err := trainfeed.Params(gs)
+	if err != nil {
+		s.Close()
+		return nil, err
 	}
 	st := &Stepper{Session: s, Device: s.Device, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
-	image, target := randomBatch(rng, batch, size, classes)
-	for _, x := range s.Inputs {
-		switch {
-		case x.Name == grad.TargetName:
-			st.inputs = append(st.inputs, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, target))
-		case x.Name == grad.LossScaleName:
-			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{1}, []float32{benchLossScale}))
-		case params[x.Name] != nil:
-			st.inputs = append(st.inputs, params[x.Name])
-		default:
-			st.inputs = append(st.inputs, runtime.NewFloat32([]int64{int64(batch), 3, int64(size), int64(size)}, image))
-		}
-	}
+	st.inputs = trainfeed.Feeds(s.Inputs, params, trainfeed.NewBatch(gs, batch, size), benchLossScale)
 	if Optim != "none" {
 		for _, p := range gs.Params {
 			st.params = append(st.params, &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: params[p.GetName()].Float32})
@@ -320,19 +297,6 @@ func benchLR(a optim.Algorithm) float64 {
 		return 0.01
 	}
 	return 1e-4
-}
-
-// randomBatch is the seeded image batch (normal) and target (uniform classes).
-func randomBatch(rng *rand.Rand, batch, size int, classes int64) ([]float32, []int64) {
-	target := make([]int64, batch*size*size)
-	for i := range target {
-		target[i] = rng.Int64N(classes)
-	}
-	image := make([]float32, batch*3*size*size)
-	for i := range image {
-		image[i] = float32(rng.NormFloat64())
-	}
-	return image, target
 }
 
 // newResidentStepper opens a resident.Trainer on the training graph with
@@ -357,21 +321,15 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 			return nil, err
 		}
 	}
-	classes := int64(2)
-	for _, o := range gs.Manifest.Training.Outputs {
-		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] {
-			classes = o.Shape[1]
+	feeds := trainfeed.Feeds(tr.Inputs(), nil, trainfeed.NewBatch(gs, batch, size), benchLossScale)
+	for i, in := range tr.Inputs() {
+		if !slices.Contains(tr.DataInputs(), in.Name) {
+			continue
 		}
-	}
-	image, target := randomBatch(rand.New(rand.NewPCG(0, 1)), batch, size, classes)
-	for _, in := range tr.DataInputs() {
-		switch in {
-		case grad.TargetName:
-			err = tr.SetInput(in, target)
-		case grad.LossScaleName:
-			err = tr.SetInput(in, []float32{benchLossScale})
-		default:
-			err = tr.SetInput(in, image)
+		if f := feeds[i]; f.Int64 != nil {
+			err = tr.SetInput(in.Name, f.Int64)
+		} else {
+			err = tr.SetInput(in.Name, f.Float32)
 		}
 		if err != nil {
 			tr.Close()

@@ -38,12 +38,12 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/segtune/segtune/bench/internal/trainfeed"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -233,49 +233,19 @@ func exposeAll(m *onnx.Model) ([]byte, map[string]bool, error) {
 	return data, floats, err
 }
 
-// makeFeeds builds bench/trainstep's seeded feeds in the order of the
-// serialized graph's inputs (as ONNX Runtime reads them, i.e. as a
+// makeFeeds builds bench/trainstep's seeded feeds (trainfeed) in the order
+// of the serialized graph's inputs (as ONNX Runtime reads them, i.e. as a
 // Session's Inputs).
 func makeFeeds(data []byte, gs *grad.Graphs, batch, size int) ([]*runtime.Tensor, error) {
 	ins, _, err := runtime.ReadIO(data)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(0, 1))
-	params := map[string]*runtime.Tensor{}
-	for _, p := range gs.Params {
-		v, err := onnx.Float32s(p)
-		if err != nil {
-			return nil, err
-		}
-		params[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
+	params, err := trainfeed.Params(gs)
+	if err != nil {
+		return nil, err
 	}
-	classes := int64(2)
-	for _, o := range gs.Manifest.Training.Outputs {
-		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] {
-			classes = o.Shape[1]
-		}
-	}
-	target := make([]int64, batch*size*size)
-	for i := range target {
-		target[i] = rng.Int64N(classes)
-	}
-	image := make([]float32, batch*3*size*size)
-	for i := range image {
-		image[i] = float32(rng.NormFloat64())
-	}
-	var feeds []*runtime.Tensor
-	for _, x := range ins {
-		switch {
-		case x.Name == grad.TargetName:
-			feeds = append(feeds, runtime.NewInt64([]int64{int64(batch), int64(size), int64(size)}, target))
-		case params[x.Name] != nil:
-			feeds = append(feeds, params[x.Name])
-		default:
-			feeds = append(feeds, runtime.NewFloat32([]int64{int64(batch), 3, int64(size), int64(size)}, image))
-		}
-	}
-	return feeds, nil
+	return trainfeed.Feeds(ins, params, trainfeed.NewBatch(gs, batch, size), 1), nil
 }
 
 // runOnce opens a session, checks it runs where asked, runs it once and
