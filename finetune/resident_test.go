@@ -2,8 +2,11 @@ package finetune
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -179,5 +182,37 @@ func TestPrecisionSetting(t *testing.T) {
 		if _, err := tr.precision(Config{Precision: bad}); err == nil {
 			t.Errorf("--precision %q was accepted", bad)
 		}
+	}
+}
+
+// TestResidentAutoFallsBack: where auto chose the device form and it does
+// not open, the run goes on in the host form with one line saying why;
+// --resident on fails instead, and a host-form failure is not retried.
+func TestResidentAutoFallsBack(t *testing.T) {
+	refuse := errors.New("CopyTensors: no data transfer\nsecond line")
+	var log strings.Builder
+	var tried []bool
+	open := func(res bool) (*stepper, error) {
+		tried = append(tried, res)
+		if res {
+			return nil, refuse
+		}
+		return &stepper{}, nil
+	}
+	s, err := openStepper(&log, "auto", true, open)
+	if err != nil || s == nil || !slices.Equal(tried, []bool{true, false}) {
+		t.Fatalf("auto: %v, tried %v", err, tried)
+	}
+	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") {
+		t.Errorf("fallback line %q", got)
+	}
+	tried, log = nil, strings.Builder{}
+	if _, err := openStepper(&log, "on", true, open); !errors.Is(err, refuse) || len(tried) != 1 || log.Len() != 0 {
+		t.Errorf("--resident on: %v after %v tries, log %q", err, tried, log.String())
+	}
+	tried = nil
+	failHost := func(res bool) (*stepper, error) { tried = append(tried, res); return nil, refuse }
+	if _, err := openStepper(&log, "auto", false, failHost); !errors.Is(err, refuse) || len(tried) != 1 {
+		t.Errorf("host form: %v after %v tries", err, tried)
 	}
 }

@@ -27,12 +27,12 @@ import (
 //     brought up to date by pull before anything on the host reads them,
 //     and push sends host edits back.
 type stepper struct {
-	sess   *runtime.Session  // host form
-	opt    *optim.Optimizer  // host form
-	res    *resident.Trainer // resident form
-	inputs []runtime.IOInfo  // the training graph's, either form
-	outs0  []runtime.IOInfo
-	params []*optim.Param // in the session's input order
+	sess *runtime.Session  // host form
+	opt  *optim.Optimizer  // host form
+	res  *resident.Trainer // resident form
+	// The training graph's inputs and outputs, either form.
+	inputs, outInfo []runtime.IOInfo
+	params          []*optim.Param // in the session's input order
 	// Positions of named inputs and outputs in the session.
 	imageIn, targetIn int
 	paramIn, gradOut  []int
@@ -67,14 +67,11 @@ type lossScaler struct {
 var initialLossScale float64 = 1 << 16
 
 const (
-	lossScaleGrowthEvery   = 2000
-	minLossScale           = 1.0 / (1 << 24) // below it every float16 gradient would be 0
-	errSkippedStepOverflow = stepError("the scaled gradients overflowed: step skipped, loss scale halved")
+	lossScaleGrowthEvery = 2000
+	minLossScale         = 1.0 / (1 << 24) // below it every float16 gradient would be 0
 )
 
-type stepError string
-
-func (e stepError) Error() string { return string(e) }
+var errSkippedStepOverflow = errors.New("the scaled gradients overflowed: step skipped, loss scale halved")
 
 func (l *lossScaler) overflowed() {
 	l.Scale, l.Clean = max(l.Scale/2, minLossScale), 0
@@ -110,7 +107,7 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 		return nil, err
 	}
 	s.feeds = make([]*runtime.Tensor, len(s.inputs))
-	s.outs = make([]*runtime.Tensor, len(s.outs0))
+	s.outs = make([]*runtime.Tensor, len(s.outInfo))
 	s.imageIn = s.inputIndex(imageInput)
 	s.targetIn = s.inputIndex(grad.TargetName)
 	s.lossOut = s.outputIndex(grad.LossName)
@@ -154,7 +151,7 @@ func (s *stepper) openHost(data []byte, oc optim.Config, opts runtime.Options) e
 		sess.Close()
 		return err
 	}
-	s.sess, s.inputs, s.outs0 = sess, sess.Inputs, sess.Outputs
+	s.sess, s.inputs, s.outInfo = sess, sess.Inputs, sess.Outputs
 	return nil
 }
 
@@ -167,7 +164,7 @@ func (s *stepper) openResident(data []byte, oc optim.Config, outputs []string, o
 	if err != nil {
 		return err
 	}
-	s.res, s.inputs, s.outs0 = res, res.Inputs(), res.Outputs()
+	s.res, s.inputs, s.outInfo = res, res.Inputs(), res.Outputs()
 	return nil
 }
 
@@ -189,7 +186,7 @@ func (s *stepper) device() string {
 
 // extra feeds or reads a named input/output; -1 when absent.
 func (s *stepper) inputIndex(name string) int  { return ioIndex(s.inputs, name) }
-func (s *stepper) outputIndex(name string) int { return ioIndex(s.outs0, name) }
+func (s *stepper) outputIndex(name string) int { return ioIndex(s.outInfo, name) }
 
 func ioIndex(ios []runtime.IOInfo, name string) int {
 	for i, x := range ios {
@@ -271,9 +268,9 @@ func (s *stepper) stepResident() (float64, error) {
 	}
 	for _, i := range s.read {
 		if s.outs[i] == nil {
-			s.outs[i] = runtime.NewFloat32(s.outs0[i].Shape, make([]float32, ioLen(s.outs0[i].Shape)))
+			s.outs[i] = runtime.NewFloat32(s.outInfo[i].Shape, make([]float32, ioLen(s.outInfo[i].Shape)))
 		}
-		if err := s.res.Output(s.outs0[i].Name, s.outs[i].Float32); err != nil {
+		if err := s.res.Output(s.outInfo[i].Name, s.outs[i].Float32); err != nil {
 			return 0, err
 		}
 	}

@@ -380,7 +380,9 @@ func (t *trainer) setup(ctx context.Context) error {
 		// convolutions, except under --precision fp32.
 		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
 	}
-	if t.step, err = newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts); err != nil {
+	if t.step, err = openStepper(t.hooks.Log, cfg.Resident, res, func(res bool) (*stepper, error) {
+		return newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts)
+	}); err != nil {
 		return err
 	}
 	if t.reg != nil {
@@ -815,6 +817,20 @@ func (t *trainer) finish() (*Result, error) {
 // mayRunOnGPU reports whether sessions for device may run on the CUDA
 // provider: cuda, or auto where the provider prepared (an auto that will
 // fall back to the CPU is compiled for the CPU).
+// openStepper opens the stepper in the form residentState chose. Where
+// "auto" chose the device form and it cannot open (a provider without the
+// data transfer it needs, say), the host form still trains, only slower:
+// one line on log says so.
+func openStepper(log io.Writer, setting string, resident bool, open func(resident bool) (*stepper, error)) (*stepper, error) {
+	s, err := open(resident)
+	if err == nil || !resident || strings.EqualFold(setting, "on") {
+		return s, err
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	fmt.Fprintf(log, "segtune: --resident auto: %s; keeping the training state in host memory\n", msg)
+	return open(false)
+}
+
 // precision checks cfg.Precision and reports whether the run is mixed
 // precision (fp16). fp32 and tf32 differ only on GPUs with TF32 (runtime
 // options); on the CPU both are float32.

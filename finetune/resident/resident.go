@@ -17,6 +17,7 @@ package resident
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/segtune/segtune/finetune/optim"
@@ -119,7 +120,7 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	if t.train, err = runtime.NewSession(training, so); err != nil {
 		return nil, fmt.Errorf("opening the training graph: %w", err)
 	}
-	so.Log = discard{} // the training session already said where it runs
+	so.Log = io.Discard // the training session already said where it runs
 	if so.Tuning.ProfilePrefix != "" {
 		so.Tuning.ProfilePrefix += "-optimizer" // its own file, sorting before the training graph's
 	}
@@ -128,9 +129,6 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	}
 	if t.train.Device != t.opt.Device {
 		return nil, fmt.Errorf("the training graph runs on %s, the optimiser on %s", t.train.Device, t.opt.Device)
-	}
-	if len(params) == 0 {
-		return nil, errors.New("no parameters to train")
 	}
 	if t.mem, err = t.train.InputMemory(params[0].Name); err != nil {
 		return nil, err
@@ -178,10 +176,6 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	ok = true
 	return t, nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // Device is where the steps run: "cpu" or "cuda".
 func (t *Trainer) Device() string { return t.train.Device }
