@@ -98,11 +98,13 @@ codecs:
 gpu-check: ort-cuda torch-models
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$$(scripts/install-ort.sh --cuda | tail -n1) scripts/gpu-check.sh --out bench/gpu
 
-# Its dry run on the CPU (tiny sizes, one model), part of `make test` so that
-# the check cannot rot where no GPU is.
+# Its dry run on the CPU (tiny sizes, one model; the fine-tune on 8 CamVid
+# images where the shared assets are), part of `make test` so that the check
+# cannot rot where no GPU is.
 gpu-check-cpu: ort torch-models
 	@if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
-		d=$$(mktemp -d) && ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) scripts/gpu-check.sh --device cpu --quick --python /usr/bin/python3 --out $$d; st=$$?; rm -rf $$d; exit $$st; \
+		d=$$(mktemp -d) && cv=$$(scripts/camvid-subset.sh "$(SHARED)" $$d/camvid 8 3) && \
+		ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) scripts/gpu-check.sh --device cpu --quick --python /usr/bin/python3 --out $$d/out $$cv; st=$$?; rm -rf $$d; exit $$st; \
 	elif [ -n "$$SEGTUNE_REQUIRE_ASSETS" ]; then echo "make: PyTorch is missing for gpu-check-cpu and SEGTUNE_REQUIRE_ASSETS is set"; exit 1; \
 	else echo "make: PyTorch unavailable; skipping gpu-check-cpu"; fi
 

@@ -10,12 +10,15 @@
 #
 #   scripts/gpu-check.sh [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR]
 #                        [--python PY] [--budget SECONDS] [--models a,b]
-#                        [--batches 8,16] [--per-run SECONDS]
+#                        [--batches 8,16] [--per-run SECONDS] [--camvid DIR]
 #
 # --device cpu --quick is the dry run that CI makes (tiny sizes, one model,
 # fp32): every path of the script runs, so it cannot rot where no GPU is.
-# --bin names a folder holding prebuilt trainstep, grad.test and nodediff
-# (a GPU machine without Go); without it they are built into a temp folder.
+# --bin names a folder holding prebuilt trainstep, grad.test, nodediff and
+# segtune (a GPU machine without Go); without it they are built into a temp
+# folder. --camvid DIR (images/ and masks/ with train and val) adds a
+# two-epoch fine-tune of MobileNetV2 on it, segtune's CLI against
+# bench/epoch/torch_epoch.py with the same recipe.
 # Each run has its own time limit, a failed run is recorded and the rest go
 # on; --budget (default 300 s) stops starting new step runs once spent (the
 # profile and gradient checks, about two minutes, still run), so the whole
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
     --models) only_models=$2; shift 2 ;;
     --batches) only_batches=$2; shift 2 ;;
     --per-run) only_per_run=$2; shift 2 ;;
+    --camvid) camvid=$2; shift 2 ;;
     *) echo "usage: $0 [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR] [--python PY] [--budget S]" >&2; exit 2 ;;
   esac
 done
@@ -66,17 +70,20 @@ if [ -z "$bin" ]; then
   say "building trainstep, grad.test and nodediff into $bin"
   go build -o "$bin/trainstep" ./bench/trainstep &&
     go test -c -o "$bin/grad.test" ./onnx/grad &&
-    go build -o "$bin/nodediff" ./bench/gpu/nodediff || { say "build failed"; exit 1; }
+    go build -o "$bin/nodediff" ./bench/gpu/nodediff &&
+    go build -o "$bin/segtune" ./cmd/segtune || { say "build failed"; exit 1; }
 fi
-for b in trainstep grad.test nodediff; do
+for b in trainstep grad.test nodediff segtune; do
   [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
 done
 bin=$(cd "$bin" && pwd) out=$(cd "$out" && pwd) # the grad test runs in onnx/grad
 
 if [ -n "$quick" ]; then
   models=(mobilenetv2) batches=(2) size=64 steps=2 warmup=1 precisions=(fp32) halfs=() per_run=300
+  ft_crop=96x128 ft_batch=4
 else
   models=(mobilenetv2 resnet18) batches=(8 16) size=512 steps=10 warmup=3 precisions=(fp32 tf32) halfs=(fp16 bf16) per_run=90
+  ft_crop=240x320 ft_batch=8
 fi
 # --models a,b / --batches 8,16 / --per-run S narrow the full check when the
 # lent machine's time is short.
@@ -99,8 +106,9 @@ gpu_sampler() {
 gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n1; }
 
 # run KIND LABEL CMD...: runs one measurement with a time limit, and appends
-# its JSON (the last line of its output that starts with "{") to the
-# results with the label, the command's status and the GPU memory peak.
+# its JSON (its whole output, or the last line of it that starts with "{")
+# to the results with the label, the command's status, its wall seconds and
+# the GPU memory peak.
 run() {
   local kind=$1 label=$2; shift 2
   if [[ $kind = pytorch || $kind = segtune ]] && [ $((SECONDS - start)) -ge "$budget" ]; then
@@ -120,16 +128,23 @@ run() {
     peak=$(sort -n "$samples" | tail -n1)
     peak=$((peak - base))
   fi
-  local js
-  js=$(grep '^{' "$o" | tail -n1)
-  [ -n "$js" ] || js='{}'
-  "$py" - "$kind" "$label" "$rc" "${peak:-}" "$((SECONDS - t0))" "$js" >>"$jsonl" <<'EOF'
+  "$py" - "$kind" "$label" "$rc" "${peak:-}" "$((SECONDS - t0))" "$o" >>"$jsonl" <<'EOF'
 import json, sys
-kind, label, rc, peak, secs, js = sys.argv[1:]
-try:
-    r = json.loads(js)
+kind, label, rc, peak, secs, path = sys.argv[1:]
+text = open(path).read()
+try:  # the whole output (segtune's indented --json), else its last JSON line
+    r = json.loads(text)
 except ValueError:
     r = {}
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                pass
+            break
+if not isinstance(r, dict):
+    r = {"output": r}
 r.update(kind=kind, label=label, status="ok" if rc == "0" else f"exit {rc}", wall_s=int(secs))
 if peak:
     r["gpu_peak_mib_smi"] = int(peak)
@@ -209,7 +224,24 @@ flags=(--resident --steps 3 --warmup 2 --profile "$out/.prof")
 ts "$m" "$b" fp32 "${flags[@]}" && run profile "$m b$b fp32 $v profile" env CUDA_LAUNCH_BLOCKING=1 "${cmd[@]}"
 rm -f "$out"/.prof*
 
-# 3. Gradients: CUDA against the CPU and PyTorch's float64 (onnx/grad's
+# 3. A two-epoch fine-tune as a user runs it: segtune's CLI (resident state
+# and TF32 by default on a GPU) against the PyTorch loop with the same recipe
+# (AdamW 1e-4, weight decay 0.01, poly schedule with warm-up, scale 0.5-2,
+# crop, flip, validation each epoch), wall time and val mIoU.
+if [ -n "${camvid:-}" ]; then
+  lm='9,10:1;11:255;*:0'
+  rm -rf "$out/.ft-segtune" "$out/.ft-pytorch"
+  run finetune "mobilenetv2 2 epochs segtune" "$bin/segtune" finetune --model "$gen/deeplabv3plus_mobilenetv2.onnx" \
+    --data "$camvid" --out "$out/.ft-segtune" --label-map "$lm" --class-names background,person \
+    --value-scale 0.00784313725490196 --value-offset -1 --crop "$ft_crop" --batch "$ft_batch" --epochs 2 \
+    --optimizer adamw --lr 1e-4 --weight-decay 0.01 --seed 1 --device "$device" --json
+  run finetune "mobilenetv2 2 epochs pytorch" "$py" bench/epoch/torch_epoch.py --data "$camvid" --out "$out/.ft-pytorch" \
+    --model mobilenetv2 --label-map "$lm" --crop "$ft_crop" --batch "$ft_batch" --epochs 2 --lr 1e-4 \
+    --weight-decay 0.01 --workers 4 --threads 4 --seed 1 --device "$device" --json
+  rm -rf "$out/.ft-segtune" "$out/.ft-pytorch"
+fi
+
+# 4. Gradients: CUDA against the CPU and PyTorch's float64 (onnx/grad's
 # test, which logs RESULT lines), PyTorch's own error at the same precision,
 # and the node-by-node comparison that locates where CUDA departs.
 if [ "$device" = cuda ]; then
@@ -225,3 +257,10 @@ rm -f "$out/.run.out" "$out/.gpu.samples"
 "$py" bench/gpu/report.py "$jsonl" --json "$out/results.json" --md "$out/results.md" || exit 1
 say "done in $((SECONDS - start))s: $out/results.md"
 cat "$out/results.md"
+# Every run is to succeed (a dry run that cannot is a broken check); runs
+# that the budget left out are not failures.
+failed=$(grep -c '"status": "exit' "$jsonl" || true)
+if [ "$failed" -gt 0 ]; then
+  say "$failed runs failed (gpu-check.log has their errors)"
+  exit 1
+fi

@@ -10,8 +10,11 @@ rm -rf "$g"
 mkdir -p "$g"
 cat /tmp/part* | xz -d | tar -C "$g" -xf -
 export ONNXRUNTIME_SHARED_LIBRARY_PATH=$g/ort/libonnxruntime.so.1
+py=${PYTHON:-python3} # the Python with PyTorch (the lent machine's python3)
 mkdir -p testdata/generated
 for m in mobilenetv2 resnet18; do
-  python3 bench/gpu/weights.py fill "$g/models/deeplabv3plus_$m.onnx" "testdata/generated/deeplabv3plus_$m.onnx" --model "$m"
+  "$py" bench/gpu/weights.py fill "$g/models/deeplabv3plus_$m.onnx" "testdata/generated/deeplabv3plus_$m.onnx" --model "$m"
 done
-exec scripts/gpu-check.sh --bin "$g/bin" "$@"
+camvid=()
+[ -d "$g/camvid" ] && camvid=(--camvid "$g/camvid")
+exec scripts/gpu-check.sh --bin "$g/bin" "${camvid[@]}" "$@"

@@ -214,6 +214,26 @@ def rss_mib_now():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def validate(model, val_loader, dev, amp_dtype, k, ignore):
+    """mIoU and per-class IoU over the validation set at native size."""
+    model.eval()
+    conf = torch.zeros(k * k, dtype=torch.int64, device=dev)
+    with torch.no_grad():
+        for x, y in val_loader:
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            with tprec.autocast(dev, amp_dtype):
+                logits = model(x)
+            pred = logits.argmax(1)
+            keep = y != ignore
+            conf += torch.bincount(y[keep] * k + pred[keep], minlength=k * k)
+    conf = conf.cpu().view(k, k).double()  # .cpu() waits for the GPU
+    tp = conf.diag()
+    union = conf.sum(0) + conf.sum(1) - tp
+    ious = [float(tp[c] / union[c]) if union[c] > 0 else None for c in range(k)]
+    seen = [v for v in ious if v is not None]
+    return (sum(seen) / len(seen) if seen else None), ious
+
+
 def main():
     ap = argparse.ArgumentParser(description="PyTorch fine-tuning epoch (DeepLabV3+, BN folded)")
     ap.add_argument("--data", required=True, help="root with images/{train,val} and masks/{train,val}")
@@ -237,8 +257,11 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--precision", choices=tprec.PRECISIONS, default="fp32",
                     help="fp32 (on CUDA TF32 off), tf32, fp16 (autocast + GradScaler), bf16 (autocast)")
+    ap.add_argument("--epochs", type=int, default=1, help="epochs, each followed by validation (the schedule spans them all)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
+    if args.epochs < 1:
+        ap.error("--epochs must be at least 1")
     ch, cw = (int(v) for v in args.crop.lower().split("x"))
     dev = args.device
     cuda = dev == "cuda"
@@ -274,68 +297,56 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
-    total = len(train_loader)
+    total = len(train_loader) * args.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(opt, poly_warmup(total))
     scaler = tprec.grad_scaler(args.precision)
     peak = tprec.PeakGPU() if cuda else None  # peak of training + validation, not of the setup
     peak_first = None
     t1 = time.time()
 
-    # ---- one training epoch
-    model.train()  # no BN or dropout left: same math as eval
+    # ---- the epochs, each a training pass and a validation at native size
     step_s, losses = [], []
     wait_s = 0.0
-    t_wait = time.perf_counter()
-    for x, y in train_loader:
-        t_step = time.perf_counter()
-        wait_s += t_step - t_wait
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        with tprec.autocast(dev, amp_dtype):
-            loss = F.cross_entropy(model(x), y, ignore_index=args.ignore)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)  # skips the update when the scaled gradients overflowed
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        sched.step()
-        losses.append(loss.item())  # waits for the GPU
+    train_s = val_s = 0.0
+    miou, ious, miou_epochs = None, [], []
+    for _ in range(args.epochs):
+        te = time.time()
+        model.train()  # no BN or dropout left: same math as eval
         t_wait = time.perf_counter()
-        step_s.append(t_wait - t_step)
-        if cuda and peak_first is None:
-            peak_first = peak.window_mib()  # the first step holds cuDNN's benchmark search
-            peak.mark()
-    tprec.sync(dev)
-    t2 = time.time()
+        for x, y in train_loader:
+            t_step = time.perf_counter()
+            wait_s += t_step - t_wait
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            with tprec.autocast(dev, amp_dtype):
+                loss = F.cross_entropy(model(x), y, ignore_index=args.ignore)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)  # skips the update when the scaled gradients overflowed
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            sched.step()
+            losses.append(loss.item())  # waits for the GPU
+            t_wait = time.perf_counter()
+            step_s.append(t_wait - t_step)
+            if cuda and peak_first is None:
+                peak_first = peak.window_mib()  # the first step holds cuDNN's benchmark search
+                peak.mark()
+        tprec.sync(dev)
+        tv = time.time()
+        train_s += tv - te
+        if not args.no_val:
+            miou, ious = validate(model, val_loader, dev, amp_dtype, args.classes, args.ignore)
+            miou_epochs.append(miou)
+        val_s += time.time() - tv
+    t2 = t1 + train_s
+    t3 = t2 + val_s
     if cuda:
-        peak_steady = peak.window_mib()  # steps 2..n
+        peak_steady = peak.window_mib()  # steps 2..n and validation
         peak.mark()
         peak_train = peak.overall_mib()[0]
-
-    # ---- validation at native size
-    miou = None
-    ious = []
-    if not args.no_val:
-        model.eval()
-        k = args.classes
-        conf = torch.zeros(k * k, dtype=torch.int64, device=dev)
-        with torch.no_grad():
-            for x, y in val_loader:
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                with tprec.autocast(dev, amp_dtype):
-                    logits = model(x)
-                pred = logits.argmax(1)
-                keep = y != args.ignore
-                conf += torch.bincount(y[keep] * k + pred[keep], minlength=k * k)
-        conf = conf.cpu().view(k, k).double()  # .cpu() waits for the GPU
-        tp = conf.diag()
-        union = conf.sum(0) + conf.sum(1) - tp
-        ious = [float(tp[c] / union[c]) if union[c] > 0 else None for c in range(k)]
-        seen = [v for v in ious if v is not None]
-        miou = sum(seen) / len(seen) if seen else None
-    t3 = time.time()
 
     # ---- checkpoint
     os.makedirs(args.out, exist_ok=True)
@@ -367,7 +378,7 @@ def main():
         "step_median_s": round(statistics.median(step_s), 3) if step_s else None,
         "step_sum_s": round(sum(step_s), 3),
         "train_loss": round(statistics.mean(losses), 6) if losses else None,
-        "val_miou": miou, "val_iou": ious,
+        "val_miou": miou, "val_iou": ious, "epochs": args.epochs, "val_miou_epochs": miou_epochs,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rss_end_mib": round(rss_mib_now(), 1),
         "device": dev, "precision": args.precision, "peak_gpu_mib": None, **gpu,

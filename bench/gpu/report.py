@@ -63,8 +63,27 @@ def main():
                       "best": best["label"].split()[-1] if best else None,
                       "ratio": round(best["median_ms"] / pt["median_ms"], 3) if ratio else None})
     lines.append("")
+    ft = {r["label"].split()[-1]: r for r in runs if r.get("kind") == "finetune"}
+    if ft:
+        def best(r):
+            if r.get("status") != "ok":
+                return None
+            if "BestMIoU" in r:
+                return r["BestMIoU"]
+            seen = [v for v in r.get("val_miou_epochs") or [] if v is not None]
+            return max(seen) if seen else r.get("val_miou")
+        seg, pt = ft.get("segtune"), ft.get("pytorch")
+        lines += ["Two-epoch fine-tune (MobileNetV2, CamVid person), process wall time and best val mIoU:", "",
+                  "| side | status | wall s | best val mIoU |", "| --- | --- | --- | --- |"]
+        for side, r in (("segtune", seg), ("pytorch", pt)):
+            if r:
+                m = best(r)
+                lines.append(f"| {side} | {r.get('status')} | {r.get('wall_s')} | {'–' if m is None else f'{m:.4f}'} |")
+        if seg and pt and seg.get("status") == "ok" and pt.get("status") == "ok" and pt.get("wall_s"):
+            lines.append(f"\nsegtune / PyTorch wall time: {seg['wall_s'] / pt['wall_s']:.2f}×")
+        lines.append("")
     for r in runs:
-        if r.get("kind") in ("pytorch", "segtune"):
+        if r.get("kind") in ("pytorch", "segtune", "finetune"):
             continue
         lines.append(f"* {r['label']}: {r.get('status')} ({r.get('wall_s', '?')} s)")
         if r.get("kind") == "profile" and r.get("profile"):
