@@ -814,9 +814,6 @@ func (t *trainer) finish() (*Result, error) {
 	return res, nil
 }
 
-// mayRunOnGPU reports whether sessions for device may run on the CUDA
-// provider: cuda, or auto where the provider prepared (an auto that will
-// fall back to the CPU is compiled for the CPU).
 // openStepper opens the stepper in the form residentState chose. Where
 // "auto" chose the device form and it cannot open (a provider without the
 // data transfer it needs, say), the host form still trains, only slower:
@@ -869,6 +866,9 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	return false, fmt.Errorf("--resident %q: want auto, on or off", cfg.Resident)
 }
 
+// mayRunOnGPU reports whether sessions for device may run on the CUDA
+// provider: cuda, or auto where the provider prepared (an auto that will
+// fall back to the CPU is compiled for the CPU).
 func mayRunOnGPU(device string) bool {
 	switch strings.ToLower(device) {
 	case runtime.DeviceCUDA:
