@@ -67,7 +67,7 @@ fi
 if [ -z "$bin" ]; then
   bin=$(mktemp -d)
   trap 'rm -rf "$bin"' EXIT
-  say "building trainstep, grad.test and nodediff into $bin"
+  say "building trainstep, grad.test, nodediff and segtune into $bin"
   go build -o "$bin/trainstep" ./bench/trainstep &&
     go test -c -o "$bin/grad.test" ./onnx/grad &&
     go build -o "$bin/nodediff" ./bench/gpu/nodediff &&
