@@ -20,9 +20,9 @@
 # two-epoch fine-tune of MobileNetV2 on it, segtune's CLI against
 # bench/epoch/torch_epoch.py with the same recipe.
 # Each run has its own time limit, a failed run is recorded and the rest go
-# on; --budget (default 300 s) stops starting new step runs once spent (the
-# profile and gradient checks, about two minutes, still run), so the whole
-# check fits one call of a lent GPU machine.
+# on; --budget (default 240 s) stops starting new step runs once spent (the
+# profile, the fine-tune and the gradient checks, about three minutes, still
+# run), so the whole check fits one call of a lent GPU machine (8 minutes).
 #
 # The segtune variants: "host" is the loop before device residency (the
 # training graph's parameters and gradients copied between Go and the GPU
@@ -33,7 +33,7 @@
 # faster resident variant of batch 8.
 set -uo pipefail
 
-device=cuda quick="" out=bench/gpu bin="" py=${PYTHON:-python3} budget=300
+device=cuda quick="" out=bench/gpu bin="" py=${PYTHON:-python3} budget=240
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     --batches) only_batches=$2; shift 2 ;;
     --per-run) only_per_run=$2; shift 2 ;;
     --camvid) camvid=$2; shift 2 ;;
-    *) echo "usage: $0 [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR] [--python PY] [--budget S]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--device cuda|cpu] [--quick] [--out DIR] [--bin DIR] [--python PY] [--budget S] [--models a,b] [--batches 8,16] [--per-run S] [--camvid DIR]" >&2; exit 2 ;;
   esac
 done
 case "$device" in cuda|cpu) ;; *) echo "gpu-check: --device $device: want cuda or cpu" >&2; exit 2 ;; esac
