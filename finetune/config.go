@@ -117,5 +117,11 @@ func (c *Config) validate() error {
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
 	}
+	if _, err := parsePrecision(c.Precision); err != nil {
+		return err
+	}
+	if err := checkResident(c.Resident); err != nil {
+		return err
+	}
 	return c.checkMemory()
 }

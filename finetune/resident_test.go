@@ -216,3 +216,24 @@ func TestResidentAutoFallsBack(t *testing.T) {
 		t.Errorf("host form: %v after %v tries", err, tried)
 	}
 }
+
+// TestModesCheckedBeforeWork: bad --precision and --resident values are
+// refused by validate, before any file is read.
+func TestModesCheckedBeforeWork(t *testing.T) {
+	base := Config{Network: NetworkSpec{BaseModel: "m.onnx"}, Train: DataSpec{Images: "i", Masks: "m"},
+		Batch: 1, Height: 8, Width: 8, Epochs: 1, LR: 1e-3, Ignore: 255}
+	for _, c := range []struct{ precision, resident, want string }{
+		{"bf16", "", "opset 18"},
+		{"fp8", "", `"fp8"`},
+		{"", "sometimes", `"sometimes"`},
+	} {
+		cfg := base
+		cfg.Precision, cfg.Resident = c.precision, c.resident
+		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("precision %q resident %q: %v, want an error naming %s", c.precision, c.resident, err, c.want)
+		}
+	}
+	if err := base.validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+}

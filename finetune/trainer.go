@@ -828,22 +828,29 @@ func openStepper(log io.Writer, setting string, resident bool, open func(residen
 	return open(false)
 }
 
-// precision checks cfg.Precision and reports whether the run is mixed
-// precision (fp16). fp32 and tf32 differ only on GPUs with TF32 (runtime
-// options); on the CPU both are float32.
+// precision reports whether the run is mixed precision (fp16), which
+// data-parallel runs cannot be (both use the loss_scale input).
 func (t *trainer) precision(cfg Config) (bool, error) {
-	switch strings.ToLower(cfg.Precision) {
+	half, err := parsePrecision(cfg.Precision)
+	if err == nil && half && t.par.parallel() {
+		err = fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32")
+	}
+	return half, err
+}
+
+// parsePrecision checks a --precision value and reports whether it is
+// mixed precision. fp32 and tf32 differ only on GPUs with TF32 (runtime
+// options); on the CPU both are float32.
+func parsePrecision(s string) (half bool, err error) {
+	switch strings.ToLower(s) {
 	case "", "tf32", "fp32":
 		return false, nil
 	case "fp16":
-		if t.par.parallel() {
-			return false, fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32")
-		}
 		return true, nil
 	case "bf16":
 		return false, fmt.Errorf("--precision bf16: the training graphs are ONNX opset 18, whose Conv has no bfloat16; use fp16")
 	}
-	return false, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", cfg.Precision)
+	return false, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", s)
 }
 
 // residentState says whether the training state lives on the device
@@ -852,9 +859,10 @@ func (t *trainer) precision(cfg Config) (bool, error) {
 // every parameter and gradient each step would cost more than the step's
 // compute saves. Data-parallel runs sum their gradients in Go: host form.
 func (t *trainer) residentState(cfg Config) (bool, error) {
+	if err := checkResident(cfg.Resident); err != nil {
+		return false, err
+	}
 	switch strings.ToLower(cfg.Resident) {
-	case "", "auto":
-		return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
 	case "on":
 		if t.par.parallel() {
 			return false, fmt.Errorf("--resident on: data-parallel runs sum their gradients across ranks in host memory; use --resident off or auto")
@@ -863,7 +871,16 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	case "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("--resident %q: want auto, on or off", cfg.Resident)
+	return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
+}
+
+// checkResident checks a --resident value.
+func checkResident(s string) error {
+	switch strings.ToLower(s) {
+	case "", "auto", "on", "off":
+		return nil
+	}
+	return fmt.Errorf("--resident %q: want auto, on or off", s)
 }
 
 // mayRunOnGPU reports whether sessions for device may run on the CUDA
