@@ -117,11 +117,17 @@ func (c *Config) validate() error {
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
 	}
-	if _, err := parsePrecision(c.Precision); err != nil {
-		return err
-	}
-	if err := checkResident(c.Resident); err != nil {
+	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
 	}
 	return c.checkMemory()
+}
+
+// CheckModes checks the values of --precision and --resident, for callers
+// that want the error before any other work (the CLI checks them first).
+func CheckModes(precision, resident string) error {
+	if _, err := parsePrecision(precision); err != nil {
+		return err
+	}
+	return checkResident(resident)
 }

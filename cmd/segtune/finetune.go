@@ -134,6 +134,9 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 
 // finetuneConfig turns flags into a run configuration.
 func finetuneConfig(c *cli.Context) (finetune.Config, error) {
+	if err := finetune.CheckModes(c.String("precision"), c.String("resident")); err != nil {
+		return finetune.Config{}, err
+	}
 	// Data in object storage is mirrored into the cache first (remote_fetch.go).
 	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
 		if v := c.String(flag); storage.IsURL(v) {
