@@ -14,7 +14,7 @@
 #
 # --device cpu --quick is the dry run that CI makes (tiny sizes, one model,
 # fp32): every path of the script runs, so it cannot rot where no GPU is.
-# --bin names a folder holding prebuilt trainstep, grad.test, nodediff and
+# --bin names a folder holding prebuilt trainstep, grad.test, nodediff,
 # segtune (a GPU machine without Go); without it they are built into a temp
 # folder. --camvid DIR (images/ and masks/ with train and val) adds a
 # two-epoch fine-tune of MobileNetV2 on it, segtune's CLI against
@@ -67,13 +67,14 @@ fi
 if [ -z "$bin" ]; then
   bin=$(mktemp -d)
   trap 'rm -rf "$bin"' EXIT
-  say "building trainstep, grad.test, nodediff and segtune into $bin"
+  say "building trainstep, grad.test, nodediff, segtune and segment into $bin"
   go build -o "$bin/trainstep" ./bench/trainstep &&
     go test -c -o "$bin/grad.test" ./onnx/grad &&
     go build -o "$bin/nodediff" ./bench/gpu/nodediff &&
-    go build -o "$bin/segtune" ./cmd/segtune || { say "build failed"; exit 1; }
+    go build -o "$bin/segtune" ./cmd/segtune &&
+    go build -o "$bin/segment" ./bench/segment || { say "build failed"; exit 1; }
 fi
-for b in trainstep grad.test nodediff segtune; do
+for b in trainstep grad.test nodediff segtune segment; do
   [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
 done
 bin=$(cd "$bin" && pwd) out=$(cd "$out" && pwd) # the grad test runs in onnx/grad
@@ -239,6 +240,10 @@ if [ -n "${camvid:-}" ]; then
     --model mobilenetv2 --label-map "$lm" --crop "$ft_crop" --batch "$ft_batch" --epochs 2 --lr 1e-4 \
     --weight-decay 0.01 --workers 4 --threads 4 --seed 1 --device "$device" --json
   rm -rf "$out/.ft-segtune" "$out/.ft-pytorch"
+  # segment as a user runs it (decode, infer, write masks) against a bare
+  # ONNX Runtime loop on the same prepared tensors (bench/segment).
+  run segment "mobilenetv2 segment" "$bin/segment" -model "$gen/deeplabv3plus_mobilenetv2.onnx" \
+    -images "$camvid/images/val" -n 32 -batch "$ft_batch" -runs 3 -device "$device" -json
 fi
 
 # 4. Gradients: CUDA against the CPU and PyTorch's float64 (onnx/grad's

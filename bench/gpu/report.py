@@ -86,6 +86,10 @@ def main():
         if r.get("kind") in ("pytorch", "segtune", "finetune"):
             continue
         lines.append(f"* {r['label']}: {r.get('status')} ({r.get('wall_s', '?')} s)")
+        if r.get("kind") == "segment" and r.get("status") == "ok":
+            lines.append(f"  {r.get('images')} images, batch {r.get('batch')} on {r.get('device')}: segtune "
+                         f"{r.get('segtune_images_per_s', 0):.1f} images/s, bare ONNX Runtime {r.get('bare_images_per_s', 0):.1f} "
+                         f"({r.get('ratio', 0):.2f}× of bare)")
         if r.get("kind") == "profile" and r.get("profile"):
             lines.append(f"  ONNX Runtime kernel time per op type, {r.get('profile_kernel_ms', 0):.1f} ms a step in all "
                          f"(step {r.get('median_ms', 0):.1f} ms under CUDA_LAUNCH_BLOCKING):")

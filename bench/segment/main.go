@@ -8,9 +8,16 @@
 // goroutine (CPU milliseconds per image).
 //
 //	go run ./bench/segment -n 24 -batch 1 -runs 7 [-jpeg] [-threads 2] [-breakdown]
+//	    [-model M -images DIR] [-device cuda] [-json]
+//
+// By default the model is the shared person model and the images CamVid's
+// validation set; -model and -images name others (the GPU check runs a
+// generated DeepLabV3+ on its CamVid subset), -device runs both sides on
+// the CUDA provider, and -json prints one JSON object.
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -37,15 +44,27 @@ func main() {
 	workers := flag.Int("workers", 0, "decode and encode goroutines each (0 = GOMAXPROCS)")
 	useJPEG := flag.Bool("jpeg", false, "run on JPEG copies (quality 90) of the images")
 	breakdown := flag.Bool("breakdown", false, "first time each stage alone, per image")
+	modelPath := flag.String("model", "", "ONNX model (default: the shared person model)")
+	imageDir := flag.String("images", "", "folder of images (default: the shared CamVid val)")
+	device := flag.String("device", "cpu", "cpu, cuda or auto: where both sides run")
+	asJSON := flag.Bool("json", false, "print one JSON object")
 	flag.Parse()
-	assets := testassets.SharedAssetsDir()
-	if assets == "" {
-		log.Fatal("needs the shared assets (models/deeplabv3plus_person_dynamic.onnx, data/camvid)")
+	if *modelPath == "" || *imageDir == "" {
+		assets := testassets.SharedAssetsDir()
+		if assets == "" {
+			log.Fatal("needs the shared assets (models/deeplabv3plus_person_dynamic.onnx, data/camvid), or -model and -images")
+		}
+		if *modelPath == "" {
+			*modelPath = filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx")
+		}
+		if *imageDir == "" {
+			*imageDir = filepath.Join(assets, "data", "camvid", "images", "val")
+		}
 	}
-	if err := runtime.Init(""); err != nil {
+	if err := runtime.InitFor("", *device); err != nil {
 		log.Fatal(err)
 	}
-	m, err := onnx.Load(filepath.Join(assets, "models", "deeplabv3plus_person_dynamic.onnx"))
+	m, err := onnx.Load(*modelPath)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,7 +74,7 @@ func main() {
 	}
 	data, _ := m.Marshal()
 	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
-	opts := runtime.Options{Threads: *threads}
+	opts := runtime.Options{Threads: *threads, Device: *device}
 	if *noSpin {
 		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
 	}
@@ -64,7 +83,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer seg.Close()
-	paths, err := imageio.ListImages(filepath.Join(assets, "data", "camvid", "images", "val"))
+	paths, err := imageio.ListImages(*imageDir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +98,9 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	fmt.Println(imageio.DecoderInfo())
+	if !*asJSON {
+		fmt.Println(imageio.DecoderInfo())
+	}
 	if *breakdown {
 		if err := stageBreakdown(seg, paths); err != nil {
 			log.Fatal(err)
@@ -148,6 +169,14 @@ func main() {
 	format := "PNG"
 	if *useJPEG {
 		format = "JPEG q90"
+	}
+	if *asJSON {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"images": len(paths), "batch": *batch, "device": seg.Session.Device, "runs": *runs,
+			"bare_images_per_s": float64(len(paths)) / mb.Seconds(), "segtune_images_per_s": float64(len(paths)) / mf.Seconds(),
+			"ratio": mb.Seconds() / mf.Seconds(), "model": *modelPath,
+		})
+		return
 	}
 	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", len(paths), format, *batch, shape[3], shape[2], *runs, *threads)
 	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(len(paths))/mb.Seconds())
