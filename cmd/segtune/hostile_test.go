@@ -305,3 +305,33 @@ func TestZeroInputModelIsRefused(t *testing.T) {
 		t.Error("a mask was written")
 	}
 }
+
+// Defect: writes followed symbolic links out of the output folder: a mask
+// name in segment's --output, or export's --out, that is a link to a file
+// elsewhere replaced that file (as root, /etc/passwd). Now the link is
+// refused, named, and its target left as it was.
+func TestOutputsDoNotFollowSymlinks(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	victim := filepath.Join(t.TempDir(), "victim.txt")
+	os.WriteFile(victim, []byte("mine"), 0o644)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	os.Symlink(victim, filepath.Join(out, "a.png"))
+	stderr, err := runCLIStderr(t, "segment", "--model", model, "--input", in, "--output", out)
+	if err == nil || !strings.Contains(stderr, "symbolic link") {
+		t.Errorf("segment with a link in its output folder: err = %v, stderr %q; want the image failed, the link named", err, stderr)
+	}
+	link := filepath.Join(dir, "exported.onnx")
+	os.Symlink(victim, link)
+	if _, err := runCLI(t, "export", "--model", model, "--out", link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("export --out LINK: err = %v, want a refusal naming the link", err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "mine" {
+		t.Fatalf("the link's target was overwritten: it holds %d bytes", len(got))
+	}
+}

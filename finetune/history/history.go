@@ -22,6 +22,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/segtune/segtune/internal/regfile"
 )
@@ -212,9 +213,19 @@ type Writer struct {
 // line, so the next record starts on a line of its own; readers skip the
 // partial line.
 func Open(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	// No symbolic link is followed and only a regular file is appended
+	// to: a link planted at metrics.jsonl would make every step append
+	// to a file outside the run folder.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("history: %s is a symbolic link: refusing to write through it", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("history: %s is not a regular file", path)
 	}
 	w := &Writer{f: f, path: path}
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {

@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 )
@@ -357,5 +358,33 @@ func TestPlotRegularizerPanels(t *testing.T) {
 	}
 	if cfg, _ := png.DecodeConfig(&buf); cfg.Height != 900 {
 		t.Errorf("height %d without the regularizer's fields, want 900", cfg.Height)
+	}
+}
+
+// Defect: metrics.jsonl was opened through a symbolic link, so every step
+// appended to the file it pointed at, outside the run folder.
+func TestOpenRefusesLinksAndSpecialFiles(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim.txt")
+	os.WriteFile(victim, []byte("mine\n"), 0o644)
+	link := filepath.Join(dir, "metrics.jsonl")
+	os.Symlink(victim, link)
+	if w, err := Open(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		if w != nil {
+			w.Close()
+		}
+		t.Errorf("a link: err = %v, want a refusal", err)
+	}
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+		if w, err := Open(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			if w != nil {
+				w.Close()
+			}
+			t.Errorf("a FIFO: err = %v, want a refusal", err)
+		}
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "mine\n" {
+		t.Errorf("the link's target now holds %q", got)
 	}
 }

@@ -4,9 +4,10 @@
 // the old file or the complete new one. Only a regular file (or a missing
 // one) is ever replaced: a FIFO, a device node, a socket or a folder at the
 // destination is refused, so that an output path such as /dev/null or a
-// named pipe is never swapped for a regular file. A symbolic link is
-// followed, and the file it points at is replaced, so the link keeps
-// pointing where it did.
+// named pipe is never swapped for a regular file. A symbolic link at the
+// destination is refused too: writing through it would replace whatever it
+// points at, outside the folder the user chose (an output folder holding a
+// link to /etc/passwd, written as root, replaced /etc/passwd).
 //
 // Temporary files are named ".BASE.tmp-PID-RANDOM"; RemoveStale deletes
 // those left by processes that no longer run.
@@ -103,19 +104,15 @@ func WriteWrapped(path string, perm os.FileMode, wrap func(io.Writer) io.Writer,
 	return nil
 }
 
-// Target returns the file that writing path replaces: path itself, or
-// the file a symbolic link at path points to. It refuses a destination
-// that exists and is not a regular file.
+// Target returns the file that writing path replaces: path itself. It
+// refuses a destination that exists and is not a regular file, a symbolic
+// link included.
 func Target(path string) (string, error) {
-	target := path
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		t, err := filepath.EvalSymlinks(path)
-		if err != nil {
-			return "", fmt.Errorf("writing %s: it is a symbolic link that cannot be followed: %w", path, err)
-		}
-		target = t
+		to, _ := os.Readlink(path)
+		return "", fmt.Errorf("writing %s: refusing to write through a symbolic link (to %s): remove the link or choose another name", path, to)
 	}
-	return target, checkTarget(path, target)
+	return path, checkTarget(path, path)
 }
 
 func checkTarget(path, target string) error {

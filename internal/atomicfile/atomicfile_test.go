@@ -68,7 +68,7 @@ func TestWriteRefusesSpecialFiles(t *testing.T) {
 	os.Symlink(fifo, link)
 	for _, p := range []string{fifo, sub, link, "/dev/null"} {
 		err := Write(p, []byte("x"), 0o644)
-		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") && !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("%s: err = %v, want a refusal", p, err)
 		}
 	}
@@ -81,20 +81,35 @@ func TestWriteRefusesSpecialFiles(t *testing.T) {
 	}
 }
 
-func TestWriteFollowsSymlinkToRegularFile(t *testing.T) {
-	dir := t.TempDir()
-	real := filepath.Join(dir, "real.txt")
+// Defect: a symbolic link in the output folder was followed, and the file
+// it pointed at replaced: `export --out exp/link.onnx` with the link to a
+// file outside, or a mask name in segment's output folder (as root, a link
+// to /etc/passwd replaced /etc/passwd). Now the link is refused, and both
+// it and its target are left as they were.
+func TestWriteRefusesSymlinks(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	real := filepath.Join(outside, "real.txt")
 	os.WriteFile(real, []byte("old"), 0o644)
 	link := filepath.Join(dir, "link.txt")
 	os.Symlink(real, link)
-	if err := Write(link, []byte("new"), 0o644); err != nil {
-		t.Fatal(err)
+	dangling := filepath.Join(dir, "dangling.txt")
+	os.Symlink(filepath.Join(outside, "new.txt"), dangling)
+	for _, p := range []string{link, dangling} {
+		if err := Write(p, []byte("new"), 0o644); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("%s: err = %v, want a refusal naming the link", p, err)
+		}
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s: the link was replaced: %v %v", p, fi, err)
+		}
 	}
-	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
-		t.Error("the link was replaced by a file")
+	if got, _ := os.ReadFile(real); string(got) != "old" {
+		t.Errorf("the link's target now holds %q", got)
 	}
-	if got, _ := os.ReadFile(real); string(got) != "new" {
-		t.Errorf("target holds %q", got)
+	if _, err := os.Lstat(filepath.Join(outside, "new.txt")); err == nil {
+		t.Error("a file was created through the dangling link")
+	}
+	if _, err := Target(link); err == nil {
+		t.Error("Target accepted a symbolic link")
 	}
 }
 

@@ -182,7 +182,7 @@ func writeOne(dir string, c Config, split string, index int, buf *bytes.Buffer) 
 	if err := pngEncoder.Encode(buf, ex.Image); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: encoding %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "images", split, name), buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "images", split, name), buf.Bytes(), 0o644); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: %w", err)
 	}
 	mask, err := imageio.MaskImage(ex.Labels, c.Width, c.Height, Palette)
@@ -193,7 +193,7 @@ func writeOne(dir string, c Config, split string, index int, buf *bytes.Buffer) 
 	if err := pngEncoder.Encode(buf, mask); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: encoding mask %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "masks", split, name), buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "masks", split, name), buf.Bytes(), 0o644); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: %w", err)
 	}
 	return ImageInfo{Split: split, Name: ex.Name, Objects: ex.Objects}, nil
