@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
@@ -371,6 +374,20 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 	addInput(imageio.SidecarPath(p.source), "the exported model's sidecar")
 	addInput(p.base, "the checkpoint's base model")
 	addInput(imageio.SidecarPath(p.base), "the base model's sidecar")
+	if p.checkpoint {
+		// The base model the checkpoint names (when --model does not
+		// give another) and every checkpoint of its run: replacing them
+		// would orphan the run or lose its resume point.
+		if p.base == "" {
+			base := checkpointBase(p.source)
+			addInput(base, "the checkpoint's base model")
+			addInput(imageio.SidecarPath(base), "the base model's sidecar")
+		}
+		ckpts, _ := filepath.Glob(filepath.Join(filepath.Dir(p.source), "*.ckpt"))
+		for _, ck := range ckpts {
+			addInput(ck, "a checkpoint of the run")
+		}
+	}
 	addInput(c.String("preprocess"), "the --preprocess file")
 	jsonPath, textPath := deploy.ReportPaths(p.out)
 	outputs := []struct{ path, what string }{
@@ -390,6 +407,20 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 		}
 	}
 	return nil
+}
+
+// checkpointBase is the base model a checkpoint's run trained from, as
+// finetune.InferenceModel finds it ("" when the checkpoint cannot say).
+func checkpointBase(path string) string {
+	info, err := checkpoint.ReadInfo(path)
+	if err != nil {
+		return ""
+	}
+	var cfg finetune.Config
+	if json.Unmarshal(info.Config, &cfg) == nil && cfg.Network.BaseModel != "" {
+		return cfg.Network.BaseModel
+	}
+	return info.BaseModel
 }
 
 func mibString(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

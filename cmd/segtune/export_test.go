@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -267,5 +268,37 @@ func TestExportCheckpointInt8(t *testing.T) {
 	side, found, err := imageio.LoadModelSidecar(out)
 	if err != nil || !found || side.Preprocess.ValueScale == 0 || len(side.Classes) != 3 {
 		t.Errorf("sidecar %+v (%v)", side, err)
+	}
+}
+
+// Defect: export from a checkpoint replaced what the run depends on:
+// --out as the base model (the checkpoint orphaned), as the base model's
+// sidecar (ONNX bytes in a JSON file), or as the run's last.ckpt (its
+// resume point). Each is refused, naming what it would replace, and left
+// as it was.
+func TestExportCheckpointProtectsItsRun(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, model, data := exportSynth(t)
+	run := filepath.Join(dir, "run")
+	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", run, "--steps", "2", "--batch", "2", "--threads", "2"); err != nil {
+		t.Fatal(err)
+	}
+	side := imageio.SidecarPath(model)
+	os.WriteFile(side, []byte(`{"classes": ["a", "b", "c"]}`), 0o644)
+	last := filepath.Join(run, "last.ckpt")
+	for _, c := range []struct{ out, want string }{
+		{model, "the checkpoint's base model"},
+		{side, "the base model's sidecar"},
+		{last, "a checkpoint of the run"},
+	} {
+		before, _ := os.ReadFile(c.out)
+		_, err := runCLI(t, "export", "--checkpoint", filepath.Join(run, "best.ckpt"), "--out", c.out, "--precision", "fp16",
+			"--check-images", filepath.Join(data, "images", "val"), "--threads", "2")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--out %s: err = %v, want a refusal naming %s", c.out, err, c.want)
+		}
+		if after, _ := os.ReadFile(c.out); !bytes.Equal(before, after) {
+			t.Errorf("--out %s: the file was changed", c.out)
+		}
 	}
 }
