@@ -63,7 +63,6 @@ type Trainer struct {
 	inputs             map[string]*runtime.DeviceTensor // data inputs
 	outputs            map[string]*runtime.DeviceTensor // extra outputs read after each step
 	steps              int64
-	host               []float32 // scratch of layout.Total values
 	// pos[i] is New's parameter i's place in layout.Slots (which puts
 	// the decayed parameters first).
 	pos []int
@@ -156,20 +155,20 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	for _, p := range params {
 		t.pos = append(t.pos, at[p.Name])
 	}
-	t.host = make([]float32, layout.Total)
+	host := make([]float32, layout.Total)
 	for i, p := range params {
 		s := layout.Slots[t.pos[i]]
 		if int64(len(p.Data)) != s.Len {
 			return nil, fmt.Errorf("parameter %q: %d values for shape %v", p.Name, len(p.Data), p.Shape)
 		}
-		copy(t.host[s.Offset:s.Offset+s.Len], p.Data)
+		copy(host[s.Offset:s.Offset+s.Len], p.Data)
 	}
-	if err := t.params[0].whole.Upload(t.host); err != nil {
+	if err := t.params[0].whole.Upload(host); err != nil {
 		return nil, err
 	}
-	clear(t.host)
+	clear(host)
 	for _, f := range append(append([]*flat{t.params[1], t.grads}, t.slots[0]...), t.slots[1]...) {
-		if err := f.whole.Upload(t.host); err != nil {
+		if err := f.whole.Upload(host); err != nil {
 			return nil, err
 		}
 	}
@@ -455,43 +454,38 @@ func (t *Trainer) readFlat(f *flat, dst [][]float32) error {
 	if len(dst) != len(t.pos) {
 		return fmt.Errorf("reading %d tensors for %d parameters", len(dst), len(t.pos))
 	}
-	if err := f.whole.Download(t.host); err != nil {
-		return err
-	}
 	for i, j := range t.pos {
-		s := t.layout.Slots[j]
 		if dst[i] == nil {
 			continue
 		}
-		if int64(len(dst[i])) != s.Len {
-			return fmt.Errorf("reading %q into %d values, want %d", s.Name, len(dst[i]), s.Len)
+		if err := f.views[j].Download(dst[i]); err != nil {
+			return fmt.Errorf("reading %q: %w", t.layout.Slots[j].Name, err)
 		}
-		copy(dst[i], t.host[s.Offset:s.Offset+s.Len])
 	}
 	return nil
 }
 
-// writeFlat overwrites the tensors of f given in src. The whole buffer
-// travels (read, patched, written back), so the padding stays zero.
+// writeFlat overwrites the tensors of f given in src, each through its
+// view: what is not given, the padding included, is not touched, and a
+// step that boxes the size head moves the head alone, not the model.
 func (t *Trainer) writeFlat(f *flat, src [][]float32, what string) error {
 	if len(src) != len(t.pos) {
 		return fmt.Errorf("writing %s: %d tensors for %d parameters", what, len(src), len(t.pos))
 	}
-	for i, j := range t.pos {
+	for i, j := range t.pos { // all checked before any is written
 		if s := t.layout.Slots[j]; src[i] != nil && int64(len(src[i])) != s.Len {
 			return fmt.Errorf("writing %s of %q: %d values, want %d", what, s.Name, len(src[i]), s.Len)
 		}
 	}
-	if err := f.whole.Download(t.host); err != nil {
-		return err
-	}
 	for i, j := range t.pos {
-		if src[i] != nil {
-			s := t.layout.Slots[j]
-			copy(t.host[s.Offset:s.Offset+s.Len], src[i])
+		if src[i] == nil {
+			continue
+		}
+		if err := f.views[j].Upload(src[i]); err != nil {
+			return fmt.Errorf("writing %s of %q: %w", what, t.layout.Slots[j].Name, err)
 		}
 	}
-	return f.whole.Upload(t.host)
+	return nil
 }
 
 // State reads the optimiser's state back (for a checkpoint): the same
