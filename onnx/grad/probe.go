@@ -69,11 +69,16 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	if err != nil {
 		return nil, nil, err
 	}
-	halfType, data, err := exposeHalvesAsFloat(mp, pb, flat, data)
+	opts := runtime.Options{Threads: threads, NoOptimize: true}
+	sess, err := runtime.NewSession(data, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
 	}
-	sess, err := runtime.NewSession(data, runtime.Options{Threads: threads, NoOptimize: true})
+	halfType, halfData, err := exposeHalvesAsFloat(mp, pb, flat, sess.Outputs)
+	if err == nil && halfData != nil {
+		sess.Close()
+		sess, err = runtime.NewSession(halfData, opts)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
 	}
@@ -122,14 +127,11 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 // exposeHalvesAsFloat casts the exposed values of float16 and bfloat16
 // tensors (mixed-precision graphs, onnx/autocast) to float32, which the Go
 // binding reads (onnxruntime_go v1.27.0 copies a float16 output's element
-// count in bytes, half of it, and fails), and returns their real element
-// types by tensor name with the rewritten model. ONNX Runtime tells the
-// types without running the graph.
-func exposeHalvesAsFloat(mp *onnxpb.ModelProto, pb *builder, flat map[string]string, data []byte) (map[string]int32, []byte, error) {
-	_, outs, err := runtime.ReadIO(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
-	}
+// count in bytes, half of it, and fails). Given the probe session's outputs,
+// it returns those tensors' real element types by name and the rewritten
+// model, or no model when there is none (float32 graphs: the session
+// stands).
+func exposeHalvesAsFloat(mp *onnxpb.ModelProto, pb *builder, flat map[string]string, outs []runtime.IOInfo) (map[string]int32, []byte, error) {
 	types := map[string]int32{}
 	for _, o := range outs {
 		types[o.Name] = elemType(o.Type)
@@ -152,10 +154,10 @@ func exposeHalvesAsFloat(mp *onnxpb.ModelProto, pb *builder, flat map[string]str
 		flat[name] = cast
 	}
 	if len(half) == 0 {
-		return half, data, nil
+		return half, nil, nil
 	}
 	g.Node = append(g.Node, pb.nodes[made:]...)
-	data, err = proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(mp)
 	return half, data, err
 }
 
