@@ -47,19 +47,45 @@ type checkpointConfig struct {
 	Network NetworkSpec `json:"network"`
 }
 
+// checkpointNetwork reads the network a checkpoint's run trained, from its
+// configuration; the base model is the one recorded in its header where the
+// configuration names none.
+func checkpointNetwork(config json.RawMessage, recordedBase string) (checkpointConfig, error) {
+	var cfg checkpointConfig
+	if len(config) > 0 {
+		if err := json.Unmarshal(config, &cfg); err != nil {
+			return cfg, fmt.Errorf("checkpoint config: %w", err)
+		}
+	}
+	if cfg.Network.BaseModel == "" {
+		cfg.Network.BaseModel = recordedBase
+	}
+	return cfg, nil
+}
+
+// CheckpointBase is the base model the checkpoint at path was trained
+// from, as InferenceModel finds it, reading only the checkpoint's header
+// ("" when it cannot be read).
+func CheckpointBase(path string) string {
+	info, err := checkpoint.ReadInfo(path)
+	if err != nil {
+		return ""
+	}
+	cfg, err := checkpointNetwork(info.Config, info.BaseModel)
+	if err != nil {
+		return ""
+	}
+	return cfg.Network.BaseModel
+}
+
 // InferenceModel rebuilds the clean inference model of a checkpoint: the
 // base graph (with its new classifier, if the run made one) holding the
 // trained weights, with the model's original inputs and outputs and nothing
 // of the training graph.
 func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model, error) {
-	var cfg checkpointConfig
-	if len(ck.Config) > 0 {
-		if err := json.Unmarshal(ck.Config, &cfg); err != nil {
-			return nil, fmt.Errorf("checkpoint config: %w", err)
-		}
-	}
-	if cfg.Network.BaseModel == "" {
-		cfg.Network.BaseModel = ck.BaseModel
+	cfg, err := checkpointNetwork(ck.Config, ck.BaseModel)
+	if err != nil {
+		return nil, err
 	}
 	base := cfg.Network.BaseModel
 	if baseOverride != "" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
-	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
@@ -379,7 +377,7 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 		// give another) and every checkpoint of its run: replacing them
 		// would orphan the run or lose its resume point.
 		if p.base == "" {
-			base := checkpointBase(p.source)
+			base := finetune.CheckpointBase(p.source)
 			addInput(base, "the checkpoint's base model")
 			addInput(imageio.SidecarPath(base), "the base model's sidecar")
 		}
@@ -407,20 +405,6 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 		}
 	}
 	return nil
-}
-
-// checkpointBase is the base model a checkpoint's run trained from, as
-// finetune.InferenceModel finds it ("" when the checkpoint cannot say).
-func checkpointBase(path string) string {
-	info, err := checkpoint.ReadInfo(path)
-	if err != nil {
-		return ""
-	}
-	var cfg finetune.Config
-	if json.Unmarshal(info.Config, &cfg) == nil && cfg.Network.BaseModel != "" {
-		return cfg.Network.BaseModel
-	}
-	return info.BaseModel
 }
 
 func mibString(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
