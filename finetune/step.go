@@ -268,21 +268,15 @@ func (s *stepper) stepResident() (float64, error) {
 	}
 	for _, i := range s.read {
 		if s.outs[i] == nil {
-			s.outs[i] = runtime.NewFloat32(s.outInfo[i].Shape, make([]float32, ioLen(s.outInfo[i].Shape)))
+			t := runtime.NewFloat32(s.outInfo[i].Shape, nil)
+			t.Float32 = make([]float32, t.Len())
+			s.outs[i] = t
 		}
 		if err := s.res.Output(s.outInfo[i].Name, s.outs[i].Float32); err != nil {
 			return 0, err
 		}
 	}
 	return loss, nil
-}
-
-func ioLen(shape []int64) int {
-	n := 1
-	for _, d := range shape {
-		n *= int(d)
-	}
-	return n
 }
 
 // update applies the optimiser at learning rate lr to the last step's

@@ -18,6 +18,8 @@ package autocast
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -63,12 +65,8 @@ func Apply(m *onnx.Model) (Report, error) {
 		return s
 	}
 	cast := func(in, out string, to onnxpb.TensorProto_DataType) *onnxpb.NodeProto {
-		name := "autocast/" + out
-		ty := onnxpb.AttributeProto_INT
-		toI := int64(to)
-		attr := "to"
-		return &onnxpb.NodeProto{OpType: &[]string{"Cast"}[0], Name: &name, Input: []string{in}, Output: []string{out},
-			Attribute: []*onnxpb.AttributeProto{{Name: &attr, Type: &ty, I: &toI}}}
+		return &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String("autocast/" + out),
+			Input: []string{in}, Output: []string{out}, Attribute: []*onnxpb.AttributeProto{onnx.IntAttr("to", int64(to))}}
 	}
 	var r Report
 	halves := map[string]string{} // float32 tensor → its float16 copy
