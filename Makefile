@@ -12,8 +12,10 @@ ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
 all: build
 
+# Stripped (-s -w: no symbol table or DWARF; panics still print file:line):
+# 63 MB instead of 85.
 build:
-	$(GO) build -o $(BIN) ./cmd/segtune
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/segtune
 
 # segtune with MPI, for data-parallel fine-tuning (`mpirun -np P
 # bin/segtune-mpi finetune ...`): the cgo layer of internal/mpi over
@@ -80,6 +82,7 @@ minio:
 
 vet:
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || (echo "make: go.mod/go.sum are not tidy; run go mod tidy"; exit 1)
 	@if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./internal/mpi ./cmd/segtune; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
