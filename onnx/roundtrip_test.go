@@ -102,7 +102,11 @@ func compareOutputs(t *testing.T, original, saved string, m *onnx.Model) {
 		feeds = append(feeds, runtime.NewFloat32(shape, data))
 	}
 	run := func(path string) []*runtime.Tensor {
-		s, err := runtime.NewSessionFromFile(path, runtime.Options{})
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := runtime.NewSession(data, runtime.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

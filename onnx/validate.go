@@ -12,6 +12,9 @@ import (
 // only. Structural problems of the graph itself (unknown ops, dangling names)
 // are left to ONNX Runtime, which reports them with the node's name.
 func (m *Model) validate() error {
+	if err := m.checkNesting(); err != nil {
+		return err
+	}
 	for _, t := range m.allTensors() {
 		if _, err := NumElements(t.GetDims()); err != nil {
 			return fmt.Errorf("tensor %q: %w", t.GetName(), err)

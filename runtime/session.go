@@ -7,10 +7,6 @@ import (
 	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
-
-	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Device names an execution target.
@@ -62,19 +58,6 @@ type Session struct {
 	sess   *ort.DynamicAdvancedSession
 }
 
-// NewSessionFromFile reads an ONNX file and opens a session on it.
-func NewSessionFromFile(path string, opts Options) (*Session, error) {
-	data, err := regfile.ReadSmall(path, 2<<30) // the protobuf limit
-	if err != nil {
-		return nil, err
-	}
-	s, err := NewSession(data, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
-
 // NewSession opens a session on a serialized ONNX model. Init must have
 // succeeded first.
 func NewSession(model []byte, opts Options) (*Session, error) {
@@ -94,9 +77,9 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 		// ONNX Runtime reads them through a temporary CPU session, which
 		// fails for graphs only another provider can run (float64 Conv
 		// has CUDA kernels and no CPU one): read the graph instead.
-		pin, pout, perr := protoIOInfos(model)
+		pin, pout, perr := graphIO(model)
 		if perr != nil {
-			return nil, fmt.Errorf("reading model inputs and outputs: %w", explainParseFailure(model, err))
+			return nil, fmt.Errorf("reading model inputs and outputs: %w", err)
 		}
 		s = &Session{Inputs: pin, Outputs: pout}
 	}
@@ -118,7 +101,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 	}
 	sess, err := s.open(model, opts, false)
 	if err != nil {
-		return nil, explainParseFailure(model, err)
+		return nil, err
 	}
 	s.sess, s.Device = sess, DeviceCPU
 	return s, nil
@@ -135,7 +118,7 @@ func ReadIO(model []byte) (inputs, outputs []IOInfo, err error) {
 	}
 	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
-		return nil, nil, explainParseFailure(model, err)
+		return nil, nil, err
 	}
 	return ioInfos(ins), ioInfos(outs), nil
 }
@@ -306,32 +289,9 @@ func typeName(t ort.TensorElementDataType) string {
 	return s
 }
 
-// protoIOInfos reads the graph's data inputs and outputs from the model.
-func protoIOInfos(model []byte) ([]IOInfo, []IOInfo, error) {
-	m, err := onnx.Parse(model, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	conv := func(vs []*onnxpb.ValueInfoProto) []IOInfo {
-		out := make([]IOInfo, len(vs))
-		for i, v := range vs {
-			tt := v.GetType().GetTensorType()
-			info := IOInfo{Name: v.GetName(), Shape: []int64{}}
-			for _, d := range tt.GetShape().GetDim() {
-				if d.GetDimValue() > 0 {
-					info.Shape = append(info.Shape, d.GetDimValue())
-				} else {
-					info.Shape = append(info.Shape, -1)
-				}
-			}
-			info.Type = typeName(ort.TensorElementDataType(tt.GetElemType()))
-			out[i] = info
-		}
-		return out
-	}
-	g := m.Proto.GetGraph()
-	return conv(onnx.DataInputs(g)), conv(g.GetOutput()), nil
-}
+// elemTypeName names an ONNX element type (ONNX Runtime's enumeration is
+// ONNX's) as typeName does.
+func elemTypeName(e int) string { return typeName(ort.TensorElementDataType(e)) }
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -77,14 +77,14 @@ func TestRunRejectsBadInput(t *testing.T) {
 
 // TestProtoIOInfosMatchORT: the graph-read inputs and outputs (used when
 // ONNX Runtime's CPU provider cannot open the model) agree with ORT's.
-func TestProtoIOInfosMatchORT(t *testing.T) {
+func TestGraphIOMatchesORT(t *testing.T) {
 	requireORT(t)
 	s, err := NewSession(addModel(t), Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	in, out, err := protoIOInfos(addModel(t))
+	in, out, err := graphIO(addModel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
