@@ -365,8 +365,8 @@ func TestRegularizerJSONRoundTrip(t *testing.T) {
 // the continued run is bit-identical to the uninterrupted one.
 func TestLinearResumeIdentical(t *testing.T) {
 	x, y := blobs(3, 40, 60, 4, 0.5)
-	for _, s := range []Schedule{ScheduleEpoch, ScheduleGraph} {
-		cfg := LinearConfig{Reg: Config{LR: 1e-3, CLambda: 1, CMu: 1}, Epochs: 30, Batch: 10, LRPower: 0.5, AverageFrom: 10, Seed: 9, Schedule: s}
+	for _, s := range []Projection{ProjectionEpoch, ProjectionGraph} {
+		cfg := LinearConfig{Reg: Config{LR: 1e-3, CLambda: 1, CMu: 1}, Epochs: 30, Batch: 10, LRPower: 0.5, AverageFrom: 10, Seed: 9, Projection: s}
 		full, _ := NewLinear(x, y, cfg)
 		if err := full.Run(); err != nil {
 			t.Fatal(err)

@@ -245,7 +245,7 @@ func TestLoopDualEvery(t *testing.T) {
 		// LR tiny and no repair: (τ, ε) stay (almost) where they are, so
 		// that only λ and μ tell the runs apart.
 		reg, _ := New(Config{CLambda: 1, CMu: 1, DualEvery: k, Feasibility: FeasNone, LR: 1e-300}, ids, cl)
-		loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Alpha: 1, StepsPerEpoch: perEpoch, Schedule: ScheduleStep})
+		loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Alpha: 1, StepsPerEpoch: perEpoch, Projection: ProjectionStep})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func restoreLinear(x [][]float64, classes []int, checkpoint []byte) (*Linear, er
 	copy(l.vW, j.VW)
 	l.stepW, l.Epoch, l.Projections = j.StepW, j.Epoch, j.Projections
 	l.Reg, l.sampler = j.Reg, j.Sampler
-	if err := attachProjectors(l.Reg, l.cfg.Schedule); err != nil {
+	if err := attachProjectors(l.Reg, l.cfg.Projection); err != nil {
 		return nil, err
 	}
 	if l.Cache, err = l.Reg.RestoreScoreCache(j.Cache); err != nil {

@@ -7,12 +7,28 @@ import (
 	"time"
 )
 
+// Projection says when Π_C is applied in Algorithm 1.
+type Projection string
+
+const (
+	// ProjectionEpoch is Algorithm 1: one projection per epoch, before the
+	// dual step.
+	ProjectionEpoch Projection = "epoch"
+	// ProjectionStep is the "full projections" baseline: a projection after
+	// every inner step (and none extra at the end of the epoch).
+	ProjectionStep Projection = "step"
+	// ProjectionGraph trains through the projection (docs/method.md §8, the relu
+	// form): the Lagrangian reads Π_C of free τ̃, ε̃ and every step
+	// back-propagates through it (Regularizer.ProjectThrough, with
+	// ExactProjector), so no separate projection step is needed.
+	ProjectionGraph Projection = "graph"
+)
+
 // Network is the primal side of Algorithm 1 that a Loop drives: the model
 // whose scores the Lagrangian reads, with its own optimiser. Loop is the
 // method and Network the problem, as gonum/optimize separates a Method
 // from the Problem it minimises: `segtune finetune` plugs in an ONNX
-// segmentation network, the S-MNIST experiment a linear classifier, and
-// Linear a linear head on fixed features.
+// segmentation network, and the S-MNIST experiment a linear classifier.
 type Network interface {
 	// Forward computes the scores of the examples b.IDs at the current
 	// weights into b.Scores. A network whose training graph contains the
@@ -59,10 +75,10 @@ func (b *Batch) CoefficientsFloat32(pos, neg, eps []float32) {
 
 // LoopConfig configures a Loop.
 type LoopConfig struct {
-	// Schedule says when Π_C is applied (default ScheduleEpoch).
-	// ScheduleGraph needs a Regularizer that trains through the projection
+	// Projection says when Π_C is applied (default ProjectionEpoch).
+	// ProjectionGraph needs a Regularizer that trains through the projection
 	// (Regularizer.ProjectThrough), and only that schedule accepts one.
-	Schedule Schedule
+	Projection Projection
 	// Alpha is the regulariser's weight α: the network minimises its own
 	// loss plus α·L̂. It scales the coefficients and the gradient handed to
 	// the Network, not the Lagrangian's own primal and dual steps.
@@ -96,17 +112,17 @@ type EpochStats struct {
 	Evals      int
 	Lagrangian float64
 	// Projections counts the applications of Π_C, one per term each; under
-	// ScheduleGraph two per term and step (the gradient, the new point).
+	// ProjectionGraph two per term and step (the gradient, the new point).
 	Projections int
 	// ProjectionTime is the time spent projecting: ProjectPrimal, and under
-	// ScheduleGraph the primal steps, which are made of projections.
+	// ProjectionGraph the primal steps, which are made of projections.
 	ProjectionTime time.Duration
 	// DualSteps counts the dual steps: the epoch's last, and one after
 	// every Config.DualEvery-th step before it.
 	DualSteps int
 	// The state at the end of the epoch, averaged over the terms: ε just
 	// before and just after the epoch's last projection (under
-	// ScheduleGraph the free ε̃ and its projection ε; without any
+	// ProjectionGraph the free ε̃ and its projection ε; without any
 	// projection both are the current ε), Σ τ and the mean and maximum λ
 	// over the large examples after the dual step. HingeActive is the
 	// fraction of the small examples of the epoch's batches whose hinge
@@ -121,8 +137,8 @@ type EpochStats struct {
 // every inner step it hands the Network the batch's coefficients, takes
 // the network's scores, evaluates the Lagrangian, records the scores in
 // the ScoreCache, lets the Network take its step, steps (τ, ε) and, under
-// ScheduleStep, projects; at the end of an epoch it projects under
-// ScheduleEpoch and takes the dual step. A Loop without a Regularizer only
+// ProjectionStep, projects; at the end of an epoch it projects under
+// ProjectionEpoch and takes the dual step. A Loop without a Regularizer only
 // runs the network (the α = 0 baseline), still recording scores when it
 // has a cache.
 //
@@ -155,11 +171,11 @@ type Loop struct {
 // NewLoop returns a Loop over reg and cache (cache must be reg's; reg may
 // be nil for the baseline, and then cache may be nil too).
 func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error) {
-	if cfg.Schedule == "" {
-		cfg.Schedule = ScheduleEpoch
+	if cfg.Projection == "" {
+		cfg.Projection = ProjectionEpoch
 	}
-	if cfg.Schedule != ScheduleEpoch && cfg.Schedule != ScheduleStep && cfg.Schedule != ScheduleGraph {
-		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Schedule)
+	if cfg.Projection != ProjectionEpoch && cfg.Projection != ProjectionStep && cfg.Projection != ProjectionGraph {
+		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Projection)
 	}
 	if !(cfg.Alpha >= 0) || math.IsInf(cfg.Alpha, 1) {
 		return nil, fmt.Errorf("dual: NewLoop: alpha %g must be finite and ≥ 0", cfg.Alpha)
@@ -182,9 +198,9 @@ func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error)
 		// the view; under the graph schedule a plain state would never be
 		// projected at all.
 		switch through := reg.Through(); {
-		case through && cfg.Schedule != ScheduleGraph:
-			return nil, fmt.Errorf("dual: NewLoop: schedule %q, but the Regularizer trains through the projection (ProjectThrough)", cfg.Schedule)
-		case !through && cfg.Schedule == ScheduleGraph:
+		case through && cfg.Projection != ProjectionGraph:
+			return nil, fmt.Errorf("dual: NewLoop: schedule %q, but the Regularizer trains through the projection (ProjectThrough)", cfg.Projection)
+		case !through && cfg.Projection == ProjectionGraph:
 			return nil, errors.New("dual: NewLoop: schedule \"graph\" needs a Regularizer that trains through the projection (ProjectThrough)")
 		}
 		l.mark = reg.ThroughProjections()
@@ -258,7 +274,7 @@ func (l *Loop) Step(ids []int64, net Network) (float64, error) {
 		if reg.Through() {
 			l.stats.ProjectionTime += time.Since(t0)
 		}
-		if l.cfg.Schedule == ScheduleStep {
+		if l.cfg.Projection == ProjectionStep {
 			if err := l.project(); err != nil {
 				return 0, err
 			}
@@ -361,12 +377,12 @@ func (l *Loop) endStats(st *EpochStats) {
 	l.negEvals, l.negActive = reg.negEvals, reg.negActive
 }
 
-// EndEpoch ends epoch e ≥ 1: Π_C under ScheduleEpoch, then the dual step
+// EndEpoch ends epoch e ≥ 1: Π_C under ProjectionEpoch, then the dual step
 // with η = c/e on the cached scores. It returns the epoch's statistics and
 // starts the next epoch's.
 func (l *Loop) EndEpoch(e int) (EpochStats, error) {
 	if reg := l.reg; reg != nil {
-		if l.cfg.Schedule == ScheduleEpoch {
+		if l.cfg.Projection == ProjectionEpoch {
 			if err := l.project(); err != nil {
 				return EpochStats{}, err
 			}

@@ -103,7 +103,7 @@ func TestLoopFeedsTheNetwork(t *testing.T) {
 		}
 		randomizeState(reg, rand.New(rand.NewPCG(2, 2))) // λ, ρ > 0: no zero coefficients
 		const alpha = 0.25
-		loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Alpha: alpha, InGraph: inGraph, Schedule: ScheduleStep})
+		loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Alpha: alpha, InGraph: inGraph, Projection: ProjectionStep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestLoopFeedsTheNetwork(t *testing.T) {
 	}
 }
 
-// TestLoopEndEpoch: the end of an epoch is Π_C (under ScheduleEpoch) and
+// TestLoopEndEpoch: the end of an epoch is Π_C (under ProjectionEpoch) and
 // then the dual step of that epoch number on the cached scores, exactly as
 // the Regularizer's own calls in that order.
 func TestLoopEndEpoch(t *testing.T) {
@@ -209,7 +209,7 @@ func TestLoopGraphSchedule(t *testing.T) {
 	if err := reg.ProjectThrough(exactProjectors(reg)); err != nil {
 		t.Fatal(err)
 	}
-	loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Schedule: ScheduleGraph, Alpha: 1})
+	loop, err := NewLoop(reg, reg.NewScoreCache(), LoopConfig{Projection: ProjectionGraph, Alpha: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,22 +287,22 @@ func TestNewLoopErrors(t *testing.T) {
 		cache *ScoreCache
 		cfg   LoopConfig
 	}{
-		"unknown schedule":   {reg, reg.NewScoreCache(), LoopConfig{Schedule: "sometimes"}},
+		"unknown schedule":   {reg, reg.NewScoreCache(), LoopConfig{Projection: "sometimes"}},
 		"negative alpha":     {reg, reg.NewScoreCache(), LoopConfig{Alpha: -1}},
 		"NaN alpha":          {reg, reg.NewScoreCache(), LoopConfig{Alpha: math.NaN()}},
 		"infinite alpha":     {nil, nil, LoopConfig{Alpha: math.Inf(1)}},
 		"no cache":           {reg, nil, LoopConfig{}},
 		"another's cache":    {reg, other.NewScoreCache(), LoopConfig{}},
-		"graph, not through": {reg, reg.NewScoreCache(), LoopConfig{Schedule: ScheduleGraph}},
+		"graph, not through": {reg, reg.NewScoreCache(), LoopConfig{Projection: ProjectionGraph}},
 		"epoch, but through": {through, through.NewScoreCache(), LoopConfig{}},
-		"step, but through":  {through, through.NewScoreCache(), LoopConfig{Schedule: ScheduleStep}},
-		"baseline, unknown":  {nil, nil, LoopConfig{Schedule: "graphs"}},
+		"step, but through":  {through, through.NewScoreCache(), LoopConfig{Projection: ProjectionStep}},
+		"baseline, unknown":  {nil, nil, LoopConfig{Projection: "graphs"}},
 	} {
 		if _, err := NewLoop(c.reg, c.cache, c.cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := NewLoop(through, through.NewScoreCache(), LoopConfig{Schedule: ScheduleGraph, Alpha: 2}); err != nil {
+	if _, err := NewLoop(through, through.NewScoreCache(), LoopConfig{Projection: ProjectionGraph, Alpha: 2}); err != nil {
 		t.Errorf("graph schedule through the projection refused: %v", err)
 	}
 }

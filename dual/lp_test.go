@@ -164,10 +164,10 @@ func acceptanceData(t *testing.T) ([][]float64, []int, float64) {
 // DefaultDualsPerEpoch dual steps per epoch, τ and ε stepped by
 // DefaultLRRel/n = 3e-4 at n = 100) and the step constants this small
 // problem needs (the head's Adam step LRW, c_λ, c_μ).
-func acceptanceConfig(s Schedule) LinearConfig {
+func acceptanceConfig(s Projection) LinearConfig {
 	return LinearConfig{
 		Reg:    Config{Objective: "fbeta", CLambda: 3, CMu: 1},
-		Epochs: 4000, Batch: 20, Schedule: s, LRPower: 0.5, Box: accBox,
+		Epochs: 4000, Batch: 20, Projection: s, LRPower: 0.5, Box: accBox,
 		AverageFrom: 2000, Seed: 1, LRW: 3e-4,
 	}
 }
@@ -187,7 +187,7 @@ func TestLPSolutionMatchesFBetaValue(t *testing.T) {
 	}
 }
 
-func runAcceptance(t *testing.T, s Schedule) *Linear {
+func runAcceptance(t *testing.T, s Projection) *Linear {
 	x, y, opt := acceptanceData(t)
 	l, err := NewLinear(x, y, acceptanceConfig(s))
 	if err != nil {
@@ -216,23 +216,23 @@ func runAcceptance(t *testing.T, s Schedule) *Linear {
 
 // TestAcceptanceAlgorithm1 is the acceptance test: Algorithm 1 (one
 // projection per epoch) reaches the LP optimum of Problem 2 within 2 %.
-func TestAcceptanceAlgorithm1(t *testing.T) { runAcceptance(t, ScheduleEpoch) }
+func TestAcceptanceAlgorithm1(t *testing.T) { runAcceptance(t, ProjectionEpoch) }
 
 // TestAcceptanceFullProjections: the "full projections" baseline reaches
 // the same optimum.
-func TestAcceptanceFullProjections(t *testing.T) { runAcceptance(t, ScheduleStep) }
+func TestAcceptanceFullProjections(t *testing.T) { runAcceptance(t, ProjectionStep) }
 
 // TestAcceptanceGraph: training through the projection (the relu form of
 // docs/method.md §8, no projection step) reaches the same optimum.
-func TestAcceptanceGraph(t *testing.T) { runAcceptance(t, ScheduleGraph) }
+func TestAcceptanceGraph(t *testing.T) { runAcceptance(t, ProjectionGraph) }
 
 // TestProjectionCount: E projections for Algorithm 1, E·T for the baseline,
 // 2·E·T for the graph schedule (one for the gradient, one for the new point).
 
 func TestProjectionCount(t *testing.T) {
 	x, y := blobs(2, 30, 30, 3, 0.5)
-	for _, s := range []Schedule{ScheduleEpoch, ScheduleStep, ScheduleGraph} {
-		cfg := LinearConfig{Epochs: 7, Batch: 10, Steps: 5, Schedule: s, Seed: 3}
+	for _, s := range []Projection{ProjectionEpoch, ProjectionStep, ProjectionGraph} {
+		cfg := LinearConfig{Epochs: 7, Batch: 10, Steps: 5, Projection: s, Seed: 3}
 		l, err := NewLinear(x, y, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -242,9 +242,9 @@ func TestProjectionCount(t *testing.T) {
 		}
 		want := 7
 		switch s {
-		case ScheduleStep:
+		case ProjectionStep:
 			want = 7 * 5
-		case ScheduleGraph:
+		case ProjectionGraph:
 			want = 2 * 7 * 5
 		}
 		if l.Projections != want {

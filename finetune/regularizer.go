@@ -296,7 +296,7 @@ func (r *regularizer) boxData(w, b []float32) {
 // taken and perEpoch its length (where the dual steps every K steps
 // fall). Build it after a restore, which replaces the score cache.
 func (r *regularizer) loop(epoch, step, perEpoch int) (*dual.Loop, error) {
-	return dual.NewLoop(r.reg, r.cache, dual.LoopConfig{Schedule: dual.Schedule(r.cfg.Projection), Alpha: r.cfg.Alpha, InGraph: true,
+	return dual.NewLoop(r.reg, r.cache, dual.LoopConfig{Projection: dual.Projection(r.cfg.Projection), Alpha: r.cfg.Alpha, InGraph: true,
 		Epoch: epoch, StepInEpoch: step, StepsPerEpoch: perEpoch})
 }
 

@@ -23,8 +23,8 @@ const (
 
 // Projection schedules (dual's, by name).
 const (
-	ScheduleEpoch = string(dual.ScheduleEpoch) // Algorithm 1: one projection per epoch
-	ScheduleStep  = string(dual.ScheduleStep)  // "full projections": one after every step
+	ScheduleEpoch = string(dual.ProjectionEpoch) // Algorithm 1: one projection per epoch
+	ScheduleStep  = string(dual.ProjectionStep)  // "full projections": one after every step
 )
 
 // Config is one training run of the experiment.
@@ -384,7 +384,7 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	// The baseline leaves the Lagrangian out and still records the scores
 	// (for the size F1 of the training epoch). Each epoch's dual step reads
 	// only that epoch's scores.
-	lc := dual.LoopConfig{Schedule: dual.Schedule(cfg.Schedule), Alpha: cfg.Alpha, InGraph: true, FreshCache: true}
+	lc := dual.LoopConfig{Projection: dual.Projection(cfg.Schedule), Alpha: cfg.Alpha, InGraph: true, FreshCache: true}
 	loopReg := reg
 	if cfg.Alpha == 0 {
 		loopReg = nil

@@ -6,23 +6,6 @@ import (
 	"math"
 )
 
-// Schedule says when Π_C is applied in Algorithm 1.
-type Schedule string
-
-const (
-	// ScheduleEpoch is Algorithm 1: one projection per epoch, before the
-	// dual step.
-	ScheduleEpoch Schedule = "epoch"
-	// ScheduleStep is the "full projections" baseline: a projection after
-	// every inner step (and none extra at the end of the epoch).
-	ScheduleStep Schedule = "step"
-	// ScheduleGraph trains through the projection (docs/method.md §8, the relu
-	// form): the Lagrangian reads Π_C of free τ̃, ε̃ and every step
-	// back-propagates through it (Regularizer.ProjectThrough, with
-	// ExactProjector), so no separate projection step is needed.
-	ScheduleGraph Schedule = "graph"
-)
-
 // LinearConfig configures Linear.
 type LinearConfig struct {
 	Reg    Config `json:"reg"`
@@ -30,8 +13,8 @@ type LinearConfig struct {
 	// Steps is T, inner steps per epoch (default ⌈N/Batch⌉).
 	Steps int `json:"steps,omitempty"`
 	// Batch is the minibatch size B (default 32), drawn by Sampler.
-	Batch    int      `json:"batch,omitempty"`
-	Schedule Schedule `json:"schedule,omitempty"` // default ScheduleEpoch
+	Batch      int        `json:"batch,omitempty"`
+	Projection Projection `json:"schedule,omitempty"` // default ProjectionEpoch
 	// LRW is Adam's step size for the head w (default Reg.LR, or 1e-2 when
 	// that is relative).
 	LRW float64 `json:"lr_w,omitempty"`
@@ -100,11 +83,11 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	if cfg.Steps == 0 {
 		cfg.Steps = (len(x) + cfg.Batch - 1) / cfg.Batch
 	}
-	if cfg.Schedule == "" {
-		cfg.Schedule = ScheduleEpoch
+	if cfg.Projection == "" {
+		cfg.Projection = ProjectionEpoch
 	}
-	if cfg.Schedule != ScheduleEpoch && cfg.Schedule != ScheduleStep && cfg.Schedule != ScheduleGraph {
-		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Schedule)
+	if cfg.Projection != ProjectionEpoch && cfg.Projection != ProjectionStep && cfg.Projection != ProjectionGraph {
+		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Projection)
 	}
 	cfg.Reg = cfg.Reg.withDefaults()
 	if cfg.LRW == 0 {
@@ -121,7 +104,7 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := attachProjectors(reg, cfg.Schedule); err != nil {
+	if err := attachProjectors(reg, cfg.Projection); err != nil {
 		return nil, err
 	}
 	s, err := NewSampler(ids, classes, cfg.Batch, cfg.Seed)
@@ -138,8 +121,8 @@ func NewLinear(x [][]float64, classes []int, cfg LinearConfig) (*Linear, error) 
 }
 
 // attachProjectors switches reg to the graph schedule when s asks for it.
-func attachProjectors(reg *Regularizer, s Schedule) error {
-	if s != ScheduleGraph {
+func attachProjectors(reg *Regularizer, s Projection) error {
+	if s != ProjectionGraph {
 		return nil
 	}
 	return reg.ProjectThrough(exactProjectors(reg))
@@ -167,7 +150,7 @@ func (l *Linear) RunEpoch() error {
 	l.lrW = l.cfg.LRW * lrScale
 	// A Loop per epoch: Reg and Cache are exported fields that may be
 	// replaced between epochs (the resume test restores them).
-	loop, err := NewLoop(l.Reg, l.Cache, LoopConfig{Schedule: l.cfg.Schedule, Alpha: 1})
+	loop, err := NewLoop(l.Reg, l.Cache, LoopConfig{Projection: l.cfg.Projection, Alpha: 1})
 	if err != nil {
 		return err
 	}
