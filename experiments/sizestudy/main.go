@@ -1,5 +1,5 @@
 // Command sizestudy runs the CamVid study of the size regularizer
-// (docs/study.md, issue 17): person with the shared DeepLabV3+ person
+// (docs/study.md): person with the shared DeepLabV3+ person
 // model, sequences kept apart — training on 0016E5, selection on 0001TP,
 // reporting on 0006R0 (all three from CamVid's training folder), CamVid
 // val (0016E5 again) as a sanity check — whole frames, balanced batches

@@ -15,7 +15,7 @@ import (
 	"sync"
 )
 
-// The study of issue 17's S-MNIST half (docs/study.md): baseline and F1 at
+// The S-MNIST half of the size study (docs/study.md): baseline and F1 at
 // the same learning rate, α chosen per learning rate on held-out training
 // pairs (phase A), then fresh seeds paired with the baseline by seed and
 // scored on the MNIST test set (phase B). Every run is Run; this file only

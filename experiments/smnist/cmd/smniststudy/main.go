@@ -1,4 +1,4 @@
-// Command smniststudy runs the S-MNIST half of issue 17's study
+// Command smniststudy runs the S-MNIST half of the size study
 // (docs/study.md): the baseline and the F1 regulariser at the same learning
 // rate, for each of several learning rates; phase A picks α per learning
 // rate by the final accuracy on held-out training pairs (MNIST training
