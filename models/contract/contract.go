@@ -195,7 +195,7 @@ func inputLayoutFromGraph(g *onnxpb.GraphProto, input string) Layout {
 			for _, n := range cons[t] {
 				switch n.GetOpType() {
 				case "Transpose":
-					switch p := attrInts(n, "perm"); {
+					switch p := onnx.AttrInts(n, "perm"); {
 					case equal(p, 0, 3, 1, 2):
 						return NHWC
 					case equal(p, 0, 2, 3, 1):
@@ -255,7 +255,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		}
 		op := n.GetOpType()
 		if op == "Transpose" {
-			p := attrInts(n, "perm")
+			p := onnx.AttrInts(n, "perm")
 			if !isPerm4(p) {
 				break
 			}
@@ -272,7 +272,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 			t = n.GetInput()[0]
 			continue
 		}
-		if op == "Cast" && attrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT) {
+		if op == "Cast" && onnx.AttrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT) {
 			// A float16 model's scores cast back to float32 at the edge
 			// mean what they meant.
 			t = n.GetInput()[0]
@@ -285,7 +285,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 			}
 			c.Kind = map[string]Kind{"Softmax": Softmax, "LogSoftmax": LogSoftmax, "Sigmoid": Sigmoid}[op]
 			if op != "Sigmoid" {
-				a := int(attrInt(n, "axis", defaultSoftmaxAxis(m)))
+				a := int(onnx.AttrInt(n, "axis", defaultSoftmaxAxis(m)))
 				if a < 0 {
 					a += 4
 				}
@@ -437,7 +437,7 @@ func channelsFromProducer(m *onnx.Model, t string) int {
 					if n.GetOpType() == "Conv" {
 						return int(w.Dims[0])
 					}
-					return int(w.Dims[1] * attrInt(n, "group", 1))
+					return int(w.Dims[1] * onnx.AttrInt(n, "group", 1))
 				}
 			}
 			return 0
@@ -483,24 +483,6 @@ func dimString(v *onnxpb.ValueInfoProto) string {
 		}
 	}
 	return "[" + strings.Join(parts, ",") + "]"
-}
-
-func attrInts(n *onnxpb.NodeProto, name string) []int64 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetInts()
-		}
-	}
-	return nil
-}
-
-func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetI()
-		}
-	}
-	return def
 }
 
 func equal[T int | int64](p []T, want ...T) bool { return slices.Equal(p, want) }

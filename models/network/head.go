@@ -58,7 +58,7 @@ func ReplaceClassifier(m *onnx.Model, k int, seed uint64) error {
 		} else if w.Dims[0] != old {
 			return fmt.Errorf("classifiers %s and %s feed the output with %d and %d channels", cls.Node.GetName(), n.GetName(), old, w.Dims[0])
 		}
-		if group := attrInt(n, "group", 1); group != 1 {
+		if group := onnx.AttrInt(n, "group", 1); group != 1 {
 			return fmt.Errorf("classifier %s is a grouped convolution (group %d)", n.GetName(), group)
 		}
 		per := w.Dims[1] * w.Dims[2] * w.Dims[3]
@@ -154,15 +154,6 @@ func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64, outAxis
 			}
 		}
 	}
-}
-
-func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
-	for _, a := range n.Attribute {
-		if a.GetName() == name {
-			return a.GetI()
-		}
-	}
-	return def
 }
 
 // TapFeatures adds a GlobalAveragePool of tensor to the graph and returns

@@ -123,20 +123,14 @@ func elemTypes(g *onnxpb.GraphProto) map[string]onnxpb.TensorProto_DataType {
 		var et onnxpb.TensorProto_DataType
 		switch n.GetOpType() {
 		case "Cast":
-			for _, a := range n.Attribute {
-				if a.GetName() == "to" {
-					et = onnxpb.TensorProto_DataType(a.GetI())
-				}
-			}
+			et = onnxpb.TensorProto_DataType(onnx.AttrInt(n, "to", 0))
 		case "Shape", "Size", "ArgMax", "ArgMin", "NonZero":
 			et = onnxpb.TensorProto_INT64
 		case "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf":
 			et = onnxpb.TensorProto_BOOL
 		case "Constant":
-			for _, a := range n.Attribute {
-				if a.GetName() == "value" && a.GetT() != nil {
-					et = onnxpb.TensorProto_DataType(a.GetT().GetDataType())
-				}
+			if v := onnx.Attr(n, "value"); v.GetT() != nil {
+				et = onnxpb.TensorProto_DataType(v.GetT().GetDataType())
 			}
 		default:
 			for _, in := range n.Input {

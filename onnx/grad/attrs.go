@@ -1,54 +1,20 @@
 package grad
 
 import (
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// attr returns the node's attribute called name, or nil.
-func attr(n *onnxpb.NodeProto, name string) *onnxpb.AttributeProto {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a
-		}
-	}
-	return nil
-}
-
-func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
-	if a := attr(n, name); a != nil {
-		return a.GetI()
-	}
-	return def
-}
-
-func attrFloat(n *onnxpb.NodeProto, name string, def float32) float32 {
-	if a := attr(n, name); a != nil {
-		return a.GetF()
-	}
-	return def
-}
-
-func attrString(n *onnxpb.NodeProto, name, def string) string {
-	if a := attr(n, name); a != nil {
-		return string(a.GetS())
-	}
-	return def
-}
-
-// attrInts returns a copy of an INTS attribute, or nil when absent.
-func attrInts(n *onnxpb.NodeProto, name string) []int64 {
-	if a := attr(n, name); a != nil {
-		return append([]int64{}, a.GetInts()...)
-	}
-	return nil
-}
-
-func attrFloats(n *onnxpb.NodeProto, name string) []float32 {
-	if a := attr(n, name); a != nil {
-		return append([]float32{}, a.GetFloats()...)
-	}
-	return nil
-}
+// The attribute readers of the onnx package, under the short names the
+// rules use.
+var (
+	attr       = onnx.Attr
+	attrInt    = onnx.AttrInt
+	attrFloat  = onnx.AttrFloat
+	attrString = onnx.AttrString
+	attrInts   = onnx.AttrInts
+	attrFloats = onnx.AttrFloats
+)
 
 // setAttr replaces or adds an attribute.
 func setAttr(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) {

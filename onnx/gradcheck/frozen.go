@@ -128,10 +128,8 @@ func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 		if op == "LeakyRelu" {
 			alpha = 0.01
 		}
-		for _, a := range n.Attribute {
-			if a.GetName() == "alpha" {
-				alpha = float64(a.GetF())
-			}
+		if a := onnx.Attr(n, "alpha"); a != nil {
+			alpha = float64(a.GetF())
 		}
 		slope := make([]float64, len(xv))
 		offset := make([]float64, len(xv))

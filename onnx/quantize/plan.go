@@ -61,20 +61,16 @@ func weightAxis(n *onnxpb.NodeProto, w *onnxpb.TensorProto) int {
 	case "Conv":
 		return 0
 	case "ConvTranspose":
-		for _, a := range n.GetAttribute() {
-			if a.GetName() == "group" && a.GetI() > 1 {
-				return -1 // [C_in, C_out/group, …]: channels do not map to the bias
-			}
+		if onnx.AttrInt(n, "group", 1) > 1 {
+			return -1 // [C_in, C_out/group, …]: channels do not map to the bias
 		}
 		return 1
 	case "Gemm":
 		if rank != 2 {
 			return -1
 		}
-		for _, a := range n.GetAttribute() {
-			if a.GetName() == "transB" && a.GetI() != 0 {
-				return 0
-			}
+		if onnx.AttrInt(n, "transB", 0) != 0 {
+			return 0
 		}
 		return 1
 	case "MatMul":
