@@ -14,6 +14,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -111,7 +112,7 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := FileSHA256(cfg.Network.BaseModel); ck.BaseSHA256 != want || ck.RunID == "" {
+	if want, _ := regfile.SHA256(cfg.Network.BaseModel); ck.BaseSHA256 != want || ck.RunID == "" {
 		t.Fatalf("checkpoint records base %q run %q; want base %q and a run id", ck.BaseSHA256, ck.RunID, want)
 	}
 	// Another graph at the base path: same weights, different file.

@@ -2,7 +2,6 @@ package finetune
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -54,20 +53,6 @@ func refuseLeftovers(dir string) error {
 		dir, strings.Join(found, ", "), checkpoint.LastName)
 }
 
-// FileSHA256 returns the hex SHA-256 of the regular file at path.
-func FileSHA256(path string) (string, error) {
-	f, _, err := regfile.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // checkBaseDigest compares the base model at path with the digest a
 // checkpoint recorded. A checkpoint from before digests were recorded
 // (empty digest) is accepted with a warning on log.
@@ -78,7 +63,7 @@ func checkBaseDigest(path, recorded, ckpt string, log io.Writer) error {
 		}
 		return nil
 	}
-	got, err := FileSHA256(path)
+	got, err := regfile.SHA256(path)
 	if err != nil {
 		return err
 	}
@@ -111,5 +96,5 @@ func baseDigest(path string, ck *checkpoint.Checkpoint, ckPath string, log io.Wr
 			return "", err
 		}
 	}
-	return FileSHA256(path)
+	return regfile.SHA256(path)
 }

@@ -3,12 +3,12 @@ package models
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // synthDigest is the SHA-256 of the embedded segtune-synth model, computed
@@ -25,20 +25,6 @@ func (e Entry) Digest() string {
 		return synthDigest()
 	}
 	return strings.ToLower(e.SHA256)
-}
-
-// FileDigest returns the hex SHA-256 of the file at path.
-func FileDigest(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("models: %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // LookupDigest returns the known model whose file has the hex SHA-256
@@ -76,7 +62,7 @@ func Recognize(path string) (Entry, bool, error) {
 	if !slices.ContainsFunc(known, func(e Entry) bool { return e.Size() == st.Size() }) {
 		return Entry{}, false, nil
 	}
-	d, err := FileDigest(path)
+	d, err := regfile.SHA256(path)
 	if err != nil {
 		return Entry{}, false, err
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/models"
 )
 
 func evalCommand() *cli.Command {
@@ -201,7 +201,7 @@ func runEval(c *cli.Context) error {
 	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
 		threshold = checkpointSizeThreshold(modelPath)
 	}
-	digest, err := models.FileDigest(modelPath)
+	digest, err := regfile.SHA256(modelPath)
 	if err != nil {
 		return err
 	}

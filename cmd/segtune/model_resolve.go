@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/runtime"
@@ -134,7 +135,7 @@ var getwd = os.Getwd
 // copy is already there, and returns its path.
 func cacheEmbedded(e models.Entry) (string, error) {
 	p := filepath.Join(modelCacheDir(), e.File)
-	if d, err := models.FileDigest(p); err == nil && d == e.Digest() {
+	if d, err := regfile.SHA256(p); err == nil && d == e.Digest() {
 		return p, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

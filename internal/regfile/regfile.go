@@ -7,13 +7,16 @@
 package regfile
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/segtune/segtune/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // Open opens path for reading after checking that it (or the file a
@@ -112,3 +115,18 @@ func ReadSmall(path string, limit int64) ([]byte, error) {
 // SmallLimit is the default limit for small files: JSON sidecars,
 // preprocessing files, palettes, label maps (16 MiB).
 const SmallLimit = 16 << 20
+
+// SHA256 returns the hex SHA-256 of the regular file at path: how segtune
+// names a model's or a checkpoint's base model's content.
+func SHA256(path string) (string, error) {
+	f, _, err := Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -57,3 +57,24 @@ func TestReadSmallLimit(t *testing.T) {
 		t.Errorf("/dev/zero: err = %v", err)
 	}
 }
+
+// SHA256 digests regular files and refuses the rest before reading: a FIFO
+// would block it, /dev/zero stream into the hash without end.
+func TestSHA256(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "m.onnx")
+	if err := os.WriteFile(p, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SHA256(p)
+	if want := "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"; err != nil || got != want {
+		t.Errorf("SHA256 = %q, %v; want %q (FIPS 180-2's \"abc\")", got, err, want)
+	}
+	zero := filepath.Join(dir, "zero.onnx")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SHA256(zero); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("SHA256 of a link to /dev/zero: %v, want ErrNotRegular", err)
+	}
+}
