@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -157,20 +156,6 @@ feed:
 	return m, nil
 }
 
-// pngEncoder favours speed: the set is regenerated rather than archived.
-// Its pool reuses the zlib writers, whose set-up costs more than
-// compressing a small image.
-var pngEncoder = png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: &encoderPool{}}
-
-type encoderPool struct{ p sync.Pool }
-
-func (e *encoderPool) Get() *png.EncoderBuffer {
-	b, _ := e.p.Get().(*png.EncoderBuffer)
-	return b
-}
-
-func (e *encoderPool) Put(b *png.EncoderBuffer) { e.p.Put(b) }
-
 // writeOne renders one example and writes its image and mask.
 func writeOne(dir string, c Config, split string, index int, buf *bytes.Buffer) (ImageInfo, error) {
 	ex, err := Render(c, split, index)
@@ -179,7 +164,7 @@ func writeOne(dir string, c Config, split string, index int, buf *bytes.Buffer) 
 	}
 	name := ex.Name + ".png"
 	buf.Reset()
-	if err := pngEncoder.Encode(buf, ex.Image); err != nil {
+	if err := imageio.EncodePNG(buf, ex.Image); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: encoding %s: %w", name, err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, "images", split, name), buf.Bytes(), 0o644); err != nil {
@@ -190,7 +175,7 @@ func writeOne(dir string, c Config, split string, index int, buf *bytes.Buffer) 
 		return ImageInfo{}, fmt.Errorf("synth: mask %s: %w", name, err)
 	}
 	buf.Reset()
-	if err := pngEncoder.Encode(buf, mask); err != nil {
+	if err := imageio.EncodePNG(buf, mask); err != nil {
 		return ImageInfo{}, fmt.Errorf("synth: encoding mask %s: %w", name, err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, "masks", split, name), buf.Bytes(), 0o644); err != nil {
