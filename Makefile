@@ -125,9 +125,9 @@ test: ort mnist minio mpi codecs torch-models foreign-models vet
 	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (8 targets: about two minutes in all):
+# Every fuzz target for FUZZTIME each (9 targets: about two and a half minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
-# parser, the image and mask decoders, the label-map parser, the projection.
+# parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader.
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
@@ -137,7 +137,8 @@ FUZZ_TARGETS := \
 	./imageio:FuzzReadMask \
 	./imageio:FuzzParseLabelMap \
 	./onnx:FuzzParse \
-	./projection:FuzzProject
+	./projection:FuzzProject \
+	./internal/evalpartial:FuzzParse
 
 fuzz-short:
 	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)

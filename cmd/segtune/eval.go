@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/regfile"
@@ -209,7 +210,7 @@ func runEval(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	run := evalRun{Model: c.String("model"), ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
+	run := evalpartial.Run{Model: c.String("model"), ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
 		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
 		SizeClasses: sizeClasses, SizeThreshold: threshold}
 	if settings.LabelMap != nil {
@@ -221,7 +222,7 @@ func runEval(c *cli.Context) error {
 	if run.SizeClasses == nil {
 		run.SizeClasses = []int{}
 	}
-	acc := newEvalPartial(spec, run)
+	acc := evalpartial.New(spec, run)
 	if partialPath != "" {
 		done, err := partialDone(c, partialPath, acc)
 		if err != nil || done {
@@ -252,7 +253,7 @@ func runEval(c *cli.Context) error {
 			frac = fraction(target, sizeClasses, ignore)
 		}
 		mu.Lock()
-		acc.add(baseName(r.Path), local, frac)
+		acc.Add(baseName(r.Path), local, frac)
 		mu.Unlock()
 		return nil
 	}
@@ -289,7 +290,7 @@ func runEval(c *cli.Context) error {
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), seg.Session.Device
 	for _, f := range rep.Failures {
-		acc.Failures = append(acc.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
+		acc.Failures = append(acc.Failures, evalpartial.Failure{Path: f.Path, Error: f.Err.Error()})
 	}
 	if partialPath != "" {
 		if err := writePartial(c, partialPath, acc); err != nil {
@@ -299,7 +300,7 @@ func runEval(c *cli.Context) error {
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return printEvalSummary(c, acc.summary())
+	return printEvalSummary(c, evalSummaryOf(acc))
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
@@ -336,7 +337,7 @@ func readMask(ctx context.Context, masks *storage.Folder, path string, opt image
 // same shard of the same evaluation, complete, means the work is done (a
 // retried worker stops there); anything else there is refused rather than
 // overwritten.
-func partialDone(c *cli.Context, v string, acc *evalPartial) (bool, error) {
+func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, error) {
 	f, name, err := storage.OpenFile(c.Context, v)
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
@@ -345,18 +346,18 @@ func partialDone(c *cli.Context, v string, acc *evalPartial) (bool, error) {
 	if err := f.CheckAccess(c.Context); err != nil {
 		return false, flagError("partial", f, err)
 	}
-	data, err := f.ReadAll(c.Context, name, maxPartialBytes)
+	data, err := f.ReadAll(c.Context, name, evalpartial.MaxBytes)
 	if storage.IsNotExist(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
 	}
-	old, err := parsePartial(data, v)
+	old, err := evalpartial.Parse(data, v)
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s exists and is not this evaluation's partial file (%v); not overwriting it: remove it or choose another file", v, err), 2)
 	}
-	if d := sameRun(old.Run, acc.Run); d != "" {
+	if d := old.Run.Diff(acc.Run); d != "" {
 		return false, cli.Exit(fmt.Sprintf("--partial %s holds another evaluation's scores (it differs in %s); not overwriting it: remove it or choose another file", v, d), 2)
 	}
 	if old.Shard != acc.Shard {
@@ -364,14 +365,14 @@ func partialDone(c *cli.Context, v string, acc *evalPartial) (bool, error) {
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
 	if c.Bool("json") {
-		return true, printJSON(os.Stdout, old.summary())
+		return true, printJSON(os.Stdout, evalSummaryOf(old))
 	}
 	return true, nil
 }
 
 // writePartial writes the accumulator to v (a path or a URL), atomically.
-func writePartial(c *cli.Context, v string, acc *evalPartial) error {
-	data, err := acc.encode()
+func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
+	data, err := acc.Encode()
 	if err != nil {
 		return err
 	}

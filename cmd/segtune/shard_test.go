@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -368,5 +369,83 @@ func TestShardedEvalMergeEqualsOneRun(t *testing.T) {
 	}
 	if _, err := runCLI(t, append(base[:len(base)-2], "--shard", "0/3", "--partial", parts[0])...); err == nil || !strings.Contains(err.Error(), "another evaluation") {
 		t.Errorf("changed settings: %v", err)
+	}
+}
+
+// eval merge checks each partial that eval --partial wrote: one edited as
+// the hostile probes did (the matrix without its images' cells, a size
+// fraction of 5, an image count without its record, an image moved to a
+// shard its hash does not give it) is refused with its file named, and
+// nothing is reported.
+func TestEvalMergeRefusesEditedPartials(t *testing.T) {
+	testassets.RequireORT(t)
+	clearShardEnv(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	imgs, masks := shardData(t, dir, 14)
+	parts := make([]string, 3)
+	for k := range parts {
+		parts[k] = filepath.Join(dir, fmt.Sprintf("part-%d.json", k))
+		evalJSON(t, "eval", "--model", model, "--images", imgs, "--masks", masks, "--size-classes", "1",
+			"--shard", fmt.Sprintf("%d/3", k), "--partial", parts[k])
+	}
+	valid := evalJSON(t, append([]string{"eval", "merge"}, parts...)...)
+	read := func(path string) *evalpartial.Partial {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p evalpartial.Partial
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	write := func(path string, p *evalpartial.Partial) {
+		data, err := p.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		corrupt func(p0, p1 *evalpartial.Partial)
+		file    int // the partial refused
+		want    string
+	}{
+		{"matrix edited without its cells", func(p0, _ *evalpartial.Partial) { p0.Confusion[3] += 40 }, 0, "but its images' cells sum to"},
+		{"fraction 5", func(p0, _ *evalpartial.Partial) { p0.Records[0].Fraction = 5 }, 0, "fraction 5 outside [0,1]"},
+		{"record dropped", func(p0, _ *evalpartial.Partial) { p0.Records = p0.Records[1:] }, 0, "images, but"},
+		{"image moved to another shard", func(p0, p1 *evalpartial.Partial) {
+			p1.Records = append(p1.Records, p0.Records[0])
+			p1.Images++
+			for _, c := range p0.Records[0].Cells {
+				p1.Confusion[c[0]*2+c[1]] += c[2]
+			}
+		}, 1, "belongs to shard 0/3 by its name's hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edited := slices.Clone(parts)
+			for k := range edited[:2] {
+				edited[k] = filepath.Join(t.TempDir(), filepath.Base(parts[k]))
+			}
+			p0, p1 := read(parts[0]), read(parts[1])
+			tc.corrupt(p0, p1)
+			write(edited[0], p0)
+			write(edited[1], p1)
+			out, err := runCLI(t, append([]string{"eval", "merge", "--json"}, edited...)...)
+			if err == nil || !strings.Contains(err.Error(), edited[tc.file]+": ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("merge: %v, want %s refused with %q", err, edited[tc.file], tc.want)
+			}
+			if out != "" {
+				t.Errorf("a report was printed: %s", out)
+			}
+		})
+	}
+	if got := evalJSON(t, append([]string{"eval", "merge"}, parts...)...); got != valid {
+		t.Error("the valid partials merge differently after the tests")
 	}
 }
