@@ -27,6 +27,7 @@ var opTables = []struct {
 	{"Shape", shapeCases},
 	{"Index", indexCases},
 	{"Linear", linearCases},
+	{"Norm", normCases},
 	{"Conv", convCases},
 	{"ConvTranspose", convTransposeCases},
 	{"Pools", poolCases},
@@ -459,6 +460,55 @@ func linearCases() []opCase {
 		}},
 		{"ReduceL2/opset18_input", 18, func(m *opModel) {
 			m.node("ReduceL2", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, -1)}, []string{"y"})
+		}},
+	}
+}
+
+func normCases() []opCase {
+	layerNorm := func(xs []int64, axis int64, bias bool) func(m *opModel) {
+		return func(m *opModel) {
+			ns := xs[(axis+int64(len(xs)))%int64(len(xs)):]
+			ins := []string{m.rand("x", xs...), m.rand("s", ns...)}
+			if bias {
+				ins = append(ins, m.rand("b", ns...))
+			}
+			m.node("LayerNormalization", ins, []string{"y"}, ai("axis", axis), af("epsilon", 1e-3))
+		}
+	}
+	return []opCase{
+		{"LayerNormalization/last_bias", 17, layerNorm([]int64{2, 5, 8}, -1, true)},
+		{"LayerNormalization/axis1_no_bias", 17, layerNorm([]int64{2, 3, 4}, 1, false)},
+		{"LayerNormalization/axis-2_bias", 17, layerNorm([]int64{2, 3, 4, 5}, -2, true)},
+		{"LayerNormalization/axis0", 17, layerNorm([]int64{3, 4}, 0, true)},
+		{"LayerNormalization/scale_broadcast", 17, func(m *opModel) {
+			m.node("LayerNormalization", []string{m.rand("x", 2, 3, 4), m.rand("s", 1, 4), m.rand("b", 4)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"LayerNormalization/statistics_requested", 17, func(m *opModel) {
+			m.node("LayerNormalization", []string{m.rand("x", 2, 3, 4), m.rand("s", 4), m.rand("b", 4)}, []string{"y", "mean", "invstd"})
+		}},
+		{"LayerNormalization/opset13_decomposed", 13, func(m *opModel) {
+			// torch.onnx's LayerNorm below opset 17, with GELU as Erf after it.
+			x := m.rand("x", 2, 5, 8)
+			m.node("ReduceMean", []string{x}, []string{"mu"}, ais("axes", -1))
+			m.node("Sub", []string{x, "mu"}, []string{"xc"})
+			m.node("Pow", []string{"xc", m.floats("two", nil, 2)}, []string{"sq"})
+			m.node("ReduceMean", []string{"sq"}, []string{"var"}, ais("axes", -1))
+			m.node("Add", []string{"var", m.floats("eps", nil, 1e-5)}, []string{"ve"})
+			m.node("Sqrt", []string{"ve"}, []string{"sd"})
+			m.node("Div", []string{"xc", "sd"}, []string{"xn"})
+			m.node("Mul", []string{"xn", m.rand("s", 8)}, []string{"xs"})
+			m.node("Add", []string{"xs", m.rand("b", 8)}, []string{"y"})
+		}},
+		{"InstanceNormalization", 0, func(m *opModel) {
+			m.step = 3e-3 // no double kernel on ONNX Runtime's CPU: float32
+			m.node("InstanceNormalization", []string{m.rand("x", 2, 3, 4, 5), m.rand("s", 3), m.rand("b", 3)}, []string{"y"}, af("epsilon", 1e-3))
+		}},
+		{"GroupNormalization/opset18_per_group", 18, func(m *opModel) {
+			m.node("GroupNormalization", []string{m.rand("x", 2, 6, 3, 3), m.rand("s", 3), m.rand("b", 3)}, []string{"y"}, ai("num_groups", 3), af("epsilon", 1e-3))
+		}},
+		{"GroupNormalization/opset21_per_channel", 21, func(m *opModel) {
+			m.step = 1e-3 // its statistics are computed in float (stash_type) even in float64
+			m.node("GroupNormalization", []string{m.rand("x", 2, 6, 3, 3), m.rand("s", 6), m.rand("b", 6)}, []string{"y"}, ai("num_groups", 2), af("epsilon", 1e-3))
 		}},
 	}
 }
