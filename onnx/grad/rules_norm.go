@@ -31,12 +31,7 @@ func batchNormRule(c *gradCtx) ([]string, error) {
 	if len(xs) < 2 {
 		return nil, fmt.Errorf("input rank %d < 2", len(xs))
 	}
-	ch := xs[1]
-	bshape := make([]int64, len(xs))
-	for i := range bshape {
-		bshape[i] = 1
-	}
-	bshape[1] = ch
+	bshape := channelShape(len(xs), xs[1])
 	axes := spatialAndBatch(len(xs))
 	eps := float64(attrFloat(c.n, "epsilon", 1e-5))
 	inv := c.op1("Reciprocal", []string{c.op1("Sqrt", []string{c.add(variance, c.scalar(eps))})}) // [C]
@@ -175,7 +170,7 @@ func instanceNormRule(c *gradCtx) ([]string, error) {
 	axes := axisRange(2, len(xs))
 	xhat, inv := normalized(c, x, axes, float64(attrFloat(c.n, "epsilon", 1e-5)))
 	dy := c.dY[0]
-	perChannel := append([]int64{0}, axes...)
+	perChannel := spatialAndBatch(len(xs))
 	dx := c.grads()
 	if c.wants(0) {
 		g := c.mul(dy, c.reshape(c.in(1), channelShape(len(xs), xs[1])))
@@ -219,7 +214,7 @@ func groupNormRule(c *gradCtx) ([]string, error) {
 		}
 		return dx, nil
 	}
-	perChannel := append([]int64{0}, axisRange(2, len(xs))...)
+	perChannel := spatialAndBatch(len(xs))
 	if c.wants(0) {
 		g := c.reshape(c.mul(dy, c.reshape(c.in(1), channelShape(len(xs), xs[1]))), grouped)
 		dx[0] = c.reshape(normInputGrad(c, g, xhat, inv, []int64{2}), xs)
