@@ -33,6 +33,9 @@ func lockRunDir(dir string) (*runLock, error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("finetune: %s is not a regular file; remove it to use %s", path, dir)
 	}
+	// Opened in place rather than through atomicfile: every run must
+	// lock the same inode. O_NOFOLLOW keeps a planted link from being
+	// created or truncated through.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("finetune: locking %s: %w", dir, err)
