@@ -115,3 +115,66 @@ func TestOverlapping(t *testing.T) {
 		}
 	}
 }
+
+// Defect: finetune --out BASE_MODEL_FOLDER wrote over its own base model,
+// and any --out folder's model.onnx, config.json and metrics.jsonl were
+// replaced silently. Now the base model's folder (named as a path or a
+// file:// URL) and a folder that is not a run are refused before anything
+// is written, and a run's own folder still takes a resumed run.
+func TestFinetuneOutIsARunFolder(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "base")
+	os.Mkdir(base, 0o755)
+	model := redModel(t, base)
+	side := filepath.Join(base, "red.segtune.json")
+	os.WriteFile(side, []byte(`{"version":1}`), 0o644)
+	mine := filepath.Join(dir, "mine")
+	os.Mkdir(mine, 0o755)
+	for _, name := range []string{"model.onnx", "config.json", "metrics.jsonl"} {
+		os.WriteFile(filepath.Join(mine, name), []byte("the user's "+name), 0o644)
+	}
+	snapshot := func(d string) map[string]string {
+		m := map[string]string{}
+		for _, name := range entries(t, d) {
+			b, _ := os.ReadFile(filepath.Join(d, name))
+			m[name] = string(b)
+		}
+		return m
+	}
+	before := map[string]map[string]string{base: snapshot(base), mine: snapshot(mine), data: snapshot(data)}
+	common := []string{"finetune", "--model", model, "--data", data, "--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "2", "--steps", "1", "--threads", "1"}
+	for _, tc := range []struct{ out, want string }{
+		{base, "is the folder of the base model"},
+		{"file://" + base, "is the folder of the base model"},
+		{filepath.Join(data, "images", "train"), "is the training images folder"},
+		{mine, "is not a segtune run folder"},
+	} {
+		_, err := runCLI(t, append(common, "--out", tc.out)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "choose") {
+			t.Errorf("--out %s: err = %v, want %q", tc.out, err, tc.want)
+		}
+	}
+	for d, files := range before {
+		if got := snapshot(d); len(got) != len(files) {
+			t.Errorf("%s now holds %v, had %v", d, entries(t, d), files)
+		} else {
+			for name, body := range files {
+				if got[name] != body {
+					t.Errorf("%s changed", filepath.Join(d, name))
+				}
+			}
+		}
+	}
+	run := filepath.Join(dir, "run")
+	if _, err := runCLI(t, append(common, "--out", run)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "finetune", "--out", run, "--resume", "--steps", "2", "--threads", "1"); err != nil {
+		t.Errorf("resuming into the run's own folder: %v", err)
+	}
+}
