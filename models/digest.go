@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // synthDigest is the SHA-256 of the embedded segtune-synth model, computed
@@ -27,15 +29,17 @@ func (e Entry) Digest() string {
 	return strings.ToLower(e.SHA256)
 }
 
-// FileDigest returns the hex SHA-256 of the file at path.
+// FileDigest returns the hex SHA-256 of the file at path. Only a regular
+// file is read (a FIFO would block, /dev/zero stream without end), and
+// no more than the size it had when opened.
 func FileDigest(path string) (string, error) {
-	f, err := os.Open(path)
+	f, fi, err := regfile.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
 		return "", fmt.Errorf("models: %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
