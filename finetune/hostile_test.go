@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -259,5 +260,57 @@ func TestBadHistoryLineNamesTheHistoryFile(t *testing.T) {
 	_, err := Train(context.Background(), cfg, out, true, Hooks{})
 	if err == nil || !strings.Contains(err.Error(), path+", line 2:") || strings.Contains(err.Error(), "last.ckpt") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Defect: finetune wrote model.onnx, config.json and metrics.jsonl into
+// any --out, replacing a user's files of those names. A folder that holds
+// files is now a run folder only when segtune marked it (its lock file) or
+// it holds checkpoints; anything else is refused before a file is written.
+func TestRunFolderMustBeNewEmptyOrARun(t *testing.T) {
+	dir := t.TempDir()
+	user := map[string]string{ModelFile: "my model", ConfigFile: "{}", HistoryFile: "my log\n"}
+	foreign := filepath.Join(dir, "mine")
+	os.Mkdir(foreign, 0o755)
+	for name, body := range user {
+		os.WriteFile(filepath.Join(foreign, name), []byte(body), 0o644)
+	}
+	cfg := Config{Network: NetworkSpec{BaseModel: filepath.Join(dir, "absent.onnx")}}
+	for _, resume := range []bool{false, true} {
+		_, err := Train(context.Background(), cfg, foreign, resume, Hooks{})
+		var nr *NotRunDirError
+		if !errors.As(err, &nr) || nr.Dir != foreign || !strings.Contains(err.Error(), "choose a new or empty folder") {
+			t.Errorf("resume=%v: err = %v, want a NotRunDirError for %s", resume, err, foreign)
+		}
+	}
+	for name, body := range user {
+		if got, _ := os.ReadFile(filepath.Join(foreign, name)); string(got) != body {
+			t.Errorf("%s now holds %q", name, got)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(foreign, LockFile)); err == nil {
+		t.Error("the refused folder was marked as a run")
+	}
+
+	// New, empty, and a run's own folder (here one whose run was killed
+	// before its first checkpoint, leaving config.json and metrics.jsonl).
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	own := filepath.Join(dir, "own")
+	l, err := lockRunDir(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.release()
+	for name, body := range user {
+		os.WriteFile(filepath.Join(own, name), []byte(body), 0o644)
+	}
+	for _, d := range []string{filepath.Join(dir, "new"), empty, own} {
+		l, err := lockRunDir(d)
+		if err != nil {
+			t.Errorf("%s: %v", d, err)
+			continue
+		}
+		l.release()
 	}
 }

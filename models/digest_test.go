@@ -1,10 +1,14 @@
 package models_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 )
@@ -49,6 +53,33 @@ func TestRegistryDigestsMatchSharedAssets(t *testing.T) {
 		got, ok, err := models.Recognize(path)
 		if err != nil || !ok || got.Name != e.Name {
 			t.Errorf("%s: Recognize(%s) = %q, %v, %v", e.Name, path, got.Name, ok, err)
+		}
+	}
+}
+
+// The digest of a model file (regfile.SHA256) reads only regular files: a FIFO is refused without blocking,
+// /dev/zero (through a link) without reading it.
+func TestModelDigestRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.onnx")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	zero := filepath.Join(dir, "zero.onnx")
+	os.Symlink("/dev/zero", zero)
+	for _, p := range []string{fifo, zero} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := regfile.SHA256(p)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, regfile.ErrNotRegular) {
+				t.Errorf("%s: err = %v, want ErrNotRegular", p, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: SHA256 hung", p)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/segmenter"
 )
 
@@ -26,14 +28,7 @@ func jpegCopies(paths []string, dir string, quality int) ([]string, error) {
 			return nil, err
 		}
 		q := filepath.Join(dir, strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))+".jpg")
-		f, err := os.Create(q)
-		if err != nil {
-			return nil, err
-		}
-		err = jpeg.Encode(f, img, &jpeg.Options{Quality: quality})
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		err = atomicfile.WriteFunc(q, 0o644, func(w io.Writer) error { return jpeg.Encode(w, img, &jpeg.Options{Quality: quality}) })
 		if err != nil {
 			return nil, err
 		}

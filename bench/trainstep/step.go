@@ -25,6 +25,7 @@ import (
 	"github.com/segtune/segtune/bench/internal/trainfeed"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/resident"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
@@ -250,7 +251,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		return nil, err
 	}
 	if SaveGraph != "" {
-		if err := os.WriteFile(SaveGraph, data, 0o644); err != nil {
+		if err := atomicfile.Write(SaveGraph, data, 0o644); err != nil {
 			return nil, err
 		}
 	}

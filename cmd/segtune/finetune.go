@@ -43,7 +43,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder"},
 			&cli.StringFlag{Name: "val-images", Usage: "validation images folder"},
 			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output folder (checkpoints, metrics, curves, model)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of the loss and scores"},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
@@ -222,7 +222,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if cfg.Train.Images == "" || cfg.Train.Masks == "" {
 		return cfg, cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
-	return cfg, nil
+	return cfg, guardFinetuneOut(c.String("out"), cfg)
 }
 
 func printEpoch(e finetune.EpochInfo) {

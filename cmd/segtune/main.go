@@ -56,7 +56,8 @@ func newApp() *cli.App {
 		// handler would exit from inside Run, which tests cannot survive.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	installFlagChecks(app.Commands) // numeric flags are checked before any work
-	resolveModelFlags(app.Commands) // --model NAME for every command
+	installFlagChecks(app.Commands)  // numeric flags are checked before any work
+	resolveModelFlags(app.Commands)  // --model NAME for every command
+	normalizePathFlags(app.Commands) // file:// URLs become paths, first of all
 	return app
 }

@@ -132,11 +132,20 @@ func modelDirs() []string {
 var getwd = os.Getwd
 
 // cacheEmbedded writes the embedded model to the cache, unless an intact
-// copy is already there, and returns its path.
+// copy is already there, and returns its path. The cache is segtune's:
+// an entry that is not a regular file of the model's size and SHA-256 is
+// discarded and written again. A link, a FIFO or a device there is
+// removed itself, never opened or written through.
 func cacheEmbedded(e models.Entry) (string, error) {
 	p := filepath.Join(modelCacheDir(), e.File)
-	if d, err := regfile.SHA256(p); err == nil && d == e.Digest() {
-		return p, nil
+	if fi, err := os.Lstat(p); err == nil {
+		if !fi.Mode().IsRegular() {
+			os.Remove(p) // a folder stays, and the write below names it
+		} else if fi.Size() == e.Size() {
+			if d, err := regfile.SHA256(p); err == nil && d == e.Digest() {
+				return p, nil
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("--model %s: %w", e.Name, err)

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
@@ -233,4 +236,67 @@ func TestEvalRecognisesRenamedPersonModel(t *testing.T) {
 		t.Errorf("person IoU %.4f with the registry's preprocessing, %.4f on raw values: want a clear gain", gotIoU, rawIoU)
 	}
 	t.Logf("person IoU %.4f (raw values: %.4f)", gotIoU, rawIoU)
+}
+
+// Defect: a FIFO at the cached segtune-synth.onnx blocked every command
+// forever, and a link to /dev/zero was read without end. The cache's entry
+// is now read only as a regular file of the model's size, and anything
+// else there is discarded and written again, a link itself rather than
+// through it.
+func TestPoisonedModelCacheIsRebuilt(t *testing.T) {
+	cache := isolateModelSearch(t, "")
+	e, _ := models.Lookup(models.SynthName)
+	p := filepath.Join(cache, "models", e.File)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	victim := filepath.Join(t.TempDir(), "victim.onnx")
+	os.WriteFile(victim, []byte("not segtune's"), 0o644)
+	poison := map[string]func() error{
+		"a FIFO":                 func() error { return syscall.Mkfifo(p, 0o644) },
+		"a link to /dev/zero":    func() error { return os.Symlink("/dev/zero", p) },
+		"a link to a FIFO":       func() error { fifo := p + ".fifo"; syscall.Mkfifo(fifo, 0o644); return os.Symlink(fifo, p) },
+		"a link to another file": func() error { return os.Symlink(victim, p) },
+		"a truncated copy":       func() error { return os.WriteFile(p, models.SynthModel[:100], 0o644) },
+		"a corrupt copy": func() error {
+			b := bytes.Clone(models.SynthModel)
+			b[len(b)/2] ^= 1
+			return os.WriteFile(p, b, 0o644)
+		},
+	}
+	for what, plant := range poison {
+		os.Remove(p)
+		if err := plant(); err != nil {
+			t.Skipf("%s: %v", what, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			got, err := resolveModelArg(models.SynthName)
+			if err == nil && got != p {
+				err = fmt.Errorf("resolved to %s, want %s", got, p)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: resolving the cached model hung", what)
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: the entry is not a regular file now: %v %v", what, fi, err)
+		} else if b, _ := os.ReadFile(p); !bytes.Equal(b, models.SynthModel) {
+			t.Errorf("%s: the entry is not the model", what)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "not segtune's" {
+		t.Errorf("written through the link: the file it pointed to holds %d bytes", len(b))
+	}
+
+	// A folder is not the cache's to remove: the error names the entry.
+	os.Remove(p)
+	os.MkdirAll(filepath.Join(p, "x"), 0o755)
+	if _, err := resolveModelArg(models.SynthName); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "folder") {
+		t.Errorf("a folder at the entry: err = %v", err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/onnx"
 )
@@ -65,7 +66,7 @@ func fetchModel(ctx context.Context, v string) (string, error) {
 	if isCheckpoint(dst) {
 		return dst, nil
 	}
-	data, err := os.ReadFile(dst)
+	data, err := regfile.ReadSmall(dst, onnx.MaxModelBytes)
 	if err != nil {
 		return fail(err)
 	}

@@ -86,6 +86,9 @@ func runSegment(c *cli.Context) error {
 		return err
 	}
 	defer out.Close()
+	if err := guardFolders(in, out); err != nil {
+		return err
+	}
 	settings, err := modelSettings(c, modelPath)
 	if err != nil {
 		return err
@@ -115,7 +118,7 @@ func runSegment(c *cli.Context) error {
 			return err
 		}
 		if out.IsLocal() {
-			if err := guardSegmentOutput(inDir, outDir, paths, c.Bool("overlay"), spec); err != nil {
+			if err := guardSegmentOutput(outDir, paths, c.Bool("overlay"), spec); err != nil {
 				return err
 			}
 		}
@@ -136,9 +139,6 @@ func runSegment(c *cli.Context) error {
 	} else {
 		if err := in.CheckList(ctx); err != nil {
 			return flagError("input", in, err)
-		}
-		if in.Within(out) || out.Within(in) {
-			return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap: segment would write among the images it reads; choose an output folder outside the input", out, in), 2)
 		}
 		for p, err := range segmentInputs(ctx, in, shard.All) { // the check pass
 			if err != nil {

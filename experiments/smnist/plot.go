@@ -5,8 +5,8 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"math"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 // palette holds distinguishable line colours (Okabe–Ito plus black).
@@ -91,13 +93,5 @@ func PlotAccuracy(path, title string, runs []*Results) error {
 	bottom.Max.Y = split
 	full.Draw(top)
 	zoom.Draw(bottom)
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, cnv.Image()); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error { return png.Encode(w, cnv.Image()) })
 }

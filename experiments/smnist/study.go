@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/stats"
 	"math"
 	"math/rand/v2"
@@ -194,11 +195,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 func readJSON(path string, v any) (bool, error) {
@@ -561,7 +558,7 @@ func (s *Study) Run(d *StudyData) (*StudyResults, error) {
 	if err := writeJSON(filepath.Join(s.Out, "results.json"), out); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(s.Out, "tables.md"), []byte(out.Tables()), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.Out, "tables.md"), []byte(out.Tables()), 0o644); err != nil {
 		return nil, err
 	}
 	return out, nil

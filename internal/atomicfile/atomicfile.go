@@ -1,13 +1,17 @@
 // Package atomicfile is segtune's one writer of output files. A file is
 // written to a hidden temporary file in its destination folder, synced,
 // and renamed over the destination, so that readers and crashes see either
-// the old file or the complete new one. Only a regular file (or a missing
-// one) is ever replaced: a FIFO, a device node, a socket or a folder at the
-// destination is refused, so that an output path such as /dev/null or a
-// named pipe is never swapped for a regular file. A symbolic link at the
-// destination is refused too: writing through it would replace whatever it
-// points at, outside the folder the user chose (an output folder holding a
-// link to /etc/passwd, written as root, replaced /etc/passwd).
+// the old file or the complete new one.
+//
+// Every step goes through a handle on the destination folder (os.Root):
+// the temporary file is created there exclusively, and renamed within that
+// folder, so nothing is ever opened or replaced through a symbolic link,
+// and a folder swapped for a link midway is not followed. Only a regular
+// file (or a missing one) is ever replaced: a symbolic link, a FIFO, a
+// device node, a socket or a folder at the destination is refused with a
+// *DestinationError, so that an output folder holding a link to
+// /etc/passwd, written as root, leaves /etc/passwd alone, and an output
+// path such as /dev/null or a named pipe is never swapped for a file.
 //
 // Temporary files are named ".BASE.tmp-PID-RANDOM"; RemoveStale deletes
 // those left by processes that no longer run.
@@ -15,6 +19,8 @@ package atomicfile
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,23 +51,23 @@ func WriteFunc(path string, perm os.FileMode, write func(w io.Writer) error) (er
 // WriteWrapped is WriteFunc with wrap applied to the file writer (for
 // tests that simulate a failing disk); wrap may be nil.
 func WriteWrapped(path string, perm os.FileMode, wrap func(io.Writer) io.Writer, write func(w io.Writer) error) (err error) {
-	target, err := Target(path)
-	if err != nil {
-		return err
-	}
-	dir, base := filepath.Split(target)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, TempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	dir, base := split(path)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	tmp := f.Name()
+	defer root.Close()
+	if err = checkEntry(root, path, base); err != nil {
+		return err
+	}
+	f, tmp, err := createTemp(root, base)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(tmp)
+			root.Remove(tmp)
 		}
 	}()
 	var w io.Writer = f
@@ -86,15 +92,17 @@ func WriteWrapped(path string, perm os.FileMode, wrap func(io.Writer) io.Writer,
 	if err = f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	// The destination may have changed type while we wrote.
-	if err = checkTarget(path, target); err != nil {
+	// The destination may have changed type while we wrote. Whatever
+	// appears after this check, the rename replaces the entry itself and
+	// never writes through it.
+	if err = checkEntry(root, path, base); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp, target); err != nil {
+	if err = root.Rename(tmp, base); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	// The rename is durable only once the folder's entry is on disk.
-	if d, derr := os.Open(dir); derr == nil {
+	if d, derr := root.Open("."); derr == nil {
 		if serr := d.Sync(); serr != nil && !errors.Is(serr, errors.ErrUnsupported) && !errors.Is(serr, syscall.EINVAL) {
 			d.Close()
 			return fmt.Errorf("writing %s: syncing its folder: %w", path, serr)
@@ -104,19 +112,55 @@ func WriteWrapped(path string, perm os.FileMode, wrap func(io.Writer) io.Writer,
 	return nil
 }
 
-// Target returns the file that writing path replaces: path itself. It
-// refuses a destination that exists and is not a regular file, a symbolic
-// link included.
-func Target(path string) (string, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		to, _ := os.Readlink(path)
-		return "", fmt.Errorf("writing %s: refusing to write through a symbolic link (to %s): remove the link or choose another name", path, to)
+// split returns the folder of path and the name of path in it; a path
+// that names a folder ("a/..", "dir/") has the name "." so that it is
+// refused as a folder.
+func split(path string) (dir, base string) {
+	dir, base = filepath.Split(filepath.Clean(path))
+	if dir == "" {
+		dir = "."
 	}
-	return path, checkTarget(path, path)
+	if base == "" { // the root folder
+		base = "."
+	}
+	return dir, base
 }
 
-func checkTarget(path, target string) error {
-	fi, err := os.Lstat(target)
+// createTemp creates a new temporary file for the destination base in
+// root, exclusively (O_EXCL never opens an existing file or a link).
+func createTemp(root *os.Root, base string) (*os.File, string, error) {
+	prefix := TempPrefix(base) + strconv.Itoa(os.Getpid()) + "-"
+	for try := 0; ; try++ {
+		var b [6]byte
+		rand.Read(b[:])
+		name := prefix + hex.EncodeToString(b[:])
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 10 {
+			continue
+		}
+		return f, name, err
+	}
+}
+
+// DestinationError reports an output path whose current entry is not a
+// regular file: segtune refuses to replace it or to write through it.
+type DestinationError struct {
+	Path   string
+	Mode   fs.FileMode // the entry's type, not following a link
+	LinkTo string      // a symbolic link's target
+}
+
+func (e *DestinationError) Error() string {
+	if e.Mode&fs.ModeSymlink != 0 {
+		return fmt.Sprintf("writing %s: refusing to write through a symbolic link (to %s): remove the link or choose another name", e.Path, e.LinkTo)
+	}
+	return fmt.Sprintf("writing %s: refusing to replace it: it is %s, not a regular file", e.Path, Describe(e.Mode))
+}
+
+// checkEntry refuses a destination base in root that exists and is not a
+// regular file; path is the destination as the caller named it.
+func checkEntry(root *os.Root, path, base string) error {
+	fi, err := root.Lstat(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
@@ -125,7 +169,31 @@ func checkTarget(path, target string) error {
 	case fi.Mode().IsRegular():
 		return nil
 	}
-	return fmt.Errorf("writing %s: refusing to replace %s, which is %s, not a regular file", path, target, Describe(fi.Mode()))
+	e := &DestinationError{Path: path, Mode: fi.Mode()}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		e.LinkTo, _ = root.Readlink(base)
+	}
+	return e
+}
+
+// Target returns the file that writing path replaces: path itself. It
+// refuses, with a *DestinationError, a destination that exists and is not
+// a regular file, a symbolic link included, so that callers can refuse an
+// output before any work.
+func Target(path string) (string, error) {
+	dir, base := split(path)
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, nil // created when written (or refused then)
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer root.Close()
+	if err := checkEntry(root, path, base); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // Describe names the type of a file mode in words ("a named pipe (FIFO)").

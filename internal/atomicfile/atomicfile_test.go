@@ -113,6 +113,94 @@ func TestWriteRefusesSymlinks(t *testing.T) {
 	}
 }
 
+// Every refusal is a *DestinationError naming the path as given and the
+// entry's own type (a link is not followed to learn it): a link to a file
+// outside, a link to a folder, a FIFO, a folder, a link to a FIFO, "a/..".
+func TestWriteRefusalsAreTyped(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	os.WriteFile(secret, []byte("old"), 0o644)
+	fifo := filepath.Join(dir, "pipe.png")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "folder.png"), 0o755)
+	cases := map[string]os.FileMode{
+		"to-file.png":   os.ModeSymlink,
+		"to-dir.png":    os.ModeSymlink,
+		"to-fifo.png":   os.ModeSymlink,
+		"pipe.png":      os.ModeNamedPipe,
+		"folder.png":    os.ModeDir,
+		"folder.png/..": os.ModeDir,
+	}
+	os.Symlink(secret, filepath.Join(dir, "to-file.png"))
+	os.Symlink(outside, filepath.Join(dir, "to-dir.png"))
+	os.Symlink(fifo, filepath.Join(dir, "to-fifo.png"))
+	for name, mode := range cases {
+		p := filepath.Join(dir, name)
+		for _, err := range []error{Write(p, []byte("new"), 0o644), func() error { _, err := Target(p); return err }()} {
+			var de *DestinationError
+			if !errors.As(err, &de) || de.Path != p || de.Mode.Type() != mode {
+				t.Errorf("%s: err = %v, want a DestinationError for %v", name, err, mode)
+			}
+		}
+	}
+	if got, _ := os.ReadFile(secret); string(got) != "old" {
+		t.Errorf("the file outside now holds %q", got)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Errorf("files created in the folder a link points to: %v", entries)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, ".*")); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}
+
+// The folder is held from the start: when the destination's folder is
+// swapped for a link to another folder while the file is written, the file
+// still lands in the folder that was opened, and nothing is written where
+// the link points.
+func TestWriteStaysInTheFolderItOpened(t *testing.T) {
+	parent, outside := t.TempDir(), t.TempDir()
+	dir := filepath.Join(parent, "out")
+	os.Mkdir(dir, 0o755)
+	moved := filepath.Join(parent, "moved")
+	err := WriteFunc(filepath.Join(dir, "mask.png"), 0o644, func(w io.Writer) error {
+		if err := os.Rename(dir, moved); err != nil {
+			return err
+		}
+		if err := os.Symlink(outside, dir); err != nil {
+			return err
+		}
+		_, err := w.Write([]byte("mask"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(moved, "mask.png")); err != nil || string(got) != "mask" {
+		t.Errorf("the opened folder holds %q, %v", got, err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written through the swapped-in link: %v", entries)
+	}
+}
+
+// A folder reached through a symbolic link the user named is still a
+// folder to write into: only the destination entry itself must not be a
+// link.
+func TestWriteIntoLinkedFolder(t *testing.T) {
+	real, parent := t.TempDir(), t.TempDir()
+	link := filepath.Join(parent, "out")
+	os.Symlink(real, link)
+	if err := Write(filepath.Join(link, "a.png"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(real, "a.png")); string(got) != "x" {
+		t.Errorf("got %q", got)
+	}
+}
+
 // Defect: temporary files of killed processes were never cleaned up.
 func TestRemoveStale(t *testing.T) {
 	dir := t.TempDir()

@@ -116,16 +116,17 @@ func ReadSmall(path string, limit int64) ([]byte, error) {
 // preprocessing files, palettes, label maps (16 MiB).
 const SmallLimit = 16 << 20
 
-// SHA256 returns the hex SHA-256 of the regular file at path: how segtune
-// names a model's or a checkpoint's base model's content.
+// SHA256 returns the hex SHA-256 of the regular file at path, reading no
+// more than the size it had when opened: how segtune names a model's or a
+// checkpoint's base model's content.
 func SHA256(path string) (string, error) {
-	f, _, err := Open(path)
+	f, fi, err := Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, io.LimitReader(f, fi.Size())); err != nil {
 		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -543,20 +543,19 @@ func (f *Folder) Fetch(ctx context.Context, name, dst string) (bool, error) {
 // fresh reports whether the local file path has the given size, modtime
 // and (if given) MD5.
 func fresh(p string, size int64, mod time.Time, sum []byte) bool {
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size || mod.IsZero() || !fi.ModTime().Equal(mod) {
+	file, fi, err := regfile.Open(p)
+	if err != nil {
+		return false
+	}
+	defer file.Close()
+	if fi.Size() != size || mod.IsZero() || !fi.ModTime().Equal(mod) {
 		return false
 	}
 	if len(sum) == 0 {
 		return true
 	}
-	file, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer file.Close()
 	h := md5.New()
-	if _, err := io.Copy(h, file); err != nil {
+	if _, err := io.Copy(h, io.LimitReader(file, size)); err != nil {
 		return false
 	}
 	return bytes.Equal(h.Sum(nil), sum)

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/bench/internal/trainfeed"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -150,7 +151,7 @@ func run(model string, batch, size int, device, cudaOpt string, top int, jsonPat
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(jsonPath, b, 0o644); err != nil {
+		if err := atomicfile.Write(jsonPath, b, 0o644); err != nil {
 			return err
 		}
 		fmt.Printf("wrote %d rows to %s\n", len(rows), jsonPath)

@@ -18,6 +18,7 @@ import (
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/experiments/internal/listflag"
 	"github.com/segtune/segtune/experiments/smnist"
+	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -145,7 +146,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(*out, "results.json"), js, 0o644); err != nil {
 		log.Fatal(err)
 	}
 	if err := write(*out, *title, results); err != nil {
@@ -160,7 +161,7 @@ func write(dir, title string, results []*smnist.Results) error {
 		return err
 	}
 	table := smnist.Table(results)
-	if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(table), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "table.md"), []byte(table), 0o644); err != nil {
 		return err
 	}
 	fmt.Print(table)

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gocloud.dev/blob/memblob"
+
+	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/internal/testassets"
+)
+
+// entries lists the names in dir (nil when it does not exist).
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	es, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// Defect: --output file://INPUT passed the overlap guard (the raw URL was
+// compared as a relative path) and the masks replaced the input images;
+// --input file:///PATH, documented, failed to open. Now file:// URLs are
+// paths before any check, the guard refuses input inside output too, and
+// nothing is written when it refuses.
+func TestSegmentFileURLsAndOverlap(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	in := filepath.Join(dir, "in")
+	os.Mkdir(in, 0o755)
+	img := filepath.Join(in, "a.png")
+	writeImage(t, img, 20, 10)
+	before, _ := os.ReadFile(img)
+	link := filepath.Join(dir, "link")
+	os.Symlink(in, link)
+	refused := [][]string{
+		{"--input", in, "--output", "file://" + in},
+		{"--input", "file://" + in, "--output", "file://" + link},
+		{"--input", "file://" + in, "--output", "file://" + in + "/masks"},
+		{"--input", in, "--output", dir}, // the input inside the output
+		{"--input", "file://localhost" + in, "--output", "file://" + filepath.Join(dir, "o") + "/.."},
+	}
+	for _, args := range refused {
+		_, err := runCLI(t, append([]string{"segment", "--model", model}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "overlap") {
+			t.Errorf("%v: err = %v, want the overlap refused", args, err)
+		}
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("the input image was overwritten")
+	}
+	if got := entries(t, in); len(got) != 1 {
+		t.Errorf("the input folder now holds %v", got)
+	}
+	if got := entries(t, dir); len(got) != 3 { // red.onnx, in, link
+		t.Errorf("written beside the input: %v", got)
+	}
+	out := filepath.Join(dir, "out")
+	if _, err := runCLI(t, "segment", "--model", "file://"+model, "--input", "file://"+in, "--output", "file://"+out); err != nil {
+		t.Fatalf("segment with file:// URLs: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "a.png")); err != nil {
+		t.Errorf("no mask: %v", err)
+	}
+	if _, err := runCLI(t, "segment", "--model", model, "--input", "file://elsewhere"+in, "--output", out); err == nil || !strings.Contains(err.Error(), "--input file://elsewhere") {
+		t.Errorf("a file URL with a host: err = %v, want a refusal naming --input", err)
+	}
+}
+
+func TestOverlapping(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a")
+	os.Mkdir(a, 0o755)
+	os.Symlink(a, filepath.Join(dir, "link"))
+	local := func(p string) *storage.Folder {
+		f, err := storage.OpenFolder(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	bucket := func(scheme, b, key string) *storage.Folder {
+		return storage.NewBucketFolder(memblob.OpenBucket(nil), storage.Location{Scheme: scheme, Bucket: b, Key: key}, true)
+	}
+	cases := []struct {
+		x, y *storage.Folder
+		want bool
+	}{
+		{local(a), local(a), true},
+		{local(a), local(filepath.Join(dir, "link", "masks")), true},
+		{local(filepath.Join(dir, "link")), local(dir), true},
+		{local(a), local(filepath.Join(dir, "ab")), false},
+		{bucket("s3", "b", "data"), bucket("s3", "b", "data/masks"), true},
+		{bucket("s3", "b", "data/masks/"), bucket("s3", "b", "data"), true},
+		{bucket("s3", "b", ""), bucket("s3", "b", "data"), true},
+		{bucket("s3", "b", "data"), bucket("s3", "b", "data2"), false},
+		{bucket("s3", "b", "data"), bucket("s3", "c", "data"), false},
+		{bucket("s3", "b", "data"), bucket("gs", "b", "data"), false},
+		{local(a), bucket("s3", "b", a), false},
+	}
+	for _, tc := range cases {
+		for _, pair := range [][2]*storage.Folder{{tc.x, tc.y}, {tc.y, tc.x}} {
+			got, err := overlapping(pair[0], pair[1])
+			if err != nil || got != tc.want {
+				t.Errorf("overlapping(%s, %s) = %v, %v; want %v", pair[0], pair[1], got, err, tc.want)
+			}
+		}
+	}
+}
+
+// Defect: finetune --out BASE_MODEL_FOLDER wrote over its own base model,
+// and any --out folder's model.onnx, config.json and metrics.jsonl were
+// replaced silently. Now the base model's folder (named as a path or a
+// file:// URL) and a folder that is not a run are refused before anything
+// is written, and a run's own folder still takes a resumed run.
+func TestFinetuneOutIsARunFolder(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "base")
+	os.Mkdir(base, 0o755)
+	model := redModel(t, base)
+	side := filepath.Join(base, "red.segtune.json")
+	os.WriteFile(side, []byte(`{"version":1}`), 0o644)
+	mine := filepath.Join(dir, "mine")
+	os.Mkdir(mine, 0o755)
+	for _, name := range []string{"model.onnx", "config.json", "metrics.jsonl"} {
+		os.WriteFile(filepath.Join(mine, name), []byte("the user's "+name), 0o644)
+	}
+	snapshot := func(d string) map[string]string {
+		m := map[string]string{}
+		for _, name := range entries(t, d) {
+			b, _ := os.ReadFile(filepath.Join(d, name))
+			m[name] = string(b)
+		}
+		return m
+	}
+	before := map[string]map[string]string{base: snapshot(base), mine: snapshot(mine), data: snapshot(data)}
+	common := []string{"finetune", "--model", model, "--data", data, "--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "2", "--steps", "1", "--threads", "1"}
+	for _, tc := range []struct{ out, want string }{
+		{base, "is the folder of the base model"},
+		{"file://" + base, "is the folder of the base model"},
+		{filepath.Join(data, "images", "train"), "is the training images folder"},
+		{mine, "is not a segtune run folder"},
+	} {
+		_, err := runCLI(t, append(common, "--out", tc.out)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "choose") {
+			t.Errorf("--out %s: err = %v, want %q", tc.out, err, tc.want)
+		}
+	}
+	for d, files := range before {
+		if got := snapshot(d); len(got) != len(files) {
+			t.Errorf("%s now holds %v, had %v", d, entries(t, d), files)
+		} else {
+			for name, body := range files {
+				if got[name] != body {
+					t.Errorf("%s changed", filepath.Join(d, name))
+				}
+			}
+		}
+	}
+	run := filepath.Join(dir, "run")
+	if _, err := runCLI(t, append(common, "--out", run)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "finetune", "--out", run, "--resume", "--steps", "2", "--threads", "1"); err != nil {
+		t.Errorf("resuming into the run's own folder: %v", err)
+	}
+}
