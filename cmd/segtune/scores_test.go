@@ -2,16 +2,20 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
@@ -143,6 +147,19 @@ func TestNonFiniteScoresFailNamingTheImage(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("the export was written")
 	}
+	// So does int8's, calibrated on 8 distinct images.
+	calib := filepath.Join(dir, "calib")
+	os.Mkdir(calib, 0o755)
+	for i := 0; i < 8; i++ {
+		writeImage(t, filepath.Join(calib, fmt.Sprintf("%d.png", i)), 8+i, 6)
+	}
+	_, err = runCLI(t, "export", "--model", model, "--out", out, "--precision", "int8", "--calibrate", calib)
+	if err == nil || !strings.Contains(err.Error(), "NaN") || !strings.Contains(err.Error(), "nothing written") {
+		t.Errorf("int8 export: err = %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the int8 export was written")
+	}
 }
 
 // Defect: a one-channel logits head (segmentation_models' classes=1
@@ -227,5 +244,80 @@ func TestFinetuneOneChannelLogitsHead(t *testing.T) {
 	stdout, err := runCLI(t, "info", filepath.Join(run, "model.onnx"))
 	if err != nil || !strings.Contains(stdout, "read as binary") {
 		t.Errorf("info of the fine-tuned model: %v\n%s", err, stdout)
+	}
+}
+
+// Defect: an int8 export calibrated on one black image passed its own
+// check on that image, then disagreed with the float model on real ones.
+// Calibration on too few distinct, non-blank images is refused naming the
+// flag; the check runs on images held out from calibration where the
+// folder has enough, and the report says which images it checked.
+func TestExportCalibrationSanity(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, model, data := exportSynth(t)
+	out := filepath.Join(dir, "q.onnx")
+	export := func(calib string, extra ...string) (deploy.Report, error) {
+		t.Helper()
+		stdout, err := runCLI(t, append([]string{"export", "--model", model, "--out", out, "--precision", "int8",
+			"--calibrate", calib, "--threads", "2", "--json"}, extra...)...)
+		var rep deploy.Report
+		if err == nil {
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("%v: %q", err, stdout)
+			}
+		}
+		return rep, err
+	}
+	black := filepath.Join(dir, "black")
+	os.Mkdir(black, 0o755)
+	writeFlat(t, filepath.Join(black, "black.png"), 64, 48, color.RGBA{0, 0, 0, 255})
+	copies := filepath.Join(dir, "copies")
+	os.Mkdir(copies, 0o755)
+	train, _ := imageio.ListImages(filepath.Join(data, "images", "train"))
+	one, _ := os.ReadFile(train[0])
+	for i := 0; i < 10; i++ {
+		os.WriteFile(filepath.Join(copies, fmt.Sprintf("c%d.png", i)), one, 0o644)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{black, "near-constant (blank) images: 1 (black.png)"},
+		{copies, "only 1 of the 8 calibration images are distinct"}, // 2 of 10 held out to check on
+	} {
+		_, err := export(c.dir)
+		if err == nil || !strings.Contains(err.Error(), "--calibrate "+c.dir) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), "--calibrate-min-images") {
+			t.Errorf("--calibrate %s: err = %v, want a refusal naming the flag and %q", c.dir, err, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("--calibrate %s: a model was written", c.dir)
+		}
+	}
+	// 16 varied images: 4 held out to check on, 12 calibrated on.
+	many := filepath.Join(dir, "many")
+	cfg := synth.DefaultConfig()
+	cfg.Seed, cfg.Train, cfg.Val = 3, 16, 1
+	if _, err := synth.Generate(many, cfg); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := export(filepath.Join(many, "images", "train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Check
+	if !rep.Passed || rep.Calibration.Images != 12 || c == nil || c.Images != 4 || len(c.Paths) != 4 ||
+		c.CalibrationImages == nil || *c.CalibrationImages != 0 || !strings.Contains(c.Source, "held out") {
+		t.Errorf("report %+v, check %+v", rep, c)
+	}
+	text, _ := os.ReadFile(strings.TrimSuffix(out, ".onnx") + ".report.txt")
+	if !strings.Contains(string(text), "held out: none was calibrated on") {
+		t.Errorf("text report does not say the check images were held out:\n%s", text)
+	}
+	// 8 images, all needed to calibrate: checked on them, with a warning.
+	rep, err = export(filepath.Join(data, "images", "train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Check; c == nil || c.CalibrationImages == nil || *c.CalibrationImages != 8 ||
+		!slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "8 of the 8 checked images were calibrated on") }) {
+		t.Errorf("check on the calibration images: problems %q", rep.Problems)
 	}
 }
