@@ -31,8 +31,9 @@ func exportCommand() *cli.Command {
 			"static QDQ model (int8 weights per channel, uint8 activations) calibrated on --calibrate DIR.\n" +
 			"Before anything is written the model is opened in ONNX Runtime, its contract compared with\n" +
 			"the float model's, and both models segment sample images (--check-images, else images of\n" +
-			"the --calibrate folder held out from calibration where it has enough): the pixel agreement, and with --check-masks each model's IoU, go into a\n" +
-			"report printed and saved as OUT.report.json and OUT.report.txt; a model below\n" +
+			"the --calibrate folder held out from calibration where it has enough): the pixel\n" +
+			"agreement, and with --check-masks each model's IoU, go into a report printed and saved as\n" +
+			"OUT.report.json and OUT.report.txt; a model below\n" +
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
 			"map) are written beside it as OUT.segtune.json.",
 		Flags: append([]cli.Flag{
