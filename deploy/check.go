@@ -28,12 +28,21 @@ type CheckOptions struct {
 	Names    []string
 	// Session configures the exported model's sessions.
 	Session runtime.Options
+	// Calibration is what an int8 model was calibrated on (nil for other
+	// precisions): the report says whether the check is on other images.
+	Calibration *ImageSet
 }
 
 // Check is the comparison of an exported model with its float model.
 type Check struct {
 	Images int    `json:"images"`
 	Source string `json:"source"`
+	// Paths are the images compared.
+	Paths []string `json:"image_paths"`
+	// CalibrationImages counts the compared images (by content) an int8
+	// model was calibrated on; nil for other precisions. 0 is a check on
+	// held-out images; more overstates the agreement on new images.
+	CalibrationImages *int `json:"calibration_images_checked,omitempty"`
 	// PixelAgreement is the share of pixels, over all images, where the
 	// two models predict the same class; WorstImage the image where they
 	// agree least and WorstAgreement its share.
@@ -75,7 +84,14 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
 	}
 	defer seg.Close()
-	c := &Check{Images: len(o.Images), Source: o.Source, Contract: ct}
+	c := &Check{Images: len(o.Images), Source: o.Source, Paths: o.Images, Contract: ct}
+	if o.Calibration != nil {
+		n, err := o.Calibration.Overlap(o.Images)
+		if err != nil {
+			return nil, err
+		}
+		c.CalibrationImages = &n
+	}
 	c.Kernels = ReadKernels(data, o.Session)
 
 	classes := max(ref.Contract.Classes, 2)

@@ -47,6 +47,10 @@ func (r *Report) Evaluate() {
 	} else if r.Check.PixelAgreement < r.MinAgreement {
 		r.Problems = append(r.Problems, fmt.Sprintf("pixel agreement %.4f is below --min-agreement %.4f", r.Check.PixelAgreement, r.MinAgreement))
 	}
+	if c := r.Check; c != nil && c.CalibrationImages != nil && *c.CalibrationImages > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("warning: %d of the %d checked images were calibrated on: the agreement overstates the agreement on new images (give --check-images with others)",
+			*c.CalibrationImages, c.Images))
+	}
 	if q := r.Quantization; q != nil && q.ClippedBiasValues > 0 {
 		// Not fatal, but said: a saturated bias changes the output.
 		r.Problems = append(r.Problems, fmt.Sprintf("warning: %d bias values saturated the int32 range", q.ClippedBiasValues))
@@ -133,6 +137,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  check         %d images (%s); contract kept (%s %s -> %s %s %s, %d classes)\n", c.Images, c.Source,
 			c.Contract.Input, c.Contract.InputLayout, c.Contract.Output, c.Contract.OutputLayout, c.Contract.Kind, c.Contract.Classes)
+		fmt.Fprintf(w, "  images        %s%s\n", listSome(baseNames(c.Paths)), calibrationNote(c))
 		fmt.Fprintf(w, "  agreement     %s of pixels (lowest image %s: %s)\n", share(c.PixelAgreement), share(c.WorstAgreement), c.WorstImage)
 		if c.Float != nil && c.Exported != nil {
 			fmt.Fprintf(w, "  %-12s  %-8s  %-8s  %s\n", "IoU", "float", string(r.Precision), "change")
@@ -155,6 +160,17 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "                %s\n", p)
 	}
+}
+
+// calibrationNote says whether an int8 check ran on held-out images.
+func calibrationNote(c *Check) string {
+	switch {
+	case c.CalibrationImages == nil:
+		return ""
+	case *c.CalibrationImages == 0:
+		return " (held out: none was calibrated on)"
+	}
+	return fmt.Sprintf(" (%d of them calibrated on)", *c.CalibrationImages)
 }
 
 // share prints a share with 4 decimals, or 6 where 4 would round a

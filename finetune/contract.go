@@ -56,10 +56,11 @@ func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 
 // trainingLoss is the loss on the scores before the model's final
 // activation: softmax cross entropy for logits and softmax heads (never on
-// probabilities), per-channel binary cross entropy for sigmoid heads.
+// probabilities), per-channel binary cross entropy for sigmoid and binary
+// heads (one logit channel).
 func trainingLoss(ct *contract.Contract, ignore int64) grad.Loss {
 	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore}
-	if ct.Kind == contract.Sigmoid {
+	if ct.Thresholded() {
 		l.Kind = grad.LossSigmoidBCE
 	}
 	return l

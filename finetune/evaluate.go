@@ -84,6 +84,10 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 			return nil, err
 		}
 		per := len(o.Float32) / rows
+		if err := ct.CheckFinite(o.Float32[:per]); err != nil {
+			e, _ := ds.Example(b.IDs[0])
+			return nil, fmt.Errorf("%s: %w", e.Image, err)
+		}
 		scores, _, h, w, err := ct.ClassScores(o.Float32[:per], o.Shape[1:], scoreBuf)
 		if err != nil {
 			return nil, err

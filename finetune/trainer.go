@@ -235,6 +235,9 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.ct, err = readContract(t.base, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
 	}
+	if note := t.ct.BinaryNote(); note != "" {
+		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", cfg.Network.BaseModel, note)
+	}
 	if fitFixedSize(cfg, t.ct) {
 		fmt.Fprintf(t.hooks.Log, "note: %s takes a fixed %dx%d input: training crops are %dx%d\n",
 			cfg.Network.BaseModel, t.ct.Height, t.ct.Width, cfg.Height, cfg.Width)

@@ -91,7 +91,7 @@ func runArtifacts(c *cli.Context) error {
 			if !c.IsSet("class-axis") {
 				loss.ClassAxis = ct.ScoresClassAxis
 			}
-			if !c.IsSet("loss") && ct.Kind == contract.Sigmoid {
+			if !c.IsSet("loss") && ct.Thresholded() {
 				loss.Kind = grad.LossSigmoidBCE
 			}
 		}

@@ -50,6 +50,8 @@ func writeContract(w io.Writer, ct *contract.Contract) {
 	}
 	fmt.Fprintln(w)
 	switch {
+	case ct.Binary:
+		fmt.Fprintf(w, "  classes 2: one logit channel read as binary: 1 (foreground) where sigmoid(logit) > %.2g, else 0\n", ct.Threshold)
 	case ct.Kind == contract.Sigmoid:
 		fmt.Fprintf(w, "  classes %d: 0 = no channel above %.2g, k+1 = channel k of %d\n", ct.Classes, ct.Threshold, ct.Channels)
 	case ct.Classes > 0:

@@ -30,9 +30,10 @@ func exportCommand() *cli.Command {
 			"float16 where that is safe, keeping float32 inputs and outputs; --precision int8 writes a\n" +
 			"static QDQ model (int8 weights per channel, uint8 activations) calibrated on --calibrate DIR.\n" +
 			"Before anything is written the model is opened in ONNX Runtime, its contract compared with\n" +
-			"the float model's, and both models segment sample images (--check-images, else the\n" +
-			"calibration images): the pixel agreement, and with --check-masks each model's IoU, go into a\n" +
-			"report printed and saved as OUT.report.json and OUT.report.txt; a model below\n" +
+			"the float model's, and both models segment sample images (--check-images, else images of\n" +
+			"the --calibrate folder held out from calibration where it has enough): the pixel\n" +
+			"agreement, and with --check-masks each model's IoU, go into a report printed and saved as\n" +
+			"OUT.report.json and OUT.report.txt; a model below\n" +
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
 			"map) are written beside it as OUT.segtune.json.",
 		Flags: append([]cli.Flag{
@@ -42,6 +43,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "precision", Value: "fp32", Usage: "fp32, fp16 or int8"},
 			&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see)"},
 			&cli.IntFlag{Name: "calibrate-count", Value: 64, Usage: "int8: calibrate on this many images, spread over the folder (0: all)"},
+			&cli.IntFlag{Name: "calibrate-min-images", Value: deploy.MinCalibrationImages, Usage: "int8: refuse to calibrate on fewer distinct, not near-constant (blank) images"},
 			&cli.StringFlag{Name: "calibrate-method", Value: "minmax", Usage: "int8: minmax, percentile or entropy"},
 			&cli.Float64Flag{Name: "percentile", Value: quantize.DefaultPercentile, Usage: "int8: the share of values (%) percentile calibration keeps in range"},
 			&cli.StringFlag{Name: "activation-type", Value: "uint8", Usage: "int8: activations as uint8 or int8 (weights are always symmetric int8)"},
@@ -50,7 +52,7 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "quantize-outputs", Usage: "int8: quantize the graph's outputs too (by default the scores stay float)"},
 			&cli.BoolFlag{Name: "float-bias", Usage: "int8: keep Conv biases float instead of int32"},
 			&cli.StringFlag{Name: "keep-float", Usage: "fp16/int8: comma-separated op types, node names or names of tensors nodes produce, left in float32 (e.g. Softmax,logits_conv)"},
-			&cli.StringFlag{Name: "check-images", Usage: "images to compare the exported model with the float model on (default: the calibration images)"},
+			&cli.StringFlag{Name: "check-images", Usage: "images to compare the exported model with the float model on (default: images of the --calibrate folder held out from calibration)"},
 			&cli.StringFlag{Name: "check-masks", Usage: "masks of --check-images (same base names): score both models' IoU"},
 			&cli.IntFlag{Name: "check-count", Value: 32, Usage: "compare on this many images, spread over the folder (0: all)"},
 			&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels"},
@@ -79,6 +81,7 @@ type exportPlan struct {
 	out        string
 	precision  deploy.Precision
 	calib      []string
+	calibSet   *deploy.ImageSet
 	checks     []string
 	masks      map[string]string
 	checkFrom  string
@@ -171,6 +174,7 @@ func runExport(c *cli.Context) error {
 		}
 		chk, err := deploy.CheckExport(ref, conv.Model, data, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)), deploy.CheckOptions{
 			Images: images, Source: p.checkFrom, Masks: p.masks, LabelMap: labelMap, Ignore: ignore, Names: names, Session: opts,
+			Calibration: p.calibSet,
 		})
 		if err != nil {
 			return fmt.Errorf("checking the %s export of %s: %w; nothing written", p.precision, p.source, err)
@@ -252,7 +256,7 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 	if p.precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
 		return nil, fmt.Errorf("--precision: %w", err)
 	}
-	int8Only := []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range", "quantize-outputs", "float-bias", "calibrate-count"}
+	int8Only := []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range", "quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images"}
 	if p.precision != deploy.INT8 {
 		for _, f := range int8Only {
 			if c.IsSet(f) {
@@ -280,7 +284,25 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.calib = deploy.Sample(imgs, c.Int("calibrate-count"))
+		minImages := c.Int("calibrate-min-images")
+		if n := c.Int("calibrate-count"); n > 0 && n < minImages {
+			return nil, fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
+		}
+		heldOut := false
+		if c.IsSet("check-images") {
+			p.calib = deploy.Sample(imgs, c.Int("calibrate-count"))
+		} else {
+			p.calib, p.checks, heldOut = deploy.HoldOut(imgs, c.Int("calibrate-count"), c.Int("check-count"), minImages)
+		}
+		if p.calibSet, err = deploy.ScreenImages(p.calib, imageio.Decoder{}); err != nil {
+			return nil, fmt.Errorf("--calibrate: %w", err)
+		}
+		if err := p.calibSet.CheckCalibration(minImages); err != nil {
+			return nil, fmt.Errorf("--calibrate %s: %w (--calibrate-min-images sets the bar)", dir, err)
+		}
+		if w := p.calibSet.NearConstantWarning(); w != "" {
+			notef(c, "segtune: warning: %s", w)
+		}
 		method, err := quantize.ParseMethod(c.String("calibrate-method"))
 		if err != nil {
 			return nil, fmt.Errorf("--calibrate-method: %w", err)
@@ -295,7 +317,10 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 		p.cal = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
 		p.quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
 			Keep: p.keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
-		p.checks, p.checkFrom = deploy.Sample(p.calib, c.Int("check-count")), "calibration images from "+dir
+		p.checkFrom = "calibration images from " + dir
+		if heldOut {
+			p.checkFrom = "images of " + dir + " held out from calibration"
+		}
 	}
 	if dir := c.String("check-images"); dir != "" {
 		imgs, err := listImageDir(dir, "--check-images")

@@ -61,6 +61,8 @@ func TestExportFlagErrors(t *testing.T) {
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--percentile", "99"}, "--percentile is for --calibrate-method percentile"},
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--activation-type", "int4"}, "--activation-type"},
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--min-agreement", "2"}, "--min-agreement"},
+		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--calibrate-count", "3"}, "--calibrate-count 3 is below --calibrate-min-images 8"},
+		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-images", val, "--calibrate-min-images", "3"}, "--calibrate-min-images is for --precision int8"},
 		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-masks", val}, "--check-masks needs --check-images"},
 		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-images", val, "--check-masks", train}, "--check-masks"},
 		{[]string{"--model", model, "--out", model, "--precision", "fp16", "--check-images", val}, "would replace the model being exported"},
@@ -159,7 +161,7 @@ func TestExportRefusesBelowMinAgreement(t *testing.T) {
 	dir, model, data := exportSynth(t)
 	out := filepath.Join(dir, "strict.onnx")
 	_, err := runCLI(t, "export", "--model", model, "--out", out, "--precision", "int8",
-		"--calibrate", filepath.Join(data, "images", "train"), "--calibrate-count", "2", "--per-tensor", "--min-agreement", "1")
+		"--calibrate", filepath.Join(data, "images", "train"), "--calibrate-count", "2", "--calibrate-min-images", "2", "--per-tensor", "--min-agreement", "1")
 	if err == nil || !strings.Contains(err.Error(), "nothing written") {
 		t.Fatalf("err = %v", err)
 	}
@@ -210,7 +212,7 @@ func TestExportPersonModelCamVid(t *testing.T) {
 		}
 		return rep
 	}
-	q := run("int8", "--calibrate", filepath.Join(camvid, "images", "train"), "--calibrate-count", "4")
+	q := run("int8", "--calibrate", filepath.Join(camvid, "images", "train"), "--calibrate-count", "4", "--calibrate-min-images", "4")
 	fp, ip := q.Check.Float.Classes[1].IoU, q.Check.Exported.Classes[1].IoU
 	if fp == nil || ip == nil || *ip < *fp-0.01 {
 		t.Errorf("person IoU fp32 %v, int8 %v: more than one point lost", deref(fp), deref(ip))

@@ -233,6 +233,9 @@ func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (
 	if err != nil {
 		return nil, err
 	}
+	if note := ct.BinaryNote(); note != "" {
+		notef(c, "segtune: %s: %s", modelPath, note)
+	}
 	data, err := m.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)

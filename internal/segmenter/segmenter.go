@@ -192,6 +192,13 @@ func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 		}
 	}
 	size := len(flat) / rows
+	if s.Contract.Kind != contract.Labels {
+		// The batch's own rows, not the blank padding: a failed batch is
+		// retried image by image, which names the image.
+		if err := s.Contract.CheckFinite(flat[:n*size]); err != nil {
+			return nil, err
+		}
+	}
 	res := make([]pipeline.Output, n)
 	for i := range res {
 		res[i] = pipeline.Output{Data: flat[i*size : (i+1)*size : (i+1)*size], Shape: o.Shape[1:]}

@@ -87,9 +87,16 @@ type Contract struct {
 	ScoresClassAxis int    `json:"scores_class_axis"`
 	// Channels is the output's channel count (0 until known); Classes the
 	// number of label classes it predicts (Channels+1 for sigmoid heads,
-	// whose class 0 is "no channel above the threshold").
+	// whose class 0 is "no channel above the threshold", and for binary
+	// heads).
 	Channels int `json:"channels"`
 	Classes  int `json:"classes"`
+	// Binary is set for logits with a single channel (segmentation_models
+	// exports with classes=1 and no activation): an arg-max over one
+	// channel would be class 0 everywhere, so the channel is read as the
+	// foreground's logit, class 1 where its sigmoid exceeds Threshold
+	// (the logit exceeds 0 at 0.5).
+	Binary bool `json:"binary,omitempty"`
 	// Threshold is the sigmoid probability a channel must exceed.
 	Threshold float64 `json:"threshold,omitempty"`
 	// ResizedAfterActivation is set when a Resize lies between the final
@@ -364,8 +371,9 @@ func isPerm4(p []int64) bool {
 func hasTranspose(toOut []int) bool { return !equal(toOut, 0, 1, 2, 3) }
 
 func (c *Contract) setClasses() {
-	switch c.Kind {
-	case Sigmoid:
+	c.Binary = c.Kind == Logits && c.Channels == 1
+	switch {
+	case c.Kind == Sigmoid || c.Binary:
 		if c.Channels > 0 {
 			c.Classes = c.Channels + 1
 		}
@@ -375,6 +383,20 @@ func (c *Contract) setClasses() {
 	default:
 		c.Classes = c.Channels
 	}
+}
+
+// Thresholded reports whether the scores are independent per-channel
+// foreground logits (sigmoid heads, binary heads): trained with binary
+// cross entropy, with class 0 where no channel reaches the threshold.
+func (c *Contract) Thresholded() bool { return c.Kind == Sigmoid || c.Binary }
+
+// BinaryNote is the line commands print for a binary head ("" for other
+// heads): a one-channel model read as two classes should not surprise.
+func (c *Contract) BinaryNote() string {
+	if !c.Binary {
+		return ""
+	}
+	return fmt.Sprintf("output %q has one logit channel: read as binary, class 1 where sigmoid(logit) > %.2g, else 0", c.Output, c.Threshold)
 }
 
 // SetChannels records a channel count learnt by running the model (for

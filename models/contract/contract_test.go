@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -162,4 +164,95 @@ func FuzzRead(f *testing.F) {
 			node{op: "Transpose", in: "s", out: "y", attrs: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", p...)}})
 		_, _ = Read(m, Overrides{})
 	})
+}
+
+// One-channel heads are binary: a logit channel (segmentation_models'
+// classes=1 without activation) or a sigmoid channel, two classes either
+// way; other heads are not.
+func TestBinaryHeads(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		m         *onnx.Model
+		kind      Kind
+		binary    bool
+		classes   int
+		threshold float64
+	}{
+		{name: "one logit channel", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 1, 0, 0), node{op: "Conv", in: "x,w", out: "y"}),
+			kind: Logits, binary: true, classes: 2, threshold: DefaultThreshold},
+		{name: "one logit channel, NHWC", m: model(13, f32("x", 0, 0, 0, 3), f32("y", 0, 0, 0, 1), node{op: "Identity", in: "x", out: "y"}),
+			kind: Logits, binary: true, classes: 2, threshold: DefaultThreshold},
+		{name: "one sigmoid channel", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 1, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"}, node{op: "Sigmoid", in: "z", out: "y"}),
+			kind: Sigmoid, classes: 2, threshold: DefaultThreshold},
+		{name: "two logit channels", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 2, 0, 0), node{op: "Conv", in: "x,w", out: "y"}),
+			kind: Logits, classes: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := read(t, tc.m, Overrides{})
+			if c.Kind != tc.kind || c.Binary != tc.binary || c.Classes != tc.classes || c.Threshold != tc.threshold {
+				t.Errorf("kind %s binary %v classes %d threshold %v, want %s %v %d %v", c.Kind, c.Binary, c.Classes, c.Threshold,
+					tc.kind, tc.binary, tc.classes, tc.threshold)
+			}
+			if note := c.BinaryNote(); (note != "") != tc.binary || (tc.binary && !strings.Contains(note, "binary")) {
+				t.Errorf("note %q", note)
+			}
+		})
+	}
+	// A channel count learnt by running the model makes the head binary too.
+	c := read(t, model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 0, 0, 0), node{op: "Identity", in: "x", out: "y"}), Overrides{})
+	if c.Binary || c.Classes != 0 {
+		t.Fatalf("undeclared channels: binary %v, classes %d", c.Binary, c.Classes)
+	}
+	if err := c.CheckRun([]int64{1, 1, 8, 8}, 8, 8); err != nil || !c.Binary || c.Classes != 2 {
+		t.Fatalf("after a run: %v, binary %v, classes %d", err, c.Binary, c.Classes)
+	}
+	if err := c.CheckClasses(3, "the data set has"); err == nil || !strings.Contains(err.Error(), "binary") {
+		t.Errorf("3 data classes for a binary head: %v", err)
+	}
+}
+
+// A binary head's class 1 is where the logit's sigmoid exceeds the
+// threshold: logit 0 at 0.5 (a tie, class 0), log(4) at 0.8.
+func TestBinaryClassScores(t *testing.T) {
+	logits := []float32{-1, 0, 0.5, 1.2, 2}
+	for _, tc := range []struct {
+		threshold float64
+		want      []uint8
+	}{
+		{0.5, []uint8{0, 0, 1, 1, 1}},
+		{0.8, []uint8{0, 0, 0, 0, 1}},
+	} {
+		c := &Contract{Output: "y", OutputLayout: NCHW, Kind: Logits, Threshold: tc.threshold}
+		c.SetChannels(1)
+		s, classes, h, w, err := c.ClassScores(logits, []int64{1, 1, 5}, nil)
+		if err != nil || classes != 2 || h != 1 || w != 5 {
+			t.Fatalf("threshold %v: %v, %d classes, %dx%d", tc.threshold, err, classes, h, w)
+		}
+		for i, want := range tc.want {
+			got := uint8(0)
+			if s[5+i] > s[i] {
+				got = 1
+			}
+			if got != want {
+				t.Errorf("threshold %v: logit %v is class %d, want %d", tc.threshold, logits[i], got, want)
+			}
+		}
+	}
+}
+
+func TestCheckFinite(t *testing.T) {
+	c := &Contract{Output: "y"}
+	if err := c.CheckFinite([]float32{0, -3, 1e30}); err != nil {
+		t.Fatalf("finite scores refused: %v", err)
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	err := c.CheckFinite([]float32{nan, 1, -inf, nan, inf})
+	var nf *NonFiniteError
+	if !errors.As(err, &nf) || nf.NaN != 2 || nf.Inf != 2 || nf.Total != 5 || !strings.Contains(err.Error(), `"y"`) {
+		t.Fatalf("err = %v (%+v)", err, nf)
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = c.CheckFinite([]float32{0, 1, 2}) }); n != 0 {
+		t.Errorf("CheckFinite allocates %v times on finite scores", n)
+	}
 }

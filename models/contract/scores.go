@@ -1,6 +1,9 @@
 package contract
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // MaxClasses is the most classes a byte label map holds.
 const MaxClasses = 256
@@ -8,10 +11,10 @@ const MaxClasses = 256
 // ClassScores turns one image's output (its shape without the batch axis:
 // [C,H,W] or [H,W,C] as the contract's output layout says) into label-class
 // scores laid out [classes, h, w], whose per-pixel arg-max is the label:
-// logits and probabilities as they are, and for sigmoid heads a first plane
-// holding the threshold (class 0 wins where no channel exceeds it; ties go
-// to the lower class) followed by the channels. buf is reused when large
-// enough.
+// logits and probabilities as they are, and for sigmoid and binary heads a
+// first plane holding the threshold (class 0 wins where no channel exceeds
+// it; ties go to the lower class) followed by the channels. buf is reused
+// when large enough.
 func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (scores []float32, classes, h, w int, err error) {
 	if len(shape) != 3 {
 		return nil, 0, 0, 0, fmt.Errorf("output %q: one image's output has shape %v, want 3 axes", c.Output, shape)
@@ -27,7 +30,7 @@ func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (sco
 		return nil, 0, 0, 0, err
 	}
 	classes, first := ch, 0
-	if c.Kind == Sigmoid {
+	if c.Thresholded() {
 		classes, first = ch+1, 1
 	}
 	plane := h * w
@@ -40,6 +43,9 @@ func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (sco
 	scores = buf[:classes*plane]
 	if first == 1 {
 		th := float32(c.Threshold)
+		if c.Binary { // the logit whose sigmoid is the threshold
+			th = float32(math.Log(c.Threshold / (1 - c.Threshold)))
+		}
 		for i := range scores[:plane] {
 			scores[i] = th
 		}
@@ -63,7 +69,7 @@ func (c *Contract) checkChannels(ch int) error {
 	if c.Channels > 0 && ch != c.Channels {
 		return fmt.Errorf("output %q has %d channels in the %s layout, the model's contract %d: its layout may be misread (--output-layout nchw|nhwc)", c.Output, ch, c.OutputLayout, c.Channels)
 	}
-	if ch+boolInt(c.Kind == Sigmoid) > MaxClasses {
+	if ch+boolInt(c.Thresholded()) > MaxClasses {
 		return fmt.Errorf("output %q has %d channels in the %s layout; masks hold at most %d classes: if the output is %s, pass --output-layout %s",
 			c.Output, ch, c.OutputLayout, MaxClasses, other(c.OutputLayout), lower(other(c.OutputLayout)))
 	}
@@ -126,7 +132,10 @@ func (c *Contract) CheckClasses(n int, what string) error {
 		return nil
 	}
 	extra := ""
-	if c.Kind == Sigmoid {
+	switch {
+	case c.Binary:
+		extra = " (one logit channel read as binary: background 0, foreground 1)"
+	case c.Kind == Sigmoid:
 		extra = fmt.Sprintf(" (%d sigmoid channels plus background 0)", c.Channels)
 	}
 	return fmt.Errorf("the model predicts %d classes%s, %s %d", c.Classes, extra, what, n)
@@ -151,4 +160,38 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// NonFiniteError reports model scores that are NaN or infinite: an arg-max
+// over them would label every such pixel class 0, silently.
+type NonFiniteError struct {
+	Output   string
+	NaN, Inf int
+	Total    int
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("output %q holds non-finite scores (%d NaN, %d ±Inf of %d values): the model's numbers are broken for this input",
+		e.Output, e.NaN, e.Inf, e.Total)
+}
+
+// CheckFinite returns a *NonFiniteError when scores (a batch's output, or
+// part of it) hold NaN or ±Inf: one pass, no allocation.
+func (c *Contract) CheckFinite(scores []float32) error {
+	bad := 0
+	for _, v := range scores {
+		if v-v != 0 { // NaN or ±Inf
+			bad++
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	nan := 0
+	for _, v := range scores {
+		if v != v {
+			nan++
+		}
+	}
+	return &NonFiniteError{Output: c.Output, NaN: nan, Inf: bad - nan, Total: len(scores)}
 }
