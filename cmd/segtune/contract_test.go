@@ -83,6 +83,20 @@ func TestFinetunedRegistryModelCarriesItsSettings(t *testing.T) {
 	if got := eval(); got != want {
 		t.Errorf("no flags, metadata_props alone: %s\nwith the flags: %s", got, want)
 	}
+	// export reads them from metadata_props and writes them on.
+	exported := filepath.Join(dir, "exported.onnx")
+	if _, err := runCLI(t, "export", "--model", out, "--out", exported, "--threads", "2"); err != nil {
+		t.Fatal(err)
+	}
+	ran, found, err := models.EmbeddedSettings(out)
+	if err != nil || !found {
+		t.Fatalf("%s: %v, found %v", out, err, found)
+	}
+	for _, read := range []func(string) (*imageio.Sidecar, bool, error){models.EmbeddedSettings, imageio.LoadModelSidecar} {
+		if got, found, err := read(exported); err != nil || !found || !reflect.DeepEqual(got, ran) {
+			t.Errorf("exported model's settings %+v (found %v, %v); want the run's %+v", got, found, err, ran)
+		}
+	}
 	stdout, err := runCLI(t, "info", out)
 	if err != nil {
 		t.Fatal(err)
