@@ -102,7 +102,7 @@ func TestFinetunedRegistryModelCarriesItsSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, part := range []string{"preprocess", "classes", "palette", "label_map"} {
-		if !strings.Contains(stdout, part) || !lineHas(stdout, part, "from metadata_props "+imageio.ContractKey) {
+		if !strings.Contains(stdout, part) || !lineHas(stdout, part, "from "+metadataLayer) {
 			t.Errorf("info does not show %s from metadata_props:\n%s", part, stdout)
 		}
 	}
@@ -195,7 +195,7 @@ func TestModelSettingsPrecedence(t *testing.T) {
 		t.Fatal(err, metaErr)
 	}
 	from := settingsOrigins(layers)
-	if from["classes"] != imageio.SidecarPath(model) || from["palette"] != "metadata_props "+imageio.ContractKey {
+	if from["classes"] != imageio.SidecarPath(model) || from["palette"] != metadataLayer {
 		t.Errorf("origins %v", from)
 	}
 }

@@ -27,8 +27,7 @@ func finetuneCommand() *cli.Command {
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
-			"Ctrl-C saves a checkpoint\n" +
-			"and exits; --resume continues exactly where the run stopped.\n\n" +
+			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n\n" +
 			"Data: --data DIR with images/{train,val} and masks/{train,val} (or annotations/, labels/),\n" +
 			"or explicit --train-images/--train-masks/--val-images/--val-masks.\n\n" +
 			"Several processes (data-parallel, MPI): `mpirun -np P segtune-mpi finetune ...` (also srun\n" +

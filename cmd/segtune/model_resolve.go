@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/runtime"
@@ -154,14 +155,17 @@ type settingsLayer struct {
 	known *models.Entry // the registry's entry, for its layer
 }
 
+// metadataLayer names the settings a model file carries in itself.
+const metadataLayer = "metadata_props " + imageio.ContractKey
+
 // modelLayers reads the settings a model file brings with it, lowest
 // precedence first: the registry's, when the file's SHA-256 is a known
 // model's (wherever it lives and whatever it is called); those the file
 // carries in its metadata_props (imageio.ContractKey); its sidecar
 // MODEL.segtune.json. Unusable metadata is not a layer: it comes back as
 // metaErr for the caller to report, so that the sidecar, flags or a new
-// export can still take its place. A missing file has no layers (opening
-// the model reports it).
+// export can still take its place. A missing file, or one that is not a
+// regular file, has no layers (opening the model reports it).
 func modelLayers(modelPath string) (layers []settingsLayer, metaErr error, err error) {
 	e, known, err := models.Recognize(modelPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -173,8 +177,8 @@ func modelLayers(modelPath string) (layers []settingsLayer, metaErr error, err e
 	meta, found, err := models.EmbeddedSettings(modelPath)
 	switch {
 	case found:
-		layers = append(layers, settingsLayer{from: "metadata_props " + imageio.ContractKey, side: *meta})
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		layers = append(layers, settingsLayer{from: metadataLayer, side: *meta})
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, regfile.ErrNotRegular):
 		metaErr = err
 	}
 	side, found, err := imageio.LoadModelSidecar(modelPath)
@@ -242,7 +246,7 @@ func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, erro
 				hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", lm)
 			}
 			notef(c, "segtune: %s is %s (recognised by its SHA-256): using its preprocessing, classes and palette%s", modelPath, e.Name, hint)
-		case strings.HasPrefix(l.from, "metadata_props"):
+		case l.from == metadataLayer:
 			notef(c, "segtune: using the settings %s carries (%s)", modelPath, l.from)
 		default:
 			notef(c, "segtune: using settings from %s", l.from)
