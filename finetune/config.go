@@ -26,6 +26,9 @@ type Config struct {
 	Ignore int `json:"ignore"`
 	// ClassNames label the classes in reports.
 	ClassNames []string `json:"class_names,omitempty"`
+	// Palette colours the classes in the exported model's settings (the
+	// base model's, where the run keeps its classifier).
+	Palette imageio.Palette `json:"palette,omitempty"`
 	// Trainable selects the trained parameters (network.Trainable specs).
 	Trainable string `json:"trainable"`
 	// Batch, Height and Width are the training graph's static input shape.
@@ -91,6 +94,27 @@ type Config struct {
 	// except those that may change (see mergeResume). Nil takes --epochs,
 	// --steps, --device and --threads from the new configuration.
 	Explicit []string `json:"-"`
+}
+
+// Settings are what a model exported from the run carries, in its
+// metadata_props and its sidecar: the run's preprocessing, output spec,
+// classes, palette, label map and ignore label.
+func (c Config) Settings() (imageio.Sidecar, error) {
+	pre, out := c.Preprocess, c.Output
+	ignore := c.Ignore
+	s := imageio.Sidecar{Version: imageio.SidecarVersion, Preprocess: &pre, IgnoreLabel: &ignore,
+		Classes: c.ClassNames, Palette: c.Palette}
+	if out != (imageio.OutputSpec{}) {
+		s.Output = &out
+	}
+	if c.LabelMap != "" {
+		lm, err := imageio.ParseLabelMap(c.LabelMap)
+		if err != nil {
+			return s, fmt.Errorf("label map: %w", err)
+		}
+		s.LabelMap = lm
+	}
+	return s, nil
 }
 
 // DataSpec names a split's folders.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 )
@@ -114,7 +116,10 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 	return m, nil
 }
 
-// Export writes a checkpoint's inference model to out, atomically.
+// Export writes a checkpoint's inference model to out, atomically, with
+// the settings of the run that made it (Config.Settings) in its
+// metadata_props and in its sidecar, so that the model alone says how it
+// is fed. A checkpoint without a configuration writes the model alone.
 func Export(checkpointPath, baseOverride, out string) (*onnx.Model, error) {
 	ck, err := checkpoint.Load(checkpointPath)
 	if err != nil {
@@ -124,8 +129,28 @@ func Export(checkpointPath, baseOverride, out string) (*onnx.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", checkpointPath, err)
 	}
+	var side *imageio.Sidecar
+	if len(ck.Config) > 0 {
+		var cfg Config
+		if err := json.Unmarshal(ck.Config, &cfg); err != nil {
+			return nil, fmt.Errorf("%s: config: %w", checkpointPath, err)
+		}
+		s, err := cfg.Settings()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", checkpointPath, err)
+		}
+		if err := models.EmbedSettings(m, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", out, err)
+		}
+		side = &s
+	}
 	if err := m.Save(out); err != nil {
 		return nil, err
+	}
+	if side != nil {
+		if err := side.Save(imageio.SidecarPath(out)); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

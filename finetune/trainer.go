@@ -180,7 +180,8 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		if cfg, resumed, err = mergeResume(old, cfg); err != nil {
 			return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
 		}
-		fmt.Fprintf(t.hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), ck.Epoch, ck.Step)
+		// ck.Epoch counts from 0; progress lines and tables from 1.
+		fmt.Fprintf(t.hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), ck.Epoch+1, ck.Step)
 	} else {
 		cfg.Ranks = 0
 		if t.par.parallel() {

@@ -122,6 +122,31 @@ func LoadModelSidecar(modelPath string) (s *Sidecar, found bool, err error) {
 	return s, true, nil
 }
 
+// ContractKey is the ONNX metadata_props key under which a model carries
+// its settings (the sidecar's JSON, on one line), so that the model file
+// alone says how to feed it: export and fine-tuning write it, and every
+// command reads it below the sidecar and above the registry.
+const ContractKey = "segtune.contract"
+
+// Compact validates s and returns it as one line of JSON (ContractKey's
+// value).
+func (s Sidecar) Compact() ([]byte, error) {
+	if s.Version == 0 {
+		s.Version = SidecarVersion
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSidecarBytes {
+		return nil, fmt.Errorf("settings take %d bytes, more than the %d a sidecar may", len(data), MaxSidecarBytes)
+	}
+	return data, nil
+}
+
 // Save validates s and writes it to path atomically, indented for people.
 func (s *Sidecar) Save(path string) error {
 	if err := s.Validate(); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
@@ -77,7 +76,16 @@ func runArtifacts(c *cli.Context) error {
 		// A segmentation model: its contract gives the input, its layout
 		// and fixed size, and the loss (on the scores before a final
 		// Softmax or Sigmoid), unless flags say otherwise.
-		ct, err := readContract(c.String("model"), m, imageio.Sidecar{})
+		// Its settings (sidecar, metadata_props, registry) say the
+		// layouts and a sigmoid head's threshold where the graph cannot.
+		layers, metaErr, err := modelLayers(c.String("model"))
+		if err != nil {
+			return err
+		}
+		if metaErr != nil {
+			warnMetadata(metaErr)
+		}
+		ct, err := readContract(c.String("model"), m, mergeLayers(layers))
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -58,5 +59,40 @@ func writeContract(w io.Writer, ct *contract.Contract) {
 		fmt.Fprintf(w, "  classes %d\n", ct.Classes)
 	default:
 		fmt.Fprintf(w, "  classes: not declared by the graph\n")
+	}
+}
+
+// writeSettings prints, for `segtune info`, each part of the settings a
+// model brings and the source it comes from.
+func writeSettings(w io.Writer, layers []settingsLayer, metaErr error) {
+	fmt.Fprintf(w, "\nsettings:\n")
+	if metaErr != nil {
+		fmt.Fprintf(w, "  metadata_props %s ignored: %v\n", imageio.ContractKey, metaErr)
+	}
+	if len(layers) == 0 {
+		fmt.Fprintf(w, "  none: not a known model, no metadata_props %s, no sidecar %s; "+
+			"segment and eval assume RGB, raw 0..255 values unless flags say otherwise\n", imageio.ContractKey, "MODEL"+imageio.SidecarExt)
+		return
+	}
+	s := mergeLayers(layers)
+	from := settingsOrigins(layers)
+	parts := []struct {
+		name string
+		v    any
+	}{
+		{"preprocess", s.Preprocess}, {"classes", s.Classes}, {"palette", s.Palette},
+		{"label_map", s.LabelMap}, {"ignore_label", s.IgnoreLabel}, {"output", s.Output},
+	}
+	for _, p := range parts {
+		src, ok := from[p.name]
+		if !ok {
+			fmt.Fprintf(w, "  %-13s not set\n", p.name)
+			continue
+		}
+		js, err := json.Marshal(p.v)
+		if err != nil {
+			js = []byte(err.Error())
+		}
+		fmt.Fprintf(w, "  %-13s %s  (from %s)\n", p.name, js, src)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
@@ -35,7 +36,8 @@ func exportCommand() *cli.Command {
 			"agreement, and with --check-masks each model's IoU, go into a report printed and saved as\n" +
 			"OUT.report.json and OUT.report.txt; a model below\n" +
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
-			"map) are written beside it as OUT.segtune.json.",
+			"map, ignore label) are written into its metadata_props (key segtune.contract) and beside it\n" +
+			"as OUT.segtune.json.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "checkpoint", Aliases: []string{"c"}, Usage: "checkpoint to export (e.g. OUT/best.ckpt)"},
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training"},
@@ -116,6 +118,10 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	side, err := exportSettings(c, settings) // written beside and into the model
+	if err != nil {
+		return err
+	}
 	floatData, err := m.Marshal()
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.source, err)
@@ -135,6 +141,11 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.source, err)
 	}
+	// The exported model carries its settings in its metadata_props, as
+	// its sidecar does.
+	if err := models.EmbedSettings(conv.Model, side); err != nil {
+		return fmt.Errorf("%s: %w", p.out, err)
+	}
 	data, err := conv.Model.Marshal()
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", p.out, err)
@@ -147,10 +158,7 @@ func runExport(c *cli.Context) error {
 		Quantization: conv.Quant, Calibration: conv.Calibration, Float16: conv.Float16, MinAgreement: p.minAgree,
 	}
 	rep.ORTVersion, _ = runtime.Version()
-	names := settings.Classes
-	if v := c.String("class-names"); v != "" {
-		names = strings.Split(v, ",")
-	}
+	names := side.Classes
 	images := p.checks
 	if len(images) == 0 {
 		// fp32 without check images: nothing to compare with but
@@ -163,17 +171,11 @@ func runExport(c *cli.Context) error {
 		rep.Passed = true
 	} else {
 		ignore := c.Int("ignore")
-		if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
-			ignore = *settings.IgnoreLabel
-		}
-		labelMap := settings.LabelMap
-		if v := c.String("label-map"); v != "" {
-			if labelMap, err = imageio.ParseLabelMap(v); err != nil {
-				return fmt.Errorf("--label-map: %w", err)
-			}
+		if side.IgnoreLabel != nil {
+			ignore = *side.IgnoreLabel
 		}
 		chk, err := deploy.CheckExport(ref, conv.Model, data, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)), deploy.CheckOptions{
-			Images: images, Source: p.checkFrom, Masks: p.masks, LabelMap: labelMap, Ignore: ignore, Names: names, Session: opts,
+			Images: images, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap, Ignore: ignore, Names: names, Session: opts,
 			Calibration: p.calibSet,
 		})
 		if err != nil {
@@ -201,10 +203,6 @@ func runExport(c *cli.Context) error {
 	if err := atomicfile.Write(p.out, data, 0o644); err != nil {
 		return err
 	}
-	side := settings
-	if len(names) > 0 {
-		side.Classes = names
-	}
 	if err := side.Save(imageio.SidecarPath(p.out)); err != nil {
 		return err
 	}
@@ -226,6 +224,32 @@ func runExport(c *cli.Context) error {
 		fmt.Println()
 	}
 	return nil
+}
+
+// exportSettings returns the settings an export writes beside and into
+// the model: the source's, with --class-names, --label-map and --ignore
+// where given.
+func exportSettings(c *cli.Context, settings imageio.Sidecar) (imageio.Sidecar, error) {
+	var o imageio.Sidecar
+	if v := c.String("class-names"); v != "" {
+		o.Classes = strings.Split(v, ",")
+	}
+	if v := c.String("label-map"); v != "" {
+		lm, err := imageio.ParseLabelMap(v)
+		if err != nil {
+			return o, fmt.Errorf("--label-map: %w", err)
+		}
+		o.LabelMap = lm
+	}
+	if c.IsSet("ignore") {
+		v := c.Int("ignore")
+		o.IgnoreLabel = &v
+	}
+	s := settings.Merge(o)
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("--ignore/--class-names: %w", err)
+	}
+	return s, nil
 }
 
 // planExport reads and checks export's flags and files before any work:

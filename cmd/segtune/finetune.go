@@ -25,8 +25,9 @@ func finetuneCommand() *cli.Command {
 		Description: "Compiles the model into a training graph, trains it on ONNX Runtime with augmented\n" +
 			"batches, validates every epoch and writes, in --out: last.ckpt and best.ckpt\n" +
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
-			"config.json and model.onnx (the best weights, exported). Ctrl-C saves a checkpoint\n" +
-			"and exits; --resume continues exactly where the run stopped.\n\n" +
+			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
+			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
+			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n\n" +
 			"Data: --data DIR with images/{train,val} and masks/{train,val} (or annotations/, labels/),\n" +
 			"or explicit --train-images/--train-masks/--val-images/--val-masks.\n\n" +
 			"Several processes (data-parallel, MPI): `mpirun -np P segtune-mpi finetune ...` (also srun\n" +
@@ -128,7 +129,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
 	}
-	fmt.Printf("outputs in %s (model.onnx, best.ckpt, last.ckpt, metrics.jsonl, curves.png)\n", res.Dir)
+	fmt.Printf("outputs in %s (model.onnx and its model.segtune.json, best.ckpt, last.ckpt, metrics.jsonl, curves.png)\n", res.Dir)
 	return nil
 }
 
@@ -201,8 +202,11 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if cfg.LabelMap == "" && settings.LabelMap != nil {
 		cfg.LabelMap = settings.LabelMap.String()
 	}
-	if cfg.ClassNames == nil && cfg.Network.Classes == 0 {
-		cfg.ClassNames = settings.Classes
+	if cfg.Network.Classes == 0 { // the base model's classes stay
+		if cfg.ClassNames == nil {
+			cfg.ClassNames = settings.Classes
+		}
+		cfg.Palette = settings.Palette
 	}
 	if root := c.String("data"); root != "" {
 		if cfg.Train.Images, cfg.Train.Masks, err = data.ResolveSplit(root, "train"); err != nil {

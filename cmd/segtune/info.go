@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 )
@@ -36,17 +38,32 @@ func infoCommand() *cli.Command {
 				return err
 			}
 			s := m.Summary()
-			// The contract is read from the graph alone here; a model that
+			// The settings the model brings (registry, metadata_props,
+			// sidecar) and the contract read with them; a model that
 			// segtune cannot feed still gets its summary, with the reason.
-			ct, ctErr := contract.Read(m, contract.Overrides{})
+			layers, metaErr, err := modelLayers(paths[0])
+			if err != nil {
+				return err
+			}
+			settings := mergeLayers(layers)
+			ct, ctErr := contract.Read(m, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)))
 			if asJSON {
 				out := struct {
 					onnx.Summary
 					Contract      *contract.Contract `json:"contract,omitempty"`
 					ContractError string             `json:"contract_error,omitempty"`
+					Settings      *imageio.Sidecar   `json:"settings,omitempty"`
+					SettingsFrom  map[string]string  `json:"settings_from,omitempty"`
+					MetadataError string             `json:"metadata_error,omitempty"`
 				}{Summary: s, Contract: ct}
 				if ctErr != nil {
 					out.ContractError = ctErr.Error()
+				}
+				if len(layers) > 0 {
+					out.Settings, out.SettingsFrom = &settings, settingsOrigins(layers)
+				}
+				if metaErr != nil {
+					out.MetadataError = metaErr.Error()
 				}
 				return printJSON(os.Stdout, out)
 			}
@@ -55,9 +72,10 @@ func infoCommand() *cli.Command {
 			}
 			if ctErr != nil {
 				fmt.Printf("\ncontract: %v\n", ctErr)
-				return nil
+			} else {
+				writeContract(os.Stdout, ct)
 			}
-			writeContract(os.Stdout, ct)
+			writeSettings(os.Stdout, layers, metaErr)
 			return nil
 		},
 	}

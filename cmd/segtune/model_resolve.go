@@ -156,41 +156,118 @@ func cacheEmbedded(e models.Entry) (string, error) {
 	return p, nil
 }
 
-// knownModelSettings returns the settings a model file brings with it,
-// lowest precedence first: the registry's, when the file's SHA-256 is a
-// known model's (wherever it lives and whatever it is called), then its
-// sidecar MODEL.segtune.json. A model with neither, run without
-// --preprocess or preprocessing flags, gets one notice naming the defaults
-// assumed.
-func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
-	s := imageio.Sidecar{Version: imageio.SidecarVersion}
+// settingsLayer is one source of a model's settings: what it says and
+// where it was read.
+type settingsLayer struct {
+	from  string
+	side  imageio.Sidecar
+	known *models.Entry // the registry's entry, for its layer
+}
+
+// metadataLayer names the settings a model file carries in itself.
+const metadataLayer = "metadata_props " + imageio.ContractKey
+
+// modelLayers reads the settings a model file brings with it, lowest
+// precedence first: the registry's, when the file's SHA-256 is a known
+// model's (wherever it lives and whatever it is called); those the file
+// carries in its metadata_props (imageio.ContractKey); its sidecar
+// MODEL.segtune.json. Unusable metadata is not a layer: it comes back as
+// metaErr for the caller to report, so that the sidecar, flags or a new
+// export can still take its place. A missing file, or one that is not a
+// regular file, has no layers (opening the model reports it).
+func modelLayers(modelPath string) (layers []settingsLayer, metaErr error, err error) {
 	e, known, err := models.Recognize(modelPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return s, err
+		return nil, nil, err
 	}
 	if known {
-		s = e.Sidecar()
-		hint := ""
-		if lm := e.LabelMaps["camvid"]; lm != "" {
-			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", lm)
-		}
-		notef(c, "segtune: %s is %s (recognised by its SHA-256): using its preprocessing, classes and palette%s", modelPath, e.Name, hint)
+		layers = append(layers, settingsLayer{from: "registry (" + e.Name + ")", side: e.Sidecar(), known: &e})
+	}
+	meta, found, err := models.EmbeddedSettings(modelPath)
+	switch {
+	case found:
+		layers = append(layers, settingsLayer{from: metadataLayer, side: *meta})
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, regfile.ErrNotRegular):
+		metaErr = err
 	}
 	side, found, err := imageio.LoadModelSidecar(modelPath)
 	if err != nil {
-		return s, err
+		return nil, nil, err
 	}
 	if found {
-		s = s.Merge(*side)
-		notef(c, "segtune: using settings from %s", imageio.SidecarPath(modelPath))
+		layers = append(layers, settingsLayer{from: imageio.SidecarPath(modelPath), side: *side})
 	}
-	if !known && !found && !preprocessingGiven(c) {
-		notef(c, "segtune: %s is not a known model and has no sidecar: assuming RGB, raw 0..255 values, the layout its graph shows (`segtune info`), "+
-			"at the model's fixed input size or else each image's own; set --value-scale/--value-offset or --mean/--std "+
-			"(and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
-			modelPath, imageio.SidecarPath(modelPath))
+	return layers, metaErr, nil
+}
+
+// mergeLayers merges settings layers, later ones taking precedence.
+func mergeLayers(layers []settingsLayer) imageio.Sidecar {
+	s := imageio.Sidecar{Version: imageio.SidecarVersion}
+	for _, l := range layers {
+		s = s.Merge(l.side)
 	}
-	return s, nil
+	return s
+}
+
+// settingsOrigins names, for each part of the merged settings, the layer
+// it comes from (the last that sets it); a part no layer sets is absent.
+func settingsOrigins(layers []settingsLayer) map[string]string {
+	out := map[string]string{}
+	for _, l := range layers {
+		s := l.side
+		for part, set := range map[string]bool{
+			"preprocess": s.Preprocess != nil, "classes": s.Classes != nil, "palette": s.Palette != nil,
+			"label_map": s.LabelMap != nil, "ignore_label": s.IgnoreLabel != nil, "output": s.Output != nil,
+		} {
+			if set {
+				out[part] = l.from
+			}
+		}
+	}
+	return out
+}
+
+// warnMetadata says, whatever --quiet, that a model's embedded settings
+// were unusable and are ignored.
+func warnMetadata(err error) {
+	fmt.Fprintf(os.Stderr, "segtune: warning: %v; ignoring the model's embedded settings (a sidecar or flags set them; "+
+		"`segtune export` writes them anew)\n", err)
+}
+
+// knownModelSettings returns the settings a model file brings with it
+// (modelLayers, merged), with one notice per source used. A model with
+// none, run without --preprocess or preprocessing flags, gets one notice
+// naming the defaults assumed.
+func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
+	layers, metaErr, err := modelLayers(modelPath)
+	if err != nil {
+		return imageio.Sidecar{}, err
+	}
+	if metaErr != nil {
+		warnMetadata(metaErr)
+	}
+	for _, l := range layers {
+		switch {
+		case l.known != nil:
+			e := l.known
+			hint := ""
+			if lm := e.LabelMaps["camvid"]; lm != "" {
+				hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", lm)
+			}
+			notef(c, "segtune: %s is %s (recognised by its SHA-256): using its preprocessing, classes and palette%s", modelPath, e.Name, hint)
+		case l.from == metadataLayer:
+			notef(c, "segtune: using the settings %s carries (%s)", modelPath, l.from)
+		default:
+			notef(c, "segtune: using settings from %s", l.from)
+		}
+	}
+	if len(layers) == 0 && !preprocessingGiven(c) {
+		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
+			"the layout its graph shows (`segtune info`), at the model's fixed input size or else each image's own; "+
+			"set --value-scale/--value-offset or --mean/--std (and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
+			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath))
+	}
+	return mergeLayers(layers), nil
 }
 
 // preprocessingGiven reports whether --preprocess or any preprocessing flag

@@ -64,14 +64,11 @@ func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sideca
 	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", path, err)
 	}
-	side := &imageio.Sidecar{Preprocess: &cfg.Preprocess, Classes: cfg.ClassNames, IgnoreLabel: &cfg.Ignore, Output: &cfg.Output}
-	if cfg.LabelMap != "" {
-		var err error
-		if side.LabelMap, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
-			return nil, fmt.Errorf("%s: label map: %w", path, err)
-		}
+	side, err := cfg.Settings()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return side, nil
+	return &side, nil
 }
 
 // checkpointSizeThreshold returns the size threshold a checkpoint's run

@@ -98,7 +98,11 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 	if c.IsSet("threshold") && !(out.Threshold > 0) {
 		return s, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
 	}
-	s = s.Merge(imageio.Sidecar{Preprocess: &p, Output: &out})
+	flags := imageio.Sidecar{Preprocess: &p}
+	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
+		flags.Output = &out
+	}
+	s = s.Merge(flags)
 	if err := s.Preprocess.Validate(); err != nil {
 		return s, err
 	}

@@ -36,7 +36,7 @@ const (
 // Record is one line of the metrics log.
 type Record struct {
 	Kind         string  // KindStep or KindEpoch
-	Epoch        int64   // epoch index
+	Epoch        int64   // epoch index from 0 (people see Epoch+1)
 	Step         int64   // optimiser steps completed
 	Loss         float64 // training loss (mean over the epoch for epoch records)
 	LR           float64 // learning rate; omitted from the line when 0

@@ -281,6 +281,23 @@ func TestTableAligns(t *testing.T) {
 	}
 }
 
+// The table and the curves number epochs from 1, as the run's progress
+// lines do; metrics.jsonl keeps the index from 0.
+func TestEpochsNumberedFromOne(t *testing.T) {
+	recs := run(2, 3, 0)
+	lines := strings.Split(strings.TrimSpace(EpochTable(recs).String()), "\n")
+	if f1, f2 := strings.Fields(lines[2]), strings.Fields(lines[3]); f1[0] != "1" || f2[0] != "2" {
+		t.Errorf("table epochs %q, %q; want 1, 2", f1[0], f2[0])
+	}
+	pts := metricPoints(recs, "val_miou")
+	if len(pts) != 2 || pts[0].X != 1 || pts[1].X != 2 {
+		t.Errorf("curve epochs %v; want x = 1, 2", pts)
+	}
+	if e := Filter(recs, KindEpoch)[0].Epoch; e != 0 {
+		t.Errorf("first epoch record has epoch %d; want 0", e)
+	}
+}
+
 func TestSummaryTables(t *testing.T) {
 	recs := run(3, 4, 0)
 	e := EpochTable(recs).String()
@@ -291,7 +308,7 @@ func TestSummaryTables(t *testing.T) {
 	if h := strings.Fields(lines[0]); !reflect.DeepEqual(h, []string{"epoch", "step", "loss", "lr", "seconds", "images/s", "val_miou", "val_iou_person"}) {
 		t.Errorf("header = %v", h)
 	}
-	if f := strings.Fields(lines[4]); f[0] != "2" || f[1] != "12" || f[6] != "0.5" || f[3] != "-" {
+	if f := strings.Fields(lines[4]); f[0] != "3" || f[1] != "12" || f[6] != "0.5" || f[3] != "-" {
 		t.Errorf("last row = %v", f)
 	}
 

@@ -310,15 +310,16 @@ func lossPoints(recs []Record) plotter.XYs {
 	return pts
 }
 
-// metricPoints returns (epoch, value) of the epoch records with the metric.
+// metricPoints returns (epoch, value) of the epoch records with the metric,
+// epochs numbered from 1 as the run's progress lines and table number them.
 func metricPoints(recs []Record, name string) plotter.XYs {
 	var pts plotter.XYs
 	for _, r := range recs {
 		if r.Kind != KindEpoch {
 			continue
 		}
-		if v, ok := r.Value(name); ok && finiteXY(float64(r.Epoch), v) {
-			pts = append(pts, plotter.XY{X: float64(r.Epoch), Y: v})
+		if v, ok := r.Value(name); ok && finiteXY(float64(r.Epoch+1), v) {
+			pts = append(pts, plotter.XY{X: float64(r.Epoch + 1), Y: v})
 		}
 	}
 	return pts

@@ -114,7 +114,8 @@ func FormatNumber(v float64) string {
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
-// EpochTable returns one row per epoch record: epoch, step, loss, lr,
+// EpochTable returns one row per epoch record: epoch (numbered from 1, as
+// the run's progress lines number them), step, loss, lr,
 // seconds, images/s, then every extra field that any epoch has, the
 // validation mIoU first and the rest by name. Missing values print as "-".
 func EpochTable(recs []Record) *Table {
@@ -140,7 +141,7 @@ func EpochTable(recs []Record) *Table {
 	t := &Table{Header: append([]string{"epoch", "step", "loss", "lr", "seconds", "images/s"}, extras...)}
 	for _, r := range epochs {
 		row := []string{
-			strconv.FormatInt(r.Epoch, 10), strconv.FormatInt(r.Step, 10),
+			strconv.FormatInt(r.Epoch+1, 10), strconv.FormatInt(r.Step, 10),
 			FormatNumber(r.Loss), optional(r.LR), optional(r.Seconds), optional(r.ImagesPerSec),
 		}
 		for _, k := range extras {
