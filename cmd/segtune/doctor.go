@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -33,6 +34,8 @@ type doctorReport struct {
 	CUDAReady   bool               `json:"cuda_ready"`
 	CUDAReason  string             `json:"cuda_unavailable_because,omitempty"`
 	Model       *modelPlacement    `json:"model,omitempty"`
+	MemoryLimit int64              `json:"memory_limit_bytes"`
+	MemoryFrom  string             `json:"memory_limit_from"`
 }
 
 // modelPlacement says where ONNX Runtime placed a model's nodes on CUDA.
@@ -52,7 +55,7 @@ func doctorCommand() *cli.Command {
 			"lists the providers, the CUDA 13 and cuDNN 9 libraries found (with paths) and missing, the NVIDIA\n" +
 			"driver and GPUs, and says whether --device cuda would run on the GPU or why not. With --model,\n" +
 			"it runs the model's inference graph and its training graph once on the CUDA provider and reports\n" +
-			"the nodes ONNX Runtime placed on the CPU.",
+			"the nodes ONNX Runtime placed on the CPU. It also says segtune's memory limit and which bound set it.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Usage: "ONNX model whose inference and training graphs are placed on the GPU"},
 			&cli.StringFlag{Name: "size", Value: "257x257", Usage: "HxW for the model's dynamic spatial dimensions"},
@@ -71,6 +74,7 @@ func doctorCommand() *cli.Command {
 
 func runDoctor(ortLib, model, size string) *doctorReport {
 	r := &doctorReport{}
+	r.MemoryLimit, r.MemoryFrom = memlimit.Limit()
 	libs := runtime.FindCUDALibraries()
 	r.CUDALibs, r.CUDAMissing, r.CUDASearch = libs.Libs, libs.Missing(), libs.Searched
 	if r.CUDAMissing == nil {
@@ -256,6 +260,7 @@ func placeModel(path, size string, cudaReady bool) *modelPlacement {
 
 func (r *doctorReport) writeText(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	p("memory limit:      %s (%s)", memlimit.Human(r.MemoryLimit), r.MemoryFrom)
 	if r.ORTError != "" {
 		p("ONNX Runtime:      not loaded: %s", r.ORTError)
 	} else {

@@ -93,6 +93,7 @@ func checkNumericFlags(c *cli.Context) error {
 		}
 		memlimit.Set(n)
 	}
+	memlimit.SetGoLimit()
 	if c.Command == nil {
 		return nil
 	}

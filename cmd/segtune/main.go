@@ -36,7 +36,7 @@ func newApp() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "ort-lib", Usage: "path of the ONNX Runtime shared library", EnvVars: []string{"ONNXRUNTIME_SHARED_LIBRARY_PATH"}},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bars or notices"},
-			&cli.StringFlag{Name: "max-memory", Usage: "memory limit for tensors, images and batches, e.g. 8G (default: 3/4 of this machine's memory)", EnvVars: []string{"SEGTUNE_MAX_MEMORY"}},
+			&cli.StringFlag{Name: "max-memory", Usage: "memory limit for tensors, images and batches, e.g. 8G (default: 3/4 of the smallest of this machine's memory, the cgroup's limit and half of RLIMIT_AS; segtune doctor says which)", EnvVars: []string{"SEGTUNE_MAX_MEMORY"}},
 		},
 		Commands: []*cli.Command{
 			infoCommand(),

@@ -4,10 +4,12 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // DefaultCacheBytes is the default in-memory cache budget: 2 GiB, about
-// 3,000 CamVid-sized (480×360) examples at 4 bytes per pixel.
+// 3,000 CamVid-sized (480×360) examples at 4 bytes per pixel, or a quarter
+// of the memory limit where that is less.
 const DefaultCacheBytes int64 = 2 << 30
 
 // DefaultIgnore is the ignore label used when Config.Ignore is 0.
@@ -73,7 +75,10 @@ func (c *Config) cacheBudget() int64 {
 	case c.CacheBytes < 0:
 		return 0
 	case c.CacheBytes == 0:
-		return DefaultCacheBytes
+		// A quarter of the memory limit at most: the rest is the
+		// training step's.
+		limit, _ := memlimit.Limit()
+		return min(DefaultCacheBytes, limit/4)
 	}
 	return c.CacheBytes
 }

@@ -6,19 +6,24 @@
 //
 // The limit is $SEGTUNE_MAX_MEMORY (or the --max-memory flag, which sets
 // it), in bytes with an optional K, M, G or T suffix (powers of 1024);
-// by default three quarters of the machine's memory (the smaller of
-// /proc/meminfo's MemTotal and the cgroup's memory.max).
+// by default three quarters of the smallest bound the environment sets
+// (see [Sources.Default]). It is also Go's soft memory limit ([SetGoLimit]).
 package memlimit
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // EnvVar names the environment variable holding the limit.
@@ -32,7 +37,7 @@ var (
 // ErrTooLarge is wrapped by the errors Check returns.
 var ErrTooLarge = errors.New("over the memory limit")
 
-// fallback is the default when the machine's memory cannot be read.
+// fallback is the default when no bound can be read.
 const fallback = 8 << 30
 
 // Set makes limit the memory limit (0 restores the default).
@@ -55,42 +60,171 @@ func Limit() (int64, string) {
 			return n, "$" + EnvVar
 		}
 	}
-	return defaultLimit(), "the default, 3/4 of this machine's memory; set --max-memory or $" + EnvVar
+	d := defaultOnce()
+	return d.Bytes, "the default, 3/4 of " + d.From + "; set --max-memory or $" + EnvVar
 }
 
-var defaultOnce = sync.OnceValue(func() int64 {
-	total := machineMemory()
-	if total <= 0 {
-		return fallback
+// SetGoLimit makes the memory limit Go's soft memory limit, so that the
+// garbage collector works harder before the heap outgrows it, unless
+// $GOMEMLIMIT already sets one.
+func SetGoLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
-	return total / 4 * 3
-})
+	limit, _ := Limit()
+	debug.SetMemoryLimit(limit)
+}
 
-func defaultLimit() int64 { return defaultOnce() }
+// Bound is a memory bound the environment sets, and where it comes from.
+type Bound struct {
+	Bytes int64
+	From  string // e.g. "the cgroup's memory.max (4.0 GiB)"
+}
 
-func machineMemory() int64 {
-	var total int64
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) >= 2 && fields[0] == "MemTotal:" {
-				if kb, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
-					total = kb << 10
-				}
+// Sources are the files and the call the default limit is read from.
+type Sources struct {
+	Meminfo    string // /proc/meminfo
+	SelfCgroup string // /proc/self/cgroup
+	CgroupRoot string // /sys/fs/cgroup
+	// AddressSpace returns the soft RLIMIT_AS (RLIM_INFINITY: none).
+	AddressSpace func() (uint64, error)
+}
+
+// System reads this process's bounds.
+var System = Sources{
+	Meminfo:    "/proc/meminfo",
+	SelfCgroup: "/proc/self/cgroup",
+	CgroupRoot: "/sys/fs/cgroup",
+	AddressSpace: func() (uint64, error) {
+		var r unix.Rlimit
+		err := unix.Getrlimit(unix.RLIMIT_AS, &r)
+		return r.Cur, err
+	},
+}
+
+var defaultOnce = sync.OnceValue(func() Bound { return System.Default() })
+
+// Default is three quarters of the smallest bound on this process's
+// memory: the machine's (MemTotal), its cgroup's (v2 memory.max or v1
+// memory.limit_in_bytes, of its own cgroup or any above it) and a share
+// of its address-space limit (RLIMIT_AS, see addressSpaceShare).
+func (s Sources) Default() Bound {
+	var bounds []Bound
+	if n := s.memTotal(); n > 0 {
+		bounds = append(bounds, Bound{n, "this machine's memory"})
+	}
+	if b, ok := s.cgroupLimit(); ok {
+		bounds = append(bounds, b)
+	}
+	if s.AddressSpace != nil {
+		if as, err := s.AddressSpace(); err == nil && as != unix.RLIM_INFINITY && as > 0 && as < math.MaxInt64 {
+			bounds = append(bounds, Bound{int64(as) / addressSpaceShare, fmt.Sprintf("half the address-space limit (RLIMIT_AS %s)", Human(int64(as)))})
+		}
+	}
+	if len(bounds) == 0 {
+		return Bound{fallback / 4 * 3, "8 GiB (no memory size could be read)"}
+	}
+	least := bounds[0]
+	for _, b := range bounds[1:] {
+		if b.Bytes < least.Bytes {
+			least = b
+		}
+	}
+	if least.From == "this machine's memory" {
+		least.From += " (" + Human(least.Bytes) + ")"
+	}
+	least.Bytes = least.Bytes / 4 * 3
+	return least
+}
+
+// addressSpaceShare divides RLIMIT_AS into the memory segtune may count
+// on: address space is not memory in use. ONNX Runtime's and glibc's
+// per-thread arenas, thread stacks and Go's heap reservations take address
+// space that is never touched; a person-model fine-tune (batch 4, 240x320
+// crops) peaked at 5.0 GB of address space for 2.2 GB resident (VmPeak
+// against VmHWM), and started at 2.0 GB for 0.1 GB.
+const addressSpaceShare = 2
+
+func (s Sources) memTotal() int64 {
+	b, err := readSmall(s.Meminfo)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			if kb, err := strconv.ParseInt(fields[1], 10, 64); err == nil && kb > 0 && kb < math.MaxInt64>>10 {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// cgroupLimit returns the smallest memory limit of this process's cgroup
+// and the cgroups above it (a parent's limit bounds its children), in the
+// v2 hierarchy (memory.max) and the v1 memory controller's
+// (memory.limit_in_bytes). Where /proc/self/cgroup names a path that the
+// mount does not show (a container that sees its own cgroup as the root),
+// the root's files are the container's.
+func (s Sources) cgroupLimit() (Bound, bool) {
+	type hierarchy struct{ dir, path, file, name string }
+	var hs []hierarchy
+	if b, err := readSmall(s.SelfCgroup); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			id, rest, ok := strings.Cut(line, ":")
+			controllers, path, ok2 := strings.Cut(rest, ":")
+			switch {
+			case !ok || !ok2:
+			case id == "0" && controllers == "":
+				hs = append(hs, hierarchy{s.CgroupRoot, path, "memory.max", "the cgroup's memory.max"})
+			case slices.Contains(strings.Split(controllers, ","), "memory"):
+				hs = append(hs, hierarchy{filepath.Join(s.CgroupRoot, "memory"), path, "memory.limit_in_bytes", "the cgroup's memory.limit_in_bytes"})
+			}
+		}
+	}
+	if len(hs) == 0 {
+		hs = []hierarchy{
+			{s.CgroupRoot, "/", "memory.max", "the cgroup's memory.max"},
+			{filepath.Join(s.CgroupRoot, "memory"), "/", "memory.limit_in_bytes", "the cgroup's memory.limit_in_bytes"},
+		}
+	}
+	var least Bound
+	for _, h := range hs {
+		for rel := filepath.Clean("/" + h.path); ; rel = filepath.Dir(rel) {
+			if n := readLimit(filepath.Join(h.dir, rel, h.file)); n > 0 && (least.Bytes == 0 || n < least.Bytes) {
+				least = Bound{n, fmt.Sprintf("%s (%s)", h.name, Human(n))}
+			}
+			if rel == "/" {
 				break
 			}
 		}
-		f.Close()
 	}
-	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		if b, err := os.ReadFile(p); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
-				total = n
-			}
-		}
+	return least, least.Bytes > 0
+}
+
+// readLimit reads a cgroup limit file: a byte count, or "max" (none: 0).
+func readLimit(p string) int64 {
+	b, err := readSmall(p)
+	if err != nil {
+		return 0
 	}
-	return total
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// readSmall reads the first 64 KiB of a /proc or /sys file (their sizes
+// are not known before reading).
+func readSmall(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }
 
 // ParseBytes parses a byte count such as 8589934592, 512M or 8G.

@@ -3,8 +3,13 @@ package memlimit
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -50,5 +55,86 @@ func TestCheck(t *testing.T) {
 	Set(0)
 	if l, _ := Limit(); l <= 0 {
 		t.Errorf("default limit %d", l)
+	}
+}
+
+// fakeSystem writes /proc and /sys files under a temporary root: files maps
+// paths below the root to their contents.
+func fakeSystem(t *testing.T, files map[string]string, addressSpace uint64) Sources {
+	root := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Sources{
+		Meminfo:      filepath.Join(root, "proc/meminfo"),
+		SelfCgroup:   filepath.Join(root, "proc/self/cgroup"),
+		CgroupRoot:   filepath.Join(root, "sys/fs/cgroup"),
+		AddressSpace: func() (uint64, error) { return addressSpace, nil },
+	}
+}
+
+const meminfo16G = "MemTotal:       16777216 kB\nMemFree:         1000000 kB\n"
+
+// Defect: the default was 3/4 of the machine's memory whatever the
+// container's cgroup (nested below the mount, or v1) or RLIMIT_AS said.
+func TestDefaultTakesTheSmallestBound(t *testing.T) {
+	var unlimited uint64 = unix.RLIM_INFINITY
+	cases := []struct {
+		name  string
+		files map[string]string
+		as    uint64
+		want  int64
+		from  string
+	}{
+		{"machine only", map[string]string{"proc/meminfo": meminfo16G}, unlimited, 12 << 30, "this machine's memory (16.0 GiB)"},
+		{"v2 nested cgroup", map[string]string{
+			"proc/meminfo":     meminfo16G,
+			"proc/self/cgroup": "0::/user.slice/job.scope\n",
+			"sys/fs/cgroup/user.slice/job.scope/memory.max": "max\n",
+			"sys/fs/cgroup/user.slice/memory.max":           "4294967296\n",
+		}, unlimited, 3 << 30, "the cgroup's memory.max (4.0 GiB)"},
+		{"v2 container root", map[string]string{
+			"proc/meminfo":                meminfo16G,
+			"proc/self/cgroup":            "0::/kubepods/pod1/c1\n",
+			"sys/fs/cgroup/memory.max":    "2147483648\n",
+			"sys/fs/cgroup/cgroup.procs":  "1\n",
+			"sys/fs/cgroup/memory.events": "",
+		}, unlimited, 1536 << 20, "the cgroup's memory.max (2.0 GiB)"},
+		{"v1 nested", map[string]string{
+			"proc/meminfo":     meminfo16G,
+			"proc/self/cgroup": "5:cpu,cpuacct:/\n4:memory:/docker/abc\n0::/\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes":            "9223372036854771712\n",
+			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "1073741824\n",
+		}, unlimited, 768 << 20, "the cgroup's memory.limit_in_bytes (1.0 GiB)"},
+		{"RLIMIT_AS", map[string]string{"proc/meminfo": meminfo16G}, 4 << 30, 1536 << 20, "half the address-space limit (RLIMIT_AS 4.0 GiB)"},
+		{"nothing readable", nil, unlimited, 6 << 30, "8 GiB (no memory size could be read)"},
+	}
+	for _, c := range cases {
+		got := fakeSystem(t, c.files, c.as).Default()
+		if got.Bytes != c.want || got.From != c.from {
+			t.Errorf("%s: %d from %q; want %d from %q", c.name, got.Bytes, got.From, c.want, c.from)
+		}
+	}
+}
+
+func TestSetGoLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(EnvVar, "3G")
+	SetGoLimit()
+	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
+		t.Errorf("Go's memory limit %d, want %d", got, int64(3<<30))
+	}
+	debug.SetMemoryLimit(1 << 40)
+	t.Setenv("GOMEMLIMIT", "5GiB")
+	SetGoLimit()
+	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
+		t.Errorf("with $GOMEMLIMIT set, Go's memory limit changed to %d", got)
 	}
 }

@@ -198,7 +198,7 @@ func slurm(getenv func(string) string) (Spec, error) {
 		return Spec{}, err
 	}
 	if step < 1 {
-		step = 1
+		return Spec{}, fmt.Errorf("%s=%d: the step between array task ids must be at least 1", EnvSlurmStep, step)
 	}
 	desc := fmt.Sprintf("%s=%d (%s=%d, %s=%d, step %d)", EnvSlurmID, id, EnvSlurmMin, lo, EnvSlurmCount, count, step)
 	if (id-lo)%step != 0 || id < lo {

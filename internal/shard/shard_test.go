@@ -92,6 +92,8 @@ func TestResolve(t *testing.T) {
 		{"", 0, env("SLURM_ARRAY_TASK_ID", "8", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_STEP", "4"), "2/4 SLURM_ARRAY_TASK_ID"},
 		{"", 0, env("SLURM_ARRAY_TASK_ID", "9", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_STEP", "4"), "error: not MIN, MIN+STEP"},
 		{"", 0, env("SLURM_ARRAY_TASK_ID", "9", "SLURM_ARRAY_TASK_COUNT", "3", "SLURM_ARRAY_TASK_MIN", "1"), "error: --array=A-B"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "8", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_STEP", "0"), "error: SLURM_ARRAY_TASK_STEP=0: the step"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "8", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_STEP", "-2"), "error: SLURM_ARRAY_TASK_STEP=-2: the step"},
 		{"", 0, env("SLURM_ARRAY_TASK_ID", "1"), "error: SLURM_ARRAY_TASK_COUNT is not"},
 		{"", 3, env("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_MIN", "0"), "error: disagrees"},
 		{"", 3, env(), "error: without this worker's index"},

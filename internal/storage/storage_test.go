@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"gocloud.dev/blob"
@@ -212,5 +215,52 @@ func TestMissingCredentials(t *testing.T) {
 	_, err = OpenFolder(context.Background(), "azblob://container/in")
 	if err == nil || !strings.Contains(err.Error(), "AZURE_STORAGE_ACCOUNT") {
 		t.Errorf("azblob without an account: %v", err)
+	}
+}
+
+// Without credentials, a bucket on an S3-compatible server (endpoint=)
+// must not send the AWS SDK to the EC2 instance-metadata service: the
+// service is a fake on 127.0.0.1 counting requests, and an explicit
+// AWS_EC2_METADATA_DISABLED=false shows that it would be asked otherwise.
+func TestCustomEndpointSkipsInstanceMetadata(t *testing.T) {
+	var metadataRequests atomic.Int32
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metadataRequests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer imds.Close()
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<Error><Code>AccessDenied</Code></Error>", http.StatusForbidden)
+	}))
+	defer s3.Close()
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_EC2_METADATA_DISABLED"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(home, "credentials"))
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(home, "config"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	url := "s3://bucket/in?endpoint=" + s3.URL + "&use_path_style=true&region=us-east-1"
+	list := func() error {
+		f, err := OpenFolder(context.Background(), url)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.CheckList(context.Background())
+	}
+	if err := list(); err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Fatalf("listing without credentials: %v", err)
+	}
+	if n := metadataRequests.Load(); n != 0 {
+		t.Errorf("%d requests to the instance-metadata service", n)
+	}
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
+	list()
+	if metadataRequests.Load() == 0 {
+		t.Error("with AWS_EC2_METADATA_DISABLED=false the fake metadata service was not asked: the test cannot tell")
 	}
 }
