@@ -27,6 +27,7 @@ var opTables = []struct {
 	{"Shape", shapeCases},
 	{"Index", indexCases},
 	{"Linear", linearCases},
+	{"Norm", normCases},
 	{"Conv", convCases},
 	{"ConvTranspose", convTransposeCases},
 	{"Pools", poolCases},
@@ -184,6 +185,41 @@ func elementwiseCases() []opCase {
 		{"Max/3", 0, func(m *opModel) {
 			m.node("Max", []string{m.rand("a", 3, 4), m.rand("b", 3, 4), m.rand("c", 3, 4)}, []string{"y"})
 		}},
+		{"Abs", 0, func(m *opModel) { m.node("Abs", []string{m.rand("x", 2, 3, 4)}, []string{"y"}) }},
+		{"Sqrt", 0, positive("Sqrt")},
+		{"Log", 0, positive("Log")},
+		{"Reciprocal", 0, func(m *opModel) { m.node("Reciprocal", []string{m.rand("x", 2, 3, 4)}, []string{"y"}) }},
+		{"Pow/const2", 0, powConst(2)},
+		{"Pow/const3_int64", 0, func(m *opModel) {
+			m.node("Pow", []string{m.rand("x", 2, 3, 4), m.ints("e", nil, 3)}, []string{"y"})
+		}},
+		{"Pow/const_half", 0, func(m *opModel) {
+			m.node("Abs", []string{m.rand("x", 2, 3, 4)}, []string{"ax"})
+			m.node("Pow", []string{"ax", m.floats("e", nil, 0.5)}, []string{"y"})
+		}},
+		{"Pow/const1.7", 0, func(m *opModel) {
+			m.node("Abs", []string{m.rand("x", 2, 3, 4)}, []string{"ax"})
+			m.node("Pow", []string{"ax", m.floats("e", nil, 1.7)}, []string{"y"})
+		}},
+		{"Pow/general_bcast", 0, func(m *opModel) {
+			m.node("Abs", []string{m.rand("x", 2, 3, 4)}, []string{"ax"})
+			m.node("Pow", []string{"ax", m.rand("e", 3, 1)}, []string{"y"})
+		}},
+	}
+}
+
+// positive applies op to |x|, x in ±[0.2, 1.2], away from 0.
+func positive(op string) func(m *opModel) {
+	return func(m *opModel) {
+		m.node("Abs", []string{m.rand("x", 2, 3, 4)}, []string{"ax"})
+		m.node(op, []string{"ax"}, []string{"y"})
+	}
+}
+
+// powConst is x^e for a constant float exponent e.
+func powConst(e float32) func(m *opModel) {
+	return func(m *opModel) {
+		m.node("Pow", []string{m.rand("x", 2, 3, 4), m.floats("e", nil, e)}, []string{"y"})
 	}
 }
 
@@ -229,6 +265,28 @@ func activationCases() []opCase {
 			m.node("LogSoftmax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ai("axis", 1))
 		}},
 		{"LogSoftmax/opset11", 11, func(m *opModel) { m.node("LogSoftmax", []string{m.rand("x", 3, 4)}, []string{"y"}) }},
+		{"Softmax/attention_last", 0, func(m *opModel) {
+			m.node("Softmax", []string{m.rand("x", 2, 2, 5, 5)}, []string{"y"}, ai("axis", -1))
+		}},
+		{"Softmax/attention_opset11", 11, func(m *opModel) {
+			// Before 13, Softmax normalises the input flattened from axis on.
+			m.node("Softmax", []string{m.rand("x", 2, 2, 5, 5)}, []string{"y"}, ai("axis", 3))
+		}},
+		{"LogSoftmax/attention_last", 0, func(m *opModel) {
+			m.node("LogSoftmax", []string{m.rand("x", 2, 2, 5, 5)}, []string{"y"}, ai("axis", -1))
+		}},
+		// Erf has no double kernel on ONNX Runtime's CPU: float32, small step.
+		{"Erf", 0, func(m *opModel) {
+			m.step = 1e-3
+			m.node("Erf", []string{m.rand("x", 2, 3, 4)}, []string{"y"})
+		}},
+		{"Gelu/none", 20, func(m *opModel) {
+			m.step = 1e-3
+			m.node("Gelu", []string{m.rand("x", 2, 3, 4)}, []string{"y"})
+		}},
+		{"Gelu/tanh", 20, func(m *opModel) {
+			m.node("Gelu", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, as("approximate", "tanh"))
+		}},
 	}
 }
 
@@ -362,6 +420,10 @@ func linearCases() []opCase {
 		{"MatMul/bcast_batch", 0, mm([]int64{2, 1, 3, 4}, []int64{3, 4, 2})},
 		{"MatMul/vec_left", 0, mm([]int64{4}, []int64{2, 4, 3})},
 		{"MatMul/vec_right", 0, mm([]int64{2, 3, 4}, []int64{4})},
+		{"MatMul/heads_weight", 0, mm([]int64{2, 2, 3, 4}, []int64{4, 5})},
+		{"MatMul/left_2d_batched_right", 0, mm([]int64{3, 4}, []int64{2, 4, 5})},
+		{"MatMul/attention_scores", 0, mm([]int64{2, 2, 3, 4}, []int64{2, 2, 4, 3})},
+		{"MatMul/bcast_heads", 0, mm([]int64{2, 1, 3, 4}, []int64{1, 2, 4, 3})},
 		{"BatchNormalization", 0, func(m *opModel) {
 			x := m.rand("x", 2, 3, 4, 4)
 			m.node("BatchNormalization", []string{x, m.rand("s", 3), m.rand("b", 3), m.rand("mu", 3), m.floats("var", []int64{3}, 0.5, 1.5, 0.8)}, []string{"y"}, af("epsilon", 1e-3))
@@ -382,6 +444,71 @@ func linearCases() []opCase {
 		}},
 		{"ReduceMean/opset18_input", 18, func(m *opModel) {
 			m.node("ReduceMean", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, 1)}, []string{"y"}, ai("keepdims", 0))
+		}},
+		{"ReduceMean/opset18_two_axes", 18, func(m *opModel) {
+			m.node("ReduceMean", []string{m.rand("x", 2, 3, 4, 5), m.ints("ax", []int64{2}, -1, 1)}, []string{"y"})
+		}},
+		{"ReduceMax/axis", 0, func(m *opModel) {
+			m.node("ReduceMax", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ais("axes", -1), ai("keepdims", 0))
+		}},
+		{"ReduceMax/opset18_input", 18, func(m *opModel) {
+			m.node("ReduceMax", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{2}, 0, 2)}, []string{"y"})
+		}},
+		{"ReduceMax/all", 0, func(m *opModel) { m.node("ReduceMax", []string{m.rand("x", 3, 4)}, []string{"y"}) }},
+		{"ReduceL2/axis", 0, func(m *opModel) {
+			m.node("ReduceL2", []string{m.rand("x", 2, 3, 4)}, []string{"y"}, ais("axes", 1), ai("keepdims", 0))
+		}},
+		{"ReduceL2/opset18_input", 18, func(m *opModel) {
+			m.node("ReduceL2", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, -1)}, []string{"y"})
+		}},
+	}
+}
+
+func normCases() []opCase {
+	layerNorm := func(xs []int64, axis int64, bias bool) func(m *opModel) {
+		return func(m *opModel) {
+			ns := xs[(axis+int64(len(xs)))%int64(len(xs)):]
+			ins := []string{m.rand("x", xs...), m.rand("s", ns...)}
+			if bias {
+				ins = append(ins, m.rand("b", ns...))
+			}
+			m.node("LayerNormalization", ins, []string{"y"}, ai("axis", axis), af("epsilon", 1e-3))
+		}
+	}
+	return []opCase{
+		{"LayerNormalization/last_bias", 17, layerNorm([]int64{2, 5, 8}, -1, true)},
+		{"LayerNormalization/axis1_no_bias", 17, layerNorm([]int64{2, 3, 4}, 1, false)},
+		{"LayerNormalization/axis-2_bias", 17, layerNorm([]int64{2, 3, 4, 5}, -2, true)},
+		{"LayerNormalization/axis0", 17, layerNorm([]int64{3, 4}, 0, true)},
+		{"LayerNormalization/scale_broadcast", 17, func(m *opModel) {
+			m.node("LayerNormalization", []string{m.rand("x", 2, 3, 4), m.rand("s", 1, 4), m.rand("b", 4)}, []string{"y"}, ai("axis", 1))
+		}},
+		{"LayerNormalization/statistics_requested", 17, func(m *opModel) {
+			m.node("LayerNormalization", []string{m.rand("x", 2, 3, 4), m.rand("s", 4), m.rand("b", 4)}, []string{"y", "mean", "invstd"})
+		}},
+		{"LayerNormalization/opset13_decomposed", 13, func(m *opModel) {
+			// torch.onnx's LayerNorm below opset 17, with GELU as Erf after it.
+			x := m.rand("x", 2, 5, 8)
+			m.node("ReduceMean", []string{x}, []string{"mu"}, ais("axes", -1))
+			m.node("Sub", []string{x, "mu"}, []string{"xc"})
+			m.node("Pow", []string{"xc", m.floats("two", nil, 2)}, []string{"sq"})
+			m.node("ReduceMean", []string{"sq"}, []string{"var"}, ais("axes", -1))
+			m.node("Add", []string{"var", m.floats("eps", nil, 1e-5)}, []string{"ve"})
+			m.node("Sqrt", []string{"ve"}, []string{"sd"})
+			m.node("Div", []string{"xc", "sd"}, []string{"xn"})
+			m.node("Mul", []string{"xn", m.rand("s", 8)}, []string{"xs"})
+			m.node("Add", []string{"xs", m.rand("b", 8)}, []string{"y"})
+		}},
+		{"InstanceNormalization", 0, func(m *opModel) {
+			m.step = 3e-3 // no double kernel on ONNX Runtime's CPU: float32
+			m.node("InstanceNormalization", []string{m.rand("x", 2, 3, 4, 5), m.rand("s", 3), m.rand("b", 3)}, []string{"y"}, af("epsilon", 1e-3))
+		}},
+		{"GroupNormalization/opset18_per_group", 18, func(m *opModel) {
+			m.node("GroupNormalization", []string{m.rand("x", 2, 6, 3, 3), m.rand("s", 3), m.rand("b", 3)}, []string{"y"}, ai("num_groups", 3), af("epsilon", 1e-3))
+		}},
+		{"GroupNormalization/opset21_per_channel", 21, func(m *opModel) {
+			m.step = 1e-3 // its statistics are computed in float (stash_type) even in float64
+			m.node("GroupNormalization", []string{m.rand("x", 2, 6, 3, 3), m.rand("s", 6), m.rand("b", 6)}, []string{"y"}, ai("num_groups", 2), af("epsilon", 1e-3))
 		}},
 	}
 }

@@ -1,6 +1,10 @@
 package grad
 
-import "github.com/segtune/segtune/onnx"
+import (
+	"math"
+
+	"github.com/segtune/segtune/onnx"
+)
 
 func init() {
 	register("Relu", opSpec{rule: reluRule, nature: piecewiseLinear})
@@ -12,6 +16,8 @@ func init() {
 	register("HardSigmoid", opSpec{rule: hardSigmoidRule, nature: piecewiseLinear})
 	register("HardSwish", opSpec{rule: hardSwishRule, nature: piecewise})
 	register("Exp", opSpec{rule: expRule, nature: smooth})
+	register("Erf", opSpec{rule: erfRule, nature: smooth})
+	register("Gelu", opSpec{rule: geluRule, nature: smooth})
 	register("Softmax", opSpec{rule: softmaxRule, nature: smooth, upgrade: opsetUpgrade{13, upgradeSoftmax}})
 	register("LogSoftmax", opSpec{rule: logSoftmaxRule, nature: smooth, upgrade: opsetUpgrade{13, upgradeSoftmax}})
 	// No rule: upgraded so that the forward graph keeps its meaning.
@@ -170,4 +176,36 @@ func logSoftmaxRule(c *gradCtx) ([]string, error) {
 	}
 	s := c.reduceSum(c.dY[0], []int64{axis}, true)
 	return []string{c.sub(c.dY[0], c.mul(c.op1("Exp", []string{y}), s))}, nil
+}
+
+// erfRule: d erf(x)/dx = 2/√π·exp(−x²).
+func erfRule(c *gradCtx) ([]string, error) {
+	x := c.in(0)
+	e := c.op1("Exp", []string{c.mul(c.mul(x, x), c.scalar(-1))})
+	return []string{c.mul(c.dY[0], c.mul(e, c.scalar(2/math.Sqrt(math.Pi))))}, nil
+}
+
+// geluRule differentiates Gelu (opset 20) in both approximations:
+// "none", y = x·Φ(x): dy/dx = Φ(x) + x·φ(x);
+// "tanh", y = ½x(1 + t), t = tanh(u), u = √(2/π)(x + 0.044715x³):
+// dy/dx = ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²).
+func geluRule(c *gradCtx) ([]string, error) {
+	x := c.in(0)
+	x2 := c.mul(x, x)
+	var slope string
+	switch a := attrString(c.n, "approximate", "none"); a {
+	case "none":
+		cdf := c.mul(c.add(c.op1("Erf", []string{c.mul(x, c.scalar(1/math.Sqrt2))}), c.scalar(1)), c.scalar(0.5))
+		pdf := c.mul(c.op1("Exp", []string{c.mul(x2, c.scalar(-0.5))}), c.scalar(1/math.Sqrt(2*math.Pi)))
+		slope = c.add(cdf, c.mul(x, pdf))
+	case "tanh":
+		const k, a3 = 0.7978845608028654, 0.044715 // √(2/π)
+		t := c.op1("Tanh", []string{c.mul(c.mul(x, c.add(c.mul(x2, c.scalar(a3)), c.scalar(1))), c.scalar(k))})
+		du := c.add(c.mul(x2, c.scalar(3*a3*k)), c.scalar(k))
+		half := c.mul(c.add(t, c.scalar(1)), c.scalar(0.5))
+		slope = c.add(half, c.mul(c.mul(c.mul(x, c.scalar(0.5)), c.sub(c.scalar(1), c.mul(t, t))), du))
+	default:
+		return nil, unsupportedf("Gelu approximate=%q is not supported (\"none\" or \"tanh\")", a)
+	}
+	return []string{c.mul(c.dY[0], slope)}, nil
 }
