@@ -29,15 +29,15 @@ and per family one reference (the same weights in every export):
   <family>.ref_target.i64   targets [2,64,64], raw little-endian int64: classes 0..2,
                             about 15% of the pixels 255 (ignored)
   <family>.ref.f64 / .json  scripts/torch_grads.py's format: the logits, then the gradient
-                            of every trainable parameter ("grad/<initializer>"), and the
-                            loss, computed by PyTorch autograd on the module in float64;
+                            of every parameter ("grad/<parameter>"), and the loss, computed by PyTorch autograd on the module in float64;
                             the loss is F.cross_entropy(logits, target, ignore_index=255),
                             the mean over the pixels that are not ignored
   manifest.json             the models, their op histograms and parameters, the references
 
-Every float32 initializer of an export is one parameter; where the exporter folded a
-parameter into a reshaped copy (GroupNorm's scale and bias become [C,1,1] tensors of a
-new name), the reference gives the gradient under the initializer's name and shape.
+Every float32 initializer of an export is one parameter; the manifest maps each export's
+initializers to parameter names ("params"): the same name, except where the exporter folded
+a parameter into a reshaped copy (GroupNorm's scale and bias become [C,1,1] tensors named
+onnx::Mul_N, onnx::Add_N), whose gradient is the parameter's, reshaped.
 Each export is checked against the module by the evaluator of scripts/torch_grads.py.
 Needs Debian's python3-torch and python3-onnx (scripts/install-python-deps.sh).
 """
@@ -418,13 +418,13 @@ def export(model, family, opset, dynamic, out_dir):
         "bytes": size, "op_histogram": dict(sorted(ops.items())),
         "max_abs_diff_onnx_vs_module": diffs,
         "params": {init: p for init, (p, _) in sorted(pmap.items())},
-    }, pmap
+    }
 
 
-def reference(model, family, pmap, out_dir):
-    """Input, targets, and the float64 loss, logits and gradients of every
-    trainable initializer (a union over the exports: a parameter folded into a
-    reshaped copy is listed under each name it has)."""
+def reference(family, out_dir):
+    """Input, targets, and the float64 loss, logits and gradient of every
+    parameter, under the parameter's name (an export's manifest entry maps
+    its initializers to these names)."""
     gen = torch.Generator().manual_seed(SEED + 4)
     x = torch.randn(*REF_SHAPE, generator=gen)
     n, _, h, w = REF_SHAPE
@@ -440,8 +440,8 @@ def reference(model, family, pmap, out_dir):
     loss = F.cross_entropy(logits, target, ignore_index=IGNORE_INDEX, reduction="mean")
     grads = dict(zip(named, torch.autograd.grad(loss, list(named.values()))))
     tensors = [("logits", logits.detach())]
-    for init, (p, dims) in sorted(pmap.items()):
-        tensors.append(("grad/" + init, grads[p].reshape(dims)))
+    for p, g in grads.items():
+        tensors.append(("grad/" + p, g))
     torch_grads.write_result(base + ".ref", loss.detach(), tensors)
     return {"input": family + ".ref_input.f32", "input_shape": list(REF_SHAPE),
             "target": family + ".ref_target.i64", "target_shape": [n, h, w],
@@ -501,13 +501,9 @@ def main():
     for fam in families:
         t0 = time.time()
         model = build(fam)
-        exports, pmap = [], {}
-        for opset in OPSETS:
-            for dynamic in (True, False):
-                info, pm = export(model, fam, opset, dynamic, args.out)
-                exports.append(info)
-                pmap.update(pm)
-        ref = reference(model, fam, pmap, args.out)
+        exports = [export(model, fam, opset, dynamic, args.out)
+                   for opset in OPSETS for dynamic in (True, False)]
+        ref = reference(fam, args.out)
         models[fam] = {
             "family": fam,
             "param_count": sum(p.numel() for p in model.parameters()),
