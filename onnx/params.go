@@ -15,6 +15,11 @@ var parameterInputs = map[string][]int{
 	"MatMul":             {1},    // the constant right operand (x·W)
 	"BatchNormalization": {1, 2}, // scale, bias (not mean, var)
 	"PRelu":              {1},    // slope
+	// The normalisations' scale and bias (the opset-13 decomposition of
+	// LayerNorm has them as the operand of a Mul and an Add instead).
+	"LayerNormalization":    {1, 2},
+	"InstanceNormalization": {1, 2},
+	"GroupNormalization":    {1, 2},
 }
 
 // ParameterInputs returns the input positions of a default-domain operator

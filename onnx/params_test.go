@@ -17,11 +17,12 @@ func TestParameterNames(t *testing.T) {
 		{"MatMul", "a", "mw"},
 		{"Gemm", "g", "gb", "gc"},
 		{"PRelu", "p", "slope"},
+		{"LayerNormalization", "ln", "lns", "lnb"},
 		{"Reshape", "s", "shape"},
 	} {
 		b.Emit(n[0], n[0], n[1:], []string{n[0] + "_out"})
 	}
-	for _, name := range []string{"w", "b", "scale", "bias", "mean", "var", "scales", "k", "mw", "gb", "gc", "slope"} {
+	for _, name := range []string{"w", "b", "scale", "bias", "mean", "var", "scales", "k", "mw", "gb", "gc", "slope", "lns", "lnb"} {
 		b.Initializer(onnx.NewFloat32Tensor(name, []int64{1}, []float32{1}))
 	}
 	b.ConstInt64("shape", []int64{1}, -1)
@@ -31,7 +32,7 @@ func TestParameterNames(t *testing.T) {
 		got = append(got, name)
 	}
 	slices.Sort(got)
-	want := []string{"b", "bias", "gb", "gc", "mw", "scale", "slope", "w"}
+	want := []string{"b", "bias", "gb", "gc", "lnb", "lns", "mw", "scale", "slope", "w"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ParameterNames = %v, want %v", got, want)
 	}

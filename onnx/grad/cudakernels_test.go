@@ -2,6 +2,7 @@ package grad_test
 
 import (
 	"bufio"
+	"fmt"
 	"maps"
 	"os"
 	"regexp"
@@ -203,6 +204,13 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 	for _, g := range []string{"mobilenetv2", "mobilenetv3", "resnet18"} {
 		file := "deeplabv3plus_" + g + ".onnx"
 		srcs = append(srcs, src{g, func(t *testing.T) *onnx.Model { return generatedModel(t, file) }, []int64{2, 3, 64, 64}})
+	}
+	// A transformer block, with the fused operators and decomposed.
+	for _, opset := range []int64{13, 20} {
+		srcs = append(srcs, src{fmt.Sprintf("transformer_block_opset%d", opset), func(*testing.T) *onnx.Model {
+			m, _ := transformerBlock(opset)
+			return m
+		}, blockInput})
 	}
 	t.Run("projection", func(t *testing.T) {
 		for _, et := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {

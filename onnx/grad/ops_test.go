@@ -424,6 +424,18 @@ func linearCases() []opCase {
 		{"MatMul/left_2d_batched_right", 0, mm([]int64{3, 4}, []int64{2, 4, 5})},
 		{"MatMul/attention_scores", 0, mm([]int64{2, 2, 3, 4}, []int64{2, 2, 4, 3})},
 		{"MatMul/bcast_heads", 0, mm([]int64{2, 1, 3, 4}, []int64{1, 2, 4, 3})},
+		{"Einsum/attention_scores", 0, einsum("bhid,bhjd->bhij", []int64{2, 2, 3, 4}, []int64{2, 2, 5, 4})},
+		{"Einsum/attention_values", 0, einsum("bhij,bhjd->bhid", []int64{2, 2, 3, 5}, []int64{2, 2, 5, 4})},
+		{"Einsum/bid_bjd", 0, einsum("bid,bjd->bij", []int64{2, 3, 4}, []int64{2, 5, 4})},
+		{"Einsum/bnqd_bnkd", 0, einsum("bnqd,bnkd->bnqk", []int64{2, 2, 3, 4}, []int64{2, 2, 5, 4})},
+		{"Einsum/summed_only_in_one", 0, einsum("ij,jk->i", []int64{3, 4}, []int64{4, 5})},
+		{"Einsum/implicit", 0, einsum("ij,jk", []int64{3, 4}, []int64{4, 5})},
+		{"Einsum/one_operand", 0, func(m *opModel) {
+			m.node("Einsum", []string{m.rand("a", 2, 3, 4)}, []string{"y"}, as("equation", "bij -> jb"))
+		}},
+		{"Einsum/three_operands", 0, func(m *opModel) {
+			m.node("Einsum", []string{m.rand("a", 2, 3), m.rand("b", 3, 4), m.rand("c", 4, 2)}, []string{"y"}, as("equation", "ij,jk,kl->il"))
+		}},
 		{"BatchNormalization", 0, func(m *opModel) {
 			x := m.rand("x", 2, 3, 4, 4)
 			m.node("BatchNormalization", []string{x, m.rand("s", 3), m.rand("b", 3), m.rand("mu", 3), m.floats("var", []int64{3}, 0.5, 1.5, 0.8)}, []string{"y"}, af("epsilon", 1e-3))
@@ -461,6 +473,13 @@ func linearCases() []opCase {
 		{"ReduceL2/opset18_input", 18, func(m *opModel) {
 			m.node("ReduceL2", []string{m.rand("x", 2, 3, 4), m.ints("ax", []int64{1}, -1)}, []string{"y"})
 		}},
+	}
+}
+
+// einsum is a two-operand Einsum case.
+func einsum(eq string, aShape, bShape []int64) func(m *opModel) {
+	return func(m *opModel) {
+		m.node("Einsum", []string{m.rand("a", aShape...), m.rand("b", bShape...)}, []string{"y"}, as("equation", eq))
 	}
 }
 

@@ -3,6 +3,8 @@ package grad
 import (
 	"fmt"
 	"slices"
+	"sort"
+	"strings"
 
 	"github.com/segtune/segtune/onnx"
 )
@@ -10,6 +12,7 @@ import (
 func init() {
 	register("Gemm", opSpec{rule: gemmRule, nature: multilinear})
 	register("MatMul", opSpec{rule: matMulRule, nature: multilinear})
+	register("Einsum", opSpec{rule: einsumRule, nature: multilinear})
 }
 
 // gemmRule: Y = α·A'·B' + β·C with A' = transA ? Aᵀ : A, B' likewise. Each
@@ -138,4 +141,107 @@ func lastSwap(rank int) []int64 {
 	}
 	p[rank-1], p[rank-2] = p[rank-2], p[rank-1]
 	return p
+}
+
+// einsumRule: the gradient of operand i is the Einsum of dY with the other
+// operands onto operand i's subscripts ("bhid,bhjd->bhij" gives dA =
+// "bhij,bhjd->bhid"), followed by an Expand over the subscripts that only
+// operand i has (summed away in the forward). Equations with an ellipsis
+// or with a subscript repeated within one operand (traces, diagonals) are
+// refused.
+func einsumRule(c *gradCtx) ([]string, error) {
+	eq := attrString(c.n, "equation", "")
+	terms, out, err := parseEinsum(eq, len(c.n.Input))
+	if err != nil {
+		return nil, err
+	}
+	dx := c.grads()
+	for i, term := range terms {
+		if !c.wants(i) {
+			continue
+		}
+		ins, subs := []string{c.dY[0]}, []string{out}
+		elsewhere := out
+		for j, other := range terms {
+			if j != i {
+				ins, subs = append(ins, c.in(j)), append(subs, other)
+				elsewhere += other
+			}
+		}
+		var kept []byte
+		for k := 0; k < len(term); k++ {
+			if strings.IndexByte(elsewhere, term[k]) >= 0 {
+				kept = append(kept, term[k])
+			}
+		}
+		g := c.op1("Einsum", ins, onnx.StringAttr("equation", strings.Join(subs, ",")+"->"+string(kept)))
+		if len(kept) < len(term) {
+			xs := c.shape(c.in(i))
+			ks := slices.Clone(xs)
+			for k := 0; k < len(term); k++ {
+				if strings.IndexByte(elsewhere, term[k]) < 0 {
+					ks[k] = 1
+				}
+			}
+			g = c.op1("Expand", []string{c.reshape(g, ks), c.ints(xs...)})
+		}
+		dx[i] = g
+	}
+	return dx, nil
+}
+
+// parseEinsum splits an Einsum equation into its operands' subscripts and
+// the output's, deriving the output of an implicit equation (the subscripts
+// seen once, in alphabetical order). Only letters are accepted: an
+// ellipsis, or a subscript repeated within one term, is unsupported.
+func parseEinsum(eq string, nIn int) (terms []string, out string, err error) {
+	s := strings.ReplaceAll(eq, " ", "")
+	refuse := func(why string) ([]string, string, error) {
+		return nil, "", unsupportedf("Einsum equation %q: %s", eq, why)
+	}
+	if strings.Contains(s, ".") {
+		return refuse("an ellipsis is not supported")
+	}
+	lhs, rhs, explicit := strings.Cut(s, "->")
+	terms = strings.Split(lhs, ",")
+	if len(terms) != nIn {
+		return nil, "", fmt.Errorf("Einsum equation %q has %d operands, the node %d inputs", eq, len(terms), nIn)
+	}
+	count := map[byte]int{}
+	for _, t := range terms {
+		seen := map[byte]bool{}
+		for k := 0; k < len(t); k++ {
+			ch := t[k]
+			if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z') {
+				return nil, "", fmt.Errorf("Einsum equation %q: invalid subscript %q", eq, ch)
+			}
+			if seen[ch] {
+				return refuse(fmt.Sprintf("subscript %q repeated within operand %q is not supported", ch, t))
+			}
+			seen[ch] = true
+			count[ch]++
+		}
+	}
+	if !explicit {
+		var once []byte
+		for ch, n := range count {
+			if n == 1 {
+				once = append(once, ch)
+			}
+		}
+		sort.Slice(once, func(a, b int) bool { return once[a] < once[b] })
+		if len(once) > 0 && once[0] <= 'Z' && once[len(once)-1] >= 'a' {
+			return refuse("an implicit output mixing upper- and lower-case subscripts is not supported")
+		}
+		return terms, string(once), nil
+	}
+	seen := map[byte]bool{}
+	for k := 0; k < len(rhs); k++ {
+		ch := rhs[k]
+		if count[ch] == 0 || seen[ch] {
+			return nil, "", fmt.Errorf("Einsum equation %q: output subscript %q is repeated or in no operand", eq, ch)
+		}
+		seen[ch] = true
+	}
+	return terms, rhs, nil
 }

@@ -73,6 +73,19 @@ func TestUnsupported(t *testing.T) {
 			m.node("MaxPool", []string{m.rand("x", 1, 2, 4, 4)}, []string{"y", "idx"}, ais("kernel_shape", 2, 2), ai("storage_order", 1))
 			return nil
 		}, node: "n0_MaxPool", op: "MaxPool", what: "storage_order"},
+		{name: "attribute/Einsum_ellipsis", build: func(m *opModel) *onnx.Model {
+			m.node("Einsum", []string{m.rand("x", 2, 3, 4), m.rand("w", 4, 5)}, []string{"y"}, as("equation", "...ij,jk->...ik"))
+			return nil
+		}, node: "n0_Einsum", op: "Einsum", what: `"...ij,jk->...ik"`},
+		{name: "attribute/Einsum_repeated_subscript", build: func(m *opModel) *onnx.Model {
+			m.node("Einsum", []string{m.rand("x", 2, 3, 3)}, []string{"y"}, as("equation", "bii->bi"))
+			return nil
+		}, node: "n0_Einsum", op: "Einsum", what: `"bii->bi"`},
+		{name: "output/LayerNormalization_mean", opset: 17, build: func(m *opModel) *onnx.Model {
+			m.node("LayerNormalization", []string{m.rand("x", 2, 3), m.rand("s", 3)}, []string{"n", "mean"})
+			m.node("Mul", []string{"n", "mean"}, []string{"y"})
+			return nil
+		}, node: "n0_LayerNormalization", op: "LayerNormalization", what: "Mean"},
 		{name: "input/Dropout_training_mode", build: func(m *opModel) *onnx.Model {
 			m.inits = append(m.inits, bool1("train", true))
 			m.node("Dropout", []string{m.rand("x", 2, 3), "", "train"}, []string{"y"})
