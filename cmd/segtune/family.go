@@ -16,7 +16,7 @@ func modelFamily(m *onnx.Model) (family string, evidence []string) {
 	}
 	attention := hasAttention(g)
 	if attention {
-		evidence = append(evidence, "attention (MatMul → Softmax → MatMul)")
+		evidence = append(evidence, "attention: Softmax between products of computed tensors")
 	}
 	layerNorm := has["LayerNormalization"] || has["ReduceMean"] && has["Sqrt"] && has["Div"]
 	switch {
@@ -44,7 +44,8 @@ func modelFamily(m *onnx.Model) (family string, evidence []string) {
 	return "unknown", evidence
 }
 
-// hasAttention reports a Softmax over the product of two computed tensors
+// hasAttention reports a Softmax over the product (MatMul or Einsum) of two
+// computed tensors
 // (scaled, biased or masked on the way) whose result multiplies another
 // computed tensor: the scores and the weighted values of attention.
 func hasAttention(g *onnxpb.GraphProto) bool {
@@ -54,7 +55,8 @@ func hasAttention(g *onnxpb.GraphProto) bool {
 	}
 	producers, consumers := onnx.Producers(g), onnx.Consumers(g)
 	computedProduct := func(n *onnxpb.NodeProto) bool {
-		return n != nil && n.GetOpType() == "MatMul" && len(n.Input) == 2 && !inits[n.Input[0]] && !inits[n.Input[1]]
+		op := n.GetOpType()
+		return (op == "MatMul" || op == "Einsum") && len(n.Input) == 2 && !inits[n.Input[0]] && !inits[n.Input[1]]
 	}
 	for _, n := range g.GetNode() {
 		if n.GetOpType() != "Softmax" || len(n.Input) == 0 {
