@@ -156,3 +156,34 @@ func classifierOf(m *onnx.Model, output string) (*onnxpb.NodeProto, [][]int64) {
 	}
 	return nil, nil
 }
+
+// TestInfoNamesRefusedOperators: info names the operator fine-tuning
+// would refuse (a Sin after the Conv) before any work, and artifacts then
+// stops at that node.
+func TestInfoNamesRefusedOperators(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	b := &onnx.Builder{}
+	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
+	b.Emit("Conv", "conv", []string{"input", w}, []string{"c"})
+	b.Emit("Sin", "wave", []string{"c"}, []string{"logits"})
+	f32 := onnxpb.TensorProto_FLOAT
+	m := onnx.NewModel(b.Graph("sin",
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+	model := filepath.Join(dir, "sin.onnx")
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "info", model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fine-tuning  refused: no gradient rule for Sin"; !strings.Contains(out, want) {
+		t.Errorf("info does not say %q:\n%s", want, out)
+	}
+	_, err = runCLI(t, "artifacts", "--model", model, "--out", filepath.Join(dir, "art"), "--size", "8x8")
+	if err == nil || !strings.Contains(err.Error(), `node "wave" (Sin): the operator has no gradient rule`) {
+		t.Errorf("artifacts: %v, want the Sin node refused", err)
+	}
+}
