@@ -63,6 +63,10 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 	}
 	x := readLE[float32](t, refBase+".ref_input.f32")
 	target := readLE[int64](t, refBase+".ref_target.i64")
+	if len(x) != numel(transformerShape) || len(target) != 2*64*64 {
+		t.Fatalf("%s: reference input of %d values and target of %d, want %d and %d",
+			refBase, len(x), len(target), numel(transformerShape), 2*64*64)
+	}
 	outs := runTraining(t, gs, map[string]*runtime.Tensor{
 		"input":         runtime.NewFloat32(transformerShape, x),
 		grad.TargetName: runtime.NewInt64([]int64{2, 64, 64}, target),
