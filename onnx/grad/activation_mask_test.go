@@ -20,18 +20,27 @@ func TestClipMaskForms(t *testing.T) {
 	})
 }
 
-// TestMaskKinks pins the gradient exactly at the kinks: 0 for Relu at 0 and
-// for ReLU6 (Clip 0..6, constant bounds) at 0 and 6, as PyTorch does.
+// TestMaskKinks pins the gradient exactly at the kinks, as PyTorch does: 0
+// for Relu at 0, for ReLU6 (Clip 0..6, constant bounds) at 0 and 6, and for
+// Abs at 0; ReduceMax shares it evenly between tied maxima (amax).
 func TestMaskKinks(t *testing.T) {
 	xs := []float32{-1, 0, 0.5, 6, 7}
+	third := float32(1) / 3
 	for _, tc := range []struct {
 		op   string
+		xs   []float32 // nil: xs
 		want []float32
 	}{
-		{"Relu", []float32{0, 0, 1, 1, 1}},
-		{"Clip", []float32{0, 0, 1, 0, 0}},
+		{"Relu", nil, []float32{0, 0, 1, 1, 1}},
+		{"Clip", nil, []float32{0, 0, 1, 0, 0}},
+		{"Abs", nil, []float32{-1, 0, 1, 1, 1}},
+		{"ReduceMax", []float32{-1, 2, 2, 0.5, 2}, []float32{0, third, third, 0, third}},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
+			xs := xs
+			if tc.xs != nil {
+				xs = tc.xs
+			}
 			m := newOpModel(13)
 			ins := []string{m.floats("x", []int64{5}, xs...)}
 			if tc.op == "Clip" {
@@ -57,8 +66,13 @@ func TestMaskKinks(t *testing.T) {
 				switch x.Name {
 				case "x":
 					in = append(in, runtime.NewFloat32([]int64{5}, xs))
-				default: // grad_in/y
-					in = append(in, runtime.NewFloat32([]int64{5}, []float32{1, 1, 1, 1, 1}))
+				default: // grad_in/y: ones
+					ys := gs.Manifest.GradInputs[0].Shape
+					ones := make([]float32, numel(ys))
+					for i := range ones {
+						ones[i] = 1
+					}
+					in = append(in, runtime.NewFloat32(ys, ones))
 				}
 			}
 			out, err := s.Run(in...)

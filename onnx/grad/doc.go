@@ -37,12 +37,48 @@
 // parameters: float initializers at a parameter input of their operator,
 // per the one table onnx.ParameterInputs shares with models/network —
 // Conv and ConvTranspose weight and bias, Gemm B and C, MatMul's right
-// operand, BatchNormalization scale and bias, PRelu slope. So "*" never
+// operand, the scale and bias of BatchNormalization, LayerNormalization,
+// InstanceNormalization and GroupNormalization, PRelu slope. So "*" never
 // trains Resize scales, Reshape shapes, Pad values, Clip bounds, running
 // statistics or the constant operand of a Mul or Add. An exact name (plain,
 // or a regular expression matching only itself) selects the float
 // initializer it names, whatever consumes it. A pattern that selects
 // nothing is an UnsupportedError.
+//
+// # Operators
+//
+// Default-domain operators with a backward rule, by family (rules_*.go):
+//
+//   - elementwise: Add, Sub, Mul, Div, Sum, Neg, Where, Min, Max, Expand,
+//     Sqrt, Reciprocal, Log, Abs (0 at x = 0), Pow (constant exponent
+//     folded; a trainable exponent gets x^b·ln x);
+//   - activations: Relu, LeakyRelu, PRelu, Clip, Sigmoid, Tanh, Exp, Erf,
+//     Gelu (approximate "none" and "tanh"), HardSigmoid, HardSwish,
+//     Softmax and LogSoftmax on any axis (older opsets' flattening
+//     semantics upgraded);
+//   - linear algebra: Gemm, MatMul (1-D operands, broadcast batch axes
+//     summed back), Einsum (gradients are Einsums with permuted subscripts;
+//     an ellipsis or a subscript repeated within one operand is refused,
+//     naming the equation);
+//   - normalisation: BatchNormalization (inference form),
+//     LayerNormalization (any axis; the fused forward kept, its Mean and
+//     InvStdDev outputs reused by the backward), InstanceNormalization,
+//     GroupNormalization (per-group scale and bias before opset 21, per
+//     channel from 21); their opset-13 decompositions (ReduceMean, Sub,
+//     Pow, Sqrt, Div) are differentiated op by op;
+//   - reductions: ReduceSum, ReduceMean (any axes, attribute or input),
+//     ReduceMax (ties share the gradient evenly, as PyTorch's amax),
+//     ReduceL2;
+//   - convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool,
+//     GlobalAveragePool; Resize (and Upsample, upgraded);
+//   - indexing: Gather, GatherElements, TopK, CumSum;
+//   - shape: Identity, Dropout (inference), Reshape, Flatten, Squeeze,
+//     Unsqueeze, Transpose, Concat, Split, Slice, Pad, Cast.
+//
+// Comparisons, rounding, ArgMax/ArgMin, Shape and Size carry no gradient.
+// The rules emit only operators with an ONNX Runtime CUDA kernel, which
+// TestTrainingGraphsHaveCUDAKernels checks on whole training graphs against
+// testdata/cuda_kernels.txt.
 //
 // # Losses
 //

@@ -275,6 +275,9 @@ func activationCases() []opCase {
 		{"LogSoftmax/attention_last", 0, func(m *opModel) {
 			m.node("LogSoftmax", []string{m.rand("x", 2, 2, 5, 5)}, []string{"y"}, ai("axis", -1))
 		}},
+		{"LogSoftmax/attention_opset11", 11, func(m *opModel) {
+			m.node("LogSoftmax", []string{m.rand("x", 2, 2, 5, 5)}, []string{"y"}, ai("axis", -1))
+		}},
 		// Erf has no double kernel on ONNX Runtime's CPU: float32, small step.
 		{"Erf", 0, func(m *opModel) {
 			m.step = 1e-3

@@ -3,7 +3,6 @@ package grad
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
@@ -229,10 +228,7 @@ func parseEinsum(eq string, nIn int) (terms []string, out string, err error) {
 				once = append(once, ch)
 			}
 		}
-		sort.Slice(once, func(a, b int) bool { return once[a] < once[b] })
-		if len(once) > 0 && once[0] <= 'Z' && once[len(once)-1] >= 'a' {
-			return refuse("an implicit output mixing upper- and lower-case subscripts is not supported")
-		}
+		slices.Sort(once)
 		return terms, string(once), nil
 	}
 	seen := map[byte]bool{}

@@ -138,8 +138,9 @@ func layerNormRule(c *gradCtx) ([]string, error) {
 			c.n.Output[j] = c.fresh(hint)
 		}
 	}
-	// Mean and InvStdDev have the stash type (float): cast to the graph's.
-	mean, inv := c.toFloat(c.out(1)), c.toFloat(c.out(2))
+	// Mean and InvStdDev have the stash type (float): cast to x's type.
+	xType := onnx.IntAttr("to", int64(c.c.info[x].dtype))
+	mean, inv := c.op1("Cast", []string{c.out(1)}, xType), c.op1("Cast", []string{c.out(2)}, xType)
 	axes := axisRange(int(axis), len(xs))
 	outer := axisRange(0, int(axis))
 	xhat := c.mul(c.sub(x, mean), inv)
