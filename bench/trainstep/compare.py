@@ -27,6 +27,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TRANSFORMERS = ("segformer", "convnext_upernet", "swin", "unet_gn")  # scripts/gen_transformer_models.py
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 
@@ -37,7 +38,10 @@ def run_json(cmd):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="mobilenetv2", help="comma-separated: mobilenetv2, mobilenetv3, resnet18")
+    ap.add_argument("--models", default="mobilenetv2",
+                    help="comma-separated: mobilenetv2, mobilenetv3, resnet18, or a family of "
+                         "scripts/gen_transformer_models.py (segformer, convnext_upernet, swin, unet_gn; "
+                         "its opset-17 dynamic export)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=128)
@@ -82,6 +86,8 @@ def main():
                         cmd = [sys.executable, os.path.join(HERE, "torch_step.py"), "--model", model] + common
                     else:
                         onnx = os.path.join("testdata", "generated", f"deeplabv3plus_{model}.onnx")
+                        if model in TRANSFORMERS:
+                            onnx = os.path.join("testdata", "generated", "transformers", f"{model}_op17_dynamic.onnx")
                         cmd = [exe, "--model", onnx] + common + extra
                     res = run_json(cmd)
                     res.update(side=name, round=r, command=" ".join(cmd))

@@ -29,6 +29,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -89,6 +90,7 @@ func main() {
 	sessionConfig := flag.String("config", "", "ONNX Runtime session config entries k=v,k=v (e.g. session.intra_op.allow_spinning=0)")
 	flag.StringVar(&SaveGraph, "save", "", "also write the training graph to this file")
 	flag.BoolVar(&DirectConvs, "direct-convs", false, "keep every convolution a Conv node (no Winograd form)")
+	flag.BoolVar(&EveryFloat, "every-float", false, "train every float initializer (PyTorch's parameters in the transformer exports), not only parameter inputs")
 	flag.StringVar(&Tune.OptimizedModelPath, "optimized", "", "have ONNX Runtime write its optimised graph to this file")
 	showOps := flag.Bool("ops", false, "print the node histogram of the training graph (and of --optimized)")
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
@@ -168,6 +170,12 @@ var SaveGraph string
 // DirectConvs, when set, keeps every convolution a Conv node (grad.Config.DirectConvs).
 var DirectConvs bool
 
+// EveryFloat, when set, trains every float initializer, not only the
+// parameter inputs "*" selects: PyTorch's parameter set for models whose
+// Linear biases, layer scales or norm affines are Add/Mul constants
+// (scripts/gen_transformer_models.py's exports).
+var EveryFloat bool
+
 // WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
 var WeightGradConv bool
 
@@ -215,6 +223,14 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	}
 	in := m.Graph().GetInput()[0].GetName()
 	trainable := []string{"*"}
+	if EveryFloat {
+		trainable = nil
+		for _, t := range m.Graph().GetInitializer() {
+			if t.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+				trainable = append(trainable, "re:"+regexp.QuoteMeta(t.GetName()))
+			}
+		}
+	}
 	switch Precision {
 	case "", "fp32", "tf32":
 	case "fp16":

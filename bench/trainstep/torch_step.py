@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import gen_torch_models as gen  # noqa: E402  (also silences torchvision's image warning)
+import gen_transformer_models as gtm  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
 import torch_precision as tprec  # noqa: E402
 import torch  # noqa: E402
@@ -81,7 +82,9 @@ def rss_mib_now():
 
 def main():
     ap = argparse.ArgumentParser(description="PyTorch train step (DeepLabV3+, BN folded)")
-    ap.add_argument("--model", choices=gen.MODELS, default="mobilenetv2")
+    ap.add_argument("--model", choices=gen.MODELS + tuple(gtm.FAMILIES), default="mobilenetv2",
+                    help="a DeepLabV3+ backbone, or a family of scripts/gen_transformer_models.py "
+                         "(segformer, ...: its own classes, size a multiple of 32, no --onnx check)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--size", type=int, default=128, help="H = W, a multiple of 16")
     ap.add_argument("--classes", type=int, default=2)
@@ -106,7 +109,13 @@ def main():
     precision = "tf32" if args.tf32 else (args.precision or "fp32")
 
     torch.set_num_threads(args.threads)
-    model = gen.build_folded_model(args.model, args.classes)  # the exported weights
+    if args.model in gtm.FAMILIES:
+        if args.size % 32 or args.onnx:
+            ap.error(f"--model {args.model}: --size must be a multiple of 32; --onnx checks DeepLabV3+ only")
+        args.classes = gtm.CLASSES
+        model = gtm.build(args.model)  # the exported weights
+    else:
+        model = gen.build_folded_model(args.model, args.classes)  # the exported weights
     model.train()  # no BN or dropout left: same math as eval
     for p in model.parameters():
         p.requires_grad_(True)

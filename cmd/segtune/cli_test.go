@@ -182,12 +182,19 @@ func TestInfoJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s onnx.Summary
+	var s struct {
+		onnx.Summary
+		Family      string   `json:"family"`
+		Unsupported []string `json:"unsupported_ops"`
+	}
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Parameters != 6 || len(s.Inputs) != 1 || s.Inputs[0].Dims[1] != "3" {
 		t.Errorf("summary = %+v", s)
+	}
+	if s.Family != "CNN" || s.Unsupported != nil {
+		t.Errorf("family %q, unsupported operators %q; want CNN and none", s.Family, s.Unsupported)
 	}
 	if _, err := runCLI(t, "info", filepath.Join(dir, "missing.onnx")); err == nil {
 		t.Error("missing model accepted")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
 )
 
 func infoCommand() *cli.Command {
@@ -38,6 +40,10 @@ func infoCommand() *cli.Command {
 				return err
 			}
 			s := m.Summary()
+			family, evidence := modelFamily(m)
+			// Read from the graph alone, so that a model fine-tuning would
+			// refuse is named before any work starts.
+			unsupported := grad.Unsupported(m)
 			// The settings the model brings (registry, metadata_props,
 			// sidecar) and the contract read with them; a model that
 			// segtune cannot feed still gets its summary, with the reason.
@@ -50,12 +56,15 @@ func infoCommand() *cli.Command {
 			if asJSON {
 				out := struct {
 					onnx.Summary
-					Contract      *contract.Contract `json:"contract,omitempty"`
-					ContractError string             `json:"contract_error,omitempty"`
-					Settings      *imageio.Sidecar   `json:"settings,omitempty"`
-					SettingsFrom  map[string]string  `json:"settings_from,omitempty"`
-					MetadataError string             `json:"metadata_error,omitempty"`
-				}{Summary: s, Contract: ct}
+					Family         string             `json:"family"`
+					FamilyEvidence []string           `json:"family_evidence,omitempty"`
+					UnsupportedOps []string           `json:"unsupported_ops,omitempty"`
+					Contract       *contract.Contract `json:"contract,omitempty"`
+					ContractError  string             `json:"contract_error,omitempty"`
+					Settings       *imageio.Sidecar   `json:"settings,omitempty"`
+					SettingsFrom   map[string]string  `json:"settings_from,omitempty"`
+					MetadataError  string             `json:"metadata_error,omitempty"`
+				}{Summary: s, Family: family, FamilyEvidence: evidence, UnsupportedOps: unsupported, Contract: ct}
 				if ctErr != nil {
 					out.ContractError = ctErr.Error()
 				}
@@ -69,6 +78,15 @@ func infoCommand() *cli.Command {
 			}
 			if err := s.WriteText(os.Stdout); err != nil {
 				return err
+			}
+			fmt.Printf("\nfamily       %s", family)
+			if len(evidence) > 0 {
+				fmt.Printf(" (%s)", strings.Join(evidence, ", "))
+			}
+			if len(unsupported) > 0 {
+				fmt.Printf("\nfine-tuning  refused: no gradient rule for %s (artifacts and finetune stop there)\n", strings.Join(unsupported, ", "))
+			} else {
+				fmt.Printf("\nfine-tuning  every operator on a gradient path has a rule\n")
 			}
 			if ctErr != nil {
 				fmt.Printf("\ncontract: %v\n", ctErr)

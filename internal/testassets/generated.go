@@ -1,6 +1,7 @@
 package testassets
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,6 +32,49 @@ func Generated(tb testing.TB, elem ...string) string {
 		}
 		dir = parent
 	}
-	SkipOrFail(tb, "%s is missing: run make test (or make torch-models foreign-models)", rel)
+	SkipOrFail(tb, "%s is missing: run make test (or make torch-models foreign-models transformer-models)", rel)
 	return ""
+}
+
+// TransformerExport is one model of the corpus that
+// scripts/gen_transformer_models.py writes (make transformer-models).
+type TransformerExport struct {
+	File    string `json:"file"`
+	Family  string `json:"family"`
+	Opset   int    `json:"opset"`
+	Dynamic bool   `json:"dynamic"`
+	// Params maps each float initializer to the PyTorch parameter it
+	// holds, the name of its gradient in the family's reference.
+	Params map[string]string `json:"params"`
+}
+
+// TransformerCorpus returns the folder of the transformer corpus and its
+// exports, in the manifest's order, skipping the test when the corpus is
+// absent (failing under SEGTUNE_REQUIRE_ASSETS) and failing it when the
+// manifest cannot be read or lists fewer than the 16 exports the
+// generator writes.
+func TransformerCorpus(tb testing.TB) (string, []TransformerExport) {
+	tb.Helper()
+	dir := Generated(tb, "transformers", "manifest.json")
+	dir = filepath.Dir(dir)
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var man struct {
+		Models map[string]struct {
+			Exports []TransformerExport `json:"exports"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(data, &man); err != nil {
+		tb.Fatalf("%s: %v", filepath.Join(dir, "manifest.json"), err)
+	}
+	var out []TransformerExport
+	for _, fam := range []string{"segformer", "convnext_upernet", "swin", "unet_gn"} {
+		out = append(out, man.Models[fam].Exports...)
+	}
+	if len(out) < 16 {
+		tb.Fatalf("%s lists %d exports of the 4 families; scripts/gen_transformer_models.py writes 16 (rerun make transformer-models)", dir, len(out))
+	}
+	return dir, out
 }

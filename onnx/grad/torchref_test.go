@@ -315,6 +315,12 @@ func runTorch(t *testing.T, script, model string, x []float32, shape []int64, ta
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
+	return readTorchResult(t, prefix)
+}
+
+// readTorchResult reads PREFIX.json and PREFIX.f64 in scripts/torch_grads.py's format.
+func readTorchResult(t *testing.T, prefix string) *torchResult {
+	t.Helper()
 	var index struct {
 		Loss    float64 `json:"loss"`
 		Tensors []struct {
