@@ -453,6 +453,11 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 			return fmt.Errorf("--out %s: %w", p.out, err)
 		}
 	}
+	// A missing folder is made now, as segment and finetune make theirs,
+	// rather than found missing after the conversion and its check.
+	if err := os.MkdirAll(filepath.Dir(p.out), 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", p.out, err)
+	}
 	return nil
 }
 

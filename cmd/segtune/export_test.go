@@ -91,7 +91,8 @@ func TestExportSynthPrecisions(t *testing.T) {
 	val, valMasks := filepath.Join(data, "images", "val"), filepath.Join(data, "masks", "val")
 	for _, prec := range []string{"int8", "fp16"} {
 		t.Run(prec, func(t *testing.T) {
-			out := filepath.Join(dir, "synth."+prec+".onnx")
+			// --out in a folder that does not exist yet: export makes it.
+			out := filepath.Join(dir, "deploy", prec, "synth."+prec+".onnx")
 			args := []string{"export", "--model", model, "--out", out, "--precision", prec,
 				"--check-images", val, "--check-masks", valMasks, "--threads", "2", "--json"}
 			if prec == "int8" {
