@@ -60,8 +60,7 @@ func Limit() (int64, string) {
 			return n, "$" + EnvVar
 		}
 	}
-	d := defaultOnce()
-	return d.Bytes, "the default, 3/4 of " + d.From + "; set --max-memory or $" + EnvVar
+	return defaultLimit()
 }
 
 // SetGoLimit makes the memory limit Go's soft memory limit, so that the
@@ -102,7 +101,12 @@ var System = Sources{
 	},
 }
 
-var defaultOnce = sync.OnceValue(func() Bound { return System.Default() })
+// defaultLimit is read once, its description built once: Limit is called
+// on paths that must not allocate (imageio's Tensor).
+var defaultLimit = sync.OnceValues(func() (int64, string) {
+	d := System.Default()
+	return d.Bytes, "the default, 3/4 of " + d.From + "; set --max-memory or $" + EnvVar
+})
 
 // Default is three quarters of the smallest bound on this process's
 // memory: the machine's (MemTotal), its cgroup's (v2 memory.max or v1
