@@ -12,6 +12,8 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx/autocast"
+	"github.com/segtune/segtune/runtime"
 )
 
 // TestResidentRunMatchesHostRun: fine-tuning with the training state in
@@ -172,16 +174,32 @@ func TestLossScalerPolicy(t *testing.T) {
 }
 
 func TestPrecisionSetting(t *testing.T) {
-	tr := &trainer{par: newDataParallel(nil)}
-	for setting, half := range map[string]bool{"": false, "fp32": false, "TF32": false, "fp16": true} {
-		if got, err := tr.precision(Config{Precision: setting}); err != nil || got != half {
+	var log strings.Builder
+	tr := &trainer{par: newDataParallel(nil), hooks: Hooks{Log: &log}}
+	for setting, want := range map[string]mixedPrecision{
+		"": {}, "fp32": {}, "TF32": {}, "fp16": {half: true, typ: autocast.Float16},
+	} {
+		if got, err := tr.precision(Config{Precision: setting}); err != nil || got != want {
 			t.Errorf("--precision %q: %v, %v", setting, got, err)
 		}
 	}
-	for _, bad := range []string{"bf16", "int8"} {
-		if _, err := tr.precision(Config{Precision: bad}); err == nil {
-			t.Errorf("--precision %q was accepted", bad)
-		}
+	if _, err := tr.precision(Config{Precision: "int8"}); err == nil {
+		t.Error("--precision int8 was accepted")
+	}
+	// bfloat16 needs the CUDA provider: refused on an explicit CPU,
+	// float32 with one line where auto finds no GPU.
+	if _, err := tr.precision(Config{Precision: "bf16", Device: "cpu"}); err == nil || !strings.Contains(err.Error(), "CUDA") {
+		t.Errorf("--precision bf16 --device cpu: %v", err)
+	}
+	if _, err := runtime.CUDADevices(); err == nil {
+		t.Skip("this machine has a CUDA GPU: bf16 with --device auto stays bf16")
+	}
+	log.Reset()
+	if got, err := tr.precision(Config{Precision: "bf16", Device: "auto"}); err != nil || got.half {
+		t.Errorf("--precision bf16 --device auto without a GPU: %v, %v", got, err)
+	}
+	if l := log.String(); strings.Count(l, "\n") != 1 || !strings.Contains(l, "float32") {
+		t.Errorf("bf16 fallback line %q", l)
 	}
 }
 
@@ -223,7 +241,6 @@ func TestModesCheckedBeforeWork(t *testing.T) {
 	base := Config{Network: NetworkSpec{BaseModel: "m.onnx"}, Train: DataSpec{Images: "i", Masks: "m"},
 		Batch: 1, Height: 8, Width: 8, Epochs: 1, LR: 1e-3, Ignore: 255}
 	for _, c := range []struct{ precision, resident, want string }{
-		{"bf16", "", "opset 18"},
 		{"fp8", "", `"fp8"`},
 		{"", "sometimes", `"sometimes"`},
 	} {

@@ -320,19 +320,23 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Trainable = patterns
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	gc.Loss = trainingLoss(t.ct, ignore)
-	half, err := t.precision(*cfg)
+	mp, err := t.precision(*cfg)
 	if err != nil {
 		return err
 	}
-	if half {
-		// Mixed precision: the heavy operators in float16 behind Casts
-		// (the parameters stay float32 masters), the loss scaled.
-		if _, err := autocast.Apply(trainModel); err != nil {
-			return fmt.Errorf("--precision fp16: %w", err)
+	if mp.half {
+		// Mixed precision: the heavy operators in half precision behind
+		// Casts (the parameters stay float32 masters); float16 scales
+		// the loss.
+		if _, err := autocast.Apply(trainModel, mp.typ); err != nil {
+			return fmt.Errorf("--precision %s: %w", cfg.Precision, err)
 		}
-		t.scaler = &lossScaler{Scale: initialLossScale}
+		gc.MinOpset = mp.typ.MinOpset()
+		if mp.typ == autocast.Float16 {
+			t.scaler = &lossScaler{Scale: initialLossScale}
+		}
 	}
-	gc.Loss.Scale = t.par.parallel() || half // each rank's share of the batch's loss; the loss scale
+	gc.Loss.Scale = t.par.parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
 	gc.Threads = cfg.Threads
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
 	// chooses its own convolution algorithms.
@@ -832,29 +836,46 @@ func openStepper(log io.Writer, setting string, resident bool, open func(residen
 	return open(false)
 }
 
-// precision reports whether the run is mixed precision (fp16), which
-// data-parallel runs cannot be (both use the loss_scale input).
-func (t *trainer) precision(cfg Config) (bool, error) {
-	half, err := parsePrecision(cfg.Precision)
-	if err == nil && half && t.par.parallel() {
-		err = fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32")
-	}
-	return half, err
+// mixedPrecision is what --precision asks of the training graph.
+type mixedPrecision struct {
+	half bool          // the heavy operators in half precision (onnx/autocast)
+	typ  autocast.Type // which half precision
 }
 
-// parsePrecision checks a --precision value and reports whether it is
-// mixed precision. fp32 and tf32 differ only on GPUs with TF32 (runtime
-// options); on the CPU both are float32.
-func parsePrecision(s string) (half bool, err error) {
+// precision reads cfg.Precision for this run. fp16 excludes data-parallel
+// runs (both use the loss_scale input). bf16 needs ONNX Runtime's CUDA
+// provider, the only one with bfloat16 convolutions: refused with --device
+// cpu; with --device auto on a machine without a GPU the run trains in
+// float32 and says so in one line.
+func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
+	mp, err := parsePrecision(cfg.Precision)
+	switch {
+	case err != nil:
+	case mp.half && mp.typ == autocast.Float16 && t.par.parallel():
+		err = fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")
+	case mp.half && mp.typ == autocast.BFloat16 && !mayRunOnGPU(cfg.Device):
+		if strings.EqualFold(cfg.Device, runtime.DeviceCPU) {
+			err = fmt.Errorf("--precision bf16 --device cpu: ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")
+			break
+		}
+		fmt.Fprintf(t.hooks.Log, "segtune: --precision bf16: no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32\n")
+		mp = mixedPrecision{}
+	}
+	return mp, err
+}
+
+// parsePrecision checks a --precision value. fp32 and tf32 differ only on
+// GPUs with TF32 (runtime options); on the CPU both are float32.
+func parsePrecision(s string) (mixedPrecision, error) {
 	switch strings.ToLower(s) {
 	case "", "tf32", "fp32":
-		return false, nil
+		return mixedPrecision{}, nil
 	case "fp16":
-		return true, nil
+		return mixedPrecision{half: true, typ: autocast.Float16}, nil
 	case "bf16":
-		return false, fmt.Errorf("--precision bf16: the training graphs are ONNX opset 18, whose Conv has no bfloat16; use fp16")
+		return mixedPrecision{half: true, typ: autocast.BFloat16}, nil
 	}
-	return false, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", s)
+	return mixedPrecision{}, fmt.Errorf("--precision %q: want fp32, tf32, fp16 or bf16", s)
 }
 
 // residentState says whether the training state lives on the device

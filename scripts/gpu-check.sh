@@ -67,14 +67,15 @@ fi
 if [ -z "$bin" ]; then
   bin=$(mktemp -d)
   trap 'rm -rf "$bin"' EXIT
-  say "building trainstep, grad.test, nodediff, segtune and segment into $bin"
+  say "building trainstep, grad.test, nodediff, graderr, segtune and segment into $bin"
   go build -o "$bin/trainstep" ./bench/trainstep &&
     go test -c -o "$bin/grad.test" ./onnx/grad &&
     go build -o "$bin/nodediff" ./bench/gpu/nodediff &&
+    go build -o "$bin/graderr" ./bench/gpu/graderr &&
     go build -o "$bin/segtune" ./cmd/segtune &&
     go build -o "$bin/segment" ./bench/segment || { say "build failed"; exit 1; }
 fi
-for b in trainstep grad.test nodediff segtune segment; do
+for b in trainstep grad.test nodediff graderr segtune segment; do
   [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
 done
 bin=$(cd "$bin" && pwd) out=$(cd "$out" && pwd) # the grad test runs in onnx/grad
@@ -203,15 +204,17 @@ for m in "${models[@]}"; do
       fi
     done
   done
-  for p in "${halfs[@]}"; do # AMP: segtune has fp16 (onnx/autocast), not bf16 (opset 18's Conv has none)
+  for p in "${halfs[@]}"; do # AMP: segtune's onnx/autocast, fp16 with a loss scale, bf16 at opset 22
     b=${batches[0]}
     tp "$m" "$b" "$p" && run pytorch "$m b$b $p pytorch" "${cmd[@]}"
-    if [ "$p" = fp16 ]; then
-      v=$(fastest "$m" "$b" fp32)
-      flags=(--resident)
-      [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
-      ts "$m" "$b" fp16 "${flags[@]}" && run segtune "$m b$b fp16 $v" "${cmd[@]}"
-    fi
+    v=$(fastest "$m" "$b" fp32)
+    flags=(--resident)
+    [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
+    ts "$m" "$b" "$p" "${flags[@]}" && run segtune "$m b$b $p $v" "${cmd[@]}"
+    # cuDNN's half-precision tensor-core kernels want channels last:
+    # the CUDA provider's prefer_nhwc runs Conv in NHWC behind its own
+    # layout transposes (PyTorch's channels_last is the like of it).
+    ts "$m" "$b" "$p" "${flags[@]}" --cuda-opt prefer_nhwc=1 && run segtune "$m b$b $p $v-nhwc" "${cmd[@]}"
   done
 done
 
@@ -253,8 +256,19 @@ if [ "$device" = cuda ]; then
   run gradcheck "grad test" env SEGTUNE_TORCH_PYTHON="$py" SEGTUNE_REQUIRE_GPU=1 \
     bash -c "cd onnx/grad && '$bin/grad.test' -test.run 'TestTrainingStepCUDAMatchesCPU' -test.v 2>&1 | tee '$out/gradcheck.log' | grep -E '^(---|\s+\S+\.go:[0-9]+: (RESULT|.*relative error))' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
 fi
-run torchgrad "mobilenetv2 torch grad error fp32" "$py" bench/gpu/torch_grad_error.py --model mobilenetv2 \
-  --batch 2 --size 128 --device "$device" --precision fp32
+# Per precision, on the same inputs and float64 reference: PyTorch's own
+# gradient error and segtune's (bench/gpu/graderr, the graph finetune builds
+# for the device); the tolerance is segtune <= 2x PyTorch.
+ref=$out/.grad-ref.npz
+for p in "${precisions[@]}" "${halfs[@]}"; do
+  io=(--load-inputs "$ref")
+  [ -s "$ref" ] || io=(--save-inputs "$ref")
+  run torchgrad "mobilenetv2 torch grad error $p" "$py" bench/gpu/torch_grad_error.py --model mobilenetv2 \
+    --batch 2 --size 128 --device "$device" --precision "$p" "${io[@]}"
+  [ -s "$ref" ] && run graderr "mobilenetv2 segtune grad error $p" "$bin/graderr" \
+    --model "$gen/deeplabv3plus_mobilenetv2.onnx" --inputs "$ref" --device "$device" --precision "$p"
+done
+rm -f "$ref"
 nd=(--model "$gen/deeplabv3plus_mobilenetv2.onnx" --batch 2 --size "$([ -n "$quick" ] && echo 64 || echo 128)" --device "$device" --top 25)
 run nodediff "mobilenetv2 nodediff" bash -c "'$bin/nodediff' $(printf "%q " "${nd[@]}") --json '$out/nodediff.json' >'$out/nodediff.txt' 2>&1; st=\$?; tail -n 60 '$out/nodediff.txt' >&2; printf '{\"exit\":%s}\n' \$st; exit \$st"
 

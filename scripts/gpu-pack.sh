@@ -2,7 +2,7 @@
 # Packs what scripts/gpu-check.sh needs on a lent GPU machine that has no Go,
 # no registry and takes 64 MiB a call (the working tree included): the CUDA
 # build of ONNX Runtime (`make ort-cuda`), the stripped check binaries
-# (trainstep, grad.test, nodediff, segtune, segment), the generated models without
+# (trainstep, grad.test, nodediff, graderr, segtune, segment), the generated models without
 # their weights (bench/gpu/weights.py strip; refilled there from PyTorch) and
 # a CamVid subset for the two-epoch fine-tune (SHARED/data/camvid: the first
 # 96 training and 32 validation images as JPEG, their masks as they are), as
@@ -25,6 +25,7 @@ mkdir -p "$stage/bin" "$stage/models" "$stage/ort"
 ld=(-trimpath -ldflags=-s\ -w)
 go build "${ld[@]}" -o "$stage/bin/trainstep" ./bench/trainstep
 go build "${ld[@]}" -o "$stage/bin/nodediff" ./bench/gpu/nodediff
+go build "${ld[@]}" -o "$stage/bin/graderr" ./bench/gpu/graderr
 go test -c "${ld[@]}" -o "$stage/bin/grad.test" ./onnx/grad
 go build "${ld[@]}" -o "$stage/bin/segtune" ./cmd/segtune
 go build "${ld[@]}" -o "$stage/bin/segment" ./bench/segment

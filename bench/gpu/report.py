@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-VARIANTS = ["host", "resident", "resident-wconv"]
+VARIANTS = ["host", "resident", "resident-wconv", "resident-nhwc", "resident-wconv-nhwc"]
 
 
 def main():
@@ -82,6 +82,36 @@ def main():
         if seg and pt and seg.get("status") == "ok" and pt.get("status") == "ok" and pt.get("wall_s"):
             lines.append(f"\nsegtune / PyTorch wall time: {seg['wall_s'] / pt['wall_s']:.2f}×")
         lines.append("")
+    # Gradient error against float64 per precision, the tolerance being
+    # segtune <= 2x PyTorch's own (max and median over the parameters).
+    gerr = {}
+    for r in runs:
+        if r.get("kind") in ("torchgrad", "graderr") and r.get("status") == "ok" and r.get("precision"):
+            gerr.setdefault(r["precision"], {})[r["kind"]] = r
+    grads = []
+    if gerr:
+        lines += ["Gradient error against float64 (MobileNetV2, batch 2, 128², same inputs), ‖g − g64‖/‖g64‖ per parameter:", "",
+                  "| precision | PyTorch max / median | segtune max / median | ratio max / median | within 2× |",
+                  "| --- | --- | --- | --- | --- |"]
+        for prec, v in gerr.items():
+            pt, sg = v.get("torchgrad"), v.get("graderr")
+            row = {"precision": prec}
+            cells = []
+            for side, r in (("pytorch", pt), ("segtune", sg)):
+                if r:
+                    row[f"{side}_max"], row[f"{side}_median"] = r.get("rel_error_max"), r.get("rel_error_median")
+                    cells.append(f"{r['rel_error_max']:.3g} / {r['rel_error_median']:.3g}")
+                else:
+                    cells.append("–")
+            verdict, ratio = "–", "–"
+            if pt and sg and pt.get("rel_error_max") and pt.get("rel_error_median"):
+                rmax, rmed = sg["rel_error_max"] / pt["rel_error_max"], sg["rel_error_median"] / pt["rel_error_median"]
+                row["ratio_max"], row["ratio_median"] = round(rmax, 3), round(rmed, 3)
+                row["within_2x"] = rmax <= 2 and rmed <= 2
+                ratio, verdict = f"{rmax:.2f} / {rmed:.2f}", "yes" if row["within_2x"] else "no"
+            lines.append(f"| {prec} | {cells[0]} | {cells[1]} | {ratio} | {verdict} |")
+            grads.append(row)
+        lines.append("")
     for r in runs:
         if r.get("kind") in ("pytorch", "segtune", "finetune"):
             continue
@@ -103,7 +133,7 @@ def main():
     with open(args.md, "w") as f:
         f.write("\n".join(lines))
     with open(args.json, "w") as f:
-        json.dump({"device": device, "steps": table, "runs": runs}, f, indent=1)
+        json.dump({"device": device, "steps": table, "gradients": grads, "runs": runs}, f, indent=1)
     return 0
 
 

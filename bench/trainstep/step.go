@@ -96,7 +96,7 @@ func main() {
 	cudaOpts := flag.String("cuda-opt", "", "CUDA provider options k=v,k=v (e.g. use_tf32=0)")
 	flag.StringVar(&Optim, "optim", "none", "also apply an optimiser step: none, sgd, adam or adamw (in Go on host copies, or with --resident as a graph on the device)")
 	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
-	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1) or fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser); empty: the provider's defaults")
+	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1), fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser) or bf16 (onnx/autocast, opset 22, no loss scale; CUDA only); empty: the provider's defaults")
 	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
 	flag.Parse()
 	if *memPattern {
@@ -231,19 +231,22 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 			}
 		}
 	}
+	var minOpset int64
 	switch Precision {
 	case "", "fp32", "tf32":
-	case "fp16":
+	case "fp16", "bf16":
 		// autocast hides the weights from "*" (they feed Casts): name them.
 		trainable = nil
 		for name := range onnx.ParameterNames(m.Graph()) {
 			trainable = append(trainable, "re:"+regexp.QuoteMeta(name))
 		}
-		if _, err := autocast.Apply(m); err != nil {
+		typ := map[string]autocast.Type{"fp16": autocast.Float16, "bf16": autocast.BFloat16}[Precision]
+		if _, err := autocast.Apply(m, typ); err != nil {
 			return nil, err
 		}
+		minOpset = typ.MinOpset()
 	default:
-		return nil, fmt.Errorf("--precision %q: want fp32, tf32 or fp16", Precision)
+		return nil, fmt.Errorf("--precision %q: want fp32, tf32, fp16 or bf16", Precision)
 	}
 	if Precision != "" && CUDAOptions["use_tf32"] == "" {
 		if CUDAOptions == nil {
@@ -257,6 +260,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		Threads:        threads,
 		DirectConvs:    DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		WeightGradConv: WeightGradConv,
+		MinOpset:       minOpset,
 		Loss:           grad.Loss{Scale: Precision == "fp16"},
 	})
 	if err != nil {

@@ -66,7 +66,7 @@ func finetuneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
 			&cli.StringFlag{Name: "resident", Value: "auto", Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
-			&cli.StringFlag{Name: "precision", Value: "tf32", Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU) or fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs)"},
+			&cli.StringFlag{Name: "precision", Value: "tf32", Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU) fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(regularizerFlags(), preprocessFlags()...), photometricFlags()...)...),
 		Action: runFinetune,

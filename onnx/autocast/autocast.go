@@ -1,8 +1,9 @@
 // Package autocast rewrites an inference graph for mixed-precision
 // training, as PyTorch's autocast does at run time: the operators whose
 // cost is their multiply-adds — Conv, ConvTranspose, MatMul, Gemm — run in
-// float16 behind Casts, and everything else (normalisation, Softmax,
-// reductions, the loss the gradient compiler appends) stays in float32.
+// float16 or bfloat16 behind Casts, and everything else (normalisation,
+// Softmax, reductions, the loss the gradient compiler appends) stays in
+// float32.
 //
 // The parameters stay float32 graph tensors: a Cast inside the graph makes
 // each step's half-precision copy, so the weights the optimiser updates
@@ -17,6 +18,9 @@ package autocast
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,8 +28,58 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// Ops are the operators Apply runs in half precision.
-var Ops = map[string]bool{"Conv": true, "ConvTranspose": true, "MatMul": true, "Gemm": true}
+// Type is the half-precision element type Apply computes in.
+type Type int
+
+const (
+	// Float16 needs loss scaling (its smallest normal is 6e-5); every
+	// operator of the set has float16 kernels on CPU (behind ONNX
+	// Runtime's own Casts) and CUDA.
+	Float16 Type = iota
+	// BFloat16 has float32's exponent range, so gradients need no loss
+	// scale, but only 8 bits of mantissa. Conv takes it from ONNX opset
+	// 22 (MinOpset); ONNX Runtime has bfloat16 kernels for these
+	// operators only in its CUDA provider, and none for ConvTranspose.
+	BFloat16
+)
+
+// String is the type's ONNX name.
+func (t Type) String() string {
+	if t == BFloat16 {
+		return "bfloat16"
+	}
+	return "float16"
+}
+
+// Elem is the type's ONNX element type.
+func (t Type) Elem() onnxpb.TensorProto_DataType {
+	if t == BFloat16 {
+		return onnxpb.TensorProto_BFLOAT16
+	}
+	return onnxpb.TensorProto_FLOAT16
+}
+
+// MinOpset is the lowest default-domain opset whose operators of Ops take
+// the type. Apply leaves the model's opset as it is, since the gradient
+// compiler upgrades older operators from it: pass MinOpset on
+// (grad.Config.MinOpset) to have the training graphs declare it.
+func (t Type) MinOpset() int64 {
+	if t == BFloat16 {
+		return 22 // Conv-22 added bfloat16
+	}
+	return 0
+}
+
+// Ops are the operators Apply runs in type t: Conv, MatMul, Gemm, and for
+// float16 ConvTranspose too (ONNX Runtime's CUDA provider has no bfloat16
+// ConvTranspose, and its CPU provider none at all).
+func (t Type) Ops() map[string]bool {
+	ops := map[string]bool{"Conv": true, "MatMul": true, "Gemm": true}
+	if t == Float16 {
+		ops["ConvTranspose"] = true
+	}
+	return ops
+}
 
 // Report says what Apply changed.
 type Report struct {
@@ -33,11 +87,11 @@ type Report struct {
 	Casts int // Cast nodes inserted
 }
 
-// Apply rewrites m in place: every node of Ops whose inputs are float32
-// computes in float16. An input that several such nodes read is cast once.
-// Element types come from the graph's inputs, initializers and value_info,
-// and are carried through the other nodes by elemTypes.
-func Apply(m *onnx.Model) (Report, error) {
+// Apply rewrites m in place: every node of t.Ops() whose inputs are
+// float32 computes in type t. An input that several such nodes read is cast
+// once. Element types come from the graph's inputs, initializers and
+// value_info, and are carried through the other nodes by elemTypes.
+func Apply(m *onnx.Model, t Type) (Report, error) {
 	g := m.Graph()
 	if g == nil {
 		return Report{}, fmt.Errorf("autocast: model has no graph")
@@ -69,10 +123,14 @@ func Apply(m *onnx.Model) (Report, error) {
 			Input: []string{in}, Output: []string{out}, Attribute: []*onnxpb.AttributeProto{onnx.IntAttr("to", int64(to))}}
 	}
 	var r Report
-	halves := map[string]string{} // float32 tensor → its float16 copy
+	ops, suffix := t.Ops(), "/fp16"
+	if t == BFloat16 {
+		suffix = "/bf16"
+	}
+	halves := map[string]string{} // float32 tensor → its half-precision copy
 	out := make([]*onnxpb.NodeProto, 0, len(g.Node))
 	for _, n := range g.Node {
-		if !Ops[n.GetOpType()] || n.GetDomain() != "" || !allF32(n.Input, isF32) {
+		if !ops[n.GetOpType()] || n.GetDomain() != "" || !allF32(n.Input, isF32) {
 			out = append(out, n)
 			continue
 		}
@@ -82,15 +140,15 @@ func Apply(m *onnx.Model) (Report, error) {
 			}
 			h, ok := halves[in]
 			if !ok {
-				h = fresh(in + "/fp16")
+				h = fresh(in + suffix)
 				halves[in] = h
-				out = append(out, cast(in, h, onnxpb.TensorProto_FLOAT16))
+				out = append(out, cast(in, h, t.Elem()))
 				r.Casts++
 			}
 			n.Input[i] = h
 		}
 		y := n.Output[0]
-		yh := fresh(y + "/fp16")
+		yh := fresh(y + suffix)
 		n.Output[0] = yh
 		out = append(out, n, cast(yh, y, onnxpb.TensorProto_FLOAT))
 		isF32[y] = true
@@ -99,7 +157,7 @@ func Apply(m *onnx.Model) (Report, error) {
 	}
 	g.Node = out
 	if r.Nodes == 0 {
-		return r, fmt.Errorf("autocast: no Conv, ConvTranspose, MatMul or Gemm with float32 inputs of known type")
+		return r, fmt.Errorf("autocast: no %s with float32 inputs of known type", strings.Join(slices.Sorted(maps.Keys(ops)), ", "))
 	}
 	return r, nil
 }

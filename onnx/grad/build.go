@@ -124,7 +124,12 @@ func (c *compiler) prepare() error {
 	if err := upgrade(c.g, c.opset, newBuilder("upgrade/", c.floatType, taken)); err != nil {
 		return err
 	}
-	c.opset = max(c.opset, targetOpset)
+	if c.cfg.MinOpset >= 21 && c.opset < 21 && slices.ContainsFunc(c.g.Node, isGroupNorm) {
+		// GroupNormalization-21 scales per channel where 18 scales per
+		// group: the same node means another thing at the higher opset.
+		return &UnsupportedError{What: fmt.Sprintf("GroupNormalization at opset %d cannot be declared at opset %d (its scale and bias changed from per group to per channel at 21); export the model at opset 21 or newer", c.opset, c.cfg.MinOpset)}
+	}
+	c.opset = max(c.opset, targetOpset, c.cfg.MinOpset)
 	imports := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}}
 	for _, o := range c.m.OpsetImport {
 		if o.GetDomain() != "" && o.GetDomain() != "ai.onnx" {
@@ -476,4 +481,8 @@ func sortNodes(g *onnxpb.GraphProto) error {
 	}
 	g.Node = order
 	return nil
+}
+
+func isGroupNorm(n *onnxpb.NodeProto) bool {
+	return n.GetOpType() == "GroupNormalization" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx")
 }

@@ -117,6 +117,10 @@ type Config struct {
 	// which suit ONNX Runtime's CPU GEMMs but materialise kh·kw copies of
 	// the input (0.9 GB per decoder conv at batch 8, 512²).
 	WeightGradConv bool
+	// MinOpset is the lowest default-domain opset the graphs declare
+	// (targetOpset when lower): 22 for bfloat16 convolutions
+	// (autocast.BFloat16.MinOpset).
+	MinOpset int64
 }
 
 // isLiteral reports whether a Trainable entry names one tensor exactly: a

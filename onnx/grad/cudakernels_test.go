@@ -246,7 +246,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			for name := range onnx.ParameterNames(m.Graph()) {
 				params = append(params, "re:"+regexp.QuoteMeta(name))
 			}
-			r, err := autocast.Apply(m)
+			r, err := autocast.Apply(m, autocast.Float16)
 			if err != nil {
 				t.Fatal(err)
 			}

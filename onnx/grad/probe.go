@@ -27,6 +27,7 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	feeds map[string]*runtime.Tensor, want map[string]bool, threads int,
 ) (map[string]*tensorInfo, map[string]*onnxpb.TensorProto, error) {
 	pg := proto.Clone(g).(*onnxpb.GraphProto)
+	bf16 := probeBFloat16AsFloat(pg)
 	// Every tensor is exposed twice: flattened (its values and element type)
 	// and as Concat(Shape, [1]) (its shape), so that rank-0 tensors, which
 	// the Go binding cannot return, come back as rank-1 ones.
@@ -112,6 +113,9 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 		if h, ok := halfType[name]; ok {
 			dt = h
 		}
+		if bf16[name] && dt == int32(onnxpb.TensorProto_FLOAT) {
+			dt = int32(onnxpb.TensorProto_BFLOAT16)
+		}
 		info[name] = &tensorInfo{shape: shape, dtype: dt}
 		if want[name] {
 			v := outs[fi]
@@ -122,6 +126,41 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 		}
 	}
 	return info, vals, nil
+}
+
+// probeBFloat16AsFloat makes the bfloat16 regions of a mixed-precision
+// graph (onnx/autocast, whose bfloat16 tensors all descend from its Casts)
+// compute in float32 for the probe: ONNX Runtime's CPU provider has no
+// bfloat16 Conv or MatMul, and shapes do not depend on the element type. It
+// rewrites g's Casts to bfloat16 into Casts to float32 and returns the
+// tensors that are bfloat16 in the real graph: a Cast's output by its
+// "to", any other node's outputs when one of its inputs is. (Outputs of
+// non-float type, such as Shape's, keep the type the probe reports.)
+func probeBFloat16AsFloat(g *onnxpb.GraphProto) map[string]bool {
+	var bf16 map[string]bool
+	for _, n := range g.Node {
+		is := false
+		if n.GetOpType() == "Cast" && n.GetDomain() == "" {
+			to := onnx.Attr(n, "to")
+			is = to.GetI() == int64(onnxpb.TensorProto_BFLOAT16)
+			if is {
+				to.I = proto.Int64(int64(onnxpb.TensorProto_FLOAT))
+			}
+		} else {
+			for _, in := range n.Input {
+				is = is || bf16[in]
+			}
+		}
+		for _, o := range n.Output {
+			if is && o != "" {
+				if bf16 == nil {
+					bf16 = map[string]bool{}
+				}
+				bf16[o] = true
+			}
+		}
+	}
+	return bf16
 }
 
 // exposeHalvesAsFloat casts the exposed values of float16 and bfloat16

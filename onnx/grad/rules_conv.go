@@ -174,7 +174,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 		if slices.ContainsFunc(opadSym, func(v int64) bool { return v != 0 }) {
 			attrs = append(attrs, onnx.IntsAttr("output_padding", opadSym...))
 		}
-		return b.op1("ConvTranspose", []string{dy, w}, attrs...)
+		return transposedConv(b, g, dy, w, attrs...)
 	}
 	pe, opad := make([]int64, nsp), make([]int64, nsp)
 	needOpad := false
@@ -187,13 +187,25 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 		}
 	}
 	if needOpad {
-		return b.op1("ConvTranspose", []string{dy, w},
+		return transposedConv(b, g, dy, w,
 			onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...),
 			onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...), onnx.IntsAttr("output_padding", opad...))
 	}
-	return b.op1("ConvTranspose", []string{dy, w},
+	return transposedConv(b, g, dy, w,
 		onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...), onnx.IntsAttr("pads", slices.Concat(g.pb, pe)...),
 		onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...))
+}
+
+// transposedConv is ConvTranspose(dy, w), through float32 for bfloat16
+// operands: ONNX Runtime has no bfloat16 ConvTranspose on any provider
+// (its CUDA kernel takes float, double and float16).
+func transposedConv(b *builder, g convGeom, dy, w string, attrs ...*onnxpb.AttributeProto) string {
+	if g.dtype != int32(onnxpb.TensorProto_BFLOAT16) {
+		return b.op1("ConvTranspose", []string{dy, w}, attrs...)
+	}
+	toFloat := onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))
+	dx := b.op1("ConvTranspose", []string{b.op1("Cast", []string{dy}, toFloat), b.op1("Cast", []string{w}, toFloat)}, attrs...)
+	return b.op1("Cast", []string{dx}, onnx.IntAttr("to", int64(onnxpb.TensorProto_BFLOAT16)))
 }
 
 // col2imInputGrad is the input gradient of a strided 2-D Conv whose input
