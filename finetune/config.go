@@ -71,9 +71,10 @@ type Config struct {
 	// when the steps may run on a GPU and the run is one process.
 	Resident string `json:"resident,omitempty"`
 	// Precision is fp32, tf32 (the default: float32 with TF32 in cuDNN
-	// and cuBLAS on GPUs that have it, as PyTorch's convolutions) or fp16
+	// and cuBLAS on GPUs that have it, as PyTorch's convolutions), fp16
 	// (mixed precision: onnx/autocast, float32 master weights, a dynamic
-	// loss scale).
+	// loss scale) or bf16 (the same in bfloat16 without a loss scale;
+	// CUDA only).
 	Precision string `json:"precision,omitempty"`
 	// CacheBytes bounds the decoded-image cache (see data.Config).
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
