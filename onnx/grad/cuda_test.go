@@ -65,9 +65,12 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := m.Proto.Graph.Input[0].GetName()
+			// The graph finetune runs on a GPU: direct convolutions, no
+			// Winograd or Col2Im forms (the CPU session runs it too).
 			gs, err := grad.Build(m, grad.Config{
 				Trainable:   []string{"*"},
 				InputShapes: map[string][]int64{in: {tc.batch, 3, tc.size, tc.size}},
+				DirectConvs: true,
 			})
 			if err != nil {
 				t.Fatal(err)
