@@ -3,6 +3,7 @@ package grad
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
@@ -110,6 +111,23 @@ func (b *builder) reduceSum(x string, axes []int64, keepdims bool) string {
 		k = 1
 	}
 	return b.op1("ReduceSum", []string{x, b.ints(axes...)}, onnx.IntAttr("keepdims", k))
+}
+
+// viaFloat32 is op(halves..., rest...) for bfloat16 operands of dtype
+// where ONNX Runtime has no bfloat16 kernel (ConvTranspose on any
+// provider, Pad on CUDA): the halves are cast to float32, op runs there,
+// and its result is cast back to bfloat16. Other types run op as it is.
+func (b *builder) viaFloat32(dtype int32, op string, halves, rest []string, attrs ...*onnxpb.AttributeProto) string {
+	if dtype != int32(onnxpb.TensorProto_BFLOAT16) {
+		return b.op1(op, slices.Concat(halves, rest), attrs...)
+	}
+	toFloat := onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))
+	ins := make([]string, 0, len(halves)+len(rest))
+	for _, h := range halves {
+		ins = append(ins, b.op1("Cast", []string{h}, toFloat))
+	}
+	y := b.op1(op, append(ins, rest...), attrs...)
+	return b.op1("Cast", []string{y}, onnx.IntAttr("to", int64(onnxpb.TensorProto_BFLOAT16)))
 }
 
 // where selects x where cond holds and y elsewhere.

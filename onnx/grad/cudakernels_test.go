@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,31 +22,99 @@ import (
 	"github.com/segtune/segtune/projection/onnxgraph"
 )
 
-// cudaKernels reads testdata/cuda_kernels.txt: op → element types its CUDA
-// kernel takes.
-func cudaKernels(t *testing.T) map[string]map[string]bool {
+// kernelRow is one row of the CUDA kernel table: the opsets it covers and
+// the element types of the op's data input.
+type kernelRow struct {
+	from, to int64
+	types    map[string]bool
+}
+
+// cudaTable is testdata/cuda_kernels.txt: op → its rows.
+type cudaTable map[string][]kernelRow
+
+// cudaKernels reads testdata/cuda_kernels.txt.
+func cudaKernels(t *testing.T) cudaTable {
 	t.Helper()
 	f, err := os.Open("testdata/cuda_kernels.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string]map[string]bool{}
+	out := cudaTable{}
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<16)
 	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 2 || strings.HasPrefix(fs[0], "#") {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		out[fs[0]] = map[string]bool{}
-		for _, ty := range fs[1:] {
-			out[fs[0]][ty] = true
+		fs := strings.Split(line, "\t")
+		if len(fs) != 3 {
+			t.Fatalf("cuda_kernels.txt: %q: want op, range and constraints", line)
 		}
+		row := kernelRow{types: map[string]bool{}}
+		r := strings.Trim(fs[1], "[]")
+		var err error
+		switch {
+		case strings.HasSuffix(r, "+"):
+			row.to = math.MaxInt64
+			row.from, err = strconv.ParseInt(strings.TrimSuffix(r, "+"), 10, 64)
+		case strings.Contains(r, ","):
+			_, err = fmt.Sscanf(r, "%d, %d", &row.from, &row.to)
+		default:
+			row.from, err = strconv.ParseInt(r, 10, 64)
+			row.to = row.from
+		}
+		if err != nil {
+			t.Fatalf("cuda_kernels.txt: %q: range %q: %v", line, fs[1], err)
+		}
+		cons := map[string]string{}
+		for _, c := range strings.Split(fs[2], ";") {
+			k, v, _ := strings.Cut(c, "=")
+			cons[k] = v
+		}
+		data := "T"
+		for _, k := range []string{"B", "T", "T1", "V"} {
+			if _, ok := cons[k]; ok && (k != "B" || fs[0] == "If") {
+				data = k
+				break
+			}
+		}
+		for _, ty := range strings.Split(cons[data], ",") {
+			if !strings.HasPrefix(ty, "seq(") {
+				row.types[ty] = true
+			}
+		}
+		out[fs[0]] = append(out[fs[0]], row)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// at returns, for a graph of default-domain opset opset, the types each
+// op's kernel takes: its row whose range holds opset.
+func (c cudaTable) at(opset int64) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for op, rows := range c {
+		for _, r := range rows {
+			if r.from <= opset && opset <= r.to {
+				out[op] = r.types
+			}
+		}
+	}
+	return out
+}
+
+// opsetOf is m's default-domain opset.
+func opsetOf(m *onnxpb.ModelProto) int64 {
+	for _, o := range m.GetOpsetImport() {
+		if d := o.GetDomain(); d == "" || d == "ai.onnx" {
+			return o.GetVersion()
+		}
+	}
+	return 0
 }
 
 var elemTypeNames = map[int32]string{
@@ -58,12 +128,12 @@ var elemTypeNames = map[int32]string{
 // types visible inside), has a CUDA kernel for the element type of its data
 // input, propagating element types through the graph from its inputs and
 // initializers. It returns the element types of g's values.
-func checkCUDAKernels(t *testing.T, name string, g *onnxpb.GraphProto, kernels map[string]map[string]bool) map[string]string {
+func checkCUDAKernels(t *testing.T, name string, m *onnxpb.ModelProto, table cudaTable) map[string]string {
 	t.Helper()
 	missing := map[string]int{}
-	types := checkCUDAGraph(t, name, g, map[string]string{}, kernels, missing)
+	types := checkCUDAGraph(t, name, m.GetGraph(), map[string]string{}, table.at(opsetOf(m)), missing)
 	for k, c := range missing {
-		t.Errorf("%s: %d nodes %s have no CUDA kernel in testdata/cuda_kernels.txt", name, c, k)
+		t.Errorf("%s: %d nodes %s have no CUDA kernel at opset %d in testdata/cuda_kernels.txt", name, c, k, opsetOf(m))
 	}
 	return types
 }
@@ -218,63 +288,67 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCUDAKernels(t, "projection "+et.String(), m.Proto.Graph, kernels)
+			checkCUDAKernels(t, "projection "+et.String(), m.Proto, kernels)
 		}
 	})
 	for _, s := range srcs {
 		t.Run(s.name, func(t *testing.T) {
 			m := s.load(t)
-			checkCUDAKernels(t, "inference", m.Proto.Graph, kernels)
+			checkCUDAKernels(t, "inference", m.Proto, kernels)
 			in := onnx.DataInputs(m.Proto.Graph)[0].GetName()
 			gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: s.dims}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCUDAKernels(t, "training", gs.Training.Proto.Graph, kernels)
-			checkCUDAKernels(t, "eval", gs.Eval.Proto.Graph, kernels)
+			checkCUDAKernels(t, "training", gs.Training.Proto, kernels)
+			checkCUDAKernels(t, "eval", gs.Eval.Proto, kernels)
 		})
 	}
-	// Mixed precision: the float16 training graphs in the form that
-	// segtune builds for the GPU, as onnx/autocast's tests build them.
+	// Mixed precision: the float16 and bfloat16 training graphs in the
+	// form that segtune builds for the GPU, as onnx/autocast's tests build
+	// them (bfloat16 at opset 22, whose Conv takes it).
 	for _, s := range srcs {
 		if s.name != "mobilenetv2" && s.name != "resnet18" {
 			continue
 		}
-		t.Run(s.name+"/fp16", func(t *testing.T) {
-			m := s.load(t)
-			var params []string // exact names: Apply hides them from consumer-based patterns
-			for name := range onnx.ParameterNames(m.Graph()) {
-				params = append(params, "re:"+regexp.QuoteMeta(name))
-			}
-			r, err := autocast.Apply(m, autocast.Float16)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Nodes == 0 {
-				t.Fatal("autocast moved no operator to float16")
-			}
-			in := onnx.DataInputs(m.Graph())[0].GetName()
-			gs, err := grad.Build(m, grad.Config{Trainable: params, Loss: grad.Loss{Scale: true},
-				InputShapes: map[string][]int64{in: s.dims}, DirectConvs: true, WeightGradConv: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(gs.Params) != len(params) {
-				t.Fatalf("%d of %d parameters trainable", len(gs.Params), len(params))
-			}
-			types := checkCUDAKernels(t, "fp16 training", gs.Training.Proto.Graph, kernels)
-			half := map[string]int{} // op → nodes whose first input is float16
-			for _, n := range gs.Training.Proto.Graph.Node {
-				if len(n.Input) > 0 && types[n.Input[0]] == "float16" {
-					half[n.GetOpType()]++
+		for _, typ := range []autocast.Type{autocast.Float16, autocast.BFloat16} {
+			prec := typ.String()
+			t.Run(s.name+"/"+prec, func(t *testing.T) {
+				m := s.load(t)
+				var params []string // exact names: Apply hides them from consumer-based patterns
+				for name := range onnx.ParameterNames(m.Graph()) {
+					params = append(params, "re:"+regexp.QuoteMeta(name))
 				}
-			}
-			if len(half) == 0 {
-				t.Fatal("no node of the training graph reads float16")
-			}
-			t.Logf("training nodes reading float16 of %d: %v", len(gs.Training.Proto.Graph.Node), half)
-			checkCUDAKernels(t, "fp16 eval", gs.Eval.Proto.Graph, kernels)
-		})
+				r, err := autocast.Apply(m, typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Nodes == 0 {
+					t.Fatalf("autocast moved no operator to %s", prec)
+				}
+				in := onnx.DataInputs(m.Graph())[0].GetName()
+				gs, err := grad.Build(m, grad.Config{Trainable: params, Loss: grad.Loss{Scale: typ == autocast.Float16},
+					InputShapes: map[string][]int64{in: s.dims}, DirectConvs: true, WeightGradConv: true, MinOpset: typ.MinOpset()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(gs.Params) != len(params) {
+					t.Fatalf("%d of %d parameters trainable", len(gs.Params), len(params))
+				}
+				types := checkCUDAKernels(t, prec+" training", gs.Training.Proto, kernels)
+				half := map[string]int{} // op → nodes whose first input is in half precision
+				for _, n := range gs.Training.Proto.Graph.Node {
+					if len(n.Input) > 0 && types[n.Input[0]] == prec {
+						half[n.GetOpType()]++
+					}
+				}
+				if half["Conv"] == 0 {
+					t.Fatalf("no Conv of the training graph reads %s: %v", prec, half)
+				}
+				t.Logf("opset %d: training nodes reading %s of %d: %v", opsetOf(gs.Training.Proto), prec, len(gs.Training.Proto.Graph.Node), half)
+				checkCUDAKernels(t, prec+" eval", gs.Eval.Proto, kernels)
+			})
+		}
 	}
 	// The optimiser step graph, with its If on a finite gradient norm.
 	specs := []optgraph.Spec{
@@ -319,7 +393,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			if ifs == 0 {
 				t.Fatal("the optimiser graph has no If")
 			}
-			checkCUDAKernels(t, "optimizer "+c.name, m.Proto.Graph, kernels)
+			checkCUDAKernels(t, "optimizer "+c.name, m.Proto, kernels)
 		})
 	}
 }

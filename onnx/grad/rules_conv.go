@@ -200,12 +200,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 // operands: ONNX Runtime has no bfloat16 ConvTranspose on any provider
 // (its CUDA kernel takes float, double and float16).
 func transposedConv(b *builder, g convGeom, dy, w string, attrs ...*onnxpb.AttributeProto) string {
-	if g.dtype != int32(onnxpb.TensorProto_BFLOAT16) {
-		return b.op1("ConvTranspose", []string{dy, w}, attrs...)
-	}
-	toFloat := onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))
-	dx := b.op1("ConvTranspose", []string{b.op1("Cast", []string{dy}, toFloat), b.op1("Cast", []string{w}, toFloat)}, attrs...)
-	return b.op1("Cast", []string{dx}, onnx.IntAttr("to", int64(onnxpb.TensorProto_BFLOAT16)))
+	return b.viaFloat32(g.dtype, "ConvTranspose", []string{dy, w}, nil, attrs...)
 }
 
 // col2imInputGrad is the input gradient of a strided 2-D Conv whose input
