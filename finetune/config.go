@@ -76,6 +76,13 @@ type Config struct {
 	// loss scale) or bf16 (the same in bfloat16 without a loss scale;
 	// CUDA only).
 	Precision string `json:"precision,omitempty"`
+	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
+	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
+	// (the focal loss with FocalGamma), "dice" (soft Dice alone),
+	// "ce+dice" or "focal+dice" (their sum).
+	Loss string `json:"loss,omitempty"`
+	// FocalGamma is the focal loss's γ (0 means 2).
+	FocalGamma float64 `json:"focal_gamma,omitempty"`
 	// CacheBytes bounds the decoded-image cache (see data.Config).
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// SkipBad skips unreadable examples with a warning instead of failing.
@@ -145,7 +152,17 @@ func (c *Config) validate() error {
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
 	}
+	if _, err := lossTerms(c.Loss, c.FocalGamma); err != nil {
+		return err
+	}
 	return c.checkMemory()
+}
+
+// CheckLoss checks a loss name and focal γ (Config.Loss, FocalGamma),
+// for callers that want the error before any other work.
+func CheckLoss(loss string, gamma float64) error {
+	_, err := lossTerms(loss, gamma)
+	return err
 }
 
 // CheckModes checks the values of --precision and --resident, for callers

@@ -57,13 +57,38 @@ func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 // trainingLoss is the loss on the scores before the model's final
 // activation: softmax cross entropy for logits and softmax heads (never on
 // probabilities), per-channel binary cross entropy for sigmoid and binary
-// heads (one logit channel).
-func trainingLoss(ct *contract.Contract, ignore int64) grad.Loss {
-	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore}
+// heads (one logit channel); terms (lossTerms) make it focal, add Dice, or
+// replace it with Dice.
+func trainingLoss(ct *contract.Contract, ignore int64, terms grad.Loss) grad.Loss {
+	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore,
+		Focal: terms.Focal, Dice: terms.Dice, DiceOnly: terms.DiceOnly}
 	if ct.Thresholded() {
 		l.Kind = grad.LossSigmoidBCE
 	}
 	return l
+}
+
+// lossTerms reads Config.Loss and FocalGamma into the loss's terms.
+func lossTerms(loss string, gamma float64) (grad.Loss, error) {
+	if gamma == 0 {
+		gamma = 2
+	}
+	if !(gamma > 0 && gamma <= 10) {
+		return grad.Loss{}, fmt.Errorf("focal gamma %v: want a number in (0, 10]", gamma)
+	}
+	switch strings.ToLower(loss) {
+	case "", "ce":
+		return grad.Loss{}, nil
+	case "focal":
+		return grad.Loss{Focal: gamma}, nil
+	case "dice":
+		return grad.Loss{DiceOnly: true}, nil
+	case "ce+dice":
+		return grad.Loss{Dice: 1}, nil
+	case "focal+dice":
+		return grad.Loss{Focal: gamma, Dice: 1}, nil
+	}
+	return grad.Loss{}, fmt.Errorf("loss %q: want ce, focal, dice, ce+dice or focal+dice", loss)
 }
 
 // validationPreprocess validates a fixed-size model at its size, as

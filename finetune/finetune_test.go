@@ -3,6 +3,7 @@ package finetune
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -255,5 +257,54 @@ func TestMayRunOnGPU(t *testing.T) {
 	testassets.RequireORT(t)
 	if _, err := runtime.CUDADevices(); err != nil && mayRunOnGPU("auto") {
 		t.Errorf("auto compiled for the GPU where CUDA is unavailable (%v)", err)
+	}
+}
+
+// TestToyRunLearnsWithEachLoss: every --loss trains the toy model (its
+// loss falls and it segments), and the training graph carries the terms
+// asked for; a bad name or γ is refused before any work.
+func TestToyRunLearnsWithEachLoss(t *testing.T) {
+	testassets.RequireORT(t)
+	for _, loss := range []string{"focal", "dice", "ce+dice", "focal+dice"} {
+		t.Run(loss, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := toyConfig(t, dir)
+			cfg.Loss, cfg.Epochs = loss, 3
+			out := filepath.Join(dir, "run")
+			res, err := Train(context.Background(), cfg, out, false, Hooks{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses := epochLosses(t, out)
+			if len(losses) != 3 || !(losses[2] < losses[0]) {
+				t.Errorf("epoch losses %v: want 3 falling", losses)
+			}
+			if res.BestMIoU == nil || *res.BestMIoU < 0.4 {
+				t.Errorf("best val mIoU %v", res.BestMIoU)
+			}
+		})
+	}
+	for _, c := range []struct {
+		loss  string
+		gamma float64
+	}{{"lovasz", 0}, {"focal", -1}, {"focal", 11}, {"focal", math.NaN()}} {
+		cfg := toyConfig(t, t.TempDir())
+		cfg.Loss, cfg.FocalGamma = c.loss, c.gamma
+		if err := cfg.validate(); err == nil {
+			t.Errorf("loss %q γ %v accepted", c.loss, c.gamma)
+		}
+	}
+}
+
+func TestLossTerms(t *testing.T) {
+	for loss, want := range map[string]grad.Loss{
+		"": {}, "CE": {}, "focal": {Focal: 2}, "dice": {DiceOnly: true}, "ce+dice": {Dice: 1}, "focal+dice": {Focal: 2, Dice: 1},
+	} {
+		if got, err := lossTerms(loss, 0); err != nil || got.Focal != want.Focal || got.Dice != want.Dice || got.DiceOnly != want.DiceOnly {
+			t.Errorf("%q: %+v, %v; want %+v", loss, got, err, want)
+		}
+	}
+	if got, _ := lossTerms("focal", 0.5); got.Focal != 0.5 {
+		t.Errorf("focal γ 0.5 read as %v", got.Focal)
 	}
 }

@@ -319,7 +319,11 @@ func (t *trainer) setup(ctx context.Context) error {
 	}
 	gc.Trainable = patterns
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
-	gc.Loss = trainingLoss(t.ct, ignore)
+	terms, err := lossTerms(cfg.Loss, cfg.FocalGamma)
+	if err != nil {
+		return err
+	}
+	gc.Loss = trainingLoss(t.ct, ignore, terms)
 	mp, err := t.precision(*cfg)
 	if err != nil {
 		return err

@@ -69,6 +69,19 @@ type Loss struct {
 	// ClassWeights, when set, has one weight per class (C values): per
 	// target class for LossCrossEntropy, per channel for LossSigmoidBCE.
 	ClassWeights []float64
+	// Focal, when positive, is the focusing parameter γ of the focal loss
+	// (Lin et al. 2017): each element's cross-entropy term is multiplied by
+	// (1 − p_t)^γ, p_t the probability of its true class (of its true
+	// label per channel for LossSigmoidBCE). 0 is the plain loss; at most 10.
+	Focal float64
+	// Dice, when positive, adds that multiple of the soft Dice loss over
+	// the classes (channels for LossSigmoidBCE) to the pixel loss:
+	// 1 − the class-weighted mean of (2·Σp·y + 1)/(Σp + Σy + 1), sums over
+	// the batch's valid elements. At most 1000.
+	Dice float64
+	// DiceOnly drops the pixel loss: the loss is the Dice term alone
+	// (weighted by Dice, or 1 when Dice is 0).
+	DiceOnly bool
 	// Scale adds the LossScaleName input.
 	Scale bool
 }

@@ -120,6 +120,11 @@ func classRange(b *builder, s []int64, first int64) string {
 	return b.constInt64(v, classShape(s))
 }
 
+// lossTerm is one term of the loss: its value (a scalar) and its gradient
+// with respect to the logits z ("" when none is wanted), before the loss
+// scale.
+type lossTerm struct{ value, grad string }
+
 // loss appends the configured loss (forward nodes to lb, backward nodes to
 // c.b). It returns the tensor the loss reads, the gradient of the loss with
 // respect to it ("" when it needs none), and the extra graph inputs.
@@ -132,42 +137,78 @@ func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*on
 	if C := z.shape[1]; l.ClassWeights != nil && int64(len(l.ClassWeights)) != C {
 		return "", "", nil, fmt.Errorf("loss: %d class weights for %d classes", len(l.ClassWeights), C)
 	}
-	var d string
-	var ins []*onnxpb.ValueInfoProto
-	if l.Kind == LossSigmoidBCE {
-		d, ins = c.sigmoidBCE(lb, z, req[z.name])
-	} else {
-		d, ins = c.crossEntropy(lb, z, req[z.name])
+	if !(l.Focal >= 0 && l.Focal <= 10) || !(l.Dice >= 0 && l.Dice <= 1e3) {
+		return "", "", nil, fmt.Errorf("loss: focal γ %v (want 0..10) or Dice weight %v (want 0..1000) out of range", l.Focal, l.Dice)
 	}
-	if d == "" {
+	wantGrad := req[z.name]
+	tu, valid, ins := c.target(lb, z)
+	sigmoid := l.Kind == LossSigmoidBCE
+	type weighted struct {
+		lossTerm
+		weight float64
+	}
+	var terms []weighted
+	if !l.DiceOnly {
+		var t lossTerm
+		if sigmoid {
+			t = c.sigmoidBCE(lb, z, tu, valid, wantGrad)
+		} else {
+			t = c.crossEntropy(lb, z, tu, valid, wantGrad)
+		}
+		terms = append(terms, weighted{t, 1})
+	}
+	if l.Dice > 0 || l.DiceOnly {
+		w := l.Dice
+		if w == 0 {
+			w = 1
+		}
+		terms = append(terms, weighted{c.dice(lb, z, tu, valid, sigmoid, wantGrad), w})
+	}
+	var value, d string
+	for _, t := range terms {
+		v, g := t.value, t.grad
+		if t.weight != 1 {
+			v = lb.mul(v, lb.scalar(t.weight))
+			if g != "" {
+				g = c.b.mul(g, c.b.scalar(t.weight))
+			}
+		}
+		if value == "" {
+			value, d = v, g
+			continue
+		}
+		value = lb.add(value, v)
+		if g != "" {
+			d = c.b.add(d, g)
+		}
+	}
+	// Shape [1], not a scalar: some ONNX Runtime bindings cannot hold rank-0 tensors.
+	lb.opTo("Reshape", []string{value, lb.ints(1)}, []string{LossName})
+	if !wantGrad {
 		return z.name, "", ins, nil
+	}
+	if l.Scale {
+		ins = append(ins, valueInfo(LossScaleName, c.floatType, []int64{1}))
+		d = c.b.mul(d, LossScaleName)
 	}
 	return z.name, z.back(c.b, d), ins, nil
 }
 
-// lossCoef returns the backward coefficient 1/den, times the loss scale
-// (adding its input) when requested.
-func (c *compiler) lossCoef(den string, ins []*onnxpb.ValueInfoProto) (string, []*onnxpb.ValueInfoProto) {
-	coef := c.b.op1("Reciprocal", []string{den})
-	if c.cfg.Loss.Scale {
-		ins = append(ins, valueInfo(LossScaleName, c.floatType, []int64{1}))
-		coef = c.b.mul(coef, LossScaleName)
-	}
-	return coef, ins
-}
-
 // crossEntropy appends the softmax cross-entropy loss on logits z [N, C, d...]
-// and returns its gradient with respect to z when grad is set.
+// and returns its gradient with respect to z when grad is set. tu holds the
+// class indices [N, 1, d...], valid the validity mask ("" with NoIgnore).
 //
-// Forward:  loss = −Σ w·log_softmax(z)[t] / max(Σ w, tiny), w = weight[t]·valid.
-// Backward: dz   = (softmax(z) − onehot(t)) · w / max(Σ w, tiny) · scale —
-// written directly instead of differentiating the forward ops, which saves
-// a scatter and keeps the loss numerically tight.
-func (c *compiler) crossEntropy(lb *builder, z *lossLogits, grad bool) (string, []*onnxpb.ValueInfoProto) {
+// Forward:  loss = −Σ w·m·log p_t / max(Σ w, tiny), w = weight[t]·valid,
+// p = softmax(z), m = (1 − p_t)^γ (focal loss, Lin et al. 2017; m = 1 for
+// γ = 0, plain cross entropy).
+// Backward: dz   = (onehot(t) − p) · A · w / max(Σ w, tiny), with
+// A = γ(1 − p_t)^(γ−1)·p_t·log p_t − m (A = −1 for γ = 0: softmax minus
+// onehot) — written directly instead of differentiating the forward ops,
+// which saves a scatter and keeps the loss numerically tight.
+func (c *compiler) crossEntropy(lb *builder, z *lossLogits, tu, w string, grad bool) lossTerm {
 	l := c.cfg.Loss
 	C := z.shape[1]
 	// Shapes below are [N, 1, d...] ("per element") unless noted.
-	tu, w, ins := c.target(lb, z)
 	if l.ClassWeights != nil {
 		cw := lb.op1("Gather", []string{lb.constFloat(l.ClassWeights, []int64{C}), tu}, onnx.IntAttr("axis", 0))
 		if w == "" {
@@ -178,27 +219,40 @@ func (c *compiler) crossEntropy(lb *builder, z *lossLogits, grad bool) (string, 
 	}
 	logp := lb.op1("LogSoftmax", []string{z.z}, onnx.IntAttr("axis", 1))
 	picked := lb.op1("GatherElements", []string{logp, tu}, onnx.IntAttr("axis", 1))
+	el, pt, mod := picked, "", ""
+	if l.Focal > 0 {
+		pt = lb.op1("Exp", []string{picked})
+		mod = lb.op1("Pow", []string{lb.sub(lb.scalar(1), pt), lb.scalar(l.Focal)})
+		el = lb.mul(picked, mod)
+	}
 	var num, den string
 	if w == "" {
-		num = lb.op1("ReduceSum", []string{picked}, onnx.IntAttr("keepdims", 0))
+		num = lb.op1("ReduceSum", []string{el}, onnx.IntAttr("keepdims", 0))
 		den = lb.scalar(float64(numel(z.shape) / C))
 	} else {
-		num = lb.op1("ReduceSum", []string{lb.mul(picked, w)}, onnx.IntAttr("keepdims", 0))
+		num = lb.op1("ReduceSum", []string{lb.mul(el, w)}, onnx.IntAttr("keepdims", 0))
 		den = lb.op1("Max", []string{lb.op1("ReduceSum", []string{w}, onnx.IntAttr("keepdims", 0)), lb.scalar(1e-12)})
 	}
-	// Shape [1], not a scalar: some ONNX Runtime bindings cannot hold rank-0 tensors.
-	lb.opTo("Reshape", []string{lb.neg(lb.div(num, den)), lb.ints(1)}, []string{LossName})
+	t := lossTerm{value: lb.neg(lb.div(num, den))}
 	if !grad {
-		return "", ins
+		return t
 	}
 	b := c.b
-	coef, ins := c.lossCoef(den, ins)
+	coef := b.op1("Reciprocal", []string{den})
 	if w != "" {
 		coef = b.mul(w, coef)
 	}
 	onehot := b.op1("Cast", []string{b.op1("Equal", []string{tu, classRange(b, z.shape, 0)})}, onnx.IntAttr("to", int64(c.floatType)))
 	p := b.op1("Exp", []string{logp})
-	return b.mul(b.sub(p, onehot), coef), ins
+	if l.Focal == 0 {
+		t.grad = b.mul(b.sub(p, onehot), coef)
+		return t
+	}
+	// (1 − p_t)^(γ−1) with 1 − p_t kept off 0, where p_t·log p_t → 0 wins.
+	q := b.op1("Max", []string{b.sub(b.scalar(1), pt), b.scalar(1e-12)})
+	focus := b.mul(b.mul(b.scalar(l.Focal), b.op1("Pow", []string{q, b.scalar(l.Focal - 1)})), b.mul(pt, picked))
+	t.grad = b.mul(b.sub(onehot, p), b.mul(b.sub(focus, mod), coef))
+	return t
 }
 
 // sigmoidBCE appends the multi-label sigmoid binary cross-entropy on logits
@@ -206,13 +260,15 @@ func (c *compiler) crossEntropy(lb *builder, z *lossLogits, grad bool) (string, 
 // and returns its gradient with respect to z when grad is set. Target t = 0
 // makes every channel negative, t = k+1 makes channel k positive.
 //
-// Forward:  loss = Σ w·(max(z,0) − z·y + log(1+exp(−|z|))) / max(C·Σ valid, tiny),
-// y = [t == k+1], w = valid·weight[k] — softplus(z) − z·y in its stable form.
-// Backward: dz   = (sigmoid(z) − y) · w / max(C·Σ valid, tiny) · scale.
-func (c *compiler) sigmoidBCE(lb *builder, z *lossLogits, grad bool) (string, []*onnxpb.ValueInfoProto) {
+// Forward:  loss = Σ w·m·ℓ / max(C·Σ valid, tiny), ℓ = −log p_t =
+// max(z,0) − z·y + log(1+exp(−|z|)) (softplus(z) − z·y in its stable form),
+// y = [t == k+1], w = valid·weight[k], p = sigmoid(z), p_t = p for y = 1 and
+// 1 − p for y = 0, m = (1 − p_t)^γ (focal; 1 for γ = 0).
+// Backward: dz   = (2y − 1)·m·(−γ·p_t·ℓ − (1 − p_t)) · w / max(C·Σ valid, tiny),
+// which is (sigmoid(z) − y)·w/… for γ = 0.
+func (c *compiler) sigmoidBCE(lb *builder, z *lossLogits, tu, valid string, grad bool) lossTerm {
 	l := c.cfg.Loss
 	C := z.shape[1]
-	tu, valid, ins := c.target(lb, z)
 	y := lb.op1("Cast", []string{lb.op1("Equal", []string{tu, classRange(lb, z.shape, 1)})}, onnx.IntAttr("to", int64(c.floatType)))
 	w := valid // [N, 1, d...] or ""
 	if l.ClassWeights != nil {
@@ -224,8 +280,14 @@ func (c *compiler) sigmoidBCE(lb *builder, z *lossLogits, grad bool) (string, []
 		}
 	}
 	x := z.z
-	el := lb.add(lb.sub(lb.op1("Relu", []string{x}), lb.mul(x, y)),
+	bce := lb.add(lb.sub(lb.op1("Relu", []string{x}), lb.mul(x, y)),
 		lb.op1("Log", []string{lb.add(lb.scalar(1), lb.op1("Exp", []string{lb.neg(lb.op1("Abs", []string{x}))}))}))
+	el, pt, mod := bce, "", ""
+	if l.Focal > 0 {
+		pt = lb.op1("Exp", []string{lb.neg(bce)})
+		mod = lb.op1("Pow", []string{lb.sub(lb.scalar(1), pt), lb.scalar(l.Focal)})
+		el = lb.mul(bce, mod)
+	}
 	if w != "" {
 		el = lb.mul(el, w)
 	}
@@ -237,14 +299,84 @@ func (c *compiler) sigmoidBCE(lb *builder, z *lossLogits, grad bool) (string, []
 		cnt := lb.mul(lb.op1("ReduceSum", []string{valid}, onnx.IntAttr("keepdims", 0)), lb.scalar(float64(C)))
 		den = lb.op1("Max", []string{cnt, lb.scalar(1e-12)})
 	}
-	lb.opTo("Reshape", []string{lb.div(num, den), lb.ints(1)}, []string{LossName})
+	t := lossTerm{value: lb.div(num, den)}
 	if !grad {
-		return "", ins
+		return t
 	}
 	b := c.b
-	coef, ins := c.lossCoef(den, ins)
+	coef := b.op1("Reciprocal", []string{den})
 	if w != "" {
 		coef = b.mul(w, coef)
 	}
-	return b.mul(b.sub(b.op1("Sigmoid", []string{x}), y), coef), ins
+	if l.Focal == 0 {
+		t.grad = b.mul(b.sub(b.op1("Sigmoid", []string{x}), y), coef)
+		return t
+	}
+	sign := b.sub(b.mul(b.scalar(2), y), b.scalar(1))
+	inner := b.add(b.mul(b.scalar(l.Focal), b.mul(pt, bce)), b.sub(b.scalar(1), pt))
+	t.grad = b.mul(b.neg(b.mul(sign, b.mul(mod, inner))), coef)
+	return t
+}
+
+// dice appends the soft Dice loss on logits z [N, C, d...]: probabilities
+// p = softmax(z) over the classes (sigmoid per channel for sigmoid heads),
+// one-hot targets y (for sigmoid heads y_k = [t == k+1]), both masked by
+// valid, and per class c over the batch and the image,
+//
+//	dice_c = (2·Σ p·y + 1) / (Σ p + Σ y + 1),
+//	loss   = Σ_c w_c·(1 − dice_c) / Σ_c w_c    (w = ClassWeights, or 1),
+//
+// the smoothing 1 making a class absent from both target and prediction
+// count as a perfect match. Backward: with S_c = Σ p + Σ y + 1,
+// dL/dp = −w_c/Σw·(2y/S_c − (2·Σp·y + 1)/S_c²)·valid, then through the
+// softmax (p⊙(g − Σ_k p_k g_k)) or the sigmoid (g⊙p⊙(1 − p)).
+func (c *compiler) dice(lb *builder, z *lossLogits, tu, valid string, sigmoid, grad bool) lossTerm {
+	l := c.cfg.Loss
+	C := z.shape[1]
+	var p, y string
+	if sigmoid {
+		p = lb.op1("Sigmoid", []string{z.z})
+		y = lb.op1("Cast", []string{lb.op1("Equal", []string{tu, classRange(lb, z.shape, 1)})}, onnx.IntAttr("to", int64(c.floatType)))
+	} else {
+		p = lb.op1("Softmax", []string{z.z}, onnx.IntAttr("axis", 1))
+		y = lb.op1("Cast", []string{lb.op1("Equal", []string{tu, classRange(lb, z.shape, 0)})}, onnx.IntAttr("to", int64(c.floatType)))
+	}
+	pv, yv := p, y
+	if valid != "" {
+		pv, yv = lb.mul(p, valid), lb.mul(y, valid)
+	}
+	axes := spatialAndBatch(len(z.shape)) // every axis but the class axis
+	inter := lb.reduceSum(lb.mul(pv, yv), axes, true)
+	sum := lb.add(lb.reduceSum(lb.add(pv, yv), axes, true), lb.scalar(1))
+	num := lb.add(lb.mul(lb.scalar(2), inter), lb.scalar(1))
+	lossC := lb.sub(lb.scalar(1), lb.div(num, sum)) // [1, C, 1...]
+	cw, wsum := "", float64(C)
+	if l.ClassWeights != nil {
+		cw, wsum = lb.constFloat(l.ClassWeights, classShape(z.shape)), 0
+		for _, v := range l.ClassWeights {
+			wsum += v
+		}
+		lossC = lb.mul(lossC, cw)
+	}
+	wsum = max(wsum, 1e-12)
+	t := lossTerm{value: lb.div(lb.op1("ReduceSum", []string{lossC}, onnx.IntAttr("keepdims", 0)), lb.scalar(wsum))}
+	if !grad {
+		return t
+	}
+	b := c.b
+	// dL/dp, [N, C, d...]
+	g := b.sub(b.div(b.mul(b.scalar(2), yv), sum), b.div(num, b.mul(sum, sum)))
+	if cw != "" {
+		g = b.mul(g, cw)
+	}
+	g = b.mul(g, b.scalar(-1/wsum))
+	if valid != "" {
+		g = b.mul(g, valid)
+	}
+	if sigmoid {
+		t.grad = b.mul(g, b.mul(p, b.sub(b.scalar(1), p)))
+		return t
+	}
+	t.grad = b.mul(p, b.sub(g, b.op1("ReduceSum", []string{b.mul(p, g), b.ints(1)}, onnx.IntAttr("keepdims", 1))))
+	return t
 }

@@ -207,3 +207,94 @@ func TestLossOnIntermediate(t *testing.T) {
 		})
 	}
 }
+
+// TestFocalAndDiceGradients checks the focal and Dice terms, alone and with
+// the pixel loss, by finite differences: ignored elements, class weights,
+// NHWC heads and a loss scale included.
+func TestFocalAndDiceGradients(t *testing.T) {
+	target := []int64{0, 1, 255, 2, 2, 2, 0, 255}
+	for _, tc := range []lossCase{
+		{"focal_ce", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 2}},
+		{"focal_ce_half_gamma_weights", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 0.5, ClassWeights: []float64{0.5, 2, 1.5}}},
+		{"focal_bce", []int64{2, 3, 2, 2}, []int64{0, 1, 255, 2, 3, 3, 0, 255}, grad.Loss{Kind: grad.LossSigmoidBCE, Focal: 2}},
+		{"dice_only", []int64{2, 3, 2, 2}, target, grad.Loss{DiceOnly: true}},
+		{"ce_dice_nhwc_scale", []int64{2, 2, 2, 3}, target, grad.Loss{Dice: 1, ClassAxis: -1, Scale: true}},
+		{"ce_dice_weights", []int64{2, 3, 2, 2}, target, grad.Loss{Dice: 0.5, ClassWeights: []float64{0.5, 2, 1.5}}},
+		{"bce_dice", []int64{2, 3, 2, 2}, []int64{0, 1, 255, 2, 3, 3, 0, 255}, grad.Loss{Kind: grad.LossSigmoidBCE, Dice: 1}},
+		{"dice_noignore", []int64{1, 2, 3, 2}, []int64{0, 1, 1, 0, 1, 1}, grad.Loss{DiceOnly: true, NoIgnore: true}},
+		{"focal_dice", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 2, Dice: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkLoss(t, tc) })
+	}
+}
+
+// TestFocalAndDiceValues compares the losses with their definitions
+// written out here (and focal with γ = 0 with cross entropy).
+func TestFocalAndDiceValues(t *testing.T) {
+	// [N=2, C=3, P=2]
+	z := []float32{0.1, -0.3, 0.5, 1.2, -2, 0.7, 3, -4, 0, 1, 2, -3}
+	target := []int64{2, 255, 0, 1}
+	w := []float64{1, 2, 0.5}
+	softmax := func(n, p int) []float64 {
+		var e [3]float64
+		var s float64
+		for c := range 3 {
+			e[c] = math.Exp(float64(z[n*6+c*2+p]))
+			s += e[c]
+		}
+		for c := range 3 {
+			e[c] /= s
+		}
+		return e[:]
+	}
+	for _, weighted := range []bool{false, true} {
+		cw := []float64{1, 1, 1}
+		loss := grad.Loss{Focal: 2}
+		if weighted {
+			cw, loss.ClassWeights = w, w
+		}
+		// Focal: Σ w_t·(1−p_t)²·(−log p_t) / Σ w_t over valid elements.
+		var num, den float64
+		// Dice: per class over valid elements.
+		var inter, psum, ysum [3]float64
+		for n := range 2 {
+			for p := range 2 {
+				tg := target[n*2+p]
+				if tg == 255 {
+					continue
+				}
+				pr := softmax(n, p)
+				pt := pr[tg]
+				num += cw[tg] * (1 - pt) * (1 - pt) * -math.Log(pt)
+				den += cw[tg]
+				for c := range 3 {
+					y := 0.0
+					if int64(c) == tg {
+						y = 1
+					}
+					inter[c] += pr[c] * y
+					psum[c] += pr[c]
+					ysum[c] += y
+				}
+			}
+		}
+		if got, want := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, loss), num/den; math.Abs(got-want) > 1e-5*want {
+			t.Errorf("weighted=%v: focal loss %.8g, want %.8g", weighted, got, want)
+		}
+		var dl, ws float64
+		for c := range 3 {
+			dl += cw[c] * (1 - (2*inter[c]+1)/(psum[c]+ysum[c]+1))
+			ws += cw[c]
+		}
+		diceOnly := grad.Loss{DiceOnly: true, ClassWeights: loss.ClassWeights}
+		if got, want := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, diceOnly), dl/ws; math.Abs(got-want) > 1e-5*want {
+			t.Errorf("weighted=%v: Dice loss %.8g, want %.8g", weighted, got, want)
+		}
+	}
+	ce := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{})
+	both := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{Dice: 1})
+	dice := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{DiceOnly: true})
+	if math.Abs(both-(ce+dice)) > 1e-5*both {
+		t.Errorf("ce+dice %.8g, want ce %.8g + dice %.8g", both, ce, dice)
+	}
+}

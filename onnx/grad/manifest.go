@@ -17,7 +17,12 @@ type Manifest struct {
 	// LossKind is "cross_entropy" or "sigmoid_bce"; Logits is the tensor
 	// the loss reads, ClassAxis its class axis (1 for NCHW, 3 for NHWC) and
 	// Classes its size (channels; sigmoid_bce targets go up to Classes).
-	LossKind     string      `json:"loss_kind,omitempty"`
+	LossKind string `json:"loss_kind,omitempty"`
+	// Focal and Dice are Loss.Focal and Loss.Dice; DiceOnly says the
+	// loss is the Dice term alone.
+	Focal        float64     `json:"focal,omitempty"`
+	Dice         float64     `json:"dice,omitempty"`
+	DiceOnly     bool        `json:"dice_only,omitempty"`
 	Logits       string      `json:"logits,omitempty"`
 	ClassAxis    int         `json:"class_axis,omitempty"`
 	Classes      int64       `json:"classes,omitempty"`
@@ -91,6 +96,7 @@ func (c *compiler) manifestBase() Manifest {
 		if k == LossSigmoidBCE {
 			m.LossKind = "sigmoid_bce"
 		}
+		m.Focal, m.Dice, m.DiceOnly = c.cfg.Loss.Focal, c.cfg.Loss.Dice, c.cfg.Loss.DiceOnly
 		if !c.cfg.Loss.NoIgnore {
 			ign := c.ignoreIndex()
 			m.IgnoreIndex = &ign
