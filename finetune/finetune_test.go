@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -306,5 +307,69 @@ func TestLossTerms(t *testing.T) {
 	}
 	if got, _ := lossTerms("focal", 0.5); got.Focal != 0.5 {
 		t.Errorf("focal γ 0.5 read as %v", got.Focal)
+	}
+}
+
+// TestToyRunWritesTensorBoard: the run's records reach TensorBoard event
+// files in tb/ (read back by the independent reader of internal/tfevents),
+// and a resumed run marks where it restarts, so TensorBoard drops the
+// steps it repeats.
+func TestToyRunWritesTensorBoard(t *testing.T) {
+	testassets.RequireORT(t)
+	py := testassets.RequirePython(t, "google.protobuf")
+	reader := testassets.FindUp("internal/tfevents/testdata/read_events.py")
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs = 2
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		Step       int64 `json:"step"`
+		SessionLog int   `json:"session_log"`
+		Summary    []struct {
+			Tag string `json:"tag"`
+		} `json:"summary"`
+	}
+	read := func() (tags map[string]int, restarts []int64) {
+		tags = map[string]int{}
+		files, _ := filepath.Glob(filepath.Join(out, TensorBoardDir, "events.out.tfevents.*"))
+		for _, f := range files {
+			b, err := exec.Command(py, reader, f).Output()
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var evs []event
+			if err := json.Unmarshal(b, &evs); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				for _, v := range e.Summary {
+					tags[v.Tag]++
+				}
+				if e.SessionLog == 1 {
+					restarts = append(restarts, e.Step)
+				}
+			}
+		}
+		return tags, restarts
+	}
+	recs, err := history.Read(filepath.Join(out, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := len(history.Filter(recs, history.KindStep))
+	tags, restarts := read()
+	if tags["step/loss"] != steps || tags["step/lr"] != steps || tags["epoch/val_miou"] != 2 || len(restarts) != 0 {
+		t.Fatalf("TensorBoard tags %v, restarts %v; want %d steps and 2 epochs", tags, restarts, steps)
+	}
+	cfg.Epochs = 3
+	if _, err := Train(context.Background(), cfg, out, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	tags, restarts = read()
+	if tags["epoch/val_miou"] != 3 || len(restarts) != 1 || restarts[0] != int64(steps) {
+		t.Errorf("after resuming: tags %v, restarts %v; want 3 epochs and a restart at step %d", tags, restarts, steps)
 	}
 }

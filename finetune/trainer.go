@@ -41,6 +41,9 @@ const (
 	PlotFile    = "curves.png"
 	ModelFile   = "model.onnx" // the best (or last) weights, exported
 	ConfigFile  = "config.json"
+	// TensorBoardDir holds the run's TensorBoard event files: the records
+	// of metrics.jsonl as scalars (history.TensorBoard).
+	TensorBoardDir = "tb"
 )
 
 // Hooks let the caller follow a run. All are optional.
@@ -221,6 +224,17 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 	}
 	if t.hist, err = history.Open(filepath.Join(t.dir, HistoryFile)); err != nil {
 		return nil, err
+	}
+	var from int64
+	if ck != nil {
+		from = ck.Step
+	}
+	// TensorBoard is for watching the run; one that cannot be written
+	// leaves the run and metrics.jsonl as they are, with one line.
+	if tb, err := history.OpenTensorBoard(filepath.Join(t.dir, TensorBoardDir), from); err != nil {
+		fmt.Fprintf(t.hooks.Log, "segtune: no TensorBoard events: %v\n", err)
+	} else {
+		t.hist.Tee(tb)
 	}
 	return resumed, nil
 }

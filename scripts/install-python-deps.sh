@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Python side of segtune's tests and benchmarks: Debian's
-# python3-torch, python3-torchvision and python3-onnx, for /usr/bin/python3
+# python3-torch, python3-torchvision, python3-onnx and python3-protobuf (the
+# independent reader of TensorBoard files in internal/tfevents' test), for /usr/bin/python3
 # (not a pyenv/venv python3 that may come first on PATH), and OpenBLAS.
 # Idempotent and quiet: does nothing when all is there already.
 #
@@ -12,12 +13,12 @@
 set -euo pipefail
 
 PY=/usr/bin/python3
-PKGS=(python3-torch python3-torchvision python3-onnx libopenblas0-pthread)
+PKGS=(python3-torch python3-torchvision python3-onnx python3-protobuf libopenblas0-pthread)
 
 say() { echo "install-python-deps: $*" >&2; }
 
 have() {
-  [ -x "$PY" ] && "$PY" -c 'import torch, torchvision, onnx' >/dev/null 2>&1 &&
+  [ -x "$PY" ] && "$PY" -c 'import torch, torchvision, onnx, google.protobuf' >/dev/null 2>&1 &&
     { ! command -v dpkg-query >/dev/null 2>&1 ||
       dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q 'install ok installed'; }
 }

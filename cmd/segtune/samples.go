@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/pipeline"
@@ -206,5 +207,19 @@ func finetuneSamples(c *cli.Context, res *finetune.Result) (string, error) {
 		model = filepath.Join(res.Dir, finetune.ModelFile)
 	}
 	path := filepath.Join(res.Dir, SamplesFile)
-	return path, writeSamples(c, path, cfg, nil, []sampleColumn{{"prediction", model}})
+	if err := writeSamples(c, path, cfg, nil, []sampleColumn{{"prediction", model}}); err != nil {
+		return "", err
+	}
+	// The sheet in TensorBoard too, beside the run's scalars.
+	tb, err := history.OpenTensorBoard(filepath.Join(res.Dir, finetune.TensorBoardDir), 0)
+	if err == nil {
+		err = tb.Image(res.Steps, "samples", path)
+		if cerr := tb.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		notef(c, "segtune: the contact sheet is not in TensorBoard: %v", err)
+	}
+	return path, nil
 }

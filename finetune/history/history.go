@@ -206,6 +206,7 @@ type Writer struct {
 	f    *os.File
 	path string
 	buf  []byte
+	tb   *TensorBoard // also written, when set (Tee)
 }
 
 // Open opens path for appending records, creating it if needed. If the
@@ -265,6 +266,9 @@ func (w *Writer) Write(r Record) error {
 	if _, err := w.f.Write(w.buf); err != nil {
 		return fmt.Errorf("history: %s: %w", w.path, err)
 	}
+	if w.tb != nil {
+		return w.tb.Write(r)
+	}
 	return nil
 }
 
@@ -285,6 +289,11 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	serr := w.f.Sync()
+	if w.tb != nil {
+		if err := w.tb.Close(); err != nil && serr == nil {
+			serr = err
+		}
+	}
 	if err := w.f.Close(); err != nil {
 		return fmt.Errorf("history: %s: %w", w.path, err)
 	}

@@ -140,3 +140,19 @@ func FindUp(rel string) string {
 		dir = parent
 	}
 }
+
+// RequirePython returns the Python interpreter of the tests' Python side —
+// $SEGTUNE_TORCH_PYTHON, else Debian's /usr/bin/python3
+// (scripts/install-python-deps.sh) — after checking that it imports
+// modules; it skips (fails under $SEGTUNE_REQUIRE_ASSETS) when it cannot.
+func RequirePython(tb testing.TB, modules ...string) string {
+	tb.Helper()
+	py := os.Getenv("SEGTUNE_TORCH_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import "+strings.Join(append([]string{"sys"}, modules...), ", ")).CombinedOutput(); err != nil {
+		SkipOrFail(tb, "%s cannot import %s (make python-deps): %v %s", py, strings.Join(modules, ", "), err, strings.TrimSpace(string(out)))
+	}
+	return py
+}
