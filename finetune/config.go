@@ -79,7 +79,8 @@ type Config struct {
 	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
 	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
 	// (the focal loss with FocalGamma), "dice" (soft Dice alone),
-	// "ce+dice" or "focal+dice" (their sum).
+	// "lovasz" (Lovász-softmax alone), or the sums "ce+dice", "ce+lovasz",
+	// "focal+dice".
 	Loss string `json:"loss,omitempty"`
 	// FocalGamma is the focal loss's γ (0 means 2).
 	FocalGamma float64 `json:"focal_gamma,omitempty"`

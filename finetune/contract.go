@@ -61,7 +61,7 @@ func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 // replace it with Dice.
 func trainingLoss(ct *contract.Contract, ignore int64, terms grad.Loss) grad.Loss {
 	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore,
-		Focal: terms.Focal, Dice: terms.Dice, DiceOnly: terms.DiceOnly}
+		Focal: terms.Focal, Dice: terms.Dice, Lovasz: terms.Lovasz, NoPixel: terms.NoPixel}
 	if ct.Thresholded() {
 		l.Kind = grad.LossSigmoidBCE
 	}
@@ -82,13 +82,17 @@ func lossTerms(loss string, gamma float64) (grad.Loss, error) {
 	case "focal":
 		return grad.Loss{Focal: gamma}, nil
 	case "dice":
-		return grad.Loss{DiceOnly: true}, nil
+		return grad.Loss{NoPixel: true, Dice: 1}, nil
+	case "lovasz":
+		return grad.Loss{NoPixel: true, Lovasz: 1}, nil
 	case "ce+dice":
 		return grad.Loss{Dice: 1}, nil
+	case "ce+lovasz":
+		return grad.Loss{Lovasz: 1}, nil
 	case "focal+dice":
 		return grad.Loss{Focal: gamma, Dice: 1}, nil
 	}
-	return grad.Loss{}, fmt.Errorf("loss %q: want ce, focal, dice, ce+dice or focal+dice", loss)
+	return grad.Loss{}, fmt.Errorf("loss %q: want ce, focal, dice, lovasz, ce+dice, ce+lovasz or focal+dice", loss)
 }
 
 // validationPreprocess validates a fixed-size model at its size, as

@@ -266,7 +266,7 @@ func TestMayRunOnGPU(t *testing.T) {
 // asked for; a bad name or γ is refused before any work.
 func TestToyRunLearnsWithEachLoss(t *testing.T) {
 	testassets.RequireORT(t)
-	for _, loss := range []string{"focal", "dice", "ce+dice", "focal+dice"} {
+	for _, loss := range []string{"focal", "dice", "lovasz", "ce+dice", "ce+lovasz", "focal+dice"} {
 		t.Run(loss, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := toyConfig(t, dir)
@@ -288,7 +288,7 @@ func TestToyRunLearnsWithEachLoss(t *testing.T) {
 	for _, c := range []struct {
 		loss  string
 		gamma float64
-	}{{"lovasz", 0}, {"focal", -1}, {"focal", 11}, {"focal", math.NaN()}} {
+	}{{"hinge", 0}, {"focal", -1}, {"focal", 11}, {"focal", math.NaN()}} {
 		cfg := toyConfig(t, t.TempDir())
 		cfg.Loss, cfg.FocalGamma = c.loss, c.gamma
 		if err := cfg.validate(); err == nil {
@@ -299,9 +299,9 @@ func TestToyRunLearnsWithEachLoss(t *testing.T) {
 
 func TestLossTerms(t *testing.T) {
 	for loss, want := range map[string]grad.Loss{
-		"": {}, "CE": {}, "focal": {Focal: 2}, "dice": {DiceOnly: true}, "ce+dice": {Dice: 1}, "focal+dice": {Focal: 2, Dice: 1},
+		"": {}, "CE": {}, "focal": {Focal: 2}, "dice": {NoPixel: true, Dice: 1}, "lovasz": {NoPixel: true, Lovasz: 1}, "ce+lovasz": {Lovasz: 1}, "ce+dice": {Dice: 1}, "focal+dice": {Focal: 2, Dice: 1},
 	} {
-		if got, err := lossTerms(loss, 0); err != nil || got.Focal != want.Focal || got.Dice != want.Dice || got.DiceOnly != want.DiceOnly {
+		if got, err := lossTerms(loss, 0); err != nil || got.Focal != want.Focal || got.Dice != want.Dice || got.NoPixel != want.NoPixel || got.Lovasz != want.Lovasz {
 			t.Errorf("%q: %+v, %v; want %+v", loss, got, err, want)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
-	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/segmenter"

@@ -79,9 +79,14 @@ type Loss struct {
 	// 1 − the class-weighted mean of (2·Σp·y + 1)/(Σp + Σy + 1), sums over
 	// the batch's valid elements. At most 1000.
 	Dice float64
-	// DiceOnly drops the pixel loss: the loss is the Dice term alone
-	// (weighted by Dice, or 1 when Dice is 0).
-	DiceOnly bool
+	// Lovasz, when positive, adds that multiple of the Lovász-softmax loss
+	// (Berman et al. 2018), the convex surrogate of 1 − IoU, averaged over
+	// the classes present in the batch's targets. Softmax heads only.
+	// At most 1000.
+	Lovasz float64
+	// NoPixel drops the pixel loss (cross entropy or focal): the loss is
+	// the Dice and Lovász terms alone, which must not both be 0.
+	NoPixel bool
 	// Scale adds the LossScaleName input.
 	Scale bool
 }

@@ -304,6 +304,17 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			checkCUDAKernels(t, "eval", gs.Eval.Proto, kernels)
 		})
 	}
+	// Every loss term: focal, Dice and Lovász beside each other.
+	t.Run("losses", func(t *testing.T) {
+		m := generatedModel(t, "deeplabv3plus_mobilenetv2.onnx")
+		in := onnx.DataInputs(m.Graph())[0].GetName()
+		gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: {2, 3, 64, 64}},
+			DirectConvs: true, Loss: grad.Loss{Focal: 2, Dice: 1, Lovasz: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCUDAKernels(t, "focal+dice+lovasz training", gs.Training.Proto, kernels)
+	})
 	// Mixed precision: the float16 and bfloat16 training graphs in the
 	// form that segtune builds for the GPU, as onnx/autocast's tests build
 	// them (bfloat16 at opset 22, whose Conv takes it).

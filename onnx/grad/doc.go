@@ -94,7 +94,8 @@
 // (target 0 is background, k+1 turns channel k on), averaged over valid
 // pixels and channels. Loss.Focal turns either into the focal loss
 // ((1 − p_t)^γ times each element's term), and Loss.Dice adds a soft Dice
-// term over the classes (channels) — or, with Loss.DiceOnly, is the loss.
+// term over the classes (channels) and Loss.Lovasz a Lovász-softmax term;
+// Loss.NoPixel leaves those terms alone.
 // All write their gradient directly (softmax − onehot, sigmoid − y, times
 // the valid mask over the count, and the focal and Dice forms derived in
 // loss.go) rather than differentiating their forward nodes.

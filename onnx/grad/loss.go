@@ -137,8 +137,13 @@ func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*on
 	if C := z.shape[1]; l.ClassWeights != nil && int64(len(l.ClassWeights)) != C {
 		return "", "", nil, fmt.Errorf("loss: %d class weights for %d classes", len(l.ClassWeights), C)
 	}
-	if !(l.Focal >= 0 && l.Focal <= 10) || !(l.Dice >= 0 && l.Dice <= 1e3) {
-		return "", "", nil, fmt.Errorf("loss: focal γ %v (want 0..10) or Dice weight %v (want 0..1000) out of range", l.Focal, l.Dice)
+	switch {
+	case !(l.Focal >= 0 && l.Focal <= 10) || !(l.Dice >= 0 && l.Dice <= 1e3) || !(l.Lovasz >= 0 && l.Lovasz <= 1e3):
+		return "", "", nil, fmt.Errorf("loss: focal γ %v (want 0..10), Dice weight %v or Lovász weight %v (want 0..1000) out of range", l.Focal, l.Dice, l.Lovasz)
+	case l.NoPixel && l.Dice == 0 && l.Lovasz == 0:
+		return "", "", nil, fmt.Errorf("loss: no pixel loss and no Dice or Lovász term: nothing to train on")
+	case l.Lovasz > 0 && l.Kind == LossSigmoidBCE:
+		return "", "", nil, fmt.Errorf("loss: the Lovász-softmax term needs a softmax head, not sigmoid channels")
 	}
 	wantGrad := req[z.name]
 	tu, valid, ins := c.target(lb, z)
@@ -148,7 +153,7 @@ func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*on
 		weight float64
 	}
 	var terms []weighted
-	if !l.DiceOnly {
+	if !l.NoPixel {
 		var t lossTerm
 		if sigmoid {
 			t = c.sigmoidBCE(lb, z, tu, valid, wantGrad)
@@ -157,12 +162,11 @@ func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*on
 		}
 		terms = append(terms, weighted{t, 1})
 	}
-	if l.Dice > 0 || l.DiceOnly {
-		w := l.Dice
-		if w == 0 {
-			w = 1
-		}
-		terms = append(terms, weighted{c.dice(lb, z, tu, valid, sigmoid, wantGrad), w})
+	if l.Dice > 0 {
+		terms = append(terms, weighted{c.dice(lb, z, tu, valid, sigmoid, wantGrad), l.Dice})
+	}
+	if l.Lovasz > 0 {
+		terms = append(terms, weighted{c.lovasz(lb, z, tu, valid, wantGrad), l.Lovasz})
 	}
 	var value, d string
 	for _, t := range terms {
@@ -378,5 +382,76 @@ func (c *compiler) dice(lb *builder, z *lossLogits, tu, valid string, sigmoid, g
 		return t
 	}
 	t.grad = b.mul(p, b.sub(g, b.op1("ReduceSum", []string{b.mul(p, g), b.ints(1)}, onnx.IntAttr("keepdims", 1))))
+	return t
+}
+
+// lovasz appends the Lovász-softmax loss (Berman, Rannen Triki and
+// Blaschko 2018, their lovasz_softmax with classes="present") on logits z
+// [N, C, d...]: per class c, the errors e = |[t == c] − p_c| of the batch's
+// valid pixels sorted in decreasing order, dotted with the gradient of the
+// Lovász extension of the Jaccard loss at the sorted ground truth,
+//
+//	J_i = 1 − (G − Σ_{j≤i} g_j) / (G + Σ_{j≤i} (1 − g_j)),  G = Σ g,
+//	loss_c = Σ_i e_(i)·(J_i − J_{i−1}),
+//
+// averaged over the classes present in the targets. Ignored pixels get the
+// error −1, which sorts them after every valid pixel, where J no longer
+// changes, so they add nothing. Backward: d loss/d e_(i) = J_i − J_{i−1}
+// (the sort order is constant almost everywhere), scattered back to the
+// pixels, times ∂e/∂p = ±1, then through the softmax.
+func (c *compiler) lovasz(lb *builder, z *lossLogits, tu, valid string, grad bool) lossTerm {
+	C := z.shape[1]
+	m := numel(z.shape) / C
+	p := lb.op1("Softmax", []string{z.z}, onnx.IntAttr("axis", 1))
+	fg := lb.op1("Cast", []string{lb.op1("Equal", []string{tu, classRange(lb, z.shape, 0)})}, onnx.IntAttr("to", int64(c.floatType)))
+	e := lb.op1("Abs", []string{lb.sub(fg, p)})
+	if valid != "" {
+		fg = lb.mul(fg, valid)
+		e = lb.add(lb.mul(e, valid), lb.sub(valid, lb.scalar(1))) // −1 where ignored
+	}
+	// [N, C, d...] → [C, N·d...]
+	perm := []int64{1, 0}
+	for i := 2; i < len(z.shape); i++ {
+		perm = append(perm, int64(i))
+	}
+	flat := func(b *builder, x string) string { return b.reshape(b.transpose(x, perm), []int64{C, m}) }
+	ef, fgf := flat(lb, e), flat(lb, fg)
+	sorted := lb.op("TopK", []string{ef, lb.ints(m)}, 2, onnx.IntAttr("axis", 1), onnx.IntAttr("largest", 1), onnx.IntAttr("sorted", 1))
+	es, order := sorted[0], sorted[1]
+	gs := lb.op1("GatherElements", []string{fgf, order}, onnx.IntAttr("axis", 1))
+	one := lb.ints(1)
+	total := lb.reduceSum(fgf, []int64{1}, true) // [C, 1]
+	inter := lb.sub(total, lb.op1("CumSum", []string{gs, one}))
+	union := lb.add(total, lb.op1("CumSum", []string{lb.sub(lb.scalar(1), gs), one}))
+	jac := lb.sub(lb.scalar(1), lb.div(inter, union))
+	var step string // J_i − J_{i−1}, J_{−1} = 0
+	if m == 1 {
+		step = jac
+	} else {
+		prev := lb.op1("Concat", []string{lb.mul(lb.slice(jac, []int64{0}, []int64{1}, []int64{1}), lb.scalar(0)),
+			lb.slice(jac, []int64{0}, []int64{m - 1}, []int64{1})}, onnx.IntAttr("axis", 1))
+		step = lb.sub(jac, prev)
+	}
+	perClass := lb.reduceSum(lb.mul(es, step), []int64{1}, true) // [C, 1]
+	present := lb.op1("Cast", []string{lb.op1("Greater", []string{total, lb.scalar(0)})}, onnx.IntAttr("to", int64(c.floatType)))
+	count := lb.op1("Max", []string{lb.op1("ReduceSum", []string{present}, onnx.IntAttr("keepdims", 0)), lb.scalar(1)})
+	t := lossTerm{value: lb.div(lb.op1("ReduceSum", []string{lb.mul(perClass, present)}, onnx.IntAttr("keepdims", 0)), count)}
+	if !grad {
+		return t
+	}
+	b := c.b
+	des := b.div(b.mul(step, present), count) // d loss / d e_(i), [C, M]
+	def := b.op1("ScatterElements", []string{b.mul(es, b.scalar(0)), order, des}, onnx.IntAttr("axis", 1))
+	inv := make([]int64, len(perm))
+	for i, v := range perm {
+		inv[v] = int64(i)
+	}
+	tshape := append([]int64{C, z.shape[0]}, z.shape[2:]...)
+	de := b.transpose(b.reshape(def, tshape), inv)              // [N, C, d...]
+	dp := b.mul(de, b.sub(b.scalar(1), b.mul(b.scalar(2), fg))) // ∂|fg − p|/∂p = 1 − 2·fg
+	if valid != "" {
+		dp = b.mul(dp, valid)
+	}
+	t.grad = b.mul(p, b.sub(dp, b.op1("ReduceSum", []string{b.mul(p, dp), b.ints(1)}, onnx.IntAttr("keepdims", 1))))
 	return t
 }

@@ -1,9 +1,14 @@
 package grad_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"math/rand/v2"
+	"os/exec"
 	"testing"
 
+	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/runtime"
@@ -217,11 +222,11 @@ func TestFocalAndDiceGradients(t *testing.T) {
 		{"focal_ce", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 2}},
 		{"focal_ce_half_gamma_weights", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 0.5, ClassWeights: []float64{0.5, 2, 1.5}}},
 		{"focal_bce", []int64{2, 3, 2, 2}, []int64{0, 1, 255, 2, 3, 3, 0, 255}, grad.Loss{Kind: grad.LossSigmoidBCE, Focal: 2}},
-		{"dice_only", []int64{2, 3, 2, 2}, target, grad.Loss{DiceOnly: true}},
+		{"dice_only", []int64{2, 3, 2, 2}, target, grad.Loss{NoPixel: true, Dice: 1}},
 		{"ce_dice_nhwc_scale", []int64{2, 2, 2, 3}, target, grad.Loss{Dice: 1, ClassAxis: -1, Scale: true}},
 		{"ce_dice_weights", []int64{2, 3, 2, 2}, target, grad.Loss{Dice: 0.5, ClassWeights: []float64{0.5, 2, 1.5}}},
 		{"bce_dice", []int64{2, 3, 2, 2}, []int64{0, 1, 255, 2, 3, 3, 0, 255}, grad.Loss{Kind: grad.LossSigmoidBCE, Dice: 1}},
-		{"dice_noignore", []int64{1, 2, 3, 2}, []int64{0, 1, 1, 0, 1, 1}, grad.Loss{DiceOnly: true, NoIgnore: true}},
+		{"dice_noignore", []int64{1, 2, 3, 2}, []int64{0, 1, 1, 0, 1, 1}, grad.Loss{NoPixel: true, Dice: 1, NoIgnore: true}},
 		{"focal_dice", []int64{2, 3, 2, 2}, target, grad.Loss{Focal: 2, Dice: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkLoss(t, tc) })
@@ -286,15 +291,118 @@ func TestFocalAndDiceValues(t *testing.T) {
 			dl += cw[c] * (1 - (2*inter[c]+1)/(psum[c]+ysum[c]+1))
 			ws += cw[c]
 		}
-		diceOnly := grad.Loss{DiceOnly: true, ClassWeights: loss.ClassWeights}
+		diceOnly := grad.Loss{NoPixel: true, Dice: 1, ClassWeights: loss.ClassWeights}
 		if got, want := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, diceOnly), dl/ws; math.Abs(got-want) > 1e-5*want {
 			t.Errorf("weighted=%v: Dice loss %.8g, want %.8g", weighted, got, want)
 		}
 	}
 	ce := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{})
 	both := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{Dice: 1})
-	dice := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{DiceOnly: true})
+	dice := evalLoss(t, []int64{2, 3, 2}, z, []int64{2, 2}, target, grad.Loss{NoPixel: true, Dice: 1})
 	if math.Abs(both-(ce+dice)) > 1e-5*both {
 		t.Errorf("ce+dice %.8g, want ce %.8g + dice %.8g", both, ce, dice)
 	}
+}
+
+// TestLovaszGradients checks the Lovász-softmax term alone and beside
+// cross entropy by finite differences (the logits are drawn so that the
+// errors' sort order does not change within the steps).
+func TestLovaszGradients(t *testing.T) {
+	target := []int64{0, 1, 255, 2, 2, 2, 0, 255}
+	for _, tc := range []lossCase{
+		{"lovasz", []int64{2, 3, 2, 2}, target, grad.Loss{NoPixel: true, Lovasz: 1}},
+		{"ce_lovasz_nhwc_scale", []int64{2, 2, 2, 3}, target, grad.Loss{Lovasz: 0.5, ClassAxis: -1, Scale: true}},
+		{"lovasz_noignore_absent_class", []int64{1, 3, 3, 2}, []int64{0, 1, 1, 0, 1, 1}, grad.Loss{NoPixel: true, Lovasz: 1, NoIgnore: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkLoss(t, tc) })
+	}
+}
+
+// lovaszReference is Berman et al.'s lovasz_softmax (classes="present",
+// ignore 255, per_image=False) from their published PyTorch code, in
+// float64: the loss, and its gradient with respect to the logits by
+// PyTorch's autograd.
+const lovaszReference = `
+import json, sys, torch
+d = json.load(sys.stdin)
+z = torch.tensor(d["z"], dtype=torch.float64).reshape(d["shape"]).requires_grad_(True)
+labels = torch.tensor(d["target"]).reshape([d["shape"][0]] + d["shape"][2:])
+def lovasz_grad(gt_sorted):
+    p = len(gt_sorted)
+    gts = gt_sorted.sum()
+    intersection = gts - gt_sorted.double().cumsum(0)  # .float() in the original: float64 here
+    union = gts + (1 - gt_sorted).double().cumsum(0)
+    jaccard = 1. - intersection / union
+    if p > 1:
+        jaccard[1:p] = jaccard[1:p] - jaccard[0:-1]
+    return jaccard
+probas = torch.softmax(z, 1)
+C = probas.size(1)
+probas = probas.permute(0, 2, 3, 1).contiguous().view(-1, C)
+labels = labels.view(-1)
+valid = labels != 255
+probas, labels = probas[valid], labels[valid]
+losses = []
+for c in range(C):
+    fg = (labels == c).double()
+    if fg.sum() == 0:
+        continue
+    errors = (fg - probas[:, c]).abs()
+    errors_sorted, perm = torch.sort(errors, 0, descending=True)
+    losses.append(torch.dot(errors_sorted, lovasz_grad(fg[perm])))
+loss = sum(losses) / len(losses)
+loss.backward()
+print(json.dumps({"loss": loss.item(), "grad": z.grad.reshape(-1).tolist()}))
+`
+
+// TestLovaszMatchesReference compares the loss and its gradient with the
+// reference implementation's, run by PyTorch in float64.
+func TestLovaszMatchesReference(t *testing.T) {
+	py := testassets.RequirePython(t, "torch")
+	shape := []int64{2, 3, 3, 4}
+	rng := rand.New(rand.NewPCG(5, 6))
+	z := make([]float32, 2*3*3*4)
+	for i := range z {
+		z[i] = float32(rng.NormFloat64() * 2)
+	}
+	target := make([]int64, 2*3*4)
+	for i := range target {
+		target[i] = []int64{0, 1, 1, 255, 0}[rng.IntN(5)] // class 2 absent
+	}
+	in, _ := json.Marshal(map[string]any{"z": z, "shape": shape, "target": target})
+	cmd := exec.Command(py, "-c", lovaszReference)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the PyTorch reference: %v", err)
+	}
+	var ref struct {
+		Loss float64
+		Grad []float64
+	}
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatal(err)
+	}
+	loss := grad.Loss{NoPixel: true, Lovasz: 1}
+	got := evalLoss(t, shape, z, []int64{2, 3, 4}, target, loss)
+	if math.Abs(got-ref.Loss) > 1e-5 {
+		t.Errorf("Lovász loss %.8g, reference %.8g", got, ref.Loss)
+	}
+	m := newOpModel(13)
+	m.node("Identity", []string{m.floats("z", shape, z...)}, []string{"logits"})
+	m.outs = []string{"logits"}
+	gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"z"}, Loss: loss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := runModel(t, gs.Training, map[string]*runtime.Tensor{"z": runtime.NewFloat32(shape, z), grad.TargetName: runtime.NewInt64([]int64{2, 3, 4}, target)})
+	g := outs[grad.GradPrefix+"z"].Float32
+	worst := 0.0
+	for i := range g {
+		worst = max(worst, math.Abs(float64(g[i])-ref.Grad[i]))
+	}
+	if worst > 1e-6 {
+		t.Errorf("Lovász gradient differs from the reference's autograd by up to %.3g", worst)
+	}
+	t.Logf("loss %.8g (reference %.8g), gradient max difference %.3g", got, ref.Loss, worst)
 }

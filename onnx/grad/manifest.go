@@ -18,11 +18,11 @@ type Manifest struct {
 	// the loss reads, ClassAxis its class axis (1 for NCHW, 3 for NHWC) and
 	// Classes its size (channels; sigmoid_bce targets go up to Classes).
 	LossKind string `json:"loss_kind,omitempty"`
-	// Focal and Dice are Loss.Focal and Loss.Dice; DiceOnly says the
-	// loss is the Dice term alone.
+	// Focal, Dice, Lovasz and NoPixel are those of Loss.
 	Focal        float64     `json:"focal,omitempty"`
 	Dice         float64     `json:"dice,omitempty"`
-	DiceOnly     bool        `json:"dice_only,omitempty"`
+	Lovasz       float64     `json:"lovasz,omitempty"`
+	NoPixel      bool        `json:"no_pixel,omitempty"`
 	Logits       string      `json:"logits,omitempty"`
 	ClassAxis    int         `json:"class_axis,omitempty"`
 	Classes      int64       `json:"classes,omitempty"`
@@ -96,7 +96,8 @@ func (c *compiler) manifestBase() Manifest {
 		if k == LossSigmoidBCE {
 			m.LossKind = "sigmoid_bce"
 		}
-		m.Focal, m.Dice, m.DiceOnly = c.cfg.Loss.Focal, c.cfg.Loss.Dice, c.cfg.Loss.DiceOnly
+		l := c.cfg.Loss
+		m.Focal, m.Dice, m.Lovasz, m.NoPixel = l.Focal, l.Dice, l.Lovasz, l.NoPixel
 		if !c.cfg.Loss.NoIgnore {
 			ign := c.ignoreIndex()
 			m.IgnoreIndex = &ign
