@@ -18,7 +18,7 @@ func infoCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "info",
 		Usage:     "describe an ONNX model: inputs, outputs, opsets, operators, parameters",
-		ArgsUsage: "MODEL.onnx",
+		ArgsUsage: "MODEL.onnx (or a known model's name, see segtune model list, or a bucket URL)",
 		Flags:     []cli.Flag{jsonFlag},
 		Action: func(c *cli.Context) error {
 			// urfave/cli stops parsing flags at the first argument; accept
@@ -35,6 +35,11 @@ func infoCommand() *cli.Command {
 			if len(paths) != 1 {
 				return cli.Exit("usage: segtune info MODEL.onnx [--json]", 2)
 			}
+			path, err := resolveModel(c, paths[0])
+			if err != nil {
+				return err
+			}
+			paths[0] = path
 			m, err := onnx.Load(paths[0])
 			if err != nil {
 				return err

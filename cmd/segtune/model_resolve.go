@@ -40,16 +40,8 @@ func resolveModelFlags(cmds []*cli.Command) {
 		flag.Usage += " (or a known model's name, see segtune model list, or an s3://, gs:// or azblob:// URL)"
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
-			if v := c.String("model"); storage.IsURL(v) {
-				path, err := fetchModel(c.Context, v)
-				if err != nil {
-					return err
-				}
-				if err := c.Set("model", path); err != nil {
-					return err
-				}
-			} else if v != "" {
-				path, err := resolveModelArg(v)
+			if v := c.String("model"); v != "" {
+				path, err := resolveModel(c, v)
 				if err != nil {
 					return err
 				}
@@ -65,6 +57,16 @@ func resolveModelFlags(cmds []*cli.Command) {
 			return nil
 		}
 	}
+}
+
+// resolveModel returns the local file of a model given as a path, a
+// registry name (resolveModelArg) or a bucket URL (fetched into the
+// cache): what every command's --model, and info's argument, accept.
+func resolveModel(c *cli.Context, v string) (string, error) {
+	if storage.IsURL(v) {
+		return fetchModel(c.Context, v)
+	}
+	return resolveModelArg(v)
 }
 
 // resolveModelArg returns the model file that v names. A path that exists,

@@ -122,6 +122,19 @@ func TestSegmentModelByName(t *testing.T) {
 	}
 }
 
+// info takes a registry name as its argument, as --model does.
+func TestInfoModelByName(t *testing.T) {
+	isolateModelSearch(t, "")
+	stdout, err := runCLI(t, "info", models.SynthName, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ Path string }
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil || filepath.Base(s.Path) != models.SynthName+".onnx" {
+		t.Errorf("info %s: path %q, %v", models.SynthName, s.Path, err)
+	}
+}
+
 // runCLIStderr runs segtune (without --quiet) and returns its stderr;
 // stdout is discarded.
 func runCLIStderr(t *testing.T, args ...string) (string, error) {
