@@ -88,7 +88,15 @@ type cocoShape struct {
 
 // ReadCOCO reads a COCO annotation file (instances or stuff). Every
 // annotation is checked before it returns; masks are rasterised when a
-// Sample's Mask is called.
+// Sample's Mask is called. Refused, with the annotation's id: RLE whose
+// size is not the image's or whose counts do not cover it exactly,
+// polygons with an odd number of coordinates, a vertex more than an image
+// size outside the image, an outline longer than 256 times the image's
+// width plus height, more than MaxVertices vertices in one annotation.
+//
+// As in pycocotools' annToMask, the polygons of one annotation are
+// united. Unlike it, a first polygon of 4 coordinates is a (degenerate)
+// polygon, not a box.
 func ReadCOCO(path string, opt COCOOptions) (*Set, error) {
 	limit := opt.MaxFileBytes
 	if limit <= 0 {

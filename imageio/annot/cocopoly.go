@@ -122,7 +122,7 @@ func polygonRLE(xy []float64, h, w int) []uint32 {
 }
 
 // polygonPerimeter is the length of the closed polygon's outline in
-// pixels, which bounds the work of tracing it.
+// pixels, measured along x plus along y: more than the trace's steps.
 func polygonPerimeter(xy []float64) float64 {
 	k := len(xy) / 2
 	per := 0.0

@@ -19,12 +19,22 @@
 // decoders check their input when the Set is made, so that bad
 // annotations are named before any work starts.
 //
+// Wiring a layout: read the export once when the data folder is opened
+// (ReadCOCO(annotationFile, COCOOptions{ImageDir: imagesFolder}),
+// ReadCVAT(exportFolder, CVATOptions{}), ReadLabelStudio(exportFile,
+// LabelStudioOptions{ImageDir: mediaFolder})), report errors before
+// training, take Set.Classes as the class names, pair each Sample.Image
+// with Sample.Mask(), and check the decoded image's size against
+// Sample.Width and Sample.Height. Errors in the annotation data are
+// [*Error] (file, item, message); a CVAT colour outside labelmap.txt is an
+// [*UnknownColourError].
+//
 // Class order. COCO: the categories sorted by id; class 0 is
 // "background", the pixels no annotation covers, unless a category is
 // named "background" (any case), which then takes index 0 and those
 // pixels; with [COCOOptions.NoBackground] there is no background class,
 // categories are 0..K−1 and uncovered pixels are Ignore (COCO-Stuff's
 // convention). CVAT: the order of labelmap.txt (background first, as CVAT
-// writes it). Label Studio: [LabelStudioOptions.Classes] when given, else
-// "background" then the brush label names in sorted order.
+// writes it). Label Studio: "background", then [LabelStudioOptions.Labels]
+// when given, else the brush label names sorted; NoBackground as for COCO.
 package annot

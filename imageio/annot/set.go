@@ -46,7 +46,8 @@ type Sample struct {
 }
 
 // Mask produces the sample's class-index mask: Width×Height bytes in
-// row-major order, each a class index or Ignore.
+// row-major order, each a class index or Ignore. It may be called more
+// than once and from several goroutines; each call returns a new slice.
 func (s Sample) Mask() ([]uint8, error) {
 	if s.mask == nil {
 		return nil, fmt.Errorf("annotation sample %q has no mask decoder", s.Ref)
