@@ -407,3 +407,51 @@ func TestPolygonRLEIsEvenOddAtPixelCentres(t *testing.T) {
 	}
 	t.Logf("%d of %d pixels differ from the exact even–odd fill, at most %.3f px from the outline", differ, total, worst)
 }
+
+// A label mask written as one compressed-RLE annotation per class comes
+// back exactly: COCO RLE is lossless.
+func TestDecodeCOCORLERoundTrip(t *testing.T) {
+	const w, h = 37, 23
+	rng := rand.New(rand.NewPCG(3, 28))
+	want := make([]uint8, w*h)
+	for i := range want {
+		if i > 0 && rng.IntN(4) > 0 {
+			want[i] = want[i-1] // runs, as in real masks
+		} else {
+			want[i] = uint8(rng.IntN(4))
+		}
+	}
+	var anns []string
+	for c := uint8(1); c < 4; c++ {
+		var counts []uint32
+		val, run := uint8(0), uint32(0)
+		for x := range w { // column-major
+			for y := range h {
+				v := uint8(0)
+				if want[y*w+x] == c {
+					v = 1
+				}
+				if v != val {
+					counts, val, run = append(counts, run), v, 0
+				}
+				run++
+			}
+		}
+		counts = append(counts, run)
+		anns = append(anns, fmt.Sprintf(`{"id":%d,"image_id":1,"category_id":%d,"iscrowd":0,"segmentation":{"size":[%d,%d],"counts":%q}}`,
+			c, 10*c, h, w, encodeRLEString(counts)))
+	}
+	doc := fmt.Sprintf(`{"images":[{"id":1,"file_name":"m.png","width":%d,"height":%d}],"categories":[{"id":10,"name":"a"},{"id":20,"name":"b"},{"id":30,"name":"c"}],"annotations":[%s]}`,
+		w, h, strings.Join(anns, ","))
+	set, err := DecodeCOCO([]byte(doc), "rt.json", COCOOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := set.Samples[0].Mask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("round trip differs:\n%s\nwant\n%s", strings.Join(maskRows(got, w, h), "\n"), strings.Join(maskRows(want, w, h), "\n"))
+	}
+}

@@ -3,7 +3,8 @@ by COCO's reference code, for the tests of package annot.
 
 The reference is maskApi.c of github.com/cocodataset/cocoapi (common/),
 the C code under pycocotools, built as a shared library and called through
-ctypes:
+ctypes (the fork PyPI's pycocotools is built from, github.com/ppwwyyxx/cocoapi,
+has the same rleFrPoly, rleToString and rleFrString):
 
     gcc -O2 -shared -fPIC -o libmaskapi.so maskApi.c
     python3 gen_coco_reference.py ./libmaskapi.so > coco_reference.json
