@@ -168,14 +168,14 @@ func TestRLEStringRejects(t *testing.T) {
 		want string
 	}{
 		{"", 4, "sum to 0"},
-		{"4", 5, "sum to 4"},            // short of the mask
-		{"6", 5, "exceed"},              // past the mask
-		{"0`", 5, "ends inside"},        // continuation bit on the last character
-		{"0p", 5, "'p'"},                // outside '0'..'o'
-		{"0 1", 5, "' '"},               //
-		{"0\x00", 5, "'\\x00'"},         //
-		{"P", 5, "negative"},            // first count −16
-		{"12Q", 100, "negative"},        // third count 2 + (−15)
+		{"4", 5, "sum to 4"},     // short of the mask
+		{"6", 5, "exceed"},       // past the mask
+		{"0`", 5, "ends inside"}, // continuation bit on the last character
+		{"0p", 5, "'p'"},         // outside '0'..'o'
+		{"0 1", 5, "' '"},
+		{"0\x00", 5, "'\\x00'"},
+		{"@", 5, "negative"},            // first count −16
+		{"12A", 100, "negative"},        // third count 1 + (−15)
 		{"````````0", 5, "longer than"}, // a count of 9 characters
 		{"ooooooo?", 1 << 20, "longer than"},
 	} {
