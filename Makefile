@@ -133,9 +133,10 @@ test: ort mnist minio mpi codecs torch-models foreign-models transformer-models 
 	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (9 targets: about two and a half minutes in all):
+# Every fuzz target for FUZZTIME each (11 targets: about three minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
-# parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader.
+# parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader,
+# the COCO and Label Studio RLE decoders.
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
@@ -146,7 +147,9 @@ FUZZ_TARGETS := \
 	./imageio:FuzzParseLabelMap \
 	./onnx:FuzzParse \
 	./projection:FuzzProject \
-	./internal/evalpartial:FuzzParse
+	./internal/evalpartial:FuzzParse \
+	./imageio/annot:FuzzDecodeRLEString \
+	./imageio/annot:FuzzDecodeBrushRLE
 
 fuzz-short:
 	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)
