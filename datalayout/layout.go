@@ -50,9 +50,9 @@ func (s Sample) ReadMask(opt imageio.MaskOptions) (*imageio.Mask, error) {
 
 // Unmatched is a file of the data set that is in no sample.
 type Unmatched struct {
-	Path string
+	Path string `json:"path"`
 	// Why says what is missing, e.g. "image without a mask (want …)".
-	Why string
+	Why string `json:"why"`
 }
 
 // Set is the samples of one split of a data folder.
@@ -349,4 +349,15 @@ func matchSplit(have []string, want string) (string, error) {
 func HasSplit(splits []string, split string) bool {
 	_, err := matchSplit(splits, split)
 	return err == nil && split != ""
+}
+
+// CanonicalSplit is the short name of a usual split (train for training,
+// val for validation or valid, test for testing), or split itself.
+func CanonicalSplit(split string) string {
+	for _, group := range splitAliases {
+		if slices.ContainsFunc(group, func(s string) bool { return strings.EqualFold(s, split) }) {
+			return group[0]
+		}
+	}
+	return split
 }
