@@ -184,6 +184,24 @@ func TestFolders(t *testing.T) {
 	}
 }
 
+// Split folders are often links to where the data is.
+func TestLinkedSplitFolders(t *testing.T) {
+	data, root := t.TempDir(), t.TempDir()
+	touch(t, data, "imgs/city/a_leftImg8bit.png", "gt/city/a_gtFine_labelIds.png")
+	for _, l := range [][2]string{{"imgs", "leftImg8bit/val"}, {"gt", "gtFine/val"}} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, l[1])), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(data, l[0]), filepath.Join(root, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := Open(root, Options{Split: "val"})
+	if err != nil || len(set.Samples) != 1 || set.Samples[0].Image != filepath.Join(root, "leftImg8bit/val/city/a_leftImg8bit.png") {
+		t.Fatalf("%+v, %v", set, err)
+	}
+}
+
 func TestLayoutErrors(t *testing.T) {
 	var ae *AmbiguousError
 	both := t.TempDir()

@@ -124,7 +124,8 @@ func wantMask(key string, r pairRule) string {
 
 // walkImages returns the image files below dir as paths relative to it,
 // sorted; hidden files and folders (atomic-write temporaries, .git) are
-// left out.
+// left out. dir may be a link to a folder; links to folders below it are
+// not followed (they could loop).
 func walkImages(dir string) ([]string, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -133,12 +134,16 @@ func walkImages(dir string) ([]string, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("data set: %s is not a folder", dir)
 	}
+	top, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("data set: %w", err)
+	}
 	var out []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("data set: %w", err)
 		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
+		if p != top && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -147,7 +152,7 @@ func walkImages(dir string) ([]string, error) {
 		if d.IsDir() || !imageio.IsImageFile(d.Name()) {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(top, p)
 		if err != nil {
 			return err
 		}
