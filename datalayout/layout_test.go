@@ -290,3 +290,45 @@ func TestRegisterDecoder(t *testing.T) {
 		t.Errorf("Formats() = %v", Formats())
 	}
 }
+
+// A VOC SegmentationClass PNG (written by testdata/voc/gen_palette_png.py
+// without Go's encoder) reads as its palette indices, not its colours:
+// person is index 15 although its colour is (192,128,128), and the
+// border colour (224,224,192) is index 255, the ignore label.
+func TestVOCPaletteMaskReadsIndices(t *testing.T) {
+	root := t.TempDir()
+	touch(t, root, "JPEGImages/2007_000032.jpg", "ImageSets/Segmentation/val.txt")
+	if err := os.WriteFile(filepath.Join(root, "ImageSets/Segmentation/val.txt"), []byte("2007_000032\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join("..", "testdata", "voc", "voc_palette_mask.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "SegmentationClass"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "SegmentationClass", "2007_000032.png"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Open(root, Options{Split: "val"})
+	if err != nil || len(set.Samples) != 1 {
+		t.Fatalf("%v, %v", set, err)
+	}
+	voc, _ := imageio.ParseLabelMap("voc")
+	m, err := set.Samples[0].ReadMask(imageio.MaskOptions{Map: voc, NumClasses: 21, Ignore: 255})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{0, 1, 15, 20, 255, 255, 7, 7, 0, 0, 3, 255}
+	if m.Width != 6 || m.Height != 2 || !slices.Equal(m.Labels, want) {
+		t.Errorf("labels %v, want %v", m.Labels, want)
+	}
+	img, err := imageio.Decoder{}.ReadFile(set.Samples[0].Mask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, g, b, _ := img.At(2, 0).RGBA(); r>>8 != 192 || g>>8 != 128 || b>>8 != 128 {
+		t.Errorf("index 15 has colour %d,%d,%d; VOC's person is 192,128,128", r>>8, g>>8, b>>8)
+	}
+}
