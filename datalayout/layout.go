@@ -82,7 +82,7 @@ func (s *Set) Summary() string {
 	}
 	line := fmt.Sprintf("%s: %s layout%s: %d image/mask pairs", s.Root, s.Format, split, len(s.Samples))
 	if n := len(s.Unmatched); n > 0 {
-		line += fmt.Sprintf(", %d unmatched files", n)
+		line += fmt.Sprintf(", %d unmatched %s", n, files(n))
 	}
 	return line
 }
@@ -111,7 +111,14 @@ func (e *UnmatchedError) Error() string {
 	if len(e.Files) > shown {
 		more = fmt.Sprintf("; and %d more (segtune data check lists them all)", len(e.Files)-shown)
 	}
-	return fmt.Sprintf("data set %s: %d unmatched files: %s%s", e.Root, len(e.Files), strings.Join(parts, "; "), more)
+	return fmt.Sprintf("data set %s: %d unmatched %s: %s%s", e.Root, len(e.Files), files(len(e.Files)), strings.Join(parts, "; "), more)
+}
+
+func files(n int) string {
+	if n == 1 {
+		return "file"
+	}
+	return "files"
 }
 
 // AmbiguousError is a folder that looks like several layouts at once, or
