@@ -126,10 +126,23 @@ func (c Config) Settings() (imageio.Sidecar, error) {
 	return s, nil
 }
 
-// DataSpec names a split's folders.
+// DataSpec names a split's data: its image and mask folders, or a data
+// folder in any layout datalayout knows, the layout's name ("" detects
+// it) and the split.
 type DataSpec struct {
 	Images string `json:"images"`
 	Masks  string `json:"masks"`
+	Data   string `json:"data,omitempty"`
+	Format string `json:"format,omitempty"`
+	Split  string `json:"split,omitempty"`
+}
+
+// Given reports whether the spec names any data.
+func (s DataSpec) Given() bool { return s.Data != "" || s.Images != "" && s.Masks != "" }
+
+// DataConfig is a data.Config reading the spec's data.
+func (s DataSpec) DataConfig() data.Config {
+	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split}
 }
 
 // validate checks what can be checked before any file is read.
@@ -137,7 +150,7 @@ func (c *Config) validate() error {
 	switch {
 	case c.Network.BaseModel == "":
 		return fmt.Errorf("no model")
-	case c.Train.Images == "" || c.Train.Masks == "":
+	case !c.Train.Given():
 		return fmt.Errorf("no training data")
 	case c.Batch < 1:
 		return fmt.Errorf("batch %d must be at least 1", c.Batch)

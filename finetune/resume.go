@@ -61,7 +61,7 @@ var fixedOnResume = func() map[string]resumeSetting {
 		},
 	}
 	data := func(c *Config) any { return [2]DataSpec{c.Train, c.Val} }
-	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
+	for _, f := range []string{"data", "format", "split", "train-images", "train-masks", "val-images", "val-masks"} {
 		m[f] = data
 	}
 	aug := func(c *Config) any { return c.Augment }

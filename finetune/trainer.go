@@ -266,10 +266,9 @@ func (t *trainer) setup(ctx context.Context) error {
 		}
 	}
 	open := func(s DataSpec) (*data.Dataset, error) {
-		ds, problems, err := data.Open(ctx, data.Config{
-			ImageDir: s.Images, MaskDir: s.Masks, LabelMap: lm, NumClasses: classes,
-			Ignore: cfg.Ignore, ClassNames: cfg.ClassNames, SkipBad: cfg.SkipBad, CacheBytes: cfg.CacheBytes,
-		})
+		dc := s.DataConfig()
+		dc.LabelMap, dc.NumClasses, dc.Ignore, dc.ClassNames, dc.SkipBad, dc.CacheBytes = lm, classes, cfg.Ignore, cfg.ClassNames, cfg.SkipBad, cfg.CacheBytes
+		ds, problems, err := data.Open(ctx, dc)
 		for _, p := range problems {
 			fmt.Fprintf(t.hooks.Log, "warning: skipped %s: %v\n", p.Path, p.Err)
 		}
@@ -278,7 +277,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.train, err = open(cfg.Train); err != nil {
 		return err
 	}
-	if cfg.Val.Images != "" && t.par.writes() { // rank 0 validates
+	if cfg.Val.Given() && t.par.writes() { // rank 0 validates
 		if t.val, err = open(cfg.Val); err != nil {
 			return err
 		}

@@ -23,10 +23,12 @@ const MaxLabel = 65535
 //	sources = item { "," item } | "*"      labels, or "*" for every other label
 //	item    = N | N "-" M                  one label or the inclusive range N..M
 //	target  = N                            the new label
+//	        | "+" N | "-" N                a shift: each source label l becomes l+N or l−N
 //	        | "keep" | "error"             only after "*": see below
 //
 // N, M and targets are decimal integers 0..65535; blanks around tokens are
-// ignored and a trailing ";" is allowed. Each label may be listed once.
+// ignored and a trailing ";" is allowed. Each label may be listed once, and
+// a shift must keep every label it moves within 0..65535.
 // Labels not listed go to the "*" target; without a "*" rule (or with
 // "*:keep") they keep their value, and with "*:error" reading a mask that
 // contains one fails. Example for CamVid person segmentation:
@@ -34,12 +36,31 @@ const MaxLabel = 65535
 //	9,10:1;11:255;*:0     Pedestrian and Bicyclist → 1, Unlabelled → 255
 //	                      (ignore), everything else → 0
 //
+// A spec may also be the name of a preset (see [LabelPresets]):
+//
+//	cityscapes   Cityscapes labelIds → the 19 trainIds, every other id → 255
+//	ade20k       ADE20K's "reduce zero label": 0 → 255, 1..150 → 0..149
+//	voc          Pascal VOC: 0..20 kept, 255 (borders) stays the ignore label
+//
 // In JSON a LabelMap is either the spec string or an object whose keys are
 // sources and values targets: {"9,10": 1, "11": 255, "*": 0}.
 type LabelMap struct {
-	to   map[int32]int32 // listed sources
-	def  int32           // target of unlisted labels when mode is defaultValue
-	mode defaultMode
+	to     map[int32]int32 // listed sources
+	shifts []shift         // source ranges moved by a constant
+	def    int32           // target of unlisted labels when mode is defaultValue
+	mode   defaultMode
+}
+
+// shift maps every label in lo..hi to label+by.
+type shift struct{ lo, hi, by int32 }
+
+// LabelPresets are the label map specs that a preset name stands for.
+// Cityscapes' table is cityscapesScripts' labels.py (id → trainId, with
+// trainId 255 and −1 both the ignore label).
+var LabelPresets = map[string]string{
+	"cityscapes": "7:0;8:1;11:2;12:3;13:4;17:5;19:6;20:7;21:8;22:9;23:10;24:11;25:12;26:13;27:14;28:15;31:16;32:17;33:18;*:255",
+	"ade20k":     "0:255;1-150:-1",
+	"voc":        "0-20:+0;255:255;*:error",
 }
 
 type defaultMode uint8
@@ -52,6 +73,9 @@ const (
 
 // ParseLabelMap parses a label map spec (see [LabelMap]).
 func ParseLabelMap(spec string) (*LabelMap, error) {
+	if p, ok := LabelPresets[strings.ToLower(strings.TrimSpace(spec))]; ok {
+		spec = p
+	}
 	m := &LabelMap{to: map[int32]int32{}}
 	haveDefault := false
 	rules := strings.Split(spec, ";")
@@ -87,14 +111,37 @@ func ParseLabelMap(spec string) (*LabelMap, error) {
 			}
 			continue
 		}
-		t, err := parseLabel(target)
+		by, isShift, err := parseShift(target)
 		if err != nil {
 			return nil, fmt.Errorf("label map %q: rule %q: target: %w", spec, rule, err)
+		}
+		var t int32
+		if !isShift {
+			if t, err = parseLabel(target); err != nil {
+				return nil, fmt.Errorf("label map %q: rule %q: target: %w", spec, rule, err)
+			}
 		}
 		for _, item := range strings.Split(srcs, ",") {
 			lo, hi, err := parseRange(strings.TrimSpace(item))
 			if err != nil {
 				return nil, fmt.Errorf("label map %q: rule %q: %w", spec, rule, err)
+			}
+			for _, s := range m.shifts {
+				if lo <= s.hi && s.lo <= hi {
+					return nil, fmt.Errorf("label map %q: label %d is mapped twice", spec, max(lo, s.lo))
+				}
+			}
+			if isShift {
+				if lo+by < 0 || hi+by > MaxLabel {
+					return nil, fmt.Errorf("label map %q: rule %q moves labels %d..%d outside 0..%d", spec, rule, lo, hi, MaxLabel)
+				}
+				for l := lo; l <= hi; l++ {
+					if _, dup := m.to[l]; dup {
+						return nil, fmt.Errorf("label map %q: label %d is mapped twice", spec, l)
+					}
+				}
+				m.shifts = append(m.shifts, shift{lo, hi, by})
+				continue
 			}
 			for l := lo; l <= hi; l++ {
 				if _, dup := m.to[l]; dup {
@@ -105,6 +152,21 @@ func ParseLabelMap(spec string) (*LabelMap, error) {
 		}
 	}
 	return m, nil
+}
+
+// parseShift reads a "+N" or "-N" target; isShift is false for any other.
+func parseShift(s string) (by int32, isShift bool, err error) {
+	if s == "" || (s[0] != '+' && s[0] != '-') {
+		return 0, false, nil
+	}
+	n, err := parseLabel(strings.TrimSpace(s[1:]))
+	if err != nil {
+		return 0, true, fmt.Errorf("shift %q: %w", s, err)
+	}
+	if s[0] == '-' {
+		n = -n
+	}
+	return n, true, nil
 }
 
 func parseLabel(s string) (int32, error) {
@@ -147,6 +209,11 @@ func (m *LabelMap) Map(l int32) (to int32, ok bool) {
 	if t, found := m.to[l]; found {
 		return t, true
 	}
+	for _, s := range m.shifts {
+		if l >= s.lo && l <= s.hi {
+			return l + s.by, true
+		}
+	}
 	switch m.mode {
 	case defaultValue:
 		return m.def, true
@@ -164,12 +231,24 @@ func (m *LabelMap) IsIdentity() bool {
 	if m.mode == defaultError {
 		return false
 	}
+	for _, s := range m.shifts {
+		if s.by != 0 {
+			return false
+		}
+	}
 	for s, t := range m.to {
 		if s != t {
 			return false
 		}
 	}
-	return m.mode == defaultKeep || len(m.to) == MaxLabel+1
+	if m.mode == defaultKeep {
+		return true
+	}
+	covered := len(m.to)
+	for _, s := range m.shifts {
+		covered += int(s.hi - s.lo + 1)
+	}
+	return covered == MaxLabel+1
 }
 
 // String returns the canonical spec: rules ordered by their first source,
@@ -215,6 +294,16 @@ func (m *LabelMap) String() string {
 		}
 		b.WriteByte(':')
 		b.WriteString(strconv.Itoa(int(t)))
+	}
+	shifts := slices.Clone(m.shifts)
+	slices.SortFunc(shifts, func(a, b shift) int { return int(a.lo - b.lo) })
+	for _, s := range shifts {
+		sep(&b)
+		fmt.Fprintf(&b, "%d", s.lo)
+		if s.hi > s.lo {
+			fmt.Fprintf(&b, "-%d", s.hi)
+		}
+		fmt.Fprintf(&b, ":%+d", s.by)
 	}
 	switch m.mode {
 	case defaultValue:

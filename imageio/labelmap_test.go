@@ -61,7 +61,12 @@ func TestParseLabelMapErrors(t *testing.T) {
 		"9:":            "missing label",
 		":1":            "missing label",
 		"9:x":           "not a label",
-		"9:-1":          "not a label",
+		"0:-1":          "outside 0..65535",
+		"65535:+1":      "outside 0..65535",
+		"9:+x":          "not a label",
+		"1-5:-1;3:0":    "mapped twice",
+		"3:0;1-5:-1":    "mapped twice",
+		"1-5:-1;4-9:+1": "mapped twice",
 		"a:1":           "not a label",
 		"1,,2:3":        "missing label",
 		"5-2:1":         "runs backwards",
@@ -132,4 +137,93 @@ func mustParseMap(t testing.TB, spec string) *LabelMap {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// A shift moves a whole range: ADE20K's "reduce zero label" in one rule.
+func TestLabelMapShift(t *testing.T) {
+	m, err := ParseLabelMap("0:255; 1-150 : -1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, want := range map[int32]int32{0: 255, 1: 0, 2: 1, 150: 149, 151: 151} {
+		if got, ok := m.Map(from); !ok || got != want {
+			t.Errorf("Map(%d) = %d, %v; want %d", from, got, ok, want)
+		}
+	}
+	if got := m.String(); got != "0:255;1-150:-1" {
+		t.Errorf("String() = %q", got)
+	}
+	again, err := ParseLabelMap(m.String())
+	if err != nil || again.String() != m.String() {
+		t.Errorf("round trip: %v, %v", again, err)
+	}
+	up, err := ParseLabelMap("3:+2;*:error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := up.Map(3); !ok || got != 5 {
+		t.Errorf("3:+2 maps 3 to %d, %v", got, ok)
+	}
+	if _, ok := up.Map(4); ok {
+		t.Error("*:error accepted 4")
+	}
+	if zero, _ := ParseLabelMap("0-20:+0"); !zero.IsIdentity() {
+		t.Error("a shift by 0 is not the identity")
+	}
+	if m.IsIdentity() {
+		t.Error("a shift by -1 is the identity")
+	}
+}
+
+// The presets, checked against the tables they come from: cityscapesScripts'
+// labels.py (id, name, trainId) rows, ADE20K's reduce_zero_label, VOC.
+func TestLabelPresets(t *testing.T) {
+	cs, err := ParseLabelMap("cityscapes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		id, trainID int32
+		name        string
+	}{
+		{0, 255, "unlabeled"}, {1, 255, "ego vehicle"}, {6, 255, "ground"}, {7, 0, "road"}, {8, 1, "sidewalk"},
+		{9, 255, "parking"}, {10, 255, "rail track"}, {11, 2, "building"}, {14, 255, "guard rail"},
+		{17, 5, "pole"}, {18, 255, "polegroup"}, {19, 6, "traffic light"}, {23, 10, "sky"}, {24, 11, "person"},
+		{29, 255, "caravan"}, {30, 255, "trailer"}, {31, 16, "train"}, {33, 18, "bicycle"},
+	}
+	for _, r := range rows {
+		if got, ok := cs.Map(r.id); !ok || got != r.trainID {
+			t.Errorf("cityscapes %s: id %d → %d, want trainId %d", r.name, r.id, got, r.trainID)
+		}
+	}
+	trainIDs := map[int32]bool{}
+	for id := int32(0); id < 256; id++ {
+		if tr, _ := cs.Map(id); tr != 255 {
+			trainIDs[tr] = true
+		}
+	}
+	if len(trainIDs) != 19 {
+		t.Errorf("cityscapes maps onto %d trainIds, want 19", len(trainIDs))
+	}
+	ade, err := ParseLabelMap("ADE20K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, want := range map[int32]int32{0: 255, 1: 0, 150: 149} {
+		if got, _ := ade.Map(from); got != want {
+			t.Errorf("ade20k: %d → %d, want %d", from, got, want)
+		}
+	}
+	voc, err := ParseLabelMap("voc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []int32{0, 15, 20, 255} {
+		if got, ok := voc.Map(l); !ok || got != l {
+			t.Errorf("voc: %d → %d, %v", l, got, ok)
+		}
+	}
+	if _, ok := voc.Map(21); ok {
+		t.Error("voc accepted label 21")
+	}
 }

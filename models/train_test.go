@@ -26,14 +26,6 @@ func TestDeepLabTrainsOnSynth(t *testing.T) {
 	if _, err := synth.Generate(root, sc); err != nil {
 		t.Fatal(err)
 	}
-	trainImages, trainMasks, err := data.ResolveSplit(root, "train")
-	if err != nil {
-		t.Fatal(err)
-	}
-	valImages, valMasks, err := data.ResolveSplit(root, "val")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m, err := models.DeepLabV3Plus(models.DefaultDeepLabConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +44,8 @@ func TestDeepLabTrainsOnSynth(t *testing.T) {
 	}
 	cfg := finetune.Config{
 		Network:    finetune.NetworkSpec{BaseModel: modelPath},
-		Train:      finetune.DataSpec{Images: trainImages, Masks: trainMasks},
-		Val:        finetune.DataSpec{Images: valImages, Masks: valMasks},
+		Train:      finetune.DataSpec{Data: root, Split: "train"},
+		Val:        finetune.DataSpec{Data: root, Split: "val"},
 		Ignore:     255,
 		ClassNames: synth.ClassNames,
 		Trainable:  "all",

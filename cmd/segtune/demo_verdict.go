@@ -21,7 +21,9 @@ const demoAlpha = 3.0
 // each image's mean IoU under b minus under a, with the 95 % t interval
 // over the images.
 func pairedIoU(c *cli.Context, cfg finetune.Config, a, b string) (stats.Interval, error) {
-	ds, _, err := data.Open(context.Background(), data.Config{ImageDir: cfg.Val.Images, MaskDir: cfg.Val.Masks, Ignore: cfg.Ignore, CacheBytes: -1})
+	dc := cfg.Val.DataConfig()
+	dc.Ignore, dc.CacheBytes = cfg.Ignore, -1
+	ds, _, err := data.Open(context.Background(), dc)
 	if err != nil {
 		return stats.Interval{}, err
 	}

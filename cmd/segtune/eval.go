@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/metrics"
@@ -26,12 +27,14 @@ func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
 		Usage: "score a model on labelled images: mean IoU, per-class IoU, pixel accuracy",
-		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
-			"maps its prediction back to each image's own size and compares it with the mask.",
+		Description: "Pairs the images in --images with the masks in --masks by file name (or reads a split of\n" +
+			"--data in any known layout), runs the model, maps its prediction back to each image's own\n" +
+			"size and compares it with the mask.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
 			&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
 			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
+			dataFlag,
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
@@ -40,7 +43,7 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
 			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to FILE (a path or a URL) for `segtune eval merge`"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(shardFlags()[:2], preprocessFlags()...)...),
+		}, append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...)...),
 		Action:      runEval,
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
@@ -63,7 +66,25 @@ type evalSummary struct {
 func runEval(c *cli.Context) error {
 	// Checked here rather than by the flags' Required, which urfave/cli
 	// would also demand of `eval merge`.
-	if err := requireFlags(c, "model", "images", "masks"); err != nil {
+	var set *datalayout.Set
+	if c.IsSet("data") {
+		if c.IsSet("images") || c.IsSet("masks") {
+			return cli.Exit("give --data, or --images and --masks, not both", 2)
+		}
+		if err := requireFlags(c, "model"); err != nil {
+			return err
+		}
+		var err error
+		if set, err = openDataFlag(c, "val"); err != nil {
+			return err
+		}
+		if err := set.Err(); err != nil {
+			return unmatchedExit(set)
+		}
+		if err := setFlags(c, map[string]string{"images": set.Root, "masks": set.Root}); err != nil {
+			return err
+		}
+	} else if err := requireFlags(c, "model", "images", "masks"); err != nil {
 		return err
 	}
 	if err := initRuntime(c); err != nil {
@@ -115,18 +136,15 @@ func runEval(c *cli.Context) error {
 	var inputs iter.Seq2[string, error]
 	total := 0
 	if imgs.IsLocal() && masks.IsLocal() {
-		pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
+		samples, err := localSamples(c, set)
 		if err != nil {
 			return err
 		}
-		if err := pairing.Err(); err != nil {
-			return err
-		}
-		if len(pairing.Pairs) == 0 {
+		if len(samples) == 0 {
 			return cli.Exit("no image/mask pairs found", 1)
 		}
-		var mine []imageio.Pair
-		for _, p := range pairing.Pairs {
+		var mine []datalayout.Sample
+		for _, p := range samples {
 			if spec.Owns(filepath.Base(p.Image)) {
 				mine = append(mine, p)
 			}
@@ -134,7 +152,7 @@ func runEval(c *cli.Context) error {
 		total = len(mine)
 		inputs = func(yield func(string, error) bool) {
 			for _, p := range mine {
-				maskOf.Store(p.Image, p.Mask)
+				maskOf.Store(p.Image, p)
 				if !yield(p.Image, nil) {
 					return
 				}
@@ -168,7 +186,7 @@ func runEval(c *cli.Context) error {
 				if !spec.Owns(img) {
 					return true
 				}
-				maskOf.Store(imgs.Path(img), masks.Path(mask))
+				maskOf.Store(imgs.Path(img), datalayout.Sample{Image: imgs.Path(img), Mask: masks.Path(mask)})
 				stopped = !yield(imgs.Path(img), nil)
 				return !stopped
 			})
@@ -213,6 +231,9 @@ func runEval(c *cli.Context) error {
 	run := evalpartial.Run{Model: c.String("model"), ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
 		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
 		SizeClasses: sizeClasses, SizeThreshold: threshold}
+	if set != nil {
+		run.Images, run.Masks = dataDescription(set), dataDescription(set)
+	}
 	if settings.LabelMap != nil {
 		run.LabelMap = settings.LabelMap.String()
 	}
@@ -232,8 +253,9 @@ func runEval(c *cli.Context) error {
 	var mu sync.Mutex
 	finish := func(r segmenter.Result) error {
 		v, _ := maskOf.LoadAndDelete(r.Path)
-		maskPath, _ := v.(string)
-		mask, err := readMask(ctx, masks, maskPath, imageio.MaskOptions{
+		sample, _ := v.(datalayout.Sample)
+		maskPath := sample.Mask
+		mask, err := readMask(ctx, masks, sample, imageio.MaskOptions{
 			Map: settings.LabelMap, Width: r.Width, Height: r.Height,
 			NumClasses: classes, Ignore: int32(ignore),
 		})
@@ -320,11 +342,12 @@ func requireFlags(c *cli.Context, names ...string) error {
 	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
-// readMask reads the mask at path (an item of masks).
-func readMask(ctx context.Context, masks *storage.Folder, path string, opt imageio.MaskOptions) (*imageio.Mask, error) {
+// readMask reads the labels of s (its mask an item of masks).
+func readMask(ctx context.Context, masks *storage.Folder, s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
 	if masks.IsLocal() {
-		return imageio.ReadMask(path, opt)
+		return s.ReadMask(opt)
 	}
+	path := s.Mask
 	r, err := masks.Open(ctx, baseName(path))
 	if err != nil {
 		return nil, fmt.Errorf("read mask: %w", err)

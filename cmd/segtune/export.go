@@ -43,7 +43,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write"},
 			&cli.StringFlag{Name: "precision", Value: "fp32", Usage: "fp32, fp16 or int8"},
-			&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see)"},
+			&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see), or a labelled data folder in any known layout (its training split's images)"},
 			&cli.IntFlag{Name: "calibrate-count", Value: 64, Usage: "int8: calibrate on this many images, spread over the folder (0: all)"},
 			&cli.IntFlag{Name: "calibrate-min-images", Value: deploy.MinCalibrationImages, Usage: "int8: refuse to calibrate on fewer distinct, not near-constant (blank) images"},
 			&cli.StringFlag{Name: "calibrate-method", Value: "minmax", Usage: "int8: minmax, percentile or entropy"},
@@ -63,7 +63,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			deviceFlag, threadsFlag,
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout"},
-		}, preprocessFlags()...),
+		}, append(dataLayoutFlags("--calibrate"), preprocessFlags()...)...),
 		Action: runExport,
 	}
 }
@@ -280,7 +280,7 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 	if p.precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
 		return nil, fmt.Errorf("--precision: %w", err)
 	}
-	int8Only := []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range", "quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images"}
+	int8Only := []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range", "quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images", "format", "split"}
 	if p.precision != deploy.INT8 {
 		for _, f := range int8Only {
 			if c.IsSet(f) {
@@ -304,7 +304,7 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 		if dir == "" {
 			return nil, fmt.Errorf("--precision int8 needs --calibrate DIR: a folder of images like those the model will segment, to measure its activations' ranges on")
 		}
-		imgs, err := listImageDir(dir, "--calibrate")
+		imgs, err := calibrationImages(c, dir)
 		if err != nil {
 			return nil, err
 		}

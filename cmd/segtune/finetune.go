@@ -28,8 +28,10 @@ func finetuneCommand() *cli.Command {
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
 			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n\n" +
-			"Data: --data DIR with images/{train,val} and masks/{train,val} (or annotations/, labels/),\n" +
-			"or explicit --train-images/--train-masks/--val-images/--val-masks.\n\n" +
+			"Data: --data DIR in any known layout (images/{train,val} with masks/{train,val}, mmseg's\n" +
+			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, nested folders; --format names it, --split the\n" +
+			"training split, default train; validation reads val where the layout has it), or explicit\n" +
+			"--train-images/--train-masks/--val-images/--val-masks.\n\n" +
 			"Several processes (data-parallel, MPI): `mpirun -np P segtune-mpi finetune ...` (also srun\n" +
 			"--mpi=pmix, Kubeflow's MPIJob; bin/segtune-mpi from `make build-mpi`). Every process trains on\n" +
 			"--batch images of each step, so a step's global batch is P × --batch, drawn as one process with\n" +
@@ -39,7 +41,7 @@ func finetuneCommand() *cli.Command {
 			"machine share its cores.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)"},
-			&cli.StringFlag{Name: "data", Usage: "data set root with images/{train,val} and masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)"},
+			&cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout, e.g. images/{train,val} with masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)"},
 			&cli.StringFlag{Name: "train-images", Usage: "training images folder"},
 			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder"},
 			&cli.StringFlag{Name: "val-images", Usage: "validation images folder"},
@@ -70,7 +72,7 @@ func finetuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "focal-gamma", Value: 2, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
 			&cli.StringFlag{Name: "precision", Value: "tf32", Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(regularizerFlags(), preprocessFlags()...), photometricFlags()...)...),
+		}, append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...)...),
 		Action: runFinetune,
 	}
 }
@@ -215,21 +217,17 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		cfg.Palette = settings.Palette
 	}
 	if root := c.String("data"); root != "" {
-		if cfg.Train.Images, cfg.Train.Masks, err = data.ResolveSplit(root, "train"); err != nil {
+		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {
 			return cfg, err
 		}
-		if cfg.Val.Images, cfg.Val.Masks, err = data.ResolveSplit(root, "val"); err != nil {
-			notef(c, "segtune: no validation split in %s (%v): training without validation", root, err)
-			cfg.Val = finetune.DataSpec{}
-		}
 	}
-	for flag, dst := range map[string]*string{"train-images": &cfg.Train.Images, "train-masks": &cfg.Train.Masks,
-		"val-images": &cfg.Val.Images, "val-masks": &cfg.Val.Masks} {
-		if v := c.String(flag); v != "" {
-			*dst = v
-		}
+	if c.IsSet("train-images") || c.IsSet("train-masks") {
+		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks")}
 	}
-	if cfg.Train.Images == "" || cfg.Train.Masks == "" {
+	if c.IsSet("val-images") || c.IsSet("val-masks") {
+		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
+	}
+	if !cfg.Train.Given() {
 		return cfg, cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
 	return cfg, guardFinetuneOut(c.String("out"), cfg)

@@ -78,8 +78,8 @@ func modelCommand() *cli.Command {
 func dataCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "data",
-		Usage: "generate data sets",
-		Subcommands: []*cli.Command{{
+		Usage: "generate, check and convert data sets",
+		Subcommands: []*cli.Command{dataCheckCommand(), dataConvertCommand(), {
 			Name: "synth",
 			Usage: "a synthetic segmentation set (discs and squares on textured backgrounds) whose objects\n" +
 				"range over two orders of magnitude in size, deterministic from --seed",

@@ -129,8 +129,8 @@ func guardSegmentOutput(outDir string, paths []string, overlays bool, spec shard
 }
 
 // guardFinetuneOut refuses a finetune --out folder that holds the base
-// model (and so its sidecar and external data) or is one of the data
-// folders: the run writes model.onnx, config.json, metrics.jsonl,
+// model (and so its sidecar and external data), is one of the data
+// folders or lies inside a --data folder: the run writes model.onnx, config.json, metrics.jsonl,
 // curves.png and checkpoints there. Folders are compared resolved; the
 // base model's folder is taken both as named (where its sidecar is looked
 // for) and with links resolved.
@@ -152,6 +152,20 @@ func guardFinetuneOut(out string, cfg finetune.Config) error {
 		{cfg.Val.Images, "the validation images folder"}, {cfg.Val.Masks, "the validation masks folder"}} {
 		if d.dir != "" {
 			folders = append(folders, guarded{d.dir, d.what + " " + d.dir})
+		}
+	}
+	// A run folder inside a data folder would be read as data by the
+	// layouts that walk nested folders.
+	for _, d := range []string{cfg.Train.Data, cfg.Val.Data} {
+		if d == "" {
+			continue
+		}
+		r, err := resolvePath(d)
+		if err != nil {
+			return err
+		}
+		if within(ro, r) {
+			return cli.Exit(fmt.Sprintf("finetune: --out %s is inside the data folder %s: the run's images (curves.png, samples.png) would mix with the data; choose a folder outside it", out, d), 2)
 		}
 	}
 	for _, g := range folders {

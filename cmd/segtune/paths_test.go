@@ -151,7 +151,8 @@ func TestFinetuneOutIsARunFolder(t *testing.T) {
 	for _, tc := range []struct{ out, want string }{
 		{base, "is the folder of the base model"},
 		{"file://" + base, "is the folder of the base model"},
-		{filepath.Join(data, "images", "train"), "is the training images folder"},
+		{filepath.Join(data, "images", "train"), "is inside the data folder"},
+		{data, "is inside the data folder"},
 		{mine, "is not a segtune run folder"},
 	} {
 		_, err := runCLI(t, append(common, "--out", tc.out)...)

@@ -42,10 +42,11 @@ type sampleColumn struct {
 // class but 0), the image, its ground truth and each column's prediction
 // side by side, the masks drawn in pal's colours (nil: the VOC palette).
 func writeSamples(c *cli.Context, path string, cfg finetune.Config, pal imageio.Palette, cols []sampleColumn) error {
-	if cfg.Val.Images == "" || cfg.Val.Masks == "" {
+	if !cfg.Val.Given() {
 		return errors.New("no validation images")
 	}
-	dc := data.Config{ImageDir: cfg.Val.Images, MaskDir: cfg.Val.Masks, Ignore: cfg.Ignore, SkipBad: true, CacheBytes: -1}
+	dc := cfg.Val.DataConfig()
+	dc.Ignore, dc.SkipBad, dc.CacheBytes = cfg.Ignore, true, -1
 	if cfg.LabelMap != "" {
 		lm, err := imageio.ParseLabelMap(cfg.LabelMap)
 		if err != nil {

@@ -14,16 +14,12 @@ import (
 func openCamVid(tb testing.TB) *Dataset {
 	tb.Helper()
 	root := testassets.Require(tb, "data", "camvid")
-	imgs, masks, err := ResolveSplit(root, "train")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	lm, err := imageio.ParseLabelMap("11:255")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ds, problems, err := Open(context.Background(), Config{
-		ImageDir: imgs, MaskDir: masks, LabelMap: lm, NumClasses: 11,
+		Data: root, Split: "train", LabelMap: lm, NumClasses: 11,
 	})
 	if err != nil {
 		tb.Fatal(err)

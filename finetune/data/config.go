@@ -18,8 +18,12 @@ const DefaultIgnore = 255
 // Config describes a data set to open.
 type Config struct {
 	// ImageDir and MaskDir hold the images and their masks, paired by base
-	// name without extension (see [ResolveSplit] for the usual layouts).
+	// name without extension.
 	ImageDir, MaskDir string
+	// Data, instead of ImageDir and MaskDir, is a data folder in any
+	// layout datalayout knows (Format names it, "" detects it), of which
+	// Split is read ("" for a layout without splits).
+	Data, Format, Split string
 	// LabelMap remaps mask labels after reading, e.g. "11:255" to make
 	// CamVid's Unlabelled the ignore label; nil keeps them.
 	LabelMap *imageio.LabelMap
@@ -70,6 +74,14 @@ func (c *Config) ignore() int {
 	return c.Ignore
 }
 
+// source names the data in messages.
+func (c *Config) source() string {
+	if c.Data != "" {
+		return c.Data
+	}
+	return c.ImageDir + " and " + c.MaskDir
+}
+
 func (c *Config) cacheBudget() int64 {
 	switch {
 	case c.CacheBytes < 0:
@@ -84,7 +96,10 @@ func (c *Config) cacheBudget() int64 {
 }
 
 func (c *Config) validate() error {
-	if c.ImageDir == "" || c.MaskDir == "" {
+	if c.Data != "" && (c.ImageDir != "" || c.MaskDir != "") {
+		return fmt.Errorf("data set: a data folder (%s) and image and mask folders (%q, %q) are exclusive", c.Data, c.ImageDir, c.MaskDir)
+	}
+	if c.Data == "" && (c.ImageDir == "" || c.MaskDir == "") {
 		return fmt.Errorf("data set: image and mask folders are required, have %q and %q", c.ImageDir, c.MaskDir)
 	}
 	ign := c.ignore()

@@ -3,6 +3,8 @@ package data
 import (
 	"fmt"
 	"slices"
+
+	"github.com/segtune/segtune/datalayout"
 )
 
 // Dataset is an opened, validated data set. Its methods are safe for
@@ -19,7 +21,7 @@ type Dataset struct {
 // example is one image/mask pair with its statistics and, when it fits the
 // cache, its decoded pixels.
 type example struct {
-	image, mask   string
+	sample        datalayout.Sample
 	width, height int
 	counts        []int64 // pixels of each class
 	labelled      int64   // pixels not equal to the ignore label
@@ -66,7 +68,7 @@ func (d *Dataset) Example(id int) (e Example, ok bool) {
 		return Example{}, false
 	}
 	x := &d.examples[id]
-	return Example{ID: id, Image: x.image, Mask: x.mask, Width: x.width, Height: x.height, Cached: x.rgb != nil}, true
+	return Example{ID: id, Image: x.sample.Image, Mask: x.sample.Mask, Width: x.width, Height: x.height, Cached: x.rgb != nil}, true
 }
 
 // Load returns example id's pixels, from the cache or decoded afresh.
@@ -78,13 +80,13 @@ func (d *Dataset) Load(id int) (Sample, error) {
 	if x.rgb != nil {
 		return Sample{Width: x.width, Height: x.height, RGB: x.rgb, Labels: x.labels}, nil
 	}
-	s, err := decodePair(&d.cfg, x.image, x.mask)
+	s, err := decodePair(&d.cfg, x.sample)
 	if err != nil {
 		return Sample{}, err
 	}
 	if s.Width != x.width || s.Height != x.height {
 		return Sample{}, fmt.Errorf("data set: %s changed size since it was opened (%dx%d, now %dx%d)",
-			x.image, x.width, x.height, s.Width, s.Height)
+			x.sample.Image, x.width, x.height, s.Width, s.Height)
 	}
 	return s, nil
 }

@@ -247,35 +247,3 @@ func TestOpenConfigErrors(t *testing.T) {
 		t.Error("Open with a cancelled context succeeded")
 	}
 }
-
-func TestResolveSplit(t *testing.T) {
-	mk := func(root string, parts ...string) {
-		if err := os.MkdirAll(filepath.Join(append([]string{root}, parts...)...), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := t.TempDir() // mmseg: images/training + annotations/training
-	mk(a, "images", "training")
-	mk(a, "annotations", "training")
-	b := t.TempDir() // split first: val/img + val/labels
-	mk(b, "validation", "img")
-	mk(b, "validation", "labels")
-	for _, c := range []struct{ root, split, img, mask string }{
-		{a, "train", "images/training", "annotations/training"},
-		{b, "val", "validation/img", "validation/labels"},
-	} {
-		img, mask, err := ResolveSplit(c.root, c.split)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if img != filepath.Join(c.root, c.img) || mask != filepath.Join(c.root, c.mask) {
-			t.Errorf("%s: got %s, %s", c.split, img, mask)
-		}
-	}
-	if _, _, err := ResolveSplit(a, "val"); err == nil || !strings.Contains(err.Error(), "val") {
-		t.Errorf("missing split: %v", err)
-	}
-	if _, _, err := ResolveSplit(filepath.Join(a, "nope"), "train"); err == nil {
-		t.Error("missing root accepted")
-	}
-}

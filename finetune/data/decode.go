@@ -5,26 +5,28 @@ import (
 	"image"
 	"image/draw"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 )
 
 // decodePair decodes an image into packed RGB and its mask into mapped,
 // range-checked byte labels of the same size. Errors are Problems naming
 // the file at fault.
-func decodePair(cfg *Config, imagePath, maskPath string) (Sample, error) {
-	return readPair(cfg, imagePath, maskPath, func(int, int) bool { return true })
+func decodePair(cfg *Config, s datalayout.Sample) (Sample, error) {
+	return readPair(cfg, s, func(int, int) bool { return true })
 }
 
 // readPair is decodePair that packs the image's pixels only when
 // pack(width, height) says so (the cache has room); otherwise RGB is nil.
-func readPair(cfg *Config, imagePath, maskPath string, pack func(w, h int) bool) (Sample, error) {
-	img, err := imageio.Decoder{MaxPixels: cfg.MaxPixels}.ReadFile(imagePath)
+func readPair(cfg *Config, p datalayout.Sample, pack func(w, h int) bool) (Sample, error) {
+	img, err := imageio.Decoder{MaxPixels: cfg.MaxPixels}.ReadFile(p.Image)
 	if err != nil {
-		return Sample{}, Problem{Path: imagePath, Err: err}
+		return Sample{}, Problem{Path: p.Image, Err: err}
 	}
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
-	m, err := imageio.ReadMask(maskPath, cfg.maskOptions(w, h))
+	maskPath := p.Mask
+	m, err := p.ReadMask(cfg.maskOptions(w, h))
 	if err != nil {
 		return Sample{}, Problem{Path: maskPath, Err: err}
 	}

@@ -9,10 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 )
 
-// Open pairs cfg.ImageDir with cfg.MaskDir by name, decodes and validates
+// Open pairs cfg.ImageDir with cfg.MaskDir by name (or lists the samples
+// of cfg.Data's layout), decodes and validates
 // every example in parallel, computes class statistics and caches pixels
 // within the budget. A bad example fails Open with an error naming the
 // file, unless cfg.SkipBad is set: then it is left out and described in
@@ -24,20 +26,11 @@ func Open(ctx context.Context, cfg Config) (ds *Dataset, problems []Problem, err
 	if err := cfg.validate(); err != nil {
 		return nil, nil, err
 	}
-	pairing, err := imageio.PairDataset(cfg.ImageDir, cfg.MaskDir)
+	samples, problems, err := listSamples(&cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := pairing.Err(); err != nil {
-		if !cfg.SkipBad {
-			return nil, nil, err
-		}
-		problems = append(problems, unpairedProblems(pairing)...)
-	}
-	if len(pairing.Pairs) == 0 {
-		return nil, problems, fmt.Errorf("data set: no image/mask pairs in %s and %s", cfg.ImageDir, cfg.MaskDir)
-	}
-	results, err := decodeAll(ctx, &cfg, pairing.Pairs)
+	results, err := decodeAll(ctx, &cfg, samples)
 	if err != nil {
 		return nil, problems, err
 	}
@@ -47,7 +40,7 @@ func Open(ctx context.Context, cfg Config) (ds *Dataset, problems []Problem, err
 		if r.err != nil {
 			var p Problem
 			if !errors.As(r.err, &p) {
-				p = Problem{Path: pairing.Pairs[i].Image, Err: r.err}
+				p = Problem{Path: samples[i].Image, Err: r.err}
 			}
 			problems = append(problems, p)
 			continue
@@ -61,7 +54,7 @@ func Open(ctx context.Context, cfg Config) (ds *Dataset, problems []Problem, err
 	}
 	if len(ds.examples) == 0 {
 		return nil, problems, fmt.Errorf("data set: all %d examples in %s are bad, the first: %w",
-			len(pairing.Pairs), cfg.ImageDir, problems[0])
+			len(samples), cfg.source(), problems[0])
 	}
 	ds.numClasses = cfg.NumClasses
 	if ds.numClasses == 0 {
@@ -74,15 +67,45 @@ func Open(ctx context.Context, cfg Config) (ds *Dataset, problems []Problem, err
 	return ds, problems, nil
 }
 
-func unpairedProblems(p *imageio.Pairing) []Problem {
-	var out []Problem
-	for _, f := range p.ImagesWithoutMask {
-		out = append(out, Problem{Path: f, Err: fmt.Errorf("image %s has no mask", f)})
+// listSamples returns the samples of cfg's data; the files that pair
+// with nothing fail it, or, with SkipBad, come back as problems.
+func listSamples(cfg *Config) ([]datalayout.Sample, []Problem, error) {
+	var samples []datalayout.Sample
+	var problems []Problem
+	if cfg.Data != "" {
+		set, err := datalayout.Open(cfg.Data, datalayout.Options{Format: cfg.Format, Split: cfg.Split})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := set.Err(); err != nil && !cfg.SkipBad {
+			return nil, nil, err
+		}
+		for _, u := range set.Unmatched {
+			problems = append(problems, Problem{Path: u.Path, Err: fmt.Errorf("%s: %s", u.Path, u.Why)})
+		}
+		samples = set.Samples
+	} else {
+		pairing, err := imageio.PairDataset(cfg.ImageDir, cfg.MaskDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := pairing.Err(); err != nil && !cfg.SkipBad {
+			return nil, nil, err
+		}
+		for _, f := range pairing.ImagesWithoutMask {
+			problems = append(problems, Problem{Path: f, Err: fmt.Errorf("image %s has no mask", f)})
+		}
+		for _, f := range pairing.MasksWithoutImage {
+			problems = append(problems, Problem{Path: f, Err: fmt.Errorf("mask %s has no image", f)})
+		}
+		for _, p := range pairing.Pairs {
+			samples = append(samples, datalayout.Sample{Image: p.Image, Mask: p.Mask})
+		}
 	}
-	for _, f := range p.MasksWithoutImage {
-		out = append(out, Problem{Path: f, Err: fmt.Errorf("mask %s has no image", f)})
+	if len(samples) == 0 {
+		return nil, problems, fmt.Errorf("data set: no image/mask pairs in %s", cfg.source())
 	}
-	return out
+	return samples, problems, nil
 }
 
 // decoded is the outcome of decoding one pair at open.
@@ -95,7 +118,7 @@ type decoded struct {
 // decodeAll decodes pairs on cfg.Workers goroutines. Without SkipBad the
 // first failure stops the others and is returned (the lowest-numbered
 // failure seen, so the message is stable for a single bad file).
-func decodeAll(parent context.Context, cfg *Config, pairs []imageio.Pair) ([]decoded, error) {
+func decodeAll(parent context.Context, cfg *Config, pairs []datalayout.Sample) ([]decoded, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	workers := cfg.Workers
@@ -141,13 +164,13 @@ func decodeAll(parent context.Context, cfg *Config, pairs []imageio.Pair) ([]dec
 		}
 	}
 	if err := parent.Err(); err != nil {
-		return nil, fmt.Errorf("data set: opening %s interrupted: %w", cfg.ImageDir, err)
+		return nil, fmt.Errorf("data set: opening %s interrupted: %w", cfg.source(), err)
 	}
 	return results, nil
 }
 
-func decodeExample(cfg *Config, p imageio.Pair, reserve func(w, h int) bool) decoded {
-	s, err := readPair(cfg, p.Image, p.Mask, reserve)
+func decodeExample(cfg *Config, p datalayout.Sample, reserve func(w, h int) bool) decoded {
+	s, err := readPair(cfg, p, reserve)
 	if err != nil {
 		return decoded{err: err}
 	}
@@ -161,8 +184,8 @@ func decodeExample(cfg *Config, p imageio.Pair, reserve func(w, h int) bool) dec
 	}
 	d := decoded{maxLabel: maxLabel}
 	d.example = example{
-		image: p.Image, mask: p.Mask,
-		width: s.Width, height: s.Height,
+		sample: p,
+		width:  s.Width, height: s.Height,
 		counts:   counts[:],
 		labelled: labelled,
 	}

@@ -156,7 +156,7 @@ func (l *Loader) fill(j job, sc *slotScratch) error {
 	img, mask := b.slot(j.slot)
 	g, err := l.pipe.apply(s, r, img, mask, sc)
 	if err != nil {
-		return fmt.Errorf("loader: epoch %d step %d: example %d (%s): %w", b.Epoch, b.Step, id, l.ds.examples[id].image, err)
+		return fmt.Errorf("loader: epoch %d step %d: example %d (%s): %w", b.Epoch, b.Step, id, l.ds.examples[id].sample.Image, err)
 	}
 	if b.Geometries != nil {
 		b.Geometries[j.slot] = g

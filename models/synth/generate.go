@@ -71,7 +71,7 @@ func (m *Manifest) Fractions() []float64 {
 //	dir/classes.txt                        background, disc, square
 //	dir/synth.json                         the Manifest
 //
-// the layout finetune/data.ResolveSplit finds. Images are rendered and
+// the canonical layout datalayout finds. Images are rendered and
 // encoded on all CPUs. dir must be absent or empty, or hold a complete set
 // generated from the same configuration, in which case Generate writes
 // nothing and returns its manifest (a cache). Files are not synced to

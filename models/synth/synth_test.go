@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/synth"
 )
@@ -152,13 +152,9 @@ func TestDefaultSetSizes(t *testing.T) {
 	}
 	// The layout is the one finetune reads.
 	for _, split := range synth.Splits {
-		imgs, masks, err := data.ResolveSplit(dir, split)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := imageio.PairDataset(imgs, masks)
-		if err != nil || p.Err() != nil || len(p.Pairs) == 0 {
-			t.Fatalf("%s: %d pairs, %v %v", split, len(p.Pairs), err, p.Err())
+		set, err := datalayout.Open(dir, datalayout.Options{Split: split})
+		if err != nil || set.Format != "folders" || set.Err() != nil || len(set.Samples) == 0 {
+			t.Fatalf("%s: %v, %v", split, set, err)
 		}
 	}
 	names, err := os.ReadFile(filepath.Join(dir, synth.ClassesFile))

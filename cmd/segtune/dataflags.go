@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/storage"
+)
+
+// dataLayoutFlags are --format and --split, which say how to read the
+// data folder given to flag (--data, --calibrate).
+func dataLayoutFlags(flag string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "format", Usage: "layout of " + flag + ": " + strings.Join(datalayout.Formats(), ", ") + " (default: detected)"},
+		&cli.StringFlag{Name: "split", Usage: "split of " + flag + " to read (train, val, test, or a VOC list's name)"},
+	}
+}
+
+// dataFlag is --data for the commands that read one split of labelled data.
+var dataFlag = &cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout (see --format), instead of --images and --masks"}
+
+// openDataFlag lists the samples of --data's split: --split, or else
+// fallback where the layout has it (val for eval), and says in one line
+// which layout it took and how many pairs it found.
+func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
+	root := c.String("data")
+	if storage.IsURL(root) {
+		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
+	}
+	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
+	if opt.Split == "" {
+		_, splits, err := datalayout.Splits(root, opt)
+		if err != nil {
+			return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+		}
+		if datalayout.HasSplit(splits, fallback) {
+			opt.Split = fallback
+		}
+	}
+	set, err := datalayout.Open(root, opt)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+	}
+	noteDataSet(c, set)
+	return set, nil
+}
+
+// noteDataSet says which layout was taken and, where the format's labels
+// need a label map preset that --label-map does not give, which one.
+func noteDataSet(c *cli.Context, set *datalayout.Set) {
+	notef(c, "segtune: %s", set.Summary())
+	if p := set.LabelPreset; p != "" && c.String("label-map") == "" && p != "voc" {
+		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
+	}
+}
+
+// calibrationImages are the images of --calibrate DIR: those directly in
+// it, or, when it holds none (or --format or --split is given), the
+// images of a split of the data set it holds (--split, default train).
+func calibrationImages(c *cli.Context, dir string) ([]string, error) {
+	files, err := imageio.ListImages(dir)
+	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && isDataLayout(dir))
+	if !asData {
+		return listImageDir(dir, "--calibrate")
+	}
+	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
+	if opt.Split == "" {
+		if _, splits, err := datalayout.Splits(dir, opt); err == nil && datalayout.HasSplit(splits, "train") {
+			opt.Split = "train"
+		}
+	}
+	set, err := datalayout.Open(dir, opt)
+	if err != nil {
+		return nil, fmt.Errorf("--calibrate: %w", err)
+	}
+	noteDataSet(c, set)
+	imgs := make([]string, len(set.Samples))
+	for i, s := range set.Samples {
+		imgs[i] = s.Image
+	}
+	if len(imgs) == 0 {
+		return nil, fmt.Errorf("--calibrate %s: %s", dir, set.Summary())
+	}
+	return imgs, nil
+}
+
+// isDataLayout reports whether dir is a data folder of a known layout.
+func isDataLayout(dir string) bool {
+	_, err := datalayout.Detect(dir)
+	return err == nil
+}
+
+// unmatchedExit fails on a data set with unmatched files, naming them.
+func unmatchedExit(set *datalayout.Set) error {
+	err := set.Err()
+	var ue *datalayout.UnmatchedError
+	if errors.As(err, &ue) {
+		return cli.Exit(fmt.Sprintf("--data: %v", err), 1)
+	}
+	return err
+}
+
+// localSamples are the samples of set, or, without one, the pairs of the
+// local --images and --masks folders.
+func localSamples(c *cli.Context, set *datalayout.Set) ([]datalayout.Sample, error) {
+	if set != nil {
+		return set.Samples, nil
+	}
+	pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pairing.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]datalayout.Sample, len(pairing.Pairs))
+	for i, p := range pairing.Pairs {
+		out[i] = datalayout.Sample{Image: p.Image, Mask: p.Mask}
+	}
+	return out, nil
+}
+
+// dataDescription names a data set's split as a run records it.
+func dataDescription(set *datalayout.Set) string {
+	if set.Split == "" {
+		return fmt.Sprintf("%s (%s)", set.Root, set.Format)
+	}
+	return fmt.Sprintf("%s (%s, split %s)", set.Root, set.Format, set.Split)
+}
+
+// setFlags sets flags to values, in a stable order.
+func setFlags(c *cli.Context, values map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		if err := c.Set(k, values[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finetuneData reads --data for finetune: the training split (--split,
+// default train where the layout has splits) and, where the layout has
+// one, the val split for validation. Unmatched files stop the run before
+// any work unless --skip-bad.
+func finetuneData(c *cli.Context, root string) (train, val finetune.DataSpec, err error) {
+	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
+	_, splits, err := datalayout.Splits(root, opt)
+	if err != nil {
+		return train, val, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+	}
+	if opt.Split == "" && datalayout.HasSplit(splits, "train") {
+		opt.Split = "train"
+	}
+	open := func(opt datalayout.Options) (finetune.DataSpec, error) {
+		set, err := datalayout.Open(root, opt)
+		if err != nil {
+			return finetune.DataSpec{}, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+		}
+		noteDataSet(c, set)
+		if set.Err() != nil && !c.Bool("skip-bad") {
+			return finetune.DataSpec{}, unmatchedExit(set)
+		}
+		return finetune.DataSpec{Data: root, Format: set.Format, Split: set.Split}, nil
+	}
+	if train, err = open(opt); err != nil {
+		return train, val, err
+	}
+	if !datalayout.HasSplit(splits, "val") || datalayout.HasSplit([]string{train.Split}, "val") {
+		notef(c, "segtune: %s has no validation split other than the training data: training without validation", root)
+		return train, val, nil
+	}
+	val, err = open(datalayout.Options{Format: train.Format, Split: "val"})
+	return train, val, err
+}
