@@ -55,7 +55,8 @@ type voc struct{}
 func (voc) Name() string { return "voc" }
 
 func (voc) Detect(root string) string {
-	if isDir(filepath.Join(root, "JPEGImages")) && isDir(filepath.Join(root, "SegmentationClass")) {
+	// CVAT's export has VOC's folders, with colour masks and labelmap.txt.
+	if isDir(filepath.Join(root, "JPEGImages")) && isDir(filepath.Join(root, "SegmentationClass")) && !isCVAT(root) {
 		return "JPEGImages/ and SegmentationClass/"
 	}
 	return ""

@@ -71,6 +71,10 @@ type Set struct {
 	// LabelPreset is the imageio label map preset that the format's
 	// labels usually need ("cityscapes", "ade20k", "voc"), or "".
 	LabelPreset string
+	// Classes names the labels of an annotation format (index = label:
+	// COCO's categories, CVAT's labelmap.txt, Label Studio's brush
+	// labels); nil for mask folders, whose labels have no names.
+	Classes []string
 }
 
 // Summary is the one line that says what was found, e.g.
@@ -174,7 +178,7 @@ var (
 	mu sync.RWMutex
 	// registered are the formats in detection order; folders, the
 	// catch-all, is tried only when no other format claims a folder.
-	registered = []Format{cityscapes{}, voc{}, ade20k{}}
+	registered = []Format{cityscapes{}, voc{}, ade20k{}, coco{}, cvat{}, labelStudio{}}
 	fallback   = Format(folders{})
 )
 

@@ -57,6 +57,9 @@ func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
 // need a label map preset that --label-map does not give, which one.
 func noteDataSet(c *cli.Context, set *datalayout.Set) {
 	notef(c, "segtune: %s", set.Summary())
+	if len(set.Classes) > 0 {
+		notef(c, "segtune: %s classes, label 0 up: %s", set.Format, strings.Join(set.Classes, ","))
+	}
 	if p := set.LabelPreset; p != "" && c.String("label-map") == "" && p != "voc" {
 		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
 	}

@@ -1,0 +1,213 @@
+package datalayout
+
+import (
+	"fmt"
+	"image"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/annot"
+)
+
+// The annotation formats: labels in an annotation file or colour masks,
+// rasterised per sample by imageio/annot when a mask is read.
+
+// coco is a COCO data set: annotations/NAME_SPLIT.json (instances_ or
+// stuff_ before the split, or the split alone) and the images of a split
+// in SPLIT/, images/SPLIT/ or images/.
+type coco struct{}
+
+func (coco) Name() string { return "coco" }
+
+func (c coco) Detect(root string) string {
+	if files := cocoFiles(root); len(files) > 0 {
+		return "annotations/*.json"
+	}
+	return ""
+}
+
+// cocoFiles maps each split to its annotation files.
+func cocoFiles(root string) map[string][]string {
+	entries, err := os.ReadDir(filepath.Join(root, "annotations"))
+	if err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		split := strings.TrimSuffix(n, ".json")
+		for _, p := range []string{"instances_", "stuff_"} {
+			split = strings.TrimPrefix(split, p)
+		}
+		out[split] = append(out[split], filepath.Join(root, "annotations", n))
+	}
+	return out
+}
+
+func (coco) Splits(root string) ([]string, error) {
+	files := cocoFiles(root)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("data set %s (coco layout): no annotations/*.json", root)
+	}
+	return slices.Sorted(func(yield func(string) bool) {
+		for s := range files {
+			if !yield(s) {
+				return
+			}
+		}
+	}), nil
+}
+
+func (coco) List(root, split string) (*Set, error) {
+	files := cocoFiles(root)[split]
+	switch len(files) {
+	case 0:
+		return nil, fmt.Errorf("data set %s (coco layout): no annotation file for split %s", root, split)
+	case 1:
+	default:
+		return nil, fmt.Errorf("data set %s (coco layout): split %s has %d annotation files (%s): keep one, or point --data at a folder with one", root, split, len(files), strings.Join(files, ", "))
+	}
+	dir := root
+	for _, d := range []string{filepath.Join(root, split), filepath.Join(root, "images", split), filepath.Join(root, "images")} {
+		if isDir(d) {
+			dir = d
+			break
+		}
+	}
+	as, err := annot.ReadCOCO(files[0], annot.COCOOptions{ImageDir: dir})
+	if err != nil {
+		return nil, err
+	}
+	return annotatedSet(as, files[0], dir)
+}
+
+// cvat is CVAT's "Segmentation mask 1.1" export: labelmap.txt, RGB colour
+// masks in SegmentationClass/, the images (when exported) in JPEGImages/.
+type cvat struct{}
+
+func (cvat) Name() string { return "cvat" }
+
+func (cvat) Detect(root string) string {
+	if isCVAT(root) {
+		return "labelmap.txt and SegmentationClass/"
+	}
+	return ""
+}
+
+func isCVAT(root string) bool {
+	fi, err := os.Stat(filepath.Join(root, "labelmap.txt"))
+	return err == nil && fi.Mode().IsRegular() && isDir(filepath.Join(root, "SegmentationClass"))
+}
+
+func (cvat) Splits(string) ([]string, error) { return nil, nil }
+
+func (cvat) List(root, _ string) (*Set, error) {
+	as, err := annot.ReadCVAT(root, annot.CVATOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return annotatedSet(as, filepath.Join(root, "labelmap.txt"), filepath.Join(root, "JPEGImages"))
+}
+
+// labelStudio is a Label Studio JSON export with brush labels
+// (project-N-at-DATE-HASH.json, as Label Studio names it) beside the
+// tasks' images (in images/, or the same folder).
+type labelStudio struct{}
+
+func (labelStudio) Name() string { return "labelstudio" }
+
+func (labelStudio) Detect(root string) string {
+	if f, _ := labelStudioFile(root); f != "" {
+		return filepath.Base(f)
+	}
+	return ""
+}
+
+// labelStudioFile is root's Label Studio export, "" when it has none;
+// more than one is an error.
+func labelStudioFile(root string) (string, error) {
+	files, _ := filepath.Glob(filepath.Join(root, "project-*-at-*.json"))
+	switch len(files) {
+	case 0:
+		return "", nil
+	case 1:
+		return files[0], nil
+	}
+	return files[0], fmt.Errorf("data set %s (labelstudio layout): %d exports (%s): keep one", root, len(files), strings.Join(files, ", "))
+}
+
+func (labelStudio) Splits(string) ([]string, error) { return nil, nil }
+
+func (labelStudio) List(root, _ string) (*Set, error) {
+	file, err := labelStudioFile(root)
+	if err != nil {
+		return nil, err
+	}
+	dir := root
+	if d := filepath.Join(root, "images"); isDir(d) {
+		dir = d
+	}
+	as, err := annot.ReadLabelStudio(file, annot.LabelStudioOptions{ImageDir: dir})
+	if err != nil {
+		return nil, err
+	}
+	set, err := annotatedSet(as, file, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range as.Unlabelled {
+		set.Unmatched = append(set.Unmatched, Unmatched{Path: u, Why: "a task of " + filepath.Base(file) + " without a brush annotation"})
+	}
+	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
+	return set, nil
+}
+
+// annotatedSet turns a decoder's set into samples whose masks it renders,
+// with the images of imageDir that no annotation names, and annotations
+// whose image is missing, as unmatched.
+func annotatedSet(as *annot.Set, source, imageDir string) (*Set, error) {
+	set := &Set{Classes: as.Classes}
+	named := map[string]bool{}
+	for _, s := range as.Samples {
+		if s.Image == "" {
+			set.Unmatched = append(set.Unmatched, Unmatched{Path: source, Why: fmt.Sprintf("annotates %s, whose image is not in the export", s.Ref)})
+			continue
+		}
+		named[filepath.Clean(s.Image)] = true
+		if _, err := os.Stat(s.Image); err != nil {
+			set.Unmatched = append(set.Unmatched, Unmatched{Path: s.Image, Why: fmt.Sprintf("annotated in %s, but the image file is missing", filepath.Base(source))})
+			continue
+		}
+		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: source, Name: stripExt(filepath.Base(s.Image)), Decode: renderMask(s, source)})
+	}
+	if files, err := imageio.ListImages(imageDir); err == nil {
+		for _, f := range files {
+			if !named[filepath.Clean(f)] {
+				set.Unmatched = append(set.Unmatched, Unmatched{Path: f, Why: "image without an annotation in " + filepath.Base(source)})
+			}
+		}
+	}
+	slices.SortFunc(set.Samples, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
+	return set, nil
+}
+
+// renderMask reads an annotated sample's labels as a mask image would be
+// read: through imageio.MaskFromImage, so that opt's size check, label
+// map and class range apply.
+func renderMask(s annot.Sample, source string) func(imageio.MaskOptions) (*imageio.Mask, error) {
+	return func(opt imageio.MaskOptions) (*imageio.Mask, error) {
+		labels, err := s.Mask()
+		if err != nil {
+			return nil, err
+		}
+		img := &image.Gray{Pix: labels, Stride: s.Width, Rect: image.Rect(0, 0, s.Width, s.Height)}
+		return imageio.MaskFromImage(img, source+" ("+s.Ref+")", opt)
+	}
+}

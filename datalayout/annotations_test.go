@@ -1,0 +1,140 @@
+package datalayout
+
+import (
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/segtune/segtune/imageio"
+)
+
+func writeImageFile(t *testing.T, path string, img image.Image) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(f, img); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func writeText(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func labelsOf(t *testing.T, s Sample) []int32 {
+	t.Helper()
+	m, err := s.ReadMask(imageio.MaskOptions{Width: 4, Height: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Labels
+}
+
+// A COCO folder is found by its annotations/*.json; a split's images are
+// found in SPLIT/; polygons are rendered as masks with the categories as
+// classes; images the file does not annotate are named.
+func TestCOCOLayout(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations", "instances_val.json"), `{
+	 "images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 3}],
+	 "categories": [{"id": 7, "name": "cat"}],
+	 "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "iscrowd": 0, "segmentation": [[0, 0, 2, 0, 2, 3, 0, 3]]}]}`)
+	writeImageFile(t, filepath.Join(root, "val", "a.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	writeImageFile(t, filepath.Join(root, "val", "extra.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	f, err := Detect(root)
+	if err != nil || f.Name() != "coco" {
+		t.Fatalf("detected %v, %v", f, err)
+	}
+	set, err := Open(root, Options{Split: "val"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Samples) != 1 || !slices.Equal(set.Classes, []string{"background", "cat"}) {
+		t.Fatalf("samples %+v, classes %v", set.Samples, set.Classes)
+	}
+	// Pixel centres x+½ inside [0, 2): columns 0 and 1 are the cat.
+	want := []int32{1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0}
+	if got := labelsOf(t, set.Samples[0]); !slices.Equal(got, want) {
+		t.Errorf("mask %v, want %v", got, want)
+	}
+	if len(set.Unmatched) != 1 || filepath.Base(set.Unmatched[0].Path) != "extra.png" {
+		t.Errorf("unmatched %+v, want extra.png", set.Unmatched)
+	}
+	// The mask goes through the same checks as a mask file: size.
+	if _, err := set.Samples[0].ReadMask(imageio.MaskOptions{Width: 5, Height: 3}); err == nil {
+		t.Error("a 4x3 annotation was accepted for a 5x3 image")
+	}
+}
+
+// A CVAT export has VOC's folders but is read as colour masks with
+// labelmap.txt's classes, not as VOC.
+func TestCVATLayout(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "labelmap.txt"), "# label:color_rgb:parts:actions\nbackground:0,0,0::\ncar:250,50,83::\n")
+	mask := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	for y := 0; y < 3; y++ {
+		for x := 0; x < 4; x++ {
+			mask.Set(x, y, color.RGBA{A: 255})
+		}
+	}
+	mask.Set(3, 2, color.RGBA{250, 50, 83, 255})
+	writeImageFile(t, filepath.Join(root, "SegmentationClass", "f0.png"), mask)
+	writeImageFile(t, filepath.Join(root, "JPEGImages", "f0.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	set, err := Open(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Format != "cvat" || len(set.Samples) != 1 || !slices.Equal(set.Classes, []string{"background", "car"}) {
+		t.Fatalf("format %s, samples %+v, classes %v", set.Format, set.Samples, set.Classes)
+	}
+	if got := labelsOf(t, set.Samples[0]); got[11] != 1 || slices.Max(got[:11]) != 0 {
+		t.Errorf("mask %v, want car at the last pixel only", got)
+	}
+}
+
+// A Label Studio export beside its images: the brush masks of the
+// annotated tasks, and the tasks without annotation named.
+func TestLabelStudioLayout(t *testing.T) {
+	root := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "imageio", "annot", "testdata", "labelstudio_export.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeText(t, filepath.Join(root, "project-1-at-2026-11-26-10-00-0f1e2d3c.json"), string(data))
+	for name, size := range map[string][2]int{"a1b2c3d4-small.png": {20, 15}, "e5f6a7b8-large.jpg": {200, 150},
+		"c9d0e1f2-dot.png": {1, 1}, "0a0b0c0d-cancel.png": {6, 4}} {
+		writeImageFile(t, filepath.Join(root, "images", name), image.NewGray(image.Rect(0, 0, size[0], size[1])))
+	}
+	set, err := Open(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Format != "labelstudio" || len(set.Samples) != 4 || set.Classes[0] != "background" {
+		t.Fatalf("format %s, %d samples, classes %v", set.Format, len(set.Samples), set.Classes)
+	}
+	if len(set.Unmatched) != 1 || !strings.Contains(set.Unmatched[0].Path, "todo") {
+		t.Errorf("unmatched %+v, want the unannotated task", set.Unmatched)
+	}
+	for _, s := range set.Samples {
+		if _, err := s.ReadMask(imageio.MaskOptions{}); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+}
