@@ -120,10 +120,8 @@ func (s Sources) Default() Bound {
 	if b, ok := s.cgroupLimit(); ok {
 		bounds = append(bounds, b)
 	}
-	if s.AddressSpace != nil {
-		if as, err := s.AddressSpace(); err == nil && as != unix.RLIM_INFINITY && as > 0 && as < math.MaxInt64 {
-			bounds = append(bounds, Bound{int64(as) / addressSpaceShare, fmt.Sprintf("half the address-space limit (RLIMIT_AS %s)", Human(int64(as)))})
-		}
+	if as, ok := s.addressSpace(); ok {
+		bounds = append(bounds, Bound{as / addressSpaceShare, fmt.Sprintf("half the address-space limit (RLIMIT_AS %s)", Human(as))})
 	}
 	if len(bounds) == 0 {
 		return Bound{fallback / 4 * 3, "8 GiB (no memory size could be read)"}
@@ -292,6 +290,40 @@ func Check(what string, bytes int64, fix string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("%s would need about %s, more than the memory limit of %s (%s)", what, Human(bytes), Human(limit), from)
+	if fix != "" {
+		msg += ": " + fix
+	}
+	return fmt.Errorf("%s: %w", msg, ErrTooLarge)
+}
+
+// AddressSpace returns this process's address-space limit (the soft
+// RLIMIT_AS: ulimit -v, prlimit --as) in bytes, and false when none is set.
+func AddressSpace() (int64, bool) { return System.addressSpace() }
+
+func (s Sources) addressSpace() (int64, bool) {
+	if s.AddressSpace == nil {
+		return 0, false
+	}
+	as, err := s.AddressSpace()
+	if err != nil || as == unix.RLIM_INFINITY || as == 0 || as >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(as), true
+}
+
+// CheckAddressSpace returns an error when work expected to map bytes of
+// address space (resident memory, and what is reserved but never touched:
+// thread stacks, malloc arenas, libraries) would exceed RLIMIT_AS, where
+// one is set: past it an allocation fails, and Go's runtime then ends the
+// process with a goroutine dump instead of an error. what and fix are as
+// for Check.
+func CheckAddressSpace(what string, bytes int64, fix string) error {
+	as, ok := AddressSpace()
+	if !ok || bytes <= as {
+		return nil
+	}
+	msg := fmt.Sprintf("%s would map about %s of address space, more than the address-space limit of %s (RLIMIT_AS: ulimit -v, prlimit --as)",
+		what, Human(bytes), Human(as))
 	if fix != "" {
 		msg += ": " + fix
 	}
