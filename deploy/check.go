@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"image"
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
@@ -72,18 +73,12 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 	if len(o.Images) == 0 {
 		return nil, fmt.Errorf("no images to check the exported model on")
 	}
-	ct, err := contract.Read(exp, ov)
+	seg, err := openExported(ref, exp, data, ov, o.Session)
 	if err != nil {
-		return nil, fmt.Errorf("the exported model's contract: %w", err)
-	}
-	if err := sameContract(ref.Contract, ct); err != nil {
 		return nil, err
 	}
-	seg, err := segmenter.Open(data, ct, ref.Pre, o.Session)
-	if err != nil {
-		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
-	}
 	defer seg.Close()
+	ct := seg.Contract
 	c := &Check{Images: len(o.Images), Source: o.Source, Paths: o.Images, Contract: ct}
 	if o.Calibration != nil {
 		n, err := o.Calibration.Overlap(o.Images)
@@ -185,6 +180,57 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		}
 	}
 	return c, nil
+}
+
+// openExported reads the exported model's contract (with the overrides
+// ref's was read with), checks it keeps ref's, and opens it in ONNX
+// Runtime with ref's preprocessing.
+func openExported(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (*segmenter.Segmenter, error) {
+	ct, err := contract.Read(exp, ov)
+	if err != nil {
+		return nil, fmt.Errorf("the exported model's contract: %w", err)
+	}
+	if err := sameContract(ref.Contract, ct); err != nil {
+		return nil, err
+	}
+	seg, err := segmenter.Open(data, ct, ref.Pre, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
+	}
+	return seg, nil
+}
+
+// SyntheticImage is what CheckRuns segments: 64×48 pixels of smooth
+// colour gradients, every channel different, so that a model whose
+// scores break on some inputs (not only on blank ones) is likely caught.
+const SyntheticImage = "a synthetic 64x48 image"
+
+// CheckRuns is the check of an export with no images to compare on: the
+// exported model is opened as in CheckExport and segments a synthetic
+// image; an error (a *contract.NonFiniteError for NaN or ±Inf scores)
+// says it does not run or its numbers are broken.
+func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) error {
+	seg, err := openExported(ref, exp, data, ov, opts)
+	if err != nil {
+		return err
+	}
+	defer seg.Close()
+	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for y := 0; y < 48; y++ {
+		for x := 0; x < 64; x++ {
+			i := img.PixOffset(x, y)
+			img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = uint8(4*x), uint8(5*y), uint8(255-2*x-y), 255
+		}
+	}
+	read := func(string) (image.Image, error) { return img, nil }
+	rep, err := pipeline.Run([]string{SyntheticImage}, seg.StagesFrom(read, func(segmenter.Result) error { return nil }), pipeline.Config{Batch: 1})
+	if err != nil {
+		return err
+	}
+	if len(rep.Failures) > 0 {
+		return rep.Failures[0].Err
+	}
+	return nil
 }
 
 // sameContract compares what callers rely on: the input, its layout and
