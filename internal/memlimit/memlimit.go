@@ -251,7 +251,8 @@ func ParseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(up), 64)
-	if err != nil || math.IsNaN(v) || v <= 0 || v*float64(mult) > math.MaxInt64/2 {
+	// Under one byte is refused too: 0 would mean "the default".
+	if err != nil || math.IsNaN(v) || v*float64(mult) < 1 || v*float64(mult) > math.MaxInt64/2 {
 		return 0, fmt.Errorf("%q is not a positive byte count (e.g. 8G, 512M)", s)
 	}
 	return int64(v * float64(mult)), nil

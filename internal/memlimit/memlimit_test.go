@@ -18,7 +18,8 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("%s: %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "-1", "0", "nan", "lots", "1e30G"} {
+	// "0.3" is under one byte: refused, not read as 0 (the default limit).
+	for _, in := range []string{"", "-1", "0", "nan", "lots", "1e30G", "0.3", "1e-10G"} {
 		if _, err := ParseBytes(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
