@@ -308,6 +308,9 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 			return nil, err
 		}
 		minImages := c.Int("calibrate-min-images")
+		if minImages < 0 {
+			return nil, cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", minImages), 2)
+		}
 		if n := c.Int("calibrate-count"); n > 0 && n < minImages {
 			return nil, fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
 		}
