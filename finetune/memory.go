@@ -29,20 +29,14 @@ const (
 // optimiser's state and Go's runtime.
 const trainFixedBytes = 256 << 20
 
-// Address space a fine-tune maps beyond the memory it uses, which counts
-// against an address-space limit (RLIMIT_AS) though it is never touched:
-// the libraries, Go's and ONNX Runtime's reservations and the validation
-// session, and per ONNX Runtime thread its stack and its glibc malloc arena
-// (reserved 64 MiB at a time). A person-model fine-tune (batches of one
-// 320x320 crop, 2 threads, CamVid's 960x720 validation images) peaked at
-// 3.33 GB of address space (VmPeak) for 0.9 GB resident, batches of 2 at
-// 3.61 GB; with 16 threads and batches of 2 it passed 3.9 GB and was
-// killed by a 4 GB limit (3.08 GB with glibc's arenas capped at 2 by
-// MALLOC_ARENA_MAX=2: the arenas are most of the per-thread part).
-const (
-	trainAddressSpaceFixed     = 2304 << 20
-	trainAddressSpacePerThread = 72 << 20
-)
+// trainAddressSpaceFixed is the address space a fine-tune maps beyond
+// the memory it uses and its threads' (memlimit.ThreadAddressSpace), which
+// counts against an address-space limit (RLIMIT_AS) though it is never
+// touched: the libraries, Go's and ONNX Runtime's reservations and the
+// validation session. A person-model fine-tune (batches of one 320x320
+// crop, 2 threads, CamVid's 960x720 validation images) peaked at 3.33 GB
+// of address space (VmPeak) for 0.9 GB resident, batches of 2 at 3.61 GB.
+const trainAddressSpaceFixed = 2304 << 20
 
 // checkMemory refuses a batch and crop whose training step could not fit
 // the memory limit or the address-space limit, before the data is read or
@@ -61,7 +55,7 @@ func (c *Config) checkMemory() error {
 	if threads < 1 {
 		threads = goruntime.NumCPU() // ONNX Runtime's default: one per core
 	}
-	mapped := addSaturating(bytes, addSaturating(trainAddressSpaceFixed, memlimit.Product(int64(threads), trainAddressSpacePerThread)))
+	mapped := addSaturating(bytes, addSaturating(trainAddressSpaceFixed, memlimit.Product(int64(threads), memlimit.ThreadAddressSpace())))
 	return memlimit.CheckAddressSpace(fmt.Sprintf("%s on %d threads", what, threads), mapped,
 		"lower --batch, --crop or --threads, or raise the limit")
 }

@@ -55,4 +55,17 @@ func TestCheckMemoryAddressSpace(t *testing.T) {
 	if err := cfg(1, 1).checkMemory(); !errors.Is(err, memlimit.ErrTooLarge) {
 		t.Fatalf("1 GiB RLIMIT_AS: %v", err)
 	}
+	// With glibc's malloc arenas capped (as every command does under an
+	// RLIMIT_AS) a thread maps only its stack: batches of 2 on 16 threads
+	// fit 4 GB (3.1 GB measured); batches of 3 do not.
+	withAddressSpace(t, 4_000_000_000)
+	memlimit.FitAddressSpace()
+	if memlimit.ThreadAddressSpace() != 72<<20 { // capped: glibc took it
+		if err := cfg(2, 16).checkMemory(); err != nil {
+			t.Fatalf("arenas capped, batch 2 on 16 threads: %v", err)
+		}
+		if err := cfg(3, 16).checkMemory(); !errors.Is(err, memlimit.ErrTooLarge) {
+			t.Fatalf("arenas capped, batch 3 on 16 threads: %v", err)
+		}
+	}
 }
