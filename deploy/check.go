@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"sync"
@@ -200,30 +201,29 @@ func openExported(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov con
 	return seg, nil
 }
 
-// SyntheticImage is what CheckRuns segments: 64×48 pixels of smooth
-// colour gradients, every channel different, so that a model whose
-// scores break on some inputs (not only on blank ones) is likely caught.
-const SyntheticImage = "a synthetic 64x48 image"
+// syntheticSizes are the sizes (height, width) CheckRuns tries, in order:
+// the first the float model runs at is the one checked. 224 suits
+// windowed transformers (7×32), 256 powers of two, 64×48 the smallest.
+var syntheticSizes = [][2]int{{224, 224}, {256, 256}, {64, 48}}
 
-// CheckRuns is the check of an export with no images to compare on: the
-// exported model is opened as in CheckExport and segments a synthetic
-// image; an error (a *contract.NonFiniteError for NaN or ±Inf scores)
-// says it does not run or its numbers are broken.
-func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) error {
-	seg, err := openExported(ref, exp, data, ov, opts)
-	if err != nil {
-		return err
-	}
-	defer seg.Close()
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := 0; y < 48; y++ {
-		for x := 0; x < 64; x++ {
+// syntheticImage is h×w pixels of smooth colour gradients, every channel
+// different, so that a model whose scores break on some inputs (not only
+// on blank ones) is likely caught.
+func syntheticImage(h, w int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
 			i := img.PixOffset(x, y)
 			img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = uint8(4*x), uint8(5*y), uint8(255-2*x-y), 255
 		}
 	}
+	return img
+}
+
+// segmentOne runs s on img alone; the error is the image's failure.
+func segmentOne(s *segmenter.Segmenter, name string, img image.Image) error {
 	read := func(string) (image.Image, error) { return img, nil }
-	rep, err := pipeline.Run([]string{SyntheticImage}, seg.StagesFrom(read, func(segmenter.Result) error { return nil }), pipeline.Config{Batch: 1})
+	rep, err := pipeline.Run([]string{name}, s.StagesFrom(read, func(segmenter.Result) error { return nil }), pipeline.Config{Batch: 1})
 	if err != nil {
 		return err
 	}
@@ -231,6 +231,33 @@ func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contra
 		return rep.Failures[0].Err
 	}
 	return nil
+}
+
+// CheckRuns is the check of an export with no images to compare on: the
+// exported model is opened as in CheckExport and segments a synthetic
+// image of the first size in syntheticSizes that the float model (ref)
+// segments; an error (a *contract.NonFiniteError for NaN or ±Inf scores,
+// the float model's included) says it does not run or its numbers are
+// broken. checked names the image, "" when the float model runs at none
+// of the sizes (then only opening the export was checked).
+func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (checked string, err error) {
+	seg, err := openExported(ref, exp, data, ov, opts)
+	if err != nil {
+		return "", err
+	}
+	defer seg.Close()
+	for _, sz := range syntheticSizes {
+		name := fmt.Sprintf("a synthetic %dx%d image", sz[1], sz[0])
+		img := syntheticImage(sz[0], sz[1])
+		if err := segmentOne(ref, name, img); err != nil {
+			if nf := (*contract.NonFiniteError)(nil); errors.As(err, &nf) {
+				return name, fmt.Errorf("the float model: %w", err)
+			}
+			continue // not a size this model takes
+		}
+		return name, segmentOne(seg, name, img)
+	}
+	return "", nil
 }
 
 // sameContract compares what callers rely on: the input, its layout and
