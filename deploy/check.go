@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
+	"image"
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
@@ -72,18 +74,12 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 	if len(o.Images) == 0 {
 		return nil, fmt.Errorf("no images to check the exported model on")
 	}
-	ct, err := contract.Read(exp, ov)
+	seg, err := openExported(ref, exp, data, ov, o.Session)
 	if err != nil {
-		return nil, fmt.Errorf("the exported model's contract: %w", err)
-	}
-	if err := sameContract(ref.Contract, ct); err != nil {
 		return nil, err
 	}
-	seg, err := segmenter.Open(data, ct, ref.Pre, o.Session)
-	if err != nil {
-		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
-	}
 	defer seg.Close()
+	ct := seg.Contract
 	c := &Check{Images: len(o.Images), Source: o.Source, Paths: o.Images, Contract: ct}
 	if o.Calibration != nil {
 		n, err := o.Calibration.Overlap(o.Images)
@@ -185,6 +181,83 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		}
 	}
 	return c, nil
+}
+
+// openExported reads the exported model's contract (with the overrides
+// ref's was read with), checks it keeps ref's, and opens it in ONNX
+// Runtime with ref's preprocessing.
+func openExported(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (*segmenter.Segmenter, error) {
+	ct, err := contract.Read(exp, ov)
+	if err != nil {
+		return nil, fmt.Errorf("the exported model's contract: %w", err)
+	}
+	if err := sameContract(ref.Contract, ct); err != nil {
+		return nil, err
+	}
+	seg, err := segmenter.Open(data, ct, ref.Pre, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
+	}
+	return seg, nil
+}
+
+// syntheticSizes are the sizes (height, width) CheckRuns tries, in order:
+// the first the float model runs at is the one checked. 224 suits
+// windowed transformers (7×32), 256 powers of two, 64×48 the smallest.
+var syntheticSizes = [][2]int{{224, 224}, {256, 256}, {64, 48}}
+
+// syntheticImage is h×w pixels of smooth colour gradients, every channel
+// different, so that a model whose scores break on some inputs (not only
+// on blank ones) is likely caught.
+func syntheticImage(h, w int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			i := img.PixOffset(x, y)
+			img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = uint8(4*x), uint8(5*y), uint8(255-2*x-y), 255
+		}
+	}
+	return img
+}
+
+// segmentOne runs s on img alone; the error is the image's failure.
+func segmentOne(s *segmenter.Segmenter, name string, img image.Image) error {
+	read := func(string) (image.Image, error) { return img, nil }
+	rep, err := pipeline.Run([]string{name}, s.StagesFrom(read, func(segmenter.Result) error { return nil }), pipeline.Config{Batch: 1})
+	if err != nil {
+		return err
+	}
+	if len(rep.Failures) > 0 {
+		return rep.Failures[0].Err
+	}
+	return nil
+}
+
+// CheckRuns is the check of an export with no images to compare on: the
+// exported model is opened as in CheckExport and segments a synthetic
+// image of the first size in syntheticSizes that the float model (ref)
+// segments; an error (a *contract.NonFiniteError for NaN or ±Inf scores,
+// the float model's included) says it does not run or its numbers are
+// broken. checked names the image, "" when the float model runs at none
+// of the sizes (then only opening the export was checked).
+func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (checked string, err error) {
+	seg, err := openExported(ref, exp, data, ov, opts)
+	if err != nil {
+		return "", err
+	}
+	defer seg.Close()
+	for _, sz := range syntheticSizes {
+		name := fmt.Sprintf("a synthetic %dx%d image", sz[1], sz[0])
+		img := syntheticImage(sz[0], sz[1])
+		if err := segmentOne(ref, name, img); err != nil {
+			if nf := (*contract.NonFiniteError)(nil); errors.As(err, &nf) {
+				return name, fmt.Errorf("the float model: %w", err)
+			}
+			continue // not a size this model takes
+		}
+		return name, segmentOne(seg, name, img)
+	}
+	return "", nil
 }
 
 // sameContract compares what callers rely on: the input, its layout and

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"io"
 	"os"
@@ -111,38 +112,86 @@ func decodeNativeBytes(data []byte, format string, cfg image.Config) (image.Imag
 	if format == "jpeg" {
 		return nativecodec.JPEG(data, cfg.Width, cfg.Height)
 	}
-	ct, err := pngNativeType(data)
+	layout, err := pngNativeLayout(data)
 	if err != nil {
 		return nil, err
 	}
-	return nativecodec.PNG(data, ct, cfg.Width, cfg.Height)
+	return nativecodec.PNG(data, layout, cfg.Width, cfg.Height)
 }
 
-// pngNativeType returns the colour type of a PNG that libspng decodes to
-// exactly what image/png gives: 8-bit grey, truecolour or truecolour with
-// alpha, with no tRNS chunk before the image data (image/png turns tRNS
-// into alpha; libspng is not asked to). Anything else is left to Go.
-func pngNativeType(data []byte) (int, error) {
+// pngNativeLayout walks the chunks of a PNG that libspng decodes to
+// exactly what image/png gives (8-bit grey, truecolour or truecolour with
+// alpha, no PLTE or tRNS: image/png turns tRNS into alpha and libspng is
+// not asked to) and checks them as image/png does, which libspng does
+// not: every chunk's CRC up to IEND, IHDR first, one run of IDAT chunks
+// (later IDATs are ignored), an empty IEND. Anything else is left to Go,
+// which then accepts or refuses the file itself.
+func pngNativeLayout(data []byte) (nativecodec.PNGLayout, error) {
 	const sig = "\x89PNG\r\n\x1a\n"
+	var l nativecodec.PNGLayout
 	if len(data) < 33 || string(data[:8]) != sig || string(data[12:16]) != "IHDR" {
-		return 0, errNotNative
+		return l, errNotNative
 	}
-	depth, ct := data[24], data[25]
+	w, h := binary.BigEndian.Uint32(data[16:]), binary.BigEndian.Uint32(data[20:])
+	depth, ct, interlace := data[24], data[25], data[28]
 	if depth != 8 || (ct != nativecodec.PNGGray && ct != nativecodec.PNGTruecolor && ct != nativecodec.PNGTrueAlpha) {
-		return 0, errNotNative
+		return l, errNotNative
 	}
-	for i := 8; i+8 <= len(data); {
-		n := binary.BigEndian.Uint32(data[i:])
-		switch string(data[i+4 : i+8]) {
-		case "tRNS":
-			return 0, errNotNative
-		case "IDAT":
-			return int(ct), nil
+	l.ColorType = int(ct)
+	l.Filtered = pngFilteredSize(int64(w), int64(h), map[byte]int64{0: 1, 2: 3, 6: 4}[ct], interlace == 1)
+	idatRun := 0 // 0 before the first IDAT, 1 within the first run, 2 after it
+	for i := 8; ; {
+		if len(data)-i < 12 {
+			return l, errNotNative // no IEND
 		}
-		if uint64(n) > uint64(len(data)) {
-			return 0, errNotNative
+		n := binary.BigEndian.Uint32(data[i:])
+		typ := string(data[i+4 : i+8])
+		if n > 0x7fffffff || uint64(n) > uint64(len(data)-i-12) {
+			return l, errNotNative
+		}
+		body := data[i+8 : i+8+int(n)]
+		if binary.BigEndian.Uint32(data[i+8+int(n):]) != crc32.ChecksumIEEE(data[i+4:i+8+int(n)]) {
+			return l, errNotNative
+		}
+		switch typ {
+		case "IHDR":
+			if i != 8 {
+				return l, errNotNative
+			}
+		case "PLTE", "tRNS":
+			return l, errNotNative
+		case "IDAT":
+			if idatRun < 2 {
+				idatRun = 1
+				l.IDAT = append(l.IDAT, nativecodec.Span{Off: i + 8, Len: len(body)})
+			}
+		case "IEND":
+			if idatRun == 0 || n != 0 {
+				return l, errNotNative
+			}
+			return l, nil
+		default:
+			if idatRun == 1 {
+				idatRun = 2
+			}
 		}
 		i += 12 + int(n)
 	}
-	return 0, errNotNative
+}
+
+// pngFilteredSize is the length of a PNG's inflated image data: each
+// scanline of each (Adam7) pass with its filter byte; empty passes have
+// none.
+func pngFilteredSize(w, h, bytesPerPixel int64, adam7 bool) int64 {
+	if !adam7 {
+		return h * (1 + w*bytesPerPixel)
+	}
+	var size int64
+	for _, p := range [7][4]int64{{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}} {
+		pw, ph := (w-p[0]+p[2]-1)/p[2], (h-p[1]+p[3]-1)/p[3]
+		if pw > 0 && ph > 0 {
+			size += ph * (1 + pw*bytesPerPixel)
+		}
+	}
+	return size
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -194,4 +197,65 @@ func cliContext(t *testing.T) *cli.Context {
 	c := cli.NewContext(newApp(), set, nil)
 	c.Context = context.Background()
 	return c
+}
+
+// Defect: the bucket model's cached copy refused a poisoned entry (a FIFO
+// or a link there: "refusing to write through a symbolic link") where the
+// local model cache rebuilds it. Both now discard it and fetch again,
+// never reading or writing through it.
+func TestBlobPoisonedModelCacheIsRebuilt(t *testing.T) {
+	m := testassets.RequireMinIO(t)
+	url := m.Bucket(t, "segtune-poison")
+	t.Setenv("SEGTUNE_CACHE_DIR", t.TempDir())
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	want, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload(t, filepath.Dir(model), url("models"))
+	remote := url("models/red.onnx")
+	ctx := context.Background()
+	p, err := fetchModel(ctx, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim.onnx")
+	os.WriteFile(victim, []byte("not segtune's"), 0o644)
+	poison := map[string]func() error{
+		"a FIFO":                 func() error { return syscall.Mkfifo(p, 0o644) },
+		"a link to /dev/zero":    func() error { return os.Symlink("/dev/zero", p) },
+		"a link to another file": func() error { return os.Symlink(victim, p) },
+		"a truncated copy":       func() error { return os.WriteFile(p, want[:10], 0o644) },
+	}
+	for what, plant := range poison {
+		os.Remove(p)
+		if err := plant(); err != nil {
+			t.Skipf("%s: %v", what, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			got, err := fetchModel(ctx, remote)
+			if err == nil && got != p {
+				err = fmt.Errorf("fetched to %s, want %s", got, p)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: fetching the bucket model hung", what)
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: the entry is not a regular file now: %v %v", what, fi, err)
+		} else if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+			t.Errorf("%s: the entry is not the model", what)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "not segtune's" {
+		t.Errorf("written through the link: the file it pointed to holds %d bytes", len(b))
+	}
 }

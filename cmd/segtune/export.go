@@ -32,7 +32,8 @@ func exportCommand() *cli.Command {
 			"static QDQ model (int8 weights per channel, uint8 activations) calibrated on --calibrate DIR.\n" +
 			"Before anything is written the model is opened in ONNX Runtime, its contract compared with\n" +
 			"the float model's, and both models segment sample images (--check-images, else images of\n" +
-			"the --calibrate folder held out from calibration where it has enough): the pixel\n" +
+			"the --calibrate folder held out from calibration where it has enough; with none, a synthetic\n" +
+			"image, which must give finite scores): the pixel\n" +
 			"agreement, and with --check-masks each model's IoU, go into a report printed and saved as\n" +
 			"OUT.report.json and OUT.report.txt; a model below\n" +
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
@@ -162,12 +163,14 @@ func runExport(c *cli.Context) error {
 	images := p.checks
 	if len(images) == 0 {
 		// fp32 without check images: nothing to compare with but
-		// itself; loading it in ONNX Runtime is the check.
-		s, err := runtime.NewSession(data, opts)
+		// itself; it must run and give finite scores on a synthetic image.
+		checked, err := deploy.CheckRuns(ref, conv.Model, data, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)), opts)
 		if err != nil {
-			return fmt.Errorf("ONNX Runtime rejects the exported model: %w; nothing written", err)
+			return fmt.Errorf("checking the %s export of %s on %s: %w; nothing written", p.precision, p.source, checked, err)
 		}
-		s.Close()
+		if checked == "" {
+			notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
+		}
 		rep.Passed = true
 	} else {
 		ignore := c.Int("ignore")
@@ -309,6 +312,9 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 			return nil, err
 		}
 		minImages := c.Int("calibrate-min-images")
+		if minImages < 0 {
+			return nil, cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", minImages), 2)
+		}
 		if n := c.Int("calibrate-count"); n > 0 && n < minImages {
 			return nil, fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
 		}

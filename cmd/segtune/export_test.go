@@ -62,6 +62,7 @@ func TestExportFlagErrors(t *testing.T) {
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--activation-type", "int4"}, "--activation-type"},
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--min-agreement", "2"}, "--min-agreement"},
 		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--calibrate-count", "3"}, "--calibrate-count 3 is below --calibrate-min-images 8"},
+		{[]string{"--model", model, "--out", out, "--precision", "int8", "--calibrate", train, "--calibrate-min-images", "-1"}, "--calibrate-min-images -1: give a count"},
 		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-images", val, "--calibrate-min-images", "3"}, "--calibrate-min-images is for --precision int8"},
 		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-masks", val}, "--check-masks needs --check-images"},
 		{[]string{"--model", model, "--out", out, "--precision", "fp16", "--check-images", val, "--check-masks", train}, "--check-masks"},

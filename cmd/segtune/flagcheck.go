@@ -94,6 +94,7 @@ func checkNumericFlags(c *cli.Context) error {
 		memlimit.Set(n)
 	}
 	memlimit.SetGoLimit()
+	memlimit.FitAddressSpace()
 	if c.Command == nil {
 		return nil
 	}

@@ -24,10 +24,11 @@ func TestFinetuneOverTheMemoryLimitIsOneClearError(t *testing.T) {
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	data := testassets.Require(t, "data", "camvid")
 	bin := segtuneBinary(t)
-	finetune := func(t *testing.T, env []string, prefix ...string) {
+	finetune := func(t *testing.T, env []string, refusal string, prefix []string, flags ...string) {
 		t.Helper()
 		args := append(prefix, bin, "finetune", "--model", model, "--data", data, "--out", filepath.Join(t.TempDir(), "run"),
-			"--label-map", "9,10:1;11:255;*:0", "--crop", "240x320", "--batch", "4", "--steps", "3")
+			"--label-map", "9,10:1;11:255;*:0", "--steps", "3")
+		args = append(args, flags...)
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), env...)
 		var stderr bytes.Buffer
@@ -39,7 +40,7 @@ func TestFinetuneOverTheMemoryLimitIsOneClearError(t *testing.T) {
 		}
 		var refusals []string
 		for _, line := range strings.Split(stderr.String(), "\n") {
-			if strings.Contains(line, "more than the memory limit") {
+			if strings.Contains(line, refusal) {
 				refusals = append(refusals, line)
 			}
 		}
@@ -48,14 +49,25 @@ func TestFinetuneOverTheMemoryLimitIsOneClearError(t *testing.T) {
 		}
 		t.Log(refusals[0])
 	}
+	readme := []string{"--crop", "240x320", "--batch", "4"}
 	t.Run("SEGTUNE_MAX_MEMORY", func(t *testing.T) {
-		finetune(t, []string{"SEGTUNE_MAX_MEMORY=512M"})
+		finetune(t, []string{"SEGTUNE_MAX_MEMORY=512M"}, "more than the memory limit", nil, readme...)
 	})
-	t.Run("prlimit --as", func(t *testing.T) {
-		prlimit, err := exec.LookPath("prlimit")
+	prlimit := func(t *testing.T) string {
+		p, err := exec.LookPath("prlimit")
 		if err != nil {
 			testassets.SkipOrFail(t, "no prlimit tool (util-linux): %v", err)
 		}
-		finetune(t, []string{"SEGTUNE_MAX_MEMORY="}, prlimit, "--as=4294967296")
+		return p
+	}
+	t.Run("prlimit --as", func(t *testing.T) {
+		finetune(t, []string{"SEGTUNE_MAX_MEMORY="}, "more than the memory limit", []string{prlimit(t), "--as=4294967296"}, readme...)
+	})
+	// Within the memory limit, batches of 3 on 16 threads would map more
+	// than 4 GB of address space (the threads' stacks, ONNX Runtime's and
+	// Go's reservations); Go's runtime used to die of it mid-run.
+	t.Run("prlimit --as, 16 threads", func(t *testing.T) {
+		finetune(t, []string{"SEGTUNE_MAX_MEMORY=3G"}, "more than the address-space limit", []string{prlimit(t), "--as=4000000000"},
+			"--batch", "3", "--threads", "16")
 	})
 }

@@ -140,13 +140,10 @@ var getwd = os.Getwd
 // removed itself, never opened or written through.
 func cacheEmbedded(e models.Entry) (string, error) {
 	p := filepath.Join(modelCacheDir(), e.File)
-	if fi, err := os.Lstat(p); err == nil {
-		if !fi.Mode().IsRegular() {
-			os.Remove(p) // a folder stays, and the write below names it
-		} else if fi.Size() == e.Size() {
-			if d, err := regfile.SHA256(p); err == nil && d == e.Digest() {
-				return p, nil
-			}
+	atomicfile.ClearCacheEntry(p)
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == e.Size() {
+		if d, err := regfile.SHA256(p); err == nil && d == e.Digest() {
+			return p, nil
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

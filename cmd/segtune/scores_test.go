@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -319,5 +320,34 @@ func TestExportCalibrationSanity(t *testing.T) {
 	if c := rep.Check; c == nil || c.CalibrationImages == nil || *c.CalibrationImages != 8 ||
 		!slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "8 of the 8 checked images were calibrated on") }) {
 		t.Errorf("check on the calibration images: problems %q", rep.Problems)
+	}
+}
+
+// Defect: an fp32 export without --check-images only loaded the model in
+// ONNX Runtime, so a model whose scores are NaN was written and
+// "PASSED". Now it segments a synthetic image and fails on non-finite
+// scores, writing nothing; a sound model still exports.
+func TestExportFP32ChecksFiniteScores(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	nan := float32(math.NaN())
+	models := map[string]string{
+		"all-NaN":    convModel(t, filepath.Join(dir, "nan.onnx"), 2, []float32{nan, nan, nan, nan, nan, nan}),
+		"NaN-colour": sqrtRedModel(t, dir),
+	}
+	for name, model := range models {
+		out := filepath.Join(dir, name+"-exp.onnx")
+		_, err := runCLI(t, "export", "--model", model, "--out", out)
+		if err == nil || !strings.Contains(err.Error(), "NaN") || !strings.Contains(err.Error(), "nothing written") ||
+			!strings.Contains(err.Error(), "synthetic") {
+			t.Errorf("%s fp32 export: err = %v", name, err)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: the export was written", name)
+		}
+	}
+	sound := convModel(t, filepath.Join(dir, "sound.onnx"), 2, []float32{-1, 1, 0, 1, -1, 0})
+	if _, err := runCLI(t, "export", "--model", sound, "--out", filepath.Join(dir, "sound-exp.onnx")); err != nil {
+		t.Fatalf("sound model: %v", err)
 	}
 }

@@ -196,6 +196,17 @@ func Target(path string) (string, error) {
 	return path, nil
 }
 
+// ClearCacheEntry prepares path, an entry of a cache that is segtune's
+// own, for a write: an entry there that is not a regular file (a symbolic
+// link, a FIFO, a device, a socket) is removed itself, never followed or
+// opened, where Write would refuse it. A folder is left in place: the
+// write then names it.
+func ClearCacheEntry(path string) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		os.Remove(path)
+	}
+}
+
 // Describe names the type of a file mode in words ("a named pipe (FIFO)").
 func Describe(m fs.FileMode) string {
 	switch {

@@ -18,7 +18,8 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("%s: %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "-1", "0", "nan", "lots", "1e30G"} {
+	// "0.3" is under one byte: refused, not read as 0 (the default limit).
+	for _, in := range []string{"", "-1", "0", "nan", "lots", "1e30G", "0.3", "1e-10G"} {
 		if _, err := ParseBytes(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
@@ -114,6 +115,16 @@ func TestDefaultTakesTheSmallestBound(t *testing.T) {
 		}, unlimited, 768 << 20, "the cgroup's memory.limit_in_bytes (1.0 GiB)"},
 		{"RLIMIT_AS", map[string]string{"proc/meminfo": meminfo16G}, 4 << 30, 1536 << 20, "half the address-space limit (RLIMIT_AS 4.0 GiB)"},
 		{"nothing readable", nil, unlimited, 6 << 30, "8 GiB (no memory size could be read)"},
+		// Garbage in the cgroup files (and a limit beyond int64) is no bound.
+		{"garbage cgroup files", map[string]string{
+			"proc/meminfo":                                 meminfo16G,
+			"proc/self/cgroup":                             "0::/a/b/c\n4:memory:/x\nnonsense\n::\n",
+			"sys/fs/cgroup/a/b/c/memory.max":               "lots\n",
+			"sys/fs/cgroup/a/b/memory.max":                 "-4096\n",
+			"sys/fs/cgroup/a/memory.max":                   "99999999999999999999999\n",
+			"sys/fs/cgroup/memory.max":                     "",
+			"sys/fs/cgroup/memory/x/memory.limit_in_bytes": "0x40000000\n",
+		}, 1<<63 + 5, 12 << 30, "this machine's memory (16.0 GiB)"},
 	}
 	for _, c := range cases {
 		got := fakeSystem(t, c.files, c.as).Default()

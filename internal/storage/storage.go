@@ -555,6 +555,8 @@ func OpenFile(ctx context.Context, v string) (*Folder, string, error) {
 // downloading it (atomically) unless dst already matches it: same size,
 // same modification time (set from the object's at download), and same
 // MD5 where the store reports one. It returns whether it downloaded.
+// dst is an entry of segtune's cache: what is there and not a regular
+// file (a link, a FIFO) is removed and fetched again, never followed.
 func (f *Folder) Fetch(ctx context.Context, name, dst string) (bool, error) {
 	if f.IsLocal() {
 		return false, fmt.Errorf("%s: Fetch is for bucket folders", f)
@@ -563,6 +565,7 @@ func (f *Folder) Fetch(ctx context.Context, name, dst string) (bool, error) {
 	if err != nil {
 		return false, f.wrap(f.Path(name), err)
 	}
+	atomicfile.ClearCacheEntry(dst)
 	if fresh(dst, attrs.Size, attrs.ModTime, attrs.MD5) {
 		return false, nil
 	}

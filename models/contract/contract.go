@@ -350,7 +350,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		c.Channels = channelsFromProducer(m, c.Scores)
 	}
 	c.setClasses()
-	return nil
+	return c.checkNormalisedChannels(c.Channels)
 }
 
 // isPerm4 reports whether p is a permutation of 0..3.

@@ -256,3 +256,32 @@ func TestCheckFinite(t *testing.T) {
 		t.Errorf("CheckFinite allocates %v times on finite scores", n)
 	}
 }
+
+// Defect: a Softmax (or LogSoftmax) over a single channel, a broken
+// binary export, scored 1 everywhere and segmented every image to class 0
+// with exit 0. It is refused, whether the graph declares the channel
+// count or a first run tells it; one logit channel is still binary.
+func TestOneChannelSoftmaxRefused(t *testing.T) {
+	for _, op := range []string{"Softmax", "LogSoftmax"} {
+		m := model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 1, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"},
+			node{op: op, in: "z", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}})
+		if _, err := Read(m, Overrides{}); err == nil || !strings.Contains(err.Error(), "over one channel") {
+			t.Errorf("%s over one declared channel: %v", op, err)
+		}
+		dyn := model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 0, 0, 0),
+			node{op: "Conv", in: "x,w", out: "z"},
+			node{op: op, in: "z", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}})
+		c, err := Read(dyn, Overrides{})
+		if err != nil {
+			t.Fatalf("%s, channels not declared: %v", op, err)
+		}
+		if err := c.CheckRun([]int64{1, 1, 8, 8}, 8, 8); err == nil || !strings.Contains(err.Error(), "over one channel") {
+			t.Errorf("%s over one channel at the first run: %v", op, err)
+		}
+	}
+	logit := model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 1, 0, 0), node{op: "Conv", in: "x,w", out: "p"})
+	if c := read(t, logit, Overrides{}); !c.Binary || c.Classes != 2 {
+		t.Errorf("one logit channel: binary %v, %d classes", c.Binary, c.Classes)
+	}
+}

@@ -66,12 +66,26 @@ func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (sco
 
 // checkChannels compares a run's channel count with the contract's.
 func (c *Contract) checkChannels(ch int) error {
+	if err := c.checkNormalisedChannels(ch); err != nil {
+		return err
+	}
 	if c.Channels > 0 && ch != c.Channels {
 		return fmt.Errorf("output %q has %d channels in the %s layout, the model's contract %d: its layout may be misread (--output-layout nchw|nhwc)", c.Output, ch, c.OutputLayout, c.Channels)
 	}
 	if ch+boolInt(c.Thresholded()) > MaxClasses {
 		return fmt.Errorf("output %q has %d channels in the %s layout; masks hold at most %d classes: if the output is %s, pass --output-layout %s",
 			c.Output, ch, c.OutputLayout, MaxClasses, other(c.OutputLayout), lower(other(c.OutputLayout)))
+	}
+	return nil
+}
+
+// checkNormalisedChannels refuses a Softmax or LogSoftmax over a single
+// channel: its score is 1 (log: 0) whatever the input, so every pixel
+// would be class 0.
+func (c *Contract) checkNormalisedChannels(ch int) error {
+	if ch == 1 && (c.Kind == Softmax || c.Kind == LogSoftmax) {
+		return fmt.Errorf("output %q is a %s over one channel: its score is the same for every pixel whatever the image, so every pixel would be class 0; export the model's logits (no activation: read as binary) or a Sigmoid over its one channel",
+			c.Output, c.Kind)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ func pngName() string  { return "" }
 // ResetForTest sets the names tried (nothing is loaded without cgo).
 func ResetForTest(jpegNames, pngNames []string) { JPEGNames, PNGNames = jpegNames, pngNames }
 
-func jpegHeader([]byte) (int, int, int, error) { return 0, 0, 0, errNoCgo }
-func jpegDecode(_, _ []byte, _, _ int) error   { return errNoCgo }
-func pngDecode(_, _ []byte, _, _, _ int) error { return errNoCgo }
+func jpegHeader([]byte) (int, int, int, error)   { return 0, 0, 0, errNoCgo }
+func jpegDecode(_, _ []byte, _, _ int) error     { return errNoCgo }
+func pngDecode(_, _ []byte, _, _, _ int) error   { return errNoCgo }
+func pngStreamCheck([]byte, []Span, int64) error { return errNoCgo }

@@ -68,21 +68,39 @@ func JPEG(data []byte, wantW, wantH int) (*image.RGBA, error) {
 	return img, nil
 }
 
-// PNG decodes a non-interlaced or interlaced 8-bit PNG of colour type
-// PNGGray, PNGTruecolor or PNGTrueAlpha held in data, without applying
-// tRNS, gamma or colour profiles (as Go's image/png does not); the caller
-// checks there is no tRNS chunk. It returns the image type Go's decoder
-// returns for the same file: *image.Gray, *image.RGBA (truecolour, alpha
-// 255) or *image.NRGBA.
-func PNG(data []byte, colorType, wantW, wantH int) (image.Image, error) {
+// Span is a byte range of a file: data[Off : Off+Len].
+type Span struct{ Off, Len int }
+
+// PNGLayout is what the caller read from a PNG's chunks: its colour type
+// (PNGGray, PNGTruecolor or PNGTrueAlpha), the data of its consecutive
+// IDAT chunks, in order, and the length their zlib stream must inflate
+// to (the filtered scanlines of every pass).
+type PNGLayout struct {
+	ColorType int
+	IDAT      []Span
+	Filtered  int64
+}
+
+// PNG decodes a non-interlaced or interlaced 8-bit PNG laid out as l, held
+// in data, without applying tRNS, gamma or colour profiles (as Go's
+// image/png does not); the caller checks there is no tRNS chunk and that
+// every chunk's CRC is right. The image data stream is first inflated
+// once to check what libspng does not and image/png does: that it ends
+// exactly where the pixels and an IDAT chunk end, with a valid Adler-32.
+// It returns the image type Go's decoder returns for the same file:
+// *image.Gray, *image.RGBA (truecolour, alpha 255) or *image.NRGBA.
+func PNG(data []byte, l PNGLayout, wantW, wantH int) (image.Image, error) {
 	if err := loadPNG(); err != nil {
 		return nil, err
 	}
 	if len(data) == 0 || wantW <= 0 || wantH <= 0 {
 		return nil, errors.New("libspng: empty input")
 	}
+	if err := pngStreamCheck(data, l.IDAT, l.Filtered); err != nil {
+		return nil, err
+	}
 	r := image.Rect(0, 0, wantW, wantH)
-	switch colorType {
+	switch l.ColorType {
 	case PNGGray:
 		img := image.NewGray(r)
 		return img, pngDecode(data, img.Pix, spngFmtPNG, wantW, wantH)
@@ -93,7 +111,7 @@ func PNG(data []byte, colorType, wantW, wantH int) (image.Image, error) {
 		img := image.NewNRGBA(r)
 		return img, pngDecode(data, img.Pix, spngFmtPNG, wantW, wantH)
 	}
-	return nil, fmt.Errorf("libspng: colour type %d is not decoded natively", colorType)
+	return nil, fmt.Errorf("libspng: colour type %d is not decoded natively", l.ColorType)
 }
 
 // JPEGLibrary and PNGLibrary load the libraries (once) and say which file
