@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteCreatesAndReplacesRegularFiles(t *testing.T) {
@@ -55,7 +57,7 @@ func TestWriteFailureLeavesOldFile(t *testing.T) {
 }
 
 // Defect: an atomic rename replaced whatever was at the destination, a FIFO
-// or a device node included (as root, /dev/null).
+// or a device node included (as root, /dev/null itself).
 func TestWriteRefusesSpecialFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pipe.onnx")
@@ -66,7 +68,14 @@ func TestWriteRefusesSpecialFiles(t *testing.T) {
 	os.Mkdir(sub, 0o755)
 	link := filepath.Join(dir, "link.onnx")
 	os.Symlink(fifo, link)
-	for _, p := range []string{fifo, sub, link, "/dev/null"} {
+	targets := []string{fifo, sub, link}
+	// A device node: made here (as root), never the system's /dev/null,
+	// which a broken Write would replace for the whole machine.
+	dev := filepath.Join(dir, "null")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err == nil {
+		targets = append(targets, dev)
+	}
+	for _, p := range targets {
 		err := Write(p, []byte("x"), 0o644)
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") && !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("%s: err = %v, want a refusal", p, err)
@@ -76,8 +85,8 @@ func TestWriteRefusesSpecialFiles(t *testing.T) {
 	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the FIFO was replaced: %v %v", fi, err)
 	}
-	if fi, err := os.Stat("/dev/null"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		t.Errorf("/dev/null was replaced: %v %v", fi, err)
+	if fi, err := os.Lstat(dev); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("the device node was replaced: %v", fi.Mode())
 	}
 }
 
