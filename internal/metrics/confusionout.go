@@ -150,7 +150,7 @@ func RenderConfusionPNG(w io.Writer, m *Confusion, names []string) error {
 	}
 	norm := rowGrid(m.RowNormalized())
 	// Reversed so that an empty cell is light and a full one dark.
-	pal := palette.Reverse(moreland.Kindlmann())
+	pal := palette.Reverse(moreland.BlackBody())
 	pal.SetMin(0)
 	pal.SetMax(1)
 	hm := plotter.NewHeatMap(norm, pal.Palette(256))
@@ -164,6 +164,9 @@ func RenderConfusionPNG(w io.Writer, m *Confusion, names []string) error {
 	p.X.Tick.Label.Rotation = 0.8
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.Add(hm)
+	// Whole cells, not the heat map's default range through their centres.
+	p.X.Min, p.X.Max = -0.5, float64(k)-0.5
+	p.Y.Min, p.Y.Max = -0.5, float64(k)-0.5
 	if k <= MatrixTextClasses {
 		var xys plotter.XYLabels
 		for t, row := range norm {
