@@ -25,7 +25,7 @@ import (
 func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
-		Usage: "score a model on labelled images: mean IoU, per-class IoU, pixel accuracy",
+		Usage: "score a model on labelled images: IoU, Dice, precision, recall per class and their means; the confusion matrix",
 		Description: "Pairs the images in --images with the masks in --masks by file name, runs the model,\n" +
 			"maps its prediction back to each image's own size and compares it with the mask.",
 		Flags: append([]cli.Flag{
@@ -38,6 +38,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
+			confusionFlag,
 			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to FILE (a path or a URL) for `segtune eval merge`"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(shardFlags()[:2], preprocessFlags()...)...),
@@ -58,6 +59,12 @@ type evalSummary struct {
 	Failures  []failureJSON `json:"failures"`
 	Seconds   float64       `json:"seconds"`
 	Device    string        `json:"device"`
+	// Confusion is the pixel counts by true class (rows) and predicted
+	// class (columns).
+	Confusion [][]int64 `json:"confusion"`
+
+	matrix *metrics.Confusion
+	names  []string
 }
 
 func runEval(c *cli.Context) error {
@@ -72,6 +79,9 @@ func runEval(c *cli.Context) error {
 	ctx := c.Context
 	spec, err := resolveShard(c)
 	if err != nil {
+		return err
+	}
+	if err := checkConfusionDir(c, "images", "masks"); err != nil {
 		return err
 	}
 	partialPath := c.String("partial")

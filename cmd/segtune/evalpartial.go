@@ -28,8 +28,10 @@ func evalSummaryOf(p *evalpartial.Partial) evalSummary {
 		failures[i] = failureJSON{Path: f.Path, Error: f.Error}
 	}
 	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
-	sum := evalSummary{Report: metrics.NewReport(p.Matrix(), names), Images: p.Images,
-		Failed: len(failures), Failures: failures, Seconds: p.Seconds, Device: p.Device}
+	m := p.Matrix()
+	sum := evalSummary{Report: metrics.NewReport(m, names), Images: p.Images,
+		Failed: len(failures), Failures: failures, Seconds: p.Seconds, Device: p.Device,
+		Confusion: m.Rows(), matrix: m, names: names}
 	small, large, threshold, ok := p.SizeGroups()
 	if !ok {
 		return sum
@@ -70,9 +72,44 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 	return json.Marshal(generic)
 }
 
-// printEvalSummary prints the report (text or --json) and returns the
-// exit error when images failed.
+var confusionFlag = &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)"}
+
+// checkConfusionDir refuses, before the work, a --confusion folder that is
+// a file or one of the input folders named by inputs (whose files it
+// could overwrite).
+func checkConfusionDir(c *cli.Context, inputs ...string) error {
+	dir := c.String("confusion")
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return cli.Exit(fmt.Sprintf("--confusion %s: not a folder", dir), 2)
+	}
+	at, err := resolvePath(dir)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("--confusion %s: %v", dir, err), 2)
+	}
+	for _, in := range inputs {
+		v := c.String(in)
+		if _, err := os.Stat(v); err != nil {
+			continue // not a local folder
+		}
+		if r, err := resolvePath(v); err == nil && r == at {
+			return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, in), 2)
+		}
+	}
+	return nil
+}
+
+// printEvalSummary prints the report (text or --json), writes
+// --confusion's files and returns the exit error when images failed.
 func printEvalSummary(c *cli.Context, sum evalSummary) error {
+	if dir := c.String("confusion"); dir != "" {
+		if err := metrics.WriteConfusionFiles(dir, sum.matrix, sum.names); err != nil {
+			return fmt.Errorf("--confusion: %w", err)
+		}
+		notef(c, "segtune: wrote the confusion matrix to %s", dir)
+	}
 	if c.Bool("json") {
 		if err := printJSON(os.Stdout, sum); err != nil {
 			return err
@@ -91,6 +128,9 @@ func printEvalSummary(c *cli.Context, sum evalSummary) error {
 
 func writeEvalText(w io.Writer, sum evalSummary) {
 	sum.Report.WriteText(w)
+	fmt.Fprintln(w)
+	metrics.WriteConfusionText(w, sum.matrix, sum.names)
+	fmt.Fprintln(w)
 	for _, g := range []string{"small", "large"} {
 		if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
 			fmt.Fprintf(w, "%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, sum.Threshold)
@@ -111,10 +151,13 @@ func evalMergeCommand() *cli.Command {
 			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
 			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
 			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
-		Flags: []cli.Flag{jsonFlag},
+		Flags: []cli.Flag{jsonFlag, confusionFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
+			}
+			if err := checkConfusionDir(c); err != nil {
+				return err
 			}
 			var parts []*evalpartial.Partial
 			for _, v := range c.Args().Slice() {

@@ -39,9 +39,11 @@ func WriteConfusionText(w io.Writer, m *Confusion, names []string) {
 		writeTopConfusions(w, m, names, norm)
 		return
 	}
+	// Rows carry the class number as well, the columns' headers.
+	label := func(c int) string { return fmt.Sprintf("%d %s", c, ClassName(names, c)) }
 	width := len("true \\ predicted")
 	for c := range m.Classes {
-		width = max(width, len(ClassName(names, c)))
+		width = max(width, len(label(c)))
 	}
 	fmt.Fprintln(w, "confusion matrix: % of each true class's pixels (rows) by predicted class (columns)")
 	fmt.Fprintf(w, "%-*s", width, "true \\ predicted")
@@ -50,7 +52,7 @@ func WriteConfusionText(w io.Writer, m *Confusion, names []string) {
 	}
 	fmt.Fprintln(w)
 	for t, row := range norm {
-		fmt.Fprintf(w, "%-*s", width, ClassName(names, t))
+		fmt.Fprintf(w, "%-*s", width, label(t))
 		for _, v := range row {
 			fmt.Fprintf(w, " %5.1f", 100*v)
 		}

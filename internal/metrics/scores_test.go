@@ -175,7 +175,7 @@ func TestConfusionText(t *testing.T) {
 	WriteConfusionText(&b, handMatrix(t), []string{"bg", "person", "car"})
 	text := b.String()
 	// car's row: half right, half taken for a person.
-	if !strings.Contains(text, "car                0.0  50.0  50.0") {
+	if !strings.Contains(text, "2 car              0.0  50.0  50.0") {
 		t.Errorf("matrix:\n%s", text)
 	}
 	big := NewConfusion(30, 255)
