@@ -51,6 +51,10 @@ type Config struct {
 	Momentum    *float64 `json:"momentum,omitempty"`
 	WeightDecay *float64 `json:"weight_decay,omitempty"`
 	Schedule    string   `json:"schedule"`
+	// ClassWeights weights the loss per class: "" none, "auto" ENet's
+	// inverse log frequency of the training masks (InverseLogFrequency),
+	// or one comma-separated weight per class.
+	ClassWeights string `json:"class_weights,omitempty"`
 	// Seed fixes data order, augmentation and any new classifier.
 	Seed uint64 `json:"seed"`
 	// Augment is the training augmentation (Height and Width come from
@@ -142,6 +146,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
 	}
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
+		return err
+	}
+	if err := CheckClassWeights(c.ClassWeights); err != nil {
 		return err
 	}
 	return c.checkMemory()

@@ -55,6 +55,9 @@ var fixedOnResume = func() map[string]resumeSetting {
 		},
 		"schedule": func(c *Config) any { return c.Schedule },
 		"seed":     func(c *Config) any { return c.Seed },
+		"class-weights": func(c *Config) any {
+			return c.ClassWeights
+		},
 		"skip-bad": func(c *Config) any { return c.SkipBad },
 		"precision": func(c *Config) any {
 			return c.Precision

@@ -320,6 +320,19 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.Trainable = patterns
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	gc.Loss = trainingLoss(t.ct, ignore)
+	if gc.Loss.ClassWeights, err = resolveClassWeights(cfg.ClassWeights, t.train); err != nil {
+		return err
+	}
+	if gc.Loss.ClassWeights != nil {
+		if gc.Loss.Kind != grad.LossCrossEntropy {
+			return fmt.Errorf("class weights need a softmax head; %s is a sigmoid (binary) head", cfg.Network.BaseModel)
+		}
+		how := "as given"
+		if cfg.ClassWeights == ClassWeightsAuto {
+			how = "auto: 1/ln(1.02 + p), p each class's share of the training masks' pixels"
+		}
+		fmt.Fprintf(t.hooks.Log, "class weights (%s): %s\n", how, formatWeights(gc.Loss.ClassWeights))
+	}
 	half, err := t.precision(*cfg)
 	if err != nil {
 		return err

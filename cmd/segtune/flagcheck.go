@@ -68,7 +68,6 @@ func flagRanges() map[string]numRange {
 		"size-bins":       {Min: 0, Max: 1, List: true},
 		"mean":            {Min: -inf, Max: inf, List: true},
 		"std":             {Min: 0, MinOpen: true, Max: inf, List: true},
-		"class-weights":   {Min: 0, Max: inf, List: true},
 		"calibrate-count": {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
 		"check-count":     {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
 		"percentile":      {Min: 0, MinOpen: true, Max: 100},
