@@ -55,6 +55,11 @@ type Config struct {
 	// inverse log frequency of the training masks (InverseLogFrequency),
 	// or one comma-separated weight per class.
 	ClassWeights string `json:"class_weights,omitempty"`
+	// Patience, when > 0, stops the run after that many epochs in which
+	// Monitor (MonitorMIoU, the default, or MonitorLoss) did not improve;
+	// best.ckpt and model.onnx are then the best epoch by Monitor.
+	Patience int    `json:"patience,omitempty"`
+	Monitor  string `json:"monitor,omitempty"`
 	// Seed fixes data order, augmentation and any new classifier.
 	Seed uint64 `json:"seed"`
 	// Augment is the training augmentation (Height and Width come from
@@ -149,6 +154,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := CheckClassWeights(c.ClassWeights); err != nil {
+		return err
+	}
+	if err := c.checkEarlyStop(); err != nil {
 		return err
 	}
 	return c.checkMemory()

@@ -58,6 +58,8 @@ var fixedOnResume = func() map[string]resumeSetting {
 		"class-weights": func(c *Config) any {
 			return c.ClassWeights
 		},
+		"patience": func(c *Config) any { return c.Patience },
+		"monitor":  func(c *Config) any { return c.Monitor },
 		"skip-bad": func(c *Config) any { return c.SkipBad },
 		"precision": func(c *Config) any {
 			return c.Precision

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -105,6 +106,8 @@ type trainer struct {
 	reg     *regularizer // nil for the baseline
 	par     *dataParallel
 	scaler  *lossScaler // nil unless --precision fp16
+	stop    earlyStop
+	stopped bool // the monitored value stopped improving: the run ends
 
 	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
 	baseDigest string
@@ -235,6 +238,9 @@ func (t *trainer) setup(ctx context.Context) error {
 	}
 	if t.ct, err = readContract(t.base, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
+	}
+	if err := t.setupEarlyStop(); err != nil {
+		return err
 	}
 	if note := t.ct.BinaryNote(); note != "" {
 		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", cfg.Network.BaseModel, note)
@@ -460,6 +466,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	if v, ok := ck.Metrics["best_val_miou"]; ok {
 		t.best = &v
 	}
+	t.stop.restore(ck.Metrics)
 	if t.reg != nil {
 		if err := t.reg.restore(ck.RegularizerState); err != nil {
 			return err
@@ -606,6 +613,9 @@ func (t *trainer) run(ctx context.Context) error {
 			if err := t.endEpochRanks(b.Epoch, err); err != nil {
 				return err
 			}
+			if t.stopped {
+				return nil
+			}
 			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
 		}
 	}
@@ -668,6 +678,10 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		if rep.PixelAccuracy != nil {
 			extra["val_pixel_acc"] = *rep.PixelAccuracy
 		}
+		if !math.IsNaN(ev.Loss) {
+			extra["val_loss"] = ev.Loss
+			metricsOut["val_loss"] = ev.Loss
+		}
 		for _, c := range rep.Classes {
 			if c.IoU != nil {
 				extra["val_iou_"+c.Name] = *c.IoU
@@ -703,6 +717,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 	if t.best != nil {
 		metricsOut["best_val_miou"] = *t.best
 	}
+	stop := t.stop.epochEnd(metricsOut)
 	best, err := t.save(metricsOut)
 	if err != nil {
 		return err
@@ -711,6 +726,11 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 	if err := t.hist.Write(history.Record{Kind: history.KindEpoch, Epoch: int64(epoch), Step: t.steps, Loss: loss,
 		Seconds: took.Seconds(), Extra: extra}); err != nil {
 		return err
+	}
+	if stop {
+		if err := t.stopEarly(epoch); err != nil {
+			return err
+		}
 	}
 	if err := t.plot(); err != nil {
 		fmt.Fprintf(t.hooks.Log, "warning: plotting the curves: %v\n", err)

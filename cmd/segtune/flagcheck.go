@@ -37,6 +37,7 @@ func flagRanges() map[string]numRange {
 		"threads":         {Min: 1, Max: float64(maxThreads()), Zero: true, Why: "0 picks one per core"},
 		"batch":           {Min: 1, Max: 1 << 16},
 		"epochs":          {Min: 0, Max: 1 << 24},
+		"patience":        {Min: 0, Max: 1 << 24},
 		"steps":           {Min: 0, Max: 1 << 40},
 		"lr":              {Min: 0, MinOpen: true, Max: 10},
 		"momentum":        {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
