@@ -15,7 +15,6 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/segmenter"
@@ -45,26 +44,6 @@ func evalCommand() *cli.Command {
 		Action:      runEval,
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
-}
-
-type evalSummary struct {
-	metrics.Report
-	// Groups holds the scores of images with small and large objects.
-	Groups map[string]metrics.Report `json:"groups,omitempty"`
-	// SizeGap is large − small mean IoU.
-	SizeGap   *float64      `json:"size_gap,omitempty"`
-	Threshold float64       `json:"size_threshold,omitempty"`
-	Images    int           `json:"images"`
-	Failed    int           `json:"failed"`
-	Failures  []failureJSON `json:"failures"`
-	Seconds   float64       `json:"seconds"`
-	Device    string        `json:"device"`
-	// Confusion is the pixel counts by true class (rows) and predicted
-	// class (columns).
-	Confusion [][]int64 `json:"confusion"`
-
-	matrix *metrics.Confusion
-	names  []string
 }
 
 func runEval(c *cli.Context) error {
@@ -254,13 +233,9 @@ func runEval(c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", maskPath, err)
 		}
-		local := metrics.NewConfusion(classes, ignore)
-		if err := local.Add(r.Labels, target); err != nil {
+		local, frac, err := run.Score(r.Labels, target)
+		if err != nil {
 			return fmt.Errorf("%s: %w", maskPath, err)
-		}
-		var frac float64
-		if len(sizeClasses) > 0 {
-			frac = fraction(target, sizeClasses, ignore)
 		}
 		mu.Lock()
 		acc.Add(baseName(r.Path), local, frac)
@@ -310,7 +285,7 @@ func runEval(c *cli.Context) error {
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return printEvalSummary(c, evalSummaryOf(acc))
+	return printEvalSummary(c, acc.Summary())
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
@@ -375,7 +350,7 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
 	if c.Bool("json") {
-		return true, printJSON(os.Stdout, evalSummaryOf(old))
+		return true, printJSON(os.Stdout, old.Summary())
 	}
 	return true, nil
 }
@@ -399,25 +374,4 @@ func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
 	}
 	notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, v)
 	return nil
-}
-
-// fraction is the share of labelled pixels that belong to classes.
-func fraction(target []uint8, classes []int, ignore int) float64 {
-	var in, all int
-	for _, t := range target {
-		if int(t) == ignore {
-			continue
-		}
-		all++
-		for _, c := range classes {
-			if int(t) == c {
-				in++
-				break
-			}
-		}
-	}
-	if all == 0 {
-		return 0
-	}
-	return float64(in) / float64(all)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,32 +17,6 @@ import (
 // `segtune eval merge` (internal/evalpartial). A single run goes through
 // the same accumulator and the same summary, so merging the N shards of a
 // job gives exactly the report one run over every image gives.
-
-// evalSummaryOf is the report of p: the same for one run and for merged
-// shards.
-func evalSummaryOf(p *evalpartial.Partial) evalSummary {
-	names := p.Run.ClassNames
-	failures := make([]failureJSON, len(p.Failures))
-	for i, f := range p.Failures {
-		failures[i] = failureJSON{Path: f.Path, Error: f.Error}
-	}
-	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
-	m := p.Matrix()
-	sum := evalSummary{Report: metrics.NewReport(m, names), Images: p.Images,
-		Failed: len(failures), Failures: failures, Seconds: p.Seconds, Device: p.Device,
-		Confusion: m.Rows(), matrix: m, names: names}
-	small, large, threshold, ok := p.SizeGroups()
-	if !ok {
-		return sum
-	}
-	sum.Groups = map[string]metrics.Report{"small": metrics.NewReport(small, names), "large": metrics.NewReport(large, names)}
-	if s, l := sum.Groups["small"].MeanIoU, sum.Groups["large"].MeanIoU; s != nil && l != nil {
-		g := *l - *s
-		sum.SizeGap = &g
-	}
-	sum.Threshold = threshold
-	return sum
-}
 
 // readPartial reads and checks the partial file at v (a path or a URL).
 func readPartial(c *cli.Context, v string) (*evalpartial.Partial, error) {
@@ -103,9 +76,9 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 
 // printEvalSummary prints the report (text or --json), writes
 // --confusion's files and returns the exit error when images failed.
-func printEvalSummary(c *cli.Context, sum evalSummary) error {
+func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
 	if dir := c.String("confusion"); dir != "" {
-		if err := metrics.WriteConfusionFiles(dir, sum.matrix, sum.names); err != nil {
+		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
 			return fmt.Errorf("--confusion: %w", err)
 		}
 		notef(c, "segtune: wrote the confusion matrix to %s", dir)
@@ -126,10 +99,10 @@ func printEvalSummary(c *cli.Context, sum evalSummary) error {
 	return nil
 }
 
-func writeEvalText(w io.Writer, sum evalSummary) {
+func writeEvalText(w io.Writer, sum evalpartial.Summary) {
 	sum.Report.WriteText(w)
 	fmt.Fprintln(w)
-	metrics.WriteConfusionText(w, sum.matrix, sum.names)
+	metrics.WriteConfusionText(w, sum.Matrix, sum.ClassNames)
 	fmt.Fprintln(w)
 	for _, g := range []string{"small", "large"} {
 		if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
@@ -171,7 +144,7 @@ func evalMergeCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			return printEvalSummary(c, evalSummaryOf(merged))
+			return printEvalSummary(c, merged.Summary())
 		},
 	}
 }
