@@ -63,7 +63,7 @@ func finetuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "scale-max", Value: 2, Usage: "largest random rescale of training images"},
 			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed for data order, augmentation and a new classifier"},
-			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights: `auto` (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…"},
+			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…"},
 			&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)"},
 			&cli.StringFlag{Name: "monitor", Value: finetune.MonitorMIoU, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
