@@ -110,11 +110,16 @@ func (e *earlyStop) epochEnd(metrics map[string]float64) bool {
 		v = math.NaN()
 	}
 	stop := e.observe(v)
+	e.record(metrics)
+	return stop
+}
+
+// record writes the state into a checkpoint's metrics.
+func (e *earlyStop) record(metrics map[string]float64) {
 	metrics["monitor_stale"] = float64(e.stale)
 	if e.best != nil {
 		metrics["monitor_best"] = *e.best
 	}
-	return stop
 }
 
 // restore takes the state back from a checkpoint's metrics.

@@ -779,6 +779,7 @@ func (t *trainer) interrupt() error {
 	if t.best != nil {
 		m["best_val_miou"] = *t.best
 	}
+	t.stop.record(m) // a resumed run counts on from here
 	if _, err := t.save(m); err != nil {
 		return fmt.Errorf("interrupted, and saving the checkpoint failed: %w", err)
 	}
