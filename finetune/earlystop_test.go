@@ -88,3 +88,27 @@ func TestPatienceStops(t *testing.T) {
 		}
 	}
 }
+
+// A resumed run counts the epochs without improvement on from where its
+// checkpoint left them: 1 before the stop, 1 after it make patience 2.
+func TestPatienceSurvivesResume(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs, cfg.LR, cfg.Patience = 2, 1e-30, 2
+	out := filepath.Join(dir, "run")
+	if _, err := Train(context.Background(), cfg, out, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Epochs = 6
+	if _, err := Train(context.Background(), cfg, out, true, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := history.Read(filepath.Join(out, HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, s := history.Filter(recs, history.KindEpoch), history.Filter(recs, KindStop); len(e) != 3 || len(s) != 1 || s[0].Epoch != 2 {
+		t.Errorf("%d epochs, stops %+v: want a stop after the third epoch", len(e), s)
+	}
+}
