@@ -86,4 +86,3 @@ func fraction(target []uint8, classes []int, ignore int) float64 {
 	}
 	return float64(in) / float64(all)
 }
-
