@@ -51,6 +51,15 @@ type Config struct {
 	Momentum    *float64 `json:"momentum,omitempty"`
 	WeightDecay *float64 `json:"weight_decay,omitempty"`
 	Schedule    string   `json:"schedule"`
+	// ClassWeights weights the loss per class: "" none, "auto" ENet's
+	// inverse log frequency of the training masks (InverseLogFrequency),
+	// or one comma-separated weight per class.
+	ClassWeights string `json:"class_weights,omitempty"`
+	// Patience, when > 0, stops the run after that many epochs in which
+	// Monitor (MonitorMIoU, the default, or MonitorLoss) did not improve;
+	// best.ckpt and model.onnx are then the best epoch by Monitor.
+	Patience int    `json:"patience,omitempty"`
+	Monitor  string `json:"monitor,omitempty"`
 	// Seed fixes data order, augmentation and any new classifier.
 	Seed uint64 `json:"seed"`
 	// Augment is the training augmentation (Height and Width come from
@@ -167,6 +176,12 @@ func (c *Config) validate() error {
 		return err
 	}
 	if _, err := lossTerms(c.Loss, c.FocalGamma); err != nil {
+		return err
+	}
+	if err := CheckClassWeights(c.ClassWeights); err != nil {
+		return err
+	}
+	if err := c.checkEarlyStop(); err != nil {
 		return err
 	}
 	return c.checkMemory()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
@@ -22,6 +23,9 @@ type Evaluation struct {
 	// Scores holds each example's size-head scores when the model has the
 	// size head's output (see appendSizeHead).
 	Scores map[int][]float32
+	// Loss is the mean cross entropy over the labelled pixels, unweighted;
+	// NaN when the head has none (see hasValidationLoss).
+	Loss float64
 }
 
 // Evaluate runs an inference model over every example of ds at the
@@ -58,12 +62,19 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 	if scoresOut >= 0 {
 		ev.Scores = map[int][]float32{}
 	}
+	withLoss := hasValidationLoss(ct)
+	var lossSum float64
+	var lossPixels int64
 	pred := []uint8{}
 	target := []uint8{}
 	var input, scoreBuf []float32
 	for {
 		b, err := loader.Next(ctx)
 		if errors.Is(err, io.EOF) {
+			ev.Loss = math.NaN()
+			if withLoss && lossPixels > 0 {
+				ev.Loss = lossSum / float64(lossPixels)
+			}
 			return ev, nil
 		}
 		if err != nil {
@@ -103,6 +114,10 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 		target = grow(target, h*w)
 		for i, v := range b.Masks {
 			target[i] = uint8(v)
+		}
+		if withLoss {
+			s, n := crossEntropy(scores, classes, h*w, target, ds.Ignore(), ct.Kind)
+			lossSum, lossPixels = lossSum+s, lossPixels+n
 		}
 		one := metrics.NewConfusion(classes, ds.Ignore())
 		if err := one.Add(pred, target); err != nil {

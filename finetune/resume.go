@@ -55,6 +55,11 @@ var fixedOnResume = func() map[string]resumeSetting {
 		},
 		"schedule": func(c *Config) any { return c.Schedule },
 		"seed":     func(c *Config) any { return c.Seed },
+		"class-weights": func(c *Config) any {
+			return c.ClassWeights
+		},
+		"patience": func(c *Config) any { return c.Patience },
+		"monitor":  func(c *Config) any { return c.Monitor },
 		"skip-bad": func(c *Config) any { return c.SkipBad },
 		"precision": func(c *Config) any {
 			return c.Precision

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,6 +109,8 @@ type trainer struct {
 	reg     *regularizer // nil for the baseline
 	par     *dataParallel
 	scaler  *lossScaler // nil unless --precision fp16
+	stop    earlyStop
+	stopped bool // the monitored value stopped improving: the run ends
 
 	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
 	baseDigest string
@@ -250,6 +253,9 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.ct, err = readContract(t.base, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
 	}
+	if err := t.setupEarlyStop(); err != nil {
+		return err
+	}
 	if note := t.ct.BinaryNote(); note != "" {
 		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", cfg.Network.BaseModel, note)
 	}
@@ -337,6 +343,19 @@ func (t *trainer) setup(ctx context.Context) error {
 		return err
 	}
 	gc.Loss = trainingLoss(t.ct, ignore, terms)
+	if gc.Loss.ClassWeights, err = resolveClassWeights(cfg.ClassWeights, t.train); err != nil {
+		return err
+	}
+	if gc.Loss.ClassWeights != nil {
+		if gc.Loss.Kind != grad.LossCrossEntropy {
+			return fmt.Errorf("class weights need a softmax head; %s is a sigmoid (binary) head", cfg.Network.BaseModel)
+		}
+		how := "as given"
+		if cfg.ClassWeights == ClassWeightsAuto {
+			how = "auto: 1/ln(1.02 + p), p each class's share of the training masks' pixels"
+		}
+		fmt.Fprintf(t.hooks.Log, "class weights (%s): %s\n", how, formatWeights(gc.Loss.ClassWeights))
+	}
 	mp, err := t.precision(*cfg)
 	if err != nil {
 		return err
@@ -468,6 +487,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	if v, ok := ck.Metrics["best_val_miou"]; ok {
 		t.best = &v
 	}
+	t.stop.restore(ck.Metrics)
 	if t.reg != nil {
 		if err := t.reg.restore(ck.RegularizerState); err != nil {
 			return err
@@ -614,6 +634,9 @@ func (t *trainer) run(ctx context.Context) error {
 			if err := t.endEpochRanks(b.Epoch, err); err != nil {
 				return err
 			}
+			if t.stopped {
+				return nil
+			}
 			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
 		}
 	}
@@ -676,6 +699,10 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		if rep.PixelAccuracy != nil {
 			extra["val_pixel_acc"] = *rep.PixelAccuracy
 		}
+		if !math.IsNaN(ev.Loss) {
+			extra["val_loss"] = ev.Loss
+			metricsOut["val_loss"] = ev.Loss
+		}
 		for _, c := range rep.Classes {
 			if c.IoU != nil {
 				extra["val_iou_"+c.Name] = *c.IoU
@@ -711,6 +738,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 	if t.best != nil {
 		metricsOut["best_val_miou"] = *t.best
 	}
+	stop := t.stop.epochEnd(metricsOut)
 	best, err := t.save(metricsOut)
 	if err != nil {
 		return err
@@ -719,6 +747,11 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 	if err := t.hist.Write(history.Record{Kind: history.KindEpoch, Epoch: int64(epoch), Step: t.steps, Loss: loss,
 		Seconds: took.Seconds(), Extra: extra}); err != nil {
 		return err
+	}
+	if stop {
+		if err := t.stopEarly(epoch); err != nil {
+			return err
+		}
 	}
 	if err := t.plot(); err != nil {
 		fmt.Fprintf(t.hooks.Log, "warning: plotting the curves: %v\n", err)
@@ -767,6 +800,7 @@ func (t *trainer) interrupt() error {
 	if t.best != nil {
 		m["best_val_miou"] = *t.best
 	}
+	t.stop.record(m) // a resumed run counts on from here
 	if _, err := t.save(m); err != nil {
 		return fmt.Errorf("interrupted, and saving the checkpoint failed: %w", err)
 	}

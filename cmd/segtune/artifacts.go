@@ -119,12 +119,8 @@ func runArtifacts(c *cli.Context) error {
 		loss.IgnoreIndex = &ign
 	}
 	if s := c.String("class-weights"); s != "" {
-		for _, f := range strings.Split(s, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil {
-				return cli.Exit(fmt.Sprintf("--class-weights: %v", err), 2)
-			}
-			loss.ClassWeights = append(loss.ClassWeights, v)
+		if loss.ClassWeights, err = grad.ParseClassWeights(s); err != nil {
+			return cli.Exit(fmt.Sprintf("--class-weights: %v", err), 2)
 		}
 	}
 	cfg := grad.Config{

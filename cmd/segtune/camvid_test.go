@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -32,7 +33,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum evalSummary
+	var sum evalpartial.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%q: %v", stdout, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -196,7 +197,7 @@ func evalIoUs(t *testing.T, args ...string) ([]*float64, int) {
 	if err != nil {
 		t.Fatalf("eval %v: %v", args, err)
 	}
-	var sum evalSummary
+	var sum evalpartial.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%q: %v", stdout, err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/segmenter"
@@ -26,7 +25,7 @@ import (
 func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
-		Usage: "score a model on labelled images: mean IoU, per-class IoU, pixel accuracy",
+		Usage: "score a model on labelled images: IoU, Dice, precision, recall per class and their means; the confusion matrix",
 		Description: "Pairs the images in --images with the masks in --masks by file name (or reads a split of\n" +
 			"--data in any known layout), runs the model, maps its prediction back to each image's own\n" +
 			"size and compares it with the mask.",
@@ -41,26 +40,13 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
+			confusionFlag,
 			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to FILE (a path or a URL) for `segtune eval merge`"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...)...),
 		Action:      runEval,
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
-}
-
-type evalSummary struct {
-	metrics.Report
-	// Groups holds the scores of images with small and large objects.
-	Groups map[string]metrics.Report `json:"groups,omitempty"`
-	// SizeGap is large − small mean IoU.
-	SizeGap   *float64      `json:"size_gap,omitempty"`
-	Threshold float64       `json:"size_threshold,omitempty"`
-	Images    int           `json:"images"`
-	Failed    int           `json:"failed"`
-	Failures  []failureJSON `json:"failures"`
-	Seconds   float64       `json:"seconds"`
-	Device    string        `json:"device"`
 }
 
 func runEval(c *cli.Context) error {
@@ -93,6 +79,9 @@ func runEval(c *cli.Context) error {
 	ctx := c.Context
 	spec, err := resolveShard(c)
 	if err != nil {
+		return err
+	}
+	if err := checkConfusionDir(c, "images", "masks"); err != nil {
 		return err
 	}
 	partialPath := c.String("partial")
@@ -266,13 +255,9 @@ func runEval(c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", maskPath, err)
 		}
-		local := metrics.NewConfusion(classes, ignore)
-		if err := local.Add(r.Labels, target); err != nil {
+		local, frac, err := run.Score(r.Labels, target)
+		if err != nil {
 			return fmt.Errorf("%s: %w", maskPath, err)
-		}
-		var frac float64
-		if len(sizeClasses) > 0 {
-			frac = fraction(target, sizeClasses, ignore)
 		}
 		mu.Lock()
 		acc.Add(baseName(r.Path), local, frac)
@@ -322,7 +307,7 @@ func runEval(c *cli.Context) error {
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return printEvalSummary(c, evalSummaryOf(acc))
+	return printEvalSummary(c, acc.Summary())
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
@@ -388,7 +373,7 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
 	if c.Bool("json") {
-		return true, printJSON(os.Stdout, evalSummaryOf(old))
+		return true, printJSON(os.Stdout, old.Summary())
 	}
 	return true, nil
 }
@@ -412,25 +397,4 @@ func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
 	}
 	notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, v)
 	return nil
-}
-
-// fraction is the share of labelled pixels that belong to classes.
-func fraction(target []uint8, classes []int, ignore int) float64 {
-	var in, all int
-	for _, t := range target {
-		if int(t) == ignore {
-			continue
-		}
-		all++
-		for _, c := range classes {
-			if int(t) == c {
-				in++
-				break
-			}
-		}
-	}
-	if all == 0 {
-		return 0
-	}
-	return float64(in) / float64(all)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,30 +17,6 @@ import (
 // `segtune eval merge` (internal/evalpartial). A single run goes through
 // the same accumulator and the same summary, so merging the N shards of a
 // job gives exactly the report one run over every image gives.
-
-// evalSummaryOf is the report of p: the same for one run and for merged
-// shards.
-func evalSummaryOf(p *evalpartial.Partial) evalSummary {
-	names := p.Run.ClassNames
-	failures := make([]failureJSON, len(p.Failures))
-	for i, f := range p.Failures {
-		failures[i] = failureJSON{Path: f.Path, Error: f.Error}
-	}
-	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
-	sum := evalSummary{Report: metrics.NewReport(p.Matrix(), names), Images: p.Images,
-		Failed: len(failures), Failures: failures, Seconds: p.Seconds, Device: p.Device}
-	small, large, threshold, ok := p.SizeGroups()
-	if !ok {
-		return sum
-	}
-	sum.Groups = map[string]metrics.Report{"small": metrics.NewReport(small, names), "large": metrics.NewReport(large, names)}
-	if s, l := sum.Groups["small"].MeanIoU, sum.Groups["large"].MeanIoU; s != nil && l != nil {
-		g := *l - *s
-		sum.SizeGap = &g
-	}
-	sum.Threshold = threshold
-	return sum
-}
 
 // readPartial reads and checks the partial file at v (a path or a URL).
 func readPartial(c *cli.Context, v string) (*evalpartial.Partial, error) {
@@ -70,9 +45,44 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 	return json.Marshal(generic)
 }
 
-// printEvalSummary prints the report (text or --json) and returns the
-// exit error when images failed.
-func printEvalSummary(c *cli.Context, sum evalSummary) error {
+var confusionFlag = &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)"}
+
+// checkConfusionDir refuses, before the work, a --confusion folder that is
+// a file or one of the input folders named by inputs (whose files it
+// could overwrite).
+func checkConfusionDir(c *cli.Context, inputs ...string) error {
+	dir := c.String("confusion")
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return cli.Exit(fmt.Sprintf("--confusion %s: not a folder", dir), 2)
+	}
+	at, err := resolvePath(dir)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("--confusion %s: %v", dir, err), 2)
+	}
+	for _, in := range inputs {
+		v := c.String(in)
+		if _, err := os.Stat(v); err != nil {
+			continue // not a local folder
+		}
+		if r, err := resolvePath(v); err == nil && r == at {
+			return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, in), 2)
+		}
+	}
+	return nil
+}
+
+// printEvalSummary prints the report (text or --json), writes
+// --confusion's files and returns the exit error when images failed.
+func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
+	if dir := c.String("confusion"); dir != "" {
+		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
+			return fmt.Errorf("--confusion: %w", err)
+		}
+		notef(c, "segtune: wrote the confusion matrix to %s", dir)
+	}
 	if c.Bool("json") {
 		if err := printJSON(os.Stdout, sum); err != nil {
 			return err
@@ -89,8 +99,11 @@ func printEvalSummary(c *cli.Context, sum evalSummary) error {
 	return nil
 }
 
-func writeEvalText(w io.Writer, sum evalSummary) {
+func writeEvalText(w io.Writer, sum evalpartial.Summary) {
 	sum.Report.WriteText(w)
+	fmt.Fprintln(w)
+	metrics.WriteConfusionText(w, sum.Matrix, sum.ClassNames)
+	fmt.Fprintln(w)
 	for _, g := range []string{"small", "large"} {
 		if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
 			fmt.Fprintf(w, "%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, sum.Threshold)
@@ -111,10 +124,13 @@ func evalMergeCommand() *cli.Command {
 			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
 			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
 			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
-		Flags: []cli.Flag{jsonFlag},
+		Flags: []cli.Flag{jsonFlag, confusionFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
+			}
+			if err := checkConfusionDir(c); err != nil {
+				return err
 			}
 			var parts []*evalpartial.Partial
 			for _, v := range c.Args().Slice() {
@@ -128,7 +144,7 @@ func evalMergeCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			return printEvalSummary(c, evalSummaryOf(merged))
+			return printEvalSummary(c, merged.Summary())
 		},
 	}
 }

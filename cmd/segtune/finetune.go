@@ -65,6 +65,9 @@ func finetuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "scale-max", Value: 2, Usage: "largest random rescale of training images"},
 			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed for data order, augmentation and a new classifier"},
+			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…"},
+			&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)"},
+			&cli.StringFlag{Name: "monitor", Value: finetune.MonitorMIoU, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
 			&cli.StringFlag{Name: "resident", Value: "auto", Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
@@ -163,11 +166,15 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
 		Loss: c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
-		LabelMap: c.String("label-map"),
+		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
+		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
 			Photometric: photometricConfig(c)},
 	}
 	cfg.Explicit = c.LocalFlagNames() // a resumed run refuses changed settings
+	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
+		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)
+	}
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err
 	}

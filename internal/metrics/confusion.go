@@ -1,5 +1,7 @@
 // Package metrics computes segmentation quality: a confusion matrix over
-// pixels, and from it per-class IoU, mean IoU and pixel accuracy.
+// pixels, and from it per-class IoU, Dice (F1), precision, recall and
+// support, their means, and pixel accuracy. Every command that scores
+// (eval, finetune's validation, export's check, the demo) counts here.
 package metrics
 
 import (
@@ -76,20 +78,7 @@ func (m *Confusion) IoU() []float64 {
 }
 
 // MeanIoU averages IoU over the classes that appear (NaN entries skipped).
-func (m *Confusion) MeanIoU() float64 {
-	var sum float64
-	var n int
-	for _, v := range m.IoU() {
-		if !math.IsNaN(v) {
-			sum += v
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return sum / float64(n)
-}
+func (m *Confusion) MeanIoU() float64 { return nanMean(m.IoU()) }
 
 // PixelAccuracy is the fraction of non-ignored pixels predicted correctly.
 func (m *Confusion) PixelAccuracy() float64 {
@@ -117,4 +106,106 @@ func (m *Confusion) Pixels() int64 {
 		all += c
 	}
 	return all
+}
+
+// Support returns each class's true pixels (the matrix's row sums).
+func (m *Confusion) Support() []int64 {
+	k := m.Classes
+	out := make([]int64, k)
+	for t := 0; t < k; t++ {
+		for p := 0; p < k; p++ {
+			out[t] += m.Counts[t*k+p]
+		}
+	}
+	return out
+}
+
+// Predicted returns each class's predicted pixels (the column sums).
+func (m *Confusion) Predicted() []int64 {
+	k := m.Classes
+	out := make([]int64, k)
+	for t := 0; t < k; t++ {
+		for p := 0; p < k; p++ {
+			out[p] += m.Counts[t*k+p]
+		}
+	}
+	return out
+}
+
+// Precision returns each class's true positives over its predicted pixels;
+// NaN for a class never predicted.
+func (m *Confusion) Precision() []float64 {
+	return m.ratios(func(tp, _, pred int64) (int64, int64) { return tp, pred })
+}
+
+// Recall returns each class's true positives over its true pixels; NaN for
+// a class absent from the masks.
+func (m *Confusion) Recall() []float64 {
+	return m.ratios(func(tp, support, _ int64) (int64, int64) { return tp, support })
+}
+
+// Dice returns each class's Dice coefficient (F1), 2·TP / (true + predicted);
+// NaN where IoU is NaN.
+func (m *Confusion) Dice() []float64 {
+	return m.ratios(func(tp, support, pred int64) (int64, int64) { return 2 * tp, support + pred })
+}
+
+// ratios computes num/den per class from its true positives, support and
+// predicted count; a zero denominator gives NaN.
+func (m *Confusion) ratios(f func(tp, support, pred int64) (num, den int64)) []float64 {
+	support, pred := m.Support(), m.Predicted()
+	out := make([]float64, m.Classes)
+	for c := range out {
+		num, den := f(m.Counts[c*m.Classes+c], support[c], pred[c])
+		if den == 0 {
+			out[c] = math.NaN()
+			continue
+		}
+		out[c] = float64(num) / float64(den)
+	}
+	return out
+}
+
+// RowNormalized returns the matrix with each row divided by its sum: row t
+// is where class t's pixels went. A row with no pixels is all zero.
+func (m *Confusion) RowNormalized() [][]float64 {
+	k := m.Classes
+	support := m.Support()
+	out := make([][]float64, k)
+	for t := range out {
+		out[t] = make([]float64, k)
+		if support[t] == 0 {
+			continue
+		}
+		for p := range out[t] {
+			out[t][p] = float64(m.Counts[t*k+p]) / float64(support[t])
+		}
+	}
+	return out
+}
+
+// Rows returns the counts as a k×k slice of rows (true class, predicted).
+func (m *Confusion) Rows() [][]int64 {
+	k := m.Classes
+	out := make([][]int64, k)
+	for t := range out {
+		out[t] = append([]int64(nil), m.Counts[t*k:(t+1)*k]...)
+	}
+	return out
+}
+
+// nanMean averages the finite entries of v; NaN when there are none.
+func nanMean(v []float64) float64 {
+	var sum float64
+	var n int
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			sum += x
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
 }

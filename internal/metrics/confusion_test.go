@@ -64,7 +64,7 @@ func TestReportJSONAndText(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	r.WriteText(&buf)
-	if !strings.Contains(buf.String(), "person") || !strings.Contains(buf.String(), "mean IoU") {
+	if !strings.Contains(buf.String(), "person") || !strings.Contains(buf.String(), "\nmean        1.0000  1.0000  1.0000  1.0000             2\n") {
 		t.Errorf("text = %s", buf.String())
 	}
 }

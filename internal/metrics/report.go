@@ -8,35 +8,54 @@ import (
 )
 
 // Report is the JSON and text form of a Confusion's scores. Scores are nil
-// (null in JSON) when undefined, e.g. when no pixel was counted.
+// (null in JSON) when undefined, e.g. when no pixel was counted. The means
+// are over the classes whose score is defined.
 type Report struct {
 	MeanIoU       *float64      `json:"mean_iou"`
+	MeanDice      *float64      `json:"mean_dice"`
+	MeanPrecision *float64      `json:"mean_precision"`
+	MeanRecall    *float64      `json:"mean_recall"`
 	PixelAccuracy *float64      `json:"pixel_accuracy"`
 	Pixels        int64         `json:"pixels"`
 	Classes       []ClassReport `json:"classes"`
 }
 
-// ClassReport is one class's IoU. IoU is null in JSON when the class never
-// occurs in masks or predictions.
+// ClassReport is one class's scores. A score is null in JSON when it is
+// undefined: IoU and Dice when the class occurs in neither masks nor
+// predictions, precision when it is never predicted, recall when no mask
+// has it. Support is the class's pixels in the masks.
 type ClassReport struct {
-	Index int      `json:"index"`
-	Name  string   `json:"name"`
-	IoU   *float64 `json:"iou"`
+	Index     int      `json:"index"`
+	Name      string   `json:"name"`
+	IoU       *float64 `json:"iou"`
+	Dice      *float64 `json:"dice"`
+	Precision *float64 `json:"precision"`
+	Recall    *float64 `json:"recall"`
+	Support   int64    `json:"support"`
 }
 
 // NewReport summarises m; names label the classes (missing names become
 // "class N").
 func NewReport(m *Confusion, names []string) Report {
-	r := Report{MeanIoU: finite(m.MeanIoU()), PixelAccuracy: finite(m.PixelAccuracy()), Pixels: m.Pixels()}
-	for c, v := range m.IoU() {
-		cr := ClassReport{Index: c, Name: fmt.Sprintf("class %d", c)}
-		if c < len(names) && names[c] != "" {
-			cr.Name = names[c]
-		}
-		cr.IoU = finite(v)
-		r.Classes = append(r.Classes, cr)
+	iou, dice, prec, rec := m.IoU(), m.Dice(), m.Precision(), m.Recall()
+	r := Report{MeanIoU: finite(nanMean(iou)), MeanDice: finite(nanMean(dice)),
+		MeanPrecision: finite(nanMean(prec)), MeanRecall: finite(nanMean(rec)),
+		PixelAccuracy: finite(m.PixelAccuracy()), Pixels: m.Pixels()}
+	support := m.Support()
+	for c := range iou {
+		r.Classes = append(r.Classes, ClassReport{Index: c, Name: ClassName(names, c),
+			IoU: finite(iou[c]), Dice: finite(dice[c]), Precision: finite(prec[c]), Recall: finite(rec[c]),
+			Support: support[c]})
 	}
 	return r
+}
+
+// ClassName is names[c], or "class c" when names has no (non-empty) entry.
+func ClassName(names []string, c int) string {
+	if c < len(names) && names[c] != "" {
+		return names[c]
+	}
+	return fmt.Sprintf("class %d", c)
 }
 
 // ClassIoU is class k's IoU, nil when it is undefined or the report has no
@@ -62,19 +81,20 @@ func (r Report) WriteText(w io.Writer) {
 	for _, c := range r.Classes {
 		width = max(width, len(c.Name))
 	}
-	fmt.Fprintf(w, "%-*s  %s\n", width, "class", "IoU")
-	fmt.Fprintf(w, "%s  %s\n", strings.Repeat("-", width), "------")
+	rule := fmt.Sprintf("%s  ------  ------  ------  ------  ------------\n", strings.Repeat("-", width))
+	fmt.Fprintf(w, "%-*s  %-6s  %-6s  %-6s  %-6s  %12s\n", width, "class", "IoU", "Dice", "prec", "recall", "support")
+	fmt.Fprint(w, rule)
 	for _, c := range r.Classes {
-		fmt.Fprintf(w, "%-*s  %s\n", width, c.Name, score(c.IoU))
+		fmt.Fprintf(w, "%-*s  %s  %s  %s  %s  %12d\n", width, c.Name, score(c.IoU), score(c.Dice), score(c.Precision), score(c.Recall), c.Support)
 	}
-	fmt.Fprintf(w, "%s  %s\n", strings.Repeat("-", width), "------")
-	fmt.Fprintf(w, "%-*s  %s\n", width, "mean IoU", score(r.MeanIoU))
+	fmt.Fprint(w, rule)
+	fmt.Fprintf(w, "%-*s  %s  %s  %s  %s  %12d\n", width, "mean", score(r.MeanIoU), score(r.MeanDice), score(r.MeanPrecision), score(r.MeanRecall), r.Pixels)
 	fmt.Fprintf(w, "%-*s  %s\n", width, "pixel acc", score(r.PixelAccuracy))
 }
 
 func score(v *float64) string {
 	if v == nil {
-		return "  —"
+		return "  —   "
 	}
 	return fmt.Sprintf("%.4f", *v)
 }

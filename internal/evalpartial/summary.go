@@ -1,0 +1,88 @@
+package evalpartial
+
+import (
+	"sort"
+
+	"github.com/segtune/segtune/internal/metrics"
+)
+
+// Summary is an evaluation's report: the same for one run and for the
+// merged shards of a job, so both print exactly alike.
+type Summary struct {
+	metrics.Report
+	// Groups holds the scores of images with small and large objects.
+	Groups map[string]metrics.Report `json:"groups,omitempty"`
+	// SizeGap is large − small mean IoU.
+	SizeGap   *float64  `json:"size_gap,omitempty"`
+	Threshold float64   `json:"size_threshold,omitempty"`
+	Images    int       `json:"images"`
+	Failed    int       `json:"failed"`
+	Failures  []Failure `json:"failures"`
+	Seconds   float64   `json:"seconds"`
+	Device    string    `json:"device"`
+	// Confusion is the pixel counts by true class (rows) and predicted
+	// class (columns).
+	Confusion [][]int64 `json:"confusion"`
+
+	// Matrix and ClassNames are Confusion and the class names, for the
+	// text report and the confusion files.
+	Matrix     *metrics.Confusion `json:"-"`
+	ClassNames []string           `json:"-"`
+}
+
+// Summary is p's report, failures sorted by path.
+func (p *Partial) Summary() Summary {
+	names := p.Run.ClassNames
+	failures := append([]Failure{}, p.Failures...)
+	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
+	m := p.Matrix()
+	sum := Summary{Report: metrics.NewReport(m, names), Images: p.Images,
+		Failed: len(failures), Failures: failures, Seconds: p.Seconds, Device: p.Device,
+		Confusion: m.Rows(), Matrix: m, ClassNames: names}
+	small, large, threshold, ok := p.SizeGroups()
+	if !ok {
+		return sum
+	}
+	sum.Groups = map[string]metrics.Report{"small": metrics.NewReport(small, names), "large": metrics.NewReport(large, names)}
+	if s, l := sum.Groups["small"].MeanIoU, sum.Groups["large"].MeanIoU; s != nil && l != nil {
+		g := *l - *s
+		sum.SizeGap = &g
+	}
+	sum.Threshold = threshold
+	return sum
+}
+
+// Score scores one image's predicted labels against its mask's, as the
+// run says (classes, ignore label, size classes): its confusion matrix and
+// its object size, for Add.
+func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
+	conf := metrics.NewConfusion(r.Classes, r.Ignore)
+	if err := conf.Add(pred, target); err != nil {
+		return nil, 0, err
+	}
+	if len(r.SizeClasses) == 0 {
+		return conf, 0, nil
+	}
+	return conf, fraction(target, r.SizeClasses, r.Ignore), nil
+}
+
+// fraction is the share of labelled pixels that belong to classes.
+func fraction(target []uint8, classes []int, ignore int) float64 {
+	var in, all int
+	for _, t := range target {
+		if int(t) == ignore {
+			continue
+		}
+		all++
+		for _, c := range classes {
+			if int(t) == c {
+				in++
+				break
+			}
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(in) / float64(all)
+}
