@@ -2,31 +2,52 @@ package onnx
 
 import "github.com/segtune/segtune/onnx/onnxpb"
 
-// parameterInputs lists, per default-domain operator, the input positions
-// that hold learned parameters. Every other input of every other operator
-// (Resize scales and ROI, Reshape shapes, Pad values, Clip bounds, the
-// constant operand of Mul/Add, BatchNormalization's running statistics...)
-// is a constant of the architecture, never a parameter, even when it is a
-// float initializer.
+// What "trainable" means, in one place. A float initializer is a learned
+// parameter when a default-domain node takes it
+//
+//  1. at a parameter input of its operator (parameterInputs: a Conv's
+//     weight and bias, a Gemm's B and C, MatMul's constant right operand,
+//     the normalisations' scale and bias, PRelu's slope);
+//  2. as the affine operand of an Add or Mul: a per-channel vector (more
+//     than one element, exactly one dimension above 1) whose other operand
+//     is computed by a parameterised layer, by a normalisation, or by
+//     another affine Add/Mul. This is a Linear layer's bias (MatMul, Add),
+//     the scale and bias of a normalisation exported decomposed
+//     (…/Sqrt → Div → Mul → Add, or InstanceNormalization → Reshape → Mul
+//     → Add for GroupNorm) and a layer scale (ConvNeXt's gamma);
+//  3. as the data of a Gather: a float table of rank 2 or more (an
+//     embedding, Swin's relative-position bias table).
+//
+// Everything else is a constant of the architecture, even when it is a
+// float initializer: scalars and size-1 constants (eps, a Pow exponent,
+// GELU's 1/√2 and 0.5), Resize scales and ROI, shapes, axes, Pad values,
+// Clip bounds, BatchNormalization's running statistics, integer tensors,
+// and a Mul/Add constant on a tensor no layer computed (input
+// normalisation's mean and std, attention masks).
 var parameterInputs = map[string][]int{
-	"Conv":               {1, 2}, // weight, bias
-	"ConvTranspose":      {1, 2}, // weight, bias
-	"Gemm":               {1, 2}, // B, C
-	"MatMul":             {1},    // the constant right operand (x·W)
-	"BatchNormalization": {1, 2}, // scale, bias (not mean, var)
-	"PRelu":              {1},    // slope
-	// The normalisations' scale and bias (the opset-13 decomposition of
-	// LayerNorm has them as the operand of a Mul and an Add instead).
-	"LayerNormalization":    {1, 2},
+	"Conv":                  {1, 2}, // weight, bias
+	"ConvTranspose":         {1, 2}, // weight, bias
+	"Gemm":                  {1, 2}, // B, C
+	"MatMul":                {1},    // the constant right operand (x·W)
+	"BatchNormalization":    {1, 2}, // scale, bias (not mean, var)
+	"PRelu":                 {1},    // slope
+	"LayerNormalization":    {1, 2}, // scale, bias
 	"InstanceNormalization": {1, 2},
 	"GroupNormalization":    {1, 2},
 }
 
+// normalisations are the operators whose output an affine scale and bias
+// may follow without a parameter of their own.
+var normalisations = map[string]bool{
+	"LayerNormalization": true, "InstanceNormalization": true, "GroupNormalization": true,
+	"BatchNormalization": true, "MeanVarianceNormalization": true, "LpNormalization": true,
+}
+
 // ParameterInputs returns the input positions of a default-domain operator
-// that hold learned parameters (nil for operators without parameters). It
-// is the one table of what "trainable" can mean: the fine-tuning presets
-// and the gradient compiler's patterns select only initializers found at
-// these positions.
+// that always hold learned parameters when they are float initializers
+// (rule 1; nil for operators without such inputs). The affine Add/Mul
+// operands and Gather tables depend on the graph around the node: see
+// NodeParameters.
 func ParameterInputs(opType string) []int {
 	return append([]int(nil), parameterInputs[opType]...)
 }
@@ -34,7 +55,12 @@ func ParameterInputs(opType string) []int {
 // ParameterOps lists the operators that have parameter inputs, sorted.
 func ParameterOps() []string { return sortedKeys(parameterInputs) }
 
-// IsParameterInput reports whether input i of opType holds a parameter.
+// ParameterRule says in a line what a parameter is, for error messages.
+const ParameterRule = "a float initializer at a parameter input (Conv, ConvTranspose, Gemm, MatMul, the normalisations' scale and bias, PRelu), " +
+	"a per-channel bias or scale added or multiplied after a layer or normalisation, or a Gather's float table"
+
+// IsParameterInput reports whether input i of opType holds a parameter by
+// rule 1.
 func IsParameterInput(opType string, i int) bool {
 	for _, p := range parameterInputs[opType] {
 		if p == i {
@@ -44,26 +70,191 @@ func IsParameterInput(opType string, i int) bool {
 	return false
 }
 
-// ParameterNames returns the names of the float initializers of g that some
-// default-domain node takes at a parameter input position.
+// ParameterNames returns the names of g's learned parameters (the rule
+// above).
 func ParameterNames(g *onnxpb.GraphProto) map[string]bool {
-	floats := map[string]bool{}
-	for _, t := range g.GetInitializer() {
-		switch onnxpb.TensorProto_DataType(t.GetDataType()) {
-		case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_BFLOAT16:
-			floats[t.GetName()] = true
+	out := map[string]bool{}
+	for _, names := range NodeParameters(g) {
+		for _, name := range names {
+			out[name] = true
 		}
 	}
-	out := map[string]bool{}
+	return out
+}
+
+// NodeParameters maps each node that owns learned parameters to their
+// names. An affine Add/Mul operand belongs to the layer it follows (a
+// Linear's bias to its MatMul, a layer scale to the layer before it), so
+// that a layer keeps counting as one; a decomposed normalisation's scale
+// and bias belong to the scale's Mul, a Gather table to its Gather.
+func NodeParameters(g *onnxpb.GraphProto) map[*onnxpb.NodeProto][]string {
+	p := newParamFinder(g)
+	out := map[*onnxpb.NodeProto][]string{}
 	for _, n := range g.GetNode() {
-		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+		if !defaultDomain(n) {
 			continue
 		}
 		for _, i := range parameterInputs[n.GetOpType()] {
-			if i < len(n.Input) && floats[n.Input[i]] {
-				out[n.Input[i]] = true
+			if i < len(n.Input) && p.isFloat(n.Input[i]) {
+				out[n] = append(out[n], n.Input[i])
+			}
+		}
+		switch n.GetOpType() {
+		case "Gather":
+			if len(n.Input) > 0 && p.isFloat(n.Input[0]) && len(p.init[n.Input[0]].GetDims()) >= 2 && numel(p.init[n.Input[0]].GetDims()) > 1 {
+				out[n] = append(out[n], n.Input[0])
+			}
+		case "Add", "Mul":
+			if owner, i := p.affine(n); owner != nil {
+				out[owner] = append(out[owner], n.Input[i])
 			}
 		}
 	}
 	return out
+}
+
+type paramFinder struct {
+	init  map[string]*onnxpb.TensorProto
+	prod  map[string]*onnxpb.NodeProto
+	owner map[*onnxpb.NodeProto]*onnxpb.NodeProto // affine node → its layer; nil while being resolved
+	done  map[*onnxpb.NodeProto]bool
+}
+
+func newParamFinder(g *onnxpb.GraphProto) *paramFinder {
+	p := &paramFinder{
+		init:  map[string]*onnxpb.TensorProto{},
+		prod:  map[string]*onnxpb.NodeProto{},
+		owner: map[*onnxpb.NodeProto]*onnxpb.NodeProto{},
+		done:  map[*onnxpb.NodeProto]bool{},
+	}
+	for _, t := range g.GetInitializer() {
+		p.init[t.GetName()] = t
+	}
+	for _, n := range g.GetNode() {
+		for _, o := range n.Output {
+			if o != "" {
+				p.prod[o] = n
+			}
+		}
+	}
+	return p
+}
+
+func defaultDomain(n *onnxpb.NodeProto) bool {
+	d := n.GetDomain()
+	return d == "" || d == "ai.onnx"
+}
+
+func (p *paramFinder) isFloat(name string) bool {
+	t := p.init[name]
+	if t == nil {
+		return false
+	}
+	switch onnxpb.TensorProto_DataType(t.GetDataType()) {
+	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_BFLOAT16:
+		return true
+	}
+	return false
+}
+
+// perChannel reports whether dims hold more than one element along exactly
+// one axis.
+func perChannel(dims []int64) bool {
+	wide := 0
+	for _, d := range dims {
+		if d > 1 {
+			wide++
+		} else if d < 1 {
+			return false
+		}
+	}
+	return wide == 1
+}
+
+func numel(dims []int64) int64 {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
+// affine returns the layer that Add/Mul node n's per-channel initializer
+// operand belongs to and that operand's position, or nil when n is no
+// affine parameter step.
+func (p *paramFinder) affine(n *onnxpb.NodeProto) (*onnxpb.NodeProto, int) {
+	if p.done[n] {
+		if o := p.owner[n]; o != nil {
+			return o, p.affineOperand(n)
+		}
+		return nil, 0
+	}
+	p.done[n] = true // a cycle (a hostile file) resolves to "not affine"
+	i := p.affineOperand(n)
+	if i < 0 {
+		return nil, 0
+	}
+	src := p.prod[n.Input[1-i]]
+	if src == nil || !defaultDomain(src) {
+		return nil, 0
+	}
+	var owner *onnxpb.NodeProto
+	switch {
+	case p.hasTableParams(src):
+		owner = src
+	case src.GetOpType() == "Add" || src.GetOpType() == "Mul":
+		owner, _ = p.affine(src)
+	case p.normalised(src):
+		owner = n
+	}
+	p.owner[n] = owner
+	if owner == nil {
+		return nil, 0
+	}
+	return owner, i
+}
+
+// affineOperand returns the position of n's per-channel float initializer
+// operand whose other operand is computed, or -1.
+func (p *paramFinder) affineOperand(n *onnxpb.NodeProto) int {
+	if len(n.Input) != 2 || (n.GetOpType() != "Add" && n.GetOpType() != "Mul") {
+		return -1
+	}
+	for i := range 2 {
+		if p.isFloat(n.Input[i]) && perChannel(p.init[n.Input[i]].GetDims()) && p.init[n.Input[1-i]] == nil {
+			return i
+		}
+	}
+	return -1
+}
+
+func (p *paramFinder) hasTableParams(n *onnxpb.NodeProto) bool {
+	for _, i := range parameterInputs[n.GetOpType()] {
+		if i < len(n.Input) && p.isFloat(n.Input[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// normalised reports whether n's output is a normalisation's: the operator
+// itself, the Div of a decomposed LayerNorm ((x−mean)/Sqrt(var+eps)), or a
+// Reshape of InstanceNormalization's output (GroupNorm as exported).
+func (p *paramFinder) normalised(n *onnxpb.NodeProto) bool {
+	switch n.GetOpType() {
+	case "Div":
+		d := p.prod[inputAt(n, 1)]
+		return d != nil && d.GetOpType() == "Sqrt"
+	case "Reshape":
+		s := p.prod[inputAt(n, 0)]
+		return s != nil && s.GetOpType() == "InstanceNormalization"
+	}
+	return normalisations[n.GetOpType()]
+}
+
+func inputAt(n *onnxpb.NodeProto, i int) string {
+	if i < len(n.Input) {
+		return n.Input[i]
+	}
+	return ""
 }

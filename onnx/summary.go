@@ -24,10 +24,16 @@ type Summary struct {
 	// their size by dims and element type, whatever the storage.
 	Initializers     int   `json:"initializers"`
 	InitializerBytes int64 `json:"initializer_bytes"`
-	// Parameters counts the elements of floating-point initializers, the
-	// values fine-tuning can change; ParameterBytes is their size.
+	// Parameters counts the elements of floating-point initializers;
+	// ParameterBytes is their size.
 	Parameters     int64 `json:"parameters"`
 	ParameterBytes int64 `json:"parameter_bytes"`
+	// Trainable counts the elements of the learned parameters (the rule of
+	// ParameterNames: what fine-tuning's "all" trains), TrainableTensors
+	// the tensors; running statistics and architecture constants are left
+	// out.
+	Trainable        int64 `json:"trainable"`
+	TrainableTensors int   `json:"trainable_tensors"`
 }
 
 // Opset is an imported operator set; Domain "" is the default ai.onnx.
@@ -80,6 +86,7 @@ func (m *Model) Summary() Summary {
 	slices.SortFunc(s.Ops, func(a, b OpStat) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Op, b.Op))
 	})
+	learned := ParameterNames(g)
 	for _, t := range g.GetInitializer() {
 		s.Initializers++
 		n, err := NumElements(t.GetDims())
@@ -94,6 +101,10 @@ func (m *Model) Summary() Summary {
 		if isFloatType(t.GetDataType()) {
 			s.Parameters += n
 			s.ParameterBytes += size
+		}
+		if learned[t.GetName()] {
+			s.Trainable += n
+			s.TrainableTensors++
 		}
 	}
 	return s

@@ -113,3 +113,22 @@ func TestSummaryText(t *testing.T) {
 		t.Errorf("humanBytes = %s", got)
 	}
 }
+
+// TestSummaryTrainable: the trainable count follows the parameter rule (a
+// MatMul weight and its Linear bias), not every float initializer (an eps).
+func TestSummaryTrainable(t *testing.T) {
+	b := &Builder{}
+	b.Initializer(NewFloat32Tensor("W", []int64{3, 4}, make([]float32, 12)))
+	b.Initializer(NewFloat32Tensor("bias", []int64{4}, make([]float32, 4)))
+	b.Initializer(NewFloat32Tensor("eps", []int64{1}, []float32{1e-5}))
+	b.Emit("MatMul", "fc", []string{"x", "W"}, []string{"m"})
+	b.Emit("Add", "fc_bias", []string{"m", "bias"}, []string{"y"})
+	b.Emit("Add", "eps", []string{"y", "eps"}, []string{"z"})
+	s := NewModel(b.Graph("linear", nil, nil), 17).Summary()
+	if s.Parameters != 17 || s.Trainable != 16 || s.TrainableTensors != 2 {
+		t.Errorf("parameters %d, trainable %d in %d tensors; want 17, 16 in 2", s.Parameters, s.Trainable, s.TrainableTensors)
+	}
+	if text := s.String(); !strings.Contains(text, "trainable     16 in 2 tensors\n") {
+		t.Errorf("text lacks the trainable line:\n%s", text)
+	}
+}

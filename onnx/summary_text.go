@@ -33,6 +33,7 @@ func (s Summary) WriteText(w io.Writer) error {
 	line("nodes\t%d", s.Nodes)
 	line("initializers\t%d (%s)", s.Initializers, humanBytes(s.InitializerBytes))
 	line("parameters\t%s (%s)", groupDigits(s.Parameters), humanBytes(s.ParameterBytes))
+	line("trainable\t%s in %d tensors", groupDigits(s.Trainable), s.TrainableTensors)
 	line("")
 	line("\tname\ttype\tshape")
 	for _, v := range s.Inputs {

@@ -141,8 +141,14 @@ func runArtifacts(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, gs.Manifest)
 	}
-	notef(c, "wrote %s: %d trainable parameters, %d training nodes, batch %d at %dx%d",
-		c.String("out"), len(gs.Params), len(gs.Training.Proto.Graph.Node), batch, h, w)
+	var values int64
+	for _, p := range gs.Params {
+		if n, err := onnx.NumElements(p.GetDims()); err == nil {
+			values += n
+		}
+	}
+	notef(c, "wrote %s: %d trainable parameter tensors (%d values), %d training nodes, batch %d at %dx%d",
+		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, h, w)
 	return nil
 }
 

@@ -97,7 +97,55 @@ func TestTransformerModels(t *testing.T) {
 			}
 			checkExportKeepsContract(t, model, exported, ckpt)
 			checkSameHead(t, model, exported)
+			checkAffineTrained(t, model, exported)
 		})
+	}
+}
+
+// checkAffineTrained fails unless fine-tuning ("all") changed, and export
+// wrote back, every parameter outside the operator table: the Linear
+// biases, decomposed normalisations' scales and biases, layer scales and
+// relative-position tables.
+func checkAffineTrained(t *testing.T, basePath, exportedPath string) {
+	t.Helper()
+	base, err := onnx.Load(basePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := onnx.Load(exportedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := map[string]bool{}
+	for _, n := range base.Graph().GetNode() {
+		for _, i := range onnx.ParameterInputs(n.GetOpType()) {
+			if i < len(n.Input) {
+				table[n.Input[i]] = true
+			}
+		}
+	}
+	checked := 0
+	for name := range onnx.ParameterNames(base.Graph()) {
+		if table[name] {
+			continue
+		}
+		checked++
+		if exp.Initializer(name) == nil {
+			t.Errorf("%s: the export has no such initializer", name)
+			continue
+		}
+		b, errB := onnx.Float32s(base.Initializer(name))
+		e, errE := onnx.Float32s(exp.Initializer(name))
+		if errB != nil || errE != nil {
+			t.Errorf("%s: base %v, exported %v", name, errB, errE)
+			continue
+		}
+		if slices.Equal(b, e) {
+			t.Errorf("%s: the exported values are the base model's; fine-tuning did not train it or export did not write it", name)
+		}
+	}
+	if checked == 0 {
+		t.Error("the model has no parameter outside the operator table: the check is empty")
 	}
 }
 

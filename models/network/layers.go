@@ -28,27 +28,14 @@ func Layers(m *onnx.Model) ([]Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One rule (onnx.NodeParameters) says what a parameter is, here and in
+	// the gradient compiler; a Linear's bias and a layer scale count with
+	// the layer they follow.
+	owned := onnx.NodeParameters(g)
 	var out []Layer
 	for i, n := range order {
-		// One table (onnx.ParameterInputs) says what a parameter is, here
-		// and in the gradient compiler.
-		pos := onnx.ParameterInputs(n.GetOpType())
-		if len(pos) == 0 {
-			continue
-		}
-		l := Layer{Node: n, Index: i}
-		for _, p := range pos {
-			if p >= len(n.Input) || n.Input[p] == "" {
-				continue
-			}
-			t := m.Initializer(n.Input[p])
-			if t == nil || !isFloat(t.GetDataType()) {
-				continue
-			}
-			l.Params = append(l.Params, n.Input[p])
-		}
-		if len(l.Params) > 0 {
-			out = append(out, l)
+		if ps := owned[n]; len(ps) > 0 {
+			out = append(out, Layer{Node: n, Index: i, Params: ps})
 		}
 	}
 	return out, nil

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -222,7 +221,7 @@ func (c *compiler) selectTrainable() error {
 	hits := make([]int, len(pats))
 	c.isTrain = map[string]bool{}
 	// Patterns select parameters only (onnx.ParameterNames): "*" must not
-	// pick up a Resize's scales or a Mul's constant. A literal name selects
+	// pick up a Resize's scales or GELU's constants. A literal name selects
 	// the float initializer it names, whatever consumes it.
 	params := onnx.ParameterNames(c.g)
 	for _, t := range c.g.Initializer {
@@ -245,7 +244,7 @@ func (c *compiler) selectTrainable() error {
 	}
 	for i, h := range hits {
 		if h == 0 {
-			what := "parameter (a float initializer at a parameter input of " + strings.Join(onnx.ParameterOps(), ", ") + ")"
+			what := "parameter (" + onnx.ParameterRule + ")"
 			if isLiteral(c.cfg.Trainable[i]) {
 				what = "float initializer"
 			}

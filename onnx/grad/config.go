@@ -97,14 +97,14 @@ type Config struct {
 	// wanted. A pattern is a glob (* matches any run of characters, ? one
 	// character) matched against the whole name, or, with the prefix "re:",
 	// a regular expression that must match the whole name. Patterns select
-	// only parameters: float initializers at a parameter input of their
-	// operator (onnx.ParameterInputs: Conv/ConvTranspose weight and bias,
-	// Gemm B and C, MatMul's right operand, BatchNormalization scale and
-	// bias, PRelu slope), never Resize scales, Reshape shapes or the
-	// constant of a Mul. An exact name — plain (no * ? [) or a regular
-	// expression matching only itself, like "re:"+regexp.QuoteMeta(name) —
-	// selects the float initializer it names, whatever consumes it (a bias
-	// added by Add, a scale). Every entry must match at least one.
+	// only parameters (onnx.ParameterNames: Conv/ConvTranspose weight and
+	// bias, Gemm B and C, MatMul's right operand, the normalisations' scale
+	// and bias, PRelu slope, a per-channel bias or scale added or multiplied
+	// after a layer or normalisation, a Gather's float table), never Resize
+	// scales, Reshape shapes or an architecture's scalar constants. An exact
+	// name — plain (no * ? [) or a regular expression matching only itself,
+	// like "re:"+regexp.QuoteMeta(name) — selects the float initializer it
+	// names, whatever consumes it. Every entry must match at least one.
 	Trainable []string
 	// InputShapes gives the static training shape of each model input
 	// (batch included). Inputs whose declared shape is fully static may be

@@ -34,13 +34,16 @@
 // # Trainable parameters
 //
 // Config.Trainable patterns (globs, "re:" regular expressions) select only
-// parameters: float initializers at a parameter input of their operator,
-// per the one table onnx.ParameterInputs shares with models/network —
-// Conv and ConvTranspose weight and bias, Gemm B and C, MatMul's right
-// operand, the scale and bias of BatchNormalization, LayerNormalization,
-// InstanceNormalization and GroupNormalization, PRelu slope. So "*" never
-// trains Resize scales, Reshape shapes, Pad values, Clip bounds, running
-// statistics or the constant operand of a Mul or Add. An exact name (plain,
+// parameters, per the one rule onnx.NodeParameters shares with
+// models/network: float initializers at a parameter input of their
+// operator (Conv and ConvTranspose weight and bias, Gemm B and C, MatMul's
+// right operand, the scale and bias of BatchNormalization,
+// LayerNormalization, InstanceNormalization and GroupNormalization, PRelu
+// slope), a per-channel bias or scale that an Add or Mul applies after a
+// layer or normalisation (a Linear's bias, a decomposed LayerNorm's scale
+// and bias, a layer scale), and a Gather's float table (a relative-position
+// bias). So "*" never trains Resize scales, Reshape shapes, Pad values,
+// Clip bounds, running statistics or scalar constants. An exact name (plain,
 // or a regular expression matching only itself) selects the float
 // initializer it names, whatever consumes it. A pattern that selects
 // nothing is an UnsupportedError.

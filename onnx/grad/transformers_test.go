@@ -5,7 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,17 +47,20 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 	if u := grad.Unsupported(m); u != nil {
 		t.Fatalf("operators without a gradient rule: %s", strings.Join(u, ", "))
 	}
-	var inits, patterns []string
+	var inits []string
 	for _, p := range m.Proto.Graph.Initializer {
 		if p.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
 			inits = append(inits, p.GetName())
-			patterns = append(patterns, "re:"+regexp.QuoteMeta(p.GetName()))
 		}
 	}
 	if len(inits) != len(params) {
 		t.Fatalf("%d float initializers; the manifest maps %d", len(inits), len(params))
 	}
-	gs, err := grad.Build(m, grad.Config{Trainable: patterns, InputShapes: map[string][]int64{"input": transformerShape}})
+	// Every float initializer of these models is a PyTorch parameter, so
+	// "*" (the parameter rule, onnx.ParameterNames) must select them all:
+	// Linear biases, decomposed normalisations' scales, layer scales and
+	// relative-position tables included.
+	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{"input": transformerShape}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +96,10 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 		want, ok := ref.Tensors[grad.GradPrefix+params[p]]
 		if !ok {
 			t.Errorf("%s: the reference has no gradient for %q", p, params[p])
+			continue
+		}
+		if !slices.ContainsFunc(gs.Manifest.Params, func(pi grad.ParamInfo) bool { return pi.Name == p }) {
+			t.Errorf("%s (%s): a PyTorch parameter that \"*\" does not train", p, params[p])
 			continue
 		}
 		got := f32s(outs[grad.GradPrefix+p])

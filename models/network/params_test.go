@@ -1,0 +1,107 @@
+package network
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx"
+)
+
+// TestTrainableTransformerParameters: "all" trains every PyTorch parameter
+// of the transformer corpus — the Linear biases, the opset-13 LayerNorm's
+// scale and bias, ConvNeXt's layer scale and Swin's relative-position
+// table included — and a name pattern selects such a tensor, while a
+// Linear's bias counts with its MatMul (one layer, not two).
+func TestTrainableTransformerParameters(t *testing.T) {
+	dir, exports := testassets.TransformerCorpus(t)
+	for _, e := range exports {
+		if e.Family == "unet_gn" && e.Opset == 17 {
+			continue // as opset 13: GroupNorm exported the same way
+		}
+		t.Run(strings.TrimSuffix(e.File, ".onnx"), func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join(dir, e.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := Trainable(m, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for name := range e.Params {
+				want = append(want, name)
+			}
+			got := slices.Clone(all)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("all selects %d tensors, the PyTorch module has %d parameters; missing %v, extra %v",
+					len(got), len(want), minus(want, got), minus(got, want))
+			}
+			pattern := map[string]string{
+				"segformer": "*attn.q.bias", "convnext_upernet": "*gamma", "swin": "*bias_table", "unet_gn": "onnx::Add_*",
+			}[e.Family]
+			if e.Opset == 13 && e.Family != "unet_gn" {
+				pattern += ",*.norm*.weight"
+			}
+			if sel, err := Trainable(m, pattern); err != nil || len(sel) == 0 {
+				t.Errorf("trainable %q: %v, %v", pattern, sel, err)
+			}
+			layers, err := Layers(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range layers {
+				if l.Node.GetOpType() == "Add" {
+					t.Errorf("Add node %s is a layer of its own (%v); a bias belongs to the layer it follows", l.Node.GetName(), l.Params)
+				}
+			}
+		})
+	}
+}
+
+// TestTrainableDeepLabUnchanged: a DeepLabV3+ keeps the trainable set of
+// the operator table alone (its Convs' and BatchNorms' weights and biases):
+// the affine rule adds nothing to a network without Linear layers.
+func TestTrainableDeepLabUnchanged(t *testing.T) {
+	for _, name := range []string{"deeplabv3plus_mobilenetv2.onnx", "deeplabv3plus_mobilenetv3.onnx", "deeplabv3plus_resnet18.onnx"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := onnx.Load(testassets.Generated(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table []string
+			for _, n := range m.Graph().GetNode() {
+				for _, i := range onnx.ParameterInputs(n.GetOpType()) {
+					if i < len(n.Input) && m.Initializer(n.Input[i]) != nil {
+						table = append(table, n.Input[i])
+					}
+				}
+			}
+			all, err := Trainable(m, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.Clone(all)
+			slices.Sort(got)
+			slices.Sort(table)
+			if len(table) == 0 || !slices.Equal(got, table) {
+				t.Errorf("all selects %d tensors, the operator table %d; extra %v, missing %v",
+					len(got), len(table), minus(got, table), minus(table, got))
+			}
+		})
+	}
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
