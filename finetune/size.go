@@ -26,6 +26,19 @@ type SizeSpec struct {
 	Bins []float64 `json:"bins,omitempty"`
 }
 
+// ObjectClasses returns the classes whose pixels count as the object in a
+// model with numClasses classes: Classes, or every class but 0 when empty.
+func (s SizeSpec) ObjectClasses(numClasses int) []int {
+	if len(s.Classes) > 0 {
+		return s.Classes
+	}
+	var out []int
+	for c := 1; c < numClasses; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
 // sizer assigns size classes to examples.
 type sizer struct {
 	spec      SizeSpec
@@ -36,13 +49,8 @@ type sizer struct {
 
 // newSizer fits the thresholds on the training set.
 func newSizer(spec SizeSpec, train *data.Dataset) (*sizer, error) {
-	s := &sizer{spec: spec, classes: spec.Classes}
 	k := train.NumClasses()
-	if len(s.classes) == 0 {
-		for c := 1; c < k; c++ {
-			s.classes = append(s.classes, c)
-		}
-	}
+	s := &sizer{spec: spec, classes: spec.ObjectClasses(k)}
 	for _, c := range s.classes {
 		if c < 0 || c >= k {
 			return nil, fmt.Errorf("size class %d is outside the %d classes", c, k)

@@ -58,7 +58,8 @@ func writeSamples(c *cli.Context, path string, cfg finetune.Config, pal imageio.
 	if err != nil {
 		return err
 	}
-	ids := pickBySize(ds, cfg.Size.Classes, samplesPerEnd)
+	classes := cfg.Size.ObjectClasses(ds.NumClasses())
+	ids := pickBySize(ds, classes, samplesPerEnd)
 	if len(ids) == 0 {
 		return errors.New("no validation image has an object")
 	}
@@ -101,7 +102,7 @@ func writeSamples(c *cli.Context, path string, cfg finetune.Config, pal imageio.
 			end = "largest"
 		}
 		row := imageio.SheetRow{
-			Caption: fmt.Sprintf("%s objects: %s, %.2f %% of the pixels", end, filepath.Base(paths[i]), 100*objectFraction(ds, id, cfg.Size.Classes)),
+			Caption: fmt.Sprintf("%s objects: %s, %.2f %% of the pixels", end, filepath.Base(paths[i]), 100*ds.Fraction(id, classes...)),
 			Cells:   []image.Image{img, gt},
 		}
 		for k, col := range cols {
@@ -121,17 +122,6 @@ func writeSamples(c *cli.Context, path string, cfg finetune.Config, pal imageio.
 	return sheet.WritePNG(path)
 }
 
-// objectFraction is example id's object size: the pixel fraction of
-// classes (every class but 0 when empty).
-func objectFraction(ds *data.Dataset, id int, classes []int) float64 {
-	if len(classes) == 0 {
-		for k := 1; k < ds.NumClasses(); k++ {
-			classes = append(classes, k)
-		}
-	}
-	return ds.Fraction(id, classes...)
-}
-
 // pickBySize returns up to n examples with the smallest objects (among
 // those with any) and up to n with the largest, smallest first; fewer when
 // the set is small, never one twice.
@@ -142,7 +132,7 @@ func pickBySize(ds *data.Dataset, classes []int, n int) []int {
 	}
 	var xs []ex
 	for id := range ds.Len() {
-		if f := objectFraction(ds, id, classes); f > 0 {
+		if f := ds.Fraction(id, classes...); f > 0 {
 			xs = append(xs, ex{id, f})
 		}
 	}

@@ -121,6 +121,63 @@ func TestClassFractions(t *testing.T) {
 	}
 }
 
+// The object size of docs/method.md §1, "the fraction of its pixels whose
+// label is one of the size classes" (ignored pixels not counted), is the
+// same whether read from an opened data set or from a mask's labels.
+func TestObjectFractionMatchesDefinition(t *testing.T) {
+	root := t.TempDir()
+	label := func(x, y int) uint8 { // classes 0..3, 255 ignored
+		if v := uint8((7*x + 3*y + x*y) % 5); v < 4 {
+			return v
+		}
+		return 255
+	}
+	writePNG(t, filepath.Join(root, "img", "a.png"), coordImage(13, 9, 0))
+	writePNG(t, filepath.Join(root, "ann", "a.png"), grayMask(13, 9, label))
+	ds, _, err := Open(context.Background(), Config{
+		ImageDir: filepath.Join(root, "img"), MaskDir: filepath.Join(root, "ann"), NumClasses: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ds.Load(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, classes := range [][]int{{1}, {1, 2, 3}, {3, 0}, {2, 2}, {}, {255}} {
+		in, labelled := 0, 0
+		for y := range 9 {
+			for x := range 13 {
+				l := label(x, y)
+				if l == 255 {
+					continue
+				}
+				labelled++
+				for _, c := range classes {
+					if int(l) == c {
+						in++
+						break
+					}
+				}
+			}
+		}
+		want := float64(in) / float64(labelled)
+		if got := ds.Fraction(0, classes...); math.Abs(got-want) > 1e-12 {
+			t.Errorf("Dataset.Fraction(%v) = %v, want %v", classes, got, want)
+		}
+		if got := MaskObjectFraction(s.Labels, ds.Ignore(), classes); math.Abs(got-want) > 1e-12 {
+			t.Errorf("MaskObjectFraction(%v) = %v, want %v", classes, got, want)
+		}
+	}
+	// Nothing labelled, or nothing ignored.
+	if got := MaskObjectFraction([]uint8{255, 255}, 255, []int{255}); got != 0 {
+		t.Errorf("an all-ignored mask has object size %v", got)
+	}
+	if got := MaskObjectFraction([]uint8{1, 0, 255, 1}, -1, []int{1}); got != 0.5 {
+		t.Errorf("with no ignore label, object size %v, want 0.5", got)
+	}
+}
+
 func TestInferNumClasses(t *testing.T) {
 	root := makeSet(t, 2, 60, 40) // labels 0..2 and 8..10
 	ds := openSet(t, root, func(c *Config) { c.NumClasses = 0 })

@@ -174,7 +174,7 @@ func decodeExample(cfg *Config, p datalayout.Sample, reserve func(w, h int) bool
 	if err != nil {
 		return decoded{err: err}
 	}
-	counts, labelled := countLabels(s.Labels, uint8(cfg.ignore()))
+	counts, labelled := countLabels(s.Labels, cfg.ignore())
 	maxLabel := -1
 	for l := len(counts) - 1; l >= 0; l-- {
 		if counts[l] > 0 && l != cfg.ignore() {

@@ -12,24 +12,41 @@ func (d *Dataset) ClassCounts(id int) []int64 {
 }
 
 // Fraction returns the share of example id's labelled (non-ignore) pixels
-// that belong to any of classes: the "object size" of those classes. It is
-// 0 for an unknown id, an unknown class or a mask without labelled pixels.
+// that belong to any of classes: the "object size" of those classes
+// (ObjectFraction). It is 0 for an unknown id, an unknown class or a mask
+// without labelled pixels.
 func (d *Dataset) Fraction(id int, classes ...int) float64 {
 	if id < 0 || id >= len(d.examples) {
 		return 0
 	}
 	x := &d.examples[id]
-	if x.labelled == 0 {
+	return ObjectFraction(x.counts, x.labelled, classes)
+}
+
+// ObjectFraction is the object size of docs/method.md §1: the share of a
+// mask's labelled pixels whose class is one of classes. counts[c] is the
+// number of pixels of class c and labelled the number not ignored; a class
+// outside counts adds nothing, one named twice counts once. It is 0 when
+// nothing is labelled.
+func ObjectFraction(counts []int64, labelled int64, classes []int) float64 {
+	if labelled <= 0 {
 		return 0
 	}
 	var n int64
 	for i, c := range classes {
-		if c < 0 || c >= len(x.counts) || slices.Contains(classes[:i], c) {
+		if c < 0 || c >= len(counts) || slices.Contains(classes[:i], c) {
 			continue
 		}
-		n += x.counts[c]
+		n += counts[c]
 	}
-	return float64(n) / float64(x.labelled)
+	return float64(n) / float64(labelled)
+}
+
+// MaskObjectFraction is ObjectFraction of a mask's labels, pixels labelled
+// ignore not counted (an ignore outside 0..255 ignores none).
+func MaskObjectFraction(labels []uint8, ignore int, classes []int) float64 {
+	counts, labelled := countLabels(labels, ignore)
+	return ObjectFraction(counts[:], labelled, classes)
 }
 
 // ClassFractions returns, for every example, the share of its labelled
@@ -51,11 +68,17 @@ func (d *Dataset) ClassFractions() [][]float64 {
 	return out
 }
 
-// countLabels returns per-class pixel counts (labels below numClasses)
-// and the number of pixels that are not ignore.
-func countLabels(labels []uint8, ignore uint8) (counts [256]int64, labelled int64) {
+// countLabels returns per-class pixel counts, the ignore label's left at 0,
+// and the number of pixels that are not ignore (an ignore outside 0..255
+// ignores none).
+func countLabels(labels []uint8, ignore int) (counts [256]int64, labelled int64) {
 	for _, l := range labels {
 		counts[l]++
 	}
-	return counts, int64(len(labels)) - counts[ignore]
+	labelled = int64(len(labels))
+	if ignore >= 0 && ignore < len(counts) {
+		labelled -= counts[ignore]
+		counts[ignore] = 0
+	}
+	return counts, labelled
 }
