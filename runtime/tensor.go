@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -28,6 +29,18 @@ func NewFloat64(shape []int64, data []float64) *Tensor {
 // NewInt64 wraps data (not copied) as an int64 tensor.
 func NewInt64(shape []int64, data []int64) *Tensor {
 	return &Tensor{Shape: shape, Int64: data}
+}
+
+// NewRandomNormal returns a float32 tensor of the given shape filled with
+// standard-normal values drawn from rng (a stand-in image or weight for
+// probes and benchmarks).
+func NewRandomNormal(rng *rand.Rand, shape ...int64) *Tensor {
+	t := &Tensor{Shape: shape}
+	t.Float32 = make([]float32, t.Len())
+	for i := range t.Float32 {
+		t.Float32[i] = float32(rng.NormFloat64())
+	}
+	return t
 }
 
 // Len returns the number of elements the shape describes.

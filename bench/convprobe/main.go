@@ -50,17 +50,7 @@ func run(threads, runs int, n, c, k, hw, gemm int64, lib string) error {
 		return fmt.Errorf("-size %d must be even", hw)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	randn := func(shape ...int64) *runtime.Tensor {
-		size := int64(1)
-		for _, d := range shape {
-			size *= d
-		}
-		v := make([]float32, size)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		return runtime.NewFloat32(shape, v)
-	}
+	randn := func(shape ...int64) *runtime.Tensor { return runtime.NewRandomNormal(rng, shape...) }
 	opts := runtime.Options{Threads: threads}
 
 	a := randn(gemm, gemm)

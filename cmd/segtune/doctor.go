@@ -204,21 +204,10 @@ func placeModel(path, size string, cudaReady bool) *modelPlacement {
 		}
 		return p
 	}
-	image := func() *runtime.Tensor {
-		n := int64(1)
-		for _, d := range dims {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		return runtime.NewFloat32(dims, v)
-	}
 	mp.Inference = place("inference", data, func(s *runtime.Session) []*runtime.Tensor {
 		out := make([]*runtime.Tensor, len(s.Inputs))
 		for i := range out {
-			out[i] = image()
+			out[i] = runtime.NewRandomNormal(rng, dims...)
 		}
 		return out
 	})
@@ -250,7 +239,7 @@ func placeModel(path, size string, cudaReady bool) *modelPlacement {
 			case x.Name == grad.LossScaleName:
 				out = append(out, runtime.NewFloat32([]int64{1}, []float32{1}))
 			default:
-				out = append(out, image())
+				out = append(out, runtime.NewRandomNormal(rng, dims...))
 			}
 		}
 		return out

@@ -53,11 +53,7 @@ func NewBatch(gs *grad.Graphs, batch, size int) Batch {
 	for i := range target {
 		target[i] = rng.Int64N(classes)
 	}
-	image := make([]float32, batch*3*size*size)
-	for i := range image {
-		image[i] = float32(rng.NormFloat64())
-	}
-	return Batch{Image: *runtime.NewFloat32([]int64{b, 3, s, s}, image), Target: *runtime.NewInt64([]int64{b, s, s}, target)}
+	return Batch{Image: *runtime.NewRandomNormal(rng, b, 3, s, s), Target: *runtime.NewInt64([]int64{b, s, s}, target)}
 }
 
 // Feeds returns the step's inputs in the order of inputs (a session's
