@@ -57,6 +57,18 @@ func redModel(t *testing.T, dir string) string {
 	return path
 }
 
+// imageFolder makes dir/in holding one w×h image, a.png (writeImage), and
+// returns the folder.
+func imageFolder(t *testing.T, dir string, w, h int) string {
+	t.Helper()
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeImage(t, filepath.Join(in, "a.png"), w, h)
+	return in
+}
+
 // writeImage writes a w×h PNG whose left half is red and right half green.
 func writeImage(t *testing.T, path string, w, h int) {
 	t.Helper()
@@ -81,9 +93,7 @@ func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 40, 30)
+	in := imageFolder(t, dir, 40, 30)
 	writeImage(t, filepath.Join(in, "b.png"), 40, 30)
 	writeImage(t, filepath.Join(in, "c.png"), 22, 16) // another size: its own batch
 	os.WriteFile(filepath.Join(in, "broken.png"), []byte("\x89PNG\r\n\x1a\nnot really"), 0o644)

@@ -48,9 +48,7 @@ func mkfifo(t *testing.T, path string) {
 func TestFIFOInputsAreRefused(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 
 	fifoModel := filepath.Join(dir, "fifo.onnx")
 	mkfifo(t, fifoModel)
@@ -94,9 +92,7 @@ func TestFIFOInputsAreRefused(t *testing.T) {
 func TestSidecarFromDevZeroIsRefused(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 	model := redModel(t, dir)
 	pre := filepath.Join(dir, "pre.json")
 	os.Symlink("/dev/zero", pre)
@@ -116,10 +112,8 @@ func TestSegmentRefusesOverlappingFolders(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
+	in := imageFolder(t, dir, 20, 10)
 	img := filepath.Join(in, "a.png")
-	writeImage(t, img, 20, 10)
 	before, _ := os.ReadFile(img)
 	link := filepath.Join(dir, "link")
 	os.Symlink(in, link)
@@ -156,9 +150,7 @@ func TestSegmentRemovesStaleTemporaries(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
 	stale := filepath.Join(out, ".a.png.tmp-99999999-42") // from a process that no longer runs
@@ -243,9 +235,7 @@ func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
 func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 	out := filepath.Join(dir, "out")
 	cases := []struct {
 		args []string
@@ -288,9 +278,7 @@ func TestZeroInputModelIsRefused(t *testing.T) {
 	m.Proto.Graph.Input = nil
 	none := filepath.Join(dir, "none.onnx")
 	m.Save(none)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 	for _, model := range []string{with, none} {
 		_, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", filepath.Join(dir, "out"))
 		if err == nil || !strings.Contains(err.Error(), "takes 0") {
@@ -314,9 +302,7 @@ func TestOutputsDoNotFollowSymlinks(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 20, 10)
+	in := imageFolder(t, dir, 20, 10)
 	victim := filepath.Join(t.TempDir(), "victim.txt")
 	os.WriteFile(victim, []byte("mine"), 0o644)
 	out := filepath.Join(dir, "out")

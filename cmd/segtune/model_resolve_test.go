@@ -111,9 +111,7 @@ func TestSegmentModelByName(t *testing.T) {
 	testassets.RequireORT(t)
 	isolateModelSearch(t, "")
 	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 64, 48)
+	in, out := imageFolder(t, dir, 64, 48), filepath.Join(dir, "out")
 	if _, err := runCLI(t, "segment", "--model", models.SynthName, "--input", in, "--output", out); err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +165,7 @@ func TestUnknownModelNotice(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
-	in := filepath.Join(dir, "in")
-	os.Mkdir(in, 0o755)
-	writeImage(t, filepath.Join(in, "a.png"), 40, 30)
+	in := imageFolder(t, dir, 40, 30)
 	count := func(extra ...string) int {
 		stderr, err := runCLIStderr(t, append([]string{"segment", "--model", model, "--input", in,
 			"--output", filepath.Join(dir, "out"), "--json"}, extra...)...)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -43,15 +42,7 @@ func mpiBinary(t *testing.T) (bin string, mpirun []string) {
 	t.Helper()
 	mpirun = testassets.RequireMPI(t)
 	testassets.RequireORT(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(goruntime.GOROOT(), "bin", "go")
-	}
-	bin = filepath.Join(t.TempDir(), "segtune-mpi")
-	if out, err := exec.Command(goBin, "build", "-tags", "mpi", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags mpi: %v\n%s", err, out)
-	}
-	return bin, mpirun
+	return buildSegtune(t, "segtune-mpi", "mpi"), mpirun
 }
 
 // runJob runs argv (a command line) within limit and returns its combined

@@ -18,13 +18,24 @@ import (
 // it as a separate process (to kill it).
 func segtuneBinary(t *testing.T) string {
 	t.Helper()
+	return buildSegtune(t, "segtune")
+}
+
+// buildSegtune builds this command, with the build tags given, into a
+// temporary file called name and returns its path.
+func buildSegtune(t *testing.T, name string, tags ...string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(goruntime.GOROOT(), "bin", "go")
 	}
-	bin := filepath.Join(t.TempDir(), "segtune")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := filepath.Join(t.TempDir(), name)
+	args := []string{"build"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if out, err := exec.Command(goBin, append(args, "-o", bin, ".")...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return bin
 }
