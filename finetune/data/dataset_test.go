@@ -3,6 +3,7 @@ package data
 import (
 	"bytes"
 	"context"
+	"github.com/segtune/segtune/internal/metrics"
 	"math"
 	"os"
 	"path/filepath"
@@ -165,15 +166,15 @@ func TestObjectFractionMatchesDefinition(t *testing.T) {
 		if got := ds.Fraction(0, classes...); math.Abs(got-want) > 1e-12 {
 			t.Errorf("Dataset.Fraction(%v) = %v, want %v", classes, got, want)
 		}
-		if got := MaskObjectFraction(s.Labels, ds.Ignore(), classes); math.Abs(got-want) > 1e-12 {
+		if got := metrics.MaskObjectFraction(s.Labels, ds.Ignore(), classes); math.Abs(got-want) > 1e-12 {
 			t.Errorf("MaskObjectFraction(%v) = %v, want %v", classes, got, want)
 		}
 	}
 	// Nothing labelled, or nothing ignored.
-	if got := MaskObjectFraction([]uint8{255, 255}, 255, []int{255}); got != 0 {
+	if got := metrics.MaskObjectFraction([]uint8{255, 255}, 255, []int{255}); got != 0 {
 		t.Errorf("an all-ignored mask has object size %v", got)
 	}
-	if got := MaskObjectFraction([]uint8{1, 0, 255, 1}, -1, []int{1}); got != 0.5 {
+	if got := metrics.MaskObjectFraction([]uint8{1, 0, 255, 1}, -1, []int{1}); got != 0.5 {
 		t.Errorf("with no ignore label, object size %v, want 0.5", got)
 	}
 }

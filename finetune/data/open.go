@@ -11,6 +11,7 @@ import (
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/metrics"
 )
 
 // Open pairs cfg.ImageDir with cfg.MaskDir by name (or lists the samples
@@ -174,7 +175,7 @@ func decodeExample(cfg *Config, p datalayout.Sample, reserve func(w, h int) bool
 	if err != nil {
 		return decoded{err: err}
 	}
-	counts, labelled := countLabels(s.Labels, cfg.ignore())
+	counts, labelled := metrics.LabelCounts(s.Labels, cfg.ignore())
 	maxLabel := -1
 	for l := len(counts) - 1; l >= 0; l-- {
 		if counts[l] > 0 && l != cfg.ignore() {

@@ -63,26 +63,5 @@ func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
 	if len(r.SizeClasses) == 0 {
 		return conf, 0, nil
 	}
-	return conf, fraction(target, r.SizeClasses, r.Ignore), nil
-}
-
-// fraction is the share of labelled pixels that belong to classes.
-func fraction(target []uint8, classes []int, ignore int) float64 {
-	var in, all int
-	for _, t := range target {
-		if int(t) == ignore {
-			continue
-		}
-		all++
-		for _, c := range classes {
-			if int(t) == c {
-				in++
-				break
-			}
-		}
-	}
-	if all == 0 {
-		return 0
-	}
-	return float64(in) / float64(all)
+	return conf, metrics.MaskObjectFraction(target, r.Ignore, r.SizeClasses), nil
 }
