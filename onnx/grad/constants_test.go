@@ -173,13 +173,16 @@ func TestTrainableExactNames(t *testing.T) {
 			t.Errorf("%v: %d parameters, want 2", pats, len(gs.Manifest.Params))
 		}
 	}
-	// A real pattern does not reach the Add's operand.
+	// A pattern reaches the Linear's bias (a parameter by onnx.ParameterNames)
+	// but not a size-1 constant added after it.
+	m.node("Add", []string{"y", m.rand("head/eps", 1)}, []string{"z"})
+	m.outs = []string{"z"}
 	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: []string{"head/*"},
-		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"z"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := gs.Manifest.Params; len(ps) != 1 || ps[0].Name != "head/w[0]" {
-		t.Errorf(`"head/*" selected %+v, want only the MatMul weight`, ps)
+	if ps := gs.Manifest.Params; len(ps) != 2 || ps[0].Name != "head/w[0]" || ps[1].Name != "head/b" {
+		t.Errorf(`"head/*" selected %+v, want the MatMul weight and the bias`, ps)
 	}
 }
