@@ -27,14 +27,6 @@ func newPipeline(aug *Augment, pre imageio.Preprocess, ignore uint8) (*pipeline,
 		if a.Height == 0 && a.Width == 0 {
 			a.Height, a.Width = pre.Height, pre.Width
 		}
-		if pre.Resize == imageio.ResizeScale && pre.ScaleFactor > 0 {
-			// Inference scales each image by ScaleFactor (a model's
-			// preprocessing, such as the person model's 2×): training
-			// crops are drawn at that scale too, so that the network
-			// learns objects at the size it will segment them.
-			a.ScaleMin *= pre.ScaleFactor
-			a.ScaleMax *= pre.ScaleFactor
-		}
 		if err := a.validate(); err != nil {
 			return nil, err
 		}
