@@ -73,19 +73,9 @@ type sizeSpread struct {
 
 func runDataCheck(c *cli.Context) error {
 	root := c.String("data")
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	_, splits, err := datalayout.Splits(root, opt)
+	opt, splits, lm, err := dataSplits(c, root)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-	}
-	if opt.Split != "" || len(splits) == 0 {
-		splits = []string{opt.Split}
-	}
-	var lm *imageio.LabelMap
-	if v := c.String("label-map"); v != "" {
-		if lm, err = imageio.ParseLabelMap(v); err != nil {
-			return cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
-		}
+		return err
 	}
 	var names []string
 	if v := c.String("class-names"); v != "" {
@@ -219,19 +209,9 @@ func dataConvertCommand() *cli.Command {
 
 func runDataConvert(c *cli.Context) error {
 	root, out := c.String("data"), c.String("out")
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	_, splits, err := datalayout.Splits(root, opt)
+	opt, splits, lm, err := dataSplits(c, root)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-	}
-	if opt.Split != "" || len(splits) == 0 {
-		splits = []string{opt.Split}
-	}
-	var lm *imageio.LabelMap
-	if v := c.String("label-map"); v != "" {
-		if lm, err = imageio.ParseLabelMap(v); err != nil {
-			return cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
-		}
+		return err
 	}
 	if err := guardConvertOut(root, out); err != nil {
 		return err
@@ -350,4 +330,25 @@ func convertSample(s datalayout.Sample, lm *imageio.LabelMap, imgOut, maskOut st
 		return fmt.Errorf("data convert: %w", err)
 	}
 	return imageio.WriteMaskPNG(maskOut, labels, m.Width, m.Height, nil)
+}
+
+// dataSplits reads --format, --split and --label-map for the data folder
+// root: the splits to go through (--split's, or every split the layout
+// has) and the label map.
+func dataSplits(c *cli.Context, root string) (datalayout.Options, []string, *imageio.LabelMap, error) {
+	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
+	_, splits, err := datalayout.Splits(root, opt)
+	if err != nil {
+		return opt, nil, nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+	}
+	if opt.Split != "" || len(splits) == 0 {
+		splits = []string{opt.Split}
+	}
+	var lm *imageio.LabelMap
+	if v := c.String("label-map"); v != "" {
+		if lm, err = imageio.ParseLabelMap(v); err != nil {
+			return opt, nil, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
+		}
+	}
+	return opt, splits, lm, nil
 }
