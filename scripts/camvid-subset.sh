@@ -12,7 +12,10 @@ for split in train val; do
   n=$ntrain
   [ "$split" = val ] && n=$nval
   mkdir -p "$dir/images/$split" "$dir/masks/$split"
-  ls "$src/images/$split" | sort | head -n "$n" | while read -r f; do
+  # No "| head": under pipefail, a writer cut off by head's exit (SIGPIPE,
+  # status 141) would fail the script now and then.
+  mapfile -t files < <(ls "$src/images/$split" | sort)
+  for f in "${files[@]:0:n}"; do
     ln -s "$(cd "$src" && pwd)/images/$split/$f" "$dir/images/$split/$f"
     ln -s "$(cd "$src" && pwd)/masks/$split/$f" "$dir/masks/$split/$f"
   done

@@ -29,7 +29,8 @@ pre=(--scale 2 --multiple-of 8 --plus-one --value-scale 0.00784313725490196 --va
 echo
 echo "== segtune segment: 12 CamVid val images -> $out/masks (palette PNGs and overlays)"
 mkdir -p "$out/images"
-ls "$camvid/images/val" | head -n 12 | while read -r f; do ln -sf "$(cd "$camvid/images/val" && pwd)/$f" "$out/images/$f"; done
+mapfile -t files < <(ls "$camvid/images/val") # no "| head": SIGPIPE under pipefail
+for f in "${files[@]:0:12}"; do ln -sf "$(cd "$camvid/images/val" && pwd)/$f" "$out/images/$f"; done
 "$bin" segment --model "$model" --input "$out/images" --output "$out/masks" --overlay "${pre[@]}"
 echo
 echo "== segtune eval: person IoU on CamVid val (101 images)"
