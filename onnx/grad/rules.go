@@ -126,6 +126,15 @@ func (c *gradCtx) shape(name string) []int64 {
 	return nil
 }
 
+// dtype returns the probed element type of a forward tensor, the graph's
+// float type when the probe did not record it.
+func (c *gradCtx) dtype(name string) int32 {
+	if i := c.c.info[name]; i != nil {
+		return i.dtype
+	}
+	return c.floatType
+}
+
 // wants reports whether input i needs a gradient.
 func (c *gradCtx) wants(i int) bool { return i < len(c.need) && c.need[i] }
 

@@ -31,10 +31,7 @@ type convGeom struct {
 // into explicit begin pads.
 func readGeom(c *gradCtx, wShape []int64, in, out []int64, transposed bool) (convGeom, error) {
 	nsp := len(in)
-	g := convGeom{group: attrInt(c.n, "group", 1), dtype: c.floatType}
-	if i := c.c.info[c.in(0)]; i != nil {
-		g.dtype = i.dtype
-	}
+	g := convGeom{group: attrInt(c.n, "group", 1), dtype: c.dtype(c.in(0))}
 	g.k = attrInts(c.n, "kernel_shape")
 	if g.k == nil {
 		g.k = append([]int64{}, wShape[2:]...)

@@ -180,11 +180,7 @@ func sliceRule(c *gradCtx) ([]string, error) {
 			pads[a] = begin[a]
 			pads[rank+a] = xs[a] - begin[a] - ys[a]
 		}
-		dtype := c.floatType
-		if i := c.c.info[c.in(0)]; i != nil {
-			dtype = i.dtype
-		}
-		dx[0] = c.viaFloat32(dtype, "Pad", []string{c.dY[0]}, []string{c.ints(pads...)})
+		dx[0] = c.viaFloat32(c.dtype(c.in(0)), "Pad", []string{c.dY[0]}, []string{c.ints(pads...)})
 		return dx, nil
 	}
 	// Strided or reversed slice: out[i] = x[begin + i·step] per axis.
