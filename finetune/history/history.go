@@ -74,6 +74,24 @@ func (r *Record) Value(name string) (float64, bool) {
 	return v, ok
 }
 
+// namedValue is one numeric field of a record.
+type namedValue struct {
+	name string
+	v    float64
+}
+
+// numbers are r's numeric core fields as its line holds them, in order:
+// loss always, lr, seconds and images_per_s when they are not 0.
+func (r Record) numbers() []namedValue {
+	out := []namedValue{{"loss", r.Loss}}
+	for _, f := range []namedValue{{"lr", r.LR}, {"seconds", r.Seconds}, {"images_per_s", r.ImagesPerSec}} {
+		if f.v != 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // MarshalJSON encodes r as one flat JSON object: the core fields in a
 // fixed order, then the extra fields sorted by name.
 func (r Record) MarshalJSON() ([]byte, error) {
@@ -87,14 +105,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	b = strconv.AppendInt(b, r.Epoch, 10)
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, r.Step, 10)
-	b = appendField(b, "loss", r.Loss)
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"lr", r.LR}, {"seconds", r.Seconds}, {"images_per_s", r.ImagesPerSec}} {
-		if f.v != 0 {
-			b = appendField(b, f.name, f.v)
-		}
+	for _, f := range r.numbers() {
+		b = appendField(b, f.name, f.v)
 	}
 	keys := make([]string, 0, len(r.Extra))
 	for k := range r.Extra {

@@ -39,10 +39,8 @@ func OpenTensorBoard(dir string, resumeStep int64) (*TensorBoard, error) {
 // TensorBoard shows them.
 func (tb *TensorBoard) Write(r Record) error {
 	vals := map[string]float64{}
-	for _, name := range []string{"loss", "lr", "seconds", "images_per_s"} {
-		if v, _ := r.Value(name); v != 0 || name == "loss" {
-			vals[r.Kind+"/"+name] = v
-		}
+	for _, f := range r.numbers() {
+		vals[r.Kind+"/"+f.name] = f.v
 	}
 	for name, v := range r.Extra {
 		vals[r.Kind+"/"+name] = v
