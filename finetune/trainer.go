@@ -918,13 +918,12 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 // parsePrecision checks a --precision value. fp32 and tf32 differ only on
 // GPUs with TF32 (runtime options); on the CPU both are float32.
 func parsePrecision(s string) (mixedPrecision, error) {
+	if typ, ok := autocast.ForPrecision(s); ok {
+		return mixedPrecision{half: true, typ: typ}, nil
+	}
 	switch strings.ToLower(s) {
 	case "", "tf32", "fp32":
 		return mixedPrecision{}, nil
-	case "fp16":
-		return mixedPrecision{half: true, typ: autocast.Float16}, nil
-	case "bf16":
-		return mixedPrecision{half: true, typ: autocast.BFloat16}, nil
 	}
 	return mixedPrecision{}, fmt.Errorf("--precision %q: want fp32, tf32, fp16 or bf16", s)
 }

@@ -235,12 +235,15 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	switch Precision {
 	case "", "fp32", "tf32":
 	case "fp16", "bf16":
+		if Precision == "bf16" && strings.EqualFold(device, "cpu") {
+			return nil, fmt.Errorf("--precision bf16: ONNX Runtime's CPU provider has no bfloat16 Conv; use --device cuda")
+		}
 		// autocast hides the weights from "*" (they feed Casts): name them.
 		trainable = nil
 		for name := range onnx.ParameterNames(m.Graph()) {
 			trainable = append(trainable, "re:"+regexp.QuoteMeta(name))
 		}
-		typ := map[string]autocast.Type{"fp16": autocast.Float16, "bf16": autocast.BFloat16}[Precision]
+		typ, _ := autocast.ForPrecision(Precision)
 		if _, err := autocast.Apply(m, typ); err != nil {
 			return nil, err
 		}

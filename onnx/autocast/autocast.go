@@ -43,6 +43,18 @@ const (
 	BFloat16
 )
 
+// ForPrecision returns the Type a --precision value names: fp16 or bf16
+// (false for the others, which are no half precision).
+func ForPrecision(s string) (Type, bool) {
+	switch strings.ToLower(s) {
+	case "fp16":
+		return Float16, true
+	case "bf16":
+		return BFloat16, true
+	}
+	return 0, false
+}
+
 // String is the type's ONNX name.
 func (t Type) String() string {
 	if t == BFloat16 {

@@ -142,7 +142,7 @@ func run(model, inputs, device, precision string) (*Result, error) {
 		if precision == "bf16" && device == runtime.DeviceCPU {
 			return nil, errors.New("--precision bf16: ONNX Runtime's CPU provider has no bfloat16 Conv; use --device cuda")
 		}
-		typ := map[string]autocast.Type{"fp16": autocast.Float16, "bf16": autocast.BFloat16}[precision]
+		typ, _ := autocast.ForPrecision(precision)
 		if _, err := autocast.Apply(m, typ); err != nil {
 			return nil, err
 		}
