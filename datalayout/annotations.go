@@ -3,6 +3,7 @@ package datalayout
 import (
 	"fmt"
 	"image"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,13 +56,7 @@ func (coco) Splits(root string) ([]string, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("data set %s (coco layout): no annotations/*.json", root)
 	}
-	return slices.Sorted(func(yield func(string) bool) {
-		for s := range files {
-			if !yield(s) {
-				return
-			}
-		}
-	}), nil
+	return slices.Sorted(maps.Keys(files)), nil
 }
 
 func (coco) List(root, split string) (*Set, error) {
@@ -84,7 +79,7 @@ func (coco) List(root, split string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return annotatedSet(as, files[0], dir)
+	return annotatedSet(as, files[0], dir), nil
 }
 
 // cvat is CVAT's "Segmentation mask 1.1" export: labelmap.txt, RGB colour
@@ -112,7 +107,7 @@ func (cvat) List(root, _ string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return annotatedSet(as, filepath.Join(root, "labelmap.txt"), filepath.Join(root, "JPEGImages"))
+	return annotatedSet(as, filepath.Join(root, "labelmap.txt"), filepath.Join(root, "JPEGImages")), nil
 }
 
 // labelStudio is a Label Studio JSON export with brush labels
@@ -157,10 +152,7 @@ func (labelStudio) List(root, _ string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := annotatedSet(as, file, dir)
-	if err != nil {
-		return nil, err
-	}
+	set := annotatedSet(as, file, dir)
 	for _, u := range as.Unlabelled {
 		set.Unmatched = append(set.Unmatched, Unmatched{Path: u, Why: "a task of " + filepath.Base(file) + " without a brush annotation"})
 	}
@@ -171,7 +163,7 @@ func (labelStudio) List(root, _ string) (*Set, error) {
 // annotatedSet turns a decoder's set into samples whose masks it renders,
 // with the images of imageDir that no annotation names, and annotations
 // whose image is missing, as unmatched.
-func annotatedSet(as *annot.Set, source, imageDir string) (*Set, error) {
+func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 	set := &Set{Classes: as.Classes}
 	named := map[string]bool{}
 	for _, s := range as.Samples {
@@ -195,7 +187,7 @@ func annotatedSet(as *annot.Set, source, imageDir string) (*Set, error) {
 	}
 	slices.SortFunc(set.Samples, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
-	return set, nil
+	return set
 }
 
 // renderMask reads an annotated sample's labels as a mask image would be
