@@ -7,6 +7,8 @@
 // sample images (pixel agreement, and mean IoU of each against masks when
 // there are masks).
 //
+// Export (export.go) is the whole job: convert, check, then write.
+//
 // Files: types.go (element types from ONNX Runtime), calibrate.go
 // (activation ranges), convert.go (precision conversion), check.go (the
 // comparison), kernels.go (what ONNX Runtime runs the model with),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +13,8 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/internal/segmenter"
-	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
-	"github.com/segtune/segtune/runtime"
 )
 
 func exportCommand() *cli.Command {
@@ -102,131 +98,86 @@ func runExport(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	// The float model and the settings images are fed with.
-	var m *onnx.Model
-	var settings imageio.Sidecar
-	if p.checkpoint {
-		if m, _, err = loadCheckpoint(p.source, p.base); err != nil {
-			return err
-		}
-	} else if m, err = onnx.Load(p.source); err != nil {
-		return err
-	}
-	if settings, err = modelSettings(c, p.source); err != nil {
-		return err
-	}
-	ct, err := readContract(p.source, m, settings)
+	job, err := exportJob(c, p)
 	if err != nil {
 		return err
 	}
-	side, err := exportSettings(c, settings) // written beside and into the model
-	if err != nil {
-		return err
-	}
-	floatData, err := m.Marshal()
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.source, err)
-	}
-	opts := sessionOptions(c)
-	ref, err := segmenter.Open(floatData, ct, *settings.Preprocess, opts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.source, err)
-	}
-	defer ref.Close()
 	bar := progress(c, len(p.calib), "calibrate")
-	conv, err := deploy.Convert(m, ref, deploy.Options{
-		Precision: p.precision, Quant: p.quant, Calib: p.cal, CalibImages: p.calib, Keep: p.keep,
-		Session: opts, Progress: func(done, _ int) { bar.Set(done) },
-	})
+	job.Convert.Progress = func(done, _ int) { bar.Set(done) }
+	exp, err := deploy.Export(job)
 	bar.Finish()
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.source, err)
-	}
-	// The exported model carries its settings in its metadata_props, as
-	// its sidecar does.
-	if err := models.EmbedSettings(conv.Model, side); err != nil {
-		return fmt.Errorf("%s: %w", p.out, err)
-	}
-	data, err := conv.Model.Marshal()
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", p.out, err)
-	}
-	if len(data) > onnx.MaxModelBytes {
-		return fmt.Errorf("%s would be %d bytes, more than the protobuf limit of 2 GiB", p.out, len(data))
-	}
-	rep := &deploy.Report{
-		Precision: p.precision, Source: p.source, Output: p.out, SourceBytes: len(floatData), OutputBytes: len(data),
-		Quantization: conv.Quant, Calibration: conv.Calibration, Float16: conv.Float16, MinAgreement: p.minAgree,
-	}
-	rep.ORTVersion, _ = runtime.Version()
-	names := side.Classes
-	images := p.checks
-	if len(images) == 0 {
-		// fp32 without check images: nothing to compare with but
-		// itself; it must run and give finite scores on a synthetic image.
-		checked, err := deploy.CheckRuns(ref, conv.Model, data, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)), opts)
-		if err != nil {
-			return fmt.Errorf("checking the %s export of %s on %s: %w; nothing written", p.precision, p.source, checked, err)
-		}
-		if checked == "" {
-			notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
-		}
-		rep.Passed = true
-	} else {
-		ignore := c.Int("ignore")
-		if side.IgnoreLabel != nil {
-			ignore = *side.IgnoreLabel
-		}
-		chk, err := deploy.CheckExport(ref, conv.Model, data, finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)), deploy.CheckOptions{
-			Images: images, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap, Ignore: ignore, Names: names, Session: opts,
-			Calibration: p.calibSet,
-		})
-		if err != nil {
-			return fmt.Errorf("checking the %s export of %s: %w; nothing written", p.precision, p.source, err)
-		}
-		rep.Check = chk
-		rep.Evaluate()
-	}
-	var text bytes.Buffer
-	rep.WriteText(&text)
-	js, err := rep.JSON()
-	if err != nil {
+	if exp == nil {
 		return err
+	}
+	if exp.Unchecked {
+		notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
 	}
 	if c.Bool("json") {
+		js, jerr := exp.Report.JSON()
+		if jerr != nil {
+			return jerr
+		}
 		os.Stdout.Write(js)
 	} else {
-		os.Stdout.Write(text.Bytes())
+		exp.Report.WriteText(os.Stdout)
 	}
-	if !rep.Passed {
-		return cli.Exit(fmt.Sprintf("segtune: the %s export of %s failed its check (%s); nothing written (--min-agreement sets the bar)",
-			p.precision, p.source, strings.Join(rep.Problems, "; ")), 1)
+	if err != nil {
+		return cli.Exit("segtune: "+err.Error()+" (--min-agreement sets the bar)", 1)
 	}
-	// The model, its settings and its report, each atomically.
-	if err := atomicfile.Write(p.out, data, 0o644); err != nil {
+	written, err := exp.Write()
+	if err != nil {
 		return err
-	}
-	if err := side.Save(imageio.SidecarPath(p.out)); err != nil {
-		return err
-	}
-	jsonPath, textPath := deploy.ReportPaths(p.out)
-	if rep.Check != nil {
-		if err := atomicfile.Write(jsonPath, js, 0o644); err != nil {
-			return err
-		}
-		if err := atomicfile.Write(textPath, text.Bytes(), 0o644); err != nil {
-			return err
-		}
 	}
 	if !c.Bool("json") {
-		fmt.Printf("wrote %s (%s, inputs %s, outputs %s)", p.out, mibString(len(data)), describe(conv.Model.Summary().Inputs), describe(conv.Model.Summary().Outputs))
-		fmt.Printf(", %s", imageio.SidecarPath(p.out))
-		if rep.Check != nil {
-			fmt.Printf(", %s and %s", jsonPath, textPath)
+		s := exp.Model.Summary()
+		fmt.Printf("wrote %s (%s, inputs %s, outputs %s), %s", written[0], mibString(len(exp.Data)), describe(s.Inputs), describe(s.Outputs), written[1])
+		if len(written) == 4 { // the reports
+			fmt.Printf(", %s and %s", written[2], written[3])
 		}
 		fmt.Println()
 	}
 	return nil
+}
+
+// exportJob loads the float model (a checkpoint's network in its base
+// graph, or the model) with the settings it is fed and checked with.
+func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
+	var m *onnx.Model
+	var err error
+	if p.checkpoint {
+		m, _, err = loadCheckpoint(p.source, p.base)
+	} else {
+		m, err = onnx.Load(p.source)
+	}
+	if err != nil {
+		return deploy.Plan{}, err
+	}
+	settings, err := modelSettings(c, p.source)
+	if err != nil {
+		return deploy.Plan{}, err
+	}
+	ct, err := readContract(p.source, m, settings)
+	if err != nil {
+		return deploy.Plan{}, err
+	}
+	side, err := exportSettings(c, settings) // written beside and into the model
+	if err != nil {
+		return deploy.Plan{}, err
+	}
+	ignore := c.Int("ignore")
+	if side.IgnoreLabel != nil {
+		ignore = *side.IgnoreLabel
+	}
+	return deploy.Plan{
+		Source: p.source, Model: m, Contract: ct, Preprocess: *settings.Preprocess,
+		Overrides: finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)),
+		Settings:  side, Out: p.out,
+		Convert: deploy.Options{Precision: p.precision, Quant: p.quant, Calib: p.cal, CalibImages: p.calib, Keep: p.keep,
+			Session: sessionOptions(c)},
+		Check: deploy.CheckOptions{Images: p.checks, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap,
+			Ignore: ignore, Names: side.Classes, Calibration: p.calibSet},
+		MinAgreement: p.minAgree,
+	}, nil
 }
 
 // exportSettings returns the settings an export writes beside and into
@@ -303,78 +254,14 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 		}
 	}
 	if p.precision == deploy.INT8 {
-		dir := c.String("calibrate")
-		if dir == "" {
-			return nil, fmt.Errorf("--precision int8 needs --calibrate DIR: a folder of images like those the model will segment, to measure its activations' ranges on")
-		}
-		imgs, err := calibrationImages(c, dir)
-		if err != nil {
+		if err := planCalibration(c, p); err != nil {
 			return nil, err
-		}
-		minImages := c.Int("calibrate-min-images")
-		if minImages < 0 {
-			return nil, cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", minImages), 2)
-		}
-		if n := c.Int("calibrate-count"); n > 0 && n < minImages {
-			return nil, fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
-		}
-		heldOut := false
-		if c.IsSet("check-images") {
-			p.calib = deploy.Sample(imgs, c.Int("calibrate-count"))
-		} else {
-			p.calib, p.checks, heldOut = deploy.HoldOut(imgs, c.Int("calibrate-count"), c.Int("check-count"), minImages)
-		}
-		if p.calibSet, err = deploy.ScreenImages(p.calib, imageio.Decoder{}); err != nil {
-			return nil, fmt.Errorf("--calibrate: %w", err)
-		}
-		if err := p.calibSet.CheckCalibration(minImages); err != nil {
-			return nil, fmt.Errorf("--calibrate %s: %w (--calibrate-min-images sets the bar)", dir, err)
-		}
-		if w := p.calibSet.NearConstantWarning(); w != "" {
-			notef(c, "segtune: warning: %s", w)
-		}
-		method, err := quantize.ParseMethod(c.String("calibrate-method"))
-		if err != nil {
-			return nil, fmt.Errorf("--calibrate-method: %w", err)
-		}
-		if c.IsSet("percentile") && method != quantize.Percentile {
-			return nil, fmt.Errorf("--percentile is for --calibrate-method percentile")
-		}
-		act, err := quantize.ParseQType(c.String("activation-type"))
-		if err != nil {
-			return nil, fmt.Errorf("--activation-type: %w", err)
-		}
-		p.cal = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
-		p.quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
-			Keep: p.keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
-		p.checkFrom = "calibration images from " + dir
-		if heldOut {
-			p.checkFrom = "images of " + dir + " held out from calibration"
 		}
 	}
 	if dir := c.String("check-images"); dir != "" {
-		imgs, err := listImageDir(dir, "--check-images")
-		if err != nil {
+		if err := planCheckImages(c, p, dir); err != nil {
 			return nil, err
 		}
-		p.checkFrom = dir
-		if mdir := c.String("check-masks"); mdir != "" {
-			pairing, err := imageio.PairDataset(dir, mdir)
-			if err != nil {
-				return nil, fmt.Errorf("--check-images/--check-masks: %w", err)
-			}
-			if err := pairing.Err(); err != nil {
-				return nil, fmt.Errorf("--check-images %s / --check-masks %s: %w", dir, mdir, err)
-			}
-			p.masks = map[string]string{}
-			imgs = imgs[:0]
-			for _, pr := range pairing.Pairs {
-				imgs = append(imgs, pr.Image)
-				p.masks[pr.Image] = pr.Mask
-			}
-			p.checkFrom = fmt.Sprintf("%s with masks from %s", dir, mdir)
-		}
-		p.checks = deploy.Sample(imgs, c.Int("check-count"))
 	}
 	if p.precision == deploy.FP16 && len(p.checks) == 0 {
 		return nil, fmt.Errorf("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
@@ -387,6 +274,88 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// planCalibration reads int8's calibration flags into p: the images
+// ranges are measured on (screened for too few distinct or blank ones),
+// those held out to check on, and the quantizer's settings.
+func planCalibration(c *cli.Context, p *exportPlan) error {
+	dir := c.String("calibrate")
+	if dir == "" {
+		return fmt.Errorf("--precision int8 needs --calibrate DIR: a folder of images like those the model will segment, to measure its activations' ranges on")
+	}
+	imgs, err := calibrationImages(c, dir)
+	if err != nil {
+		return err
+	}
+	minImages := c.Int("calibrate-min-images")
+	if minImages < 0 {
+		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", minImages), 2)
+	}
+	if n := c.Int("calibrate-count"); n > 0 && n < minImages {
+		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
+	}
+	heldOut := false
+	if c.IsSet("check-images") {
+		p.calib = deploy.Sample(imgs, c.Int("calibrate-count"))
+	} else {
+		p.calib, p.checks, heldOut = deploy.HoldOut(imgs, c.Int("calibrate-count"), c.Int("check-count"), minImages)
+	}
+	if p.calibSet, err = deploy.ScreenImages(p.calib, imageio.Decoder{}); err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	if err := p.calibSet.CheckCalibration(minImages); err != nil {
+		return fmt.Errorf("--calibrate %s: %w (--calibrate-min-images sets the bar)", dir, err)
+	}
+	if w := p.calibSet.NearConstantWarning(); w != "" {
+		notef(c, "segtune: warning: %s", w)
+	}
+	method, err := quantize.ParseMethod(c.String("calibrate-method"))
+	if err != nil {
+		return fmt.Errorf("--calibrate-method: %w", err)
+	}
+	if c.IsSet("percentile") && method != quantize.Percentile {
+		return fmt.Errorf("--percentile is for --calibrate-method percentile")
+	}
+	act, err := quantize.ParseQType(c.String("activation-type"))
+	if err != nil {
+		return fmt.Errorf("--activation-type: %w", err)
+	}
+	p.cal = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
+	p.quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
+		Keep: p.keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
+	p.checkFrom = "calibration images from " + dir
+	if heldOut {
+		p.checkFrom = "images of " + dir + " held out from calibration"
+	}
+	return nil
+}
+
+// planCheckImages reads --check-images DIR (and --check-masks) into p.
+func planCheckImages(c *cli.Context, p *exportPlan, dir string) error {
+	imgs, err := listImageDir(dir, "--check-images")
+	if err != nil {
+		return err
+	}
+	p.checkFrom = dir
+	if mdir := c.String("check-masks"); mdir != "" {
+		pairing, err := imageio.PairDataset(dir, mdir)
+		if err != nil {
+			return fmt.Errorf("--check-images/--check-masks: %w", err)
+		}
+		if err := pairing.Err(); err != nil {
+			return fmt.Errorf("--check-images %s / --check-masks %s: %w", dir, mdir, err)
+		}
+		p.masks = map[string]string{}
+		imgs = imgs[:0]
+		for _, pr := range pairing.Pairs {
+			imgs = append(imgs, pr.Image)
+			p.masks[pr.Image] = pr.Mask
+		}
+		p.checkFrom = fmt.Sprintf("%s with masks from %s", dir, mdir)
+	}
+	p.checks = deploy.Sample(imgs, c.Int("check-count"))
+	return nil
 }
 
 // listImageDir lists the images of a folder named by flag, refusing an

@@ -1,0 +1,87 @@
+package deploy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models"
+)
+
+// exportPlan is an fp16 export of segtune-synth checked on synthSetup's
+// validation images, written into a fresh folder.
+func exportPlan(t *testing.T) Plan {
+	m, ref, _, co := synthSetup(t)
+	entry, err := models.Lookup(models.SynthName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Plan{
+		Source: "segtune-synth", Model: m, Contract: ref.Contract, Preprocess: entry.Preprocess,
+		Settings: imageio.Sidecar{Preprocess: &entry.Preprocess, Classes: entry.Classes},
+		Out:      filepath.Join(t.TempDir(), "out.onnx"),
+		Convert:  Options{Precision: FP16, Session: co.Session},
+		Check:    co, MinAgreement: 0.99,
+	}
+}
+
+// TestExportWritesWhatPassed: a passing export writes the model carrying
+// its settings, its sidecar and both reports, and nothing before Write.
+func TestExportWritesWhatPassed(t *testing.T) {
+	p := exportPlan(t)
+	e, err := Export(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.Out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Export wrote %s before Write: %v", p.Out, err)
+	}
+	if !e.Report.Passed || e.Report.Check == nil || e.Report.Check.Images != len(p.Check.Images) {
+		t.Fatalf("report: passed %v, check %+v", e.Report.Passed, e.Report.Check)
+	}
+	written, err := e.Write()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonPath, textPath := ReportPaths(p.Out)
+	want := []string{p.Out, imageio.SidecarPath(p.Out), jsonPath, textPath}
+	if len(written) != len(want) {
+		t.Fatalf("wrote %v, want %v", written, want)
+	}
+	for i, w := range want {
+		if written[i] != w {
+			t.Fatalf("wrote %v, want %v", written, want)
+		}
+		if st, err := os.Stat(w); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", w, err)
+		}
+	}
+	data, err := os.ReadFile(p.Out)
+	if err != nil || string(data) != string(e.Data) {
+		t.Fatalf("%s holds other bytes than Exported.Data (%v)", p.Out, err)
+	}
+	s, found, err := models.EmbeddedSettings(p.Out)
+	if err != nil || !found || len(s.Classes) != len(p.Settings.Classes) {
+		t.Fatalf("settings in metadata_props: %+v found %v err %v", s, found, err)
+	}
+}
+
+// TestExportBelowTheBarIsRefused: an agreement bar no model reaches gives
+// the report, a *FailedError naming the problem, and no file.
+func TestExportBelowTheBarIsRefused(t *testing.T) {
+	p := exportPlan(t)
+	p.MinAgreement = 1.5
+	e, err := Export(p)
+	var failed *FailedError
+	if !errors.As(err, &failed) || e == nil || e.Report.Passed || len(failed.Problems) == 0 {
+		t.Fatalf("Export = %v, %v; want a report and a *FailedError", e, err)
+	}
+	if _, err := e.Write(); err == nil {
+		t.Fatal("Write wrote an export that failed its check")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(p.Out)); len(entries) != 0 {
+		t.Fatalf("files written after a failed check: %v", entries)
+	}
+}
