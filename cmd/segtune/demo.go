@@ -105,42 +105,12 @@ func runDemo(c *cli.Context) error {
 	table := &history.Table{Header: []string{"run", "val mIoU", "small", "large", "gap", "size F1", "s/epoch", "projections"}}
 	for i, r := range runs {
 		dir := filepath.Join(out, fmt.Sprintf("run%d", i+1))
-		os.RemoveAll(dir) // a demo starts afresh
-		fmt.Printf("3/5 fine-tuning (%s) into %s\n", r.name, dir)
-		var last finetune.EpochInfo
-		_, err := finetune.Train(ctx, r.cfg, dir, false, finetune.Hooks{OnEpoch: func(e finetune.EpochInfo) {
-			last = e
-			printEpoch(e)
-		}})
+		run, row, err := demoFinetune(ctx, r.name, r.cfg, dir)
 		if err != nil {
 			return err
 		}
-		recs, err := history.Read(filepath.Join(dir, finetune.HistoryFile))
-		if err != nil {
-			return err
-		}
-		hist = append(hist, history.Run{Name: r.name, Records: recs})
-		epochs := history.Filter(recs, history.KindEpoch)
-		e := epochs[len(epochs)-1]
-		var secs, proj float64
-		for _, x := range epochs {
-			secs += x.Seconds
-			if p, ok := x.Value("reg_projections"); ok {
-				proj += p
-			}
-		}
-		val := func(k string) string {
-			if v, ok := e.Value(k); ok {
-				return fmt.Sprintf("%.4f", v)
-			}
-			return "—"
-		}
-		miou := "—"
-		if last.Val != nil && last.Val.MeanIoU != nil {
-			miou = fmt.Sprintf("%.4f", *last.Val.MeanIoU)
-		}
-		table.Rows = append(table.Rows, []string{r.name, miou, val("val_miou_small"), val("val_miou_large"),
-			val("val_miou_gap"), val("size_f1_val"), fmt.Sprintf("%.1f", secs/float64(len(epochs))), fmt.Sprintf("%.0f", proj)})
+		hist = append(hist, run)
+		table.Rows = append(table.Rows, row)
 	}
 	fmt.Println()
 	table.WriteTo(os.Stdout)
@@ -161,7 +131,57 @@ func runDemo(c *cli.Context) error {
 		return fmt.Errorf("%s: %w", samples, err)
 	}
 
-	// 4. Segment the validation images with the regularised model.
+	if err := demoDeploy(c, out, dataDir, side); err != nil {
+		return err
+	}
+	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, samples, time.Since(start).Seconds())
+	return nil
+}
+
+// demoFinetune runs one of the demo's fine-tunes into dir (afresh) and
+// returns its history and its row of the demo's table.
+func demoFinetune(ctx context.Context, name string, cfg finetune.Config, dir string) (history.Run, []string, error) {
+	os.RemoveAll(dir) // a demo starts afresh
+	fmt.Printf("3/5 fine-tuning (%s) into %s\n", name, dir)
+	var last finetune.EpochInfo
+	_, err := finetune.Train(ctx, cfg, dir, false, finetune.Hooks{OnEpoch: func(e finetune.EpochInfo) {
+		last = e
+		printEpoch(e)
+	}})
+	if err != nil {
+		return history.Run{}, nil, err
+	}
+	recs, err := history.Read(filepath.Join(dir, finetune.HistoryFile))
+	if err != nil {
+		return history.Run{}, nil, err
+	}
+	epochs := history.Filter(recs, history.KindEpoch)
+	e := epochs[len(epochs)-1]
+	var secs, proj float64
+	for _, x := range epochs {
+		secs += x.Seconds
+		if p, ok := x.Value("reg_projections"); ok {
+			proj += p
+		}
+	}
+	val := func(k string) string {
+		if v, ok := e.Value(k); ok {
+			return fmt.Sprintf("%.4f", v)
+		}
+		return "—"
+	}
+	miou := "—"
+	if last.Val != nil && last.Val.MeanIoU != nil {
+		miou = fmt.Sprintf("%.4f", *last.Val.MeanIoU)
+	}
+	row := []string{name, miou, val("val_miou_small"), val("val_miou_large"),
+		val("val_miou_gap"), val("size_f1_val"), fmt.Sprintf("%.1f", secs/float64(len(epochs))), fmt.Sprintf("%.0f", proj)}
+	return history.Run{Name: name, Records: recs}, row, nil
+}
+
+// demoDeploy segments the validation images with the regularised model
+// (step 4) and exports its best checkpoint (step 5).
+func demoDeploy(c *cli.Context, out, dataDir string, side imageio.Sidecar) error {
 	refined := filepath.Join(out, "run2", finetune.ModelFile)
 	seg, err := openSegmenter(c, refined, side)
 	if err != nil {
@@ -185,6 +205,5 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	fmt.Printf("5/5 exported the regularised model to %s\n", exported)
-	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, samples, time.Since(start).Seconds())
 	return nil
 }
