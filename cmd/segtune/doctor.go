@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -139,24 +140,31 @@ func firstLineOf(s string) string {
 // CUDA provider with profiling and reports the placement.
 func placeModel(path, size string, cudaReady bool) *modelPlacement {
 	mp := &modelPlacement{Path: path}
+	if err := mp.place(path, size, cudaReady); err != nil {
+		mp.Errors = append(mp.Errors, err.Error())
+	}
+	return mp
+}
+
+// place runs the model, and the training graph compiled from it, once on
+// CUDA at size (HxW, for its dynamic dimensions) and records where their
+// nodes ran. An error ends the check; a session that fails is recorded in
+// mp.Errors and the check goes on.
+func (mp *modelPlacement) place(path, size string, cudaReady bool) error {
 	if !cudaReady {
-		mp.Errors = append(mp.Errors, "CUDA unavailable: placement not checked")
-		return mp
+		return errors.New("CUDA unavailable: placement not checked")
 	}
 	var h, w int64 = 257, 257
 	if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil {
-		mp.Errors = append(mp.Errors, "bad --size "+size)
-		return mp
+		return errors.New("bad --size " + size)
 	}
 	m, err := onnx.Load(path)
 	if err != nil {
-		mp.Errors = append(mp.Errors, err.Error())
-		return mp
+		return err
 	}
 	ins := onnx.DataInputs(m.Proto.Graph)
 	if len(ins) == 0 {
-		mp.Errors = append(mp.Errors, "model has no input")
-		return mp
+		return errors.New("model has no input")
 	}
 	var dims []int64
 	for i, d := range ins[0].GetType().GetTensorType().GetShape().GetDim() {
@@ -169,57 +177,22 @@ func placeModel(path, size string, cudaReady bool) *modelPlacement {
 	mp.InputDims = dims
 	dir, err := os.MkdirTemp("", "segtune-doctor")
 	if err != nil {
-		mp.Errors = append(mp.Errors, err.Error())
-		return mp
+		return err
 	}
 	defer os.RemoveAll(dir)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		mp.Errors = append(mp.Errors, err.Error())
-		return mp
+		return err
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	place := func(name string, model []byte, feed func(*runtime.Session) []*runtime.Tensor) *runtime.Placement {
-		prefix := filepath.Join(dir, name)
-		s, err := runtime.NewSession(model, runtime.Options{Device: runtime.DeviceCUDA, Log: io.Discard,
-			Tuning: runtime.Tuning{ProfilePrefix: prefix}})
-		if err != nil {
-			mp.Errors = append(mp.Errors, name+": "+err.Error())
-			return nil
-		}
-		if s.Device != runtime.DeviceCUDA {
-			s.Close()
-			mp.Errors = append(mp.Errors, name+": the session fell back to the CPU")
-			return nil
-		}
-		_, err = s.Run(feed(s)...)
-		s.Close()
-		if err != nil {
-			mp.Errors = append(mp.Errors, name+": "+err.Error())
-			return nil
-		}
-		p, err := runtime.ProfilePlacement(prefix)
-		if err != nil {
-			mp.Errors = append(mp.Errors, name+": "+err.Error())
-		}
-		return p
-	}
-	mp.Inference = place("inference", data, func(s *runtime.Session) []*runtime.Tensor {
-		out := make([]*runtime.Tensor, len(s.Inputs))
-		for i := range out {
-			out[i] = runtime.NewRandomNormal(rng, dims...)
-		}
-		return out
-	})
+	pl := &placer{mp: mp, dir: dir, rng: rand.New(rand.NewPCG(1, 2)), dims: dims}
+	mp.Inference = pl.run("inference", data, nil)
 	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{ins[0].GetName(): dims}})
 	if err != nil {
-		mp.Errors = append(mp.Errors, "training graph: "+err.Error())
-		return mp
+		return fmt.Errorf("training graph: %w", err)
 	}
 	tdata, err := gs.Training.Marshal()
 	if err != nil {
-		mp.Errors = append(mp.Errors, "training graph: "+err.Error())
-		return mp
+		return fmt.Errorf("training graph: %w", err)
 	}
 	params := map[string]*runtime.Tensor{}
 	for _, p := range gs.Params {
@@ -227,24 +200,65 @@ func placeModel(path, size string, cudaReady bool) *modelPlacement {
 			params[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
 		}
 	}
-	mp.Training = place("training", tdata, func(s *runtime.Session) []*runtime.Tensor {
-		var out []*runtime.Tensor
-		for _, x := range s.Inputs {
-			switch {
-			case x.Name == grad.TargetName:
-				v := make([]int64, dims[0]*dims[2]*dims[3])
-				out = append(out, runtime.NewInt64([]int64{dims[0], dims[2], dims[3]}, v))
-			case params[x.Name] != nil:
-				out = append(out, params[x.Name])
-			case x.Name == grad.LossScaleName:
-				out = append(out, runtime.NewFloat32([]int64{1}, []float32{1}))
-			default:
-				out = append(out, runtime.NewRandomNormal(rng, dims...))
-			}
+	mp.Training = pl.run("training", tdata, params)
+	return nil
+}
+
+// placer runs graphs on CUDA with ORT's profiler on, feeding them random
+// images of dims.
+type placer struct {
+	mp   *modelPlacement
+	dir  string
+	rng  *rand.Rand
+	dims []int64
+}
+
+// run runs model once and reads where its nodes ran from the profile;
+// params feed the training graph's parameters, a zero target and a unit
+// loss scale its other inputs.
+func (pl *placer) run(name string, model []byte, params map[string]*runtime.Tensor) *runtime.Placement {
+	prefix := filepath.Join(pl.dir, name)
+	s, err := runtime.NewSession(model, runtime.Options{Device: runtime.DeviceCUDA, Log: io.Discard,
+		Tuning: runtime.Tuning{ProfilePrefix: prefix}})
+	if err != nil {
+		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
+		return nil
+	}
+	if s.Device != runtime.DeviceCUDA {
+		s.Close()
+		pl.mp.Errors = append(pl.mp.Errors, name+": the session fell back to the CPU")
+		return nil
+	}
+	_, err = s.Run(pl.feed(s, params)...)
+	s.Close()
+	if err != nil {
+		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
+		return nil
+	}
+	p, err := runtime.ProfilePlacement(prefix)
+	if err != nil {
+		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
+	}
+	return p
+}
+
+func (pl *placer) feed(s *runtime.Session, params map[string]*runtime.Tensor) []*runtime.Tensor {
+	dims := pl.dims
+	var out []*runtime.Tensor
+	for _, x := range s.Inputs {
+		switch {
+		case x.Name == grad.TargetName && params != nil:
+			v := make([]int64, dims[0]*dims[2]*dims[3])
+			out = append(out, runtime.NewInt64([]int64{dims[0], dims[2], dims[3]}, v))
+		case params[x.Name] != nil:
+			out = append(out, params[x.Name])
+		case x.Name == grad.LossScaleName && params != nil:
+			out = append(out, runtime.NewFloat32([]int64{1}, []float32{1}))
+		default:
+			out = append(out, runtime.NewRandomNormal(pl.rng, dims...))
 		}
-		return out
-	})
-	return mp
+	}
+	return out
 }
 
 func (r *doctorReport) writeText(w io.Writer) {
