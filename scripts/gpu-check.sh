@@ -253,6 +253,9 @@ fi
 # test, which logs RESULT lines), PyTorch's own error at the same precision,
 # and the node-by-node comparison that locates where CUDA departs.
 if [ "$device" = cuda ]; then
+  # Where the inference and training graphs' nodes run (segtune doctor
+  # reads ORT's profile): a node on the CPU costs two copies a step.
+  run doctor "mobilenetv2 doctor placement" "$bin/segtune" doctor --model "$gen/deeplabv3plus_mobilenetv2.onnx" --size 512x512 --json
   run gradcheck "grad test" env SEGTUNE_TORCH_PYTHON="$py" SEGTUNE_REQUIRE_GPU=1 \
     bash -c "cd onnx/grad && '$bin/grad.test' -test.run 'TestTrainingStepCUDAMatchesCPU' -test.v 2>&1 | tee '$out/gradcheck.log' | grep -E '^(---|\s+\S+\.go:[0-9]+: (RESULT|.*relative error))' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
 fi
