@@ -70,44 +70,9 @@ func runArtifacts(c *cli.Context) error {
 	default:
 		return cli.Exit(fmt.Sprintf("--loss %q: want ce or bce", c.String("loss")), 2)
 	}
-	var input string
-	var shape []int64
-	if c.String("input") == "" {
-		// A segmentation model: its contract gives the input, its layout
-		// and fixed size, and the loss (on the scores before a final
-		// Softmax or Sigmoid), unless flags say otherwise.
-		// Its settings (sidecar, metadata_props, registry) say the
-		// layouts and a sigmoid head's threshold where the graph cannot.
-		layers, metaErr, err := modelLayers(c.String("model"))
-		if err != nil {
-			return err
-		}
-		if metaErr != nil {
-			warnMetadata(metaErr)
-		}
-		ct, err := readContract(c.String("model"), m, mergeLayers(layers))
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
-		}
-		input = ct.Input
-		if ct.Height > 0 && !c.IsSet("size") {
-			h, w = ct.Height, ct.Width
-		}
-		shape = ct.InputLayout.Shape(batch, int(h), int(w))
-		if !c.IsSet("logits") && ct.Kind != contract.Labels {
-			loss.Output = ct.Scores
-			if !c.IsSet("class-axis") {
-				loss.ClassAxis = ct.ScoresClassAxis
-			}
-			if !c.IsSet("loss") && ct.Thresholded() {
-				loss.Kind = grad.LossSigmoidBCE
-			}
-		}
-	} else {
-		input = c.String("input")
-		if shape, err = inputShape(m, input, int64(batch), h, w); err != nil {
-			return cli.Exit(err.Error(), 2)
-		}
+	in, err := artifactsInput(c, m, batch, h, w, &loss)
+	if err != nil {
+		return err
 	}
 	trainable, err := resolveTrainable(m, c.StringSlice("trainable"))
 	if err != nil {
@@ -125,7 +90,7 @@ func runArtifacts(c *cli.Context) error {
 	}
 	cfg := grad.Config{
 		Trainable:    trainable,
-		InputShapes:  map[string][]int64{input: shape},
+		InputShapes:  map[string][]int64{in.name: in.shape},
 		Loss:         loss,
 		ExtraOutputs: c.StringSlice("extra-output"),
 		GradInputs:   c.StringSlice("grad-input"),
@@ -148,7 +113,7 @@ func runArtifacts(c *cli.Context) error {
 		}
 	}
 	notef(c, "wrote %s: %d trainable parameter tensors (%d values), %d training nodes, batch %d at %dx%d",
-		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, h, w)
+		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, in.h, in.w)
 	return nil
 }
 
@@ -208,4 +173,53 @@ func inputShape(m *onnx.Model, input string, batch, h, w int64) ([]int64, error)
 		return nil, fmt.Errorf("input %q is not an NCHW or NHWC image tensor with a static channel count", input)
 	}
 	return nil, fmt.Errorf("the model has no input %q", input)
+}
+
+// trainInput is the image input a training graph is compiled for: its
+// name, shape, and the image size in it.
+type trainInput struct {
+	name  string
+	shape []int64
+	h, w  int64
+}
+
+// artifactsInput returns the image input the training graph is compiled
+// for, at batch and h×w: --input's, or, for a segmentation
+// model, its contract's, which also sets the loss's output, class axis and
+// kind (on the scores before a final Softmax or Sigmoid) unless flags say
+// otherwise, and the model's fixed size unless --size is given. The
+// model's settings (sidecar, metadata_props, registry) say the layouts and
+// a sigmoid head's threshold where the graph cannot.
+func artifactsInput(c *cli.Context, m *onnx.Model, batch int, h, w int64, loss *grad.Loss) (trainInput, error) {
+	if in := c.String("input"); in != "" {
+		shape, err := inputShape(m, in, int64(batch), h, w)
+		if err != nil {
+			return trainInput{}, cli.Exit(err.Error(), 2)
+		}
+		return trainInput{in, shape, h, w}, nil
+	}
+	layers, metaErr, err := modelLayers(c.String("model"))
+	if err != nil {
+		return trainInput{}, err
+	}
+	if metaErr != nil {
+		warnMetadata(metaErr)
+	}
+	ct, err := readContract(c.String("model"), m, mergeLayers(layers))
+	if err != nil {
+		return trainInput{}, cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
+	}
+	if ct.Height > 0 && !c.IsSet("size") {
+		h, w = ct.Height, ct.Width
+	}
+	if !c.IsSet("logits") && ct.Kind != contract.Labels {
+		loss.Output = ct.Scores
+		if !c.IsSet("class-axis") {
+			loss.ClassAxis = ct.ScoresClassAxis
+		}
+		if !c.IsSet("loss") && ct.Thresholded() {
+			loss.Kind = grad.LossSigmoidBCE
+		}
+	}
+	return trainInput{ct.Input, ct.InputLayout.Shape(batch, int(h), int(w)), h, w}, nil
 }
