@@ -65,36 +65,15 @@ func runDemo(c *cli.Context) error {
 	}
 
 	// 2. The built-in pretrained model.
-	entry, err := models.Lookup(models.SynthName)
+	entry, modelPath, err := demoModel(out)
 	if err != nil {
 		return err
 	}
-	modelPath := filepath.Join(out, entry.File)
-	if err := atomicfile.Write(modelPath, models.SynthModel, 0o644); err != nil {
-		return err
-	}
 	side := entry.Sidecar()
-	if err := side.Save(imageio.SidecarPath(modelPath)); err != nil {
-		return err
-	}
 	fmt.Printf("2/5 built-in model %s: %s\n", entry.Name, modelPath)
 
 	// 3. Two fine-tunes, identical but for the regularizer.
-	abs, _ := filepath.Abs(modelPath)
-	base := finetune.Config{
-		Network: finetune.NetworkSpec{BaseModel: abs},
-		Train:   finetune.DataSpec{Images: filepath.Join(dataDir, "images", "train"), Masks: filepath.Join(dataDir, "masks", "train")},
-		Val:     finetune.DataSpec{Images: filepath.Join(dataDir, "images", "val"), Masks: filepath.Join(dataDir, "masks", "val")},
-		Ignore:  255, ClassNames: synth.ClassNames, Trainable: "all",
-		Batch: 8, Height: sc.Height, Width: sc.Width, Epochs: c.Int("epochs"),
-		Optimizer: "adam", LR: 1e-3, Schedule: "poly:0.9", Seed: 1,
-		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.25, Flip: true},
-		Preprocess: entry.Preprocess, Threads: c.Int("threads"),
-		// Both runs draw balanced batches of whole images, as finetune
-		// --alpha does, so that they differ only in the regularizer.
-		Balanced: true,
-	}
-	base.Augment.WholeFrame = true
+	base := demoConfig(c, modelPath, dataDir, sc, entry)
 	reg := base
 	reg.Regularizer = defaultRegularizer(c.Float64("alpha"))
 	runs := []struct {
@@ -206,4 +185,39 @@ func demoDeploy(c *cli.Context, out, dataDir string, side imageio.Sidecar) error
 	}
 	fmt.Printf("5/5 exported the regularised model to %s\n", exported)
 	return nil
+}
+
+// demoConfig is the baseline fine-tune of the demo: the built-in model at
+// modelPath on the synthetic data of dataDir, drawn with sc.
+func demoConfig(c *cli.Context, modelPath, dataDir string, sc synth.Config, entry models.Entry) finetune.Config {
+	abs, _ := filepath.Abs(modelPath)
+	base := finetune.Config{
+		Network: finetune.NetworkSpec{BaseModel: abs},
+		Train:   finetune.DataSpec{Images: filepath.Join(dataDir, "images", "train"), Masks: filepath.Join(dataDir, "masks", "train")},
+		Val:     finetune.DataSpec{Images: filepath.Join(dataDir, "images", "val"), Masks: filepath.Join(dataDir, "masks", "val")},
+		Ignore:  255, ClassNames: synth.ClassNames, Trainable: "all",
+		Batch: 8, Height: sc.Height, Width: sc.Width, Epochs: c.Int("epochs"),
+		Optimizer: "adam", LR: 1e-3, Schedule: "poly:0.9", Seed: 1,
+		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.25, Flip: true},
+		Preprocess: entry.Preprocess, Threads: c.Int("threads"),
+		// Both runs draw balanced batches of whole images, as finetune
+		// --alpha does, so that they differ only in the regularizer.
+		Balanced: true,
+	}
+	base.Augment.WholeFrame = true
+	return base
+}
+
+// demoModel writes the built-in pretrained model and its sidecar into out.
+func demoModel(out string) (models.Entry, string, error) {
+	entry, err := models.Lookup(models.SynthName)
+	if err != nil {
+		return entry, "", err
+	}
+	modelPath := filepath.Join(out, entry.File)
+	if err := atomicfile.Write(modelPath, models.SynthModel, 0o644); err != nil {
+		return entry, "", err
+	}
+	side := entry.Sidecar()
+	return entry, modelPath, side.Save(imageio.SidecarPath(modelPath))
 }
