@@ -177,63 +177,14 @@ func (r joinResult) err() error {
 // unmatched. Two files with one stem in a folder are an error.
 func joinFolders(ctx context.Context, imgs, masks *storage.Folder, pair func(img, mask string) bool) (joinResult, error) {
 	var res joinResult
-	type side struct {
-		f       *storage.Folder
-		next    func() (string, error, bool)
-		stop    func()
-		cur     string
-		ok      bool
-		pending map[string]string // stem → name
-		win     stemWindow
-	}
-	open := func(f *storage.Folder) *side {
-		next, stop := iter.Pull2(imageNames(ctx, f))
-		return &side{f: f, next: next, stop: stop, pending: map[string]string{}}
-	}
-	a, b := open(imgs), open(masks)
+	a, b := newJoinSide(ctx, imgs, &res.nImagesAlone, &res.imagesAlone), newJoinSide(ctx, masks, &res.nMasksAlone, &res.masksAlone)
 	defer a.stop()
 	defer b.stop()
-	advance := func(s *side) error {
-		name, err, ok := s.next()
-		if err != nil {
-			return err
-		}
-		s.cur, s.ok = name, ok
-		if ok {
-			if prev, dup := s.win.add(name); dup {
-				return fmt.Errorf("data set: %s and %s share the name %q; pairing would be ambiguous", s.f.Path(prev), s.f.Path(name), stem(name))
-			}
-		}
-		return nil
-	}
-	if err := advance(a); err != nil {
+	if err := a.advance(); err != nil {
 		return res, err
 	}
-	if err := advance(b); err != nil {
+	if err := b.advance(); err != nil {
 		return res, err
-	}
-	alone := func(s *side, name string) {
-		if s == a {
-			res.nImagesAlone++
-			if len(res.imagesAlone) < joinShown {
-				res.imagesAlone = append(res.imagesAlone, s.f.Path(name))
-			}
-		} else {
-			res.nMasksAlone++
-			if len(res.masksAlone) < joinShown {
-				res.masksAlone = append(res.masksAlone, s.f.Path(name))
-			}
-		}
-	}
-	// evict declares unmatched the names of s whose partner can no longer
-	// come from other.
-	evict := func(s, other *side) {
-		for st, name := range s.pending {
-			if !other.ok || !strings.HasPrefix(other.cur, st+".") {
-				delete(s.pending, st)
-				alone(s, name)
-			}
-		}
 	}
 	for a.ok || b.ok {
 		s, other := a, b
@@ -241,7 +192,7 @@ func joinFolders(ctx context.Context, imgs, masks *storage.Folder, pair func(img
 			s, other = b, a
 		}
 		name, st := s.cur, stem(s.cur)
-		if err := advance(s); err != nil {
+		if err := s.advance(); err != nil {
 			return res, err
 		}
 		if partner, found := other.pending[st]; found {
@@ -257,8 +208,59 @@ func joinFolders(ctx context.Context, imgs, masks *storage.Folder, pair func(img
 		} else {
 			s.pending[st] = name
 		}
-		evict(a, b)
-		evict(b, a)
+		a.evict(b)
+		b.evict(a)
 	}
 	return res, nil
+}
+
+// joinSide is one listing of joinFolders: its current name and the names
+// still waiting for a partner.
+type joinSide struct {
+	f       *storage.Folder
+	next    func() (string, error, bool)
+	stop    func()
+	cur     string
+	ok      bool
+	pending map[string]string // stem → name
+	win     stemWindow
+	// nAlone counts the names found without a partner, alone keeps the
+	// first joinShown of them as paths.
+	nAlone *int
+	alone  *[]string
+}
+
+func newJoinSide(ctx context.Context, f *storage.Folder, nAlone *int, alone *[]string) *joinSide {
+	next, stop := iter.Pull2(imageNames(ctx, f))
+	return &joinSide{f: f, next: next, stop: stop, pending: map[string]string{}, nAlone: nAlone, alone: alone}
+}
+
+// advance moves to the listing's next name, refusing one whose stem the
+// listing already had.
+func (s *joinSide) advance() error {
+	name, err, ok := s.next()
+	if err != nil {
+		return err
+	}
+	s.cur, s.ok = name, ok
+	if ok {
+		if prev, dup := s.win.add(name); dup {
+			return fmt.Errorf("data set: %s and %s share the name %q; pairing would be ambiguous", s.f.Path(prev), s.f.Path(name), stem(name))
+		}
+	}
+	return nil
+}
+
+// evict declares unmatched the waiting names whose partner can no longer
+// come from other.
+func (s *joinSide) evict(other *joinSide) {
+	for st, name := range s.pending {
+		if !other.ok || !strings.HasPrefix(other.cur, st+".") {
+			delete(s.pending, st)
+			*s.nAlone++
+			if len(*s.alone) < joinShown {
+				*s.alone = append(*s.alone, s.f.Path(name))
+			}
+		}
+	}
 }
