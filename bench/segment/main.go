@@ -72,6 +72,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if b := int(ct.Batch); b > 0 && *batch != b {
+		// The bare loop stacks -batch images into one Run.
+		fmt.Fprintf(os.Stderr, "segment bench: %s takes batches of %d: -batch %d\n", *modelPath, b, b)
+		*batch = b
+	}
 	data, _ := m.Marshal()
 	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
 	opts := runtime.Options{Threads: *threads, Device: *device}
@@ -111,25 +116,9 @@ func main() {
 	}
 
 	// Bare: tensors decoded and stacked beforehand, timed Run calls only.
-	var batches [][]float32
-	var shape []int64
-	for i := 0; i < len(paths); i += *batch {
-		var b []float32
-		k := 0
-		for _, p := range paths[i:min(i+*batch, len(paths))] {
-			img, err := imageio.ReadImage(p)
-			if err != nil {
-				log.Fatal(err)
-			}
-			t, g, err := pre.NewTensor(img)
-			if err != nil {
-				log.Fatal(err)
-			}
-			b = append(b, t...)
-			shape = []int64{0, 3, int64(g.Height), int64(g.Width)}
-			k++
-		}
-		batches = append(batches, b)
+	batches, shape, err := stackedBatches(paths, pre, *batch)
+	if err != nil {
+		log.Fatal(err)
 	}
 	bare := func() time.Duration {
 		t0 := time.Now()
@@ -165,28 +154,68 @@ func main() {
 		tb = append(tb, bare())
 		tf = append(tf, full())
 	}
-	mb, mf := median(tb), median(tf)
-	format := "PNG"
-	if *useJPEG {
-		format = "JPEG q90"
-	}
-	if *asJSON {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{
-			"images": len(paths), "batch": *batch, "device": seg.Session.Device, "runs": *runs,
-			"bare_images_per_s": float64(len(paths)) / mb.Seconds(), "segtune_images_per_s": float64(len(paths)) / mf.Seconds(),
-			"ratio": mb.Seconds() / mf.Seconds(), "model": *modelPath,
-		})
-		return
-	}
-	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", len(paths), format, *batch, shape[3], shape[2], *runs, *threads)
-	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(len(paths))/mb.Seconds())
-	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(len(paths))/mf.Seconds())
-	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
-	fmt.Printf("  inside inference  %+7.1f %%  (the pipeline's time in Infer against bare: codecs competing for the cores)\n", 100*(median(inferTimes).Seconds()/mb.Seconds()-1))
+	report(result{paths: len(paths), batch: *batch, device: seg.Session.Device, runs: *runs, model: *modelPath,
+		jpeg: *useJPEG, threads: *threads, shape: shape, bare: median(tb), full: median(tf), infer: median(inferTimes)}, *asJSON)
 }
 
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// stackedBatches decodes and preprocesses the images into batches of
+// batch images, one []float32 each, and returns the shape of one image's
+// tensor as [0, 3, H, W].
+func stackedBatches(paths []string, pre imageio.Preprocess, batch int) ([][]float32, []int64, error) {
+	var batches [][]float32
+	var shape []int64
+	for i := 0; i < len(paths); i += batch {
+		var b []float32
+		for _, p := range paths[i:min(i+batch, len(paths))] {
+			img, err := imageio.ReadImage(p)
+			if err != nil {
+				return nil, nil, err
+			}
+			t, g, err := pre.NewTensor(img)
+			if err != nil {
+				return nil, nil, err
+			}
+			b = append(b, t...)
+			shape = []int64{0, 3, int64(g.Height), int64(g.Width)}
+		}
+		batches = append(batches, b)
+	}
+	return batches, shape, nil
+}
+
+// result is one comparison: medians of the bare loop, the whole pipeline,
+// and the pipeline's time inside inference.
+type result struct {
+	paths, batch, runs, threads int
+	device, model               string
+	jpeg                        bool
+	shape                       []int64
+	bare, full, infer           time.Duration
+}
+
+func report(r result, asJSON bool) {
+	mb, mf := r.bare, r.full
+	if asJSON {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"images": r.paths, "batch": r.batch, "device": r.device, "runs": r.runs,
+			"bare_images_per_s": float64(r.paths) / mb.Seconds(), "segtune_images_per_s": float64(r.paths) / mf.Seconds(),
+			"ratio": mb.Seconds() / mf.Seconds(), "model": r.model,
+		})
+		return
+	}
+	format := "PNG"
+	if r.jpeg {
+		format = "JPEG q90"
+	}
+	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", r.paths, format, r.batch, r.shape[3], r.shape[2], r.runs, r.threads)
+	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(r.paths)/mb.Seconds())
+	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(r.paths)/mf.Seconds())
+	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
+	fmt.Printf("  inside inference  %+7.1f %%  (the pipeline's time in Infer against bare: codecs competing for the cores)\n", 100*(r.infer.Seconds()/mb.Seconds()-1))
 }
