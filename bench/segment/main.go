@@ -64,26 +64,7 @@ func main() {
 	if err := runtime.InitFor("", *device); err != nil {
 		log.Fatal(err)
 	}
-	m, err := onnx.Load(*modelPath)
-	if err != nil {
-		log.Fatal(err)
-	}
-	ct, err := contract.Read(m, contract.Overrides{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if b := int(ct.Batch); b > 0 && *batch != b {
-		// The bare loop stacks -batch images into one Run.
-		fmt.Fprintf(os.Stderr, "segment bench: %s takes batches of %d: -batch %d\n", *modelPath, b, b)
-		*batch = b
-	}
-	data, _ := m.Marshal()
-	pre := imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}
-	opts := runtime.Options{Threads: *threads, Device: *device}
-	if *noSpin {
-		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
-	}
-	seg, err := segmenter.Open(data, ct, pre, opts)
+	seg, err := openModel(*modelPath, batch, *threads, *device, *noSpin)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +97,7 @@ func main() {
 	}
 
 	// Bare: tensors decoded and stacked beforehand, timed Run calls only.
-	batches, shape, err := stackedBatches(paths, pre, *batch)
+	batches, shape, err := stackedBatches(paths, seg.Pre, *batch)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -218,4 +199,31 @@ func report(r result, asJSON bool) {
 	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(r.paths)/mf.Seconds())
 	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
 	fmt.Printf("  inside inference  %+7.1f %%  (the pipeline's time in Infer against bare: codecs competing for the cores)\n", 100*(r.infer.Seconds()/mb.Seconds()-1))
+}
+
+// openModel opens the model at path as segment does, fed as the person
+// model wants (values in [-1, 1]). A model with a fixed batch sets *batch:
+// the bare loop stacks that many images into one Run.
+func openModel(path string, batch *int, threads int, device string, noSpin bool) (*segmenter.Segmenter, error) {
+	m, err := onnx.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		return nil, err
+	}
+	if b := int(ct.Batch); b > 0 && *batch != b {
+		fmt.Fprintf(os.Stderr, "segment bench: %s takes batches of %d: -batch %d\n", path, b, b)
+		*batch = b
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	opts := runtime.Options{Threads: threads, Device: device}
+	if noSpin {
+		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
+	}
+	return segmenter.Open(data, ct, imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}, opts)
 }
