@@ -86,35 +86,15 @@ func main() {
 	}
 	calImages, timed := list(*calib, *calN), list(*images, *n)
 
-	models := map[deploy.Precision][]byte{deploy.FP32: data}
-	for _, p := range []deploy.Precision{deploy.INT8, deploy.FP16} {
-		start := time.Now()
-		conv, err := deploy.Convert(m, ref, deploy.Options{Precision: p, CalibImages: calImages,
-			Calib: quantize.CalibOptions{Method: quantize.MinMax}, Session: opts})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if models[p], err = conv.Model.Marshal(); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Printf("%s export: %.1f MiB in %.1fs\n", p, float64(len(models[p]))/(1<<20), time.Since(start).Seconds())
+	models, err := exports(m, ref, data, calImages, opts)
+	if err != nil {
+		log.Fatal(err)
 	}
 
 	// Prepared input tensors, one image per run call (batch 1).
-	layout := contract.Layout(strings.ToUpper(string(ref.Pre.Layout)))
-	var inputs []*runtime.Tensor
-	var h, w int
-	for _, p := range timed {
-		img, err := imageio.Decoder{}.ReadFile(p)
-		if err != nil {
-			log.Fatal(err)
-		}
-		x, g, err := ref.Pre.NewTensor(img)
-		if err != nil {
-			log.Fatal(err)
-		}
-		h, w = g.Height, g.Width
-		inputs = append(inputs, runtime.NewFloat32(layout.Shape(1, g.Height, g.Width), x))
+	inputs, h, w, err := preparedInputs(ref, timed)
+	if err != nil {
+		log.Fatal(err)
 	}
 	order := []deploy.Precision{deploy.FP32, deploy.INT8, deploy.FP16}
 	sessions := map[deploy.Precision]*runtime.Session{}
@@ -166,4 +146,44 @@ func round(xs []float64) []string {
 		out[i] = fmt.Sprintf("%.2f", x)
 	}
 	return out
+}
+
+// exports converts m to int8 (min-max calibrated on calImages) and fp16,
+// and returns every precision's serialised model, fp32's being data.
+func exports(m *onnx.Model, ref *segmenter.Segmenter, data []byte, calImages []string, opts runtime.Options) (map[deploy.Precision][]byte, error) {
+	models := map[deploy.Precision][]byte{deploy.FP32: data}
+	for _, p := range []deploy.Precision{deploy.INT8, deploy.FP16} {
+		start := time.Now()
+		conv, err := deploy.Convert(m, ref, deploy.Options{Precision: p, CalibImages: calImages,
+			Calib: quantize.CalibOptions{Method: quantize.MinMax}, Session: opts})
+		if err != nil {
+			return nil, err
+		}
+		if models[p], err = conv.Model.Marshal(); err != nil {
+			return nil, err
+		}
+		fmt.Printf("%s export: %.1f MiB in %.1fs\n", p, float64(len(models[p]))/(1<<20), time.Since(start).Seconds())
+	}
+	return models, nil
+}
+
+// preparedInputs decodes and preprocesses the images as ref does, one
+// batch-1 tensor each, and returns the size they came to.
+func preparedInputs(ref *segmenter.Segmenter, paths []string) ([]*runtime.Tensor, int, int, error) {
+	layout := contract.Layout(strings.ToUpper(string(ref.Pre.Layout)))
+	var inputs []*runtime.Tensor
+	var h, w int
+	for _, p := range paths {
+		img, err := imageio.Decoder{}.ReadFile(p)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		x, g, err := ref.Pre.NewTensor(img)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		h, w = g.Height, g.Width
+		inputs = append(inputs, runtime.NewFloat32(layout.Shape(1, g.Height, g.Width), x))
+	}
+	return inputs, h, w, nil
 }
