@@ -97,9 +97,9 @@ func (s *ImageSet) NearConstantWarning() string {
 func (s *ImageSet) Overlap(paths []string) (int, error) {
 	n := 0
 	for _, p := range paths {
-		d, err := fileDigest(p)
+		d, err := regfile.SHA256(p)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("read image: %w", err)
 		}
 		if _, ok := s.Digests[d]; ok {
 			n++
@@ -168,19 +168,6 @@ func readDigested(dec imageio.Decoder, path string) (image.Image, string, error)
 		return nil, "", fmt.Errorf("read image %s: %w", path, err)
 	}
 	return img, hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func fileDigest(path string) (string, error) {
-	f, _, err := regfile.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("read image: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read image %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // pixelStd is the largest of the R, G and B standard deviations (0..255
