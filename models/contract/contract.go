@@ -245,13 +245,61 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		}
 		return fmt.Errorf("output %q has shape %s; want [N,C,H,W] or [N,H,W,C] class scores", c.Output, dimString(out))
 	}
-	prod := onnx.Producers(g)
+	toOut, outAxis, from := c.walkToScores(m)
+	// Without a Softmax axis, the tensor the walk stopped at comes from an
+	// ONNX operator, which works in NCHW: transposes after it tell the
+	// output's layout.
+	if from == "" && hasTranspose(toOut) {
+		outAxis, from = toOut[1], "graph"
+	}
+	if from == "" && known {
+		if l := layoutFromShape(dims); l != "" {
+			outAxis, from = axisOf(l), "shape"
+		}
+	}
+	switch {
+	case o.OutputLayout != "":
+		outAxis, from = axisOf(o.OutputLayout), "flag"
+	case from != "":
+	case o.InputLayout != "":
+		outAxis, from = axisOf(o.InputLayout), "input layout flag"
+	default:
+		outAxis, from = 1, "default"
+	}
+	if outAxis != 1 && outAxis != 3 {
+		return fmt.Errorf("output %q: its class axis reads as axis %d; segtune reads NCHW or NHWC outputs (--output-layout)", c.Output, outAxis)
+	}
+	c.OutputLayout, c.OutputLayoutFrom = layoutOfAxis(outAxis), from
+	// The scores tensor's class axis: the output's, mapped back through
+	// the transposes between them.
+	c.ScoresClassAxis = -1
+	for a, oa := range c.scoresToOut {
+		if oa == outAxis {
+			c.ScoresClassAxis = a
+		}
+	}
+	if known && dims[outAxis] > 0 {
+		c.Channels = int(dims[outAxis])
+	} else {
+		c.Channels = channelsFromProducer(m, c.Scores)
+	}
+	c.setClasses()
+	return c.checkNormalisedChannels(c.Channels)
+}
+
+// walkToScores walks back from the output through the nodes that keep
+// the values' meaning, recording the final activation (Kind, Activation,
+// Scores). It returns the map from the axes of the tensor it stopped at to
+// the output's, and the output's class axis if a Softmax gave it (from
+// "graph"; -1 and "" otherwise).
+func (c *Contract) walkToScores(m *onnx.Model) (toOut []int, outAxis int, from string) {
+	prod := onnx.Producers(m.Graph())
 	// toOut maps an axis of the tensor at the walk's position to the
 	// output's axis: after walking back through Transpose(p), axis p[j]
 	// of its input is axis j of its output.
-	toOut := []int{0, 1, 2, 3}
+	toOut = []int{0, 1, 2, 3}
 	t := c.Output
-	outAxis, from := -1, "" // the output's class axis, once evidence gives it
+	outAxis = -1 // the output's class axis, once evidence gives it
 	resized := false
 	walk := map[string]bool{}
 	for !walk[t] {
@@ -312,45 +360,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		c.Scores = c.Output
 		c.scoresToOut = []int{0, 1, 2, 3}
 	}
-	// Without a Softmax axis, the tensor the walk stopped at comes from an
-	// ONNX operator, which works in NCHW: transposes after it tell the
-	// output's layout.
-	if from == "" && hasTranspose(toOut) {
-		outAxis, from = toOut[1], "graph"
-	}
-	if from == "" && known {
-		if l := layoutFromShape(dims); l != "" {
-			outAxis, from = axisOf(l), "shape"
-		}
-	}
-	switch {
-	case o.OutputLayout != "":
-		outAxis, from = axisOf(o.OutputLayout), "flag"
-	case from != "":
-	case o.InputLayout != "":
-		outAxis, from = axisOf(o.InputLayout), "input layout flag"
-	default:
-		outAxis, from = 1, "default"
-	}
-	if outAxis != 1 && outAxis != 3 {
-		return fmt.Errorf("output %q: its class axis reads as axis %d; segtune reads NCHW or NHWC outputs (--output-layout)", c.Output, outAxis)
-	}
-	c.OutputLayout, c.OutputLayoutFrom = layoutOfAxis(outAxis), from
-	// The scores tensor's class axis: the output's, mapped back through
-	// the transposes between them.
-	c.ScoresClassAxis = -1
-	for a, oa := range c.scoresToOut {
-		if oa == outAxis {
-			c.ScoresClassAxis = a
-		}
-	}
-	if known && dims[outAxis] > 0 {
-		c.Channels = int(dims[outAxis])
-	} else {
-		c.Channels = channelsFromProducer(m, c.Scores)
-	}
-	c.setClasses()
-	return c.checkNormalisedChannels(c.Channels)
+	return toOut, outAxis, from
 }
 
 // isPerm4 reports whether p is a permutation of 0..3.
