@@ -24,10 +24,12 @@ type CheckOptions struct {
 	// Masks maps an image to its mask; nil or missing entries mean no
 	// scoring against ground truth for that image.
 	Masks map[string]string
-	// LabelMap, Ignore and Names are how masks are read and classes named.
-	LabelMap *imageio.LabelMap
-	Ignore   int
-	Names    []string
+	// LabelMap, MaskPalette (for RGB colour masks), Ignore and Names are
+	// how masks are read and classes named.
+	LabelMap    *imageio.LabelMap
+	MaskPalette imageio.Palette
+	Ignore      int
+	Names       []string
 	// Session configures the exported model's sessions.
 	Session runtime.Options
 	// Calibration is what an int8 model was calibrated on (nil for other
@@ -101,7 +103,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		if !withMasks || !ok {
 			return nil
 		}
-		mask, err := imageio.ReadMask(mp, imageio.MaskOptions{Map: o.LabelMap, Width: r.Width, Height: r.Height,
+		mask, err := imageio.ReadMask(mp, imageio.MaskOptions{Map: o.LabelMap, Palette: o.MaskPalette, Width: r.Width, Height: r.Height,
 			NumClasses: classes, Ignore: int32(o.Ignore)})
 		if err != nil {
 			return err

@@ -22,6 +22,9 @@ type Config struct {
 	Val   DataSpec `json:"val"`
 	// LabelMap remaps mask labels to classes (imageio.ParseLabelMap syntax).
 	LabelMap string `json:"label_map,omitempty"`
+	// MaskPalette reads RGB colour masks: a pixel of colour i has label i
+	// (before LabelMap). Single-channel and palette PNG masks need none.
+	MaskPalette imageio.Palette `json:"mask_palette,omitempty"`
 	// Ignore is the mask label left out of the loss and the scores.
 	Ignore int `json:"ignore"`
 	// ClassNames label the classes in reports.

@@ -41,7 +41,10 @@ var fixedOnResume = func() map[string]resumeSetting {
 		"model":     func(c *Config) any { return c.Network.BaseModel },
 		"classes":   func(c *Config) any { return c.Network.Classes },
 		"label-map": func(c *Config) any { return c.LabelMap },
-		"ignore":    func(c *Config) any { return c.Ignore },
+		"mask-palette": func(c *Config) any {
+			return c.MaskPalette
+		},
+		"ignore": func(c *Config) any { return c.Ignore },
 		"class-names": func(c *Config) any {
 			return c.ClassNames
 		},

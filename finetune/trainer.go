@@ -274,6 +274,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	open := func(s DataSpec) (*data.Dataset, error) {
 		dc := s.DataConfig()
 		dc.LabelMap, dc.NumClasses, dc.Ignore, dc.ClassNames, dc.SkipBad, dc.CacheBytes = lm, classes, cfg.Ignore, cfg.ClassNames, cfg.SkipBad, cfg.CacheBytes
+		dc.Palette = cfg.MaskPalette
 		ds, problems, err := data.Open(ctx, dc)
 		for _, p := range problems {
 			fmt.Fprintf(t.hooks.Log, "warning: skipped %s: %v\n", p.Path, p.Err)

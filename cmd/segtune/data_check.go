@@ -30,6 +30,7 @@ func dataCheckCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`},
+			maskPaletteFlag,
 			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)"},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label that is no class"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
@@ -73,18 +74,20 @@ type sizeSpread struct {
 
 func runDataCheck(c *cli.Context) error {
 	root := c.String("data")
-	opt, splits, lm, err := dataSplits(c, root)
+	dr, err := dataSplits(c, root)
 	if err != nil {
 		return err
 	}
-	var names []string
+	names := dr.paletteNames // a CVAT labelmap names its colours' classes
 	if v := c.String("class-names"); v != "" {
 		names = strings.Split(v, ",")
+	} else if dr.masks.Map != nil {
+		names = nil // they name the labels before the label map
 	}
 	var reports []splitCheck
 	bad := 0
-	for _, split := range splits {
-		r, err := checkSplit(c, root, datalayout.Options{Format: opt.Format, Split: split}, lm, names)
+	for _, split := range dr.splits {
+		r, err := checkSplit(c, root, datalayout.Options{Format: dr.format, Split: split}, dr.masks, names)
 		if err != nil {
 			return err
 		}
@@ -106,7 +109,7 @@ func runDataCheck(c *cli.Context) error {
 	return nil
 }
 
-func checkSplit(c *cli.Context, root string, opt datalayout.Options, lm *imageio.LabelMap, names []string) (splitCheck, error) {
+func checkSplit(c *cli.Context, root string, opt datalayout.Options, mo imageio.MaskOptions, names []string) (splitCheck, error) {
 	set, err := datalayout.Open(root, opt)
 	if err != nil {
 		return splitCheck{}, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
@@ -121,7 +124,7 @@ func checkSplit(c *cli.Context, root string, opt datalayout.Options, lm *imageio
 		return r, nil
 	}
 	ds, problems, err := data.Open(c.Context, data.Config{Data: root, Format: set.Format, Split: set.Split,
-		LabelMap: lm, NumClasses: c.Int("classes"), Ignore: r.Ignore, ClassNames: names, SkipBad: true, CacheBytes: -1})
+		LabelMap: mo.Map, Palette: mo.Palette, NumClasses: c.Int("classes"), Ignore: r.Ignore, ClassNames: names, SkipBad: true, CacheBytes: -1})
 	unmatched := map[string]bool{}
 	for _, u := range set.Unmatched {
 		unmatched[u.Path] = true
@@ -202,6 +205,7 @@ func dataConvertCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
+			maskPaletteFlag,
 		}, dataLayoutFlags("--data")...),
 		Action: runDataConvert,
 	}
@@ -209,7 +213,7 @@ func dataConvertCommand() *cli.Command {
 
 func runDataConvert(c *cli.Context) error {
 	root, out := c.String("data"), c.String("out")
-	opt, splits, lm, err := dataSplits(c, root)
+	dr, err := dataSplits(c, root)
 	if err != nil {
 		return err
 	}
@@ -218,8 +222,8 @@ func runDataConvert(c *cli.Context) error {
 	}
 	// Every split is listed and checked before anything is written.
 	var sets []*datalayout.Set
-	for _, split := range splits {
-		set, err := datalayout.Open(root, datalayout.Options{Format: opt.Format, Split: split})
+	for _, split := range dr.splits {
+		set, err := datalayout.Open(root, datalayout.Options{Format: dr.format, Split: split})
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 		}
@@ -244,7 +248,7 @@ func runDataConvert(c *cli.Context) error {
 		}
 		bar := progress(c, len(set.Samples), "convert")
 		for i, s := range set.Samples {
-			if err := convertSample(s, lm, filepath.Join(imgDir, names[i]+strings.ToLower(filepath.Ext(s.Image))),
+			if err := convertSample(s, dr.masks, filepath.Join(imgDir, names[i]+strings.ToLower(filepath.Ext(s.Image))),
 				filepath.Join(maskDir, names[i]+".png")); err != nil {
 				bar.Finish()
 				return err
@@ -312,8 +316,8 @@ func flatNames(samples []datalayout.Sample) ([]string, error) {
 
 // convertSample copies the image file as it is and writes the labels as
 // a palette PNG, both atomically.
-func convertSample(s datalayout.Sample, lm *imageio.LabelMap, imgOut, maskOut string) error {
-	m, err := s.ReadMask(imageio.MaskOptions{Map: lm})
+func convertSample(s datalayout.Sample, mo imageio.MaskOptions, imgOut, maskOut string) error {
+	m, err := s.ReadMask(mo)
 	if err != nil {
 		return err
 	}
@@ -332,23 +336,36 @@ func convertSample(s datalayout.Sample, lm *imageio.LabelMap, imgOut, maskOut st
 	return imageio.WriteMaskPNG(maskOut, labels, m.Width, m.Height, nil)
 }
 
-// dataSplits reads --format, --split and --label-map for the data folder
-// root: the splits to go through (--split's, or every split the layout
-// has) and the label map.
-func dataSplits(c *cli.Context, root string) (datalayout.Options, []string, *imageio.LabelMap, error) {
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
+// dataReading is how `data check` and `data convert` read a data folder.
+type dataReading struct {
+	format string
+	// splits are the splits to go through: --split's, or every split the
+	// layout has.
+	splits []string
+	// masks says how masks are read (--label-map, --mask-palette);
+	// paletteNames are the classes a CVAT labelmap names.
+	masks        imageio.MaskOptions
+	paletteNames []string
+}
+
+// dataSplits reads --format, --split, --label-map and --mask-palette for
+// the data folder root.
+func dataSplits(c *cli.Context, root string) (dataReading, error) {
+	dr := dataReading{format: c.String("format")}
+	opt := datalayout.Options{Format: dr.format, Split: c.String("split")}
 	_, splits, err := datalayout.Splits(root, opt)
 	if err != nil {
-		return opt, nil, nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+		return dr, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
+	dr.splits = splits
 	if opt.Split != "" || len(splits) == 0 {
-		splits = []string{opt.Split}
+		dr.splits = []string{opt.Split}
 	}
-	var lm *imageio.LabelMap
 	if v := c.String("label-map"); v != "" {
-		if lm, err = imageio.ParseLabelMap(v); err != nil {
-			return opt, nil, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
+		if dr.masks.Map, err = imageio.ParseLabelMap(v); err != nil {
+			return dr, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
 		}
 	}
-	return opt, splits, lm, nil
+	dr.masks.Palette, dr.paletteNames, err = maskPalette(c)
+	return dr, err
 }

@@ -27,6 +27,23 @@ func dataLayoutFlags(flag string) []cli.Flag {
 // dataFlag is --data for the commands that read one split of labelled data.
 var dataFlag = &cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout (see --format), instead of --images and --masks"}
 
+// maskPaletteFlag is --mask-palette, for RGB colour masks.
+var maskPaletteFlag = &cli.StringFlag{Name: "mask-palette", Usage: "read RGB colour masks: a palette image (colour i is class i) or a CVAT labelmap.txt (which also names the classes)"}
+
+// maskPalette reads --mask-palette: the colours of colour masks' classes
+// and, from a CVAT labelmap, their names (nil without the flag).
+func maskPalette(c *cli.Context) (imageio.Palette, []string, error) {
+	path := c.String("mask-palette")
+	if path == "" {
+		return nil, nil, nil
+	}
+	pal, names, err := datalayout.ReadMaskPalette(path)
+	if err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("--mask-palette: %v", err), 2)
+	}
+	return pal, names, nil
+}
+
 // openDataFlag lists the samples of --data's split: --split, or else
 // fallback where the layout has it (val for eval), and says in one line
 // which layout it took and how many pairs it found.

@@ -56,6 +56,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: "check-count", Value: 32, Usage: "compare on this many images, spread over the folder (0: all)"},
 			&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels"},
 			&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
+			maskPaletteFlag,
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "with --check-masks: mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			deviceFlag, threadsFlag,
@@ -83,11 +84,13 @@ type exportPlan struct {
 	calibSet   *deploy.ImageSet
 	checks     []string
 	masks      map[string]string
-	checkFrom  string
-	quant      quantize.Options
-	cal        quantize.CalibOptions
-	keep       []string
-	minAgree   float64
+	// maskPalette reads --check-masks that are RGB colour masks.
+	maskPalette imageio.Palette
+	checkFrom   string
+	quant       quantize.Options
+	cal         quantize.CalibOptions
+	keep        []string
+	minAgree    float64
 }
 
 func runExport(c *cli.Context) error {
@@ -174,7 +177,7 @@ func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
 		Settings:  side, Out: p.out,
 		Convert: deploy.Options{Precision: p.precision, Quant: p.quant, Calib: p.cal, CalibImages: p.calib, Keep: p.keep,
 			Session: sessionOptions(c)},
-		Check: deploy.CheckOptions{Images: p.checks, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap,
+		Check: deploy.CheckOptions{Images: p.checks, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap, MaskPalette: p.maskPalette,
 			Ignore: ignore, Names: side.Classes, Calibration: p.calibSet},
 		MinAgreement: p.minAgree,
 	}, nil
@@ -247,6 +250,12 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 	}
 	if c.IsSet("check-masks") && !c.IsSet("check-images") {
 		return nil, fmt.Errorf("--check-masks needs --check-images (the images the masks belong to)")
+	}
+	if c.IsSet("mask-palette") && !c.IsSet("check-masks") {
+		return nil, fmt.Errorf("--mask-palette is for reading --check-masks")
+	}
+	if p.maskPalette, _, err = maskPalette(c); err != nil {
+		return nil, err
 	}
 	for _, item := range strings.Split(c.String("keep-float"), ",") {
 		if item = strings.TrimSpace(item); item != "" {

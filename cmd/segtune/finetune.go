@@ -49,6 +49,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`},
+			maskPaletteFlag,
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of the loss and scores"},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names"},
@@ -190,6 +191,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	var err error
 	if cfg.Height, cfg.Width, err = parseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
+	}
+	if cfg.MaskPalette, _, err = maskPalette(c); err != nil {
+		return cfg, err
 	}
 	if v := c.String("class-names"); v != "" {
 		cfg.ClassNames = strings.Split(v, ",")
