@@ -245,6 +245,20 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 // setup opens the data, builds the network and its training graph and the
 // optimiser.
 func (t *trainer) setup(ctx context.Context) error {
+	if err := t.setupData(ctx); err != nil {
+		return err
+	}
+	gs, err := t.compile()
+	if err != nil {
+		return err
+	}
+	return t.setupStepper(gs)
+}
+
+// setupData reads the base model and its contract, opens the training
+// and validation data, fits the size groups and the regularizer's state,
+// and counts the run's steps.
+func (t *trainer) setupData(ctx context.Context) error {
 	cfg := &t.cfg
 	var err error
 	if t.base, err = cfg.Network.LoadNetwork(""); err != nil {
@@ -312,14 +326,21 @@ func (t *trainer) setup(ctx context.Context) error {
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
 		t.total = cfg.MaxSteps
 	}
+	return nil
+}
 
+// compile builds the training graph: the base model with the size head
+// where the regularizer is on, the trainable parameters, the loss with its
+// class weights, and mixed precision.
+func (t *trainer) compile() (*grad.Graphs, error) {
+	cfg := &t.cfg
 	names, err := network.Trainable(t.base, cfg.Trainable)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	trainModel := t.base.Clone()
 	if err := network.SetBatch(trainModel, int64(cfg.Batch)); err != nil {
-		return err
+		return nil, err
 	}
 	patterns := make([]string, len(names))
 	for i, n := range names {
@@ -330,7 +351,7 @@ func (t *trainer) setup(ctx context.Context) error {
 	if t.reg != nil {
 		head, regGC, err := t.reg.addToGraph(trainModel, cfg.Batch, cfg.Seed)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		gc = regGC
 		for _, n := range head {
@@ -341,15 +362,15 @@ func (t *trainer) setup(ctx context.Context) error {
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	terms, err := lossTerms(cfg.Loss, cfg.FocalGamma)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	gc.Loss = trainingLoss(t.ct, ignore, terms)
 	if gc.Loss.ClassWeights, err = resolveClassWeights(cfg.ClassWeights, t.train); err != nil {
-		return err
+		return nil, err
 	}
 	if gc.Loss.ClassWeights != nil {
 		if gc.Loss.Kind != grad.LossCrossEntropy {
-			return fmt.Errorf("class weights need a softmax head; %s is a sigmoid (binary) head", cfg.Network.BaseModel)
+			return nil, fmt.Errorf("class weights need a softmax head; %s is a sigmoid (binary) head", cfg.Network.BaseModel)
 		}
 		how := "as given"
 		if cfg.ClassWeights == ClassWeightsAuto {
@@ -359,14 +380,14 @@ func (t *trainer) setup(ctx context.Context) error {
 	}
 	mp, err := t.precision(*cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if mp.half {
 		// Mixed precision: the heavy operators in half precision behind
 		// Casts (the parameters stay float32 masters); float16 scales
 		// the loss.
 		if _, err := autocast.Apply(trainModel, mp.typ); err != nil {
-			return fmt.Errorf("--precision %s: %w", cfg.Precision, err)
+			return nil, fmt.Errorf("--precision %s: %w", cfg.Precision, err)
 		}
 		gc.MinOpset = mp.typ.MinOpset()
 		if mp.typ == autocast.Float16 {
@@ -381,11 +402,18 @@ func (t *trainer) setup(ctx context.Context) error {
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
-			return fmt.Errorf("%s: the model declares a fixed batch of %d and training at --batch %d failed: %w; its graph may bake the batch size in: pass --batch %d",
+			return nil, fmt.Errorf("%s: the model declares a fixed batch of %d and training at --batch %d failed: %w; its graph may bake the batch size in: pass --batch %d",
 				cfg.Network.BaseModel, b, cfg.Batch, err, b)
 		}
-		return err
+		return nil, err
 	}
+	return gs, nil
+}
+
+// setupStepper takes the parameters out of the compiled graph, configures
+// the optimiser and opens the stepper that runs the steps.
+func (t *trainer) setupStepper(gs *grad.Graphs) error {
+	cfg := &t.cfg
 	for _, p := range gs.Params {
 		v, err := onnx.Float32s(p)
 		if err != nil {
