@@ -106,8 +106,34 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 	nm := newNames(g)
 	sum := &Float16Summary{Float16Nodes: map[string]int{}}
 
-	// Which nodes run in float16: a listed op, not kept, with a float32
-	// tensor at one of its float16 positions.
+	half := halfNodes(g, types, keep, sum)
+	is16, err := float16Homes(g, types, half, sum)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum.Casts = insertCasts(g, nm, types, half, is16)
+
+	// Recorded types follow the tensors' new homes.
+	for _, v := range g.GetValueInfo() {
+		if tt := v.GetType().GetTensorType(); tt != nil && is16[v.GetName()] && tt.GetElemType() == int32(onnxpb.TensorProto_FLOAT) {
+			tt.ElemType = proto.Int32(int32(onnxpb.TensorProto_FLOAT16))
+		}
+	}
+	if err := sortNodes(g); err != nil {
+		return nil, nil, fmt.Errorf("float16 graph: %w", err)
+	}
+	if c.Proto.GetProducerName() != "" {
+		c.Proto.ProducerName = proto.String(c.Proto.GetProducerName() + "+segtune-fp16")
+	} else {
+		c.Proto.ProducerName = proto.String("segtune-fp16")
+	}
+	return c, sum, nil
+}
+
+// halfNodes decides which nodes run in float16: a listed op, not kept,
+// with a float32 tensor at one of its float16 positions. It counts them,
+// and the float32 nodes with their reasons, in sum.
+func halfNodes(g *onnxpb.GraphProto, types ElemTypes, keep matcher, sum *Float16Summary) map[*onnxpb.NodeProto]bool {
 	half := map[*onnxpb.NodeProto]bool{}
 	for _, n := range g.GetNode() {
 		hasFloat := false
@@ -133,9 +159,13 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 			half[n] = false
 		}
 	}
+	return half
+}
 
-	// Tensors whose home is float16: float32 outputs of float16 nodes, and
-	// float32 initializers that only float16 positions read.
+// float16Homes returns the tensors whose home is float16: float32
+// outputs of float16 nodes, and float32 initializers that only float16
+// positions read (converted here, saturating at ±65504).
+func float16Homes(g *onnxpb.GraphProto, types ElemTypes, half map[*onnxpb.NodeProto]bool, sum *Float16Summary) (map[string]bool, error) {
 	is16 := map[string]bool{}
 	for _, n := range g.GetNode() {
 		if !half[n] {
@@ -168,7 +198,7 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 		}
 		vals, err := onnx.Float32s(t)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for i, v := range vals {
 			if v > 65504 || v < -65504 {
@@ -180,8 +210,13 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 		is16[name] = true
 		sum.Initializers++
 	}
+	return is16, nil
+}
 
-	// Casts, made once per tensor and direction.
+// insertCasts puts a Cast wherever a tensor crosses between float16 and
+// float32 (one per tensor and direction), renames float16 graph outputs
+// behind a Cast back to float32, and returns the number of Casts.
+func insertCasts(g *onnxpb.GraphProto, nm *names, types ElemTypes, half map[*onnxpb.NodeProto]bool, is16 map[string]bool) int {
 	var casts []*onnxpb.NodeProto
 	castTo := map[[2]string]string{}
 	cast := func(name string, to onnxpb.TensorProto_DataType) string {
@@ -222,21 +257,5 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 		}
 	}
 	g.Node = append(g.Node, casts...)
-	sum.Casts = len(casts)
-
-	// Recorded types follow the tensors' new homes.
-	for _, v := range g.GetValueInfo() {
-		if tt := v.GetType().GetTensorType(); tt != nil && is16[v.GetName()] && tt.GetElemType() == int32(onnxpb.TensorProto_FLOAT) {
-			tt.ElemType = proto.Int32(int32(onnxpb.TensorProto_FLOAT16))
-		}
-	}
-	if err := sortNodes(g); err != nil {
-		return nil, nil, fmt.Errorf("float16 graph: %w", err)
-	}
-	if c.Proto.GetProducerName() != "" {
-		c.Proto.ProducerName = proto.String(c.Proto.GetProducerName() + "+segtune-fp16")
-	} else {
-		c.Proto.ProducerName = proto.String("segtune-fp16")
-	}
-	return c, sum, nil
+	return len(casts)
 }
