@@ -169,133 +169,184 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 		p.perTensor = true
 		p.notes = append(p.notes, fmt.Sprintf("the model imports opset %d; per-channel DequantizeLinear needs 13, so weights have one scale each", opset))
 	}
-	inits := initializers(g)
-	outs := graphOutputs(g)
-	consumers := onnx.Consumers(g)
-	producers := onnx.Producers(g)
-	seenWeight := map[string]bool{}
-	seenConst := map[string]bool{}
-
-	// mark quantizes an activation tensor; graph outputs stay float unless
-	// asked.
-	mark := func(name string) bool {
-		if name == "" || (outs[name] && !o.QuantizeOutputs) {
-			return false
-		}
-		if !p.actSet[name] {
-			p.actSet[name] = true
-			p.acts = append(p.acts, name)
-		}
-		return true
-	}
-	markInput := func(name string) bool {
-		if t, ok := inits[name]; ok {
-			if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
-				return false
-			}
-			if !seenConst[name] {
-				seenConst[name] = true
-				p.constants = append(p.constants, name)
-			}
-			return true
-		}
-		return mark(name)
-	}
-	kept := func(n *onnxpb.NodeProto, reason string) {
-		p.Kept = append(p.Kept, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: reason})
-	}
-
+	pl := &planner{p: p, g: g, types: types, inits: initializers(g), outs: graphOutputs(g),
+		consumers: onnx.Consumers(g), producers: onnx.Producers(g), seenWeight: map[string]bool{}, seenConst: map[string]bool{}}
 	for _, n := range sorted {
 		op := n.GetOpType()
 		if !isDefaultDomain(n) || !ops[op] {
 			continue
 		}
 		if keep.match(n) {
-			kept(n, "--keep-float")
+			pl.kept(n, "--keep-float")
 			continue
 		}
-		ins := n.GetInput()
-		if len(ins) == 0 || !types.isFloat32(ins[0]) {
+		if ins := n.GetInput(); len(ins) == 0 || !types.isFloat32(ins[0]) {
 			continue // shape arithmetic on integers: nothing to quantize
 		}
+		var quantized bool
 		switch {
 		case weightedOps[op]:
-			if len(ins) < 2 || !types.isFloat32(ins[1]) {
-				kept(n, "its second operand is not float32")
-				continue
-			}
-			if !mark(ins[0]) {
-				kept(n, "its input is a graph output")
-				continue
-			}
-			if w, ok := inits[ins[1]]; ok {
-				if !seenWeight[ins[1]] {
-					seenWeight[ins[1]] = true
-					axis := weightAxis(n, w)
-					if p.perTensor {
-						axis = -1
-					}
-					p.weights = append(p.weights, weightUse{name: ins[1], axis: axis})
-				}
-				if (op == "Conv" || op == "ConvTranspose") && len(ins) > 2 && ins[2] != "" && !o.FloatBias {
-					if b, ok := inits[ins[2]]; ok && b.GetDataType() == int32(onnxpb.TensorProto_FLOAT) && len(b.GetDims()) == 1 {
-						p.biases = append(p.biases, biasUse{node: n, bias: ins[2], input: ins[0], weight: ins[1]})
-					}
-				}
-			} else {
-				mark(ins[1]) // a second activation (x·y)
-			}
-			if len(n.GetOutput()) > 0 {
-				mark(n.GetOutput()[0])
-			}
+			quantized = pl.weighted(n)
 		case removableOps[op]:
-			in, out := ins[0], n.GetOutput()[0]
-			if !p.actSet[in] {
-				continue // only follows a quantized tensor
-			}
-			prod := producers[in]
-			_, shared := p.sameAs[in]
-			if prod != nil && len(consumers[in]) == 1 && !outs[in] && !shared && (!outs[out] || o.QuantizeOutputs) && clipBoundsConstant(n, inits) {
-				// Fold: the producer writes the activation's output,
-				// quantized to its (non-negative or clipped) range.
-				p.fuse[n] = true
-				p.actSet[in] = false
-				mark(out)
-				p.FusedActivations++
-			} else {
-				mark(out)
-			}
+			quantized = pl.removable(n)
 		case sameScaleOps[op]:
-			if !p.actSet[ins[0]] {
-				continue // ONNX Runtime only runs these on inputs already quantized
-			}
-			out := n.GetOutput()[0]
-			if mark(out) {
-				p.sameAs[out] = ins[0]
-			}
+			quantized = pl.sameScale(n)
 		default:
-			ok := true
-			for _, in := range ins {
-				if in != "" && !types.isFloat32(in) {
-					ok = false
-				}
+			quantized = pl.other(n)
+		}
+		if quantized {
+			p.Quantized[op]++
+		}
+	}
+	pl.finish()
+	return p, nil
+}
+
+// planner is NewPlan's walk over the graph: the plan it fills and what it
+// looks the graph's tensors up in.
+type planner struct {
+	p                     *Plan
+	g                     *onnxpb.GraphProto
+	types                 ElemTypes
+	inits                 map[string]*onnxpb.TensorProto
+	outs                  map[string]bool
+	consumers             map[string][]*onnxpb.NodeProto
+	producers             map[string]*onnxpb.NodeProto
+	seenWeight, seenConst map[string]bool
+}
+
+// mark quantizes an activation tensor; graph outputs stay float unless
+// asked.
+func (pl *planner) mark(name string) bool {
+	p := pl.p
+	if name == "" || (pl.outs[name] && !p.opts.QuantizeOutputs) {
+		return false
+	}
+	if !p.actSet[name] {
+		p.actSet[name] = true
+		p.acts = append(p.acts, name)
+	}
+	return true
+}
+
+// markInput quantizes an input: a float32 initializer as a constant, any
+// other tensor as an activation.
+func (pl *planner) markInput(name string) bool {
+	if t, ok := pl.inits[name]; ok {
+		if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
+			return false
+		}
+		if !pl.seenConst[name] {
+			pl.seenConst[name] = true
+			pl.p.constants = append(pl.p.constants, name)
+		}
+		return true
+	}
+	return pl.mark(name)
+}
+
+func (pl *planner) kept(n *onnxpb.NodeProto, reason string) {
+	pl.p.Kept = append(pl.p.Kept, KeptNode{Node: onnx.NodeLabel(pl.g, n), Op: n.GetOpType(), Reason: reason})
+}
+
+// weighted plans a Conv, ConvTranspose, Gemm or MatMul: its input and output as
+// activations, its weight per channel (or per tensor) and a Conv's bias
+// as int32, or a second activation.
+func (pl *planner) weighted(n *onnxpb.NodeProto) bool {
+	p, ins, op := pl.p, n.GetInput(), n.GetOpType()
+	if len(ins) < 2 || !pl.types.isFloat32(ins[1]) {
+		pl.kept(n, "its second operand is not float32")
+		return false
+	}
+	if !pl.mark(ins[0]) {
+		pl.kept(n, "its input is a graph output")
+		return false
+	}
+	if w, ok := pl.inits[ins[1]]; ok {
+		if !pl.seenWeight[ins[1]] {
+			pl.seenWeight[ins[1]] = true
+			axis := weightAxis(n, w)
+			if p.perTensor {
+				axis = -1
 			}
-			if !ok {
-				kept(n, "an input is not float32")
-				continue
-			}
-			for _, in := range ins {
-				if in != "" {
-					markInput(in)
-				}
-			}
-			for _, out := range n.GetOutput() {
-				mark(out)
+			p.weights = append(p.weights, weightUse{name: ins[1], axis: axis})
+		}
+		if (op == "Conv" || op == "ConvTranspose") && len(ins) > 2 && ins[2] != "" && !p.opts.FloatBias {
+			if b, ok := pl.inits[ins[2]]; ok && b.GetDataType() == int32(onnxpb.TensorProto_FLOAT) && len(b.GetDims()) == 1 {
+				p.biases = append(p.biases, biasUse{node: n, bias: ins[2], input: ins[0], weight: ins[1]})
 			}
 		}
-		p.Quantized[op]++
+	} else {
+		pl.mark(ins[1]) // a second activation (x·y)
 	}
-	// Tensors un-marked by folding are dropped from the list.
+	if len(n.GetOutput()) > 0 {
+		pl.mark(n.GetOutput()[0])
+	}
+	return true
+}
+
+// removable plans a Relu or Clip after a quantized tensor: folded into
+// its producer's output range where it alone reads it, else quantized.
+func (pl *planner) removable(n *onnxpb.NodeProto) bool {
+	p := pl.p
+	in, out := n.GetInput()[0], n.GetOutput()[0]
+	if !p.actSet[in] {
+		return false // only follows a quantized tensor
+	}
+	prod := pl.producers[in]
+	_, shared := p.sameAs[in]
+	if prod != nil && len(pl.consumers[in]) == 1 && !pl.outs[in] && !shared && (!pl.outs[out] || p.opts.QuantizeOutputs) && clipBoundsConstant(n, pl.inits) {
+		// Fold: the producer writes the activation's output,
+		// quantized to its (non-negative or clipped) range.
+		p.fuse[n] = true
+		p.actSet[in] = false
+		pl.mark(out)
+		p.FusedActivations++
+	} else {
+		pl.mark(out)
+	}
+	return true
+}
+
+// sameScale plans an op whose output keeps its input's scale (MaxPool,
+// Resize, reshapes), on an input already quantized.
+func (pl *planner) sameScale(n *onnxpb.NodeProto) bool {
+	in := n.GetInput()[0]
+	if !pl.p.actSet[in] {
+		return false // ONNX Runtime only runs these on inputs already quantized
+	}
+	out := n.GetOutput()[0]
+	if pl.mark(out) {
+		pl.p.sameAs[out] = in
+	}
+	return true
+}
+
+// other plans any other listed op: every float32 input and output
+// quantized.
+func (pl *planner) other(n *onnxpb.NodeProto) bool {
+	for _, in := range n.GetInput() {
+		if in != "" && !pl.types.isFloat32(in) {
+			pl.kept(n, "an input is not float32")
+			return false
+		}
+	}
+	for _, in := range n.GetInput() {
+		if in != "" {
+			pl.markInput(in)
+		}
+	}
+	for _, out := range n.GetOutput() {
+		pl.mark(out)
+	}
+	return true
+}
+
+// finish drops the tensors folding un-marked, and lists those whose range
+// calibration measures: the activations that neither share another's
+// scale nor are initializers.
+func (pl *planner) finish() {
+	p := pl.p
 	var acts []string
 	for _, a := range p.acts {
 		if p.actSet[a] {
@@ -305,13 +356,12 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 	p.acts = acts
 	for _, a := range acts {
 		if _, ok := p.sameAs[a]; !ok {
-			if _, init := inits[a]; !init {
+			if _, init := pl.inits[a]; !init {
 				p.Calibrate = append(p.Calibrate, a)
 			}
 		}
 	}
 	sort.Strings(p.Calibrate)
-	return p, nil
 }
 
 // clipBoundsConstant reports whether a Clip's bounds are attributes or
