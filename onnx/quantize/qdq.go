@@ -40,24 +40,72 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 	o := p.opts
 	m := p.src.Clone()
 	g := m.Graph()
-	nm := newNames(g)
-	sum := &Summary{
-		Activations: o.Activations.String(), Weights: Int8.String(), PerChannel: !p.perTensor, ReduceRange: o.ReduceRange,
-		QuantizedNodes: p.Quantized, KeptNodes: p.Kept, FusedActivations: p.FusedActivations,
-		Notes: append([]string(nil), p.notes...),
+	ap := &applier{p: p, g: g, nm: newNames(g), params: map[string]Params{},
+		sum: &Summary{
+			Activations: o.Activations.String(), Weights: Int8.String(), PerChannel: !p.perTensor, ReduceRange: o.ReduceRange,
+			QuantizedNodes: p.Quantized, KeptNodes: p.Kept, FusedActivations: p.FusedActivations,
+			Notes: append([]string(nil), p.notes...),
+		}}
+	ap.qmin, ap.qmax = o.Activations.Bounds(false, false)
+	ap.foldActivations()
+	ap.inits = initializers(g)
+	if err := ap.activationParams(ranges); err != nil {
+		return nil, nil, err
 	}
+	ap.activationQDQ()
+	if err := ap.constants(); err != nil {
+		return nil, nil, err
+	}
+	wscales, err := ap.weights()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ap.biases(wscales); err != nil {
+		return nil, nil, err
+	}
+	pruneInitializers(g)
+	if err := sortNodes(g); err != nil {
+		return nil, nil, fmt.Errorf("quantized graph: %w", err)
+	}
+	if m.Proto.GetProducerName() != "" {
+		m.Proto.ProducerName = proto.String(m.Proto.GetProducerName() + "+segtune-int8")
+	} else {
+		m.Proto.ProducerName = proto.String("segtune-int8")
+	}
+	sort.Strings(ap.sum.Notes)
+	return m, ap.sum, nil
+}
 
-	// Fold the removable activations: their producer writes their output.
+// applier is one Apply: the plan, the copy of the model it rewrites and
+// the quantization parameters of its tensors.
+type applier struct {
+	p     *Plan
+	g     *onnxpb.GraphProto
+	nm    *names
+	sum   *Summary
+	inits map[string]*onnxpb.TensorProto
+	// params holds each quantized tensor's scale and zero point; qmin and
+	// qmax bound the activations' integers.
+	params     map[string]Params
+	qmin, qmax int32
+	// clone maps a node of the plan's model to its copy in g.
+	clone map[*onnxpb.NodeProto]*onnxpb.NodeProto
+}
+
+// foldActivations removes the removable activations the plan folds: their
+// producer writes their output.
+func (ap *applier) foldActivations() {
+	g := ap.g
 	dropVI := map[string]bool{}
 	var nodes []*onnxpb.NodeProto
 	producers := onnx.Producers(g)
-	clone := map[*onnxpb.NodeProto]*onnxpb.NodeProto{} // source node → its copy
-	srcNodes := p.src.Graph().GetNode()
+	ap.clone = map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	srcNodes := ap.p.src.Graph().GetNode()
 	for i, n := range g.GetNode() {
-		clone[srcNodes[i]] = n
+		ap.clone[srcNodes[i]] = n
 	}
 	for i, n := range g.GetNode() {
-		if p.fuse[srcNodes[i]] {
+		if ap.p.fuse[srcNodes[i]] {
 			in, out := n.GetInput()[0], n.GetOutput()[0]
 			prod := producers[in]
 			for k, o := range prod.Output {
@@ -72,61 +120,69 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 	}
 	g.Node = nodes
 	dropValueInfo(g, dropVI)
+}
 
-	// Activation scales and zero points.
-	qmin, qmax := o.Activations.Bounds(false, false)
-	params := map[string]Params{}
-	for _, name := range p.Calibrate {
+// activationParams computes the scale and zero point of every activation:
+// from its calibration range, from its values for a constant, or those of
+// the tensor it shares them with.
+func (ap *applier) activationParams(ranges map[string]Range) error {
+	for _, name := range ap.p.Calibrate {
 		r, ok := ranges[name]
 		if !ok {
-			return nil, nil, fmt.Errorf("no calibration range for tensor %q", name)
+			return fmt.Errorf("no calibration range for tensor %q", name)
 		}
-		pr, err := ComputeParams(r.Min, r.Max, qmin, qmax, false)
+		pr, err := ComputeParams(r.Min, r.Max, ap.qmin, ap.qmax, false)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tensor %q: %w", name, err)
+			return fmt.Errorf("tensor %q: %w", name, err)
 		}
-		params[name] = pr
+		ap.params[name] = pr
 	}
-	inits := initializers(g)
-	for _, name := range p.constants {
-		vals, err := onnx.Float32s(inits[name])
+	for _, name := range ap.p.constants {
+		vals, err := onnx.Float32s(ap.inits[name])
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		lo, hi := minMax(vals)
-		pr, err := ComputeParams(lo, hi, qmin, qmax, false)
+		pr, err := ComputeParams(lo, hi, ap.qmin, ap.qmax, false)
 		if err != nil {
-			return nil, nil, fmt.Errorf("initializer %q: %w", name, err)
+			return fmt.Errorf("initializer %q: %w", name, err)
 		}
-		params[name] = pr
+		ap.params[name] = pr
 	}
-	var resolve func(name string, depth int) (Params, error)
-	resolve = func(name string, depth int) (Params, error) {
-		if pr, ok := params[name]; ok {
-			return pr, nil
-		}
-		src, ok := p.sameAs[name]
-		if !ok || depth > len(p.sameAs) {
-			return Params{}, fmt.Errorf("no quantization parameters for tensor %q", name)
-		}
-		pr, err := resolve(src, depth+1)
-		if err == nil {
-			params[name] = pr
-		}
-		return pr, err
-	}
-	for _, name := range p.acts {
-		if _, err := resolve(name, 0); err != nil {
-			return nil, nil, err
+	for _, name := range ap.p.acts {
+		if _, err := ap.resolve(name, 0); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	adt := o.Activations.DataType()
+// resolve returns name's parameters, following the tensors that share
+// their input's scale.
+func (ap *applier) resolve(name string, depth int) (Params, error) {
+	if pr, ok := ap.params[name]; ok {
+		return pr, nil
+	}
+	src, ok := ap.p.sameAs[name]
+	if !ok || depth > len(ap.p.sameAs) {
+		return Params{}, fmt.Errorf("no quantization parameters for tensor %q", name)
+	}
+	pr, err := ap.resolve(src, depth+1)
+	if err == nil {
+		ap.params[name] = pr
+	}
+	return pr, err
+}
+
+// activationQDQ puts a QuantizeLinear/DequantizeLinear pair after every
+// quantized activation.
+func (ap *applier) activationQDQ() {
+	g, nm := ap.g, ap.nm
+	adt := ap.p.opts.Activations.DataType()
 	scalar := []int64{}
 	outs := graphOutputs(g)
-	// Activation QDQ pairs, and the constants quantized as activations.
-	for _, name := range p.acts {
-		pr := params[name]
+	for _, name := range ap.p.acts {
+		pr := ap.params[name]
 		scale := nm.fresh(name + "_scale")
 		zp := nm.fresh(name + "_zero_point")
 		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(scale, scalar, []float32{pr.Scale}),
@@ -158,31 +214,40 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 			}
 		}
 		g.Node = append(g.Node, qn, dqn)
-		sum.QDQPairs++
+		ap.sum.QDQPairs++
 	}
-	for _, name := range p.constants {
-		pr := params[name]
-		vals, _ := onnx.Float32s(inits[name])
+}
+
+// constants stores the constants quantized as activations as integers.
+func (ap *applier) constants() error {
+	adt := ap.p.opts.Activations.DataType()
+	for _, name := range ap.p.constants {
+		pr := ap.params[name]
+		vals, _ := onnx.Float32s(ap.inits[name])
 		qv := make([]int32, len(vals))
 		for i, v := range vals {
-			qv[i] = QuantizeValue(v, pr, qmin, qmax)
+			qv[i] = QuantizeValue(v, pr, ap.qmin, ap.qmax)
 		}
-		if err := p.addDequantized(g, nm, name, inits[name].GetDims(), adt, qv, []float32{pr.Scale}, []int32{pr.ZeroPoint}, -1, nil); err != nil {
-			return nil, nil, err
+		if err := ap.p.addDequantized(ap.g, ap.nm, name, ap.inits[name].GetDims(), adt, qv, []float32{pr.Scale}, []int32{pr.ZeroPoint}, -1, nil); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Weights: symmetric int8, per channel where the axis allows.
+// weights stores the weights as symmetric int8, per channel where the
+// axis allows, and returns each weight's scales.
+func (ap *applier) weights() (map[string][]float32, error) {
 	wscales := map[string][]float32{}
-	for _, w := range p.weights {
-		t := inits[w.name]
+	for _, w := range ap.p.weights {
+		t := ap.inits[w.name]
 		vals, err := onnx.Float32s(t)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		qw, err := QuantizeWeights(vals, t.GetDims(), w.axis, Int8, true, o.ReduceRange)
+		qw, err := QuantizeWeights(vals, t.GetDims(), w.axis, Int8, true, ap.p.opts.ReduceRange)
 		if err != nil {
-			return nil, nil, fmt.Errorf("weight %q: %w", w.name, err)
+			return nil, fmt.Errorf("weight %q: %w", w.name, err)
 		}
 		scales := make([]float32, len(qw.Params))
 		zps := make([]int32, len(qw.Params))
@@ -190,32 +255,36 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 			scales[i], zps[i] = pr.Scale, pr.ZeroPoint
 		}
 		wscales[w.name] = scales
-		if err := p.addDequantized(g, nm, w.name, t.GetDims(), onnxpb.TensorProto_INT8, qw.Values, scales, zps, qw.Axis, nil); err != nil {
-			return nil, nil, err
+		if err := ap.p.addDequantized(ap.g, ap.nm, w.name, t.GetDims(), onnxpb.TensorProto_INT8, qw.Values, scales, zps, qw.Axis, nil); err != nil {
+			return nil, err
 		}
-		sum.QuantizedWeights++
+		ap.sum.QuantizedWeights++
 	}
+	return wscales, nil
+}
 
-	// Conv biases: int32 at the accumulator's scale.
-	for _, b := range p.biases {
-		in, err := resolve(b.input, 0)
+// biases stores Conv biases as int32 at the accumulator's scale (the
+// input's scale times each weight scale).
+func (ap *applier) biases(wscales map[string][]float32) error {
+	for _, b := range ap.p.biases {
+		in, err := ap.resolve(b.input, 0)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		ws, ok := wscales[b.weight]
 		if !ok {
 			continue
 		}
-		t := inits[b.bias]
+		t := ap.inits[b.bias]
 		vals, err := onnx.Float32s(t)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		qb, err := QuantizeBias(vals, in.Scale, ws)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bias %q: %w", b.bias, err)
+			return fmt.Errorf("bias %q: %w", b.bias, err)
 		}
-		sum.ClippedBiasValues += qb.Clipped
+		ap.sum.ClippedBiasValues += qb.Clipped
 		scales, zps, axis := qb.Scales, make([]int32, len(vals)), 0
 		if len(ws) == 1 {
 			// One weight scale: one bias scale, and no axis (which
@@ -223,22 +292,12 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 			scales, zps, axis = scales[:1], zps[:1], -1
 		}
 		// Each Conv gets its own copy: the scale depends on its input.
-		if err := p.addDequantized(g, nm, b.bias, t.GetDims(), onnxpb.TensorProto_INT32, qb.Values, scales, zps, axis, clone[b.node]); err != nil {
-			return nil, nil, err
+		if err := ap.p.addDequantized(ap.g, ap.nm, b.bias, t.GetDims(), onnxpb.TensorProto_INT32, qb.Values, scales, zps, axis, ap.clone[b.node]); err != nil {
+			return err
 		}
-		sum.Int32Biases++
+		ap.sum.Int32Biases++
 	}
-	pruneInitializers(g)
-	if err := sortNodes(g); err != nil {
-		return nil, nil, fmt.Errorf("quantized graph: %w", err)
-	}
-	if m.Proto.GetProducerName() != "" {
-		m.Proto.ProducerName = proto.String(m.Proto.GetProducerName() + "+segtune-int8")
-	} else {
-		m.Proto.ProducerName = proto.String("segtune-int8")
-	}
-	sort.Strings(sum.Notes)
-	return m, sum, nil
+	return nil
 }
 
 // addDequantized stores name's values as integers of type dt with a
