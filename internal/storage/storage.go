@@ -38,11 +38,7 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // azblob://
-	_ "gocloud.dev/blob/gcsblob"   // gs://
-	_ "gocloud.dev/blob/s3blob"    // s3://
 	"gocloud.dev/gcerrors"
-	"gocloud.dev/gcp"
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
@@ -50,6 +46,14 @@ import (
 
 // Schemes are the object-storage URL schemes accepted.
 var Schemes = []string{"s3", "gs", "azblob"}
+
+// backends holds, for each scheme whose gocloud driver this build has
+// (backend_*.go; build tags nos3, nogcs and noazure leave one out), the
+// check made before its bucket is opened, or nil.
+var backends = map[string]func(ctx context.Context, l Location) error{}
+
+// buildTags names the build tag that leaves each scheme out.
+var buildTags = map[string]string{"s3": "nos3", "gs": "nogcs", "azblob": "noazure"}
 
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
@@ -139,58 +143,23 @@ func hint(scheme string) string {
 }
 
 // openBucket opens the bucket of l. Credentials that a service reads when
-// a bucket is opened are checked here, so that their absence is an error
-// before any work (Google's library would otherwise print a warning and go
-// on without them).
+// a bucket is opened are checked here (by its backend), so that their
+// absence is an error before any work.
 func openBucket(ctx context.Context, l Location) (*blob.Bucket, error) {
-	if l.Scheme == "gs" && os.Getenv("STORAGE_EMULATOR_HOST") == "" && os.Getenv("STORAGE_EMULATOR_HOST_GRPC") == "" {
-		if _, err := gcp.DefaultCredentials(ctx); err != nil {
-			return nil, fmt.Errorf("%s: no Google Cloud credentials (%v); %s", l, err, hint(l.Scheme))
-		}
+	check, ok := backends[l.Scheme]
+	if !ok {
+		return nil, fmt.Errorf("%s: this segtune was built without %s:// support (build tag %s)", l, l.Scheme, buildTags[l.Scheme])
 	}
-	if l.Scheme == "s3" {
-		instanceMetadataOffForCustomEndpoint(l)
+	if check != nil {
+		if err := check(ctx, l); err != nil {
+			return nil, err
+		}
 	}
 	b, err := blob.OpenBucket(ctx, l.BucketURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v; %s", l, err, hint(l.Scheme))
 	}
 	return b, nil
-}
-
-// instanceMetadataOffForCustomEndpoint turns off the AWS SDK's last
-// credential source, the EC2 instance-metadata service (requests to
-// 169.254.169.254), for a bucket on an S3-compatible server named by
-// ?endpoint= or $AWS_ENDPOINT_URL(_S3): such a server does not take an EC2
-// instance role's credentials, and without credentials the lookup would
-// send requests off the machine. Endpoints under amazonaws.com (VPC
-// endpoints) keep it, and so does an explicit $AWS_EC2_METADATA_DISABLED.
-func instanceMetadataOffForCustomEndpoint(l Location) {
-	const disabled = "AWS_EC2_METADATA_DISABLED"
-	if os.Getenv(disabled) != "" {
-		return
-	}
-	endpoint := ""
-	if u, err := url.Parse(l.BucketURL); err == nil {
-		endpoint = u.Query().Get("endpoint")
-	}
-	for _, v := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
-		if endpoint == "" {
-			endpoint = os.Getenv(v)
-		}
-	}
-	if endpoint == "" {
-		return
-	}
-	host := endpoint
-	if u, err := url.Parse(endpoint); err == nil && u.Hostname() != "" {
-		host = u.Hostname()
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if strings.HasSuffix(host, ".amazonaws.com") || strings.HasSuffix(host, ".amazonaws.com.cn") {
-		return
-	}
-	os.Setenv(disabled, "true")
 }
 
 // IsNotExist reports whether err says that a file or object does not exist.
