@@ -51,17 +51,7 @@ func main() {
 	flag.Parse()
 
 	if *replot != "" {
-		var saved struct {
-			Runs []*smnist.Results `json:"runs"`
-		}
-		b, err := os.ReadFile(*replot)
-		if err == nil {
-			err = json.Unmarshal(b, &saved)
-		}
-		if err != nil {
-			log.Fatalf("smnist: --replot: %v", err)
-		}
-		if err := write(*out, *title, saved.Runs); err != nil {
+		if err := replotFrom(*replot, *out, *title); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -118,24 +108,9 @@ func main() {
 			}
 		}
 	}
-	results := make([]*smnist.Results, len(cfgs))
-	errs := make([]error, len(cfgs))
-	sem := make(chan struct{}, max(1, *jobs))
-	var wg sync.WaitGroup
-	for i, c := range cfgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i], errs[i] = smnist.Run(c, d)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			log.Fatalf("smnist: %s: %v", cfgs[i].Name, err)
-		}
+	results, err := runAll(cfgs, d, *jobs)
+	if err != nil {
+		log.Fatal(err)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -202,4 +177,43 @@ func name(c smnist.Config, withHead bool) string {
 		n += " [" + c.Head + "]"
 	}
 	return n
+}
+
+// replotFrom redraws the plots and the table of a results.json into out.
+func replotFrom(path, out, title string) error {
+	var saved struct {
+		Runs []*smnist.Results `json:"runs"`
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
+	}
+	if err != nil {
+		return fmt.Errorf("smnist: --replot: %v", err)
+	}
+	return write(out, title, saved.Runs)
+}
+
+// runAll runs every configuration on d, jobs at a time.
+func runAll(cfgs []smnist.Config, d *smnist.Data, jobs int) ([]*smnist.Results, error) {
+	results := make([]*smnist.Results, len(cfgs))
+	errs := make([]error, len(cfgs))
+	sem := make(chan struct{}, max(1, jobs))
+	var wg sync.WaitGroup
+	for i, c := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = smnist.Run(c, d)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("smnist: %s: %v", cfgs[i].Name, err)
+		}
+	}
+	return results, nil
 }
