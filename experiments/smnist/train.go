@@ -286,83 +286,12 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	if cfg.ScoreBound < 0 || math.IsNaN(cfg.ScoreBound) || (cfg.ScoreBound > 0 && cfg.Head != HeadLogits) {
 		return nil, fmt.Errorf("smnist: score bound %g: want ≥ 0, and > 0 only with head %q", cfg.ScoreBound, HeadLogits)
 	}
-	m, err := buildModel(cfg.Head, B, cfg.Seed, cfg.ScoreBound)
+	net, eval, ef, err := newNetwork(cfg, d)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := grad.Build(m, grad.Config{
-		Trainable:  []string{"fc.*", "smeasure.*"},
-		Loss:       grad.Loss{Kind: grad.LossCrossEntropy, Output: "logits", NoIgnore: true},
-		GradInputs: []string{regTerm},
-		InputShapes: map[string][]int64{
-			"input": {int64(B), Pixels}, regPos: {int64(B), 1}, regNeg: {int64(B), 1}, regEps: {1, 1},
-		},
-		Threads: cfg.Threads,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("smnist: compiling the training graph: %w", err)
-	}
-	open := func(mm *onnx.Model) (*runtime.Session, error) {
-		b, err := mm.Marshal()
-		if err != nil {
-			return nil, err
-		}
-		return runtime.NewSession(b, runtime.Options{Threads: cfg.Threads})
-	}
-	train, err := open(gs.Training)
-	if err != nil {
-		return nil, fmt.Errorf("smnist: training session: %w", err)
-	}
-	defer train.Close()
-	eval, err := open(gs.Eval)
-	if err != nil {
-		return nil, fmt.Errorf("smnist: evaluation session: %w", err)
-	}
+	defer net.train.Close()
 	defer eval.Close()
-
-	// Parameters and the optimiser.
-	params := make([]*optim.Param, len(gs.Params))
-	byName := map[string]*runtime.Tensor{}
-	for i, p := range gs.Params {
-		v, err := onnx.Float32s(p)
-		if err != nil {
-			return nil, err
-		}
-		params[i] = &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v}
-		byName[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
-	}
-	opt, err := optim.New(params, optim.DefaultConfig(optim.Adam))
-	if err != nil {
-		return nil, err
-	}
-	x := make([]float32, B*Pixels)
-	target := make([]int64, B)
-	posT, negT, epsT := make([]float32, B), make([]float32, B), make([]float32, 1)
-	byName["input"] = runtime.NewFloat32([]int64{int64(B), Pixels}, x)
-	byName[grad.TargetName] = runtime.NewInt64([]int64{int64(B)}, target)
-	byName[regPos] = runtime.NewFloat32([]int64{int64(B), 1}, posT)
-	byName[regNeg] = runtime.NewFloat32([]int64{int64(B), 1}, negT)
-	byName[regEps] = runtime.NewFloat32([]int64{1, 1}, epsT)
-	byName[grad.GradInPrefix+regTerm] = runtime.NewFloat32([]int64{1}, []float32{1})
-	tf, err := newFeeder(train, byName)
-	if err != nil {
-		return nil, err
-	}
-	ef, err := newFeeder(eval, byName)
-	if err != nil {
-		return nil, err
-	}
-	lossOut, sOut := train.OutputIndex(grad.LossName), train.OutputIndex(sMeasure)
-	gradOut := make([]int, len(params))
-	for i, p := range gs.Manifest.Params {
-		if p.Name != params[i].Name {
-			return nil, fmt.Errorf("smnist: parameter order: manifest %q, params %q", p.Name, params[i].Name)
-		}
-		gradOut[i] = train.OutputIndex(p.Grad)
-	}
-	if lossOut < 0 || sOut < 0 {
-		return nil, errors.New("smnist: training graph lacks loss or s_measure outputs")
-	}
 
 	// The Lagrangian's state over the training set; batches balanced by
 	// size class for every run (the baseline included), as the paper draws
@@ -393,8 +322,6 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	net := &network{train: train, feed: tf, d: d, x: x, target: target, posT: posT, negT: negT, epsT: epsT,
-		params: params, opt: opt, lr: cfg.LR, gradOut: gradOut, lossOut: lossOut, sOut: sOut, bound: cfg.ScoreBound}
 
 	res := &Results{Config: cfg, Steps: d.Train.Len() / B}
 	var wall time.Duration
@@ -411,7 +338,7 @@ func Run(cfg Config, d *Data) (*Results, error) {
 			DualSteps: st.DualSteps, LambdaMean: st.LambdaMean, LambdaMax: st.LambdaMax, TauSum: st.TauSum,
 			EpsBefore: st.EpsBefore, EpsAfter: st.EpsAfter, HingeActive: st.HingeActive}
 		rec.SizeF1Train = sizeF1(cache.Scores, cache.Seen, d.TrainClass)
-		if err := evaluate(ef, eval, d, B, x, target, &rec); err != nil {
+		if err := evaluate(ef, eval, d, B, net.x, net.target, &rec); err != nil {
 			return nil, fmt.Errorf("smnist: epoch %d: evaluation: %w", e, err)
 		}
 		res.Epochs = append(res.Epochs, rec)
@@ -426,6 +353,102 @@ func Run(cfg Config, d *Data) (*Results, error) {
 	res.FinalAcc, res.WallS, res.SizeF1Test = last.TestAcc, last.WallS, last.SizeF1Test
 	res.MeanLast, res.StdLast = LastStats(res.Epochs, 10)
 	return res, nil
+}
+
+// newNetwork compiles the one-layer network with its S-measure head into
+// training and evaluation graphs, opens both, and returns the network the
+// dual loop trains, with the evaluation session and its feeder. The
+// caller closes net.train and eval.
+func newNetwork(cfg Config, d *Data) (net *network, eval *runtime.Session, ef *feeder, err error) {
+	B := cfg.Batch
+	m, err := buildModel(cfg.Head, B, cfg.Seed, cfg.ScoreBound)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	gs, err := grad.Build(m, grad.Config{
+		Trainable:  []string{"fc.*", "smeasure.*"},
+		Loss:       grad.Loss{Kind: grad.LossCrossEntropy, Output: "logits", NoIgnore: true},
+		GradInputs: []string{regTerm},
+		InputShapes: map[string][]int64{
+			"input": {int64(B), Pixels}, regPos: {int64(B), 1}, regNeg: {int64(B), 1}, regEps: {1, 1},
+		},
+		Threads: cfg.Threads,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("smnist: compiling the training graph: %w", err)
+	}
+	open := func(mm *onnx.Model) (*runtime.Session, error) {
+		b, err := mm.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		return runtime.NewSession(b, runtime.Options{Threads: cfg.Threads})
+	}
+	train, err := open(gs.Training)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("smnist: training session: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			train.Close()
+		}
+	}()
+	if eval, err = open(gs.Eval); err != nil {
+		return nil, nil, nil, fmt.Errorf("smnist: evaluation session: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			eval.Close()
+		}
+	}()
+
+	// Parameters and the optimiser.
+	params := make([]*optim.Param, len(gs.Params))
+	byName := map[string]*runtime.Tensor{}
+	for i, p := range gs.Params {
+		v, err := onnx.Float32s(p)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		params[i] = &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v}
+		byName[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
+	}
+	opt, err := optim.New(params, optim.DefaultConfig(optim.Adam))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	x := make([]float32, B*Pixels)
+	target := make([]int64, B)
+	posT, negT, epsT := make([]float32, B), make([]float32, B), make([]float32, 1)
+	byName["input"] = runtime.NewFloat32([]int64{int64(B), Pixels}, x)
+	byName[grad.TargetName] = runtime.NewInt64([]int64{int64(B)}, target)
+	byName[regPos] = runtime.NewFloat32([]int64{int64(B), 1}, posT)
+	byName[regNeg] = runtime.NewFloat32([]int64{int64(B), 1}, negT)
+	byName[regEps] = runtime.NewFloat32([]int64{1, 1}, epsT)
+	byName[grad.GradInPrefix+regTerm] = runtime.NewFloat32([]int64{1}, []float32{1})
+	tf, err := newFeeder(train, byName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ef, err = newFeeder(eval, byName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lossOut, sOut := train.OutputIndex(grad.LossName), train.OutputIndex(sMeasure)
+	gradOut := make([]int, len(params))
+	for i, p := range gs.Manifest.Params {
+		if p.Name != params[i].Name {
+			return nil, nil, nil, fmt.Errorf("smnist: parameter order: manifest %q, params %q", p.Name, params[i].Name)
+		}
+		gradOut[i] = train.OutputIndex(p.Grad)
+	}
+	if lossOut < 0 || sOut < 0 {
+		return nil, nil, nil, errors.New("smnist: training graph lacks loss or s_measure outputs")
+	}
+
+	net = &network{train: train, feed: tf, d: d, x: x, target: target, posT: posT, negT: negT, epsT: epsT,
+		params: params, opt: opt, lr: cfg.LR, gradOut: gradOut, lossOut: lossOut, sOut: sOut, bound: cfg.ScoreBound}
+	return net, eval, ef, nil
 }
 
 // network is the classifier as Algorithm 1's Network: the training graph
