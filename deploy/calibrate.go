@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -48,7 +48,7 @@ type CalibrationInfo struct {
 // small blank input measures how their size grows with the image, and
 // when all of them together would take more than a quarter of the memory
 // limit they are fetched over several runs per image.
-func Calibrate(m *onnx.Model, ref *segmenter.Segmenter, tensors []string, types quantize.ElemTypes,
+func Calibrate(m *onnx.Model, ref *inference.Segmenter, tensors []string, types quantize.ElemTypes,
 	images []string, cal *quantize.Calibrator, opts runtime.Options, progress func(done, total int)) (map[string]quantize.Range, *CalibrationInfo, error) {
 	start := time.Now()
 	if len(images) == 0 {
@@ -122,7 +122,7 @@ type prepared struct {
 	h, w int
 }
 
-func prepare(dec imageio.Decoder, ref *segmenter.Segmenter, path string, batch int) (prepared, error) {
+func prepare(dec imageio.Decoder, ref *inference.Segmenter, path string, batch int) (prepared, error) {
 	img, err := dec.ReadFile(path)
 	if err != nil {
 		return prepared{}, fmt.Errorf("calibration image %w", err)
@@ -183,7 +183,7 @@ func newCalibrationPass(m *onnx.Model, tensors []string, opts runtime.Options) (
 // like first fit in a quarter of the memory limit. The size of each
 // tensor is measured on a blank input of a quarter of first's sides (the
 // input itself for a model with a fixed size) and scaled by the area.
-func calibrationPasses(m *onnx.Model, ref *segmenter.Segmenter, tensors []string, first prepared,
+func calibrationPasses(m *onnx.Model, ref *inference.Segmenter, tensors []string, first prepared,
 	layout contract.Layout, batch int, opts runtime.Options) ([][]string, error) {
 	ph, pw := first.h, first.w
 	if ref.Contract.Height <= 0 || ref.Contract.Width <= 0 {

@@ -7,9 +7,9 @@ import (
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/metrics"
-	"github.com/segtune/segtune/internal/pipeline"
-	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
@@ -72,7 +72,7 @@ type Check struct {
 // keeps ref's contract (read with the same overrides), and runs both on
 // o.Images. ref is the float model's segmenter; exp and data are the
 // exported model and its serialized bytes.
-func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, o CheckOptions) (*Check, error) {
+func CheckExport(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, o CheckOptions) (*Check, error) {
 	if len(o.Images) == 0 {
 		return nil, fmt.Errorf("no images to check the exported model on")
 	}
@@ -98,7 +98,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 	refConf, expConf := score(), score()
 	var mu sync.Mutex
 	labels := map[string][]uint8{}
-	addMask := func(conf *metrics.Confusion, r segmenter.Result) error {
+	addMask := func(conf *metrics.Confusion, r inference.Result) error {
 		mp, ok := o.Masks[r.Path]
 		if !withMasks || !ok {
 			return nil
@@ -121,7 +121,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		mu.Unlock()
 		return nil
 	}
-	run := func(s *segmenter.Segmenter, finish func(segmenter.Result) error) (float64, error) {
+	run := func(s *inference.Segmenter, finish func(inference.Result) error) (float64, error) {
 		rep, err := pipeline.Run(o.Images, s.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: 1})
 		if err != nil {
 			return 0, err
@@ -135,7 +135,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 		}
 		return float64(rep.Succeeded) / rep.InferElapsed.Seconds(), nil
 	}
-	c.FloatImagesPerSec, err = run(ref, func(r segmenter.Result) error {
+	c.FloatImagesPerSec, err = run(ref, func(r inference.Result) error {
 		mu.Lock()
 		labels[r.Path] = r.Labels
 		mu.Unlock()
@@ -146,7 +146,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 	}
 	var same, total int64
 	c.WorstAgreement = 2
-	c.ExportedImagesPerSec, err = run(seg, func(r segmenter.Result) error {
+	c.ExportedImagesPerSec, err = run(seg, func(r inference.Result) error {
 		mu.Lock()
 		want := labels[r.Path]
 		mu.Unlock()
@@ -188,7 +188,7 @@ func CheckExport(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov cont
 // openExported reads the exported model's contract (with the overrides
 // ref's was read with), checks it keeps ref's, and opens it in ONNX
 // Runtime with ref's preprocessing.
-func openExported(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (*segmenter.Segmenter, error) {
+func openExported(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (*inference.Segmenter, error) {
 	ct, err := contract.Read(exp, ov)
 	if err != nil {
 		return nil, fmt.Errorf("the exported model's contract: %w", err)
@@ -196,7 +196,7 @@ func openExported(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov con
 	if err := sameContract(ref.Contract, ct); err != nil {
 		return nil, err
 	}
-	seg, err := segmenter.Open(data, ct, ref.Pre, opts)
+	seg, err := inference.Open(data, ct, ref.Pre, opts)
 	if err != nil {
 		return nil, fmt.Errorf("ONNX Runtime rejects the exported model: %w", err)
 	}
@@ -223,9 +223,9 @@ func syntheticImage(h, w int) image.Image {
 }
 
 // segmentOne runs s on img alone; the error is the image's failure.
-func segmentOne(s *segmenter.Segmenter, name string, img image.Image) error {
+func segmentOne(s *inference.Segmenter, name string, img image.Image) error {
 	read := func(string) (image.Image, error) { return img, nil }
-	rep, err := pipeline.Run([]string{name}, s.StagesFrom(read, func(segmenter.Result) error { return nil }), pipeline.Config{Batch: 1})
+	rep, err := pipeline.Run([]string{name}, s.StagesFrom(read, func(inference.Result) error { return nil }), pipeline.Config{Batch: 1})
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func segmentOne(s *segmenter.Segmenter, name string, img image.Image) error {
 // the float model's included) says it does not run or its numbers are
 // broken. checked names the image, "" when the float model runs at none
 // of the sizes (then only opening the export was checked).
-func CheckRuns(ref *segmenter.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (checked string, err error) {
+func CheckRuns(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov contract.Overrides, opts runtime.Options) (checked string, err error) {
 	seg, err := openExported(ref, exp, data, ov, opts)
 	if err != nil {
 		return "", err

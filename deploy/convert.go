@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
@@ -56,7 +56,7 @@ type Converted struct {
 
 // Convert converts the float model m to o.Precision. ref is m's segmenter
 // (it prepares calibration images as inference does).
-func Convert(m *onnx.Model, ref *segmenter.Segmenter, o Options) (*Converted, error) {
+func Convert(m *onnx.Model, ref *inference.Segmenter, o Options) (*Converted, error) {
 	switch o.Precision {
 	case FP32, "":
 		return &Converted{Model: m.Clone()}, nil

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
@@ -23,7 +23,7 @@ import (
 // synthSetup opens the embedded segtune-synth model and writes a small
 // synthetic data set: 8 training images to calibrate on, 6 validation
 // images with masks to check on.
-func synthSetup(t *testing.T) (*onnx.Model, *segmenter.Segmenter, []string, CheckOptions) {
+func synthSetup(t *testing.T) (*onnx.Model, *inference.Segmenter, []string, CheckOptions) {
 	t.Helper()
 	testassets.RequireORT(t)
 	m, err := onnx.Parse(models.SynthModel, "")
@@ -39,7 +39,7 @@ func synthSetup(t *testing.T) (*onnx.Model, *segmenter.Segmenter, []string, Chec
 		t.Fatal(err)
 	}
 	opts := runtime.Options{Threads: 2}
-	ref, err := segmenter.Open(models.SynthModel, ct, entry.Preprocess, opts)
+	ref, err := inference.Open(models.SynthModel, ct, entry.Preprocess, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

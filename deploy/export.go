@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -77,7 +77,7 @@ func Export(p Plan) (*Exported, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Source, err)
 	}
-	ref, err := segmenter.Open(floatData, p.Contract, p.Preprocess, p.Convert.Session)
+	ref, err := inference.Open(floatData, p.Contract, p.Preprocess, p.Convert.Session)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Source, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"

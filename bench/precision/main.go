@@ -24,7 +24,7 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -72,7 +72,7 @@ func main() {
 		ValueScale: 1 / 127.5, ValueOffset: -1}
 	opts := runtime.Options{Threads: *threads, Device: *device}
 	data, _ := m.Marshal()
-	ref, err := segmenter.Open(data, ct, pre, opts)
+	ref, err := inference.Open(data, ct, pre, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func round(xs []float64) []string {
 
 // exports converts m to int8 (min-max calibrated on calImages) and fp16,
 // and returns every precision's serialised model, fp32's being data.
-func exports(m *onnx.Model, ref *segmenter.Segmenter, data []byte, calImages []string, opts runtime.Options) (map[deploy.Precision][]byte, error) {
+func exports(m *onnx.Model, ref *inference.Segmenter, data []byte, calImages []string, opts runtime.Options) (map[deploy.Precision][]byte, error) {
 	models := map[deploy.Precision][]byte{deploy.FP32: data}
 	for _, p := range []deploy.Precision{deploy.INT8, deploy.FP16} {
 		start := time.Now()
@@ -169,7 +169,7 @@ func exports(m *onnx.Model, ref *segmenter.Segmenter, data []byte, calImages []s
 
 // preparedInputs decodes and preprocesses the images as ref does, one
 // batch-1 tensor each, and returns the size they came to.
-func preparedInputs(ref *segmenter.Segmenter, paths []string) ([]*runtime.Tensor, int, int, error) {
+func preparedInputs(ref *inference.Segmenter, paths []string) ([]*runtime.Tensor, int, int, error) {
 	layout := contract.Layout(strings.ToUpper(string(ref.Pre.Layout)))
 	var inputs []*runtime.Tensor
 	var h, w int

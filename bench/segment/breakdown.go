@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/segmenter"
 )
 
 // jpegCopies writes each image of paths as a JPEG of the given quality into
@@ -44,7 +44,7 @@ func jpegCopies(paths []string, dir string, quality int) ([]string, error) {
 // mask encode and atomic write; inference is the wall time of Run (its
 // work is on ONNX Runtime's threads). Garbage collection runs on other
 // threads and is not counted.
-func stageBreakdown(seg *segmenter.Segmenter, paths []string) error {
+func stageBreakdown(seg *inference.Segmenter, paths []string) error {
 	out, err := os.MkdirTemp("", "segbench-breakdown")
 	if err != nil {
 		return err
@@ -59,8 +59,8 @@ func stageBreakdown(seg *segmenter.Segmenter, paths []string) error {
 		decodeT = append(decodeT, cpuNow()-t0)
 		return m, err
 	}
-	var labels segmenter.Result
-	st := seg.StagesFrom(read, func(r segmenter.Result) error { labels = r; return nil })
+	var labels inference.Result
+	st := seg.StagesFrom(read, func(r inference.Result) error { labels = r; return nil })
 	for rep := 0; rep < 2; rep++ { // the first pass warms caches and ORT
 		decodeT, preT, inferT, restoreT, writeT = nil, nil, nil, nil, nil
 		for _, p := range paths {

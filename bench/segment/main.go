@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/pipeline"
-	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -119,7 +119,7 @@ func main() {
 	defer os.RemoveAll(out)
 	var inferTimes []time.Duration // the pipeline's time inside Infer
 	full := func() time.Duration {
-		finish := func(r segmenter.Result) error {
+		finish := func(r inference.Result) error {
 			return imageio.WriteMaskPNG(filepath.Join(out, filepath.Base(r.Path)), r.Labels, r.Width, r.Height, nil)
 		}
 		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers})
@@ -204,7 +204,7 @@ func report(r result, asJSON bool) {
 // openModel opens the model at path as segment does, fed as the person
 // model wants (values in [-1, 1]). A model with a fixed batch sets *batch:
 // the bare loop stacks that many images into one Run.
-func openModel(path string, batch *int, threads int, device string, noSpin bool) (*segmenter.Segmenter, error) {
+func openModel(path string, batch *int, threads int, device string, noSpin bool) (*inference.Segmenter, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
 		return nil, err
@@ -225,5 +225,5 @@ func openModel(path string, batch *int, threads int, device string, noSpin bool)
 	if noSpin {
 		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
 	}
-	return segmenter.Open(data, ct, imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}, opts)
+	return inference.Open(data, ct, imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}, opts)
 }

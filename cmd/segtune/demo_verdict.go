@@ -9,8 +9,8 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/stats"
+	"github.com/segtune/segtune/metrics"
 )
 
 // demoAlpha is the demo's regularizer weight (finetune's --alpha): the

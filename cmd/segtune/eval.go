@@ -15,10 +15,10 @@ import (
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/storage"
 )
 
@@ -240,7 +240,7 @@ func runEval(c *cli.Context) error {
 		}
 	}
 	var mu sync.Mutex
-	finish := func(r segmenter.Result) error {
+	finish := func(r inference.Result) error {
 		v, _ := maskOf.LoadAndDelete(r.Path)
 		sample, _ := v.(datalayout.Sample)
 		maskPath := sample.Mask

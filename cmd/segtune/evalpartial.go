@@ -9,8 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/metrics"
 )
 
 // An eval shard's scores are written with --partial and combined by

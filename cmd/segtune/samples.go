@@ -19,8 +19,8 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/pipeline"
-	"github.com/segtune/segtune/internal/segmenter"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 )
 
 // SamplesFile is the contact sheet that demo and finetune write next to
@@ -156,7 +156,7 @@ func predict(c *cli.Context, model string, pre imageio.Preprocess, paths []strin
 	defer seg.Close()
 	var mu sync.Mutex
 	out := map[string][]uint8{}
-	rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, func(r segmenter.Result) error {
+	rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, func(r inference.Result) error {
 		mu.Lock()
 		defer mu.Unlock()
 		out[r.Path] = r.Labels

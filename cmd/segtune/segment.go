@@ -15,10 +15,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/internal/segmenter"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -224,7 +224,7 @@ func runSegment(c *cli.Context) error {
 
 // openSegmenter loads the model (checking it, resolving external data inside
 // its folder) and opens a session on it.
-func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*segmenter.Segmenter, error) {
+func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*inference.Segmenter, error) {
 	m, _, err := loadModel(modelPath)
 	if err != nil {
 		return nil, err
@@ -240,14 +240,14 @@ func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
 	}
-	seg, err := segmenter.Open(data, ct, *settings.Preprocess, sessionOptions(c))
+	seg, err := inference.Open(data, ct, *settings.Preprocess, sessionOptions(c))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
 	}
 	return seg, nil
 }
 
-func clampBatch(c *cli.Context, seg *segmenter.Segmenter, batch int) int {
+func clampBatch(c *cli.Context, seg *inference.Segmenter, batch int) int {
 	if batch < 1 {
 		batch = 1
 	}
@@ -285,7 +285,7 @@ func checkDistinctStems(paths []string) error {
 
 // segmentFolder writes a palette-PNG mask (and, with ov, an overlay under
 // overlays/) into outDir for each image of paths.
-func segmentFolder(seg *segmenter.Segmenter, paths []string, outDir string, pal imageio.Palette,
+func segmentFolder(seg *inference.Segmenter, paths []string, outDir string, pal imageio.Palette,
 	ov *imageio.OverlayOptions, batch int, progress func(done int)) (pipeline.Report, error) {
 	out, err := storage.OpenFolder(context.Background(), outDir)
 	if err != nil {
@@ -309,7 +309,7 @@ func segmentFolder(seg *segmenter.Segmenter, paths []string, outDir string, pal 
 // items) into masks (and overlays) in out.
 type segmentJob struct {
 	ctx     context.Context
-	seg     *segmenter.Segmenter
+	seg     *inference.Segmenter
 	in, out *storage.Folder
 	pal     imageio.Palette
 	ov      *imageio.OverlayOptions
@@ -353,7 +353,7 @@ func (j *segmentJob) run(inputs iter.Seq2[string, error], total int, progress fu
 			return dec.Decode(r, p)
 		}
 	}
-	finish := func(r segmenter.Result) error {
+	finish := func(r inference.Result) error {
 		name := stem(r.Path) + ".png"
 		mask, err := imageio.MaskImage(r.Labels, r.Width, r.Height, j.pal)
 		if err != nil {

@@ -28,8 +28,8 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/stats"
+	"github.com/segtune/segtune/metrics"
 )
 
 // target is the class whose object size the study is about.

@@ -18,8 +18,8 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/stats"
+	"github.com/segtune/segtune/metrics"
 )
 
 // Sequences of CamVid's training folder that the study keeps apart: the

@@ -3,7 +3,7 @@ package data
 import (
 	"bytes"
 	"context"
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 	"math"
 	"os"
 	"path/filepath"

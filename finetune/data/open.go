@@ -11,7 +11,7 @@ import (
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 )
 
 // Open pairs cfg.ImageDir with cfg.MaskDir by name (or lists the samples

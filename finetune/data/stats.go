@@ -3,7 +3,7 @@ package data
 import (
 	"slices"
 
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 )
 
 // ClassCounts returns the number of pixels of each class in example id's

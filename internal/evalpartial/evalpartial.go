@@ -24,8 +24,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/metrics"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/metrics"
 	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/metrics"
 )
 
 const shards = 3

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 )
 
 // Parse never panics, refuses with an *Error naming the file, and accepts

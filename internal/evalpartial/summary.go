@@ -3,7 +3,7 @@ package evalpartial
 import (
 	"sort"
 
-	"github.com/segtune/segtune/internal/metrics"
+	"github.com/segtune/segtune/metrics"
 )
 
 // Summary is an evaluation's report: the same for one run and for the

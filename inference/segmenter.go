@@ -1,8 +1,11 @@
-// Package segmenter turns an ONNX segmentation model and a preprocessing
-// description into the stages of a batched inference pipeline: decode and
-// preprocess an image, run the model, and map its logits back onto the
-// original image as a label map.
-package segmenter
+// Package inference segments images with an ONNX model: a Segmenter
+// turns the model and its preprocessing into the stages of a batched
+// pipeline (package inference/pipeline runs them concurrently over
+// folders or streamed listings): decode and preprocess an image, run the
+// model, and map its scores back onto the original image as a label map.
+// segment, eval, finetune's validation, export's check and the demo all
+// segment through it.
+package inference
 
 import (
 	"fmt"
@@ -11,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/runtime"
 )

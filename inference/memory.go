@@ -1,11 +1,11 @@
-package segmenter
+package inference
 
 import (
 	"fmt"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/internal/pipeline"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/runtime"
 )
