@@ -34,6 +34,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,25 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // IsURL reports whether v is written as a URL (scheme://…) rather than a
 // path; it says nothing of whether the scheme is supported.
 func IsURL(v string) bool { return schemeRE.MatchString(v) }
+
+// CheckNotURL refuses a path that starts like a URL of a known scheme
+// without its "//" (file:out, s3:bucket/x): taken as a path it would make
+// a folder of that name, which is never what was meant. A local name of
+// that shape is written ./file:out.
+func CheckNotURL(v string) error {
+	i := strings.Index(v, ":")
+	if i < 0 || IsURL(v) {
+		return nil
+	}
+	scheme := strings.ToLower(v[:i])
+	if scheme != "file" && !slices.Contains(Schemes, scheme) {
+		return nil
+	}
+	if scheme == "file" {
+		return fmt.Errorf("%s: a file URL is file:///ABSOLUTE/PATH; a relative path needs no scheme (%s)", v, strings.TrimLeft(v[i+1:], "/"))
+	}
+	return fmt.Errorf("%s: a bucket URL is %s://BUCKET/PREFIX", v, scheme)
+}
 
 // Location is a parsed folder or file: a local path, or a bucket and a
 // key (prefix) in it.
@@ -92,6 +112,9 @@ func Parse(v string) (Location, error) {
 	if !IsURL(v) {
 		if v == "" {
 			return Location{}, errors.New("empty path")
+		}
+		if err := CheckNotURL(v); err != nil {
+			return Location{}, err
 		}
 		return Location{Local: v}, nil
 	}

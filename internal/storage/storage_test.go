@@ -22,6 +22,8 @@ import (
 func TestParse(t *testing.T) {
 	for in, want := range map[string]Location{
 		"dir/sub":         {Local: "dir/sub"},
+		"./file:out2":     {Local: "./file:out2"}, // a local name of that shape
+		"http:x":          {Local: "http:x"},      // not a scheme segtune reads
 		"file:///tmp/x":   {Local: "/tmp/x"},
 		"s3://b":          {Scheme: "s3", Bucket: "b", BucketURL: "s3://b"},
 		"s3://b/in/imgs/": {Scheme: "s3", Bucket: "b", Key: "in/imgs/", BucketURL: "s3://b"},
@@ -46,6 +48,10 @@ func TestParse(t *testing.T) {
 		"s3://b/a/../c": "..",
 		"file://host/x": "only local files",
 		"":              "empty path",
+		"file:out2":     "a relative path needs no scheme (out2)",
+		"FILE:/tmp/x":   "file:///ABSOLUTE/PATH",
+		"s3:bucket/x":   "a bucket URL is s3://BUCKET/PREFIX",
+		"azblob:/c":     "azblob://BUCKET/PREFIX",
 	} {
 		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q): error %v, want one containing %q", in, err, want)
