@@ -31,9 +31,12 @@ import (
 const (
 	Format  = "segtune-eval-partial"
 	Version = 2
-	// MaxBytes bounds what is read of a partial (a few dozen bytes per
-	// image and non-zero confusion cell).
-	MaxBytes = 4 << 30
+	// MaxBytes bounds what is read of a partial: a few dozen bytes per
+	// image and non-zero confusion cell, so millions of images; a larger
+	// file is refused unread.
+	MaxBytes = 1 << 30
+	// maxSeconds bounds a partial's run time (about 32 years).
+	maxSeconds = 1e9
 	// MaxClasses bounds the class count (and so the matrix, Classes²).
 	MaxClasses = 1 << 16
 	// maxPixels bounds a matrix's total, so that the sums of a row and a
@@ -202,8 +205,10 @@ func (p *Partial) Check(file string) error {
 		return refuse(file, "negative image count %d", p.Images)
 	case p.Images != len(p.Records)+len(p.Failures):
 		return refuse(file, "%d images, but %d scored and %d failed images are recorded", p.Images, len(p.Records), len(p.Failures))
-	case !(p.Seconds >= 0) || math.IsInf(p.Seconds, 0):
-		return refuse(file, "seconds %v", p.Seconds)
+	case !(p.Seconds >= 0 && p.Seconds <= maxSeconds):
+		return refuse(file, "seconds %.4g (from 0 to %g)", p.Seconds, float64(maxSeconds))
+	case len(p.Run.ClassNames) > k:
+		return refuse(file, "%d class names for %d classes", len(p.Run.ClassNames), k)
 	case math.IsNaN(p.Run.SizeThreshold) || math.IsInf(p.Run.SizeThreshold, 0):
 		return refuse(file, "size threshold %v", p.Run.SizeThreshold)
 	}

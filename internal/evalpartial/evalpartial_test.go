@@ -221,6 +221,10 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 		{"negative shard index", func(p *Partial) { p.Shard.Index = -1 }, "shard -1/3"},
 		{"shard count over the maximum", func(p *Partial) { p.Shard.Count = shard.MaxCount + 1 }, "the count must be from 1"},
 		{"negative seconds", func(p *Partial) { p.Seconds = -1 }, "seconds -1"},
+		{"seconds 1e308", func(p *Partial) { p.Seconds = 1e308 }, "seconds 1e+308 (from 0 to 1e+09)"},
+		{"more class names than classes", func(p *Partial) {
+			p.Run.ClassNames = make([]string, 100000)
+		}, "100000 class names for 3 classes"},
 		{"older version", func(p *Partial) { p.Version = 1 }, "partial version 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

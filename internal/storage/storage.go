@@ -458,6 +458,10 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		return nil, err
 	}
 	defer r.Close()
+	// A file whose size says it is over the limit is refused unread.
+	if size, ok := readerSize(r); ok && size > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d bytes this kind of file may have", f.Path(name), size, limit)
+	}
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", f.Path(name), err)
@@ -466,6 +470,19 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		return nil, fmt.Errorf("%s is larger than %d bytes", f.Path(name), limit)
 	}
 	return data, nil
+}
+
+// readerSize is the size of what r reads, where it knows it: a local
+// file's, or an object's as its bucket reports it.
+func readerSize(r io.Reader) (int64, bool) {
+	switch r := r.(type) {
+	case *os.File:
+		fi, err := r.Stat()
+		return fi.Size(), err == nil
+	case interface{ Size() int64 }: // *blob.Reader
+		return r.Size(), true
+	}
+	return 0, false
 }
 
 // Write writes the file called name in f from what write produces, so

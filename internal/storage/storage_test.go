@@ -270,3 +270,34 @@ func TestCustomEndpointSkipsInstanceMetadata(t *testing.T) {
 		t.Error("with AWS_EC2_METADATA_DISABLED=false the fake metadata service was not asked: the test cannot tell")
 	}
 }
+
+// A file whose size is over the limit is refused before it is read: a
+// sparse 5 GiB file costs neither the disk nor the memory.
+func TestReadAllRefusesOversizedFilesUnread(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(5 << 30); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	f.Close()
+	folder, name, err := OpenFile(context.Background(), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Close()
+	_, err = folder.ReadAll(context.Background(), name, 1<<30)
+	if err == nil || !strings.Contains(err.Error(), "is 5368709120 bytes, more than the 1073741824 bytes") {
+		t.Errorf("ReadAll of a 5 GiB file: %v", err)
+	}
+	b, _ := memFolder(t, "p/")
+	if err := b.Write(context.Background(), "x.json", func(w io.Writer) error { _, err := w.Write(make([]byte, 100)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ReadAll(context.Background(), "x.json", 10); err == nil || !strings.Contains(err.Error(), "is 100 bytes") {
+		t.Errorf("ReadAll of a 100-byte object with a limit of 10: %v", err)
+	}
+}
