@@ -460,7 +460,7 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 	defer r.Close()
 	// A file whose size says it is over the limit is refused unread.
 	if size, ok := readerSize(r); ok && size > limit {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d bytes this kind of file may have", f.Path(name), size, limit)
+		return nil, fmt.Errorf("%s is %d bytes, larger than %d bytes, the limit for this kind of file", f.Path(name), size, limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {

@@ -290,14 +290,14 @@ func TestReadAllRefusesOversizedFilesUnread(t *testing.T) {
 	}
 	defer folder.Close()
 	_, err = folder.ReadAll(context.Background(), name, 1<<30)
-	if err == nil || !strings.Contains(err.Error(), "is 5368709120 bytes, more than the 1073741824 bytes") {
+	if err == nil || !strings.Contains(err.Error(), "is 5368709120 bytes, larger than 1073741824 bytes") {
 		t.Errorf("ReadAll of a 5 GiB file: %v", err)
 	}
 	b, _ := memFolder(t, "p/")
 	if err := b.Write(context.Background(), "x.json", func(w io.Writer) error { _, err := w.Write(make([]byte, 100)); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ReadAll(context.Background(), "x.json", 10); err == nil || !strings.Contains(err.Error(), "is 100 bytes") {
+	if _, err := b.ReadAll(context.Background(), "x.json", 10); err == nil || !strings.Contains(err.Error(), "is 100 bytes, larger than 10 bytes") {
 		t.Errorf("ReadAll of a 100-byte object with a limit of 10: %v", err)
 	}
 }
