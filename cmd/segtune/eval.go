@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"image"
 	"io"
@@ -35,6 +36,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
 			dataFlag,
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
+			maskPaletteFlag,
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
@@ -109,6 +111,10 @@ func runEval(c *cli.Context) error {
 		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
 			return fmt.Errorf("--label-map: %w", err)
 		}
+	}
+	maskPal, _, err := maskPalette(c)
+	if err != nil {
+		return err
 	}
 	ignore := c.Int("ignore")
 	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
@@ -226,6 +232,11 @@ func runEval(c *cli.Context) error {
 	if settings.LabelMap != nil {
 		run.LabelMap = settings.LabelMap.String()
 	}
+	if maskPal != nil {
+		if run.MaskPalette, err = json.Marshal(maskPal); err != nil {
+			return err
+		}
+	}
 	if run.ClassNames == nil {
 		run.ClassNames = []string{}
 	}
@@ -245,7 +256,7 @@ func runEval(c *cli.Context) error {
 		sample, _ := v.(datalayout.Sample)
 		maskPath := sample.Mask
 		mask, err := readMask(ctx, masks, sample, imageio.MaskOptions{
-			Map: settings.LabelMap, Width: r.Width, Height: r.Height,
+			Map: settings.LabelMap, Palette: maskPal, Width: r.Width, Height: r.Height,
 			NumClasses: classes, Ignore: int32(ignore),
 		})
 		if err != nil {

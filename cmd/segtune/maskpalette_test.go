@@ -134,6 +134,30 @@ func TestColourMasksWithMaskPalette(t *testing.T) {
 		t.Errorf("config.json does not record the mask palette (%v)", err)
 	}
 
+	// eval scores colour masks as it scores the same labels in grey masks.
+	grey := filepath.Join(dir, "grey")
+	if _, err := runCLI(t, "data", "convert", "--data", root, "--split", "val", "--mask-palette", palImage, "--out", grey); err != nil {
+		t.Fatal(err)
+	}
+	evalArgs := []string{"eval", "--model", filepath.Join(run, "model.onnx"), "--images", filepath.Join(root, "images", "val"), "--json"}
+	if out, err := runCLI(t, append(evalArgs, "--masks", filepath.Join(root, "masks", "val"))...); err == nil || !strings.Contains(out, "colour masks need a palette") {
+		t.Errorf("eval on colour masks without --mask-palette: %v\n%s", err, out)
+	}
+	colour, err := runCLI(t, append(evalArgs, "--masks", filepath.Join(root, "masks", "val"), "--mask-palette", palImage)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromGrey, err := runCLI(t, append(evalArgs, "--masks", filepath.Join(grey, "masks", "val"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b struct {
+		MeanIoU *float64 `json:"mean_iou"`
+	}
+	if json.Unmarshal([]byte(colour), &a) != nil || json.Unmarshal([]byte(fromGrey), &b) != nil || a.MeanIoU == nil || b.MeanIoU == nil || *a.MeanIoU != *b.MeanIoU {
+		t.Errorf("eval of colour masks %s\nand of the same labels in grey masks %s differ", colour, fromGrey)
+	}
+
 	exp := []string{"export", "--model", filepath.Join(run, "model.onnx"), "--out", filepath.Join(dir, "exp.onnx"),
 		"--check-images", filepath.Join(root, "images", "val"), "--check-masks", filepath.Join(root, "masks", "val")}
 	if _, err := runCLI(t, exp...); err == nil || !strings.Contains(err.Error(), "colour masks need a palette") {

@@ -47,14 +47,16 @@ const (
 // Run is what the shards of one evaluation must share; Merge refuses
 // partials that differ in any of it.
 type Run struct {
-	Model       string          `json:"model"`
-	ModelSHA256 string          `json:"model_sha256"`
-	Images      string          `json:"images"`
-	Masks       string          `json:"masks"`
-	Classes     int             `json:"classes"`
-	Ignore      int             `json:"ignore"`
-	ClassNames  []string        `json:"class_names"`
-	LabelMap    string          `json:"label_map"`
+	Model       string   `json:"model"`
+	ModelSHA256 string   `json:"model_sha256"`
+	Images      string   `json:"images"`
+	Masks       string   `json:"masks"`
+	Classes     int      `json:"classes"`
+	Ignore      int      `json:"ignore"`
+	ClassNames  []string `json:"class_names"`
+	LabelMap    string   `json:"label_map"`
+	// MaskPalette reads RGB colour masks (absent for label masks).
+	MaskPalette json.RawMessage `json:"mask_palette,omitempty"`
 	Preprocess  json.RawMessage `json:"preprocess"` // canonical JSON (sorted keys)
 	SizeClasses []int           `json:"size_classes"`
 	// SizeThreshold is the threshold given (flag or checkpoint); 0 means
