@@ -13,7 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/experiments/internal/listflag"
@@ -197,23 +198,17 @@ func replotFrom(path, out, title string) error {
 // runAll runs every configuration on d, jobs at a time.
 func runAll(cfgs []smnist.Config, d *smnist.Data, jobs int) ([]*smnist.Results, error) {
 	results := make([]*smnist.Results, len(cfgs))
-	errs := make([]error, len(cfgs))
-	sem := make(chan struct{}, max(1, jobs))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(max(1, jobs))
 	for i, c := range cfgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i], errs[i] = smnist.Run(c, d)
-		}()
+		g.Go(func() error {
+			r, err := smnist.Run(c, d)
+			if err != nil {
+				return fmt.Errorf("smnist: %s: %v", c.Name, err)
+			}
+			results[i] = r
+			return nil
+		})
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("smnist: %s: %v", cfgs[i].Name, err)
-		}
-	}
-	return results, nil
+	return results, g.Wait()
 }
