@@ -1,0 +1,133 @@
+package serve
+
+import (
+	"errors"
+	"time"
+
+	"github.com/segtune/segtune/internal/pipeline"
+	"github.com/segtune/segtune/internal/segmenter"
+)
+
+// errQueueFull is returned when more requests wait for the model than the
+// queue holds; the client gets 503 and may retry.
+var errQueueFull = errors.New("the server is busy: too many requests waiting for the model")
+
+// job is one request's prepared image waiting for inference.
+type job struct {
+	item pipeline.Prepared
+	done chan result // buffered: the batcher never blocks on a client
+}
+
+type result struct {
+	out pipeline.Output
+	err error
+}
+
+// batcher runs the model on batches of concurrent requests: it takes the
+// first waiting job, then gathers more of the same shape for up to wait or
+// until max, and runs them in one session call.
+type batcher struct {
+	seg   *segmenter.Segmenter
+	queue chan *job
+	max   int
+	wait  time.Duration
+	// observe, if set, is told each batch's size.
+	observe func(n int)
+	stopped chan struct{}
+}
+
+func newBatcher(seg *segmenter.Segmenter, max, queue int, wait time.Duration, observe func(int)) *batcher {
+	b := &batcher{seg: seg, queue: make(chan *job, queue), max: max, wait: wait, observe: observe, stopped: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// submit queues item and waits for its output.
+func (b *batcher) submit(item pipeline.Prepared) (pipeline.Output, error) {
+	j := &job{item: item, done: make(chan result, 1)}
+	select {
+	case b.queue <- j:
+	default:
+		return pipeline.Output{}, errQueueFull
+	}
+	r := <-j.done
+	return r.out, r.err
+}
+
+// close stops the batcher once the queue is drained; no submit may follow.
+func (b *batcher) close() {
+	close(b.queue)
+	<-b.stopped
+}
+
+func (b *batcher) loop() {
+	defer close(b.stopped)
+	var carry *job // a job of another shape, first of the next batch
+	var buf []float32
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			var ok bool
+			if first, ok = <-b.queue; !ok {
+				return
+			}
+		}
+		batch := []*job{first}
+		if b.max > 1 {
+			timer := time.NewTimer(b.wait)
+		gather:
+			for len(batch) < b.max {
+				select {
+				case j, ok := <-b.queue:
+					if !ok {
+						break gather
+					}
+					if j.item.Shape != first.item.Shape {
+						carry = j
+						break gather
+					}
+					batch = append(batch, j)
+				case <-timer.C:
+					break gather
+				}
+			}
+			timer.Stop()
+		}
+		buf = b.run(batch, buf)
+	}
+}
+
+// run infers batch, reusing buf for the stacked inputs, and answers each
+// job. A failed batch is retried image by image, so that one image's
+// failure (say, non-finite scores) is its request's alone.
+func (b *batcher) run(batch []*job, buf []float32) []float32 {
+	if b.observe != nil {
+		b.observe(len(batch))
+	}
+	shape := batch[0].item.Shape
+	in := batch[0].item.Input
+	if len(batch) > 1 {
+		buf = buf[:0]
+		for _, j := range batch {
+			buf = append(buf, j.item.Input...)
+		}
+		in = buf
+	}
+	outs, err := b.seg.Infer(in, len(batch), shape)
+	if err != nil && len(batch) > 1 {
+		for _, j := range batch {
+			buf = b.run([]*job{j}, buf)
+		}
+		return buf
+	}
+	for i, j := range batch {
+		r := result{err: err}
+		if err == nil {
+			r.out = outs[i]
+		}
+		b.seg.Recycle(j.item.Input)
+		j.done <- r
+	}
+	return buf
+}
