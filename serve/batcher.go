@@ -62,32 +62,45 @@ func (b *batcher) close() {
 
 func (b *batcher) loop() {
 	defer close(b.stopped)
-	var carry *job // a job of another shape, first of the next batch
+	var waiting []*job // jobs of other shapes than the batch gathered, oldest first
 	var buf []float32
-	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			var ok bool
-			if first, ok = <-b.queue; !ok {
+	open := true
+	for open || len(waiting) > 0 {
+		if len(waiting) == 0 {
+			j, ok := <-b.queue
+			if !ok {
 				return
 			}
+			waiting = append(waiting, j)
 		}
-		batch := []*job{first}
-		if b.max > 1 {
+		// The oldest job's shape makes the batch, with the waiting jobs of
+		// that shape and those that arrive within b.wait.
+		shape := waiting[0].item.Shape
+		var batch []*job
+		rest := waiting[:0:0]
+		for _, j := range waiting {
+			if j.item.Shape == shape && len(batch) < b.max {
+				batch = append(batch, j)
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		waiting = rest
+		if open && len(batch) < b.max {
 			timer := time.NewTimer(b.wait)
 		gather:
 			for len(batch) < b.max {
 				select {
 				case j, ok := <-b.queue:
 					if !ok {
+						open = false
 						break gather
 					}
-					if j.item.Shape != first.item.Shape {
-						carry = j
-						break gather
+					if j.item.Shape == shape {
+						batch = append(batch, j)
+					} else {
+						waiting = append(waiting, j)
 					}
-					batch = append(batch, j)
 				case <-timer.C:
 					break gather
 				}
