@@ -10,7 +10,7 @@ import (
 )
 
 // metrics holds the counters /metrics reports, written in Prometheus'
-// text exposition format (version 0.0.4) by hand: four series do not
+// text exposition format (version 0.0.4) by hand: five series do not
 // justify client_golang's dependency tree (protobuf, procfs, …).
 type metrics struct {
 	mu        sync.Mutex
