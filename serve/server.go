@@ -1,7 +1,7 @@
 // Package serve answers segmentation requests over HTTP: POST /v1/segment
 // takes an image and returns its mask (a palette PNG, the same bytes
 // `segtune segment` writes), an overlay or a JSON summary; GET /healthz and
-// GET /metrics (Prometheus text format) report on the server. Concurrent
+// GET /metrics (Prometheus, through client_golang) report on the server. Concurrent
 // requests are batched into one model run.
 package serve
 
@@ -97,7 +97,7 @@ func New(seg *segmenter.Segmenter, opt Options) *Server {
 	s.batch = newBatcher(seg, opt.MaxBatch, opt.MaxPending, opt.BatchWait, s.metrics.batch)
 	s.mux.HandleFunc("POST /v1/segment", s.segment)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /metrics", s.writeMetrics)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
 	return s
 }
 
@@ -142,11 +142,6 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"status": "ok", "device": s.seg.Session.Device,
 		"classes": s.seg.Contract.Classes, "max_batch": s.opt.MaxBatch})
-}
-
-func (s *Server) writeMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w)
 }
 
 // httpError is a failed request's status and message.
