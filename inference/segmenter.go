@@ -142,28 +142,48 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			if err != nil {
 				return pipeline.Prepared{}, err
 			}
-			data, g, err := s.tensor(img)
+			p, err := s.Prepare(img)
 			if err != nil {
 				return pipeline.Prepared{}, fmt.Errorf("%s: %w", path, err)
 			}
-			return pipeline.Prepared{Input: data, Shape: pipeline.Shape{imageio.Channels, g.Height, g.Width}, Meta: Item{Image: img, Geometry: g}}, nil
+			return p, nil
 		},
-		Infer:   s.infer,
-		Recycle: func(in []float32) { s.inputs.Put(&in) },
+		Infer:   s.Infer,
+		Recycle: s.Recycle,
 		Finish: func(path string, p pipeline.Prepared, out pipeline.Output) error {
-			it := p.Meta.(Item)
-			labels, err := s.restore(it.Geometry, out)
+			labels, err := s.Labels(p, out)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
+			it := p.Meta.(Item)
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
 		Estimate: s.Estimate, // checked against the memory limit before batching
 	}
 }
 
-// infer runs one batch and splits the output into per-item views.
-func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipeline.Output, error) {
+// Prepare preprocesses a decoded image into an item for Infer; its Meta
+// is an Item.
+func (s *Segmenter) Prepare(img image.Image) (pipeline.Prepared, error) {
+	data, g, err := s.tensor(img)
+	if err != nil {
+		return pipeline.Prepared{}, err
+	}
+	return pipeline.Prepared{Input: data, Shape: pipeline.Shape{imageio.Channels, g.Height, g.Width}, Meta: Item{Image: img, Geometry: g}}, nil
+}
+
+// Recycle takes back an item's input once inference is done with it.
+func (s *Segmenter) Recycle(in []float32) { s.inputs.Put(&in) }
+
+// Labels maps the output of an item made by Prepare back onto its
+// image: a label map of the image's size.
+func (s *Segmenter) Labels(p pipeline.Prepared, out pipeline.Output) ([]uint8, error) {
+	return s.restore(p.Meta.(Item).Geometry, out)
+}
+
+// Infer runs one batch of n items and splits the output into per-item
+// views (see pipeline.Stages.Infer).
+func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipeline.Output, error) {
 	per := shape[0] * shape[1] * shape[2]
 	rows := n
 	if s.FixedBatch > 0 {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/serve"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "answer segmentation requests over HTTP (POST /v1/segment, GET /healthz, GET /metrics)",
+		Description: "POST an image's bytes to /v1/segment and get its mask: the palette PNG `segment` writes,\n" +
+			"byte for byte; ?overlay=1 for a colour overlay; ?format=json or Accept: application/json for\n" +
+			"the pixels of each class (and the mask, base64). Concurrent requests are batched into one\n" +
+			"model run (--max-batch, --batch-wait). SIGTERM or SIGINT stops accepting and drains in-flight requests.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint"},
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "address to listen on (host:port)"},
+			&cli.IntFlag{Name: "max-batch", Value: 4, Usage: "most requests per model run"},
+			&cli.DurationFlag{Name: "batch-wait", Value: 5 * time.Millisecond, Usage: "how long a request waits for others to share its model run"},
+			&cli.Int64Flag{Name: "max-body", Value: 32 << 20, Usage: "largest request body in bytes (413 over it)"},
+			&cli.Int64Flag{Name: "max-pixels", Value: 40_000_000, Usage: "most pixels an image may declare (413 over it, checked before decoding)"},
+			&cli.IntFlag{Name: "max-pending", Usage: "requests handled at once, more get 503 (0: 4 × --max-batch, at least 8)"},
+			&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "open connections at once, more get 503"},
+			&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "time to read a request (408 after it)"},
+			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "time in-flight requests get to finish on SIGTERM"},
+			&cli.Float64Flag{Name: "alpha", Value: 0.5, Usage: "overlay opacity of the mask colours"},
+			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
+			deviceFlag, threadsFlag,
+		}, preprocessFlags()...),
+		Action: runServe,
+	}
+}
+
+func runServe(c *cli.Context) error {
+	for _, name := range []string{"max-batch", "max-body", "max-pixels", "max-conns"} {
+		if c.Int64(name) < 1 {
+			return fmt.Errorf("--%s must be at least 1", name)
+		}
+	}
+	if c.Int("max-pending") < 0 {
+		return fmt.Errorf("--max-pending must not be negative")
+	}
+	for _, name := range []string{"read-timeout", "write-timeout", "shutdown-timeout"} {
+		if c.Duration(name) <= 0 {
+			return fmt.Errorf("--%s must be positive", name)
+		}
+	}
+	if err := initRuntime(c); err != nil {
+		return err
+	}
+	modelPath := c.String("model")
+	settings, err := modelSettings(c, modelPath)
+	if err != nil {
+		return err
+	}
+	pal := settings.Palette
+	if f := c.String("palette"); f != "" {
+		if pal, err = imageio.ReadPalette(f); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", c.String("addr"))
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	defer ln.Close()
+	seg, err := openSegmenter(c, modelPath, settings)
+	if err != nil {
+		return err
+	}
+	defer seg.Close()
+	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
+		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
+	}
+	srv := serve.New(seg, serve.Options{
+		MaxBatch: clampBatch(c, seg, c.Int("max-batch")), BatchWait: c.Duration("batch-wait"),
+		MaxBodyBytes: c.Int64("max-body"), MaxPixels: c.Int64("max-pixels"),
+		MaxPending: c.Int("max-pending"), MaxConns: c.Int("max-conns"),
+		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"),
+		ShutdownTimeout: c.Duration("shutdown-timeout"),
+		Palette:         pal, Classes: settings.Classes,
+		Overlay: imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}},
+	})
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	notef(c, "segtune: serving %s on http://%s (%s)", modelPath, ln.Addr(), seg.Session.Device)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	notef(c, "segtune: stopped")
+	return nil
+}
