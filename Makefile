@@ -70,8 +70,9 @@ foreign-models: python-deps
 		/usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign >/dev/null; fi
 
 # Tiny transformer and modern-CNN segmenters (SegFormer, ConvNeXt-UperNet,
-# Swin blocks, GroupNorm U-Net) at opset 13 and 17, dynamic and fixed size,
-# with PyTorch float64 gradient references and a manifest, for the
+# Swin blocks with and without shifted windows, GroupNorm U-Net) at opset 13
+# and 17, dynamic and fixed size, with PyTorch float64 gradient references,
+# float64 finite differences on the ONNX graphs and a manifest, for the
 # whole-model fine-tuning tests; skipped quietly without PyTorch.
 transformer-models: python-deps
 	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \

@@ -19,6 +19,10 @@ well under 2 MB and a training step at 64x64 takes tens of milliseconds on a CPU
   swin         Swin-style blocks in 2 stages: window partition and reverse with
                Reshape/Transpose, window attention with a relative position bias gathered
                from a learned table (Gather), LayerNorm, GELU MLP; conv downsampling
+  swin_shifted swin with a shifted-window block after each window block: torch.roll by
+               -ws/2 before the attention and back after, and the attention mask that keeps
+               tokens the roll brought together apart (built from the map, so it follows
+               a dynamic input's size)
   unet_gn      U-Net, 3 levels, conv 3x3 + GroupNorm + SiLU, bilinear upsampling, skips
 Each one at opset 13 (LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div, GELU as Erf)
 and 17 (LayerNormalization), N/H/W dynamic ("_dynamic") and fixed 2x3x64x64 ("_fixed"):
@@ -32,7 +36,11 @@ and per family one reference (the same weights in every export):
                             of every parameter ("grad/<parameter>"), and the loss, computed by PyTorch autograd on the module in float64;
                             the loss is F.cross_entropy(logits, target, ignore_index=255),
                             the mean over the pixels that are not ignored
-  manifest.json             the models, their op histograms and parameters, the references
+  manifest.json             the models, their op histograms and parameters, the references,
+                            and per dynamic export "finite_differences": for one initializer
+                            of each kind that only an affine Add/Mul or a Gather makes a
+                            parameter, the float64 central differences of the reference loss
+                            on the ONNX graph for three of its elements
 
 Every float32 initializer of an export is one parameter; the manifest maps each export's
 initializers to parameter names ("params"): the same name, except where the exporter folded
@@ -250,45 +258,93 @@ class WindowAttention(nn.Module):
         rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (ws - 1)
         self.register_buffer("bias_index", rel[..., 0] * (2 * ws - 1) + rel[..., 1], persistent=False)
 
-    def forward(self, x):
+    def forward(self, x, mask=None):
         b, L, c = x.shape
         d = c // self.heads
         qkv = self.qkv(x).reshape(b, L, 3, self.heads, d).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         attn = (q * d ** -0.5) @ k.transpose(-2, -1)
         bias = self.bias_table[self.bias_index.reshape(-1)].reshape(L, L, self.heads).permute(2, 0, 1)
-        attn = (attn + bias.unsqueeze(0)).softmax(dim=-1)
+        attn = attn + bias.unsqueeze(0)
+        if mask is not None:
+            attn = attn + mask.unsqueeze(1)
+        attn = attn.softmax(dim=-1)
         return self.proj((attn @ v).transpose(1, 2).reshape(b, L, c))
 
 
+def window_partition(x, ws):
+    """[N, H, W, C] -> [N*H/ws*W/ws, ws*ws, C]"""
+    n, h, w, c = x.shape
+    return x.reshape(n, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
+
+
+def window_reverse(win, n, h, w, ws):
+    """window_partition's inverse."""
+    c = win.shape[-1]
+    return win.reshape(n, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(n, h, w, c)
+
+
+def shifted_window_mask(x, ws, shift):
+    """Swin's attention mask for windows of the map rolled by -shift:
+    [N*windows, ws*ws, ws*ws], 0 between tokens of the same region of the
+    unrolled map, -100 between tokens that the roll brought together. The
+    region ids are sliced from a zero map shaped like x (the last ws and the
+    last shift rows and columns are regions of their own), so that the mask
+    follows the input's size in a dynamic export."""
+    z = x[..., :1].detach() * 0
+    row = torch.cat([z[:, :-ws], z[:, -ws:-shift] + 1, z[:, -shift:] + 2], 1)
+    col = torch.cat([z[:, :, :-ws], z[:, :, -ws:-shift] + 1, z[:, :, -shift:] + 2], 2)
+    ids = window_partition(row * 3 + col, ws)  # [B', L, 1]
+    diff = ids - ids.transpose(1, 2)
+    return (diff * diff).clamp(max=1) * -100.0
+
+
 class SwinBlock(nn.Module):
-    def __init__(self, dim, heads, ws):
+    """Swin block: window attention on the map, or, with shift > 0, on the
+    map rolled by -shift (torch.roll) under the shifted-window mask, rolled
+    back after."""
+
+    def __init__(self, dim, heads, ws, shift=0):
         super().__init__()
-        self.ws = ws
+        self.ws, self.shift = ws, shift
         self.norm1, self.attn = nn.LayerNorm(dim), WindowAttention(dim, heads, ws)
         self.norm2, self.fc1, self.fc2 = nn.LayerNorm(dim), Linear(dim, 2 * dim), Linear(2 * dim, dim)
 
     def forward(self, x):
         """x: [N, H, W, C]"""
         n, h, w, c = x.shape
-        ws = self.ws
-        win = self.norm1(x).reshape(n, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5)
-        win = self.attn(win.reshape(-1, ws * ws, c))
-        win = win.reshape(n, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(n, h, w, c)
-        x = x + win
+        ws, s = self.ws, self.shift
+        y = self.norm1(x)
+        mask = None
+        if s:
+            y = torch.roll(y, shifts=(-s, -s), dims=(1, 2))
+            mask = shifted_window_mask(y, ws, s)
+        y = window_reverse(self.attn(window_partition(y, ws), mask), n, h, w, ws)
+        if s:
+            y = torch.roll(y, shifts=(s, s), dims=(1, 2))
+        x = x + y
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
 class SwinSeg(nn.Module):
-    def __init__(self, classes, dims=(16, 32), heads=(1, 2), ws=4, dec=16):
+    """Two stages of Swin blocks; with shifted, each stage is a window
+    block followed by a shifted-window block (shift ws/2), as in Swin."""
+
+    def __init__(self, classes, dims=(16, 32), heads=(1, 2), ws=4, dec=16, shifted=False):
         super().__init__()
         self.embed = nn.Conv2d(3, dims[0], 4, stride=4)
         self.embed_norm = nn.LayerNorm(dims[0])
-        self.stage1 = SwinBlock(dims[0], heads[0], ws)
+        self.stage1 = self.stage(dims[0], heads[0], ws, shifted)
         self.down = nn.Conv2d(dims[0], dims[1], 2, stride=2)
-        self.stage2 = SwinBlock(dims[1], heads[1], ws)
+        self.stage2 = self.stage(dims[1], heads[1], ws, shifted)
         self.proj1, self.proj2 = nn.Conv2d(dims[0], dec, 1), nn.Conv2d(dims[1], dec, 1)
         self.classifier = nn.Conv2d(dec, classes, 1)
+
+    @staticmethod
+    def stage(dim, heads, ws, shifted):
+        if not shifted:
+            return SwinBlock(dim, heads, ws)
+        return nn.Sequential(SwinBlock(dim, heads, ws), SwinBlock(dim, heads, ws, shift=ws // 2))
 
     def forward(self, x):
         f1 = self.stage1(self.embed_norm(self.embed(x).permute(0, 2, 3, 1))).permute(0, 3, 1, 2)
@@ -327,6 +383,7 @@ FAMILIES = {
     "segformer": SegFormer,
     "convnext_upernet": ConvNeXtUperNet,
     "swin": SwinSeg,
+    "swin_shifted": lambda classes: SwinSeg(classes, shifted=True),
     "unet_gn": UNetGN,
 }
 
@@ -384,7 +441,7 @@ def export(model, family, opset, dynamic, out_dir):
     dyn = {0: "N", 2: "H", 3: "W"}
     # Constant folding would fold the Gather of Swin's relative position bias
     # table into a constant: the table would no longer be trainable.
-    torch.onnx.export(model, dummy, tmp, opset_version=opset, do_constant_folding=family != "swin",
+    torch.onnx.export(model, dummy, tmp, opset_version=opset, do_constant_folding=not family.startswith("swin"),
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": dyn, "logits": dyn} if dynamic else None)
     proto = onnx.load(tmp)
@@ -419,6 +476,56 @@ def export(model, family, opset, dynamic, out_dir):
         "max_abs_diff_onnx_vs_module": diffs,
         "params": {init: p for init, (p, _) in sorted(pmap.items())},
     }
+
+
+FD_STEP = 1e-5  # central differences in float64: truncation and rounding both below 1e-8 relative
+FD_ELEMENTS = 3
+
+
+def affine_kinds(graph):
+    """The first float initializer of each kind that only an affine Add/Mul
+    or a Gather makes a parameter (a Linear's bias, a decomposed
+    normalisation's scale and bias, a layer scale, a Gather table), keyed
+    "<Add|Mul> after <operator of the other operand>" or "Gather"."""
+    inits = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    producer = {o: n.op_type for n in graph.node for o in n.output}
+    kinds = {}
+    for n in graph.node:
+        if n.op_type == "Gather" and n.input[0] in inits:
+            kinds.setdefault("Gather", n.input[0])
+        elif n.op_type in ("Add", "Mul") and len(n.input) == 2:
+            for i, other in ((0, 1), (1, 0)):
+                if n.input[i] in inits and n.input[other] not in inits:
+                    kinds.setdefault(f"{n.op_type} after {producer.get(n.input[other], 'input')}", n.input[i])
+    return kinds
+
+
+def finite_differences(proto, x, target):
+    """Central differences, in float64 on the ONNX graph itself (the
+    evaluator of scripts/torch_grads.py, not the module), of the reference
+    loss with respect to FD_ELEMENTS elements (first, middle, last) of one
+    initializer of each affine_kinds kind: the figures the compiled gradient
+    of each newly trainable kind is checked against, independently of
+    PyTorch autograd."""
+    base = {t.name: torch_grads.to_torch(numpy_helper.to_array(t)) for t in proto.graph.initializer}
+
+    def loss(name, flat_index, delta):
+        env = dict(base)
+        p = env[name].clone()
+        p.view(-1)[flat_index] += delta
+        env[name] = p
+        env["input"] = x
+        logits = torch_grads.run_graph(proto.graph, env)[0]
+        return float(F.cross_entropy(logits, target, ignore_index=IGNORE_INDEX, reduction="mean"))
+
+    out = []
+    with torch.no_grad():
+        for kind, name in sorted(affine_kinds(proto.graph).items()):
+            n = base[name].numel()
+            elements = sorted({0, n // 2, n - 1})[:FD_ELEMENTS]
+            fd = [(loss(name, i, FD_STEP) - loss(name, i, -FD_STEP)) / (2 * FD_STEP) for i in elements]
+            out.append({"kind": kind, "initializer": name, "elements": elements, "gradient": fd})
+    return out
 
 
 def reference(family, out_dir):
@@ -504,6 +611,11 @@ def main():
         exports = [export(model, fam, opset, dynamic, args.out)
                    for opset in OPSETS for dynamic in (True, False)]
         ref = reference(fam, args.out)
+        x = torch.from_numpy(np.fromfile(os.path.join(args.out, ref["input"]), "<f4").reshape(REF_SHAPE)).double()
+        target = torch.from_numpy(np.fromfile(os.path.join(args.out, ref["target"]), "<i8").reshape(ref["target_shape"]))
+        for e in exports:
+            if e["dynamic"]:
+                e["finite_differences"] = finite_differences(onnx.load(os.path.join(args.out, e["file"])), x, target)
         models[fam] = {
             "family": fam,
             "param_count": sum(p.numel() for p in model.parameters()),

@@ -20,12 +20,13 @@ var transformerFamilies = map[string]string{
 	"segformer":        "transformer",
 	"convnext_upernet": "CNN with LayerNorm, ConvNeXt-style",
 	"swin":             "transformer",
+	"swin_shifted":     "transformer",
 	"unet_gn":          "CNN with GroupNorm or InstanceNorm",
 }
 
 // TestTransformerModels takes every model of the transformer corpus
-// (SegFormer, ConvNeXt-UperNet, Swin blocks, GroupNorm U-Net at opset 13
-// and 17) through the commands a user would run: info names its family and
+// (SegFormer, ConvNeXt-UperNet, Swin blocks with and without shifted
+// windows, GroupNorm U-Net at opset 13 and 17) through the commands a user would run: info names its family and
 // no operator fine-tuning would refuse; artifacts compiles the dynamic and
 // the fixed-size export; a 20-step finetune of the dynamic export lowers
 // the training loss; and export of its best checkpoint keeps the base

@@ -46,13 +46,27 @@ type TransformerExport struct {
 	// Params maps each float initializer to the PyTorch parameter it
 	// holds, the name of its gradient in the family's reference.
 	Params map[string]string `json:"params"`
+	// FiniteDifferences (dynamic exports) are float64 central differences
+	// of the reference loss on the ONNX graph, for parameters that only an
+	// affine Add/Mul or a Gather makes trainable.
+	FiniteDifferences []FiniteDifference `json:"finite_differences"`
+}
+
+// FiniteDifference is the gradient of the reference loss with respect to
+// some elements (flat indices) of one initializer, of a named kind
+// ("Add after MatMul": a Linear's bias).
+type FiniteDifference struct {
+	Kind        string    `json:"kind"`
+	Initializer string    `json:"initializer"`
+	Elements    []int     `json:"elements"`
+	Gradient    []float64 `json:"gradient"`
 }
 
 // TransformerCorpus returns the folder of the transformer corpus and its
 // exports, in the manifest's order, skipping the test when the corpus is
 // absent (failing under SEGTUNE_REQUIRE_ASSETS) and failing it when the
-// manifest cannot be read or lists fewer than the 16 exports the
-// generator writes.
+// manifest cannot be read or lists fewer exports than the generator writes
+// (4 per family).
 func TransformerCorpus(tb testing.TB) (string, []TransformerExport) {
 	tb.Helper()
 	dir := Generated(tb, "transformers", "manifest.json")
@@ -70,11 +84,13 @@ func TransformerCorpus(tb testing.TB) (string, []TransformerExport) {
 		tb.Fatalf("%s: %v", filepath.Join(dir, "manifest.json"), err)
 	}
 	var out []TransformerExport
-	for _, fam := range []string{"segformer", "convnext_upernet", "swin", "unet_gn"} {
+	families := []string{"segformer", "convnext_upernet", "swin", "swin_shifted", "unet_gn"}
+	for _, fam := range families {
 		out = append(out, man.Models[fam].Exports...)
 	}
-	if len(out) < 16 {
-		tb.Fatalf("%s lists %d exports of the 4 families; scripts/gen_transformer_models.py writes 16 (rerun make transformer-models)", dir, len(out))
+	if want := 4 * len(families); len(out) < want {
+		tb.Fatalf("%s lists %d exports of the %d families; scripts/gen_transformer_models.py writes %d (rerun make transformer-models)",
+			dir, len(out), len(families), want)
 	}
 	return dir, out
 }

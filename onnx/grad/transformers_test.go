@@ -2,6 +2,7 @@ package grad_test
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ var transformerShape = []int64{2, 3, 64, 64}
 
 // TestTransformerModelsAgainstPyTorch holds the training graph of every
 // model of the transformer corpus (SegFormer, ConvNeXt-UperNet, Swin
-// blocks, GroupNorm U-Net; opset 13 and 17; dynamic and fixed size) to the
+// blocks with and without shifted windows, GroupNorm U-Net; opset 13 and 17; dynamic and fixed size) to the
 // gradients PyTorch autograd computed in float64 on the module the model
 // was exported from: the loss, the logits, and every parameter tensor at
 // torchTol relative error. Gradients smaller than a thousandth of the
@@ -133,4 +134,70 @@ func readLE[T float32 | int64](t *testing.T, path string) []T {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return out
+}
+
+// TestTransformerParameterKindsFiniteDifference holds the compiled
+// gradient of one tensor of each parameter kind that only the affine and
+// Gather rules of onnx.NodeParameters make trainable — Linear biases (Add
+// after MatMul), decomposed LayerNorm and GroupNorm scales and biases,
+// layer scales, Swin's relative-position tables — in every dynamic export
+// of the corpus, to central differences of the reference loss that the
+// generator took in float64 on the ONNX graph itself (not on the PyTorch
+// module, and not by autograd). ONNX Runtime has no double Conv kernel, so
+// onnx/gradcheck could only difference these models in float32, where
+// rounding swamps the differences of a single bias.
+func TestTransformerParameterKindsFiniteDifference(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, exports := testassets.TransformerCorpus(t)
+	seen := map[string]bool{}
+	for _, e := range exports {
+		if !e.Dynamic {
+			continue
+		}
+		if len(e.FiniteDifferences) == 0 {
+			t.Errorf("%s: the manifest has no finite differences (rerun make transformer-models)", e.File)
+			continue
+		}
+		t.Run(strings.TrimSuffix(e.File, ".onnx"), func(t *testing.T) {
+			m, err := onnx.Load(filepath.Join(dir, e.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var trainable []string
+			for _, fd := range e.FiniteDifferences {
+				seen[fd.Kind] = true
+				trainable = append(trainable, fd.Initializer)
+			}
+			gs, err := grad.Build(m, grad.Config{Trainable: trainable, InputShapes: map[string][]int64{"input": transformerShape}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refBase := filepath.Join(dir, e.Family)
+			outs := runTraining(t, gs, map[string]*runtime.Tensor{
+				"input":         runtime.NewFloat32(transformerShape, readLE[float32](t, refBase+".ref_input.f32")),
+				grad.TargetName: runtime.NewInt64([]int64{2, 64, 64}, readLE[int64](t, refBase+".ref_target.i64")),
+			})
+			for _, fd := range e.FiniteDifferences {
+				g := f32s(outs[grad.GradPrefix+fd.Initializer])
+				// Elements far smaller than their tensor carry its float32
+				// rounding: they are held to torchTol of a thousandth of its norm.
+				floor := 1e-3 * norm(g)
+				for j, i := range fd.Elements {
+					if i >= len(g) {
+						t.Fatalf("%s (%s): element %d of a gradient of %d values", fd.Initializer, fd.Kind, i, len(g))
+					}
+					want := fd.Gradient[j]
+					if d := math.Abs(g[i] - want); d > torchTol*max(math.Abs(want), floor) {
+						t.Errorf("%s (%s) element %d: compiled %.6e, float64 finite difference %.6e: |difference| %.2e > %g × %.2e",
+							fd.Initializer, fd.Kind, i, g[i], want, d, torchTol, max(math.Abs(want), floor))
+					}
+				}
+			}
+		})
+	}
+	for _, kind := range []string{"Add after MatMul", "Mul after Div", "Gather"} {
+		if !seen[kind] {
+			t.Errorf("no %q parameter in the corpus: the check of that kind would be empty (kinds seen: %v)", kind, slices.Sorted(maps.Keys(seen)))
+		}
+	}
 }
