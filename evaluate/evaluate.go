@@ -5,7 +5,7 @@
 // of a sharded evaluation into the report one run over every image gives.
 //
 // A Go program evaluates with Run and prints or stores the partial's
-// Summary; `segtune eval` is flag parsing around Run, ReadPartial,
+// Summary; `segtune eval` is flag parsing and printing around Run,
 // WritePartial and Merge.
 package evaluate
 
