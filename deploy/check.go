@@ -94,8 +94,7 @@ func CheckExport(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov cont
 
 	classes := max(ref.Contract.Classes, 2)
 	withMasks := len(o.Masks) > 0
-	score := func() *metrics.Confusion { return metrics.NewConfusion(classes, o.Ignore) }
-	refConf, expConf := score(), score()
+	refConf, expConf := metrics.NewConfusion(classes, o.Ignore), metrics.NewConfusion(classes, o.Ignore)
 	var mu sync.Mutex
 	labels := map[string][]uint8{}
 	addMask := func(conf *metrics.Confusion, r inference.Result) error {
@@ -112,8 +111,8 @@ func CheckExport(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov cont
 		if err != nil {
 			return fmt.Errorf("%s: %w", mp, err)
 		}
-		local := score()
-		if err := local.Add(r.Labels, target); err != nil {
+		local, err := metrics.ScoreImage(r.Labels, target, classes, o.Ignore)
+		if err != nil {
 			return fmt.Errorf("%s: %w", mp, err)
 		}
 		mu.Lock()

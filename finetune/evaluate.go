@@ -119,8 +119,8 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 			s, n := crossEntropy(scores, classes, h*w, target, ds.Ignore(), ct.Kind)
 			lossSum, lossPixels = lossSum+s, lossPixels+n
 		}
-		one := metrics.NewConfusion(classes, ds.Ignore())
-		if err := one.Add(pred, target); err != nil {
+		one, err := metrics.ScoreImage(pred, target, classes, ds.Ignore())
+		if err != nil {
 			e, _ := ds.Example(b.IDs[0])
 			return nil, fmt.Errorf("%s: %w", e.Mask, err)
 		}

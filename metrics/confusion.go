@@ -48,6 +48,18 @@ func (m *Confusion) Add(pred, target []uint8) error {
 	return nil
 }
 
+// ScoreImage is one image's confusion matrix: its predicted labels pred
+// against its mask's labels target, over classes 0..classes-1, pixels
+// labelled ignore skipped. Every command scores an image with it and
+// sums the images' matrices with Merge.
+func ScoreImage(pred, target []uint8, classes, ignore int) (*Confusion, error) {
+	m := NewConfusion(classes, ignore)
+	if err := m.Add(pred, target); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Merge adds another matrix of the same shape.
 func (m *Confusion) Merge(o *Confusion) {
 	for i, c := range o.Counts {

@@ -68,3 +68,23 @@ func TestReportJSONAndText(t *testing.T) {
 		t.Errorf("text = %s", buf.String())
 	}
 }
+
+func TestScoreImage(t *testing.T) {
+	// true 0 0 1 1 2 (255 ignored), predicted 0 1 1 1 0: IoU 1/3, 2/3, 0.
+	m, err := ScoreImage([]uint8{0, 1, 1, 1, 0, 2}, []uint8{0, 0, 1, 1, 2, 255}, 3, 255)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{1, 1, 0, 0, 2, 0, 1, 0, 0}
+	for i, n := range want {
+		if m.Counts[i] != n {
+			t.Fatalf("counts %v, want %v", m.Counts, want)
+		}
+	}
+	if iou := m.IoU(); math.Abs(iou[0]-1.0/3) > 1e-12 || math.Abs(iou[1]-2.0/3) > 1e-12 || iou[2] != 0 {
+		t.Errorf("IoU %v", iou)
+	}
+	if _, err := ScoreImage([]uint8{0}, []uint8{0, 1}, 2, 255); err == nil {
+		t.Error("prediction and mask of different sizes scored")
+	}
+}

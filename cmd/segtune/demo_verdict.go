@@ -64,8 +64,8 @@ func pairedIoU(c *cli.Context, cfg finetune.Config, a, b string) (stats.Interval
 // imageIoU is one image's mean IoU over the classes in its mask or its
 // prediction.
 func imageIoU(pred, target []uint8, classes, ignore int) (float64, error) {
-	m := metrics.NewConfusion(classes, ignore)
-	if err := m.Add(pred, target); err != nil {
+	m, err := metrics.ScoreImage(pred, target, classes, ignore)
+	if err != nil {
 		return 0, err
 	}
 	return m.MeanIoU(), nil

@@ -5,21 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"io"
 	"iter"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
 
@@ -52,33 +51,13 @@ func evalCommand() *cli.Command {
 }
 
 func runEval(c *cli.Context) error {
-	// Checked here rather than by the flags' Required, which urfave/cli
-	// would also demand of `eval merge`.
-	var set *datalayout.Set
-	if c.IsSet("data") {
-		if c.IsSet("images") || c.IsSet("masks") {
-			return cli.Exit("give --data, or --images and --masks, not both", 2)
-		}
-		if err := requireFlags(c, "model"); err != nil {
-			return err
-		}
-		var err error
-		if set, err = openDataFlag(c, "val"); err != nil {
-			return err
-		}
-		if err := set.Err(); err != nil {
-			return unmatchedExit(set)
-		}
-		if err := setFlags(c, map[string]string{"images": set.Root, "masks": set.Root}); err != nil {
-			return err
-		}
-	} else if err := requireFlags(c, "model", "images", "masks"); err != nil {
+	set, err := evalDataFlags(c)
+	if err != nil {
 		return err
 	}
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	ctx := c.Context
 	spec, err := resolveShard(c)
 	if err != nil {
 		return err
@@ -92,7 +71,6 @@ func runEval(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--partial %s: %v", partialPath, err), 2)
 		}
 	}
-	modelPath := c.String("model")
 	imgs, err := openFolderFlag(c, "images")
 	if err != nil {
 		return err
@@ -103,212 +81,23 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	defer masks.Close()
-	settings, err := modelSettings(c, modelPath)
+	plan, closeModel, err := evalPlan(c, set, spec, imgs, masks)
 	if err != nil {
 		return err
 	}
-	if v := c.String("label-map"); v != "" {
-		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
-			return fmt.Errorf("--label-map: %w", err)
-		}
-	}
-	maskPal, _, err := maskPalette(c)
-	if err != nil {
-		return err
-	}
-	ignore := c.Int("ignore")
-	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
-		ignore = *settings.IgnoreLabel
-	}
-	names := settings.Classes
-	if v := c.String("class-names"); v != "" {
-		names = strings.Split(v, ",")
-	}
-	// The pairs: two local folders are paired as before (whole listings);
-	// otherwise both listings are streamed side by side, once to check
-	// the pairing and count, once into the pipeline.
-	var maskOf sync.Map // image path → mask path, while the image is under way
-	var inputs iter.Seq2[string, error]
-	total := 0
-	if imgs.IsLocal() && masks.IsLocal() {
-		samples, err := localSamples(c, set)
-		if err != nil {
-			return err
-		}
-		if len(samples) == 0 {
-			return cli.Exit("no image/mask pairs found", 1)
-		}
-		var mine []datalayout.Sample
-		for _, p := range samples {
-			if spec.Owns(filepath.Base(p.Image)) {
-				mine = append(mine, p)
-			}
-		}
-		total = len(mine)
-		inputs = func(yield func(string, error) bool) {
-			for _, p := range mine {
-				maskOf.Store(p.Image, p)
-				if !yield(p.Image, nil) {
-					return
-				}
-			}
-		}
-	} else {
-		if err := imgs.CheckList(ctx); err != nil {
-			return flagError("images", imgs, err)
-		}
-		if err := masks.CheckList(ctx); err != nil {
-			return flagError("masks", masks, err)
-		}
-		res, err := joinFolders(ctx, imgs, masks, func(img, _ string) bool {
-			if spec.Owns(img) {
-				total++
-			}
-			return true
-		})
-		if err == nil {
-			err = res.err()
-		}
-		if err != nil {
-			return err
-		}
-		if res.pairs == 0 {
-			return cli.Exit("no image/mask pairs found", 1)
-		}
-		inputs = func(yield func(string, error) bool) {
-			stopped := false
-			res, err := joinFolders(ctx, imgs, masks, func(img, mask string) bool {
-				if !spec.Owns(img) {
-					return true
-				}
-				maskOf.Store(imgs.Path(img), datalayout.Sample{Image: imgs.Path(img), Mask: masks.Path(mask)})
-				stopped = !yield(imgs.Path(img), nil)
-				return !stopped
-			})
-			if err == nil {
-				err = res.err() // the folders changed since the check
-			}
-			if err != nil && !stopped {
-				yield("", err)
-			}
-		}
-	}
-	seg, err := openSegmenter(c, modelPath, settings)
-	if err != nil {
-		return err
-	}
-	defer seg.Close()
-	classes := seg.Contract.Classes
-	if classes == 0 {
-		classes = max(len(names), 2)
-	}
-	if len(names) > 0 {
-		if err := seg.Contract.CheckClasses(len(names), "--class-names names"); err != nil {
-			return fmt.Errorf("%s: %w", modelPath, err)
-		}
-	}
-	sizeClasses, err := parseInts(c.String("size-classes"))
-	if err != nil {
-		return fmt.Errorf("--size-classes: %w", err)
-	}
-	threshold := c.Float64("size-threshold")
-	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
-		threshold = checkpointSizeThreshold(modelPath)
-	}
-	digest, err := regfile.SHA256(modelPath)
-	if err != nil {
-		return err
-	}
-	pre, err := canonicalJSON(settings.Preprocess)
-	if err != nil {
-		return err
-	}
-	run := evalpartial.Run{Model: c.String("model"), ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
-		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
-		SizeClasses: sizeClasses, SizeThreshold: threshold}
-	if set != nil {
-		run.Images, run.Masks = dataDescription(set), dataDescription(set)
-	}
-	if settings.LabelMap != nil {
-		run.LabelMap = settings.LabelMap.String()
-	}
-	if maskPal != nil {
-		if run.MaskPalette, err = json.Marshal(maskPal); err != nil {
-			return err
-		}
-	}
-	if run.ClassNames == nil {
-		run.ClassNames = []string{}
-	}
-	if run.SizeClasses == nil {
-		run.SizeClasses = []int{}
-	}
-	acc := evalpartial.New(spec, run)
+	defer closeModel()
 	if partialPath != "" {
-		done, err := partialDone(c, partialPath, acc)
+		done, err := partialDone(c, partialPath, evalpartial.New(spec, plan.Run))
 		if err != nil || done {
 			return err
 		}
 	}
-	var mu sync.Mutex
-	finish := func(r inference.Result) error {
-		v, _ := maskOf.LoadAndDelete(r.Path)
-		sample, _ := v.(datalayout.Sample)
-		maskPath := sample.Mask
-		mask, err := readMask(ctx, masks, sample, imageio.MaskOptions{
-			Map: settings.LabelMap, Palette: maskPal, Width: r.Width, Height: r.Height,
-			NumClasses: classes, Ignore: int32(ignore),
-		})
-		if err != nil {
-			return err
-		}
-		target, err := mask.Uint8(nil)
-		if err != nil {
-			return fmt.Errorf("%s: %w", maskPath, err)
-		}
-		local, frac, err := run.Score(r.Labels, target)
-		if err != nil {
-			return fmt.Errorf("%s: %w", maskPath, err)
-		}
-		mu.Lock()
-		acc.Add(baseName(r.Path), local, frac)
-		mu.Unlock()
-		return nil
-	}
-	dec := imageio.Decoder{}
-	read := dec.ReadFile
-	if !imgs.IsLocal() {
-		read = func(p string) (image.Image, error) {
-			r, err := imgs.Open(ctx, baseName(p))
-			if err != nil {
-				return nil, fmt.Errorf("read image: %w", err)
-			}
-			defer r.Close()
-			return dec.Decode(r, p)
-		}
-	}
-	stages := seg.StagesFrom(read, finish)
-	prepare := stages.Prepare
-	stages.Prepare = func(p string) (pipeline.Prepared, error) {
-		pr, err := prepare(p)
-		if err != nil {
-			maskOf.Delete(p) // the pipeline records the failure; Finish never comes
-		}
-		return pr, err
-	}
-	bar := progress(c, total, "eval")
-	rep, err := pipeline.RunSeq(inputs, total, stages, pipeline.Config{
-		Batch:          clampBatch(c, seg, c.Int("batch")),
-		PrepareWorkers: ioWorkers(!imgs.IsLocal() || !masks.IsLocal()),
-		Progress:       func(done, _ int) { bar.Set(done) },
-	})
+	bar := progress(c, plan.Total, "eval")
+	plan.Progress = func(done, _ int) { bar.Set(done) }
+	acc, err := evaluate.Run(c.Context, plan)
 	bar.Finish()
 	if err != nil {
-		return fmt.Errorf("running %s: %w", modelPath, err)
-	}
-	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), seg.Session.Device
-	for _, f := range rep.Failures {
-		acc.Failures = append(acc.Failures, evalpartial.Failure{Path: f.Path, Error: f.Err.Error()})
+		return fmt.Errorf("running %s: %w", c.String("model"), err)
 	}
 	if partialPath != "" {
 		if err := writePartial(c, partialPath, acc); err != nil {
@@ -319,6 +108,210 @@ func runEval(c *cli.Context) error {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
 	return printEvalSummary(c, acc.Summary())
+}
+
+// evalDataFlags checks that eval's data is given one way (--data, or
+// --images and --masks) and opens --data's set (nil without it). Checked
+// here rather than by the flags' Required, which urfave/cli would also
+// demand of `eval merge`.
+func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
+	if !c.IsSet("data") {
+		return nil, requireFlags(c, "model", "images", "masks")
+	}
+	if c.IsSet("images") || c.IsSet("masks") {
+		return nil, cli.Exit("give --data, or --images and --masks, not both", 2)
+	}
+	if err := requireFlags(c, "model"); err != nil {
+		return nil, err
+	}
+	set, err := openDataFlag(c, "val")
+	if err != nil {
+		return nil, err
+	}
+	if err := set.Err(); err != nil {
+		return nil, unmatchedExit(set)
+	}
+	if err := setFlags(c, map[string]string{"images": set.Root, "masks": set.Root}); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// evalPlan is the evaluation the flags describe: the pairs of this shard,
+// the opened model (closeModel closes it) and the run's settings.
+func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (plan evaluate.Plan, closeModel func(), err error) {
+	modelPath := c.String("model")
+	settings, err := modelSettings(c, modelPath)
+	if err != nil {
+		return plan, nil, err
+	}
+	if v := c.String("label-map"); v != "" {
+		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
+			return plan, nil, fmt.Errorf("--label-map: %w", err)
+		}
+	}
+	if plan.MaskPalette, _, err = maskPalette(c); err != nil {
+		return plan, nil, err
+	}
+	if plan.Pairs, plan.Total, err = evalPairs(c, set, spec, imgs, masks); err != nil {
+		return plan, nil, err
+	}
+	seg, err := openSegmenter(c, modelPath, settings)
+	if err != nil {
+		return plan, nil, err
+	}
+	if plan.Run, err = evalRun(c, set, seg, settings, imgs, masks); err != nil {
+		seg.Close()
+		return plan, nil, err
+	}
+	if plan.MaskPalette != nil {
+		// Shards that read colours differently do not merge.
+		if plan.Run.MaskPalette, err = json.Marshal(plan.MaskPalette); err != nil {
+			seg.Close()
+			return plan, nil, err
+		}
+	}
+	plan.Segmenter, plan.Shard, plan.LabelMap = seg, spec, settings.LabelMap
+	plan.Batch = clampBatch(c, seg, c.Int("batch"))
+	plan.PrepareWorkers = ioWorkers(!imgs.IsLocal() || !masks.IsLocal())
+	if !imgs.IsLocal() {
+		dec := imageio.Decoder{}
+		plan.ReadImage = func(p string) (image.Image, error) {
+			r, err := imgs.Open(c.Context, baseName(p))
+			if err != nil {
+				return nil, fmt.Errorf("read image: %w", err)
+			}
+			defer r.Close()
+			return dec.Decode(r, p)
+		}
+	}
+	plan.ReadMask = func(s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
+		return readMask(c.Context, masks, s, opt)
+	}
+	return plan, func() { seg.Close() }, nil
+}
+
+// evalRun is what identifies the evaluation in its partial: the model and
+// its digest, the data, the classes, labels and settings it is scored with.
+func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder) (evalpartial.Run, error) {
+	modelPath := c.String("model")
+	ignore := c.Int("ignore")
+	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
+		ignore = *settings.IgnoreLabel
+	}
+	names := settings.Classes
+	if v := c.String("class-names"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	classes := seg.Contract.Classes
+	if classes == 0 {
+		classes = max(len(names), 2)
+	}
+	if len(names) > 0 {
+		if err := seg.Contract.CheckClasses(len(names), "--class-names names"); err != nil {
+			return evalpartial.Run{}, fmt.Errorf("%s: %w", modelPath, err)
+		}
+	}
+	sizeClasses, err := parseInts(c.String("size-classes"))
+	if err != nil {
+		return evalpartial.Run{}, fmt.Errorf("--size-classes: %w", err)
+	}
+	threshold := c.Float64("size-threshold")
+	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
+		threshold = checkpointSizeThreshold(modelPath)
+	}
+	digest, err := regfile.SHA256(modelPath)
+	if err != nil {
+		return evalpartial.Run{}, err
+	}
+	pre, err := canonicalJSON(settings.Preprocess)
+	if err != nil {
+		return evalpartial.Run{}, err
+	}
+	run := evalpartial.Run{Model: modelPath, ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
+		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
+		SizeClasses: sizeClasses, SizeThreshold: threshold}
+	if set != nil {
+		run.Images, run.Masks = dataDescription(set), dataDescription(set)
+	}
+	if settings.LabelMap != nil {
+		run.LabelMap = settings.LabelMap.String()
+	}
+	if run.ClassNames == nil {
+		run.ClassNames = []string{}
+	}
+	if run.SizeClasses == nil {
+		run.SizeClasses = []int{}
+	}
+	return run, nil
+}
+
+// evalPairs pairs the images with their masks and keeps this shard's:
+// two local folders (or --data's set) are paired from their whole
+// listings; otherwise both listings are streamed side by side, once here
+// to check the pairing and count, once as the pairs are consumed.
+func evalPairs(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (iter.Seq2[datalayout.Sample, error], int, error) {
+	if imgs.IsLocal() && masks.IsLocal() {
+		samples, err := localSamples(c, set)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(samples) == 0 {
+			return nil, 0, cli.Exit("no image/mask pairs found", 1)
+		}
+		var mine []datalayout.Sample
+		for _, p := range samples {
+			if spec.Owns(filepath.Base(p.Image)) {
+				mine = append(mine, p)
+			}
+		}
+		return func(yield func(datalayout.Sample, error) bool) {
+			for _, p := range mine {
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}, len(mine), nil
+	}
+	ctx := c.Context
+	if err := imgs.CheckList(ctx); err != nil {
+		return nil, 0, flagError("images", imgs, err)
+	}
+	if err := masks.CheckList(ctx); err != nil {
+		return nil, 0, flagError("masks", masks, err)
+	}
+	total := 0
+	res, err := joinFolders(ctx, imgs, masks, func(img, _ string) bool {
+		if spec.Owns(img) {
+			total++
+		}
+		return true
+	})
+	if err == nil {
+		err = res.err()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.pairs == 0 {
+		return nil, 0, cli.Exit("no image/mask pairs found", 1)
+	}
+	return func(yield func(datalayout.Sample, error) bool) {
+		stopped := false
+		res, err := joinFolders(ctx, imgs, masks, func(img, mask string) bool {
+			if !spec.Owns(img) {
+				return true
+			}
+			stopped = !yield(datalayout.Sample{Image: imgs.Path(img), Mask: masks.Path(mask)}, nil)
+			return !stopped
+		})
+		if err == nil {
+			err = res.err() // the folders changed since the check
+		}
+		if err != nil && !stopped {
+			yield(datalayout.Sample{}, err)
+		}
+	}, total, nil
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
@@ -391,19 +384,7 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 
 // writePartial writes the accumulator to v (a path or a URL), atomically.
 func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
-	data, err := acc.Encode()
-	if err != nil {
-		return err
-	}
-	f, name, err := storage.OpenFile(c.Context, v)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
-	}
-	defer f.Close()
-	if err := f.MkdirAll(); err != nil {
-		return fmt.Errorf("--partial %s: %w", v, err)
-	}
-	if err := f.Write(c.Context, name, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+	if err := evaluate.WritePartial(c.Context, v, acc); err != nil {
 		return fmt.Errorf("--partial: %w", err)
 	}
 	notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, v)

@@ -8,29 +8,15 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/metrics"
 )
 
 // An eval shard's scores are written with --partial and combined by
-// `segtune eval merge` (internal/evalpartial). A single run goes through
+// `segtune eval merge` (package evaluate). A single run goes through
 // the same accumulator and the same summary, so merging the N shards of a
 // job gives exactly the report one run over every image gives.
-
-// readPartial reads and checks the partial file at v (a path or a URL).
-func readPartial(c *cli.Context, v string) (*evalpartial.Partial, error) {
-	f, name, err := storage.OpenFile(c.Context, v)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := f.ReadAll(c.Context, name, evalpartial.MaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	return evalpartial.Parse(data, v)
-}
 
 // canonicalJSON is v's JSON with object keys sorted.
 func canonicalJSON(v any) (json.RawMessage, error) {
@@ -132,15 +118,7 @@ func evalMergeCommand() *cli.Command {
 			if err := checkConfusionDir(c); err != nil {
 				return err
 			}
-			var parts []*evalpartial.Partial
-			for _, v := range c.Args().Slice() {
-				p, err := readPartial(c, v)
-				if err != nil {
-					return cli.Exit(err.Error(), 1)
-				}
-				parts = append(parts, p)
-			}
-			merged, err := evalpartial.Merge(parts, c.Args().Slice())
+			merged, err := evaluate.Merge(c.Context, c.Args().Slice())
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}

@@ -56,8 +56,8 @@ func (p *Partial) Summary() Summary {
 // run says (classes, ignore label, size classes): its confusion matrix and
 // its object size, for Add.
 func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
-	conf := metrics.NewConfusion(r.Classes, r.Ignore)
-	if err := conf.Add(pred, target); err != nil {
+	conf, err := metrics.ScoreImage(pred, target, r.Classes, r.Ignore)
+	if err != nil {
 		return nil, 0, err
 	}
 	if len(r.SizeClasses) == 0 {

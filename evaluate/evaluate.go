@@ -1,0 +1,128 @@
+// Package evaluate scores a segmentation model on labelled images: it
+// runs the model over image/mask pairs, scores each prediction against its
+// mask, and keeps one shard's scores in a partial (internal/evalpartial),
+// whose Summary is the report. Merge combines the partials of every shard
+// of a sharded evaluation into the report one run over every image gives.
+//
+// A Go program evaluates with Run and prints or stores the partial's
+// Summary; `segtune eval` is flag parsing and printing around Run,
+// WritePartial and Merge.
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"iter"
+	"sync"
+
+	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/evalpartial"
+	"github.com/segtune/segtune/internal/shard"
+)
+
+// Plan is one evaluation (or one shard of it).
+type Plan struct {
+	// Segmenter is the opened model; Run does not close it.
+	Segmenter *inference.Segmenter
+	// Run says what is scored and how (classes, ignore label, size
+	// classes) and identifies the evaluation in its partial.
+	Run evalpartial.Run
+	// Shard is the share of the images this run scores; Pairs yields only
+	// that share's pairs, Total of them.
+	Shard shard.Spec
+	Pairs iter.Seq2[datalayout.Sample, error]
+	Total int
+	// LabelMap remaps mask values to classes (nil: none); MaskPalette
+	// reads RGB colour masks (nil: label masks only).
+	LabelMap    *imageio.LabelMap
+	MaskPalette imageio.Palette
+	// ReadImage and ReadMask read a pair's files; nil reads local files.
+	ReadImage func(path string) (image.Image, error)
+	ReadMask  func(s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error)
+	// Batch is the images per model run, PrepareWorkers the decoders (0:
+	// the pipeline's default).
+	Batch, PrepareWorkers int
+	// Progress, if set, is told the images done.
+	Progress func(done, total int)
+}
+
+// Run scores p's pairs and returns the shard's partial: the scored images'
+// records, the failed images (an image or mask that cannot be read or
+// scored fails alone) and the run's time and device. The error is the
+// run's as a whole.
+func Run(ctx context.Context, p Plan) (*evalpartial.Partial, error) {
+	acc := evalpartial.New(p.Shard, p.Run)
+	var maskOf sync.Map // image path → its sample, while the image is under way
+	paths := func(yield func(string, error) bool) {
+		for s, err := range p.Pairs {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			maskOf.Store(s.Image, s)
+			if ctx.Err() != nil {
+				yield("", ctx.Err())
+				return
+			}
+			if !yield(s.Image, nil) {
+				return
+			}
+		}
+	}
+	readMask := p.ReadMask
+	if readMask == nil {
+		readMask = datalayout.Sample.ReadMask
+	}
+	var mu sync.Mutex
+	finish := func(r inference.Result) error {
+		v, _ := maskOf.LoadAndDelete(r.Path)
+		sample, _ := v.(datalayout.Sample)
+		mask, err := readMask(sample, imageio.MaskOptions{
+			Map: p.LabelMap, Palette: p.MaskPalette, Width: r.Width, Height: r.Height,
+			NumClasses: p.Run.Classes, Ignore: int32(p.Run.Ignore),
+		})
+		if err != nil {
+			return err
+		}
+		target, err := mask.Uint8(nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sample.Mask, err)
+		}
+		local, frac, err := p.Run.Score(r.Labels, target)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sample.Mask, err)
+		}
+		mu.Lock()
+		acc.Add(baseName(r.Path), local, frac)
+		mu.Unlock()
+		return nil
+	}
+	read := p.ReadImage
+	if read == nil {
+		read = imageio.Decoder{}.ReadFile
+	}
+	stages := p.Segmenter.StagesFrom(read, finish)
+	prepare := stages.Prepare
+	stages.Prepare = func(path string) (pipeline.Prepared, error) {
+		pr, err := prepare(path)
+		if err != nil {
+			maskOf.Delete(path) // the pipeline records the failure; Finish never comes
+		}
+		return pr, err
+	}
+	rep, err := pipeline.RunSeq(paths, p.Total, stages, pipeline.Config{
+		Batch: p.Batch, PrepareWorkers: p.PrepareWorkers, Progress: p.Progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
+	for _, f := range rep.Failures {
+		acc.Failures = append(acc.Failures, evalpartial.Failure{Path: f.Path, Error: f.Err.Error()})
+	}
+	return acc, nil
+}
