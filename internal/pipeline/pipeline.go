@@ -60,6 +60,9 @@ type Stages struct {
 type Output struct {
 	Data  []float32
 	Shape []int64 // without the batch dimension
+	// Meta, if set, is Infer's own per-item result for Finish (e.g. a
+	// label map already reduced from scores).
+	Meta any
 }
 
 // Config tunes the pipeline.

@@ -29,6 +29,7 @@ type Segmenter struct {
 	// took about half of the preprocessing's CPU time, on a prepare worker
 	// competing with ONNX Runtime for the cores.
 	inputs sync.Pool
+	dense  *Dense // sliding-window / TTA inference, when set (SetDense)
 }
 
 // Open loads the model into a session and checks its contract ct (see
@@ -155,12 +156,32 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			}
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
-		Estimate: s.Estimate, // checked against the memory limit before batching
+		Estimate: s.runEstimate, // checked against the memory limit before batching
 	}
+}
+
+// runEstimate is Estimate, or its dense counterpart when tiling.
+func (s *Segmenter) runEstimate(n int, shape pipeline.Shape) int64 {
+	if s.dense != nil {
+		return s.denseEstimate(n, shape)
+	}
+	return s.Estimate(n, shape)
 }
 
 // infer runs one batch and splits the output into per-item views.
 func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipeline.Output, error) {
+	if s.dense != nil { // each item's label map, at the tensor's size, in Meta
+		per := shape[0] * shape[1] * shape[2]
+		res := make([]pipeline.Output, n)
+		for i := range res {
+			labels, err := s.denseLabels(batch[i*per:(i+1)*per], shape[1], shape[2])
+			if err != nil {
+				return nil, err
+			}
+			res[i] = pipeline.Output{Shape: []int64{int64(shape[1]), int64(shape[2])}, Meta: labels}
+		}
+		return res, nil
+	}
 	per := shape[0] * shape[1] * shape[2]
 	rows := n
 	if s.FixedBatch > 0 {
@@ -229,6 +250,15 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 // restore maps one item's output back to the original image's pixels.
 func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, error) {
 	dst := make([]uint8, g.SrcWidth*g.SrcHeight)
+	if labels, ok := out.Meta.([]uint8); ok { // dense inference's, at the tensor's size
+		if g.Identity() {
+			return labels, nil
+		}
+		if err := imageio.RestoreLabels(g, labels, dst); err != nil {
+			return nil, err
+		}
+		return dst, nil
+	}
 	if s.Contract.Kind == contract.Labels {
 		h, w := int(out.Shape[len(out.Shape)-2]), int(out.Shape[len(out.Shape)-1])
 		if len(out.Shape) == 3 && out.Shape[2] == 1 { // [H,W,1]
