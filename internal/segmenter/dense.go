@@ -159,13 +159,65 @@ func (s *Segmenter) denseEstimate(n int, shape pipeline.Shape) int64 {
 	return total
 }
 
-// denseLabels runs dense inference on one input tensor of h×w in the
-// preprocessing's layout and returns its label map at the tensor's size.
+// windowsFromImage reports whether windows are preprocessed one by one
+// from the decoded image, so that no float tensor of the whole image is
+// made: when tiling an image kept at its native size.
+func (s *Segmenter) windowsFromImage() bool {
+	return s.dense != nil && s.dense.TileHeight > 0
+}
+
+// inferItems is the pipeline's InferItems under dense inference (nil
+// otherwise): each item's label map, at its tensor's size, goes to Finish
+// in Output.Meta.
+func (s *Segmenter) inferItems() func([]pipeline.Prepared) ([]pipeline.Output, error) {
+	if s.dense == nil {
+		return nil
+	}
+	return func(items []pipeline.Prepared) ([]pipeline.Output, error) {
+		res := make([]pipeline.Output, len(items))
+		for i, p := range items {
+			h, w := p.Shape[1], p.Shape[2]
+			crop := func(r image.Rectangle, dst []float32) error {
+				s.cropCHW(p.Input, h, w, r, dst)
+				return nil
+			}
+			if p.Input == nil {
+				crop = s.imageWindows(p.Meta.(Item).Image)
+			}
+			labels, err := s.denseLabels(crop, h, w)
+			if err != nil {
+				return nil, err
+			}
+			res[i] = pipeline.Output{Shape: []int64{int64(h), int64(w)}, Meta: labels}
+		}
+		return res, nil
+	}
+}
+
+// imageWindows returns a crop function that preprocesses rectangle r of
+// img (at its native size) into dst, CHW.
+func (s *Segmenter) imageWindows(img image.Image) func(r image.Rectangle, dst []float32) error {
+	pre := s.Pre
+	pre.Layout = imageio.NCHW
+	sub, ok := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	return func(r image.Rectangle, dst []float32) error {
+		if !ok {
+			return fmt.Errorf("a %T image cannot be cut into windows", img)
+		}
+		_, err := pre.Tensor(sub.SubImage(r.Add(img.Bounds().Min)), dst)
+		return err
+	}
+}
+
+// denseLabels runs dense inference on one input of h×w whose windows crop
+// copies, CHW, and returns its label map at that size.
 // Scores are summed into a band of window-height rows that slides down the
 // tensor: rows above the next row of windows are final, so they are
 // reduced to labels and the band moves on, and the scores of the whole
 // tensor are never held at once.
-func (s *Segmenter) denseLabels(in []float32, h, w int) ([]uint8, error) {
+func (s *Segmenter) denseLabels(crop func(r image.Rectangle, dst []float32) error, h, w int) ([]uint8, error) {
 	d := s.dense
 	th, tw, sy, sx := d.window(h, w)
 	ys, xs := starts(h, th, sy), starts(w, tw, sx)
@@ -191,7 +243,9 @@ func (s *Segmenter) denseLabels(in []float32, h, w int) ([]uint8, error) {
 			flush(y)
 		}
 		for _, x := range xs {
-			s.cropCHW(in, h, w, image.Rect(x, y, x+tw, y+th), tile)
+			if err := crop(image.Rect(x, y, x+tw, y+th), tile); err != nil {
+				return nil, err
+			}
 			scores, n, err := s.augmented(tile, th, tw)
 			if err != nil {
 				return nil, err

@@ -140,14 +140,29 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			if err != nil {
 				return pipeline.Prepared{}, err
 			}
+			if s.windowsFromImage() {
+				b := img.Bounds()
+				g, err := s.Pre.Geometry(b.Dx(), b.Dy())
+				if err != nil {
+					return pipeline.Prepared{}, fmt.Errorf("%s: %w", path, err)
+				}
+				if g.Identity() { // each window is preprocessed on its own: no tensor of the whole image
+					return pipeline.Prepared{Shape: pipeline.Shape{imageio.Channels, g.Height, g.Width}, Meta: Item{Image: img, Geometry: g}}, nil
+				}
+			}
 			data, g, err := s.tensor(img)
 			if err != nil {
 				return pipeline.Prepared{}, fmt.Errorf("%s: %w", path, err)
 			}
 			return pipeline.Prepared{Input: data, Shape: pipeline.Shape{imageio.Channels, g.Height, g.Width}, Meta: Item{Image: img, Geometry: g}}, nil
 		},
-		Infer:   s.infer,
-		Recycle: func(in []float32) { s.inputs.Put(&in) },
+		Infer:      s.infer,
+		InferItems: s.inferItems(),
+		Recycle: func(in []float32) {
+			if in != nil {
+				s.inputs.Put(&in)
+			}
+		},
 		Finish: func(path string, p pipeline.Prepared, out pipeline.Output) error {
 			it := p.Meta.(Item)
 			labels, err := s.restore(it.Geometry, out)
@@ -170,18 +185,6 @@ func (s *Segmenter) runEstimate(n int, shape pipeline.Shape) int64 {
 
 // infer runs one batch and splits the output into per-item views.
 func (s *Segmenter) infer(batch []float32, n int, shape pipeline.Shape) ([]pipeline.Output, error) {
-	if s.dense != nil { // each item's label map, at the tensor's size, in Meta
-		per := shape[0] * shape[1] * shape[2]
-		res := make([]pipeline.Output, n)
-		for i := range res {
-			labels, err := s.denseLabels(batch[i*per:(i+1)*per], shape[1], shape[2])
-			if err != nil {
-				return nil, err
-			}
-			res[i] = pipeline.Output{Shape: []int64{int64(shape[1]), int64(shape[2])}, Meta: labels}
-		}
-		return res, nil
-	}
 	per := shape[0] * shape[1] * shape[2]
 	rows := n
 	if s.FixedBatch > 0 {
