@@ -252,11 +252,12 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 
 // restore maps one item's output back to the original image's pixels.
 func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, error) {
+	labels, dense := out.Meta.([]uint8) // dense inference's, at the tensor's size
+	if dense && g.Identity() {
+		return labels, nil
+	}
 	dst := make([]uint8, g.SrcWidth*g.SrcHeight)
-	if labels, ok := out.Meta.([]uint8); ok { // dense inference's, at the tensor's size
-		if g.Identity() {
-			return labels, nil
-		}
+	if dense {
 		if err := imageio.RestoreLabels(g, labels, dst); err != nil {
 			return nil, err
 		}
