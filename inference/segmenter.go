@@ -32,6 +32,7 @@ type Segmenter struct {
 	// took about half of the preprocessing's CPU time, on a prepare worker
 	// competing with ONNX Runtime for the cores.
 	inputs sync.Pool
+	dense  *Dense // sliding-window / TTA inference, when set (SetDense)
 }
 
 // Open loads the model into a session and checks its contract ct (see
@@ -148,8 +149,9 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			}
 			return p, nil
 		},
-		Infer:   s.Infer,
-		Recycle: s.Recycle,
+		Infer:      s.Infer,
+		InferItems: s.inferItems(),
+		Recycle:    s.Recycle,
 		Finish: func(path string, p pipeline.Prepared, out pipeline.Output) error {
 			labels, err := s.Labels(p, out)
 			if err != nil {
@@ -158,13 +160,24 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			it := p.Meta.(Item)
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
-		Estimate: s.Estimate, // checked against the memory limit before batching
+		Estimate: s.runEstimate, // checked against the memory limit before batching
 	}
 }
 
 // Prepare preprocesses a decoded image into an item for Infer; its Meta
-// is an Item.
+// is an Item. With tiled windows at the image's own size, the item holds
+// no tensor: each window is preprocessed from the image when it runs.
 func (s *Segmenter) Prepare(img image.Image) (pipeline.Prepared, error) {
+	if s.windowsFromImage() {
+		b := img.Bounds()
+		g, err := s.Pre.Geometry(b.Dx(), b.Dy())
+		if err != nil {
+			return pipeline.Prepared{}, err
+		}
+		if g.Identity() { // no tensor of the whole image
+			return pipeline.Prepared{Shape: pipeline.Shape{imageio.Channels, g.Height, g.Width}, Meta: Item{Image: img, Geometry: g}}, nil
+		}
+	}
 	data, g, err := s.tensor(img)
 	if err != nil {
 		return pipeline.Prepared{}, err
@@ -173,12 +186,24 @@ func (s *Segmenter) Prepare(img image.Image) (pipeline.Prepared, error) {
 }
 
 // Recycle takes back an item's input once inference is done with it.
-func (s *Segmenter) Recycle(in []float32) { s.inputs.Put(&in) }
+func (s *Segmenter) Recycle(in []float32) {
+	if in != nil {
+		s.inputs.Put(&in)
+	}
+}
 
 // Labels maps the output of an item made by Prepare back onto its
 // image: a label map of the image's size.
 func (s *Segmenter) Labels(p pipeline.Prepared, out pipeline.Output) ([]uint8, error) {
 	return s.restore(p.Meta.(Item).Geometry, out)
+}
+
+// runEstimate is Estimate, or its dense counterpart when tiling.
+func (s *Segmenter) runEstimate(n int, shape pipeline.Shape) int64 {
+	if s.dense != nil {
+		return s.denseEstimate(n, shape)
+	}
+	return s.Estimate(n, shape)
 }
 
 // Infer runs one batch of n items and splits the output into per-item
@@ -251,7 +276,17 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 
 // restore maps one item's output back to the original image's pixels.
 func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, error) {
+	labels, dense := out.Meta.([]uint8) // dense inference's, at the tensor's size
+	if dense && g.Identity() {
+		return labels, nil
+	}
 	dst := make([]uint8, g.SrcWidth*g.SrcHeight)
+	if dense {
+		if err := imageio.RestoreLabels(g, labels, dst); err != nil {
+			return nil, err
+		}
+		return dst, nil
+	}
 	if s.Contract.Kind == contract.Labels {
 		h, w := int(out.Shape[len(out.Shape)-2]), int(out.Shape[len(out.Shape)-1])
 		if len(out.Shape) == 3 && out.Shape[2] == 1 { // [H,W,1]

@@ -39,7 +39,7 @@ func segmentCommand() *cli.Command {
 			&cli.Float64Flag{Name: "alpha", Value: 0.5, Usage: "overlay opacity of the mask colours"},
 			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(shardFlags(), preprocessFlags()...)...),
+		}, append(append(shardFlags(), preprocessFlags()...), denseFlags()...)...),
 		Action: runSegment,
 	}
 }
@@ -243,6 +243,10 @@ func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (
 	seg, err := inference.Open(data, ct, *settings.Preprocess, sessionOptions(c))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", modelPath, err)
+	}
+	if err := applyDense(c, seg); err != nil {
+		seg.Close()
+		return nil, err
 	}
 	return seg, nil
 }

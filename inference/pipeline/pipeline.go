@@ -43,6 +43,10 @@ type Stages struct {
 	// only: it is the one item's own Input when n is 1, and otherwise a
 	// buffer the pipeline reuses for the next batch.
 	Infer func(batch []float32, n int, shape Shape) ([]Output, error)
+	// InferItems, if set, replaces Infer for stages that need more than
+	// the stacked inputs (e.g. windows read from the decoded image in
+	// Meta); items' Input may then be nil.
+	InferItems func(items []Prepared) ([]Output, error)
 	// Finish consumes one item's output (e.g. writes a mask). Its Prepared
 	// has no Input: inference is done with it.
 	Finish func(path string, p Prepared, output Output) error
@@ -60,6 +64,9 @@ type Stages struct {
 type Output struct {
 	Data  []float32
 	Shape []int64 // without the batch dimension
+	// Meta, if set, is Infer's own per-item result for Finish (e.g. a
+	// label map already reduced from scores).
+	Meta any
 }
 
 // Config tunes the pipeline.
@@ -243,7 +250,7 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	var stack []float32
 	run := func(items []prepared) error {
 		shape, batch := items[0].Shape, items[0].Input
-		if len(items) > 1 {
+		if len(items) > 1 && st.InferItems == nil {
 			per := shape[0] * shape[1] * shape[2]
 			stack = slices.Grow(stack[:0], len(items)*per)[:len(items)*per]
 			for i, p := range items {
@@ -252,7 +259,17 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 			batch = stack
 		}
 		t0 := time.Now()
-		outs, err := st.Infer(batch, len(items), shape)
+		var outs []Output
+		var err error
+		if st.InferItems != nil {
+			own := make([]Prepared, len(items))
+			for i, p := range items {
+				own[i] = p.Prepared
+			}
+			outs, err = st.InferItems(own)
+		} else {
+			outs, err = st.Infer(batch, len(items), shape)
+		}
 		rep.InferElapsed += time.Since(t0)
 		if err == nil && len(outs) != len(items) {
 			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))

@@ -336,3 +336,44 @@ func TestRecycleGetsEveryInputOnce(t *testing.T) {
 		t.Fatalf("%d items inferred alone, want 3 of the failed batch", len(inferred))
 	}
 }
+
+// InferItems replaces Infer: it gets each batch's items themselves, Meta
+// included and Input nil where Prepare made none, and Finish gets each
+// item's own Output.Meta back.
+func TestInferItemsGetsTheItems(t *testing.T) {
+	var paths []string
+	for i := 0; i < 7; i++ {
+		paths = append(paths, fmt.Sprintf("img%d", i))
+	}
+	var batches atomic.Int32
+	st := Stages{
+		Prepare: func(path string) (Prepared, error) {
+			return Prepared{Shape: Shape{3, 2, 2}, Meta: path}, nil
+		},
+		Infer: func([]float32, int, Shape) ([]Output, error) { return nil, errors.New("Infer called") },
+		InferItems: func(items []Prepared) ([]Output, error) {
+			batches.Add(1)
+			outs := make([]Output, len(items))
+			for i, p := range items {
+				if p.Input != nil {
+					return nil, fmt.Errorf("item %v has an input", p.Meta)
+				}
+				outs[i] = Output{Meta: "out-" + p.Meta.(string)}
+			}
+			return outs, nil
+		},
+		Finish: func(path string, p Prepared, out Output) error {
+			if out.Meta != "out-"+path || p.Meta != path {
+				return fmt.Errorf("%s got %v, %v", path, p.Meta, out.Meta)
+			}
+			return nil
+		},
+	}
+	rep, err := Run(paths, st, Config{Batch: 3})
+	if err != nil || rep.Succeeded != len(paths) || len(rep.Failures) > 0 {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if n := batches.Load(); n < 3 || n > 7 {
+		t.Errorf("%d batches of at most 3 for 7 items", n)
+	}
+}
