@@ -156,7 +156,7 @@ func TestPlanKeepAndOpset(t *testing.T) {
 		t.Errorf("keep conv2: quantized %v kept %v", p.Quantized, p.Kept)
 	}
 	var ke *UnmatchedKeepError
-	if _, err := NewPlan(m, types, Options{Keep: []string{"Softmax", "nosuchnode"}}); !errors.As(err, &ke) || !slices.Equal(ke.Names, []string{"nosuchnode"}) || !strings.Contains(err.Error(), "nosuchnode") {
+	if _, err := NewPlan(m, types, Options{Keep: []string{"Softmax", "nosuchnode"}}); !errors.As(err, &ke) || !slices.Contains(ke.Names, "nosuchnode") || !strings.Contains(err.Error(), "nosuchnode") {
 		t.Errorf("unknown --keep-float entry: %v", err)
 	}
 	p, err = NewPlan(m, types, Options{Keep: []string{"Conv"}})
