@@ -194,9 +194,10 @@ func CheckLoss(loss string, gamma float64) error {
 	return err
 }
 
-// SettingError is a Config setting the run cannot use: Field names the
-// Config field (Precision, Resident) and Value its value, so that a
-// caller can name the setting its own way (the CLI names its flag).
+// SettingError is a setting the run cannot use: Field names the Config
+// field (Precision, Resident, Batch), or RunDir for Train's run folder,
+// and Value its value, so that a caller can name the setting its own way
+// (the CLI names its flag).
 type SettingError struct {
 	Field, Value string
 	Err          error

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -380,8 +381,8 @@ func (t *trainer) setup(ctx context.Context) error {
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
-			return fmt.Errorf("%s: the model declares a fixed batch of %d and training at --batch %d failed: %w; its graph may bake the batch size in: pass --batch %d",
-				cfg.Network.BaseModel, b, cfg.Batch, err, b)
+			return &SettingError{Field: "Batch", Value: strconv.Itoa(cfg.Batch), Err: fmt.Errorf("%s declares a fixed batch of %d and training at this batch failed: %w; its graph may bake the batch size in: train with a batch of %d",
+				cfg.Network.BaseModel, b, err, b)}
 		}
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/onnx/quantize"
 )
@@ -15,10 +16,13 @@ import (
 // set it with a flag. nameFlags wraps every command's action so that its
 // errors name the flag instead.
 
-// settingFlags maps finetune.Config fields to the flags that set them.
+// settingFlags maps finetune.SettingError's fields to the flags that set
+// them.
 var settingFlags = map[string]string{
 	"Precision": "--precision",
 	"Resident":  "--resident",
+	"Batch":     "--batch",
+	"RunDir":    "--out",
 }
 
 // nameFlags makes the actions of cmds (and their subcommands) report
@@ -46,6 +50,23 @@ func withFlagNames(err error) error {
 	var ke *quantize.UnmatchedKeepError
 	if errors.As(err, &ke) {
 		return renamed(err, ke.Error(), fmt.Sprintf("--keep-float names %s, which no node of the model has as op type, name or output", strings.Join(ke.Names, ", ")))
+	}
+	var nr *finetune.NotRunDirError
+	if errors.As(err, &nr) {
+		return renamed(err, "run folder "+nr.Dir, "--out "+nr.Dir)
+	}
+	var ae *datalayout.AmbiguousError
+	if errors.As(err, &ae) {
+		return renamed(err, "name its layout, or point at one of them", "name the layout with --format, or point --data at one of them")
+	}
+	var sp *datalayout.SplitError
+	if errors.As(err, &sp) {
+		switch {
+		case sp.Split == "":
+			return renamed(err, ": pick one", ": pick one with --split")
+		case len(sp.Have) == 0:
+			return renamed(err, "split "+sp.Split+" was asked for", "--split "+sp.Split+" names one")
+		}
 	}
 	return err
 }
