@@ -134,7 +134,7 @@ type AmbiguousError struct {
 }
 
 func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("data set %s is ambiguous: it holds %s; name the layout with --format, or point --data at one of them",
+	return fmt.Sprintf("data set %s is ambiguous: it holds %s; name its layout, or point at one of them",
 		e.Root, strings.Join(e.Found, " and "))
 }
 
@@ -147,10 +147,10 @@ type SplitError struct {
 
 func (e *SplitError) Error() string {
 	if e.Split == "" {
-		return fmt.Sprintf("data set %s (%s layout) has splits %s: pick one with --split", e.Root, e.Format, strings.Join(e.Have, ", "))
+		return fmt.Sprintf("data set %s (%s layout) has splits %s: pick one", e.Root, e.Format, strings.Join(e.Have, ", "))
 	}
 	if len(e.Have) == 0 {
-		return fmt.Sprintf("data set %s (%s layout) has no splits, and --split %s names one", e.Root, e.Format, e.Split)
+		return fmt.Sprintf("data set %s (%s layout) has no splits, and split %s was asked for", e.Root, e.Format, e.Split)
 	}
 	return fmt.Sprintf("data set %s (%s layout) has no split %q; it has %s", e.Root, e.Format, e.Split, strings.Join(e.Have, ", "))
 }

@@ -197,7 +197,20 @@ func CheckLoss(loss string, gamma float64) error {
 	return err
 }
 
-// CheckModes checks the values of --precision and --resident, for callers
+// SettingError is a setting the run cannot use: Field names the Config
+// field (Precision, Resident, Batch), or RunDir for Train's run folder,
+// and Value its value, so that a caller can name the setting its own way
+// (the CLI names its flag).
+type SettingError struct {
+	Field, Value string
+	Err          error
+}
+
+func (e *SettingError) Error() string { return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err) }
+
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// CheckModes checks Config's Precision and Resident values, for callers
 // that want the error before any other work (the CLI checks them first).
 func CheckModes(precision, resident string) error {
 	if _, err := parsePrecision(precision); err != nil {

@@ -246,8 +246,10 @@ func TestModesCheckedBeforeWork(t *testing.T) {
 	} {
 		cfg := base
 		cfg.Precision, cfg.Resident = c.precision, c.resident
-		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("precision %q resident %q: %v, want an error naming %s", c.precision, c.resident, err, c.want)
+		err := cfg.validate()
+		var se *SettingError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &se) {
+			t.Errorf("precision %q resident %q: %v, want a SettingError naming %s", c.precision, c.resident, err, c.want)
 		}
 	}
 	if err := base.validate(); err != nil {

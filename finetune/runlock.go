@@ -19,7 +19,7 @@ import (
 // starts only in a folder that is new, empty or marked (see claimRunDir).
 const LockFile = ".segtune.lock"
 
-// NotRunDirError reports a --out folder that holds files and is not a
+// NotRunDirError reports a run folder that holds files and is not a
 // segtune run folder: finetune would replace a user's model.onnx,
 // config.json or metrics.jsonl.
 type NotRunDirError struct {
@@ -28,7 +28,7 @@ type NotRunDirError struct {
 }
 
 func (e *NotRunDirError) Error() string {
-	return fmt.Sprintf("finetune: --out %s is not empty (it holds %s) and is not a segtune run folder (no %s): "+
+	return fmt.Sprintf("finetune: run folder %s is not empty (it holds %s) and is not a segtune run folder (no %s): "+
 		"finetune writes %s, %s, %s, %s and checkpoints there and would replace files of the same names; "+
 		"choose a new or empty folder, or move its files elsewhere",
 		e.Dir, strings.Join(e.Files, ", "), LockFile, ModelFile, ConfigFile, HistoryFile, PlotFile)
@@ -45,7 +45,7 @@ func claimRunDir(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("finetune: --out %s: %w", dir, err)
+		return &SettingError{Field: "RunDir", Value: dir, Err: err}
 	}
 	var names []string
 	for _, e := range entries {
@@ -104,7 +104,7 @@ func lockRunDir(dir string) (*runLock, error) {
 		}
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("finetune: %s is in use by another segtune finetune run%s: wait for it to finish or choose another --out", dir, owner)
+			return nil, fmt.Errorf("finetune: %s is in use by another segtune finetune run%s: wait for it to finish or choose another run folder", dir, owner)
 		}
 		return nil, fmt.Errorf("finetune: locking %s: %w", dir, err)
 	}

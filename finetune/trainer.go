@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -387,7 +388,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 		// Casts (the parameters stay float32 masters); float16 scales
 		// the loss.
 		if _, err := autocast.Apply(trainModel, mp.typ); err != nil {
-			return nil, fmt.Errorf("--precision %s: %w", cfg.Precision, err)
+			return nil, &SettingError{Field: "Precision", Value: cfg.Precision, Err: err}
 		}
 		gc.MinOpset = mp.typ.MinOpset()
 		if mp.typ == autocast.Float16 {
@@ -402,8 +403,8 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
-			return nil, fmt.Errorf("%s: the model declares a fixed batch of %d and training at --batch %d failed: %w; its graph may bake the batch size in: pass --batch %d",
-				cfg.Network.BaseModel, b, cfg.Batch, err, b)
+			return nil, &SettingError{Field: "Batch", Value: strconv.Itoa(cfg.Batch), Err: fmt.Errorf("%s declares a fixed batch of %d and training at this batch failed: %w; its graph may bake the batch size in: train with a batch of %d",
+				cfg.Network.BaseModel, b, err, b)}
 		}
 		return nil, err
 	}
@@ -932,10 +933,10 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 	switch {
 	case err != nil:
 	case mp.half && mp.typ == autocast.Float16 && t.par.parallel():
-		err = fmt.Errorf("--precision fp16: data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")
+		err = &SettingError{Field: "Precision", Value: cfg.Precision, Err: errors.New("data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")}
 	case mp.half && mp.typ == autocast.BFloat16 && !mayRunOnGPU(cfg.Device):
 		if strings.EqualFold(cfg.Device, runtime.DeviceCPU) {
-			err = fmt.Errorf("--precision bf16 --device cpu: ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")
+			err = &SettingError{Field: "Precision", Value: cfg.Precision, Err: errors.New("on the CPU (Device cpu): ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")}
 			break
 		}
 		fmt.Fprintf(t.hooks.Log, "segtune: --precision bf16: no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32\n")
@@ -954,7 +955,7 @@ func parsePrecision(s string) (mixedPrecision, error) {
 	case "", "tf32", "fp32":
 		return mixedPrecision{}, nil
 	}
-	return mixedPrecision{}, fmt.Errorf("--precision %q: want fp32, tf32, fp16 or bf16", s)
+	return mixedPrecision{}, &SettingError{Field: "Precision", Value: s, Err: errors.New("want fp32, tf32, fp16 or bf16")}
 }
 
 // residentState says whether the training state lives on the device
@@ -969,7 +970,7 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	switch strings.ToLower(cfg.Resident) {
 	case "on":
 		if t.par.parallel() {
-			return false, fmt.Errorf("--resident on: data-parallel runs sum their gradients across ranks in host memory; use --resident off or auto")
+			return false, &SettingError{Field: "Resident", Value: cfg.Resident, Err: errors.New("data-parallel runs sum their gradients across ranks in host memory; use off or auto")}
 		}
 		return true, nil
 	case "off":
@@ -978,13 +979,13 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
 }
 
-// checkResident checks a --resident value.
+// checkResident checks a Resident value.
 func checkResident(s string) error {
 	switch strings.ToLower(s) {
 	case "", "auto", "on", "off":
 		return nil
 	}
-	return fmt.Errorf("--resident %q: want auto, on or off", s)
+	return &SettingError{Field: "Resident", Value: s, Err: errors.New("want auto, on or off")}
 }
 
 // mayRunOnGPU reports whether sessions for device may run on the CUDA

@@ -59,6 +59,7 @@ func newApp() *cli.App {
 	}
 	installFlagChecks(app.Commands)  // numeric flags are checked before any work
 	resolveModelFlags(app.Commands)  // --model NAME for every command
+	nameFlags(app.Commands)          // library errors name the flag
 	normalizePathFlags(app.Commands) // file:// URLs become paths, first of all
 	return app
 }

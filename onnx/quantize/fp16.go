@@ -92,7 +92,7 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 	keep := newMatcher(o.Keep)
 	if bad := keep.unmatched(m.Graph()); len(bad) > 0 {
 		sort.Strings(bad)
-		return nil, nil, fmt.Errorf("--keep-float names %v, which no node of the model has as op type, name or output", bad)
+		return nil, nil, &UnmatchedKeepError{Names: bad}
 	}
 	c := m.Clone()
 	g := c.Graph()

@@ -1,6 +1,7 @@
 package quantize
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -120,7 +121,9 @@ func TestToFloat16Keep(t *testing.T) {
 	if !slices.Equal(kept, []string{"Conv", "Resize"}) {
 		t.Errorf("kept %v", kept)
 	}
-	if _, _, err := ToFloat16(m, types, Float16Options{Keep: []string{"Sotfmax"}}); err == nil || !strings.Contains(err.Error(), "Sotfmax") {
+	_, _, err = ToFloat16(m, types, Float16Options{Keep: []string{"Sotfmax"}})
+	var ke *UnmatchedKeepError
+	if !errors.As(err, &ke) || !slices.Equal(ke.Names, []string{"Sotfmax"}) || !strings.Contains(err.Error(), "Sotfmax") {
 		t.Errorf("a misspelt --keep-float entry: %v", err)
 	}
 }

@@ -249,3 +249,14 @@ func finite32(xs []float32) bool {
 	}
 	return true
 }
+
+// UnmatchedKeepError reports names in the list of nodes to keep in float32
+// (Keep of the options) that no node of the model has as op type, name or
+// output, so that a caller can name the list its own way.
+type UnmatchedKeepError struct {
+	Names []string // sorted
+}
+
+func (e *UnmatchedKeepError) Error() string {
+	return fmt.Sprintf("the nodes to keep in float32 name %s, which no node of the model has as op type, name or output", strings.Join(e.Names, ", "))
+}

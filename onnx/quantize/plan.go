@@ -3,7 +3,6 @@ package quantize
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -154,7 +153,7 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 	keep := newMatcher(o.Keep)
 	if bad := keep.unmatched(g); len(bad) > 0 {
 		sort.Strings(bad)
-		return nil, fmt.Errorf("--keep-float names %s, which no node of the model has as op type, name or output", strings.Join(bad, ", "))
+		return nil, &UnmatchedKeepError{Names: bad}
 	}
 	sorted, err := onnx.TopoSort(g)
 	if err != nil {

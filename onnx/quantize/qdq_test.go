@@ -1,6 +1,7 @@
 package quantize
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -154,7 +155,8 @@ func TestPlanKeepAndOpset(t *testing.T) {
 	if p.Quantized["Conv"] != 1 || len(p.Kept) != 1 || !strings.Contains(p.Kept[0].Node, "conv2") {
 		t.Errorf("keep conv2: quantized %v kept %v", p.Quantized, p.Kept)
 	}
-	if _, err := NewPlan(m, types, Options{Keep: []string{"Softmax", "nosuchnode"}}); err == nil || !strings.Contains(err.Error(), "nosuchnode") {
+	var ke *UnmatchedKeepError
+	if _, err := NewPlan(m, types, Options{Keep: []string{"Softmax", "nosuchnode"}}); !errors.As(err, &ke) || !slices.Contains(ke.Names, "nosuchnode") || !strings.Contains(err.Error(), "nosuchnode") {
 		t.Errorf("unknown --keep-float entry: %v", err)
 	}
 	p, err = NewPlan(m, types, Options{Keep: []string{"Conv"}})
