@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -31,8 +30,8 @@ func normalizePathFlags(cmds []*cli.Command) {
 }
 
 // fileURLsToPaths replaces each file:// value of c's string flags by its
-// path; a file URL that names no local file (file://host/...) is an error
-// naming the flag.
+// path; a file URL that names no local file (file://host/...) or a known
+// scheme without its // (file:out, s3:bucket) is an error naming the flag.
 func fileURLsToPaths(c *cli.Context) error {
 	if c.Command == nil {
 		return nil
@@ -43,21 +42,19 @@ func fileURLsToPaths(c *cli.Context) error {
 		}
 		name := f.Names()[0]
 		v := c.String(name)
-		if !isFileURL(v) {
+		if !storage.NamesScheme(v) {
 			continue
 		}
 		l, err := storage.Parse(v)
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--%s %s: %v", name, v, err), 2)
 		}
+		if !l.IsLocal() {
+			continue
+		}
 		if err := c.Set(name, l.Local); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// isFileURL reports whether v is written as a file:// URL.
-func isFileURL(v string) bool {
-	return storage.IsURL(v) && strings.EqualFold(v[:strings.Index(v, ":")], "file")
 }

@@ -57,6 +57,15 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // path; it says nothing of whether the scheme is supported.
 func IsURL(v string) bool { return schemeRE.MatchString(v) }
 
+// knownSchemeRE matches a value that starts with a scheme segtune reads,
+// with or without the "//" that makes it a URL.
+var knownSchemeRE = regexp.MustCompile(`(?i)^(file|s3|gs|azblob):`)
+
+// NamesScheme reports whether v starts with file:, s3:, gs: or azblob:,
+// written as a URL or not: such a value is a URL or a mistyped one, never
+// meant as a local name, and goes through Parse.
+func NamesScheme(v string) bool { return knownSchemeRE.MatchString(v) }
+
 // Location is a parsed folder or file: a local path, or a bucket and a
 // key (prefix) in it.
 type Location struct {
@@ -82,14 +91,26 @@ func (l Location) String() string {
 	return l.Scheme + "://" + l.Bucket + "/" + l.Key
 }
 
-// Parse reads a local path or an s3://, gs://, azblob:// or file:// URL.
-// It does no I/O. The error says what is accepted.
+// Parse reads a local path or an s3://, gs://, azblob:// or file:// URL
+// (file:/PATH too, RFC 8089's short form). It does no I/O. The error says
+// what is accepted. A known scheme without "//" (file:out, s3:bucket/x) is
+// refused rather than read as a local name with a colon in it.
 func Parse(v string) (Location, error) {
 	if !IsURL(v) {
 		if v == "" {
 			return Location{}, errors.New("empty path")
 		}
-		return Location{Local: v}, nil
+		m := knownSchemeRE.FindStringSubmatch(v)
+		if m == nil {
+			return Location{Local: v}, nil
+		}
+		scheme := strings.ToLower(m[1])
+		if scheme != "file" {
+			return Location{}, fmt.Errorf("%q lacks the // of a URL: write %s://BUCKET/PREFIX, or ./%s for a local name", v, scheme, v)
+		}
+		if !strings.HasPrefix(v[len(m[0]):], "/") {
+			return Location{}, fmt.Errorf("%q is not an absolute file URL: write file:///ABSOLUTE/PATH or a plain path (./%s for a local name with a colon)", v, v)
+		}
 	}
 	u, err := url.Parse(v)
 	if err != nil {

@@ -23,6 +23,9 @@ func TestParse(t *testing.T) {
 	for in, want := range map[string]Location{
 		"dir/sub":         {Local: "dir/sub"},
 		"file:///tmp/x":   {Local: "/tmp/x"},
+		"FILE:/tmp/x":     {Local: "/tmp/x"},
+		"./file:out":      {Local: "./file:out"},
+		"c:/x":            {Local: "c:/x"},
 		"s3://b":          {Scheme: "s3", Bucket: "b", BucketURL: "s3://b"},
 		"s3://b/in/imgs/": {Scheme: "s3", Bucket: "b", Key: "in/imgs/", BucketURL: "s3://b"},
 		"gs://b/x.onnx":   {Scheme: "gs", Bucket: "b", Key: "x.onnx", BucketURL: "gs://b"},
@@ -45,6 +48,11 @@ func TestParse(t *testing.T) {
 		"s3:///x":       "without a bucket",
 		"s3://b/a/../c": "..",
 		"file://host/x": "only local files",
+		"file:out2":     "file:///ABSOLUTE/PATH",
+		"File:./out":    "not an absolute file URL",
+		"s3:bucket/x":   "lacks the // of a URL",
+		"GS:b":          "gs://BUCKET/PREFIX",
+		"azblob:c/p":    "lacks the //",
 		"":              "empty path",
 	} {
 		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), want) {
