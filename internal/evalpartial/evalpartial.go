@@ -31,11 +31,17 @@ import (
 const (
 	Format  = "segtune-eval-partial"
 	Version = 2
-	// MaxBytes bounds what is read of a partial (a few dozen bytes per
-	// image and non-zero confusion cell).
-	MaxBytes = 4 << 30
+	// MaxBytes bounds what is read of a partial: a few dozen bytes per
+	// image and non-zero confusion cell, so 256 MiB holds a shard of
+	// millions of images; a larger file is refused before it is read.
+	MaxBytes = 256 << 20
 	// MaxClasses bounds the class count (and so the matrix, Classes²).
 	MaxClasses = 1 << 16
+	// MaxClassNameBytes bounds each class name; there are at most Classes.
+	MaxClassNameBytes = 256
+	// MaxSeconds bounds a shard's recorded time (about 30 years), so that
+	// the report's time is a number a person reads.
+	MaxSeconds = 1e9
 	// maxPixels bounds a matrix's total, so that the sums of a row and a
 	// column (metrics' IoU) cannot overflow int64 either.
 	maxPixels = math.MaxInt64 / 2
@@ -185,7 +191,8 @@ func Parse(data []byte, name string) (*Partial, error) {
 }
 
 // Check verifies that p is what a run writes, naming file in its *Error:
-// a valid shard and class count, non-negative counts whose sums fit,
+// a valid shard and class count, at most one short name per class, a
+// time from 0 to MaxSeconds, non-negative counts whose sums fit,
 // object sizes in [0,1], each image once and in the shard its name hashes
 // to, Images scored or failed, and the matrix the sum of the records'
 // cells.
@@ -202,10 +209,17 @@ func (p *Partial) Check(file string) error {
 		return refuse(file, "negative image count %d", p.Images)
 	case p.Images != len(p.Records)+len(p.Failures):
 		return refuse(file, "%d images, but %d scored and %d failed images are recorded", p.Images, len(p.Records), len(p.Failures))
-	case !(p.Seconds >= 0) || math.IsInf(p.Seconds, 0):
-		return refuse(file, "seconds %v", p.Seconds)
+	case !(p.Seconds >= 0 && p.Seconds <= MaxSeconds):
+		return refuse(file, "seconds %.3g (from 0 to %.0g)", p.Seconds, float64(MaxSeconds))
+	case len(p.Run.ClassNames) > k:
+		return refuse(file, "%d class names for %d classes", len(p.Run.ClassNames), k)
 	case math.IsNaN(p.Run.SizeThreshold) || math.IsInf(p.Run.SizeThreshold, 0):
 		return refuse(file, "size threshold %v", p.Run.SizeThreshold)
+	}
+	for i, n := range p.Run.ClassNames {
+		if len(n) > MaxClassNameBytes {
+			return refuse(file, "class %d's name is %d bytes long (at most %d)", i, len(n), MaxClassNameBytes)
+		}
 	}
 	for i, n := range p.Confusion {
 		if n < 0 {

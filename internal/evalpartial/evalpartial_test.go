@@ -221,6 +221,13 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 		{"negative shard index", func(p *Partial) { p.Shard.Index = -1 }, "shard -1/3"},
 		{"shard count over the maximum", func(p *Partial) { p.Shard.Count = shard.MaxCount + 1 }, "the count must be from 1"},
 		{"negative seconds", func(p *Partial) { p.Seconds = -1 }, "seconds -1"},
+		{"absurd seconds", func(p *Partial) { p.Seconds = 1e308 }, "seconds 1e+308 (from 0 to 1e+09)"},
+		{"more class names than classes", func(p *Partial) {
+			p.Run.ClassNames = make([]string, 100000)
+		}, "100000 class names for 3 classes"},
+		{"over-long class name", func(p *Partial) {
+			p.Run.ClassNames = []string{"bg", strings.Repeat("x", MaxClassNameBytes+1)}
+		}, "class 1's name is 257 bytes long"},
 		{"older version", func(p *Partial) { p.Version = 1 }, "partial version 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -480,19 +480,26 @@ func (f *Folder) Exists(ctx context.Context, name string) (bool, error) {
 	return ok, f.wrap("checking "+f.Path(name), err)
 }
 
-// ReadAll reads the file called name, refusing more than limit bytes.
+// ReadAll reads the file called name, refusing more than limit bytes with
+// a *regfile.TooLargeError naming it — from its size, before reading it.
 func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte, error) {
-	r, err := f.Open(ctx, name)
+	if f.IsLocal() {
+		return regfile.ReadSmall(filepath.Join(f.loc.Local, name), limit)
+	}
+	r, err := f.bucket.NewReader(ctx, f.prefix+name, nil)
 	if err != nil {
-		return nil, err
+		return nil, f.wrap("reading "+f.Path(name), err)
 	}
 	defer r.Close()
+	if r.Size() > limit {
+		return nil, &regfile.TooLargeError{Path: f.Path(name), Limit: limit}
+	}
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", f.Path(name), err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Path(name), limit)
+		return nil, &regfile.TooLargeError{Path: f.Path(name), Limit: limit}
 	}
 	return data, nil
 }

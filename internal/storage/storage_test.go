@@ -17,6 +17,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 func TestParse(t *testing.T) {
@@ -189,6 +191,27 @@ func TestWriteIsAllOrNothing(t *testing.T) {
 	}
 	if names := collect(t, local.List(ctx)); !slices.Equal(names, []string{"a.png"}) {
 		t.Errorf("local folder holds %v after failed writes (temporaries left?)", names)
+	}
+}
+
+// A file over the limit is refused from its size, before it is read: a
+// sparse file of 8 GiB takes no memory and no time to refuse.
+func TestReadAllRefusesLargeFileUnread(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 << 30); err != nil {
+		t.Skipf("no sparse file: %v", err)
+	}
+	f.Close()
+	local, _ := OpenFolder(context.Background(), dir)
+	_, err = local.ReadAll(context.Background(), "big.json", 1<<20)
+	var tooLarge *regfile.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Path != big {
+		t.Errorf("err = %v, want a *regfile.TooLargeError naming %s", err, big)
 	}
 }
 
