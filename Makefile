@@ -97,12 +97,11 @@ vet:
 	@if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./internal/mpi ./cmd/segtune; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# libjpeg-turbo and libspng (Debian's libturbojpeg0, libspng0), which segtune
-# loads at run time to decode JPEG and PNG faster than Go's decoders; their
-# tests skip without them (fail under SEGTUNE_REQUIRE_ASSETS). Builds never
-# need them.
+# libjpeg-turbo (Debian's libturbojpeg0), which segtune loads at run time
+# to decode JPEG faster than Go's decoder; its tests skip without it (fail
+# under SEGTUNE_REQUIRE_ASSETS). Builds never need it.
 codecs:
-	@scripts/install-codecs.sh || echo "make: libturbojpeg0/libspng0 unavailable; the native-decoder tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
+	@scripts/install-codecs.sh || echo "make: libturbojpeg0 unavailable; the native-decoder tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
 
 # The GPU acceptance in one command (scripts/gpu-check.sh): training steps of
 # segtune against PyTorch eager at each precision, GPU memory, CUDA gradients

@@ -9,7 +9,6 @@ import (
 	"image/color"
 	"image/draw"
 	"image/jpeg"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,16 +19,14 @@ import (
 )
 
 // requireNative fails (under $SEGTUNE_REQUIRE_ASSETS) or skips the test
-// unless libjpeg-turbo and libspng load (scripts/install-codecs.sh).
+// unless libjpeg-turbo loads (scripts/install-codecs.sh).
 func requireNative(t *testing.T) {
 	t.Helper()
 	if nativeOff {
 		t.Skipf("native codecs turned off by %s", NativeCodecsEnvVar)
 	}
-	for _, l := range []nativecodec.Library{nativecodec.JPEGLibrary(), nativecodec.PNGLibrary()} {
-		if l.Err != nil {
-			testassets.SkipOrFail(t, "%v (scripts/install-codecs.sh)", l.Err)
-		}
+	if l := nativecodec.JPEGLibrary(); l.Err != nil {
+		testassets.SkipOrFail(t, "%v (scripts/install-codecs.sh)", l.Err)
 	}
 }
 
@@ -73,49 +70,6 @@ func toRGBA(img image.Image) *image.RGBA {
 	return m
 }
 
-// The PNGs libspng takes come out as the same image type with the same
-// bytes as from image/png; the others (palette, 16-bit, tRNS) are Go's.
-func TestNativePNGSameAsGo(t *testing.T) {
-	requireNative(t)
-	rgba := randomRGBA(67, 41, 1)
-	nrgba := image.NewNRGBA(rgba.Rect)
-	copy(nrgba.Pix, rgba.Pix)
-	for i := 3; i < len(nrgba.Pix); i += 8 {
-		nrgba.Pix[i] = uint8(i)
-	}
-	gray := image.NewGray(rgba.Rect)
-	copy(gray.Pix, rgba.Pix)
-	pal := image.NewPaletted(rgba.Rect, color.Palette{color.Black, color.White, color.RGBA{200, 10, 20, 255}})
-	for i := range pal.Pix {
-		pal.Pix[i] = uint8(i % 3)
-	}
-	g16 := image.NewGray16(rgba.Rect)
-	copy(g16.Pix, rgba.Pix)
-	cases := map[string]image.Image{"rgb": rgba, "rgba": nrgba, "gray": gray, "palette": pal, "gray16": g16}
-	for name, src := range cases {
-		for _, level := range []png.CompressionLevel{png.DefaultCompression, png.BestSpeed, png.NoCompression} {
-			var buf bytes.Buffer
-			if err := (&png.Encoder{CompressionLevel: level}).Encode(&buf, src); err != nil {
-				t.Fatal(err)
-			}
-			want, got := goDecode(t, buf.Bytes()), nativeDecode(t, buf.Bytes(), name)
-			if wt, gt := typeName(want), typeName(got); wt != gt {
-				t.Fatalf("%s: native decode gives %s, Go %s", name, gt, wt)
-			}
-			if p := pixOf(want); p != nil && !bytes.Equal(p, pixOf(got)) {
-				t.Fatalf("%s (level %d): pixels differ from image/png", name, level)
-			}
-		}
-	}
-	// A truecolour PNG with tRNS: image/png makes it NRGBA; left to Go.
-	data := encodePNG(t, rgba)
-	trns := append(append([]byte{}, data[:33]...), pngChunk("tRNS", []byte{0, 1, 0, 2, 0, 3})...)
-	trns = append(trns, data[33:]...)
-	if got := nativeDecode(t, trns, "trns"); typeName(got) != typeName(goDecode(t, trns)) {
-		t.Fatalf("tRNS PNG: native path gives %s", typeName(got))
-	}
-}
-
 func typeName(img image.Image) string { return strings.TrimPrefix(fmt.Sprintf("%T", img), "*image.") }
 
 // pngChunk builds a chunk with its CRC.
@@ -123,25 +77,6 @@ func pngChunk(typ string, data []byte) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
 	b = append(append(b, typ...), data...)
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[4:]))
-}
-
-// CamVid's PNGs: byte-identical pixels through libspng.
-func TestNativePNGCamVid(t *testing.T) {
-	requireNative(t)
-	paths, err := ListImages(filepath.Join(testassets.Require(t, "data", "camvid"), "images", "val"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range paths[:min(len(paths), 24)] {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, got := goDecode(t, data), nativeDecode(t, data, p)
-		if typeName(want) != typeName(got) || !bytes.Equal(pixOf(want), pixOf(got)) {
-			t.Fatalf("%s: libspng and image/png differ", p)
-		}
-	}
 }
 
 // jpegTolerance bounds the difference of an 8-bit channel between
@@ -208,13 +143,13 @@ func grayOf(img image.Image) *image.Gray {
 	return g
 }
 
-// Without the libraries (or with them turned off) images are decoded by
-// Go as before, with no error, and DecoderInfo says so.
+// Without libjpeg-turbo (or with it turned off) images are decoded by Go
+// as before, with no error, and DecoderInfo says so; PNG is Go's always.
 func TestNativeMissingFallsBack(t *testing.T) {
-	jn, pn := nativecodec.JPEGNames, nativecodec.PNGNames
-	nativecodec.ResetForTest([]string{"libsegtune-no-such-turbojpeg.so.0"}, []string{"libsegtune-no-such-spng.so.0"})
-	defer nativecodec.ResetForTest(jn, pn)
-	if nativecodec.JPEGLibrary().Err == nil || nativecodec.PNGLibrary().Err == nil {
+	jn := nativecodec.JPEGNames
+	nativecodec.ResetForTest([]string{"libsegtune-no-such-turbojpeg.so.0"})
+	defer nativecodec.ResetForTest(jn)
+	if nativecodec.JPEGLibrary().Err == nil {
 		t.Fatal("a library that does not exist loaded")
 	}
 	if info := DecoderInfo(); !strings.Contains(info, "JPEG Go's image/jpeg") || !strings.Contains(info, "PNG Go's image/png") ||
@@ -222,7 +157,13 @@ func TestNativeMissingFallsBack(t *testing.T) {
 		t.Fatalf("DecoderInfo without the libraries: %q", info)
 	}
 	checkGoDecoders(t)
-	nativecodec.ResetForTest(jn, pn)
+	nativecodec.ResetForTest(jn)
+	if l := nativecodec.JPEGLibrary(); l.Err == nil {
+		if info := DecoderInfo(); !strings.Contains(info, "JPEG libjpeg-turbo") || !strings.Contains(info, "PNG Go's image/png") {
+			t.Fatalf("DecoderInfo with libjpeg-turbo: %q", info)
+		}
+		checkGoPNG(t)
+	}
 	old := nativeOff
 	nativeOff = true
 	defer func() { nativeOff = old }()
@@ -242,6 +183,13 @@ func checkGoDecoders(t *testing.T) {
 	if img := nativeDecode(t, jb.Bytes(), "x.jpg"); typeName(img) != "YCbCr" {
 		t.Fatalf("JPEG decoded as %s, want Go's YCbCr", typeName(img))
 	}
+	checkGoPNG(t)
+}
+
+// checkGoPNG: a PNG comes out of DecodeImage as image/png's image.
+func checkGoPNG(t *testing.T) {
+	t.Helper()
+	src := smoothRGBA(30, 20)
 	if img := nativeDecode(t, encodePNG(t, src), "x.png"); typeName(img) != "RGBA" || !bytes.Equal(img.(*image.RGBA).Pix, src.Pix) {
 		t.Fatalf("PNG decoded as %s", typeName(img))
 	}

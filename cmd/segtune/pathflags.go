@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -54,14 +53,12 @@ func fileURLsToPaths(c *cli.Context) error {
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--%s %s: %v", name, v, err), 2)
 		}
+		if !l.IsLocal() {
+			continue
+		}
 		if err := c.Set(name, l.Local); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// isFileURL reports whether v is written as a file:// URL.
-func isFileURL(v string) bool {
-	return storage.IsURL(v) && strings.EqualFold(v[:strings.Index(v, ":")], "file")
 }

@@ -86,6 +86,29 @@ func TestSegmentFileURLsAndOverlap(t *testing.T) {
 	}
 }
 
+// Defect: --output file:out2 (a file URL without its //) made a folder
+// literally named "file:out2". A known scheme without // is refused,
+// naming the flag, before anything is created; file:/ABS is a path.
+func TestSchemeWithoutSlashesRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		args []string
+		want string // the flag and its value, as the error must name them
+	}{
+		{[]string{"segment", "--model", "m.onnx", "--input", "in", "--output", "file:out2"}, "--output file:out2"},
+		{[]string{"segment", "--model", "m.onnx", "--input", "s3:bucket/in", "--output", "out"}, "--input s3:bucket/in"},
+		{[]string{"export", "--model", "m.onnx", "--out", "FILE:x.onnx"}, "--out FILE:x.onnx"},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want a refusal naming %q", tc.args, err, tc.want)
+		}
+	}
+	if got := entries(t, dir); len(got) != 0 {
+		t.Errorf("created %v", got)
+	}
+}
+
 func TestOverlapping(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a")

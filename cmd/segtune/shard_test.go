@@ -426,6 +426,8 @@ func TestEvalMergeRefusesEditedPartials(t *testing.T) {
 				p1.Confusion[c[0]*2+c[1]] += c[2]
 			}
 		}, 1, "belongs to shard 0/3 by its name's hash"},
+		{"seconds 1e308", func(p0, _ *evalpartial.Partial) { p0.Seconds = 1e308 }, 0, "seconds 1e+308"},
+		{"100000 class names", func(_, p1 *evalpartial.Partial) { p1.Run.ClassNames = make([]string, 100000) }, 1, "100000 class names for 2 classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := slices.Clone(parts)
@@ -444,6 +446,16 @@ func TestEvalMergeRefusesEditedPartials(t *testing.T) {
 				t.Errorf("a report was printed: %s", out)
 			}
 		})
+	}
+	// A partial over evalpartial.MaxBytes is refused, named, unread (a
+	// sparse file: it takes no memory or time to refuse).
+	huge := filepath.Join(t.TempDir(), "huge.json")
+	if f, err := os.Create(huge); err == nil {
+		f.Truncate(4 << 30)
+		f.Close()
+	}
+	if _, err := runCLI(t, "eval", "merge", "--json", parts[0], huge); err == nil || !strings.Contains(err.Error(), huge+" is larger than") {
+		t.Errorf("merge of a 4 GiB partial: %v, want it refused by name", err)
 	}
 	if got := evalJSON(t, append([]string{"eval", "merge"}, parts...)...); got != valid {
 		t.Error("the valid partials merge differently after the tests")

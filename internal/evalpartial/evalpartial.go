@@ -39,6 +39,11 @@ const (
 	maxSeconds = 1e9
 	// MaxClasses bounds the class count (and so the matrix, Classes²).
 	MaxClasses = 1 << 16
+	// MaxClassNameBytes bounds each class name; there are at most Classes.
+	MaxClassNameBytes = 256
+	// MaxSeconds bounds a shard's recorded time (about 30 years), so that
+	// the report's time is a number a person reads.
+	MaxSeconds = 1e9
 	// maxPixels bounds a matrix's total, so that the sums of a row and a
 	// column (metrics' IoU) cannot overflow int64 either.
 	maxPixels = math.MaxInt64 / 2
@@ -190,7 +195,8 @@ func Parse(data []byte, name string) (*Partial, error) {
 }
 
 // Check verifies that p is what a run writes, naming file in its *Error:
-// a valid shard and class count, non-negative counts whose sums fit,
+// a valid shard and class count, at most one short name per class, a
+// time from 0 to MaxSeconds, non-negative counts whose sums fit,
 // object sizes in [0,1], each image once and in the shard its name hashes
 // to, Images scored or failed, and the matrix the sum of the records'
 // cells.
@@ -213,6 +219,11 @@ func (p *Partial) Check(file string) error {
 		return refuse(file, "%d class names for %d classes", len(p.Run.ClassNames), k)
 	case math.IsNaN(p.Run.SizeThreshold) || math.IsInf(p.Run.SizeThreshold, 0):
 		return refuse(file, "size threshold %v", p.Run.SizeThreshold)
+	}
+	for i, n := range p.Run.ClassNames {
+		if len(n) > MaxClassNameBytes {
+			return refuse(file, "class %d's name is %d bytes long (at most %d)", i, len(n), MaxClassNameBytes)
+		}
 	}
 	for i, n := range p.Confusion {
 		if n < 0 {

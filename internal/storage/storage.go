@@ -106,8 +106,10 @@ func (l Location) String() string {
 	return l.Scheme + "://" + l.Bucket + "/" + l.Key
 }
 
-// Parse reads a local path or an s3://, gs://, azblob:// or file:// URL.
-// It does no I/O. The error says what is accepted.
+// Parse reads a local path or an s3://, gs://, azblob:// or file:// URL
+// (file:/PATH too, RFC 8089's short form). It does no I/O. The error says
+// what is accepted. A known scheme without "//" (file:out, s3:bucket/x) is
+// refused rather than read as a local name with a colon in it.
 func Parse(v string) (Location, error) {
 	if !IsURL(v) {
 		if v == "" {
@@ -451,11 +453,15 @@ func (f *Folder) Exists(ctx context.Context, name string) (bool, error) {
 	return ok, f.wrap("checking "+f.Path(name), err)
 }
 
-// ReadAll reads the file called name, refusing more than limit bytes.
+// ReadAll reads the file called name, refusing more than limit bytes with
+// a *regfile.TooLargeError naming it — from its size, before reading it.
 func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte, error) {
-	r, err := f.Open(ctx, name)
+	if f.IsLocal() {
+		return regfile.ReadSmall(filepath.Join(f.loc.Local, name), limit)
+	}
+	r, err := f.bucket.NewReader(ctx, f.prefix+name, nil)
 	if err != nil {
-		return nil, err
+		return nil, f.wrap("reading "+f.Path(name), err)
 	}
 	defer r.Close()
 	// A file whose size says it is over the limit is refused unread.
@@ -467,7 +473,7 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		return nil, fmt.Errorf("reading %s: %w", f.Path(name), err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Path(name), limit)
+		return nil, &regfile.TooLargeError{Path: f.Path(name), Limit: limit}
 	}
 	return data, nil
 }

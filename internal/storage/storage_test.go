@@ -17,6 +17,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 func TestParse(t *testing.T) {
@@ -25,6 +27,9 @@ func TestParse(t *testing.T) {
 		"./file:out2":     {Local: "./file:out2"}, // a local name of that shape
 		"http:x":          {Local: "http:x"},      // not a scheme segtune reads
 		"file:///tmp/x":   {Local: "/tmp/x"},
+		"FILE:/tmp/x":     {Local: "/tmp/x"},
+		"./file:out":      {Local: "./file:out"},
+		"c:/x":            {Local: "c:/x"},
 		"s3://b":          {Scheme: "s3", Bucket: "b", BucketURL: "s3://b"},
 		"s3://b/in/imgs/": {Scheme: "s3", Bucket: "b", Key: "in/imgs/", BucketURL: "s3://b"},
 		"gs://b/x.onnx":   {Scheme: "gs", Bucket: "b", Key: "x.onnx", BucketURL: "gs://b"},
@@ -47,6 +52,11 @@ func TestParse(t *testing.T) {
 		"s3:///x":       "without a bucket",
 		"s3://b/a/../c": "..",
 		"file://host/x": "only local files",
+		"file:out2":     "file:///ABSOLUTE/PATH",
+		"File:./out":    "not an absolute file URL",
+		"s3:bucket/x":   "lacks the // of a URL",
+		"GS:b":          "gs://BUCKET/PREFIX",
+		"azblob:c/p":    "lacks the //",
 		"":              "empty path",
 		"file:out2":     "a relative path needs no scheme (out2)",
 		"FILE:/tmp/x":   "file:///ABSOLUTE/PATH",
@@ -187,6 +197,27 @@ func TestWriteIsAllOrNothing(t *testing.T) {
 	}
 	if names := collect(t, local.List(ctx)); !slices.Equal(names, []string{"a.png"}) {
 		t.Errorf("local folder holds %v after failed writes (temporaries left?)", names)
+	}
+}
+
+// A file over the limit is refused from its size, before it is read: a
+// sparse file of 8 GiB takes no memory and no time to refuse.
+func TestReadAllRefusesLargeFileUnread(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 << 30); err != nil {
+		t.Skipf("no sparse file: %v", err)
+	}
+	f.Close()
+	local, _ := OpenFolder(context.Background(), dir)
+	_, err = local.ReadAll(context.Background(), "big.json", 1<<20)
+	var tooLarge *regfile.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Path != big {
+		t.Errorf("err = %v, want a *regfile.TooLargeError naming %s", err, big)
 	}
 }
 

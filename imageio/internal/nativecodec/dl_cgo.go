@@ -75,157 +75,6 @@ static int segtune_tj_decode(const unsigned char *buf, unsigned long len, unsign
 	return ret;
 }
 
-// ---- libspng 0.7 ----
-typedef struct spng_ctx spng_ctx;
-struct spng_ihdr {
-	uint32_t width, height;
-	uint8_t bit_depth, color_type, compression_method, filter_method, interlace_method;
-};
-
-static struct {
-	void *lib;
-	spng_ctx *(*ctxNew)(int);
-	void (*ctxFree)(spng_ctx *);
-	int (*setBuffer)(spng_ctx *, const void *, size_t);
-	int (*setImageLimits)(spng_ctx *, uint32_t, uint32_t);
-	int (*getIHDR)(spng_ctx *, struct spng_ihdr *);
-	int (*decodedSize)(spng_ctx *, int, size_t *);
-	int (*decode)(spng_ctx *, void *, size_t, int, int);
-	const char *(*strerror)(int);
-	const char *(*version)(void);
-} sp;
-
-// ---- zlib 1.x (libz.so.1, which libspng links to) ----
-// z_stream as zlib.h declares it; its layout has not changed since 1.0.
-typedef struct {
-	const unsigned char *next_in;
-	unsigned avail_in;
-	unsigned long total_in;
-	unsigned char *next_out;
-	unsigned avail_out;
-	unsigned long total_out;
-	const char *msg;
-	void *state;
-	void *zalloc, *zfree, *opaque;
-	int data_type;
-	unsigned long adler, reserved;
-} segtune_zstream;
-#define Z_OK 0
-#define Z_STREAM_END 1
-#define Z_BUF_ERROR (-5)
-#define Z_NO_FLUSH 0
-
-static struct {
-	int (*inflateInit_)(segtune_zstream *, const char *, int);
-	int (*inflate)(segtune_zstream *, int);
-	int (*inflateEnd)(segtune_zstream *);
-} zl;
-
-static int segtune_zlib_load(char *msg, size_t n) {
-	void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) h = dlopen("libz.1.dylib", RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) { copyMsg(msg, n, dlerror()); return 1; }
-	*(void **)(&zl.inflateInit_) = dlsym(h, "inflateInit_");
-	*(void **)(&zl.inflate) = dlsym(h, "inflate");
-	*(void **)(&zl.inflateEnd) = dlsym(h, "inflateEnd");
-	if (zl.inflateInit_ == NULL || zl.inflate == NULL || zl.inflateEnd == NULL) {
-		copyMsg(msg, n, "zlib: inflate symbols missing");
-		dlclose(h);
-		return 1;
-	}
-	return 0;
-}
-
-// segtune_png_stream_check inflates the image data stream held in the
-// nspans chunk data spans of buf and returns 0 when it inflates to exactly
-// want bytes with a valid Adler-32 and ends where one of the spans ends,
-// as image/png requires; else -1 with the reason in msg. The output is
-// thrown away (libspng decodes the pixels); only its length counts.
-static int segtune_png_stream_check(const unsigned char *buf, const uint64_t *off, const uint32_t *len, int nspans,
-		uint64_t want, char *msg, size_t n) {
-	segtune_zstream z;
-	memset(&z, 0, sizeof z);
-	if (zl.inflateInit_(&z, "1", (int)sizeof z) != Z_OK) { copyMsg(msg, n, "zlib: inflateInit failed"); return -1; }
-	unsigned char out[32768];
-	uint64_t got = 0;
-	int span = 0, rc = Z_OK, ret = -1;
-	z.next_in = buf + off[0];
-	z.avail_in = len[0];
-	for (;;) {
-		z.next_out = out;
-		z.avail_out = sizeof out;
-		rc = zl.inflate(&z, Z_NO_FLUSH);
-		got += sizeof out - z.avail_out;
-		if (got > want) { copyMsg(msg, n, "too much pixel data"); break; }
-		if (rc == Z_STREAM_END) {
-			if (got != want) copyMsg(msg, n, "not enough pixel data");
-			else if (z.avail_in != 0) copyMsg(msg, n, "too much pixel data");
-			else ret = 0;
-			break;
-		}
-		if (rc == Z_OK && z.avail_out == 0) continue; // more output pending
-		if (rc == Z_OK || rc == Z_BUF_ERROR) { // all input taken: the next chunk's
-			if (z.avail_in != 0) { copyMsg(msg, n, "zlib: no progress"); break; }
-			if (++span == nspans) { copyMsg(msg, n, "not enough pixel data"); break; }
-			z.next_in = buf + off[span];
-			z.avail_in = len[span];
-			continue;
-		}
-		if (rc != Z_OK) { copyMsg(msg, n, z.msg != NULL ? z.msg : "zlib: data error"); break; }
-	}
-	zl.inflateEnd(&z);
-	return ret;
-}
-
-static int segtune_spng_load(const char *name, char *msg, size_t n) {
-	if (zl.inflate == NULL && segtune_zlib_load(msg, n) != 0) return 1;
-	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) { copyMsg(msg, n, dlerror()); return 1; }
-#define SYM(field, sym) \
-	*(void **)(&sp.field) = dlsym(h, sym); \
-	if (sp.field == NULL) { copyMsg(msg, n, "symbol " sym " missing"); dlclose(h); return 1; }
-	SYM(ctxNew, "spng_ctx_new")
-	SYM(ctxFree, "spng_ctx_free")
-	SYM(setBuffer, "spng_set_png_buffer")
-	SYM(setImageLimits, "spng_set_image_limits")
-	SYM(getIHDR, "spng_get_ihdr")
-	SYM(decodedSize, "spng_decoded_image_size")
-	SYM(decode, "spng_decode_image")
-	SYM(strerror, "spng_strerror")
-	SYM(version, "spng_version_string")
-#undef SYM
-	sp.lib = h;
-	return 0;
-}
-
-static const char *segtune_spng_version(void) { return sp.version(); }
-
-// segtune_spng_decode decodes buf into dst (exactly len bytes of format
-// fmt, w×h) and returns 0, or -1 with the message in msg.
-static int segtune_spng_decode(const void *buf, size_t blen, void *dst, size_t len, int fmt, uint32_t w, uint32_t h, char *msg, size_t n) {
-	spng_ctx *ctx = sp.ctxNew(0);
-	if (ctx == NULL) { copyMsg(msg, n, "spng_ctx_new failed"); return -1; }
-	int rc = sp.setImageLimits(ctx, w, h);
-	if (rc == 0) rc = sp.setBuffer(ctx, buf, blen);
-	struct spng_ihdr ihdr;
-	if (rc == 0) rc = sp.getIHDR(ctx, &ihdr);
-	if (rc == 0 && (ihdr.width != w || ihdr.height != h)) {
-		copyMsg(msg, n, "IHDR size differs from the one read before");
-		sp.ctxFree(ctx);
-		return -1;
-	}
-	size_t need = 0;
-	if (rc == 0) rc = sp.decodedSize(ctx, fmt, &need);
-	if (rc == 0 && need != len) {
-		copyMsg(msg, n, "unexpected decoded size");
-		sp.ctxFree(ctx);
-		return -1;
-	}
-	if (rc == 0) rc = sp.decode(ctx, dst, len, fmt, 0);
-	if (rc != 0) copyMsg(msg, n, sp.strerror(rc));
-	sp.ctxFree(ctx);
-	return rc == 0 ? 0 : -1;
-}
 */
 import "C"
 
@@ -241,16 +90,10 @@ const (
 	tjcsRGB   = 0
 	tjcsYCbCr = 1
 	tjcsGray  = 2
-
-	spngFmtRGBA8 = 1
-	spngFmtPNG   = 256
 )
 
-// JPEGNames and PNGNames are the library file names tried, in order.
-var (
-	JPEGNames = []string{"libturbojpeg.so.0", "libturbojpeg.0.dylib", "libturbojpeg.so", "libturbojpeg.dylib"}
-	PNGNames  = []string{"libspng.so.0", "libspng.0.dylib", "libspng.so", "libspng.dylib"}
-)
+// JPEGNames are the library file names tried, in order.
+var JPEGNames = []string{"libturbojpeg.so.0", "libturbojpeg.0.dylib", "libturbojpeg.so", "libturbojpeg.dylib"}
 
 type loader struct {
 	once sync.Once
@@ -258,7 +101,7 @@ type loader struct {
 	err  error
 }
 
-var jpegLib, pngLib loader
+var jpegLib loader
 
 const msgLen = 256
 
@@ -288,28 +131,13 @@ func loadJPEG() error {
 	})
 }
 
-func loadPNG() error {
-	return pngLib.load(PNGNames, "libspng", func(name string, msg *C.char) C.int {
-		cn := C.CString(name)
-		defer C.free(unsafe.Pointer(cn))
-		return C.segtune_spng_load(cn, msg, msgLen)
-	})
-}
-
 func jpegName() string { return jpegLib.name }
 
-func pngName() string {
-	if pngLib.err == nil && pngLib.name != "" {
-		return pngLib.name + " " + C.GoString(C.segtune_spng_version())
-	}
-	return pngLib.name
-}
-
-// ResetForTest forgets the loaded libraries (their handles stay open) and
-// sets the names tried next, so that a test can see a library missing.
-func ResetForTest(jpegNames, pngNames []string) {
-	jpegLib, pngLib = loader{}, loader{}
-	JPEGNames, PNGNames = jpegNames, pngNames
+// ResetForTest forgets the loaded library (its handle stays open) and
+// sets the names tried next, so that a test can see the library missing.
+func ResetForTest(jpegNames []string) {
+	jpegLib = loader{}
+	JPEGNames = jpegNames
 }
 
 func jpegHeader(data []byte) (w, h, cs int, err error) {
@@ -331,33 +159,4 @@ func jpegDecode(data, dst []byte, w, h int) error {
 		return &WarningError{Msg: "libjpeg-turbo: " + C.GoString(&msg[0])}
 	}
 	return errors.New("libjpeg-turbo: " + C.GoString(&msg[0]))
-}
-
-func pngStreamCheck(data []byte, idat []Span, filtered int64) error {
-	if len(idat) == 0 || filtered <= 0 {
-		return errors.New("libspng: no image data")
-	}
-	offs := make([]C.uint64_t, len(idat))
-	lens := make([]C.uint32_t, len(idat))
-	for i, s := range idat {
-		if s.Off < 0 || s.Len < 0 || s.Off+s.Len > len(data) || int64(s.Len) > 0x7fffffff {
-			return errors.New("libspng: image data span outside the file")
-		}
-		offs[i], lens[i] = C.uint64_t(s.Off), C.uint32_t(s.Len)
-	}
-	var msg [msgLen]C.char
-	if C.segtune_png_stream_check((*C.uchar)(unsafe.Pointer(&data[0])), &offs[0], &lens[0], C.int(len(idat)),
-		C.uint64_t(filtered), &msg[0], msgLen) != 0 {
-		return errors.New("png image data: " + C.GoString(&msg[0]))
-	}
-	return nil
-}
-
-func pngDecode(data, dst []byte, format, w, h int) error {
-	var msg [msgLen]C.char
-	if C.segtune_spng_decode(unsafe.Pointer(&data[0]), C.size_t(len(data)), unsafe.Pointer(&dst[0]), C.size_t(len(dst)),
-		C.int(format), C.uint32_t(w), C.uint32_t(h), &msg[0], msgLen) != 0 {
-		return errors.New("libspng: " + C.GoString(&msg[0]))
-	}
-	return nil
 }
