@@ -30,9 +30,8 @@ func normalizePathFlags(cmds []*cli.Command) {
 }
 
 // fileURLsToPaths replaces each file:// value of c's string flags by its
-// path; a file URL that names no local file (file://host/...), or a value
-// that starts like a URL without its "//" (file:out), is an error naming
-// the flag.
+// path; a file URL that names no local file (file://host/...) or a known
+// scheme without its // (file:out, s3:bucket) is an error naming the flag.
 func fileURLsToPaths(c *cli.Context) error {
 	if c.Command == nil {
 		return nil
@@ -43,10 +42,7 @@ func fileURLsToPaths(c *cli.Context) error {
 		}
 		name := f.Names()[0]
 		v := c.String(name)
-		if err := storage.CheckNotURL(v); err != nil {
-			return cli.Exit(fmt.Sprintf("--%s: %v", name, err), 2)
-		}
-		if !isFileURL(v) {
+		if !storage.NamesScheme(v) {
 			continue
 		}
 		l, err := storage.Parse(v)

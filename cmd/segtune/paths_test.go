@@ -71,19 +71,6 @@ func TestSegmentFileURLsAndOverlap(t *testing.T) {
 	if _, err := runCLI(t, "segment", "--model", model, "--input", "file://elsewhere"+in, "--output", out); err == nil || !strings.Contains(err.Error(), "--input file://elsewhere") {
 		t.Errorf("a file URL with a host: err = %v, want a refusal naming --input", err)
 	}
-	// A URL without its "//" would be a folder named file:out2.
-	for flag, args := range map[string][]string{
-		"--output": {"--input", in, "--output", "file:out2"},
-		"--input":  {"--input", "s3:bucket/x", "--output", out},
-	} {
-		_, err := runCLI(t, append([]string{"segment", "--model", model}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), flag+": ") {
-			t.Errorf("%v: err = %v, want a refusal naming %s", args, err, flag)
-		}
-	}
-	if _, err := os.Stat("file:out2"); !os.IsNotExist(err) {
-		t.Errorf("a folder named file:out2 was made (%v)", err)
-	}
 }
 
 // Defect: --output file:out2 (a file URL without its //) made a folder

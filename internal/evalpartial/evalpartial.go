@@ -32,11 +32,9 @@ const (
 	Format  = "segtune-eval-partial"
 	Version = 2
 	// MaxBytes bounds what is read of a partial: a few dozen bytes per
-	// image and non-zero confusion cell, so millions of images; a larger
-	// file is refused unread.
-	MaxBytes = 1 << 30
-	// maxSeconds bounds a partial's run time (about 32 years).
-	maxSeconds = 1e9
+	// image and non-zero confusion cell, so 256 MiB holds a shard of
+	// millions of images; a larger file is refused before it is read.
+	MaxBytes = 256 << 20
 	// MaxClasses bounds the class count (and so the matrix, Classes²).
 	MaxClasses = 1 << 16
 	// MaxClassNameBytes bounds each class name; there are at most Classes.
@@ -213,8 +211,8 @@ func (p *Partial) Check(file string) error {
 		return refuse(file, "negative image count %d", p.Images)
 	case p.Images != len(p.Records)+len(p.Failures):
 		return refuse(file, "%d images, but %d scored and %d failed images are recorded", p.Images, len(p.Records), len(p.Failures))
-	case !(p.Seconds >= 0 && p.Seconds <= maxSeconds):
-		return refuse(file, "seconds %.4g (from 0 to %g)", p.Seconds, float64(maxSeconds))
+	case !(p.Seconds >= 0 && p.Seconds <= MaxSeconds):
+		return refuse(file, "seconds %.3g (from 0 to %.0g)", p.Seconds, float64(MaxSeconds))
 	case len(p.Run.ClassNames) > k:
 		return refuse(file, "%d class names for %d classes", len(p.Run.ClassNames), k)
 	case math.IsNaN(p.Run.SizeThreshold) || math.IsInf(p.Run.SizeThreshold, 0):

@@ -225,6 +225,9 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 		{"more class names than classes", func(p *Partial) {
 			p.Run.ClassNames = make([]string, 100000)
 		}, "100000 class names for 3 classes"},
+		{"over-long class name", func(p *Partial) {
+			p.Run.ClassNames = []string{"a", strings.Repeat("x", MaxClassNameBytes+1)}
+		}, "class 1's name is 257 bytes long"},
 		{"older version", func(p *Partial) { p.Version = 1 }, "partial version 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,7 +34,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -62,24 +61,14 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // path; it says nothing of whether the scheme is supported.
 func IsURL(v string) bool { return schemeRE.MatchString(v) }
 
-// CheckNotURL refuses a path that starts like a URL of a known scheme
-// without its "//" (file:out, s3:bucket/x): taken as a path it would make
-// a folder of that name, which is never what was meant. A local name of
-// that shape is written ./file:out.
-func CheckNotURL(v string) error {
-	i := strings.Index(v, ":")
-	if i < 0 || IsURL(v) {
-		return nil
-	}
-	scheme := strings.ToLower(v[:i])
-	if scheme != "file" && !slices.Contains(Schemes, scheme) {
-		return nil
-	}
-	if scheme == "file" {
-		return fmt.Errorf("%s: a file URL is file:///ABSOLUTE/PATH; a relative path needs no scheme (%s)", v, strings.TrimLeft(v[i+1:], "/"))
-	}
-	return fmt.Errorf("%s: a bucket URL is %s://BUCKET/PREFIX", v, scheme)
-}
+// knownSchemeRE matches a value that starts with a scheme segtune reads,
+// with or without the "//" that makes it a URL.
+var knownSchemeRE = regexp.MustCompile(`(?i)^(file|s3|gs|azblob):`)
+
+// NamesScheme reports whether v starts with file:, s3:, gs: or azblob:,
+// written as a URL or not: such a value is a URL or a mistyped one, never
+// meant as a local name, and goes through Parse.
+func NamesScheme(v string) bool { return knownSchemeRE.MatchString(v) }
 
 // Location is a parsed folder or file: a local path, or a bucket and a
 // key (prefix) in it.
@@ -115,10 +104,17 @@ func Parse(v string) (Location, error) {
 		if v == "" {
 			return Location{}, errors.New("empty path")
 		}
-		if err := CheckNotURL(v); err != nil {
-			return Location{}, err
+		m := knownSchemeRE.FindStringSubmatch(v)
+		if m == nil {
+			return Location{Local: v}, nil
 		}
-		return Location{Local: v}, nil
+		scheme := strings.ToLower(m[1])
+		if scheme != "file" {
+			return Location{}, fmt.Errorf("%q lacks the // of a URL: write %s://BUCKET/PREFIX, or ./%s for a local name", v, scheme, v)
+		}
+		if !strings.HasPrefix(v[len(m[0]):], "/") {
+			return Location{}, fmt.Errorf("%q is not an absolute file URL: write file:///ABSOLUTE/PATH or a plain path (./%s for a local name with a colon)", v, v)
+		}
 	}
 	u, err := url.Parse(v)
 	if err != nil {
@@ -464,9 +460,8 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		return nil, f.wrap("reading "+f.Path(name), err)
 	}
 	defer r.Close()
-	// A file whose size says it is over the limit is refused unread.
-	if size, ok := readerSize(r); ok && size > limit {
-		return nil, fmt.Errorf("%s is %d bytes, larger than %d bytes, the limit for this kind of file", f.Path(name), size, limit)
+	if r.Size() > limit { // refused unread
+		return nil, &regfile.TooLargeError{Path: f.Path(name), Limit: limit}
 	}
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
@@ -476,19 +471,6 @@ func (f *Folder) ReadAll(ctx context.Context, name string, limit int64) ([]byte,
 		return nil, &regfile.TooLargeError{Path: f.Path(name), Limit: limit}
 	}
 	return data, nil
-}
-
-// readerSize is the size of what r reads, where it knows it: a local
-// file's, or an object's as its bucket reports it.
-func readerSize(r io.Reader) (int64, bool) {
-	switch r := r.(type) {
-	case *os.File:
-		fi, err := r.Stat()
-		return fi.Size(), err == nil
-	case interface{ Size() int64 }: // *blob.Reader
-		return r.Size(), true
-	}
-	return 0, false
 }
 
 // Write writes the file called name in f from what write produces, so
