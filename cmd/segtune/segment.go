@@ -75,7 +75,7 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	modelPath, inDir, outDir := c.String("model"), c.String("input"), c.String("output")
+	modelPath := c.String("model")
 	in, err := openFolderFlag(c, "input")
 	if err != nil {
 		return err
@@ -99,68 +99,9 @@ func runSegment(c *cli.Context) error {
 			return err
 		}
 	}
-	// The images: a local folder is listed as before (whole, checked,
-	// guarded against overwriting its images); a bucket folder is
-	// streamed twice, once here to check names and count, once into the
-	// pipeline, never held.
-	var inputs iter.Seq2[string, error]
-	var total, all int
-	if in.IsLocal() {
-		paths, err := imageio.ListImages(inDir)
-		if err != nil {
-			return err
-		}
-		all = len(paths)
-		if all == 0 {
-			return cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), inDir), 1)
-		}
-		if err := checkDistinctStems(paths); err != nil {
-			return err
-		}
-		if out.IsLocal() {
-			if err := guardSegmentOutput(outDir, paths, c.Bool("overlay"), spec); err != nil {
-				return err
-			}
-		}
-		var mine []string
-		for _, p := range paths {
-			if spec.Owns(filepath.Base(p)) {
-				mine = append(mine, p)
-			}
-		}
-		total = len(mine)
-		inputs = func(yield func(string, error) bool) {
-			for _, p := range mine {
-				if !yield(p, nil) {
-					return
-				}
-			}
-		}
-	} else {
-		if err := in.CheckList(ctx); err != nil {
-			return flagError("input", in, err)
-		}
-		for p, err := range segmentInputs(ctx, in, shard.All) { // the check pass
-			if err != nil {
-				return flagError("input", in, err)
-			}
-			all++
-			if spec.Owns(baseName(p)) {
-				total++
-			}
-		}
-		inputs = segmentInputs(ctx, in, spec)
-	}
-	if all == 0 {
-		return cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), in), 1)
-	}
-	if !out.IsLocal() {
-		if err := out.CheckAccess(ctx); err != nil {
-			return flagError("output", out, err)
-		}
-	} else if !in.IsLocal() && !spec.Sharded() {
-		atomicfile.RemoveStale(outDir)
-		atomicfile.RemoveStale(filepath.Join(outDir, "overlays"))
+	inputs, total, err := segmentListing(c, in, out, spec)
+	if err != nil {
+		return err
 	}
 	seg, err := openSegmenter(c, modelPath, settings)
 	if err != nil {
@@ -186,35 +127,8 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
 	}
-	sum := segmentSummary{
-		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
-		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
-		Device: seg.Session.Device, Decoders: imageio.DecoderInfo(), Batch: batch, Output: outDir,
-	}
-	if spec.Sharded() {
-		sum.Shard = spec.String()
-	}
-	if sum.Seconds > 0 {
-		sum.ImagesPerSec = float64(rep.Succeeded) / sum.Seconds
-	}
-	for _, f := range rep.Failures {
-		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
-	}
-	if c.Bool("json") {
-		if err := printJSON(os.Stdout, sum); err != nil {
-			return err
-		}
-	} else {
-		printFailures(os.Stderr, rep.Failures)
-		what := ""
-		if spec.Sharded() {
-			what = fmt.Sprintf(" (shard %s)", spec)
-		}
-		if rep.Skipped > 0 {
-			what += fmt.Sprintf(" (%d already done)", rep.Skipped)
-		}
-		fmt.Printf("segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
-			sum.Succeeded, sum.Images, what, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
+	if err := printSegmentReport(c, rep, seg.Session.Device, batch, spec); err != nil {
+		return err
 	}
 	if len(rep.Failures) > 0 {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
@@ -470,4 +384,106 @@ func (j *segmentJob) openInput(p string) (io.ReadCloser, error) {
 		return r, err
 	}
 	return j.in.Open(j.ctx, baseName(p))
+}
+
+// segmentListing lists the images this shard segments. A local folder is
+// listed whole, checked and guarded against overwriting its images; a
+// bucket folder is streamed twice, once here to check names and count,
+// once into the pipeline, never held. The output folder is checked too.
+func segmentListing(c *cli.Context, in, out *storage.Folder, spec shard.Spec) (iter.Seq2[string, error], int, error) {
+	ctx, inDir, outDir := c.Context, c.String("input"), c.String("output")
+	var inputs iter.Seq2[string, error]
+	var total, all int
+	if in.IsLocal() {
+		paths, err := imageio.ListImages(inDir)
+		if err != nil {
+			return nil, 0, err
+		}
+		all = len(paths)
+		if all == 0 {
+			return nil, 0, cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), inDir), 1)
+		}
+		if err := checkDistinctStems(paths); err != nil {
+			return nil, 0, err
+		}
+		if out.IsLocal() {
+			if err := guardSegmentOutput(outDir, paths, c.Bool("overlay"), spec); err != nil {
+				return nil, 0, err
+			}
+		}
+		var mine []string
+		for _, p := range paths {
+			if spec.Owns(filepath.Base(p)) {
+				mine = append(mine, p)
+			}
+		}
+		total = len(mine)
+		inputs = func(yield func(string, error) bool) {
+			for _, p := range mine {
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	} else {
+		if err := in.CheckList(ctx); err != nil {
+			return nil, 0, flagError("input", in, err)
+		}
+		for p, err := range segmentInputs(ctx, in, shard.All) { // the check pass
+			if err != nil {
+				return nil, 0, flagError("input", in, err)
+			}
+			all++
+			if spec.Owns(baseName(p)) {
+				total++
+			}
+		}
+		inputs = segmentInputs(ctx, in, spec)
+	}
+	if all == 0 {
+		return nil, 0, cli.Exit(fmt.Sprintf("no images (%s) in %s", strings.Join(imageio.ImageExtensions, " "), in), 1)
+	}
+	if !out.IsLocal() {
+		if err := out.CheckAccess(ctx); err != nil {
+			return nil, 0, flagError("output", out, err)
+		}
+	} else if !in.IsLocal() && !spec.Sharded() {
+		atomicfile.RemoveStale(outDir)
+		atomicfile.RemoveStale(filepath.Join(outDir, "overlays"))
+	}
+	return inputs, total, nil
+}
+
+// printSegmentReport prints what segment did: as JSON with --json, else
+// the failures and one line.
+func printSegmentReport(c *cli.Context, rep pipeline.Report, device string, batch int, spec shard.Spec) error {
+	outDir := c.String("output")
+	sum := segmentSummary{
+		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
+		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
+		Device: device, Decoders: imageio.DecoderInfo(), Batch: batch, Output: outDir,
+	}
+	if spec.Sharded() {
+		sum.Shard = spec.String()
+	}
+	if sum.Seconds > 0 {
+		sum.ImagesPerSec = float64(rep.Succeeded) / sum.Seconds
+	}
+	for _, f := range rep.Failures {
+		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
+	}
+	if c.Bool("json") {
+		return printJSON(os.Stdout, sum)
+	}
+	printFailures(os.Stderr, rep.Failures)
+	what := ""
+	if spec.Sharded() {
+		what = fmt.Sprintf(" (shard %s)", spec)
+	}
+	if rep.Skipped > 0 {
+		what += fmt.Sprintf(" (%d already done)", rep.Skipped)
+	}
+	fmt.Printf("segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
+		sum.Succeeded, sum.Images, what, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
+	return nil
 }
