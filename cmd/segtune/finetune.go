@@ -211,9 +211,44 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if k := c.Int("classes"); k > 0 {
 		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
 	}
+	if err := applyModelSettings(c, &cfg, model); err != nil {
+		return cfg, err
+	}
+	if err := finetuneDataSpecs(c, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, guardFinetuneOut(c.String("out"), cfg)
+}
+
+// finetuneDataSpecs sets the training and validation data from --data
+// (in any layout), or from the four folder flags, which win.
+func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
+	if root := c.String("data"); root != "" {
+		var err error
+		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {
+			return err
+		}
+	}
+	if c.IsSet("train-images") || c.IsSet("train-masks") {
+		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks")}
+	}
+	if c.IsSet("val-images") || c.IsSet("val-masks") {
+		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
+	}
+	if !cfg.Train.Given() {
+		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
+	}
+	return nil
+}
+
+// applyModelSettings takes the preprocessing, output reading, label map,
+// class names and palette the base model brings (registry,
+// metadata_props, sidecar, flags) into cfg, at the images' own scale
+// unless a flag keeps the model's.
+func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) error {
 	settings, err := modelSettings(c, model)
 	if err != nil {
-		return cfg, err
+		return err
 	}
 	cfg.Preprocess = *settings.Preprocess
 	if p := &cfg.Preprocess; p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 && !c.IsSet("scale") && !c.IsSet("resize") && !c.IsSet("preprocess") {
@@ -238,21 +273,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		}
 		cfg.Palette = settings.Palette
 	}
-	if root := c.String("data"); root != "" {
-		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {
-			return cfg, err
-		}
-	}
-	if c.IsSet("train-images") || c.IsSet("train-masks") {
-		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks")}
-	}
-	if c.IsSet("val-images") || c.IsSet("val-masks") {
-		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
-	}
-	if !cfg.Train.Given() {
-		return cfg, cli.Exit("give --data DIR or --train-images and --train-masks", 2)
-	}
-	return cfg, guardFinetuneOut(c.String("out"), cfg)
+	return nil
 }
 
 func printEpoch(e finetune.EpochInfo) {
