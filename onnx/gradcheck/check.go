@@ -116,61 +116,9 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 	defer train.Close()
 	defer func() { eval.Close() }()
 	res.Float64 = f64
-
-	vals := map[string][]float64{}
-	shapes := map[string][]int64{}
-	for _, p := range gs.Params {
-		v, err := onnx.Float64s(p)
-		if err != nil {
-			return nil, err
-		}
-		vals[p.GetName()] = v
-		shapes[p.GetName()] = p.GetDims()
-	}
-	fixed := map[string]*runtime.Tensor{}
-	for _, spec := range gs.Manifest.Training.Inputs {
-		if _, isParam := vals[spec.Name]; isParam {
-			continue
-		}
-		t, ok := feeds[spec.Name]
-		if !ok {
-			t = generate(spec, gs, rng)
-		}
-		fixed[spec.Name] = convert(t, f64)
-	}
-	run := func(s *runtime.Session, params map[string][]float64) (map[string]*runtime.Tensor, error) {
-		in := make([]*runtime.Tensor, len(s.Inputs))
-		for i, x := range s.Inputs {
-			if v, ok := params[x.Name]; ok {
-				in[i] = convert(runtime.NewFloat64(shapes[x.Name], v), f64)
-			} else if t, ok := fixed[x.Name]; ok {
-				in[i] = t
-			} else {
-				return nil, fmt.Errorf("no value for input %q", x.Name)
-			}
-		}
-		outs, err := s.Run(in...)
-		if err != nil {
-			return nil, err
-		}
-		m := map[string]*runtime.Tensor{}
-		for i, o := range s.Outputs {
-			m[o.Name] = outs[i]
-		}
-		return m, nil
-	}
-	objective := func(outs map[string]*runtime.Tensor) float64 {
-		var f float64
-		if gs.Manifest.Loss != "" {
-			f += floats(outs[gs.Manifest.Loss])[0]
-		}
-		for _, gi := range gs.Manifest.GradInputs {
-			r, t := floats(fixed[gi.Input]), floats(outs[gi.Tensor])
-			for i := range r {
-				f += r[i] * t[i]
-			}
-		}
-		return f
+	ck, err := newChecker(gs, feeds, f64, rng)
+	if err != nil {
+		return nil, err
 	}
 	if opt.FreezeKinks {
 		fz, err := FreezeKinks(gs.Eval, f64, func(pm *onnx.Model) (map[string]*runtime.Tensor, error) {
@@ -179,7 +127,7 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 				return nil, err
 			}
 			defer s.Close()
-			return run(s, vals)
+			return ck.run(s, ck.vals)
 		})
 		if err != nil {
 			return nil, err
@@ -191,7 +139,7 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 		eval.Close()
 		eval = s
 	}
-	tOut, err := run(train, vals)
+	tOut, err := ck.run(train, ck.vals)
 	if err != nil {
 		return nil, fmt.Errorf("training graph: %w", err)
 	}
@@ -206,38 +154,123 @@ func CheckGraphs(gs *grad.Graphs, feeds map[string]*runtime.Tensor, opt Options)
 		}
 	}
 	for d := 0; d < opt.Directions; d++ {
-		plus, minus := map[string][]float64{}, map[string][]float64{}
-		var analytic float64
-		for _, pi := range gs.Manifest.Params {
-			v := vals[pi.Name]
-			g := floats(tOut[pi.Grad])
-			h := step * math.Max(rms(v), 1e-2)
-			pv, mv := make([]float64, len(v)), make([]float64, len(v))
-			for i := range v {
-				dir := rng.NormFloat64()
-				analytic += g[i] * dir * h
-				pv[i], mv[i] = v[i]+h*dir, v[i]-h*dir
-			}
-			plus[pi.Name], minus[pi.Name] = pv, mv
-		}
-		po, err := run(eval, plus)
+		dir, err := ck.direction(eval, tOut, step, rng)
 		if err != nil {
-			return nil, fmt.Errorf("evaluation graph: %w", err)
+			return nil, err
 		}
-		mo, err := run(eval, minus)
-		if err != nil {
-			return nil, fmt.Errorf("evaluation graph: %w", err)
-		}
-		numeric := (objective(po) - objective(mo)) / 2
-		den := math.Max(math.Max(math.Abs(analytic), math.Abs(numeric)), 1e-300)
-		rel := math.Abs(analytic-numeric) / den
-		if analytic == 0 && numeric == 0 {
-			rel = 0
-		}
-		res.Directions = append(res.Directions, Direction{Analytic: analytic, Numeric: numeric, RelErr: rel})
-		res.MaxRelErr = math.Max(res.MaxRelErr, rel)
+		res.Directions = append(res.Directions, dir)
+		res.MaxRelErr = math.Max(res.MaxRelErr, dir.RelErr)
 	}
 	return res, nil
+}
+
+// checker runs a pair of graphs at given parameter values, the other
+// inputs fixed.
+type checker struct {
+	gs     *grad.Graphs
+	f64    bool
+	vals   map[string][]float64 // the parameters' values
+	shapes map[string][]int64
+	fixed  map[string]*runtime.Tensor // every other input
+}
+
+// newChecker reads the parameters' values and fixes the other inputs:
+// feeds' where given, generated from rng otherwise.
+func newChecker(gs *grad.Graphs, feeds map[string]*runtime.Tensor, f64 bool, rng *rand.Rand) (*checker, error) {
+	ck := &checker{gs: gs, f64: f64, vals: map[string][]float64{}, shapes: map[string][]int64{}, fixed: map[string]*runtime.Tensor{}}
+	for _, p := range gs.Params {
+		v, err := onnx.Float64s(p)
+		if err != nil {
+			return nil, err
+		}
+		ck.vals[p.GetName()] = v
+		ck.shapes[p.GetName()] = p.GetDims()
+	}
+	for _, spec := range gs.Manifest.Training.Inputs {
+		if _, isParam := ck.vals[spec.Name]; isParam {
+			continue
+		}
+		t, ok := feeds[spec.Name]
+		if !ok {
+			t = generate(spec, gs, rng)
+		}
+		ck.fixed[spec.Name] = convert(t, f64)
+	}
+	return ck, nil
+}
+
+// run runs s with the parameters at params and returns its outputs by name.
+func (ck *checker) run(s *runtime.Session, params map[string][]float64) (map[string]*runtime.Tensor, error) {
+	in := make([]*runtime.Tensor, len(s.Inputs))
+	for i, x := range s.Inputs {
+		if v, ok := params[x.Name]; ok {
+			in[i] = convert(runtime.NewFloat64(ck.shapes[x.Name], v), ck.f64)
+		} else if t, ok := ck.fixed[x.Name]; ok {
+			in[i] = t
+		} else {
+			return nil, fmt.Errorf("no value for input %q", x.Name)
+		}
+	}
+	outs, err := s.Run(in...)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]*runtime.Tensor{}
+	for i, o := range s.Outputs {
+		m[o.Name] = outs[i]
+	}
+	return m, nil
+}
+
+// objective is the scalar whose gradient the training graph computes: the
+// loss plus each gradient input's product with its tensor.
+func (ck *checker) objective(outs map[string]*runtime.Tensor) float64 {
+	var f float64
+	if ck.gs.Manifest.Loss != "" {
+		f += floats(outs[ck.gs.Manifest.Loss])[0]
+	}
+	for _, gi := range ck.gs.Manifest.GradInputs {
+		r, t := floats(ck.fixed[gi.Input]), floats(outs[gi.Tensor])
+		for i := range r {
+			f += r[i] * t[i]
+		}
+	}
+	return f
+}
+
+// direction compares the gradient along one random direction (each
+// parameter's step scaled by its RMS) with the central difference of the
+// objective through eval.
+func (ck *checker) direction(eval *runtime.Session, tOut map[string]*runtime.Tensor, step float64, rng *rand.Rand) (Direction, error) {
+	plus, minus := map[string][]float64{}, map[string][]float64{}
+	var analytic float64
+	for _, pi := range ck.gs.Manifest.Params {
+		v := ck.vals[pi.Name]
+		g := floats(tOut[pi.Grad])
+		h := step * math.Max(rms(v), 1e-2)
+		pv, mv := make([]float64, len(v)), make([]float64, len(v))
+		for i := range v {
+			dir := rng.NormFloat64()
+			analytic += g[i] * dir * h
+			pv[i], mv[i] = v[i]+h*dir, v[i]-h*dir
+		}
+		plus[pi.Name], minus[pi.Name] = pv, mv
+	}
+	po, err := ck.run(eval, plus)
+	if err != nil {
+		return Direction{}, fmt.Errorf("evaluation graph: %w", err)
+	}
+	mo, err := ck.run(eval, minus)
+	if err != nil {
+		return Direction{}, fmt.Errorf("evaluation graph: %w", err)
+	}
+	numeric := (ck.objective(po) - ck.objective(mo)) / 2
+	den := math.Max(math.Max(math.Abs(analytic), math.Abs(numeric)), 1e-300)
+	rel := math.Abs(analytic-numeric) / den
+	if analytic == 0 && numeric == 0 {
+		rel = 0
+	}
+	return Direction{Analytic: analytic, Numeric: numeric, RelErr: rel}, nil
 }
 
 // openModel opens a session on m, converted to float64 when f64.
