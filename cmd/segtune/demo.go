@@ -29,7 +29,7 @@ func demoCommand() *cli.Command {
 			"the embedded segtune-synth DeepLabV3+ on it twice — baseline and with the F1 size\n" +
 			"regularizer (Algorithm 1) —, prints mean IoU overall and on images with small and large\n" +
 			"objects, draws both runs' curves, segments the validation images with the regularised\n" +
-			"model and exports it to ONNX. A few minutes on two CPU cores.",
+			"model and exports it to ONNX. Under a minute on two CPU cores.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "out/demo", Usage: "output folder"},
 			&cli.IntFlag{Name: "epochs", Value: 4, Usage: "epochs per run"},

@@ -42,7 +42,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
 			confusionFlag,
-			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to FILE (a path or a URL) for `segtune eval merge`"},
+			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...), denseFlags()...)...),
 		Action:      runEval,

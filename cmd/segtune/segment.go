@@ -36,7 +36,7 @@ func segmentCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks (a path or a URL)"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
-			&cli.Float64Flag{Name: "alpha", Value: 0.5, Usage: "overlay opacity of the mask colours"},
+			&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: 0.5, Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
 			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(shardFlags(), preprocessFlags()...), denseFlags()...)...),
@@ -111,7 +111,7 @@ func runSegment(c *cli.Context) error {
 	batch := clampBatch(c, seg, c.Int("batch"))
 	var ov *imageio.OverlayOptions
 	if c.Bool("overlay") {
-		ov = &imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}}
+		ov = &imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}
 	}
 	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
 		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))

@@ -34,7 +34,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "time to read a request (408 after it)"},
 			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "time in-flight requests get to finish on SIGTERM"},
-			&cli.Float64Flag{Name: "alpha", Value: 0.5, Usage: "overlay opacity of the mask colours"},
+			&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: 0.5, Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
 			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag,
 		}, preprocessFlags()...),
@@ -90,7 +90,7 @@ func runServe(c *cli.Context) error {
 		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"),
 		ShutdownTimeout: c.Duration("shutdown-timeout"),
 		Palette:         pal, Classes: settings.Classes,
-		Overlay: imageio.OverlayOptions{Alpha: c.Float64("alpha"), Skip: []uint8{0}},
+		Overlay: imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}},
 	})
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 	defer stop()
