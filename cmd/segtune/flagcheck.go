@@ -77,8 +77,9 @@ func flagRanges() map[string]numRange {
 }
 
 var commandRanges = map[string]numRange{
-	"segment alpha": {Min: 0, Max: 1, Why: "the overlay opacity"},
-	"new classes":   {Min: 2, Max: 65536},
+	"segment overlay-alpha": {Min: 0, Max: 1, Why: "the overlay opacity"},
+	"serve overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
+	"new classes":           {Min: 2, Max: 65536},
 }
 
 // checkNumericFlags validates every numeric flag the command defines,

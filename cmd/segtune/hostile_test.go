@@ -183,7 +183,7 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		{append(seg, "--threads", "-1"), "--threads -1"},
 		{append(seg, "--batch", "0"), "--batch 0: must be from 1"},
 		{append(seg, "--batch", "-1"), "--batch -1"},
-		{append(seg, "--alpha", "1.5"), "--alpha 1.5"},
+		{append(seg, "--alpha", "1.5"), "--overlay-alpha 1.5"},
 		{append(seg, "--scale", "nan"), "--scale: NaN"},
 		{append(seg, "--value-scale", "inf"), "--value-scale +Inf"},
 		{append(seg, "--mean", "0.5,nan,0.5"), "--mean: NaN"},
