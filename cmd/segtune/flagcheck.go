@@ -47,6 +47,7 @@ func flagRanges() map[string]numRange {
 		"ignore":          {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
 		"classes":         {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
 		"alpha":           {Min: 0, Max: inf},
+		"overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
 		"beta":            {Min: 0, MinOpen: true, Max: 1},
 		"level":           {Min: 0, Max: 1},
 		"dual-lr":         {Min: 0, MinOpen: true, Max: inf, Zero: true, Why: "0: 0.03/n"},
@@ -77,9 +78,7 @@ func flagRanges() map[string]numRange {
 }
 
 var commandRanges = map[string]numRange{
-	"segment overlay-alpha": {Min: 0, Max: 1, Why: "the overlay opacity"},
-	"serve overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
-	"new classes":           {Min: 2, Max: 65536},
+	"new classes": {Min: 2, Max: 65536},
 }
 
 // checkNumericFlags validates every numeric flag the command defines,

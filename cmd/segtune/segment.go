@@ -36,10 +36,8 @@ func segmentCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks (a path or a URL)"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
-			&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: 0.5, Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
-			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(shardFlags(), preprocessFlags()...), denseFlags()...)...),
+		}, append(append(append(maskColourFlags(), shardFlags()...), preprocessFlags()...), denseFlags()...)...),
 		Action: runSegment,
 	}
 }
@@ -93,11 +91,9 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pal := settings.Palette
-	if f := c.String("palette"); f != "" {
-		if pal, err = imageio.ReadPalette(f); err != nil {
-			return err
-		}
+	pal, err := outputPalette(c, settings)
+	if err != nil {
+		return err
 	}
 	inputs, total, err := segmentListing(c, in, out, spec)
 	if err != nil {
@@ -113,8 +109,8 @@ func runSegment(c *cli.Context) error {
 	if c.Bool("overlay") {
 		ov = &imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}
 	}
-	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
-		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
+	if err := checkPaletteCovers(pal, seg, modelPath); err != nil {
+		return err
 	}
 	job := &segmentJob{ctx: ctx, seg: seg, in: in, out: out, pal: pal, ov: ov, batch: batch,
 		skip: skipExisting(c, spec), notef: func(f string, a ...any) { notef(c, f, a...) }}
@@ -485,5 +481,31 @@ func printSegmentReport(c *cli.Context, rep pipeline.Report, device string, batc
 	}
 	fmt.Printf("segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
 		sum.Succeeded, sum.Images, what, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
+	return nil
+}
+
+// maskColourFlags say how masks and overlays are coloured (segment, serve).
+func maskColourFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: 0.5, Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
+		&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
+	}
+}
+
+// outputPalette is the palette masks are written in: --palette's, else the
+// model's settings' (nil: Pascal VOC colours).
+func outputPalette(c *cli.Context, settings imageio.Sidecar) (imageio.Palette, error) {
+	if f := c.String("palette"); f != "" {
+		return imageio.ReadPalette(f)
+	}
+	return settings.Palette, nil
+}
+
+// checkPaletteCovers refuses a palette with fewer colours than the model
+// has classes.
+func checkPaletteCovers(pal imageio.Palette, seg *inference.Segmenter, modelPath string) error {
+	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
+		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
+	}
 	return nil
 }

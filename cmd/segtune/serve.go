@@ -34,10 +34,8 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "time to read a request (408 after it)"},
 			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "time in-flight requests get to finish on SIGTERM"},
-			&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: 0.5, Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
-			&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours"},
 			deviceFlag, threadsFlag,
-		}, preprocessFlags()...),
+		}, append(maskColourFlags(), preprocessFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -64,11 +62,9 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pal := settings.Palette
-	if f := c.String("palette"); f != "" {
-		if pal, err = imageio.ReadPalette(f); err != nil {
-			return err
-		}
+	pal, err := outputPalette(c, settings)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
@@ -80,8 +76,8 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer seg.Close()
-	if n := seg.Contract.Classes; n > len(pal) && len(pal) > 0 {
-		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, n, len(pal))
+	if err := checkPaletteCovers(pal, seg, modelPath); err != nil {
+		return err
 	}
 	srv := serve.New(seg, serve.Options{
 		MaxBatch: clampBatch(c, seg, c.Int("max-batch")), BatchWait: c.Duration("batch-wait"),
