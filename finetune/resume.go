@@ -14,86 +14,112 @@ import (
 // changes a setting that may change on resume.
 const KindResume = "resume"
 
-// resumeSetting extracts the part of a Config that a command-line flag
-// sets, for comparing a resumed run's flags with the checkpoint's settings.
-type resumeSetting func(*Config) any
+// settingFields returns pointers to the fields of a Config that one
+// command-line flag of `segtune finetune` sets: resuming compares them with
+// the checkpoint's, and repeating a recorded run copies them.
+type settingFields func(*Config) []any
 
-// resumable are the flags a resumed run may change; they apply from the
-// resumed step on and are recorded in metrics.jsonl.
-var resumable = map[string]struct {
-	get resumeSetting
-	set func(dst, src *Config)
-}{
-	"lr":      {func(c *Config) any { return c.LR }, func(d, s *Config) { d.LR = s.LR }},
-	"epochs":  {func(c *Config) any { return c.Epochs }, func(d, s *Config) { d.Epochs = s.Epochs }},
-	"steps":   {func(c *Config) any { return c.MaxSteps }, func(d, s *Config) { d.MaxSteps = s.MaxSteps }},
-	"device":  {func(c *Config) any { return c.Device }, func(d, s *Config) { d.Device = s.Device }},
-	"threads": {func(c *Config) any { return c.Threads }, func(d, s *Config) { d.Threads = s.Threads }},
-	// Where the state lives does not change the run: checkpoints hold
-	// it in one format either way.
-	"resident": {func(c *Config) any { return c.Resident }, func(d, s *Config) { d.Resident = s.Resident }},
-}
+func fields(ptrs func(*Config) []any) settingFields { return ptrs }
 
-// fixedOnResume maps the other flags of `segtune finetune` to the settings
-// they make; a resumed run must not change them.
-var fixedOnResume = func() map[string]resumeSetting {
-	m := map[string]resumeSetting{
-		"model":     func(c *Config) any { return c.Network.BaseModel },
-		"classes":   func(c *Config) any { return c.Network.Classes },
-		"label-map": func(c *Config) any { return c.LabelMap },
-		"mask-palette": func(c *Config) any {
-			return c.MaskPalette
-		},
-		"ignore": func(c *Config) any { return c.Ignore },
-		"class-names": func(c *Config) any {
-			return c.ClassNames
-		},
-		"trainable": func(c *Config) any { return c.Trainable },
-		"batch":     func(c *Config) any { return c.Batch },
-		"crop":      func(c *Config) any { return [2]int{c.Height, c.Width} },
-		"optimizer": func(c *Config) any { return c.Optimizer },
-		"momentum":  func(c *Config) any { return c.Momentum },
-		"weight-decay": func(c *Config) any {
-			return c.WeightDecay
-		},
-		"schedule": func(c *Config) any { return c.Schedule },
-		"seed":     func(c *Config) any { return c.Seed },
-		"class-weights": func(c *Config) any {
-			return c.ClassWeights
-		},
-		"patience": func(c *Config) any { return c.Patience },
-		"monitor":  func(c *Config) any { return c.Monitor },
-		"skip-bad": func(c *Config) any { return c.SkipBad },
-		"precision": func(c *Config) any {
-			return c.Precision
-		},
+// flagSettings maps the flags of `segtune finetune` that make a setting of
+// the run to the fields they set. Flags absent here (--out, --resume,
+// --json, --config) are not settings of the run.
+var flagSettings = func() map[string]settingFields {
+	m := map[string]settingFields{
+		"model":         fields(func(c *Config) []any { return []any{&c.Network.BaseModel} }),
+		"classes":       fields(func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} }),
+		"label-map":     fields(func(c *Config) []any { return []any{&c.LabelMap} }),
+		"mask-palette":  fields(func(c *Config) []any { return []any{&c.MaskPalette} }),
+		"ignore":        fields(func(c *Config) []any { return []any{&c.Ignore} }),
+		"class-names":   fields(func(c *Config) []any { return []any{&c.ClassNames} }),
+		"trainable":     fields(func(c *Config) []any { return []any{&c.Trainable} }),
+		"batch":         fields(func(c *Config) []any { return []any{&c.Batch} }),
+		"crop":          fields(func(c *Config) []any { return []any{&c.Height, &c.Width} }),
+		"optimizer":     fields(func(c *Config) []any { return []any{&c.Optimizer} }),
+		"momentum":      fields(func(c *Config) []any { return []any{&c.Momentum} }),
+		"weight-decay":  fields(func(c *Config) []any { return []any{&c.WeightDecay} }),
+		"schedule":      fields(func(c *Config) []any { return []any{&c.Schedule} }),
+		"seed":          fields(func(c *Config) []any { return []any{&c.Seed} }),
+		"class-weights": fields(func(c *Config) []any { return []any{&c.ClassWeights} }),
+		"patience":      fields(func(c *Config) []any { return []any{&c.Patience} }),
+		"monitor":       fields(func(c *Config) []any { return []any{&c.Monitor} }),
+		"skip-bad":      fields(func(c *Config) []any { return []any{&c.SkipBad} }),
+		"precision":     fields(func(c *Config) []any { return []any{&c.Precision} }),
+		"loss":          fields(func(c *Config) []any { return []any{&c.Loss} }),
+		"focal-gamma":   fields(func(c *Config) []any { return []any{&c.FocalGamma} }),
+		"lr":            fields(func(c *Config) []any { return []any{&c.LR} }),
+		"epochs":        fields(func(c *Config) []any { return []any{&c.Epochs} }),
+		"steps":         fields(func(c *Config) []any { return []any{&c.MaxSteps} }),
+		"device":        fields(func(c *Config) []any { return []any{&c.Device} }),
+		"threads":       fields(func(c *Config) []any { return []any{&c.Threads} }),
+		"resident":      fields(func(c *Config) []any { return []any{&c.Resident} }),
 	}
-	data := func(c *Config) any { return [2]DataSpec{c.Train, c.Val} }
-	for _, f := range []string{"data", "format", "split", "train-images", "train-masks", "val-images", "val-masks"} {
-		m[f] = data
+	group := func(f settingFields, names ...string) {
+		for _, n := range names {
+			m[n] = f
+		}
 	}
-	aug := func(c *Config) any { return c.Augment }
-	for _, f := range []string{"scale-min", "scale-max", "no-flip"} {
-		m[f] = aug
-	}
-	reg := func(c *Config) any { return c.Regularizer }
-	for _, f := range []string{"alpha", "objective", "beta", "level", "grid", "normalization", "projection",
-		"feature", "dual-lr", "c-lambda", "c-mu"} {
-		m[f] = reg
-	}
-	bal := func(c *Config) any { return c.Balanced }
-	m["balance"], m["no-balance"] = bal, bal
-	size := func(c *Config) any { return c.Size }
-	for _, f := range []string{"size-classes", "size-threshold", "size-vote", "size-bins"} {
-		m[f] = size
-	}
-	pre := func(c *Config) any { return c.Preprocess }
-	for _, f := range []string{"preprocess", "size", "resize", "scale", "multiple-of", "plus-one", "interpolation",
-		"bgr", "nhwc", "mean", "std", "value-scale", "value-offset"} {
-		m[f] = pre
-	}
+	group(func(c *Config) []any { return []any{&c.Train, &c.Val} },
+		"data", "format", "split", "train-images", "train-masks", "val-images", "val-masks")
+	group(func(c *Config) []any { return []any{&c.Augment} },
+		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur")
+	group(func(c *Config) []any { return []any{&c.Regularizer} },
+		"alpha", "objective", "beta", "level", "grid", "normalization", "projection", "feasibility", "dual-every",
+		"lambda-init", "score-bound", "train-view", "feature", "dual-lr", "c-lambda", "c-mu")
+	group(func(c *Config) []any { return []any{&c.Balanced} }, "balance", "no-balance")
+	group(func(c *Config) []any { return []any{&c.Size} }, "size-classes", "size-threshold", "size-vote", "size-bins")
+	group(func(c *Config) []any { return []any{&c.Preprocess, &c.Output} },
+		"preprocess", "size", "resize", "scale", "multiple-of", "plus-one", "interpolation",
+		"bgr", "nhwc", "mean", "std", "value-scale", "value-offset", "output-layout", "threshold")
 	return m
 }()
+
+// mayChangeOnResume are the flags a resumed run may change; they apply
+// from the resumed step on and are recorded in metrics.jsonl. Where the
+// state lives (resident) does not change the run: checkpoints hold it in
+// one format either way.
+var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true}
+
+// IsSettingFlag reports whether the finetune flag name makes a setting of
+// the run (one that resuming checks and Repeat takes from the flags).
+func IsSettingFlag(name string) bool { _, ok := flagSettings[name]; return ok }
+
+// values returns the values of the fields f selects in c, for comparing
+// and showing.
+func (f settingFields) values(c *Config) any {
+	ptrs := f(c)
+	if len(ptrs) == 1 {
+		return reflect.ValueOf(ptrs[0]).Elem().Interface()
+	}
+	vs := make([]any, len(ptrs))
+	for i, p := range ptrs {
+		vs[i] = reflect.ValueOf(p).Elem().Interface()
+	}
+	return vs
+}
+
+// copy sets the fields f selects in dst to their values in src.
+func (f settingFields) copy(dst, src *Config) {
+	from := f(src)
+	for i, p := range f(dst) {
+		reflect.ValueOf(p).Elem().Set(reflect.ValueOf(from[i]).Elem())
+	}
+}
+
+// Repeat returns a recorded run's configuration (an earlier run's
+// config.json) with the settings of the flags the user gave
+// (cfg.Explicit) taken from cfg: the same run again, or a variation of it.
+// The number of processes is the new run's.
+func Repeat(recorded, cfg Config) Config {
+	out := recorded
+	for _, name := range cfg.Explicit {
+		if f, ok := flagSettings[name]; ok {
+			f.copy(&out, &cfg)
+		}
+	}
+	out.Ranks, out.Explicit = 0, nil
+	return out
+}
 
 // resumeChange is a resumable setting a resumed run changed.
 type resumeChange struct {
@@ -115,21 +141,21 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 	}
 	var changes []resumeChange
 	var refused []string
-	for _, f := range explicit {
-		if r, ok := resumable[f]; ok {
-			if o, n := r.get(&old), r.get(&cfg); !reflect.DeepEqual(o, n) {
-				r.set(&merged, &cfg)
-				changes = append(changes, resumeChange{Flag: f, Old: o, New: n})
-			}
-			continue
-		}
-		get, ok := fixedOnResume[f]
+	for _, name := range explicit {
+		f, ok := flagSettings[name]
 		if !ok {
 			continue // not a setting of the run (--out, --resume, --json, ...)
 		}
-		if o, n := get(&old), get(&cfg); !reflect.DeepEqual(o, n) {
-			refused = append(refused, fmt.Sprintf("--%s (the run has %s)", f, show(o)))
+		o, n := f.values(&old), f.values(&cfg)
+		if reflect.DeepEqual(o, n) {
+			continue
 		}
+		if mayChangeOnResume[name] {
+			f.copy(&merged, &cfg)
+			changes = append(changes, resumeChange{Flag: name, Old: o, New: n})
+			continue
+		}
+		refused = append(refused, fmt.Sprintf("--%s (the run has %s)", name, show(o)))
 	}
 	if len(refused) > 0 {
 		sort.Strings(refused)

@@ -144,6 +144,11 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 
 // finetuneConfig turns flags into a run configuration.
 func finetuneConfig(c *cli.Context) (finetune.Config, error) {
+	given := c.LocalFlagNames() // before a recorded run's flags are set
+	rec, err := recordedRun(c)
+	if err != nil {
+		return finetune.Config{}, err
+	}
 	if err := finetune.CheckModes(c.String("precision"), c.String("resident")); err != nil {
 		return finetune.Config{}, err
 	}
@@ -173,7 +178,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
 			Photometric: photometricConfig(c)},
 	}
-	cfg.Explicit = c.LocalFlagNames() // a resumed run refuses changed settings
+	cfg.Explicit = given // a resumed run refuses changed settings
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)
 	}
@@ -188,7 +193,6 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		v := c.Float64("weight-decay")
 		cfg.WeightDecay = &v
 	}
-	var err error
 	if cfg.Height, cfg.Width, err = parseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
 	}
@@ -216,6 +220,10 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	}
 	if err := finetuneDataSpecs(c, &cfg); err != nil {
 		return cfg, err
+	}
+	if rec != nil { // --config names an earlier run's config.json
+		cfg = finetune.Repeat(*rec, cfg)
+		cfg.Explicit = given
 	}
 	return cfg, guardFinetuneOut(c.String("out"), cfg)
 }

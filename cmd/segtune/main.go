@@ -60,6 +60,7 @@ func newApp() *cli.App {
 	installFlagChecks(app.Commands)  // numeric flags are checked before any work
 	resolveModelFlags(app.Commands)  // --model NAME for every command
 	nameFlags(app.Commands)          // library errors name the flag
-	normalizePathFlags(app.Commands) // file:// URLs become paths, first of all
+	normalizePathFlags(app.Commands) // file:// URLs become paths
+	installConfigFiles(app.Commands) // --config FILE sets flags, first of all
 	return app
 }
