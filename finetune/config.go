@@ -1,8 +1,3 @@
-// Package finetune trains ONNX segmentation networks in Go on ONNX Runtime:
-// it compiles the network into a training graph (onnx/grad), feeds it
-// augmented batches (finetune/data), steps an optimiser (finetune/optim)
-// on the gradients, validates every epoch, keeps atomic checkpoints
-// (finetune/checkpoint) and logs the run (finetune/history).
 package finetune
 
 import (
