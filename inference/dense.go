@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"image"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
@@ -36,6 +38,35 @@ var ErrDense = errors.New("invalid tiling or test-time augmentation")
 
 // maxScale bounds a TTA scale so that a typo cannot ask for a huge tensor.
 const maxScale = 4
+
+// ParseTTA reads test-time augmentation written as "flip",
+// "scales=S1,S2,…" or both, comma-separated (flip,scales=0.75,1,1.25),
+// into d, and validates d; "" asks for none.
+func (d *Dense) ParseTTA(v string) error {
+	if v == "" {
+		return nil
+	}
+	inScales := false
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "flip":
+			d.Flip, inScales = true, false
+		case strings.HasPrefix(f, "scales="):
+			f, inScales = strings.TrimPrefix(f, "scales="), true
+			fallthrough
+		case inScales:
+			s, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return fmt.Errorf("scale %q is not a number", f)
+			}
+			d.Scales = append(d.Scales, s)
+		default:
+			return fmt.Errorf("%q is neither flip nor scales=…", f)
+		}
+	}
+	return d.Validate()
+}
 
 // Validate checks d on its own, before any model is opened.
 func (d *Dense) Validate() error {

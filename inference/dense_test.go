@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
@@ -260,5 +262,36 @@ func TestDenseEstimateIsBoundedByTheWindow(t *testing.T) {
 	tiled := st.Estimate(1, shape)
 	if tiled >= 1<<30 || tiled >= whole/2 {
 		t.Errorf("tiled estimate %d bytes, whole-image %d", tiled, whole)
+	}
+}
+
+func TestParseTTA(t *testing.T) {
+	for _, tc := range []struct {
+		spec   string
+		flip   bool
+		scales []float64
+		bad    string
+	}{
+		{spec: ""},
+		{spec: "flip", flip: true},
+		{spec: "scales=0.75,1,1.25", scales: []float64{0.75, 1, 1.25}},
+		{spec: "scales=0.5, 2,flip", flip: true, scales: []float64{0.5, 2}},
+		{spec: "flip,scales=1.5", flip: true, scales: []float64{1.5}},
+		{spec: "flop", bad: `"flop" is neither flip nor scales=…`},
+		{spec: "scales=1,x", bad: `scale "x" is not a number`},
+		{spec: "1.5", bad: `"1.5" is neither flip nor scales=…`},
+		{spec: "scales=100", bad: "invalid tiling"},
+	} {
+		var d inference.Dense
+		err := d.ParseTTA(tc.spec)
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("ParseTTA(%q) = %v, want an error saying %q", tc.spec, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || d.Flip != tc.flip || !slices.Equal(d.Scales, tc.scales) {
+			t.Errorf("ParseTTA(%q) = %v, flip %v, scales %v; want flip %v, scales %v", tc.spec, err, d.Flip, d.Scales, tc.flip, tc.scales)
+		}
 	}
 }

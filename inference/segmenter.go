@@ -109,6 +109,34 @@ func (s *Segmenter) inputLayout() contract.Layout {
 	return contract.Layout(strings.ToUpper(string(s.Pre.Layout)))
 }
 
+// BatchFor is n images per model run limited to the model's fixed batch
+// size, and at least 1.
+func (s *Segmenter) BatchFor(n int) int {
+	n = max(n, 1)
+	if s.FixedBatch > 0 {
+		n = min(n, s.FixedBatch)
+	}
+	return n
+}
+
+// PaletteError is a palette with fewer colours than the model has classes.
+type PaletteError struct {
+	Classes, Colours int
+}
+
+func (e *PaletteError) Error() string {
+	return fmt.Sprintf("the model predicts %d classes; the palette has %d colours", e.Classes, e.Colours)
+}
+
+// CheckPalette refuses (with a *PaletteError) a palette with fewer colours
+// than the model has classes; nil, the default palette, is accepted.
+func (s *Segmenter) CheckPalette(pal imageio.Palette) error {
+	if n := s.Contract.Classes; n > len(pal) && len(pal) > 0 {
+		return &PaletteError{Classes: n, Colours: len(pal)}
+	}
+	return nil
+}
+
 // Close releases the session.
 func (s *Segmenter) Close() error { return s.Session.Close() }
 

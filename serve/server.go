@@ -89,9 +89,7 @@ type Server struct {
 // New starts the batcher for seg; Close (or Serve's return) stops it.
 func New(seg *inference.Segmenter, opt Options) *Server {
 	opt = opt.withDefaults()
-	if seg.FixedBatch > 0 {
-		opt.MaxBatch = min(opt.MaxBatch, seg.FixedBatch)
-	}
+	opt.MaxBatch = seg.BatchFor(opt.MaxBatch)
 	s := &Server{seg: seg, opt: opt, dec: imageio.Decoder{MaxPixels: opt.MaxPixels},
 		pending: make(chan struct{}, opt.MaxPending), metrics: newMetrics(), mux: http.NewServeMux()}
 	s.batch = newBatcher(seg, opt.MaxBatch, opt.MaxPending, opt.BatchWait, s.metrics.batch)

@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
 )
 
@@ -266,15 +267,15 @@ func runDataConvert(c *cli.Context) error {
 // guardConvertOut refuses an --out that overlaps --data (the conversion
 // never writes among its inputs) or already holds files.
 func guardConvertOut(root, out string) error {
-	rr, err := resolvePath(root)
+	rr, err := pathguard.Resolve(root)
 	if err != nil {
 		return err
 	}
-	ro, err := resolvePath(out)
+	ro, err := pathguard.Resolve(out)
 	if err != nil {
 		return err
 	}
-	if within(ro, rr) || within(rr, ro) {
+	if pathguard.Within(ro, rr) || pathguard.Within(rr, ro) {
 		return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", out, root), 2)
 	}
 	entries, err := os.ReadDir(out)

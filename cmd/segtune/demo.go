@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
@@ -172,7 +173,7 @@ func demoDeploy(c *cli.Context, out, dataDir string, side imageio.Sidecar) error
 		return err
 	}
 	segDir := filepath.Join(out, "segmented")
-	rep, err := segmentFolder(seg, paths, segDir, side.Palette, &imageio.OverlayOptions{Alpha: 0.5, Skip: []uint8{0}}, 8, func(int) {})
+	rep, err := folder.SegmentFiles(c.Context, seg, paths, segDir, folder.Options{Palette: side.Palette, Overlay: &imageio.OverlayOptions{Alpha: 0.5, Skip: []uint8{0}}, Batch: 8})
 	if err != nil {
 		return err
 	}

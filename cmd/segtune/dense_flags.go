@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -47,37 +45,10 @@ func denseSettings(c *cli.Context) (*inference.Dense, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("--overlap: %w", err)
 	}
-	if err := parseTTA(tta, d); err != nil {
+	if err := d.ParseTTA(tta); err != nil {
 		return nil, fmt.Errorf("--tta %q: %w", tta, err)
 	}
 	return d, nil
-}
-
-// parseTTA reads "flip", "scales=S1,S2,…" or both, comma-separated, into d.
-func parseTTA(v string, d *inference.Dense) error {
-	if v == "" {
-		return nil
-	}
-	inScales := false
-	for _, f := range strings.Split(v, ",") {
-		f = strings.TrimSpace(f)
-		switch {
-		case f == "flip":
-			d.Flip, inScales = true, false
-		case strings.HasPrefix(f, "scales="):
-			f, inScales = strings.TrimPrefix(f, "scales="), true
-			fallthrough
-		case inScales:
-			s, err := strconv.ParseFloat(f, 64)
-			if err != nil {
-				return fmt.Errorf("scale %q is not a number", f)
-			}
-			d.Scales = append(d.Scales, s)
-		default:
-			return fmt.Errorf("%q is neither flip nor scales=…", f)
-		}
-	}
-	return d.Validate()
 }
 
 // applyDense switches seg to dense inference when the flags ask for it.

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/shard"
@@ -173,7 +174,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	}
 	plan.Segmenter, plan.Shard, plan.LabelMap = seg, spec, settings.LabelMap
 	plan.Batch = clampBatch(c, seg, c.Int("batch"))
-	plan.PrepareWorkers = ioWorkers(!imgs.IsLocal() || !masks.IsLocal())
+	plan.PrepareWorkers = pipeline.IOWorkers(!imgs.IsLocal() || !masks.IsLocal())
 	if !imgs.IsLocal() {
 		dec := imageio.Decoder{}
 		plan.ReadImage = func(p string) (image.Image, error) {

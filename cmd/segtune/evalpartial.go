@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/internal/evalpartial"
+	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/metrics"
 )
 
@@ -44,7 +45,7 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return cli.Exit(fmt.Sprintf("--confusion %s: not a folder", dir), 2)
 	}
-	at, err := resolvePath(dir)
+	at, err := pathguard.Resolve(dir)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("--confusion %s: %v", dir, err), 2)
 	}
@@ -53,7 +54,7 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 		if _, err := os.Stat(v); err != nil {
 			continue // not a local folder
 		}
-		if r, err := resolvePath(v); err == nil && r == at {
+		if r, err := pathguard.Resolve(v); err == nil && r == at {
 			return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, in), 2)
 		}
 	}

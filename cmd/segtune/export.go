@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
@@ -397,7 +398,7 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 		if path == "" {
 			return
 		}
-		if r, err := resolvePath(path); err == nil {
+		if r, err := pathguard.Resolve(path); err == nil {
 			inputs[r] = what
 		}
 	}
@@ -426,7 +427,7 @@ func guardExportOutput(c *cli.Context, p *exportPlan) error {
 		{jsonPath, "the JSON report"}, {textPath, "the text report"},
 	}
 	for _, o := range outputs {
-		r, err := resolvePath(o.path)
+		r, err := pathguard.Resolve(o.path)
 		if err != nil {
 			return fmt.Errorf("--out %s: %w", p.out, err)
 		}

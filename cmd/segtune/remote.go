@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -72,73 +72,6 @@ func flagError(flag string, f *storage.Folder, err error) error {
 // baseName is the file name of an item path (a local path or a URL).
 func baseName(p string) string { return path.Base(filepath.ToSlash(p)) }
 
-// imageNames yields the image files directly in f (by ImageExtensions),
-// in byte order.
-func imageNames(ctx context.Context, f *storage.Folder) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		for name, err := range f.List(ctx) {
-			if err != nil {
-				yield("", err)
-				return
-			}
-			if imageio.IsImageFile(name) && !yield(name, nil) {
-				return
-			}
-		}
-	}
-}
-
-// stemWindow finds two names in a sorted stream with the same stem (a.jpg
-// and a.png), holding only a few names: every name with stem s begins with
-// "s.", and the names beginning with a given string are contiguous in byte
-// order, so a stem whose "s." no longer prefixes the current name cannot
-// come back. What stays open is a chain of nested stems.
-type stemWindow struct {
-	open []struct{ stem, name string }
-}
-
-// add returns the earlier name with the same stem as name, if any.
-func (w *stemWindow) add(name string) (string, bool) {
-	keep := w.open[:0]
-	for _, e := range w.open {
-		if strings.HasPrefix(name, e.stem+".") {
-			keep = append(keep, e)
-		}
-	}
-	w.open = keep
-	s := stem(name)
-	for _, e := range w.open {
-		if e.stem == s {
-			return e.name, true
-		}
-	}
-	w.open = append(w.open, struct{ stem, name string }{s, name})
-	return "", false
-}
-
-// segmentInputs streams the images of a bucket folder that belong to
-// shard s, refusing two images whose masks would have one name. It is
-// run twice: once over every shard to check and count before any work,
-// once to feed the pipeline.
-func segmentInputs(ctx context.Context, in *storage.Folder, s shard.Spec) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		var w stemWindow
-		for name, err := range imageNames(ctx, in) {
-			if err != nil {
-				yield("", err)
-				return
-			}
-			if prev, dup := w.add(name); dup {
-				yield("", fmt.Errorf("%s and %s would both be written as %s.png; rename one", in.Path(prev), in.Path(name), stem(name)))
-				return
-			}
-			if s.Owns(name) && !yield(in.Path(name), nil) {
-				return
-			}
-		}
-	}
-}
-
 // joinResult is what a pairing of two streamed folders found.
 type joinResult struct {
 	pairs                     int
@@ -191,7 +124,7 @@ func joinFolders(ctx context.Context, imgs, masks *storage.Folder, pair func(img
 		if !a.ok || (b.ok && b.cur < a.cur) {
 			s, other = b, a
 		}
-		name, st := s.cur, stem(s.cur)
+		name, st := s.cur, folder.Stem(s.cur)
 		if err := s.advance(); err != nil {
 			return res, err
 		}
@@ -223,7 +156,7 @@ type joinSide struct {
 	cur     string
 	ok      bool
 	pending map[string]string // stem → name
-	win     stemWindow
+	win     folder.StemWindow
 	// nAlone counts the names found without a partner, alone keeps the
 	// first joinShown of them as paths.
 	nAlone *int
@@ -231,7 +164,7 @@ type joinSide struct {
 }
 
 func newJoinSide(ctx context.Context, f *storage.Folder, nAlone *int, alone *[]string) *joinSide {
-	next, stop := iter.Pull2(imageNames(ctx, f))
+	next, stop := iter.Pull2(folder.ImageNames(ctx, f))
 	return &joinSide{f: f, next: next, stop: stop, pending: map[string]string{}, nAlone: nAlone, alone: alone}
 }
 
@@ -244,8 +177,8 @@ func (s *joinSide) advance() error {
 	}
 	s.cur, s.ok = name, ok
 	if ok {
-		if prev, dup := s.win.add(name); dup {
-			return fmt.Errorf("data set: %s and %s share the name %q; pairing would be ambiguous", s.f.Path(prev), s.f.Path(name), stem(name))
+		if prev, dup := s.win.Add(name); dup {
+			return fmt.Errorf("data set: %s and %s share the name %q; pairing would be ambiguous", s.f.Path(prev), s.f.Path(name), folder.Stem(name))
 		}
 	}
 	return nil

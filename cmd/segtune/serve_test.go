@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -186,7 +187,7 @@ func TestServeMasksMatchSegment(t *testing.T) {
 	}
 	var classes []int
 	for i, p := range paths {
-		name := stem(p) + ".png"
+		name := folder.Stem(p) + ".png"
 		want, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)

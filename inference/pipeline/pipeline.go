@@ -134,8 +134,70 @@ func RunSeq(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (R
 	return run(paths, total, st, cfg)
 }
 
+// IOWorkers is a prepare (download and decode) or finish (encode and
+// upload) concurrency: more than the cores for object storage, whose
+// requests wait on the network.
+func IOWorkers(remote bool) int {
+	n := runtime.GOMAXPROCS(0)
+	if remote {
+		n = max(n, 8)
+	}
+	return n
+}
+
 func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Report, error) {
 	start := time.Now()
+	r := newRunner(total, st, cfg)
+	ready := r.startPrepare(paths)
+	r.startFinish()
+	r.batchAndInfer(ready)
+	close(r.results)
+	r.finWG.Wait()
+	r.rep.Total = r.fed // settled: ready is closed after the feeder is done
+	r.rep.Elapsed = time.Since(start)
+	slices.SortFunc(r.rep.Failures, func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	if r.inferErr == nil && r.listErr != nil {
+		return r.rep, r.listErr
+	}
+	return r.rep, r.inferErr
+}
+
+// runner is one run's state: prepare workers (and the feeder of paths)
+// send items to ready, the batch loop on the calling goroutine runs the
+// model and sends outputs to results, and finish workers consume them.
+type runner struct {
+	st    Stages
+	cfg   Config
+	total int
+
+	mu   sync.Mutex // guards rep and done
+	rep  Report
+	done int
+
+	stop    chan struct{} // closed when the run stops early
+	results chan finished
+	finWG   sync.WaitGroup
+	// fed and listErr are settled once ready is closed.
+	fed     int
+	listErr error
+
+	// The batch loop's own state.
+	inferErr error
+	pending  []prepared
+	// A failed model run is retried image by image, so that one image the
+	// model cannot take is reported by name and skipped like an
+	// undecodable one; only a model that has failed on every image tried
+	// (maxFirstFailures of them, before any success) stops the run.
+	inferOK    bool
+	failedRuns []string
+	// Items are stacked into one buffer kept from batch to batch; a batch
+	// of one is passed as it is. A fresh buffer a batch, 2 MB of new pages
+	// faulted in on the inference goroutine, took 2.5 ms a 480×360 image at
+	// two threads, against about 30 ms of inference (bench/segment).
+	stack []float32
+}
+
+func newRunner(total int, st Stages, cfg Config) *runner {
 	if cfg.Batch < 1 {
 		cfg.Batch = 1
 	}
@@ -145,50 +207,53 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	if cfg.FinishWorkers < 1 {
 		cfg.FinishWorkers = runtime.GOMAXPROCS(0)
 	}
-	rep := Report{}
-	var mu sync.Mutex // guards rep and done
-	done := 0
-	record := func(path string, err error) {
-		mu.Lock()
-		switch {
-		case errors.Is(err, ErrSkip):
-			rep.Skipped++
-		case err != nil:
-			rep.Failures = append(rep.Failures, Failure{Path: path, Err: err})
-		default:
-			rep.Succeeded++
-		}
-		done++
-		// Called under the lock so that Progress needs no locking of its own.
-		if cfg.Progress != nil {
-			cfg.Progress(done, total)
-		}
-		mu.Unlock()
-	}
+	return &runner{st: st, cfg: cfg, total: total, stop: make(chan struct{}),
+		results: make(chan finished, 2*cfg.Batch), failedRuns: []string{}}
+}
 
-	// Stage 1: prepare, in parallel; a bounded channel keeps at most a couple
-	// of batches decoded ahead of the model.
+// record counts one item's outcome and reports progress.
+func (r *runner) record(path string, err error) {
+	r.mu.Lock()
+	switch {
+	case errors.Is(err, ErrSkip):
+		r.rep.Skipped++
+	case err != nil:
+		r.rep.Failures = append(r.rep.Failures, Failure{Path: path, Err: err})
+	default:
+		r.rep.Succeeded++
+	}
+	r.done++
+	// Called under the lock so that Progress needs no locking of its own.
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(r.done, r.total)
+	}
+	r.mu.Unlock()
+}
+
+// startPrepare starts the prepare workers, in parallel, and the feeder of
+// paths; a bounded channel keeps at most a couple of batches decoded
+// ahead of the model.
+func (r *runner) startPrepare(paths iter.Seq2[string, error]) <-chan prepared {
 	type job struct {
 		index int
 		path  string
 	}
 	jobs := make(chan job)
-	ready := make(chan prepared, 2*cfg.Batch)
-	stop := make(chan struct{})
+	ready := make(chan prepared, 2*r.cfg.Batch)
 	var prepWG sync.WaitGroup
-	for w := 0; w < cfg.PrepareWorkers; w++ {
+	for w := 0; w < r.cfg.PrepareWorkers; w++ {
 		prepWG.Add(1)
 		go func() {
 			defer prepWG.Done()
 			for j := range jobs {
-				p, err := st.Prepare(j.path)
+				p, err := r.st.Prepare(j.path)
 				if err != nil {
-					record(j.path, err)
+					r.record(j.path, err)
 					continue
 				}
 				select {
 				case ready <- prepared{index: j.index, path: j.path, Prepared: p}:
-				case <-stop:
+				case <-r.stop:
 					return
 				}
 			}
@@ -196,23 +261,21 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	}
 	// The feeder reads the sequence (and so a streamed listing) only as
 	// fast as the prepare workers take items.
-	var listErr error
-	var fed int
 	fedDone := make(chan struct{})
 	go func() {
 		defer close(fedDone)
 		defer close(jobs)
 		i := 0
-		defer func() { fed = i }()
+		defer func() { r.fed = i }()
 		for p, err := range paths {
 			if err != nil {
-				listErr = err
+				r.listErr = err
 				return
 			}
 			select {
 			case jobs <- job{i, p}:
 				i++
-			case <-stop:
+			case <-r.stop:
 				return
 			}
 		}
@@ -220,137 +283,118 @@ func run(paths iter.Seq2[string, error], total int, st Stages, cfg Config) (Repo
 	// Workers leave early when the run stops; ready is closed only once
 	// the feeder is done too, so that fed and listErr are settled.
 	go func() { prepWG.Wait(); <-fedDone; close(ready) }()
+	return ready
+}
 
-	// Stage 3: finish, in parallel.
-	results := make(chan finished, 2*cfg.Batch)
-	var finWG sync.WaitGroup
-	for w := 0; w < cfg.FinishWorkers; w++ {
-		finWG.Add(1)
+// startFinish starts the finish workers, in parallel.
+func (r *runner) startFinish() {
+	for w := 0; w < r.cfg.FinishWorkers; w++ {
+		r.finWG.Add(1)
 		go func() {
-			defer finWG.Done()
-			for r := range results {
-				record(r.path, st.Finish(r.path, r.Prepared, r.output))
+			defer r.finWG.Done()
+			for f := range r.results {
+				r.record(f.path, r.st.Finish(f.path, f.Prepared, f.output))
 			}
 		}()
 	}
+}
 
-	// Stage 2: batch and infer, on this goroutine. Items of another shape
-	// than the pending batch flush it first.
-	var inferErr error
-	var pending []prepared
-	// A failed model run is retried image by image, so that one image the
-	// model cannot take is reported by name and skipped like an
-	// undecodable one; only a model that has failed on every image tried
-	// (maxFirstFailures of them, before any success) stops the run.
-	inferOK, failedRuns := false, []string{}
-	// Items are stacked into one buffer kept from batch to batch; a batch
-	// of one is passed as it is. A fresh buffer a batch, 2 MB of new pages
-	// faulted in on the inference goroutine, took 2.5 ms a 480×360 image at
-	// two threads, against about 30 ms of inference (bench/segment).
-	var stack []float32
-	run := func(items []prepared) error {
-		shape, batch := items[0].Shape, items[0].Input
-		if len(items) > 1 && st.InferItems == nil {
-			per := shape[0] * shape[1] * shape[2]
-			stack = slices.Grow(stack[:0], len(items)*per)[:len(items)*per]
-			for i, p := range items {
-				copy(stack[i*per:], p.Input)
-			}
-			batch = stack
-		}
-		t0 := time.Now()
-		var outs []Output
-		var err error
-		if st.InferItems != nil {
-			own := make([]Prepared, len(items))
-			for i, p := range items {
-				own[i] = p.Prepared
-			}
-			outs, err = st.InferItems(own)
-		} else {
-			outs, err = st.Infer(batch, len(items), shape)
-		}
-		rep.InferElapsed += time.Since(t0)
-		if err == nil && len(outs) != len(items) {
-			err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))
-		}
-		if err != nil {
-			return err
-		}
-		inferOK = true
-		for i, p := range items {
-			p.Input = nil // recycled once the batch is done (flush)
-			results <- finished{prepared: p, output: outs[i]}
-		}
-		return nil
-	}
-	flush := func() {
-		if len(pending) == 0 || inferErr != nil {
-			pending = pending[:0]
-			return
-		}
-		// Sorting by index keeps runs reproducible whatever order the
-		// prepare workers finished in.
-		slices.SortFunc(pending, func(a, b prepared) int { return a.index - b.index })
-		err := run(pending)
-		if err != nil && len(pending) > 1 {
-			for _, p := range pending { // find the image(s) the model fails on
-				if inferErr != nil {
-					break
-				}
-				if err := run([]prepared{p}); err != nil {
-					inferFailed(p, err, &inferErr, &failedRuns, inferOK, record, stop)
-				}
-			}
-		} else if err != nil {
-			inferFailed(pending[0], err, &inferErr, &failedRuns, inferOK, record, stop)
-		}
-		if st.Recycle != nil {
-			for _, p := range pending {
-				st.Recycle(p.Input)
-			}
-		}
-		pending = pending[:0]
-	}
+// batchAndInfer gathers prepared items into batches and runs the model on
+// them, on the calling goroutine, until ready is closed. Items of another
+// shape than the pending batch flush it first.
+func (r *runner) batchAndInfer(ready <-chan prepared) {
 	checked := map[Shape]bool{}
 	for p := range ready {
-		if inferErr != nil {
+		if r.inferErr != nil {
 			continue // drain
 		}
-		if len(pending) > 0 && pending[0].Shape != p.Shape {
-			flush()
+		if len(r.pending) > 0 && r.pending[0].Shape != p.Shape {
+			r.flush()
 		}
 		if !checked[p.Shape] {
 			checked[p.Shape] = true
-			if err := checkMemory(st, cfg, p.Shape); err != nil {
-				inferErr = err
-				close(stop)
+			if err := checkMemory(r.st, r.cfg, p.Shape); err != nil {
+				r.inferErr = err
+				close(r.stop)
 				continue
 			}
 		}
-		pending = append(pending, p)
-		if len(pending) == cfg.Batch {
-			flush()
+		r.pending = append(r.pending, p)
+		if len(r.pending) == r.cfg.Batch {
+			r.flush()
 		}
 	}
-	flush()
-	close(results)
-	finWG.Wait()
-	rep.Total = fed // settled: ready is closed after the feeder is done
-	rep.Elapsed = time.Since(start)
-	slices.SortFunc(rep.Failures, func(a, b Failure) int {
-		switch {
-		case a.Path < b.Path:
-			return -1
-		case a.Path > b.Path:
-			return 1
-		}
-		return 0
-	})
-	if inferErr == nil && listErr != nil {
-		return rep, listErr
+	r.flush()
+}
+
+// flush runs the model on the pending batch, retrying image by image when
+// the batch fails, and recycles the batch's inputs.
+func (r *runner) flush() {
+	if len(r.pending) == 0 || r.inferErr != nil {
+		r.pending = r.pending[:0]
+		return
 	}
-	return rep, inferErr
+	// Sorting by index keeps runs reproducible whatever order the
+	// prepare workers finished in.
+	slices.SortFunc(r.pending, func(a, b prepared) int { return a.index - b.index })
+	err := r.infer(r.pending)
+	if err != nil && len(r.pending) > 1 {
+		for _, p := range r.pending { // find the image(s) the model fails on
+			if r.inferErr != nil {
+				break
+			}
+			if err := r.infer([]prepared{p}); err != nil {
+				r.inferFailed(p, err)
+			}
+		}
+	} else if err != nil {
+		r.inferFailed(r.pending[0], err)
+	}
+	if r.st.Recycle != nil {
+		for _, p := range r.pending {
+			r.st.Recycle(p.Input)
+		}
+	}
+	r.pending = r.pending[:0]
+}
+
+// infer runs the model once on items and sends their outputs to the
+// finish workers.
+func (r *runner) infer(items []prepared) error {
+	shape, batch := items[0].Shape, items[0].Input
+	if len(items) > 1 && r.st.InferItems == nil {
+		per := shape[0] * shape[1] * shape[2]
+		r.stack = slices.Grow(r.stack[:0], len(items)*per)[:len(items)*per]
+		for i, p := range items {
+			copy(r.stack[i*per:], p.Input)
+		}
+		batch = r.stack
+	}
+	t0 := time.Now()
+	var outs []Output
+	var err error
+	if r.st.InferItems != nil {
+		own := make([]Prepared, len(items))
+		for i, p := range items {
+			own[i] = p.Prepared
+		}
+		outs, err = r.st.InferItems(own)
+	} else {
+		outs, err = r.st.Infer(batch, len(items), shape)
+	}
+	r.rep.InferElapsed += time.Since(t0)
+	if err == nil && len(outs) != len(items) {
+		err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))
+	}
+	if err != nil {
+		return err
+	}
+	r.inferOK = true
+	for i, p := range items {
+		p.Input = nil // recycled once the batch is done (flush)
+		r.results <- finished{prepared: p, output: outs[i]}
+	}
+	return nil
 }
 
 // checkMemory estimates what batches of shape take, the pipeline's own
@@ -379,16 +423,16 @@ const maxFirstFailures = 3
 
 // inferFailed records a model failure on one image, naming it; when the
 // model has not yet run successfully and has now failed on
-// maxFirstFailures images, it sets *stopErr and stops the run instead.
-func inferFailed(p prepared, err error, stopErr *error, failed *[]string, inferOK bool,
-	record func(string, error), stop chan struct{}) {
-	if !inferOK {
-		*failed = append(*failed, p.path)
-		if len(*failed) >= maxFirstFailures {
-			*stopErr = fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(*failed, ", "), err)
-			close(stop)
+// maxFirstFailures images, it stops the run with the model's failure
+// instead.
+func (r *runner) inferFailed(p prepared, err error) {
+	if !r.inferOK {
+		r.failedRuns = append(r.failedRuns, p.path)
+		if len(r.failedRuns) >= maxFirstFailures {
+			r.inferErr = fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(r.failedRuns, ", "), err)
+			close(r.stop)
 			return
 		}
 	}
-	record(p.path, fmt.Errorf("inference failed: %w", err))
+	r.record(p.path, fmt.Errorf("inference failed: %w", err))
 }

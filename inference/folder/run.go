@@ -1,0 +1,236 @@
+package folder
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"io"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
+)
+
+// Options say how a folder is segmented.
+type Options struct {
+	// Palette colours the masks (and overlays); nil is Pascal VOC's.
+	Palette imageio.Palette
+	// Overlay, if set, also writes overlays/NAME.png: the mask's colours
+	// over the image.
+	Overlay *imageio.OverlayOptions
+	// Batch is the images per model run, at most the model's fixed
+	// batch size; less than 1 is 1.
+	Batch int
+	// Shard is this run's share of the images; the zero value is all.
+	Shard shard.Spec
+	// SkipExisting keeps an image's outputs that exist and check out
+	// (complete PNGs of the image's size, the mask of the model's
+	// classes) instead of segmenting it again.
+	SkipExisting bool
+	// Notef, if set, is told of outputs found but made again.
+	Notef func(format string, args ...any)
+	// Progress, if set, is called with the images done so far.
+	Progress func(done int)
+}
+
+// Segment segments the images of in that opts.Shard owns into out:
+// CheckFolders, then List, then Run.
+func Segment(ctx context.Context, seg *inference.Segmenter, in, out *storage.Folder, opts Options) (pipeline.Report, error) {
+	if err := CheckFolders(in, out); err != nil {
+		return pipeline.Report{}, err
+	}
+	l, err := List(ctx, in, out, opts)
+	if err != nil {
+		return pipeline.Report{}, err
+	}
+	return Run(ctx, seg, in, out, l, opts)
+}
+
+// Run segments the images of l, read from in, into masks (and overlays)
+// in out. It returns an error only when the run cannot go on (the model
+// fails on every image, the listing or the output folder fails); images
+// that cannot be read or segmented are in the report's Failures.
+func Run(ctx context.Context, seg *inference.Segmenter, in, out *storage.Folder, l Listing, opts Options) (pipeline.Report, error) {
+	if err := seg.CheckPalette(opts.Palette); err != nil {
+		return pipeline.Report{}, err
+	}
+	j := &job{ctx: ctx, seg: seg, in: in, out: out, opts: opts}
+	if err := out.MkdirAll(); err != nil {
+		return pipeline.Report{}, err
+	}
+	if opts.Overlay != nil {
+		j.overlays = out.Sub("overlays")
+		if err := j.overlays.MkdirAll(); err != nil {
+			return pipeline.Report{}, err
+		}
+	}
+	st := seg.StagesFrom(j.read, j.finish)
+	if opts.SkipExisting {
+		prepare := st.Prepare
+		st.Prepare = func(p string) (pipeline.Prepared, error) {
+			if j.done(p) {
+				return pipeline.Prepared{}, pipeline.ErrSkip
+			}
+			return prepare(p)
+		}
+	}
+	return pipeline.RunSeq(l.Images, l.Total, st, pipeline.Config{
+		Batch:          seg.BatchFor(opts.Batch),
+		PrepareWorkers: pipeline.IOWorkers(!in.IsLocal()),
+		FinishWorkers:  pipeline.IOWorkers(!out.IsLocal()),
+		Progress: func(done, _ int) {
+			if opts.Progress != nil {
+				opts.Progress(done)
+			}
+		},
+	})
+}
+
+// job is one Run: where images come from and where masks go.
+type job struct {
+	ctx      context.Context
+	seg      *inference.Segmenter
+	in, out  *storage.Folder
+	overlays *storage.Folder // nil without overlays
+	opts     Options
+	dec      imageio.Decoder
+}
+
+// read decodes the image at p: a local path, or a URL in the bucket
+// folder in.
+func (j *job) read(p string) (image.Image, error) {
+	if j.in.IsLocal() {
+		return j.dec.ReadFile(p)
+	}
+	r, err := j.in.Open(j.ctx, baseName(p))
+	if err != nil {
+		return nil, fmt.Errorf("read image: %w", err)
+	}
+	defer r.Close()
+	return j.dec.Decode(r, p)
+}
+
+// finish writes one image's mask (and overlay).
+func (j *job) finish(r inference.Result) error {
+	name := maskName(r.Path)
+	mask, err := imageio.MaskImage(r.Labels, r.Width, r.Height, j.opts.Palette)
+	if err != nil {
+		return fmt.Errorf("write mask %s: %w", j.out.Path(name), err)
+	}
+	if err := j.out.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, mask) }); err != nil {
+		return err
+	}
+	if j.overlays != nil {
+		img, err := imageio.Overlay(r.Image, r.Labels, j.opts.Palette, *j.opts.Overlay)
+		if err != nil {
+			return err
+		}
+		return j.overlays.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, img) })
+	}
+	return nil
+}
+
+func (j *job) notef(format string, args ...any) {
+	if j.opts.Notef != nil {
+		j.opts.Notef(format, args...)
+	}
+}
+
+// done reports whether the image at p already has its outputs: the mask
+// (and the overlay, if asked for) exist, decode completely, are the
+// image's size, and the mask is a palette PNG of the model's classes. The
+// name alone proves nothing: an output that does not check out is made
+// again (with a notice).
+func (j *job) done(p string) bool {
+	name := maskName(p)
+	m, ok := j.decodeOutput(j.out, name, p)
+	if !ok {
+		return false
+	}
+	again := func(why string, args ...any) bool {
+		j.notef("%s %s: segmenting %s again", j.out.Path(name), fmt.Sprintf(why, args...), p)
+		return false
+	}
+	mask, isMask := m.(*image.Paletted)
+	if !isMask {
+		return again("is not a palette PNG")
+	}
+	if k := j.seg.Contract.Classes; k > 0 {
+		for _, v := range mask.Pix {
+			if int(v) >= k {
+				return again("holds label %d, and the model has %d classes", v, k)
+			}
+		}
+	}
+	cfg, err := j.imageConfig(p)
+	if err != nil {
+		return false // the pipeline reports the image
+	}
+	if b := mask.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		return again("is %dx%d (WxH), the image %dx%d", b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+	}
+	if j.overlays != nil {
+		o, ok := j.decodeOutput(j.overlays, name, p)
+		if !ok {
+			return false
+		}
+		if b := o.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+			return again("has an overlay of %dx%d (WxH), the image is %dx%d", b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+		}
+	}
+	return true
+}
+
+// decodeOutput decodes the output name in f, telling why not (except when
+// it is missing).
+func (j *job) decodeOutput(f *storage.Folder, name, p string) (image.Image, bool) {
+	r, err := f.Open(j.ctx, name)
+	if err != nil {
+		if !storage.IsNotExist(err) {
+			j.notef("cannot read %s (%v): segmenting %s again", f.Path(name), err, p)
+		}
+		return nil, false
+	}
+	defer r.Close()
+	img, err := j.dec.Decode(r, f.Path(name))
+	if err != nil {
+		j.notef("%v: segmenting %s again", err, p)
+		return nil, false
+	}
+	return img, true
+}
+
+// imageConfig reads the size of the image at p from its header.
+func (j *job) imageConfig(p string) (image.Config, error) {
+	var r io.ReadCloser
+	var err error
+	if j.in.IsLocal() {
+		r, _, err = regfile.Open(p)
+	} else {
+		r, err = j.in.Open(j.ctx, baseName(p))
+	}
+	if err != nil {
+		return image.Config{}, err
+	}
+	defer r.Close()
+	cfg, _, err := j.dec.Config(r, p)
+	return cfg, err
+}
+
+// SegmentFiles segments the local image files paths, which the caller
+// has chosen and checked, into the folder outDir (a path or a URL).
+func SegmentFiles(ctx context.Context, seg *inference.Segmenter, paths []string, outDir string, opts Options) (pipeline.Report, error) {
+	out, err := storage.OpenFolder(ctx, outDir)
+	if err != nil {
+		return pipeline.Report{}, err
+	}
+	defer out.Close()
+	in, err := storage.OpenFolder(ctx, ".")
+	if err != nil {
+		return pipeline.Report{}, err
+	}
+	return Run(ctx, seg, in, out, Files(paths), opts)
+}
