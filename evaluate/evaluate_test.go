@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
@@ -60,9 +59,9 @@ func synthPlan(t *testing.T) (evaluate.Plan, []datalayout.Sample) {
 	for _, p := range pairing.Pairs {
 		samples = append(samples, datalayout.Sample{Image: p.Image, Mask: p.Mask})
 	}
-	run := evalpartial.Run{Model: "segtune-synth", Classes: 3, Ignore: 255, ClassNames: entry.Classes,
+	run := evaluate.Setup{Model: "segtune-synth", Classes: 3, Ignore: 255, ClassNames: entry.Classes,
 		SizeClasses: []int{1, 2}, Preprocess: json.RawMessage(`{}`)}
-	return evaluate.Plan{Segmenter: seg, Run: run, Shard: shard.All, Batch: 2}, samples
+	return evaluate.Plan{Segmenter: seg, Setup: run, Shard: shard.All, Batch: 2}, samples
 }
 
 // pairsOf is the samples of shard s.
@@ -85,7 +84,7 @@ func pairsOf(plan evaluate.Plan, samples []datalayout.Sample, s shard.Spec) eval
 }
 
 // summaryJSON is the report's JSON without its timing.
-func summaryJSON(t *testing.T, p *evalpartial.Partial) string {
+func summaryJSON(t *testing.T, p *evaluate.Partial) string {
 	t.Helper()
 	sum := p.Summary()
 	sum.Seconds = 0
@@ -167,7 +166,7 @@ func TestRunAndMergedShardsAgree(t *testing.T) {
 	if err := os.WriteFile(files[0], []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var perr *evalpartial.Error
+	var perr *evaluate.PartialError
 	if _, err := evaluate.Merge(ctx, files); !errors.As(err, &perr) || perr.File != files[0] {
 		t.Errorf("edited partial: %v", err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
@@ -87,7 +86,7 @@ func runEval(c *cli.Context) error {
 	}
 	defer closeModel()
 	if partialPath != "" {
-		done, err := partialDone(c, partialPath, evalpartial.New(spec, plan.Run))
+		done, err := partialDone(c, partialPath, evaluate.NewPartial(spec, plan.Setup))
 		if err != nil || done {
 			return err
 		}
@@ -160,13 +159,13 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	if err != nil {
 		return plan, nil, err
 	}
-	if plan.Run, err = evalRun(c, set, seg, settings, imgs, masks); err != nil {
+	if plan.Setup, err = evalRun(c, set, seg, settings, imgs, masks); err != nil {
 		seg.Close()
 		return plan, nil, err
 	}
 	if plan.MaskPalette != nil {
 		// Shards that read colours differently do not merge.
-		if plan.Run.MaskPalette, err = json.Marshal(plan.MaskPalette); err != nil {
+		if plan.Setup.MaskPalette, err = json.Marshal(plan.MaskPalette); err != nil {
 			seg.Close()
 			return plan, nil, err
 		}
@@ -193,7 +192,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 
 // evalRun is what identifies the evaluation in its partial: the model and
 // its digest, the data, the classes, labels and settings it is scored with.
-func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder) (evalpartial.Run, error) {
+func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder) (evaluate.Setup, error) {
 	modelPath := c.String("model")
 	ignore := c.Int("ignore")
 	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
@@ -209,12 +208,12 @@ func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, sett
 	}
 	if len(names) > 0 {
 		if err := seg.Contract.CheckClasses(len(names), "--class-names names"); err != nil {
-			return evalpartial.Run{}, fmt.Errorf("%s: %w", modelPath, err)
+			return evaluate.Setup{}, fmt.Errorf("%s: %w", modelPath, err)
 		}
 	}
 	sizeClasses, err := parseInts(c.String("size-classes"))
 	if err != nil {
-		return evalpartial.Run{}, fmt.Errorf("--size-classes: %w", err)
+		return evaluate.Setup{}, fmt.Errorf("--size-classes: %w", err)
 	}
 	threshold := c.Float64("size-threshold")
 	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
@@ -222,13 +221,13 @@ func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, sett
 	}
 	digest, err := regfile.SHA256(modelPath)
 	if err != nil {
-		return evalpartial.Run{}, err
+		return evaluate.Setup{}, err
 	}
 	pre, err := canonicalJSON(settings.Preprocess)
 	if err != nil {
-		return evalpartial.Run{}, err
+		return evaluate.Setup{}, err
 	}
-	run := evalpartial.Run{Model: modelPath, ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
+	run := evaluate.Setup{Model: modelPath, ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
 		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
 		SizeClasses: sizeClasses, SizeThreshold: threshold}
 	if set != nil {
@@ -349,7 +348,7 @@ func readMask(ctx context.Context, masks *storage.Folder, s datalayout.Sample, o
 // same shard of the same evaluation, complete, means the work is done (a
 // retried worker stops there); anything else there is refused rather than
 // overwritten.
-func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, error) {
+func partialDone(c *cli.Context, v string, acc *evaluate.Partial) (bool, error) {
 	f, name, err := storage.OpenFile(c.Context, v)
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
@@ -358,18 +357,18 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 	if err := f.CheckAccess(c.Context); err != nil {
 		return false, flagError("partial", f, err)
 	}
-	data, err := f.ReadAll(c.Context, name, evalpartial.MaxBytes)
+	data, err := f.ReadAll(c.Context, name, evaluate.MaxPartialBytes)
 	if storage.IsNotExist(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
 	}
-	old, err := evalpartial.Parse(data, v)
+	old, err := evaluate.ParsePartial(data, v)
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("--partial %s exists and is not this evaluation's partial file (%v); not overwriting it: remove it or choose another file", v, err), 2)
 	}
-	if d := old.Run.Diff(acc.Run); d != "" {
+	if d := old.Setup.Diff(acc.Setup); d != "" {
 		return false, cli.Exit(fmt.Sprintf("--partial %s holds another evaluation's scores (it differs in %s); not overwriting it: remove it or choose another file", v, d), 2)
 	}
 	if old.Shard != acc.Shard {
@@ -383,7 +382,7 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 }
 
 // writePartial writes the accumulator to v (a path or a URL), atomically.
-func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
+func writePartial(c *cli.Context, v string, acc *evaluate.Partial) error {
 	if err := evaluate.WritePartial(c.Context, v, acc); err != nil {
 		return fmt.Errorf("--partial: %w", err)
 	}

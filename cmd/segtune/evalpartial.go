@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/evaluate"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/metrics"
 )
 
@@ -62,7 +61,7 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 
 // printEvalSummary prints the report (text or --json), writes
 // --confusion's files and returns the exit error when images failed.
-func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
+func printEvalSummary(c *cli.Context, sum evaluate.Summary) error {
 	if dir := c.String("confusion"); dir != "" {
 		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
 			return fmt.Errorf("--confusion: %w", err)
@@ -85,7 +84,7 @@ func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
 	return nil
 }
 
-func writeEvalText(w io.Writer, sum evalpartial.Summary) {
+func writeEvalText(w io.Writer, sum evaluate.Summary) {
 	sum.Report.WriteText(w)
 	fmt.Fprintln(w)
 	metrics.WriteConfusionText(w, sum.Matrix, sum.ClassNames)

@@ -1,4 +1,4 @@
-package evalpartial
+package evaluate
 
 import (
 	"sort"
@@ -32,7 +32,7 @@ type Summary struct {
 
 // Summary is p's report, failures sorted by path.
 func (p *Partial) Summary() Summary {
-	names := p.Run.ClassNames
+	names := p.Setup.ClassNames
 	failures := append([]Failure{}, p.Failures...)
 	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
 	m := p.Matrix()
@@ -55,7 +55,7 @@ func (p *Partial) Summary() Summary {
 // Score scores one image's predicted labels against its mask's, as the
 // run says (classes, ignore label, size classes): its confusion matrix and
 // its object size, for Add.
-func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
+func (r Setup) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
 	conf, err := metrics.ScoreImage(pred, target, r.Classes, r.Ignore)
 	if err != nil {
 		return nil, 0, err
