@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
 )
 
 // Plan is one evaluation (or one shard of it).
@@ -115,4 +116,30 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		acc.Failures = append(acc.Failures, Failure{Path: f.Path, Error: f.Err.Error()})
 	}
 	return acc, nil
+}
+
+// ReadFolders makes p read the pairs' files from imgs and masks, the
+// folders (local or bucket) the pairs were listed from.
+func (p *Plan) ReadFolders(ctx context.Context, imgs, masks *storage.Folder) {
+	if !imgs.IsLocal() {
+		dec := imageio.Decoder{}
+		p.ReadImage = func(path string) (image.Image, error) {
+			r, err := imgs.Open(ctx, baseName(path))
+			if err != nil {
+				return nil, fmt.Errorf("read image: %w", err)
+			}
+			defer r.Close()
+			return dec.Decode(r, path)
+		}
+	}
+	if !masks.IsLocal() {
+		p.ReadMask = func(s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
+			r, err := masks.Open(ctx, baseName(s.Mask))
+			if err != nil {
+				return nil, fmt.Errorf("read mask: %w", err)
+			}
+			defer r.Close()
+			return imageio.DecodeMask(r, s.Mask, opt)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/segtune/segtune/internal/storage"
@@ -55,4 +56,61 @@ func Merge(ctx context.Context, locations []string) (*Partial, error) {
 		parts = append(parts, p)
 	}
 	return MergePartials(parts, locations)
+}
+
+// PartialFileError is a partial file that a shard cannot use: it cannot
+// be read (Err), or it holds something other than this shard's scores
+// (Conflict), which is not overwritten.
+type PartialFileError struct {
+	Location string
+	Conflict bool
+	Err      error
+	problem  string
+}
+
+func (e *PartialFileError) Error() string {
+	if e.Conflict {
+		return e.Location + " " + e.problem
+	}
+	return e.Location + ": " + e.Err.Error()
+}
+
+func (e *PartialFileError) Unwrap() error { return e.Err }
+
+// ExistingPartial looks at location before a shard's work: it returns
+// the partial there when it is want's shard of want's evaluation, complete
+// (the work is done: a retried worker stops there), nil when there is no
+// file, and a *PartialFileError for anything else there.
+func ExistingPartial(ctx context.Context, location string, want *Partial) (*Partial, error) {
+	f, name, err := storage.OpenFile(ctx, location)
+	if err != nil {
+		return nil, &PartialFileError{Location: location, Err: err}
+	}
+	defer f.Close()
+	if err := f.CheckAccess(ctx); err != nil {
+		return nil, &PartialFileError{Location: f.String(), Err: err}
+	}
+	data, err := f.ReadAll(ctx, name, MaxPartialBytes)
+	if storage.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &PartialFileError{Location: location, Err: err}
+	}
+	conflict := func(err error, format string, args ...any) error {
+		return &PartialFileError{Location: location, Conflict: true, Err: err,
+			problem: fmt.Sprintf(format, args...) + "; not overwriting it: remove it or choose another file"}
+	}
+	old, err := ParsePartial(data, location)
+	if err != nil {
+		return nil, conflict(err, "exists and is not this evaluation's partial file (%v)", err)
+	}
+	if d := old.Setup.Diff(want.Setup); d != "" {
+		return nil, conflict(nil, "holds another evaluation's scores (it differs in %s)", d)
+	}
+	if old.Shard != want.Shard {
+		return nil, &PartialFileError{Location: location, Conflict: true, problem: fmt.Sprintf(
+			"holds shard %s, and this is shard %s: give each shard its own file (e.g. part-$JOB_COMPLETION_INDEX.json)", old.Shard, want.Shard)}
+	}
+	return old, nil
 }

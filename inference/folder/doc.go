@@ -1,0 +1,11 @@
+// Package folder segments a folder of images, local or in a bucket, into
+// an output folder of palette-PNG masks (and colour overlays under
+// overlays/), one NAME.png per image NAME.ext.
+//
+// Before any work it refuses an output folder that overlaps the input,
+// two images whose masks would have one name, and (for local folders) an
+// output file that would be one of the images through a symbolic link. A
+// run can be one shard of a job split by file name, can keep outputs
+// that already exist and check out, and reports the images it could not
+// segment by name instead of stopping (see pipeline.Report).
+package folder
