@@ -215,4 +215,3 @@ func TestFolderPairsNoticeAChangedFolder(t *testing.T) {
 		t.Fatalf("%d pairs then %v, want 1 pair then the pairing error", n, last)
 	}
 }
-
