@@ -149,7 +149,7 @@ FUZZ_TARGETS := \
 	./imageio:FuzzParseLabelMap \
 	./onnx:FuzzParse \
 	./projection:FuzzProject \
-	./internal/evalpartial:FuzzParse \
+	./evaluate:FuzzParsePartial \
 	./imageio/annot:FuzzDecodeRLEString \
 	./imageio/annot:FuzzDecodeBrushRLE
 

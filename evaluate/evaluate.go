@@ -1,12 +1,3 @@
-// Package evaluate scores a segmentation model on labelled images: it
-// runs the model over image/mask pairs, scores each prediction against its
-// mask, and keeps one shard's scores in a partial (internal/evalpartial),
-// whose Summary is the report. Merge combines the partials of every shard
-// of a sharded evaluation into the report one run over every image gives.
-//
-// A Go program evaluates with Run and prints or stores the partial's
-// Summary; `segtune eval` is flag parsing and printing around Run,
-// WritePartial and Merge.
 package evaluate
 
 import (
@@ -20,17 +11,17 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
 )
 
 // Plan is one evaluation (or one shard of it).
 type Plan struct {
 	// Segmenter is the opened model; Run does not close it.
 	Segmenter *inference.Segmenter
-	// Run says what is scored and how (classes, ignore label, size
+	// Setup says what is scored and how (classes, ignore label, size
 	// classes) and identifies the evaluation in its partial.
-	Run evalpartial.Run
+	Setup Setup
 	// Shard is the share of the images this run scores; Pairs yields only
 	// that share's pairs, Total of them.
 	Shard shard.Spec
@@ -54,8 +45,8 @@ type Plan struct {
 // records, the failed images (an image or mask that cannot be read or
 // scored fails alone) and the run's time and device. The error is the
 // run's as a whole.
-func Run(ctx context.Context, p Plan) (*evalpartial.Partial, error) {
-	acc := evalpartial.New(p.Shard, p.Run)
+func Run(ctx context.Context, p Plan) (*Partial, error) {
+	acc := NewPartial(p.Shard, p.Setup)
 	var maskOf sync.Map // image path → its sample, while the image is under way
 	paths := func(yield func(string, error) bool) {
 		for s, err := range p.Pairs {
@@ -83,7 +74,7 @@ func Run(ctx context.Context, p Plan) (*evalpartial.Partial, error) {
 		sample, _ := v.(datalayout.Sample)
 		mask, err := readMask(sample, imageio.MaskOptions{
 			Map: p.LabelMap, Palette: p.MaskPalette, Width: r.Width, Height: r.Height,
-			NumClasses: p.Run.Classes, Ignore: int32(p.Run.Ignore),
+			NumClasses: p.Setup.Classes, Ignore: int32(p.Setup.Ignore),
 		})
 		if err != nil {
 			return err
@@ -92,7 +83,7 @@ func Run(ctx context.Context, p Plan) (*evalpartial.Partial, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sample.Mask, err)
 		}
-		local, frac, err := p.Run.Score(r.Labels, target)
+		local, frac, err := p.Setup.Score(r.Labels, target)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sample.Mask, err)
 		}
@@ -122,7 +113,33 @@ func Run(ctx context.Context, p Plan) (*evalpartial.Partial, error) {
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
 	for _, f := range rep.Failures {
-		acc.Failures = append(acc.Failures, evalpartial.Failure{Path: f.Path, Error: f.Err.Error()})
+		acc.Failures = append(acc.Failures, Failure{Path: f.Path, Error: f.Err.Error()})
 	}
 	return acc, nil
+}
+
+// ReadFolders makes p read the pairs' files from imgs and masks, the
+// folders (local or bucket) the pairs were listed from.
+func (p *Plan) ReadFolders(ctx context.Context, imgs, masks *storage.Folder) {
+	if !imgs.IsLocal() {
+		dec := imageio.Decoder{}
+		p.ReadImage = func(path string) (image.Image, error) {
+			r, err := imgs.Open(ctx, baseName(path))
+			if err != nil {
+				return nil, fmt.Errorf("read image: %w", err)
+			}
+			defer r.Close()
+			return dec.Decode(r, path)
+		}
+	}
+	if !masks.IsLocal() {
+		p.ReadMask = func(s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
+			r, err := masks.Open(ctx, baseName(s.Mask))
+			if err != nil {
+				return nil, fmt.Errorf("read mask: %w", err)
+			}
+			defer r.Close()
+			return imageio.DecodeMask(r, s.Mask, opt)
+		}
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
@@ -60,32 +59,23 @@ func synthPlan(t *testing.T) (evaluate.Plan, []datalayout.Sample) {
 	for _, p := range pairing.Pairs {
 		samples = append(samples, datalayout.Sample{Image: p.Image, Mask: p.Mask})
 	}
-	run := evalpartial.Run{Model: "segtune-synth", Classes: 3, Ignore: 255, ClassNames: entry.Classes,
+	run := evaluate.Setup{Model: "segtune-synth", Classes: 3, Ignore: 255, ClassNames: entry.Classes,
 		SizeClasses: []int{1, 2}, Preprocess: json.RawMessage(`{}`)}
-	return evaluate.Plan{Segmenter: seg, Run: run, Shard: shard.All, Batch: 2}, samples
+	return evaluate.Plan{Segmenter: seg, Setup: run, Shard: shard.All, Batch: 2}, samples
 }
 
-// pairsOf is the samples of shard s.
-func pairsOf(plan evaluate.Plan, samples []datalayout.Sample, s shard.Spec) evaluate.Plan {
-	var mine []datalayout.Sample
-	for _, p := range samples {
-		if s.Owns(filepath.Base(p.Image)) {
-			mine = append(mine, p)
-		}
+// pairsOf is plan with the samples of shard s.
+func pairsOf(t *testing.T, plan evaluate.Plan, samples []datalayout.Sample, s shard.Spec) evaluate.Plan {
+	pairs, total, err := evaluate.SamplePairs(samples, s)
+	if err != nil {
+		t.Fatal(err)
 	}
-	plan.Shard, plan.Total = s, len(mine)
-	plan.Pairs = func(yield func(datalayout.Sample, error) bool) {
-		for _, p := range mine {
-			if !yield(p, nil) {
-				return
-			}
-		}
-	}
+	plan.Shard, plan.Pairs, plan.Total = s, pairs, total
 	return plan
 }
 
 // summaryJSON is the report's JSON without its timing.
-func summaryJSON(t *testing.T, p *evalpartial.Partial) string {
+func summaryJSON(t *testing.T, p *evaluate.Partial) string {
 	t.Helper()
 	sum := p.Summary()
 	sum.Seconds = 0
@@ -99,7 +89,7 @@ func summaryJSON(t *testing.T, p *evalpartial.Partial) string {
 func TestRunAndMergedShardsAgree(t *testing.T) {
 	plan, samples := synthPlan(t)
 	ctx := context.Background()
-	whole, err := evaluate.Run(ctx, pairsOf(plan, samples, shard.All))
+	whole, err := evaluate.Run(ctx, pairsOf(t, plan, samples, shard.All))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +124,7 @@ func TestRunAndMergedShardsAgree(t *testing.T) {
 	dir := t.TempDir()
 	var files []string
 	for k := range 2 {
-		part, err := evaluate.Run(ctx, pairsOf(plan, samples, shard.Spec{Index: k, Count: 2}))
+		part, err := evaluate.Run(ctx, pairsOf(t, plan, samples, shard.Spec{Index: k, Count: 2}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +157,7 @@ func TestRunAndMergedShardsAgree(t *testing.T) {
 	if err := os.WriteFile(files[0], []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var perr *evalpartial.Error
+	var perr *evaluate.PartialError
 	if _, err := evaluate.Merge(ctx, files); !errors.As(err, &perr) || perr.File != files[0] {
 		t.Errorf("edited partial: %v", err)
 	}
@@ -180,7 +170,7 @@ func TestRunRecordsAnUnreadableMaskAsThatImagesFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples[1].Mask = bad
-	acc, err := evaluate.Run(context.Background(), pairsOf(plan, samples, shard.All))
+	acc, err := evaluate.Run(context.Background(), pairsOf(t, plan, samples, shard.All))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +185,7 @@ func TestRunRecordsAnUnreadableMaskAsThatImagesFailure(t *testing.T) {
 
 func TestRunStopsAtAPairingError(t *testing.T) {
 	plan, samples := synthPlan(t)
-	plan = pairsOf(plan, samples[:2], shard.All)
+	plan = pairsOf(t, plan, samples[:2], shard.All)
 	broken := errors.New("the listing changed")
 	pairs := plan.Pairs
 	plan.Pairs = func(yield func(datalayout.Sample, error) bool) {

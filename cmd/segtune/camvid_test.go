@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/segtune/segtune/internal/evalpartial"
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -33,7 +33,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum evalpartial.Summary
+	var sum evaluate.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%q: %v", stdout, err)
 	}

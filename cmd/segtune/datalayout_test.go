@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -197,7 +197,7 @@ func evalIoUs(t *testing.T, args ...string) ([]*float64, int) {
 	if err != nil {
 		t.Fatalf("eval %v: %v", args, err)
 	}
-	var sum evalpartial.Summary
+	var sum evaluate.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("%q: %v", stdout, err)
 	}

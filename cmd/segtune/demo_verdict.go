@@ -3,23 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/internal/stats"
-	"github.com/segtune/segtune/metrics"
 )
 
 // demoAlpha is the demo's regularizer weight (finetune's --alpha): the
 // one the CamVid study selected (docs/study.md), with c_λ at its default.
 const demoAlpha = 3.0
 
-// pairedIoU scores models a and b image by image on cfg's validation set:
-// each image's mean IoU under b minus under a, with the 95 % t interval
-// over the images.
+// pairedIoU scores models a and b image by image on cfg's validation set
+// (evaluate.PairedMeanIoU): each image's mean IoU under b minus under a,
+// with the 95 % t interval over the images.
 func pairedIoU(c *cli.Context, cfg finetune.Config, a, b string) (stats.Interval, error) {
 	dc := cfg.Val.DataConfig()
 	dc.Ignore, dc.CacheBytes = cfg.Ignore, -1
@@ -40,35 +39,19 @@ func pairedIoU(c *cli.Context, cfg finetune.Config, a, b string) (stats.Interval
 	if err != nil {
 		return stats.Interval{}, fmt.Errorf("%s: %w", b, err)
 	}
-	diffs := make([]float64, 0, len(paths))
-	for id, path := range paths {
-		s, err := ds.Load(id)
-		if err != nil {
-			return stats.Interval{}, err
-		}
-		ia, err := imageIoU(pa[path], s.Labels, ds.NumClasses(), ds.Ignore())
-		if err != nil {
-			return stats.Interval{}, fmt.Errorf("%s: %w", path, err)
-		}
-		ib, err := imageIoU(pb[path], s.Labels, ds.NumClasses(), ds.Ignore())
-		if err != nil {
-			return stats.Interval{}, fmt.Errorf("%s: %w", path, err)
-		}
-		if !math.IsNaN(ia) && !math.IsNaN(ib) { // NaN: every pixel ignored
-			diffs = append(diffs, ib-ia)
+	images := func(yield func(evaluate.PairedPrediction, error) bool) {
+		for id, path := range paths {
+			s, err := ds.Load(id)
+			if err != nil {
+				yield(evaluate.PairedPrediction{}, err)
+				return
+			}
+			if !yield(evaluate.PairedPrediction{Name: path, A: pa[path], B: pb[path], Target: s.Labels}, nil) {
+				return
+			}
 		}
 	}
-	return stats.TInterval(diffs), nil
-}
-
-// imageIoU is one image's mean IoU over the classes in its mask or its
-// prediction.
-func imageIoU(pred, target []uint8, classes, ignore int) (float64, error) {
-	m, err := metrics.ScoreImage(pred, target, classes, ignore)
-	if err != nil {
-		return 0, err
-	}
-	return m.MeanIoU(), nil
+	return evaluate.PairedMeanIoU(images, ds.NumClasses(), ds.Ignore())
 }
 
 // demoVerdict is the demo's last word on the regularizer: what it changed

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"image"
 	"iter"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -17,8 +14,6 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/evalpartial"
-	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -88,7 +83,7 @@ func runEval(c *cli.Context) error {
 	}
 	defer closeModel()
 	if partialPath != "" {
-		done, err := partialDone(c, partialPath, evalpartial.New(spec, plan.Run))
+		done, err := partialDone(c, partialPath, evaluate.NewPartial(spec, plan.Setup))
 		if err != nil || done {
 			return err
 		}
@@ -161,158 +156,72 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	if err != nil {
 		return plan, nil, err
 	}
-	if plan.Run, err = evalRun(c, set, seg, settings, imgs, masks); err != nil {
+	if plan.Setup, err = evalSetup(c, set, seg, settings, imgs, masks, plan.MaskPalette); err != nil {
 		seg.Close()
 		return plan, nil, err
-	}
-	if plan.MaskPalette != nil {
-		// Shards that read colours differently do not merge.
-		if plan.Run.MaskPalette, err = json.Marshal(plan.MaskPalette); err != nil {
-			seg.Close()
-			return plan, nil, err
-		}
 	}
 	plan.Segmenter, plan.Shard, plan.LabelMap = seg, spec, settings.LabelMap
 	plan.Batch = clampBatch(c, seg, c.Int("batch"))
 	plan.PrepareWorkers = pipeline.IOWorkers(!imgs.IsLocal() || !masks.IsLocal())
-	if !imgs.IsLocal() {
-		dec := imageio.Decoder{}
-		plan.ReadImage = func(p string) (image.Image, error) {
-			r, err := imgs.Open(c.Context, baseName(p))
-			if err != nil {
-				return nil, fmt.Errorf("read image: %w", err)
-			}
-			defer r.Close()
-			return dec.Decode(r, p)
-		}
-	}
-	plan.ReadMask = func(s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
-		return readMask(c.Context, masks, s, opt)
-	}
+	plan.ReadFolders(c.Context, imgs, masks)
 	return plan, func() { seg.Close() }, nil
 }
 
-// evalRun is what identifies the evaluation in its partial: the model and
-// its digest, the data, the classes, labels and settings it is scored with.
-func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder) (evalpartial.Run, error) {
+// evalSetup reads the flags that say how the evaluation is scored.
+func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder, palette imageio.Palette) (evaluate.Setup, error) {
 	modelPath := c.String("model")
-	ignore := c.Int("ignore")
-	if settings.IgnoreLabel != nil && !c.IsSet("ignore") {
-		ignore = *settings.IgnoreLabel
+	o := evaluate.SetupOptions{Model: modelPath, Images: imgs.String(), Masks: masks.String(),
+		ClassNames: settings.Classes, MaskPalette: palette}
+	if set != nil {
+		o.Images, o.Masks = dataDescription(set), dataDescription(set)
 	}
-	names := settings.Classes
+	if c.IsSet("ignore") {
+		ignore := c.Int("ignore")
+		o.Ignore = &ignore
+	}
 	if v := c.String("class-names"); v != "" {
-		names = strings.Split(v, ",")
+		o.ClassNames = strings.Split(v, ",")
 	}
-	classes := seg.Contract.Classes
-	if classes == 0 {
-		classes = max(len(names), 2)
-	}
-	if len(names) > 0 {
-		if err := seg.Contract.CheckClasses(len(names), "--class-names names"); err != nil {
-			return evalpartial.Run{}, fmt.Errorf("%s: %w", modelPath, err)
+	if len(o.ClassNames) > 0 {
+		if err := seg.Contract.CheckClasses(len(o.ClassNames), "--class-names names"); err != nil {
+			return evaluate.Setup{}, fmt.Errorf("%s: %w", modelPath, err)
 		}
 	}
-	sizeClasses, err := parseInts(c.String("size-classes"))
-	if err != nil {
-		return evalpartial.Run{}, fmt.Errorf("--size-classes: %w", err)
+	var err error
+	if o.SizeClasses, err = parseInts(c.String("size-classes")); err != nil {
+		return evaluate.Setup{}, fmt.Errorf("--size-classes: %w", err)
 	}
-	threshold := c.Float64("size-threshold")
-	if threshold == 0 && len(sizeClasses) > 0 && isCheckpoint(modelPath) {
-		threshold = checkpointSizeThreshold(modelPath)
+	o.SizeThreshold = c.Float64("size-threshold")
+	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && isCheckpoint(modelPath) {
+		o.SizeThreshold = checkpointSizeThreshold(modelPath)
 	}
-	digest, err := regfile.SHA256(modelPath)
-	if err != nil {
-		return evalpartial.Run{}, err
-	}
-	pre, err := canonicalJSON(settings.Preprocess)
-	if err != nil {
-		return evalpartial.Run{}, err
-	}
-	run := evalpartial.Run{Model: modelPath, ModelSHA256: digest, Images: imgs.String(), Masks: masks.String(),
-		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
-		SizeClasses: sizeClasses, SizeThreshold: threshold}
-	if set != nil {
-		run.Images, run.Masks = dataDescription(set), dataDescription(set)
-	}
-	if settings.LabelMap != nil {
-		run.LabelMap = settings.LabelMap.String()
-	}
-	if run.ClassNames == nil {
-		run.ClassNames = []string{}
-	}
-	if run.SizeClasses == nil {
-		run.SizeClasses = []int{}
-	}
-	return run, nil
+	return evaluate.NewSetup(seg, settings, o)
 }
 
 // evalPairs pairs the images with their masks and keeps this shard's:
 // two local folders (or --data's set) are paired from their whole
-// listings; otherwise both listings are streamed side by side, once here
-// to check the pairing and count, once as the pairs are consumed.
+// listings, bucket folders streamed (evaluate.FolderPairs).
 func evalPairs(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (iter.Seq2[datalayout.Sample, error], int, error) {
+	var pairs iter.Seq2[datalayout.Sample, error]
+	var total int
+	var err error
 	if imgs.IsLocal() && masks.IsLocal() {
-		samples, err := localSamples(c, set)
-		if err != nil {
-			return nil, 0, err
+		samples, lerr := localSamples(c, set)
+		if lerr != nil {
+			return nil, 0, lerr
 		}
-		if len(samples) == 0 {
-			return nil, 0, cli.Exit("no image/mask pairs found", 1)
-		}
-		var mine []datalayout.Sample
-		for _, p := range samples {
-			if spec.Owns(filepath.Base(p.Image)) {
-				mine = append(mine, p)
-			}
-		}
-		return func(yield func(datalayout.Sample, error) bool) {
-			for _, p := range mine {
-				if !yield(p, nil) {
-					return
-				}
-			}
-		}, len(mine), nil
+		pairs, total, err = evaluate.SamplePairs(samples, spec)
+	} else {
+		pairs, total, err = evaluate.FolderPairs(c.Context, imgs, masks, spec)
 	}
-	ctx := c.Context
-	if err := imgs.CheckList(ctx); err != nil {
-		return nil, 0, flagError("images", imgs, err)
+	var fe *evaluate.FolderError
+	switch {
+	case errors.Is(err, evaluate.ErrNoPairs):
+		return nil, 0, cli.Exit(err.Error(), 1)
+	case errors.As(err, &fe):
+		return nil, 0, flagError(fe.Side, fe.Folder, fe.Err)
 	}
-	if err := masks.CheckList(ctx); err != nil {
-		return nil, 0, flagError("masks", masks, err)
-	}
-	total := 0
-	res, err := joinFolders(ctx, imgs, masks, func(img, _ string) bool {
-		if spec.Owns(img) {
-			total++
-		}
-		return true
-	})
-	if err == nil {
-		err = res.err()
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	if res.pairs == 0 {
-		return nil, 0, cli.Exit("no image/mask pairs found", 1)
-	}
-	return func(yield func(datalayout.Sample, error) bool) {
-		stopped := false
-		res, err := joinFolders(ctx, imgs, masks, func(img, mask string) bool {
-			if !spec.Owns(img) {
-				return true
-			}
-			stopped = !yield(datalayout.Sample{Image: imgs.Path(img), Mask: masks.Path(mask)}, nil)
-			return !stopped
-		})
-		if err == nil {
-			err = res.err() // the folders changed since the check
-		}
-		if err != nil && !stopped {
-			yield(datalayout.Sample{}, err)
-		}
-	}, total, nil
+	return pairs, total, err
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
@@ -332,49 +241,17 @@ func requireFlags(c *cli.Context, names ...string) error {
 	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
-// readMask reads the labels of s (its mask an item of masks).
-func readMask(ctx context.Context, masks *storage.Folder, s datalayout.Sample, opt imageio.MaskOptions) (*imageio.Mask, error) {
-	if masks.IsLocal() {
-		return s.ReadMask(opt)
-	}
-	path := s.Mask
-	r, err := masks.Open(ctx, baseName(path))
-	if err != nil {
-		return nil, fmt.Errorf("read mask: %w", err)
-	}
-	defer r.Close()
-	return imageio.DecodeMask(r, path, opt)
-}
-
 // partialDone looks at an existing --partial file before the work: the
 // same shard of the same evaluation, complete, means the work is done (a
 // retried worker stops there); anything else there is refused rather than
 // overwritten.
-func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, error) {
-	f, name, err := storage.OpenFile(c.Context, v)
+func partialDone(c *cli.Context, v string, acc *evaluate.Partial) (bool, error) {
+	old, err := evaluate.ExistingPartial(c.Context, v, acc)
 	if err != nil {
-		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
+		return false, cli.Exit("--partial "+err.Error(), 2)
 	}
-	defer f.Close()
-	if err := f.CheckAccess(c.Context); err != nil {
-		return false, flagError("partial", f, err)
-	}
-	data, err := f.ReadAll(c.Context, name, evalpartial.MaxBytes)
-	if storage.IsNotExist(err) {
+	if old == nil {
 		return false, nil
-	}
-	if err != nil {
-		return false, cli.Exit(fmt.Sprintf("--partial %s: %v", v, err), 2)
-	}
-	old, err := evalpartial.Parse(data, v)
-	if err != nil {
-		return false, cli.Exit(fmt.Sprintf("--partial %s exists and is not this evaluation's partial file (%v); not overwriting it: remove it or choose another file", v, err), 2)
-	}
-	if d := old.Run.Diff(acc.Run); d != "" {
-		return false, cli.Exit(fmt.Sprintf("--partial %s holds another evaluation's scores (it differs in %s); not overwriting it: remove it or choose another file", v, d), 2)
-	}
-	if old.Shard != acc.Shard {
-		return false, cli.Exit(fmt.Sprintf("--partial %s holds shard %s, and this is shard %s: give each shard its own file (e.g. part-$JOB_COMPLETION_INDEX.json)", v, old.Shard, acc.Shard), 2)
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
 	if c.Bool("json") {
@@ -384,7 +261,7 @@ func partialDone(c *cli.Context, v string, acc *evalpartial.Partial) (bool, erro
 }
 
 // writePartial writes the accumulator to v (a path or a URL), atomically.
-func writePartial(c *cli.Context, v string, acc *evalpartial.Partial) error {
+func writePartial(c *cli.Context, v string, acc *evaluate.Partial) error {
 	if err := evaluate.WritePartial(c.Context, v, acc); err != nil {
 		return fmt.Errorf("--partial: %w", err)
 	}

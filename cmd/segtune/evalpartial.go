@@ -1,15 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/evaluate"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/metrics"
 )
@@ -18,19 +15,6 @@ import (
 // `segtune eval merge` (package evaluate). A single run goes through
 // the same accumulator and the same summary, so merging the N shards of a
 // job gives exactly the report one run over every image gives.
-
-// canonicalJSON is v's JSON with object keys sorted.
-func canonicalJSON(v any) (json.RawMessage, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var generic any
-	if err := json.Unmarshal(data, &generic); err != nil {
-		return nil, err
-	}
-	return json.Marshal(generic)
-}
 
 var confusionFlag = &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)"}
 
@@ -63,7 +47,7 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 
 // printEvalSummary prints the report (text or --json), writes
 // --confusion's files and returns the exit error when images failed.
-func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
+func printEvalSummary(c *cli.Context, sum evaluate.Summary) error {
 	if dir := c.String("confusion"); dir != "" {
 		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
 			return fmt.Errorf("--confusion: %w", err)
@@ -78,28 +62,12 @@ func printEvalSummary(c *cli.Context, sum evalpartial.Summary) error {
 		for _, f := range sum.Failures {
 			fmt.Fprintf(os.Stderr, "segtune: skipped %s: %s\n", f.Path, f.Error)
 		}
-		writeEvalText(os.Stdout, sum)
+		sum.WriteText(os.Stdout)
 	}
 	if sum.Failed > 0 {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
 	}
 	return nil
-}
-
-func writeEvalText(w io.Writer, sum evalpartial.Summary) {
-	sum.Report.WriteText(w)
-	fmt.Fprintln(w)
-	metrics.WriteConfusionText(w, sum.Matrix, sum.ClassNames)
-	fmt.Fprintln(w)
-	for _, g := range []string{"small", "large"} {
-		if r, ok := sum.Groups[g]; ok && r.MeanIoU != nil {
-			fmt.Fprintf(w, "%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, sum.Threshold)
-		}
-	}
-	if sum.SizeGap != nil {
-		fmt.Fprintf(w, "%-9s  %+.4f  (large − small)\n", "size gap", *sum.SizeGap)
-	}
-	fmt.Fprintf(w, "%d images scored in %.1fs on %s\n", sum.Images-sum.Failed, sum.Seconds, sum.Device)
 }
 
 func evalMergeCommand() *cli.Command {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/deploy"
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
@@ -147,7 +147,7 @@ func TestExportSynthPrecisions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sum evalpartial.Summary
+			var sum evaluate.Summary
 			if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 				t.Fatal(err)
 			}

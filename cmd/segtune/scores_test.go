@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/deploy"
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
@@ -117,7 +117,7 @@ func TestNonFiniteScoresFailNamingTheImage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 images failed") {
 		t.Fatalf("eval: err = %v", err)
 	}
-	var ev evalpartial.Summary
+	var ev evaluate.Summary
 	if err := json.Unmarshal([]byte(stdout), &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestOneChannelLogitsHeadIsBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev evalpartial.Summary
+	var ev evaluate.Summary
 	if err := json.Unmarshal([]byte(stdout), &ev); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/evalpartial"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -390,18 +390,18 @@ func TestEvalMergeRefusesEditedPartials(t *testing.T) {
 			"--shard", fmt.Sprintf("%d/3", k), "--partial", parts[k])
 	}
 	valid := evalJSON(t, append([]string{"eval", "merge"}, parts...)...)
-	read := func(path string) *evalpartial.Partial {
+	read := func(path string) *evaluate.Partial {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p evalpartial.Partial
+		var p evaluate.Partial
 		if err := json.Unmarshal(data, &p); err != nil {
 			t.Fatal(err)
 		}
 		return &p
 	}
-	write := func(path string, p *evalpartial.Partial) {
+	write := func(path string, p *evaluate.Partial) {
 		data, err := p.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -412,22 +412,22 @@ func TestEvalMergeRefusesEditedPartials(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		corrupt func(p0, p1 *evalpartial.Partial)
+		corrupt func(p0, p1 *evaluate.Partial)
 		file    int // the partial refused
 		want    string
 	}{
-		{"matrix edited without its cells", func(p0, _ *evalpartial.Partial) { p0.Confusion[3] += 40 }, 0, "but its images' cells sum to"},
-		{"fraction 5", func(p0, _ *evalpartial.Partial) { p0.Records[0].Fraction = 5 }, 0, "fraction 5 outside [0,1]"},
-		{"record dropped", func(p0, _ *evalpartial.Partial) { p0.Records = p0.Records[1:] }, 0, "images, but"},
-		{"image moved to another shard", func(p0, p1 *evalpartial.Partial) {
+		{"matrix edited without its cells", func(p0, _ *evaluate.Partial) { p0.Confusion[3] += 40 }, 0, "but its images' cells sum to"},
+		{"fraction 5", func(p0, _ *evaluate.Partial) { p0.Records[0].Fraction = 5 }, 0, "fraction 5 outside [0,1]"},
+		{"record dropped", func(p0, _ *evaluate.Partial) { p0.Records = p0.Records[1:] }, 0, "images, but"},
+		{"image moved to another shard", func(p0, p1 *evaluate.Partial) {
 			p1.Records = append(p1.Records, p0.Records[0])
 			p1.Images++
 			for _, c := range p0.Records[0].Cells {
 				p1.Confusion[c[0]*2+c[1]] += c[2]
 			}
 		}, 1, "belongs to shard 0/3 by its name's hash"},
-		{"seconds 1e308", func(p0, _ *evalpartial.Partial) { p0.Seconds = 1e308 }, 0, "seconds 1e+308"},
-		{"100000 class names", func(_, p1 *evalpartial.Partial) { p1.Run.ClassNames = make([]string, 100000) }, 1, "100000 class names for 2 classes"},
+		{"seconds 1e308", func(p0, _ *evaluate.Partial) { p0.Seconds = 1e308 }, 0, "seconds 1e+308"},
+		{"100000 class names", func(_, p1 *evaluate.Partial) { p1.Setup.ClassNames = make([]string, 100000) }, 1, "100000 class names for 2 classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := slices.Clone(parts)
@@ -447,7 +447,7 @@ func TestEvalMergeRefusesEditedPartials(t *testing.T) {
 			}
 		})
 	}
-	// A partial over evalpartial.MaxBytes is refused, named, unread (a
+	// A partial over evaluate.MaxPartialBytes is refused, named, unread (a
 	// sparse file: it takes no memory or time to refuse).
 	huge := filepath.Join(t.TempDir(), "huge.json")
 	if f, err := os.Create(huge); err == nil {

@@ -1,6 +1,8 @@
-package evalpartial
+package evaluate
 
 import (
+	"fmt"
+	"io"
 	"sort"
 
 	"github.com/segtune/segtune/metrics"
@@ -32,7 +34,7 @@ type Summary struct {
 
 // Summary is p's report, failures sorted by path.
 func (p *Partial) Summary() Summary {
-	names := p.Run.ClassNames
+	names := p.Setup.ClassNames
 	failures := append([]Failure{}, p.Failures...)
 	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Path < failures[j].Path })
 	m := p.Matrix()
@@ -55,7 +57,7 @@ func (p *Partial) Summary() Summary {
 // Score scores one image's predicted labels against its mask's, as the
 // run says (classes, ignore label, size classes): its confusion matrix and
 // its object size, for Add.
-func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
+func (r Setup) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
 	conf, err := metrics.ScoreImage(pred, target, r.Classes, r.Ignore)
 	if err != nil {
 		return nil, 0, err
@@ -64,4 +66,23 @@ func (r Run) Score(pred, target []uint8) (*metrics.Confusion, float64, error) {
 		return conf, 0, nil
 	}
 	return conf, metrics.MaskObjectFraction(target, r.Ignore, r.SizeClasses), nil
+}
+
+// WriteText writes the report as `segtune eval` prints it: the scores by
+// class and their means, the confusion matrix, the scores of images with
+// small and large objects, and the images scored.
+func (s Summary) WriteText(w io.Writer) {
+	s.Report.WriteText(w)
+	fmt.Fprintln(w)
+	metrics.WriteConfusionText(w, s.Matrix, s.ClassNames)
+	fmt.Fprintln(w)
+	for _, g := range []string{"small", "large"} {
+		if r, ok := s.Groups[g]; ok && r.MeanIoU != nil {
+			fmt.Fprintf(w, "%-9s  %.4f  (mean IoU of images with %s objects, size threshold %.4g)\n", g, *r.MeanIoU, g, s.Threshold)
+		}
+	}
+	if s.SizeGap != nil {
+		fmt.Fprintf(w, "%-9s  %+.4f  (large − small)\n", "size gap", *s.SizeGap)
+	}
+	fmt.Fprintf(w, "%d images scored in %.1fs on %s\n", s.Images-s.Failed, s.Seconds, s.Device)
 }

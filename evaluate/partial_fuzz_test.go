@@ -1,4 +1,4 @@
-package evalpartial
+package evaluate
 
 import (
 	"errors"
@@ -8,22 +8,22 @@ import (
 	"github.com/segtune/segtune/metrics"
 )
 
-// Parse never panics, refuses with an *Error naming the file, and accepts
+// ParsePartial never panics, refuses with a *PartialError naming the file, and accepts
 // only partials whose matrix is the sum of their images' cells and whose
 // image count is their records'; what it accepts summarises, merges (one
 // shard of one) and reads back the same once written. Seeds:
-// testdata/fuzz/FuzzParse (valid partials, and corrupted ones).
-func FuzzParse(f *testing.F) {
+// testdata/fuzz/FuzzParsePartial (valid partials, and corrupted ones).
+func FuzzParsePartial(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse(data, "f.json")
+		p, err := ParsePartial(data, "f.json")
 		if err != nil {
-			var e *Error
+			var e *PartialError
 			if !errors.As(err, &e) || e.File != "f.json" {
-				t.Fatalf("error %v is no *Error naming f.json", err)
+				t.Fatalf("error %v is no *PartialError naming f.json", err)
 			}
 			return
 		}
-		k := int64(p.Run.Classes)
+		k := int64(p.Setup.Classes)
 		sum := make([]int64, k*k)
 		for _, r := range p.Records {
 			for _, c := range r.Cells {
@@ -36,10 +36,10 @@ func FuzzParse(f *testing.F) {
 		if p.Images != len(p.Records)+len(p.Failures) {
 			t.Fatalf("accepted %d images for %d records and %d failures", p.Images, len(p.Records), len(p.Failures))
 		}
-		metrics.NewReport(p.Matrix(), p.Run.ClassNames)
+		metrics.NewReport(p.Matrix(), p.Setup.ClassNames)
 		p.SizeGroups()
 		if p.Shard.Count == 1 {
-			if _, err := Merge([]*Partial{p}, []string{"f.json"}); err != nil {
+			if _, err := MergePartials([]*Partial{p}, []string{"f.json"}); err != nil {
 				t.Fatalf("a valid one-shard partial does not merge: %v", err)
 			}
 		}
@@ -47,7 +47,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := Parse(again, "again.json")
+		q, err := ParsePartial(again, "again.json")
 		if err != nil {
 			t.Fatalf("an accepted partial, written again, is refused: %v", err)
 		}

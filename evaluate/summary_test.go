@@ -1,4 +1,4 @@
-package evalpartial
+package evaluate
 
 import (
 	"math"
@@ -10,8 +10,8 @@ import (
 // Score counts one image as the run says, and Summary reports the counts
 // with the confusion matrix and the size groups.
 func TestScoreAndSummary(t *testing.T) {
-	run := Run{Classes: 3, Ignore: 255, ClassNames: []string{"bg", "person", "car"}, SizeClasses: []int{1, 2}, SizeThreshold: 0.4}
-	p := New(shard.Spec{}, run)
+	run := Setup{Classes: 3, Ignore: 255, ClassNames: []string{"bg", "person", "car"}, SizeClasses: []int{1, 2}, SizeThreshold: 0.4}
+	p := NewPartial(shard.Spec{}, run)
 	for i, img := range []struct{ pred, target []uint8 }{
 		{[]uint8{0, 1, 1, 2}, []uint8{0, 1, 0, 255}}, // objects: 1 of 3 labelled pixels
 		{[]uint8{1, 1, 2, 0}, []uint8{1, 1, 2, 0}},   // 3 of 4

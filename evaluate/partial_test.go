@@ -1,4 +1,4 @@
-package evalpartial
+package evaluate
 
 import (
 	"encoding/json"
@@ -16,16 +16,16 @@ import (
 
 const shards = 3
 
-var testRun = Run{Model: "m.onnx", ModelSHA256: "ab", Images: "imgs", Masks: "masks", Classes: 3, Ignore: 255,
+var testRun = Setup{Model: "m.onnx", ModelSHA256: "ab", Images: "imgs", Masks: "masks", Classes: 3, Ignore: 255,
 	ClassNames: []string{}, Preprocess: json.RawMessage(`{}`), SizeClasses: []int{1}}
 
 // scoreImages scores twelve tiny images (and one that failed) into the
-// partials of spec's shards through New and Add, as eval does.
-func scoreImages(t testing.TB, run Run, specs ...shard.Spec) []*Partial {
+// partials of spec's shards through NewPartial and Add, as eval does.
+func scoreImages(t testing.TB, run Setup, specs ...shard.Spec) []*Partial {
 	t.Helper()
 	parts := make([]*Partial, len(specs))
 	for i, s := range specs {
-		parts[i] = New(s, run)
+		parts[i] = NewPartial(s, run)
 	}
 	for i := 0; i < 12; i++ {
 		name := fmt.Sprintf("img%02d.png", i)
@@ -91,12 +91,12 @@ func encode(t testing.TB, p *Partial) []byte {
 	return data
 }
 
-// wantRefused checks that err is an *Error naming file and saying want.
+// wantRefused checks that err is a *PartialError naming file and saying want.
 func wantRefused(t *testing.T, err error, file, want string) {
 	t.Helper()
-	var e *Error
+	var e *PartialError
 	if !errors.As(err, &e) || e.File != file || !strings.Contains(e.Problem, want) {
-		t.Fatalf("got %v, want an *Error naming %s with %q", err, file, want)
+		t.Fatalf("got %v, want a *PartialError naming %s with %q", err, file, want)
 	}
 	if !strings.HasPrefix(err.Error(), file+": ") {
 		t.Errorf("message %q does not start with the file", err)
@@ -115,7 +115,7 @@ func TestMergeOfShardsEqualsOneRun(t *testing.T) {
 		var names []string
 		for k := shards - 1; k >= 0; k-- {
 			name := fmt.Sprintf("part%d.json", k)
-			p, err := Parse(encode(t, parts[k]), name)
+			p, err := ParsePartial(encode(t, parts[k]), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestMergeOfShardsEqualsOneRun(t *testing.T) {
 			}
 			read, names = append(read, p), append(names, name)
 		}
-		merged, err := Merge(read, names)
+		merged, err := MergePartials(read, names)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,13 +139,13 @@ func TestMergeOfShardsEqualsOneRun(t *testing.T) {
 		if threshold > 0 && th1 != threshold {
 			t.Errorf("size threshold %v, want %v", th1, threshold)
 		}
-		if _, err := Parse(encode(t, one), "whole.json"); err != nil {
+		if _, err := ParsePartial(encode(t, one), "whole.json"); err != nil {
 			t.Errorf("one run's partial: %v", err)
 		}
 	}
 }
 
-// Each way of corrupting a valid partial is refused by Parse, naming the
+// Each way of corrupting a valid partial is refused by ParsePartial, naming the
 // file and what is wrong.
 func TestParseRefusesCorruptedPartials(t *testing.T) {
 	cell := func(p *Partial, r, c int) *[3]int64 { return &p.Records[r].Cells[c] }
@@ -215,7 +215,7 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 			c[0] = 3
 		}, "outside the 3 classes"},
 		{"matrix of another shape", func(p *Partial) { p.Confusion = p.Confusion[:4] }, "confusion matrix of 4 counts for 3 classes"},
-		{"zero classes", func(p *Partial) { p.Run.Classes = 0 }, "0 classes"},
+		{"zero classes", func(p *Partial) { p.Setup.Classes = 0 }, "0 classes"},
 		{"shard index at the count", func(p *Partial) { p.Shard.Index = shards }, "shard 3/3"},
 		{"shard count 0", func(p *Partial) { p.Shard.Index, p.Shard.Count = 0, 0 }, "shard 0/0"},
 		{"negative shard index", func(p *Partial) { p.Shard.Index = -1 }, "shard -1/3"},
@@ -223,10 +223,10 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 		{"negative seconds", func(p *Partial) { p.Seconds = -1 }, "seconds -1"},
 		{"seconds 1e308", func(p *Partial) { p.Seconds = 1e308 }, "seconds 1e+308 (from 0 to 1e+09)"},
 		{"more class names than classes", func(p *Partial) {
-			p.Run.ClassNames = make([]string, 100000)
+			p.Setup.ClassNames = make([]string, 100000)
 		}, "100000 class names for 3 classes"},
 		{"over-long class name", func(p *Partial) {
-			p.Run.ClassNames = []string{"a", strings.Repeat("x", MaxClassNameBytes+1)}
+			p.Setup.ClassNames = []string{"a", strings.Repeat("x", MaxClassNameBytes+1)}
 		}, "class 1's name is 257 bytes long"},
 		{"older version", func(p *Partial) { p.Version = 1 }, "partial version 1"},
 	} {
@@ -236,7 +236,7 @@ func TestParseRefusesCorruptedPartials(t *testing.T) {
 				t.Fatal("the test shard has fewer than two images")
 			}
 			tc.corrupt(p)
-			_, err := Parse(encode(t, p), "part1.json")
+			_, err := ParsePartial(encode(t, p), "part1.json")
 			wantRefused(t, err, "part1.json", tc.want)
 		})
 	}
@@ -261,24 +261,24 @@ func TestParseRefusesWhatIsNoPartial(t *testing.T) {
 		{string(valid) + `{}`, "data after its JSON object"},
 		{`[`, "not a segtune eval partial"},
 	} {
-		_, err := Parse([]byte(tc.data), "f.json")
+		_, err := ParsePartial([]byte(tc.data), "f.json")
 		wantRefused(t, err, "f.json", tc.want)
 	}
 }
 
-// Merge refuses partials that are not the shards of one evaluation, each
+// MergePartials refuses partials that are not the shards of one evaluation, each
 // once, naming the file at fault.
 func TestMergeRefusesMismatchedPartials(t *testing.T) {
 	parts := scoreImages(t, testRun, shardSpecs()...)
 	names := []string{"p0.json", "p1.json", "p2.json"}
-	if _, err := Merge(parts[:2], names[:2]); err == nil || !strings.Contains(err.Error(), "shard(s) 2 of 3 missing") {
+	if _, err := MergePartials(parts[:2], names[:2]); err == nil || !strings.Contains(err.Error(), "shard(s) 2 of 3 missing") {
 		t.Errorf("missing shard: %v", err)
 	}
-	_, err := Merge([]*Partial{parts[0], parts[0], parts[2]}, names)
+	_, err := MergePartials([]*Partial{parts[0], parts[0], parts[2]}, names)
 	wantRefused(t, err, "p1.json", "given twice (also p0.json)")
 
 	classes := roundTrip(t, parts[1])
-	classes.Run.Classes = 4
+	classes.Setup.Classes = 4
 	classes.Confusion = make([]int64, 16)
 	for _, r := range classes.Records {
 		for _, c := range r.Cells {
@@ -288,16 +288,16 @@ func TestMergeRefusesMismatchedPartials(t *testing.T) {
 	if err := classes.Check("p1.json"); err != nil {
 		t.Fatalf("the 4-class partial is not valid by itself: %v", err)
 	}
-	_, err = Merge([]*Partial{parts[0], classes, parts[2]}, names)
+	_, err = MergePartials([]*Partial{parts[0], classes, parts[2]}, names)
 	wantRefused(t, err, "p1.json", "differ in classes (3 and 4)")
 
-	other := New(shard.Spec{Index: 1, Count: 4}, testRun)
-	_, err = Merge([]*Partial{parts[0], other}, names[:2])
+	other := NewPartial(shard.Spec{Index: 1, Count: 4}, testRun)
+	_, err = MergePartials([]*Partial{parts[0], other}, names[:2])
 	wantRefused(t, err, "p1.json", "but p0.json is of 3 shards")
 
 	// Two many-shard partials: the missing ones are named, up to ten.
-	many := []*Partial{New(shard.Spec{Index: 0, Count: shard.MaxCount}, testRun), New(shard.Spec{Index: 5, Count: shard.MaxCount}, testRun)}
-	if _, err := Merge(many, names[:2]); err == nil || !strings.Contains(err.Error(), "1, 2, 3, 4, 6, 7, 8, 9, 10, 11, and 1048564 more") {
+	many := []*Partial{NewPartial(shard.Spec{Index: 0, Count: shard.MaxCount}, testRun), NewPartial(shard.Spec{Index: 5, Count: shard.MaxCount}, testRun)}
+	if _, err := MergePartials(many, names[:2]); err == nil || !strings.Contains(err.Error(), "1, 2, 3, 4, 6, 7, 8, 9, 10, 11, and 1048564 more") {
 		t.Errorf("many missing shards: %v", err)
 	}
 }
@@ -317,6 +317,6 @@ func TestMergeRefusesOverflowingSums(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Merge(parts, []string{"p0.json", "p1.json", "p2.json"})
+	_, err := MergePartials(parts, []string{"p0.json", "p1.json", "p2.json"})
 	wantRefused(t, err, "p2.json", "overflow a 64-bit count")
 }

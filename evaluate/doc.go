@@ -1,0 +1,13 @@
+// Package evaluate scores a segmentation model on labelled images: it
+// pairs images with their masks (SamplePairs for local pairs,
+// FolderPairs for two folders or buckets streamed side by side), runs the
+// model over the pairs (Run), scores each prediction against its mask
+// with metrics' confusion matrix, and keeps one shard's scores in a
+// Partial, whose Summary is the report. Merge combines the partial files
+// of every shard of a sharded evaluation into the report one run over
+// every image gives; PairedMeanIoU compares two models image by image.
+//
+// A Go program builds a Plan (pairs, NewSetup, Plan.ReadFolders), calls
+// Run and prints or stores the partial (Summary.WriteText, WritePartial);
+// `segtune eval` is flag parsing and printing around them.
+package evaluate

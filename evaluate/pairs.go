@@ -1,0 +1,96 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+
+	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
+)
+
+// ErrNoPairs is the error of pairing data in which no image has a mask.
+var ErrNoPairs = errors.New("no image/mask pairs found")
+
+// FolderError is a folder of images (Side "images") or masks (Side
+// "masks") that cannot be listed.
+type FolderError struct {
+	Side   string
+	Folder *storage.Folder
+	Err    error
+}
+
+func (e *FolderError) Error() string { return fmt.Sprintf("%s folder %s: %v", e.Side, e.Folder, e.Err) }
+
+func (e *FolderError) Unwrap() error { return e.Err }
+
+// SamplePairs yields the pairs of samples (paired local files) that
+// belong to shard s, and their count.
+func SamplePairs(samples []datalayout.Sample, s shard.Spec) (iter.Seq2[datalayout.Sample, error], int, error) {
+	if len(samples) == 0 {
+		return nil, 0, ErrNoPairs
+	}
+	var mine []datalayout.Sample
+	for _, p := range samples {
+		if s.Owns(filepath.Base(p.Image)) {
+			mine = append(mine, p)
+		}
+	}
+	return func(yield func(datalayout.Sample, error) bool) {
+		for _, p := range mine {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}, len(mine), nil
+}
+
+// FolderPairs pairs the images of imgs with the masks of masks by file
+// stem and yields the pairs that belong to shard s, and their count. Both
+// listings are streamed side by side (buckets of any size), once here to
+// check the pairing and count before any work, once as the pairs are
+// consumed; an image without a mask, or a mask without an image, is an
+// error.
+func FolderPairs(ctx context.Context, imgs, masks *storage.Folder, s shard.Spec) (iter.Seq2[datalayout.Sample, error], int, error) {
+	if err := imgs.CheckList(ctx); err != nil {
+		return nil, 0, &FolderError{Side: "images", Folder: imgs, Err: err}
+	}
+	if err := masks.CheckList(ctx); err != nil {
+		return nil, 0, &FolderError{Side: "masks", Folder: masks, Err: err}
+	}
+	total := 0
+	res, err := joinFolders(ctx, imgs, masks, func(img, _ string) bool {
+		if s.Owns(img) {
+			total++
+		}
+		return true
+	})
+	if err == nil {
+		err = res.err()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.pairs == 0 {
+		return nil, 0, ErrNoPairs
+	}
+	return func(yield func(datalayout.Sample, error) bool) {
+		stopped := false
+		res, err := joinFolders(ctx, imgs, masks, func(img, mask string) bool {
+			if !s.Owns(img) {
+				return true
+			}
+			stopped = !yield(datalayout.Sample{Image: imgs.Path(img), Mask: masks.Path(mask)}, nil)
+			return !stopped
+		})
+		if err == nil {
+			err = res.err() // the folders changed since the check
+		}
+		if err != nil && !stopped {
+			yield(datalayout.Sample{}, err)
+		}
+	}, total, nil
+}
