@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 )
@@ -148,7 +149,7 @@ func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
 	var m *onnx.Model
 	var err error
 	if p.checkpoint {
-		m, _, err = loadCheckpoint(p.source, p.base)
+		m, _, err = resolve.LoadCheckpoint(p.source, p.base)
 	} else {
 		m, err = onnx.Load(p.source)
 	}
@@ -173,7 +174,7 @@ func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
 	}
 	return deploy.Plan{
 		Source: p.source, Model: m, Contract: ct, Preprocess: *settings.Preprocess,
-		Overrides: finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)),
+		Overrides: resolve.Overrides(settings),
 		Settings:  side, Out: p.out,
 		Convert: deploy.Options{Precision: p.precision, Quant: p.quant, Calib: p.cal, CalibImages: p.calib, Keep: p.keep,
 			Session: sessionOptions(c)},
