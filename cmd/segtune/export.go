@@ -332,9 +332,9 @@ func imageDirError(flag string, err error) error {
 	switch {
 	case !errors.As(err, &fe):
 		return fmt.Errorf("%s: %w", flag, err)
-	case fe.Err == deploy.ErrNotFolder:
+	case errors.Is(fe.Err, deploy.ErrNotFolder):
 		return fmt.Errorf("%s %s is not a folder of images", flag, fe.Dir)
-	case fe.Err == deploy.ErrNoImages:
+	case errors.Is(fe.Err, deploy.ErrNoImages):
 		return fmt.Errorf("%s %s %w", flag, fe.Dir, fe.Err)
 	}
 	return fmt.Errorf("%s %s: %w", flag, fe.Dir, fe.Err)
