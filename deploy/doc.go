@@ -7,7 +7,10 @@
 // sample images (pixel agreement, and mean IoU of each against masks when
 // there are masks).
 //
-// Export (export.go) is the whole job: convert, check, then write.
+// Export (export.go) is the whole job: convert, check, then write. A
+// caller that starts from file names fills a Request; Prepare chooses and
+// screens its images, Prepared.Load and Prepared.Plan make Export's Plan
+// (request.go).
 //
 // Files: types.go (element types from ONNX Runtime), calibrate.go
 // (activation ranges), convert.go (precision conversion), check.go (the

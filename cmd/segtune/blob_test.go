@@ -17,6 +17,7 @@ import (
 
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/resolve"
 )
 
 // upload copies every file of the local folder dir into the bucket folder
@@ -160,7 +161,7 @@ func TestBlobSegmentAndEvalMatchLocal(t *testing.T) {
 		"--crop", "32x32", "--batch", "2", "--steps", "1", "--epochs", "1"); err != nil {
 		t.Fatalf("finetune from the bucket: %v", err)
 	}
-	mirror := remoteCacheDir(url("synth"))
+	mirror := resolve.RemoteCacheDir(url("synth"))
 	trainImgs, _ := filepath.Glob(filepath.Join(mirror, "images", "train", "*.png"))
 	if len(trainImgs) != 4 {
 		t.Errorf("the mirror holds %d training images, want 4", len(trainImgs))
@@ -216,7 +217,7 @@ func TestBlobPoisonedModelCacheIsRebuilt(t *testing.T) {
 	upload(t, filepath.Dir(model), url("models"))
 	remote := url("models/red.onnx")
 	ctx := context.Background()
-	p, err := fetchModel(ctx, remote)
+	p, err := resolve.Fetch(ctx, remote)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestBlobPoisonedModelCacheIsRebuilt(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			got, err := fetchModel(ctx, remote)
+			got, err := resolve.Fetch(ctx, remote)
 			if err == nil && got != p {
 				err = fmt.Errorf("fetched to %s, want %s", got, p)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/resolve"
 )
 
 // personPreprocess is how the shared DeepLabV3+ person model sees CamVid:
@@ -26,7 +27,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 	testassets.RequireORT(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
-	t.Setenv(sharedAssetsEnv, filepath.Dir(filepath.Dir(model)))
+	t.Setenv(resolve.SharedAssetsEnv, filepath.Dir(filepath.Dir(model)))
 	stdout, err := runCLI(t, "eval", "--model", "deeplabv3plus-person-dynamic",
 		"--images", filepath.Join(camvid, "images", "val"), "--masks", filepath.Join(camvid, "masks", "val"),
 		"--label-map", "9,10:1;11:255;*:0", "--batch", "2", "--json")

@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -27,7 +28,7 @@ func TestFinetunedRegistryModelCarriesItsSettings(t *testing.T) {
 	testassets.RequireORT(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
-	t.Setenv(sharedAssetsEnv, filepath.Dir(filepath.Dir(model)))
+	t.Setenv(resolve.SharedAssetsEnv, filepath.Dir(filepath.Dir(model)))
 	dir := t.TempDir()
 	// One training image and one held-out image, both with people.
 	link := func(split, name, to string) {
@@ -110,7 +111,7 @@ func TestFinetunedRegistryModelCarriesItsSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, part := range []string{"preprocess", "classes", "palette", "label_map"} {
-		if !strings.Contains(stdout, part) || !lineHas(stdout, part, "from "+metadataLayer) {
+		if !strings.Contains(stdout, part) || !lineHas(stdout, part, "from "+resolve.MetadataLayer) {
 			t.Errorf("info does not show %s from metadata_props:\n%s", part, stdout)
 		}
 	}
@@ -202,8 +203,8 @@ func TestModelSettingsPrecedence(t *testing.T) {
 	if err != nil || metaErr != nil {
 		t.Fatal(err, metaErr)
 	}
-	from := settingsOrigins(layers)
-	if from["classes"] != imageio.SidecarPath(model) || from["palette"] != metadataLayer {
+	from := resolve.Origins(layers)
+	if from["classes"] != imageio.SidecarPath(model) || from["palette"] != resolve.MetadataLayer {
 		t.Errorf("origins %v", from)
 	}
 }
@@ -230,7 +231,7 @@ func TestHostileMetadataIgnored(t *testing.T) {
 		if metaErr == nil || !strings.Contains(metaErr.Error(), model) || !strings.Contains(metaErr.Error(), imageio.ContractKey) {
 			t.Errorf("%s: metadata error %v; want one naming %s and %s", name, metaErr, model, imageio.ContractKey)
 		}
-		if len(layers) != 1 || layers[0].from != imageio.SidecarPath(model) {
+		if len(layers) != 1 || layers[0].From != imageio.SidecarPath(model) {
 			t.Errorf("%s: layers %+v; want the sidecar alone", name, layers)
 		}
 		stdout, err := runCLI(t, "info", model)

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/placement"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -34,18 +30,9 @@ type doctorReport struct {
 	EPDevices   []runtime.EPDevice `json:"ep_devices,omitempty"`
 	CUDAReady   bool               `json:"cuda_ready"`
 	CUDAReason  string             `json:"cuda_unavailable_because,omitempty"`
-	Model       *modelPlacement    `json:"model,omitempty"`
+	Model       *placement.Report  `json:"model,omitempty"`
 	MemoryLimit int64              `json:"memory_limit_bytes"`
 	MemoryFrom  string             `json:"memory_limit_from"`
-}
-
-// modelPlacement says where ONNX Runtime placed a model's nodes on CUDA.
-type modelPlacement struct {
-	Path      string             `json:"path"`
-	InputDims []int64            `json:"input_dims"`
-	Inference *runtime.Placement `json:"inference,omitempty"`
-	Training  *runtime.Placement `json:"training,omitempty"`
-	Errors    []string           `json:"errors,omitempty"`
 }
 
 func doctorCommand() *cli.Command {
@@ -136,129 +123,13 @@ func firstLineOf(s string) string {
 	return s
 }
 
-// placeModel runs the model's inference and training graphs once on the
-// CUDA provider with profiling and reports the placement.
-func placeModel(path, size string, cudaReady bool) *modelPlacement {
-	mp := &modelPlacement{Path: path}
-	if err := mp.place(path, size, cudaReady); err != nil {
-		mp.Errors = append(mp.Errors, err.Error())
+// placeModel reads --size and runs the model on CUDA (placement.Place).
+func placeModel(path, size string, cudaReady bool) *placement.Report {
+	var h, w int64
+	if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil && cudaReady {
+		return &placement.Report{Path: path, Errors: []string{"bad --size " + size}}
 	}
-	return mp
-}
-
-// place runs the model, and the training graph compiled from it, once on
-// CUDA at size (HxW, for its dynamic dimensions) and records where their
-// nodes ran. An error ends the check; a session that fails is recorded in
-// mp.Errors and the check goes on.
-func (mp *modelPlacement) place(path, size string, cudaReady bool) error {
-	if !cudaReady {
-		return errors.New("CUDA unavailable: placement not checked")
-	}
-	var h, w int64 = 257, 257
-	if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil {
-		return errors.New("bad --size " + size)
-	}
-	m, err := onnx.Load(path)
-	if err != nil {
-		return err
-	}
-	ins := onnx.DataInputs(m.Proto.Graph)
-	if len(ins) == 0 {
-		return errors.New("model has no input")
-	}
-	var dims []int64
-	for i, d := range ins[0].GetType().GetTensorType().GetShape().GetDim() {
-		v := d.GetDimValue()
-		if v <= 0 {
-			v = []int64{1, 3, h, w}[min(i, 3)]
-		}
-		dims = append(dims, v)
-	}
-	mp.InputDims = dims
-	dir, err := os.MkdirTemp("", "segtune-doctor")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	pl := &placer{mp: mp, dir: dir, rng: rand.New(rand.NewPCG(1, 2)), dims: dims}
-	mp.Inference = pl.run("inference", data, nil)
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{ins[0].GetName(): dims}})
-	if err != nil {
-		return fmt.Errorf("training graph: %w", err)
-	}
-	tdata, err := gs.Training.Marshal()
-	if err != nil {
-		return fmt.Errorf("training graph: %w", err)
-	}
-	params := map[string]*runtime.Tensor{}
-	for _, p := range gs.Params {
-		if v, err := onnx.Float32s(p); err == nil {
-			params[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
-		}
-	}
-	mp.Training = pl.run("training", tdata, params)
-	return nil
-}
-
-// placer runs graphs on CUDA with ORT's profiler on, feeding them random
-// images of dims.
-type placer struct {
-	mp   *modelPlacement
-	dir  string
-	rng  *rand.Rand
-	dims []int64
-}
-
-// run runs model once and reads where its nodes ran from the profile;
-// params feed the training graph's parameters, a zero target and a unit
-// loss scale its other inputs.
-func (pl *placer) run(name string, model []byte, params map[string]*runtime.Tensor) *runtime.Placement {
-	prefix := filepath.Join(pl.dir, name)
-	s, err := runtime.NewSession(model, runtime.Options{Device: runtime.DeviceCUDA, Log: io.Discard,
-		Tuning: runtime.Tuning{ProfilePrefix: prefix}})
-	if err != nil {
-		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
-		return nil
-	}
-	if s.Device != runtime.DeviceCUDA {
-		s.Close()
-		pl.mp.Errors = append(pl.mp.Errors, name+": the session fell back to the CPU")
-		return nil
-	}
-	_, err = s.Run(pl.feed(s, params)...)
-	s.Close()
-	if err != nil {
-		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
-		return nil
-	}
-	p, err := runtime.ProfilePlacement(prefix)
-	if err != nil {
-		pl.mp.Errors = append(pl.mp.Errors, name+": "+err.Error())
-	}
-	return p
-}
-
-func (pl *placer) feed(s *runtime.Session, params map[string]*runtime.Tensor) []*runtime.Tensor {
-	dims := pl.dims
-	var out []*runtime.Tensor
-	for _, x := range s.Inputs {
-		switch {
-		case x.Name == grad.TargetName && params != nil:
-			v := make([]int64, dims[0]*dims[2]*dims[3])
-			out = append(out, runtime.NewInt64([]int64{dims[0], dims[2], dims[3]}, v))
-		case params[x.Name] != nil:
-			out = append(out, params[x.Name])
-		case x.Name == grad.LossScaleName && params != nil:
-			out = append(out, runtime.NewFloat32([]int64{1}, []float32{1}))
-		default:
-			out = append(out, runtime.NewRandomNormal(pl.rng, dims...))
-		}
-	}
-	return out
+	return placement.Place(path, h, w, cudaReady)
 }
 
 func (r *doctorReport) writeText(w io.Writer) {

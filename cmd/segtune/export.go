@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
-	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
@@ -67,33 +67,6 @@ func exportCommand() *cli.Command {
 	}
 }
 
-// defaultMinAgreement is the pixel agreement an export must reach unless
-// --min-agreement says otherwise: the same graph in fp32 must agree with
-// itself; fp16 is the acceptance level; 8-bit models of the
-// shared person model agree on 99.8 % of CamVid's pixels, 95 % leaves
-// room for harder models while catching a broken calibration.
-var defaultMinAgreement = map[deploy.Precision]float64{deploy.FP32: 0.999, deploy.FP16: 0.99, deploy.INT8: 0.95}
-
-// exportPlan is what runExport checks before any work.
-type exportPlan struct {
-	source     string // the checkpoint or model exported
-	checkpoint bool
-	base       string // --model with --checkpoint
-	out        string
-	precision  deploy.Precision
-	calib      []string
-	calibSet   *deploy.ImageSet
-	checks     []string
-	masks      map[string]string
-	// maskPalette reads --check-masks that are RGB colour masks.
-	maskPalette imageio.Palette
-	checkFrom   string
-	quant       quantize.Options
-	cal         quantize.CalibOptions
-	keep        []string
-	minAgree    float64
-}
-
 func runExport(c *cli.Context) error {
 	p, err := planExport(c)
 	if err != nil {
@@ -106,7 +79,7 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bar := progress(c, len(p.calib), "calibrate")
+	bar := progress(c, len(p.Calibration), "calibrate")
 	job.Convert.Progress = func(done, _ int) { bar.Set(done) }
 	exp, err := deploy.Export(job)
 	bar.Finish()
@@ -143,24 +116,15 @@ func runExport(c *cli.Context) error {
 	return nil
 }
 
-// exportJob loads the float model (a checkpoint's network in its base
-// graph, or the model) with the settings it is fed and checked with.
-func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
-	var m *onnx.Model
-	var err error
-	if p.checkpoint {
-		m, _, err = loadCheckpoint(p.source, p.base)
-	} else {
-		m, err = onnx.Load(p.source)
-	}
+// exportJob loads the float model and reads the settings it is fed and
+// checked with (its own, the preprocessing flags, --class-names,
+// --label-map and --ignore) into the export's plan.
+func exportJob(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
+	m, err := p.Load()
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	settings, err := modelSettings(c, p.source)
-	if err != nil {
-		return deploy.Plan{}, err
-	}
-	ct, err := readContract(p.source, m, settings)
+	settings, err := modelSettings(c, p.Source)
 	if err != nil {
 		return deploy.Plan{}, err
 	}
@@ -168,20 +132,9 @@ func exportJob(c *cli.Context, p *exportPlan) (deploy.Plan, error) {
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	ignore := c.Int("ignore")
-	if side.IgnoreLabel != nil {
-		ignore = *side.IgnoreLabel
-	}
-	return deploy.Plan{
-		Source: p.source, Model: m, Contract: ct, Preprocess: *settings.Preprocess,
-		Overrides: finetune.ContractOverrides(preprocessOf(settings), outputOf(settings)),
-		Settings:  side, Out: p.out,
-		Convert: deploy.Options{Precision: p.precision, Quant: p.quant, Calib: p.cal, CalibImages: p.calib, Keep: p.keep,
-			Session: sessionOptions(c)},
-		Check: deploy.CheckOptions{Images: p.checks, Source: p.checkFrom, Masks: p.masks, LabelMap: side.LabelMap, MaskPalette: p.maskPalette,
-			Ignore: ignore, Names: side.Classes, Calibration: p.calibSet},
-		MinAgreement: p.minAgree,
-	}, nil
+	plan, err := p.Plan(m, settings, side, c.Int("ignore"))
+	plan.Convert.Session = sessionOptions(c)
+	return plan, err
 }
 
 // exportSettings returns the settings an export writes beside and into
@@ -210,14 +163,47 @@ func exportSettings(c *cli.Context, settings imageio.Sidecar) (imageio.Sidecar, 
 	return s, nil
 }
 
-// planExport reads and checks export's flags and files before any work:
-// every mistake is reported naming its flag.
-func planExport(c *cli.Context) (*exportPlan, error) {
-	p := &exportPlan{out: c.String("out")}
+// planExport reads export's flags into a deploy request and prepares it
+// (deploy.Prepare) before any work: every mistake is reported naming its
+// flag.
+func planExport(c *cli.Context) (*deploy.Prepared, error) {
+	r, err := exportRequest(c)
+	if err != nil {
+		return nil, err
+	}
+	if r.Precision == deploy.INT8 {
+		if err := calibrationRequest(c, r); err != nil {
+			return nil, err
+		}
+	}
+	if r.Precision == deploy.FP16 && r.CheckImages == "" {
+		return nil, fmt.Errorf("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
+	}
+	p, err := deploy.Prepare(*r)
+	if err != nil {
+		return nil, requestFlagError(c, err)
+	}
+	if p.Warning != "" {
+		notef(c, "segtune: warning: %s", p.Warning)
+	}
+	if err := guardExportOutput(c, r); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// int8Only are export's flags for --precision int8 alone.
+var int8Only = []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range",
+	"quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images", "format", "split"}
+
+// exportRequest reads the model, output, precision and check flags.
+func exportRequest(c *cli.Context) (*deploy.Request, error) {
+	r := &deploy.Request{Out: c.String("out"), CheckImages: c.String("check-images"), CheckMasks: c.String("check-masks"),
+		CheckCount: c.Int("check-count")}
 	ck, model := c.String("checkpoint"), c.String("model")
 	switch {
 	case ck != "":
-		p.source, p.checkpoint, p.base = ck, true, model
+		r.Source, r.Checkpoint, r.Base = ck, true, model
 		if !isCheckpoint(ck) {
 			f, _, err := regfile.Open(ck) // a FIFO or device is refused unopened
 			if err != nil {
@@ -227,69 +213,57 @@ func planExport(c *cli.Context) (*exportPlan, error) {
 			return nil, fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", ck)
 		}
 	case model != "":
-		p.source = model
-		if isCheckpoint(model) {
-			p.checkpoint = true
-		}
+		r.Source, r.Checkpoint = model, isCheckpoint(model)
 	default:
 		return nil, cli.Exit("segtune export: give --checkpoint C or --model M (the model to export)", 2)
 	}
 	var err error
-	if p.precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
+	if r.Precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
 		return nil, fmt.Errorf("--precision: %w", err)
 	}
-	int8Only := []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range", "quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images", "format", "split"}
-	if p.precision != deploy.INT8 {
-		for _, f := range int8Only {
-			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s is for --precision int8 (this export is %s)", f, p.precision)
-			}
-		}
+	if err := checkPrecisionFlags(c, r.Precision); err != nil {
+		return nil, err
 	}
-	if c.IsSet("keep-float") && p.precision == deploy.FP32 {
-		return nil, fmt.Errorf("--keep-float is for --precision fp16 or int8")
-	}
-	if c.IsSet("check-masks") && !c.IsSet("check-images") {
-		return nil, fmt.Errorf("--check-masks needs --check-images (the images the masks belong to)")
-	}
-	if c.IsSet("mask-palette") && !c.IsSet("check-masks") {
-		return nil, fmt.Errorf("--mask-palette is for reading --check-masks")
-	}
-	if p.maskPalette, _, err = maskPalette(c); err != nil {
+	if r.MaskPalette, _, err = maskPalette(c); err != nil {
 		return nil, err
 	}
 	for _, item := range strings.Split(c.String("keep-float"), ",") {
 		if item = strings.TrimSpace(item); item != "" {
-			p.keep = append(p.keep, item)
+			r.Keep = append(r.Keep, item)
 		}
 	}
-	if p.precision == deploy.INT8 {
-		if err := planCalibration(c, p); err != nil {
-			return nil, err
-		}
-	}
-	if dir := c.String("check-images"); dir != "" {
-		if err := planCheckImages(c, p, dir); err != nil {
-			return nil, err
-		}
-	}
-	if p.precision == deploy.FP16 && len(p.checks) == 0 {
-		return nil, fmt.Errorf("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
-	}
-	p.minAgree = defaultMinAgreement[p.precision]
+	r.MinAgreement = deploy.DefaultMinAgreement[r.Precision]
 	if c.IsSet("min-agreement") {
-		p.minAgree = c.Float64("min-agreement")
+		r.MinAgreement = c.Float64("min-agreement")
 	}
-	if err := guardExportOutput(c, p); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return r, nil
 }
 
-// planCalibration reads int8's calibration flags into p: the images
-// ranges are measured on (screened for too few distinct or blank ones),
-// those held out to check on, and the quantizer's settings.
-func planCalibration(c *cli.Context, p *exportPlan) error {
+// checkPrecisionFlags refuses flags given without the precision or the
+// other flag they are for.
+func checkPrecisionFlags(c *cli.Context, precision deploy.Precision) error {
+	if precision != deploy.INT8 {
+		for _, f := range int8Only {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s is for --precision int8 (this export is %s)", f, precision)
+			}
+		}
+	}
+	if c.IsSet("keep-float") && precision == deploy.FP32 {
+		return fmt.Errorf("--keep-float is for --precision fp16 or int8")
+	}
+	if c.IsSet("check-masks") && !c.IsSet("check-images") {
+		return fmt.Errorf("--check-masks needs --check-images (the images the masks belong to)")
+	}
+	if c.IsSet("mask-palette") && !c.IsSet("check-masks") {
+		return fmt.Errorf("--mask-palette is for reading --check-masks")
+	}
+	return nil
+}
+
+// calibrationRequest reads int8's calibration flags into r: the images
+// of --calibrate DIR and the quantizer's settings.
+func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 	dir := c.String("calibrate")
 	if dir == "" {
 		return fmt.Errorf("--precision int8 needs --calibrate DIR: a folder of images like those the model will segment, to measure its activations' ranges on")
@@ -298,27 +272,12 @@ func planCalibration(c *cli.Context, p *exportPlan) error {
 	if err != nil {
 		return err
 	}
-	minImages := c.Int("calibrate-min-images")
-	if minImages < 0 {
-		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", minImages), 2)
+	r.CalibrationDir, r.CalibrationImages, r.CalibrationCount = dir, imgs, c.Int("calibrate-count")
+	if r.MinCalibration = c.Int("calibrate-min-images"); r.MinCalibration < 0 {
+		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", r.MinCalibration), 2)
 	}
-	if n := c.Int("calibrate-count"); n > 0 && n < minImages {
-		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, minImages)
-	}
-	heldOut := false
-	if c.IsSet("check-images") {
-		p.calib = deploy.Sample(imgs, c.Int("calibrate-count"))
-	} else {
-		p.calib, p.checks, heldOut = deploy.HoldOut(imgs, c.Int("calibrate-count"), c.Int("check-count"), minImages)
-	}
-	if p.calibSet, err = deploy.ScreenImages(p.calib, imageio.Decoder{}); err != nil {
-		return fmt.Errorf("--calibrate: %w", err)
-	}
-	if err := p.calibSet.CheckCalibration(minImages); err != nil {
-		return fmt.Errorf("--calibrate %s: %w (--calibrate-min-images sets the bar)", dir, err)
-	}
-	if w := p.calibSet.NearConstantWarning(); w != "" {
-		notef(c, "segtune: warning: %s", w)
+	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
+		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, r.MinCalibration)
 	}
 	method, err := quantize.ParseMethod(c.String("calibrate-method"))
 	if err != nil {
@@ -331,117 +290,93 @@ func planCalibration(c *cli.Context, p *exportPlan) error {
 	if err != nil {
 		return fmt.Errorf("--activation-type: %w", err)
 	}
-	p.cal = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
-	p.quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
-		Keep: p.keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
-	p.checkFrom = "calibration images from " + dir
-	if heldOut {
-		p.checkFrom = "images of " + dir + " held out from calibration"
-	}
+	r.Calib = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
+	r.Quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
+		Keep: r.Keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
 	return nil
 }
 
-// planCheckImages reads --check-images DIR (and --check-masks) into p.
-func planCheckImages(c *cli.Context, p *exportPlan, dir string) error {
-	imgs, err := listImageDir(dir, "--check-images")
-	if err != nil {
+// requestFlagError names the flags of a deploy.RequestError.
+func requestFlagError(c *cli.Context, err error) error {
+	var re *deploy.RequestError
+	if !errors.As(err, &re) {
 		return err
 	}
-	p.checkFrom = dir
-	if mdir := c.String("check-masks"); mdir != "" {
-		pairing, err := imageio.PairDataset(dir, mdir)
-		if err != nil {
-			return fmt.Errorf("--check-images/--check-masks: %w", err)
-		}
-		if err := pairing.Err(); err != nil {
-			return fmt.Errorf("--check-images %s / --check-masks %s: %w", dir, mdir, err)
-		}
-		p.masks = map[string]string{}
-		imgs = imgs[:0]
-		for _, pr := range pairing.Pairs {
-			imgs = append(imgs, pr.Image)
-			p.masks[pr.Image] = pr.Mask
-		}
-		p.checkFrom = fmt.Sprintf("%s with masks from %s", dir, mdir)
+	switch re.Field {
+	case "CalibrationImages":
+		return renamed(err, re.Error(), "--calibrate: "+re.Err.Error())
+	case "MinCalibration":
+		return renamed(err, re.Error(), fmt.Sprintf("--calibrate %s: %v (--calibrate-min-images sets the bar)", re.Path, re.Err))
+	case "CheckImages":
+		return renamed(err, re.Error(), imageDirError("--check-images", re.Err).Error())
+	case "CheckMasks":
+		return renamed(err, re.Error(), "--check-images/--check-masks: "+re.Err.Error())
+	case "CheckPairs":
+		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", c.String("check-images"), c.String("check-masks"), re.Err))
 	}
-	p.checks = deploy.Sample(imgs, c.Int("check-count"))
-	return nil
+	return err
 }
 
 // listImageDir lists the images of a folder named by flag, refusing an
-// empty or missing one.
+// empty or missing one (deploy.ListImageDir).
 func listImageDir(dir, flag string) ([]string, error) {
-	st, err := os.Stat(dir)
+	imgs, err := deploy.ListImageDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", flag, dir, err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("%s %s is not a folder of images", flag, dir)
-	}
-	imgs, err := imageio.ListImages(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	if len(imgs) == 0 {
-		return nil, fmt.Errorf("%s %s holds no images (%s)", flag, dir, strings.Join(imageio.ImageExtensions, " "))
+		return nil, imageDirError(flag, err)
 	}
 	return imgs, nil
 }
 
+// imageDirError is deploy.ListImageDir's error naming flag.
+func imageDirError(flag string, err error) error {
+	var fe *deploy.FolderError
+	switch {
+	case !errors.As(err, &fe):
+		return fmt.Errorf("%s: %w", flag, err)
+	case errors.Is(fe.Err, deploy.ErrNotFolder):
+		return fmt.Errorf("%s %s is not a folder of images", flag, fe.Dir)
+	case errors.Is(fe.Err, deploy.ErrNoImages):
+		return fmt.Errorf("%s %s %w", flag, fe.Dir, fe.Err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, fe.Dir, fe.Err)
+}
+
+// exportOutputs names export's outputs (deploy.Outputs) for its messages.
+var exportOutputs = map[string]string{"the model": "--out", "the sidecar of the model": "the sidecar of --out"}
+
 // guardExportOutput refuses outputs that would replace one of export's
-// inputs (the model, checkpoint, base model, their sidecars, the
-// --preprocess file) or something other than a regular file: the model,
-// its sidecar and its reports.
-func guardExportOutput(c *cli.Context, p *exportPlan) error {
+// inputs (deploy.Request.Inputs, and the --preprocess file) or something
+// other than a regular file.
+func guardExportOutput(c *cli.Context, r *deploy.Request) error {
 	inputs := map[string]string{}
-	addInput := func(path, what string) {
-		if path == "" {
-			return
+	for _, in := range append(r.Inputs(), deploy.File{Path: c.String("preprocess"), What: "the --preprocess file"}) {
+		if in.Path == "" {
+			continue
 		}
-		if r, err := pathguard.Resolve(path); err == nil {
-			inputs[r] = what
-		}
-	}
-	addInput(p.source, "the model being exported")
-	addInput(imageio.SidecarPath(p.source), "the exported model's sidecar")
-	addInput(p.base, "the checkpoint's base model")
-	addInput(imageio.SidecarPath(p.base), "the base model's sidecar")
-	if p.checkpoint {
-		// The base model the checkpoint names (when --model does not
-		// give another) and every checkpoint of its run: replacing them
-		// would orphan the run or lose its resume point.
-		if p.base == "" {
-			base := finetune.CheckpointBase(p.source)
-			addInput(base, "the checkpoint's base model")
-			addInput(imageio.SidecarPath(base), "the base model's sidecar")
-		}
-		ckpts, _ := filepath.Glob(filepath.Join(filepath.Dir(p.source), "*.ckpt"))
-		for _, ck := range ckpts {
-			addInput(ck, "a checkpoint of the run")
+		if p, err := pathguard.Resolve(in.Path); err == nil {
+			inputs[p] = in.What
 		}
 	}
-	addInput(c.String("preprocess"), "the --preprocess file")
-	jsonPath, textPath := deploy.ReportPaths(p.out)
-	outputs := []struct{ path, what string }{
-		{p.out, "--out"}, {imageio.SidecarPath(p.out), "the sidecar of --out"},
-		{jsonPath, "the JSON report"}, {textPath, "the text report"},
-	}
-	for _, o := range outputs {
-		r, err := pathguard.Resolve(o.path)
+	for _, o := range deploy.Outputs(r.Out) {
+		what := o.What
+		if w, ok := exportOutputs[what]; ok {
+			what = w
+		}
+		p, err := pathguard.Resolve(o.Path)
 		if err != nil {
-			return fmt.Errorf("--out %s: %w", p.out, err)
+			return fmt.Errorf("--out %s: %w", r.Out, err)
 		}
-		if what, ok := inputs[r]; ok {
-			return fmt.Errorf("--out %s: %s (%s) would replace %s; choose another output file", p.out, o.what, o.path, what)
+		if in, ok := inputs[p]; ok {
+			return fmt.Errorf("--out %s: %s (%s) would replace %s; choose another output file", r.Out, what, o.Path, in)
 		}
-		if _, err := atomicfile.Target(o.path); err != nil {
-			return fmt.Errorf("--out %s: %w", p.out, err)
+		if _, err := atomicfile.Target(o.Path); err != nil {
+			return fmt.Errorf("--out %s: %w", r.Out, err)
 		}
 	}
 	// A missing folder is made now, as segment and finetune make theirs,
 	// rather than found missing after the conversion and its check.
-	if err := os.MkdirAll(filepath.Dir(p.out), 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", p.out, err)
+	if err := os.MkdirAll(filepath.Dir(r.Out), 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", r.Out, err)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // The libraries name a setting by its field; the user reads the flag that
 // set it, with the library's reason, and the typed error stays reachable.
 func TestLibraryErrorsNameTheFlag(t *testing.T) {
-	isolateModelSearch(t, "")
+	isolateModelSearch(t)
 	out := filepath.Join(t.TempDir(), "run")
 	for _, c := range []struct{ flag, value, want string }{
 		{"--precision", "fp8", "--precision fp8: want fp32, tf32, fp16 or bf16"},

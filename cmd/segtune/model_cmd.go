@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/models/synth"
 )
 
@@ -23,7 +24,7 @@ func modelCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(w, "name\tinput\tclasses\twhere")
-					dirs := modelDirs()
+					dirs := resolve.SearchDirs()
 					for _, e := range models.Known() {
 						size := fmt.Sprintf("%dx%d", e.Height, e.Width)
 						if e.Dynamic {

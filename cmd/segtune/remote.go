@@ -67,4 +67,3 @@ func flagError(flag string, f *storage.Folder, err error) error {
 
 // baseName is the file name of an item path (a local path or a URL).
 func baseName(p string) string { return path.Base(filepath.ToSlash(p)) }
-

@@ -1,14 +1,14 @@
-package main
+package models
 
 import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
-// modelFamily names the kind of segmenter m looks like, from its operators
+// Family names the kind of segmenter m looks like, from its operators
 // alone: a guess for the reader of `segtune info`, never a branch in any
 // command. The evidence says what the guess rests on.
-func modelFamily(m *onnx.Model) (family string, evidence []string) {
+func Family(m *onnx.Model) (family string, evidence []string) {
 	g := m.Proto.GetGraph()
 	has := map[string]bool{}
 	for _, n := range g.GetNode() {

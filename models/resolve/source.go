@@ -1,4 +1,4 @@
-package main
+package resolve
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"github.com/segtune/segtune/onnx"
 )
 
-// isCheckpoint reports whether path holds a segtune checkpoint rather than
-// an ONNX model, by its magic bytes.
-func isCheckpoint(path string) bool {
+// IsCheckpoint reports whether path holds a segtune checkpoint rather
+// than an ONNX model, by its magic bytes.
+func IsCheckpoint(path string) bool {
 	f, _, err := regfile.Open(path)
 	if err != nil {
 		return false
@@ -28,20 +28,20 @@ func isCheckpoint(path string) bool {
 	return bytes.Equal(head, []byte("SEGTCKPT"))
 }
 
-// loadModel loads an ONNX model, or a checkpoint's inference model together
+// Load loads an ONNX model, or a checkpoint's inference model together
 // with the settings its run used (preprocessing, label map, classes).
-func loadModel(path string) (*onnx.Model, *imageio.Sidecar, error) {
-	if !isCheckpoint(path) {
+func Load(path string) (*onnx.Model, *imageio.Sidecar, error) {
+	if !IsCheckpoint(path) {
 		m, err := onnx.Load(path)
 		return m, nil, err
 	}
-	return loadCheckpoint(path, "")
+	return LoadCheckpoint(path, "")
 }
 
-// loadCheckpoint returns a checkpoint's inference model, built on base
+// LoadCheckpoint returns a checkpoint's inference model, built on base
 // when set (else on the base model the checkpoint records), and the
 // settings of the run that made it.
-func loadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
+func LoadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
 	ck, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -50,16 +50,16 @@ func loadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	side, err := checkpointSettings(ck, path)
+	side, err := CheckpointSettings(ck, path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return m, side, nil
 }
 
-// checkpointSettings returns the settings (preprocessing, label map,
-// classes) of the run that made a checkpoint.
-func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
+// CheckpointSettings returns the settings (preprocessing, label map,
+// classes) of the run that made a checkpoint read from path.
+func CheckpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
 	var cfg finetune.Config
 	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", path, err)
@@ -71,9 +71,9 @@ func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sideca
 	return &side, nil
 }
 
-// checkpointSizeThreshold returns the size threshold a checkpoint's run
+// CheckpointSizeThreshold returns the size threshold a checkpoint's run
 // fitted on its training set, or 0.
-func checkpointSizeThreshold(path string) float64 {
+func CheckpointSizeThreshold(path string) float64 {
 	ck, err := checkpoint.Load(path)
 	if err != nil {
 		return 0

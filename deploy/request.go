@@ -1,0 +1,290 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/quantize"
+)
+
+// DefaultMinAgreement is the pixel agreement an export must reach unless
+// its Request says otherwise: the same graph in fp32 must agree with
+// itself; fp16 at 99 %; 8-bit models of the shared person model agree on
+// 99.8 % of CamVid's pixels, 95 % leaves room for harder models while
+// catching a broken calibration.
+var DefaultMinAgreement = map[Precision]float64{FP32: 0.999, FP16: 0.99, INT8: 0.95}
+
+// Request is an export as its caller asks for it, before any file is
+// read: what is exported, where to, at which precision, and the images
+// it is calibrated and checked on. Prepare reads and checks its files.
+type Request struct {
+	// Source is the model or checkpoint exported (Checkpoint says which);
+	// Base, with a checkpoint, is its base model if it moved since
+	// training.
+	Source     string
+	Checkpoint bool
+	Base       string
+	// Out is the ONNX file written.
+	Out       string
+	Precision Precision
+	// CalibrationImages (int8) are the images of CalibrationDir that
+	// activation ranges may be measured on: CalibrationCount of them
+	// (0: all), spread over the list, of which at least MinCalibration
+	// distinct, not near-constant ones. Calib and Quant configure the
+	// quantizer.
+	CalibrationDir    string
+	CalibrationImages []string
+	CalibrationCount  int
+	MinCalibration    int
+	Calib             quantize.CalibOptions
+	Quant             quantize.Options
+	// Keep names op types, nodes or tensors left in float32 (fp16, int8).
+	Keep []string
+	// CheckImages is a folder of images the exported model is compared
+	// with the float model on, CheckMasks their masks (read with
+	// MaskPalette when they are colour masks). Without it an int8 export
+	// holds calibration images out to check on. CheckCount images are
+	// used (0: all).
+	CheckImages, CheckMasks string
+	CheckCount              int
+	MaskPalette             imageio.Palette
+	// MinAgreement is the pixel agreement the export must reach.
+	MinAgreement float64
+}
+
+// Prepared is a Request whose images are chosen and screened.
+type Prepared struct {
+	Request
+	// Calibration are the images ranges are measured on; Checks those the
+	// export is compared on, with their masks when Request has masks.
+	Calibration []string
+	Checks      []string
+	Masks       map[string]string
+	// Warning names calibration images that look blank ("" when none
+	// does).
+	Warning   string
+	calibSet  *ImageSet
+	checkFrom string
+}
+
+// RequestError is a file or folder of a Request that cannot be used.
+// Field names the Request's field: CalibrationImages (an image that
+// cannot be read), MinCalibration (too few usable images), CheckImages,
+// CheckMasks (the folders cannot be paired) or CheckPairs (images
+// without masks or masks without images).
+type RequestError struct {
+	Field string
+	Path  string
+	Err   error
+}
+
+func (e *RequestError) Error() string {
+	if e.Path == "" {
+		return e.Field + ": " + e.Err.Error()
+	}
+	return e.Field + " " + e.Path + ": " + e.Err.Error()
+}
+
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// Prepare chooses and screens the images r calibrates and checks on. An
+// fp16 export needs check images; an int8 export needs calibration
+// images.
+func Prepare(r Request) (*Prepared, error) {
+	p := &Prepared{Request: r}
+	if r.Precision == INT8 {
+		if err := p.prepareCalibration(); err != nil {
+			return nil, err
+		}
+	}
+	if r.CheckImages != "" {
+		if err := p.prepareChecks(); err != nil {
+			return nil, err
+		}
+	}
+	if r.Precision == FP16 && len(p.Checks) == 0 {
+		return nil, errors.New("an fp16 export needs check images: images to compare the float16 model's predictions with the float model's on")
+	}
+	return p, nil
+}
+
+// prepareCalibration picks the images ranges are measured on (screened
+// for too few distinct or blank ones) and, without check images, those
+// held out to check on.
+func (p *Prepared) prepareCalibration() error {
+	r := p.Request
+	if len(r.CalibrationImages) == 0 {
+		return errors.New("an int8 export needs calibration images like those the model will segment, to measure its activations' ranges on")
+	}
+	heldOut := false
+	if r.CheckImages != "" {
+		p.Calibration = Sample(r.CalibrationImages, r.CalibrationCount)
+	} else {
+		p.Calibration, p.Checks, heldOut = HoldOut(r.CalibrationImages, r.CalibrationCount, r.CheckCount, r.MinCalibration)
+	}
+	var err error
+	if p.calibSet, err = ScreenImages(p.Calibration, imageio.Decoder{}); err != nil {
+		return &RequestError{Field: "CalibrationImages", Err: err}
+	}
+	if err := p.calibSet.CheckCalibration(r.MinCalibration); err != nil {
+		return &RequestError{Field: "MinCalibration", Path: r.CalibrationDir, Err: err}
+	}
+	p.Warning = p.calibSet.NearConstantWarning()
+	p.checkFrom = "calibration images from " + r.CalibrationDir
+	if heldOut {
+		p.checkFrom = "images of " + r.CalibrationDir + " held out from calibration"
+	}
+	return nil
+}
+
+// prepareChecks lists the check images, paired with their masks.
+func (p *Prepared) prepareChecks() error {
+	dir, mdir := p.CheckImages, p.CheckMasks
+	imgs, err := ListImageDir(dir)
+	if err != nil {
+		return &RequestError{Field: "CheckImages", Path: dir, Err: err}
+	}
+	p.checkFrom = dir
+	if mdir != "" {
+		pairing, err := imageio.PairDataset(dir, mdir)
+		if err != nil {
+			return &RequestError{Field: "CheckMasks", Path: mdir, Err: err}
+		}
+		if err := pairing.Err(); err != nil {
+			return &RequestError{Field: "CheckPairs", Path: dir + " / " + mdir, Err: err}
+		}
+		p.Masks = map[string]string{}
+		imgs = imgs[:0]
+		for _, pr := range pairing.Pairs {
+			imgs = append(imgs, pr.Image)
+			p.Masks[pr.Image] = pr.Mask
+		}
+		p.checkFrom = fmt.Sprintf("%s with masks from %s", dir, mdir)
+	}
+	p.Checks = Sample(imgs, p.CheckCount)
+	return nil
+}
+
+// ErrNotFolder and ErrNoImages are why ListImageDir refuses a folder.
+var (
+	ErrNotFolder = errors.New("not a folder of images")
+	ErrNoImages  = fmt.Errorf("holds no images (%s)", strings.Join(imageio.ImageExtensions, " "))
+)
+
+// FolderError is a folder of images that cannot be used: missing,
+// not a folder (ErrNotFolder) or empty (ErrNoImages).
+type FolderError struct {
+	Dir string
+	Err error
+}
+
+func (e *FolderError) Error() string { return e.Dir + ": " + e.Err.Error() }
+func (e *FolderError) Unwrap() error { return e.Err }
+
+// ListImageDir lists the images directly in dir, refusing an empty or
+// missing folder with a *FolderError. An unreadable folder's error is
+// imageio.ListImages's.
+func ListImageDir(dir string) ([]string, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, &FolderError{Dir: dir, Err: err}
+	}
+	if !st.IsDir() {
+		return nil, &FolderError{Dir: dir, Err: ErrNotFolder}
+	}
+	imgs, err := imageio.ListImages(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(imgs) == 0 {
+		return nil, &FolderError{Dir: dir, Err: ErrNoImages}
+	}
+	return imgs, nil
+}
+
+// File is a file an export reads or writes, and what it is to the export.
+type File struct {
+	Path, What string
+}
+
+// Inputs are the files the export reads that its outputs must not
+// replace: the model or checkpoint, the base model, their sidecars and,
+// for a checkpoint, every checkpoint of its run (replacing them would
+// orphan the run or lose its resume point).
+func (r Request) Inputs() []File {
+	var in []File
+	add := func(path, what string) {
+		if path != "" {
+			in = append(in, File{path, what})
+		}
+	}
+	add(r.Source, "the model being exported")
+	add(imageio.SidecarPath(r.Source), "the exported model's sidecar")
+	add(r.Base, "the checkpoint's base model")
+	add(imageio.SidecarPath(r.Base), "the base model's sidecar")
+	if r.Checkpoint {
+		if r.Base == "" {
+			base := finetune.CheckpointBase(r.Source)
+			add(base, "the checkpoint's base model")
+			add(imageio.SidecarPath(base), "the base model's sidecar")
+		}
+		ckpts, _ := filepath.Glob(filepath.Join(filepath.Dir(r.Source), "*.ckpt"))
+		for _, ck := range ckpts {
+			add(ck, "a checkpoint of the run")
+		}
+	}
+	return in
+}
+
+// Outputs are the files an export to out may write: the model, its
+// sidecar and its reports.
+func Outputs(out string) []File {
+	jsonPath, textPath := ReportPaths(out)
+	return []File{
+		{out, "the model"}, {imageio.SidecarPath(out), "the sidecar of the model"},
+		{jsonPath, "the JSON report"}, {textPath, "the text report"},
+	}
+}
+
+// Load loads the float model: a checkpoint's network in its base graph,
+// or the model.
+func (p *Prepared) Load() (*onnx.Model, error) {
+	if p.Checkpoint {
+		m, _, err := resolve.LoadCheckpoint(p.Source, p.Base)
+		return m, err
+	}
+	return onnx.Load(p.Source)
+}
+
+// Plan returns the export's plan for m, the float model (Load): settings
+// is how the model is fed and read, written what the exported model
+// carries (settings with the caller's classes, label map and ignore
+// label), ignore the mask label checks leave out unless written sets one.
+func (p *Prepared) Plan(m *onnx.Model, settings, written imageio.Sidecar, ignore int) (Plan, error) {
+	ct, err := resolve.ReadContract(p.Source, m, settings)
+	if err != nil {
+		return Plan{}, err
+	}
+	if written.IgnoreLabel != nil {
+		ignore = *written.IgnoreLabel
+	}
+	var pre imageio.Preprocess
+	if settings.Preprocess != nil {
+		pre = *settings.Preprocess
+	}
+	return Plan{
+		Source: p.Source, Model: m, Contract: ct, Preprocess: pre,
+		Overrides: resolve.Overrides(settings), Settings: written, Out: p.Out,
+		Convert: Options{Precision: p.Precision, Quant: p.Quant, Calib: p.Calib, CalibImages: p.Calibration, Keep: p.Keep},
+		Check: CheckOptions{Images: p.Checks, Source: p.checkFrom, Masks: p.Masks, LabelMap: written.LabelMap, MaskPalette: p.MaskPalette,
+			Ignore: ignore, Names: written.Classes, Calibration: p.calibSet},
+		MinAgreement: p.MinAgreement,
+	}, nil
+}

@@ -1,0 +1,142 @@
+package deploy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// varied writes n varied images into dir and returns their paths.
+func varied(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := range n {
+		out = append(out, writeTestImage(t, filepath.Join(dir, string(rune('a'+i))+".png"), uint8(20*i), true))
+	}
+	return out
+}
+
+func TestListImageDirRefusals(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.txt")
+	os.WriteFile(file, []byte("x"), 0o644)
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	for _, c := range []struct {
+		dir  string
+		want error
+	}{
+		{filepath.Join(dir, "missing"), fs.ErrNotExist},
+		{file, ErrNotFolder},
+		{empty, ErrNoImages},
+	} {
+		_, err := ListImageDir(c.dir)
+		var fe *FolderError
+		if !errors.As(err, &fe) || fe.Dir != c.dir || !errors.Is(err, c.want) {
+			t.Errorf("ListImageDir(%s) = %v; want a *FolderError for %v", c.dir, err, c.want)
+		}
+	}
+	imgs := varied(t, filepath.Join(dir, "imgs"), 2)
+	if got, err := ListImageDir(filepath.Join(dir, "imgs")); err != nil || len(got) != 2 || got[0] != imgs[0] {
+		t.Errorf("ListImageDir = %v, %v", got, err)
+	}
+}
+
+// An int8 request without check images holds calibration images out to
+// check on; with too few usable images, or an unreadable one, it is
+// refused before any model is read, by a *RequestError naming the field.
+func TestPrepareInt8(t *testing.T) {
+	dir := t.TempDir()
+	imgs := varied(t, filepath.Join(dir, "cal"), 12)
+	r := Request{Source: "m.onnx", Out: "o.onnx", Precision: INT8, CalibrationDir: filepath.Join(dir, "cal"),
+		CalibrationImages: imgs, CalibrationCount: 8, MinCalibration: 4, CheckCount: 4}
+	p, err := Prepare(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Calibration) != 8 || len(p.Checks) != 4 || p.Masks != nil {
+		t.Errorf("calibration %d, checks %d, masks %v", len(p.Calibration), len(p.Checks), p.Masks)
+	}
+	for _, c := range p.Checks {
+		for _, k := range p.Calibration {
+			if c == k {
+				t.Errorf("%s both calibrates and checks", c)
+			}
+		}
+	}
+	few := r
+	few.MinCalibration = 20
+	var re *RequestError
+	if _, err := Prepare(few); !errors.As(err, &re) || re.Field != "MinCalibration" || re.Path != r.CalibrationDir {
+		t.Errorf("too few images: %v", err)
+	}
+	bad := r
+	bad.CalibrationImages = nil
+	for range imgs {
+		bad.CalibrationImages = append(bad.CalibrationImages, filepath.Join(dir, "missing.png"))
+	}
+	if _, err := Prepare(bad); !errors.As(err, &re) || re.Field != "CalibrationImages" || !strings.Contains(err.Error(), "missing.png") {
+		t.Errorf("a missing image: %v", err)
+	}
+	none := r
+	none.CalibrationImages = nil
+	if _, err := Prepare(none); err == nil {
+		t.Error("an int8 request without calibration images was prepared")
+	}
+}
+
+// Check images are paired with their masks; an image without a mask is
+// refused.
+func TestPrepareChecks(t *testing.T) {
+	dir := t.TempDir()
+	imgs := varied(t, filepath.Join(dir, "images"), 3)
+	masks := varied(t, filepath.Join(dir, "masks"), 2)
+	r := Request{Source: "m.onnx", Out: "o.onnx", Precision: FP16, CheckImages: filepath.Join(dir, "images")}
+	p, err := Prepare(r)
+	if err != nil || len(p.Checks) != 3 {
+		t.Fatalf("%v, checks %v", err, p)
+	}
+	r.CheckMasks = filepath.Join(dir, "masks")
+	var re *RequestError
+	if _, err := Prepare(r); !errors.As(err, &re) || re.Field != "CheckPairs" || !strings.Contains(err.Error(), imgs[2]) {
+		t.Errorf("an image without a mask: %v", err)
+	}
+	os.Remove(imgs[2])
+	p, err = Prepare(r)
+	if err != nil || len(p.Checks) != 2 || p.Masks[imgs[0]] != masks[0] {
+		t.Errorf("paired: %v %+v", err, p)
+	}
+	r.CheckImages, r.CheckMasks = "", ""
+	if _, err := Prepare(r); err == nil {
+		t.Error("an fp16 request without check images was prepared")
+	}
+}
+
+// A checkpoint's export must not replace its base model or any
+// checkpoint of its run.
+func TestRequestInputs(t *testing.T) {
+	run := t.TempDir()
+	for _, f := range []string{"best.ckpt", "last.ckpt"} {
+		os.WriteFile(filepath.Join(run, f), []byte("x"), 0o644)
+	}
+	r := Request{Source: filepath.Join(run, "best.ckpt"), Checkpoint: true, Base: "base.onnx"}
+	got := map[string]string{}
+	for _, f := range r.Inputs() {
+		got[f.Path] = f.What
+	}
+	for _, want := range []string{r.Source, filepath.Join(run, "last.ckpt"), "base.onnx", "base.segtune.json"} {
+		if got[want] == "" {
+			t.Errorf("inputs %v lack %s", got, want)
+		}
+	}
+	outs := Outputs("dir/m.onnx")
+	if len(outs) != 4 || outs[0].Path != "dir/m.onnx" || outs[1].Path != "dir/m.segtune.json" {
+		t.Errorf("outputs %v", outs)
+	}
+}

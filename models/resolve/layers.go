@@ -1,0 +1,82 @@
+package resolve
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/models"
+)
+
+// Layer is one source of a model's settings: what it says and where it
+// was read.
+type Layer struct {
+	From     string
+	Settings imageio.Sidecar
+	// Known is the registry's entry, for the registry's layer.
+	Known *models.Entry
+}
+
+// MetadataLayer names the settings a model file carries in itself.
+const MetadataLayer = "metadata_props " + imageio.ContractKey
+
+// Layers reads the settings a model file brings with it, lowest
+// precedence first: the registry's, when the file's SHA-256 is a known
+// model's (wherever it lives and whatever it is called); those the file
+// carries in its metadata_props (imageio.ContractKey); its sidecar
+// MODEL.segtune.json. Unusable metadata is not a layer: it comes back as
+// metaErr for the caller to report, so that the sidecar, flags or a new
+// export can still take its place. A missing file, or one that is not a
+// regular file, has no layers (opening the model reports it).
+func Layers(modelPath string) (layers []Layer, metaErr error, err error) {
+	e, known, err := models.Recognize(modelPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	if known {
+		layers = append(layers, Layer{From: "registry (" + e.Name + ")", Settings: e.Sidecar(), Known: &e})
+	}
+	meta, found, err := models.EmbeddedSettings(modelPath)
+	switch {
+	case found:
+		layers = append(layers, Layer{From: MetadataLayer, Settings: *meta})
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, regfile.ErrNotRegular):
+		metaErr = err
+	}
+	side, found, err := imageio.LoadModelSidecar(modelPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if found {
+		layers = append(layers, Layer{From: imageio.SidecarPath(modelPath), Settings: *side})
+	}
+	return layers, metaErr, nil
+}
+
+// Merge merges settings layers, later ones taking precedence.
+func Merge(layers []Layer) imageio.Sidecar {
+	s := imageio.Sidecar{Version: imageio.SidecarVersion}
+	for _, l := range layers {
+		s = s.Merge(l.Settings)
+	}
+	return s
+}
+
+// Origins names, for each part of the merged settings, the layer it comes
+// from (the last that sets it); a part no layer sets is absent.
+func Origins(layers []Layer) map[string]string {
+	out := map[string]string{}
+	for _, l := range layers {
+		s := l.Settings
+		for part, set := range map[string]bool{
+			"preprocess": s.Preprocess != nil, "classes": s.Classes != nil, "palette": s.Palette != nil,
+			"label_map": s.LabelMap != nil, "ignore_label": s.IgnoreLabel != nil, "output": s.Output != nil,
+		} {
+			if set {
+				out[part] = l.From
+			}
+		}
+	}
+	return out
+}
