@@ -75,7 +75,7 @@ func runDemo(c *cli.Context) error {
 	// 3. Two fine-tunes, identical but for the regularizer.
 	base := demoConfig(c, modelPath, dataDir, sc, entry)
 	reg := base
-	reg.Regularizer = defaultRegularizer(c.Float64("alpha"))
+	reg.Regularizer = finetune.DefaultRegularizer(c.Float64("alpha"))
 	runs := []struct {
 		name string
 		cfg  finetune.Config
