@@ -145,8 +145,8 @@ func runDataConvert(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 		}
 		noteDataSet(c, set)
-		if set.Err() != nil {
-			return unmatchedExit(set)
+		if err := set.Err(); err != nil {
+			return dataExit(err)
 		}
 		sets = append(sets, set)
 	}

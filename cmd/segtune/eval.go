@@ -232,7 +232,7 @@ func evalRun(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, sett
 		Classes: classes, Ignore: ignore, ClassNames: names, Preprocess: pre,
 		SizeClasses: sizeClasses, SizeThreshold: threshold}
 	if set != nil {
-		run.Images, run.Masks = dataDescription(set), dataDescription(set)
+		run.Images, run.Masks = set.Description(), set.Description()
 	}
 	if settings.LabelMap != nil {
 		run.LabelMap = settings.LabelMap.String()
