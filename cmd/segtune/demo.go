@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/models"
@@ -102,18 +103,18 @@ func runDemo(c *cli.Context) error {
 	if err := history.PlotPNG(curves, hist, history.PlotOptions{Title: "segtune demo: baseline vs F1 size regularizer"}); err != nil {
 		return err
 	}
-	samples := filepath.Join(out, SamplesFile)
-	if err := writeSamples(c, samples, base, side.Palette, []sampleColumn{
-		{runs[0].name, filepath.Join(out, "run1", finetune.ModelFile)},
-		{runs[1].name, filepath.Join(out, "run2", finetune.ModelFile)},
-	}); err != nil {
-		return fmt.Errorf("%s: %w", samples, err)
+	sheet := filepath.Join(out, samples.File)
+	if err := samples.Write(sheet, base, side.Palette, []samples.Column{
+		{Name: runs[0].name, Model: filepath.Join(out, "run1", finetune.ModelFile)},
+		{Name: runs[1].name, Model: filepath.Join(out, "run2", finetune.ModelFile)},
+	}, predictor(c)); err != nil {
+		return fmt.Errorf("%s: %w", sheet, err)
 	}
 
 	if err := demoDeploy(c, out, dataDir, side); err != nil {
 		return err
 	}
-	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, samples, time.Since(start).Seconds())
+	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, sheet, time.Since(start).Seconds())
 	return nil
 }
 
