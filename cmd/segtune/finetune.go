@@ -13,7 +13,6 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
@@ -251,28 +250,9 @@ func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) erro
 	if err != nil {
 		return err
 	}
-	cfg.Preprocess = *settings.Preprocess
-	if p := &cfg.Preprocess; p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 && !c.IsSet("scale") && !c.IsSet("resize") && !c.IsSet("preprocess") {
-		// The model's own scale factor (the person model's 2×) is how it
-		// was used before fine-tuning. The run trains on crops at the
-		// images' scale (--scale-min/--scale-max), so it validates, and
-		// its model.onnx segments, at that scale too: validated at 2×, a
-		// CamVid person run trained at 1× scored 0.39 person IoU where
-		// it scores 0.6 at 1×.
-		notef(c, "segtune: %s scales images by %g for inference; fine-tuning trains, validates and exports at the images' own scale (--scale %g keeps the model's)", filepath.Base(model), p.ScaleFactor, p.ScaleFactor)
-		p.ScaleFactor = 1
-	}
-	if settings.Output != nil {
-		cfg.Output = *settings.Output
-	}
-	if cfg.LabelMap == "" && settings.LabelMap != nil {
-		cfg.LabelMap = settings.LabelMap.String()
-	}
-	if cfg.Network.Classes == 0 { // the base model's classes stay
-		if cfg.ClassNames == nil {
-			cfg.ClassNames = settings.Classes
-		}
-		cfg.Palette = settings.Palette
+	keep := c.IsSet("scale") || c.IsSet("resize") || c.IsSet("preprocess")
+	if f, dropped := cfg.ApplyModelSettings(settings, keep); dropped {
+		notef(c, "segtune: %s scales images by %g for inference; fine-tuning trains, validates and exports at the images' own scale (--scale %g keeps the model's)", filepath.Base(model), f, f)
 	}
 	return nil
 }
