@@ -48,6 +48,29 @@ type RegularizerConfig struct {
 	ScoreBound float64 `json:"score_bound,omitempty"`
 }
 
+// DefaultRegularizer is the regularizer of weight alpha with every other
+// setting at its default: what `segtune finetune --alpha` alone and the
+// demo run (F1 over images normalised per image, one projection an epoch,
+// a bounded score).
+func DefaultRegularizer(alpha float64) *RegularizerConfig {
+	return &RegularizerConfig{
+		Alpha: alpha, Projection: "epoch", ScoreBound: 1,
+		Dual: dual.Config{
+			Objective: "fbeta", Beta: 1, Normalization: dual.NormMean, Feasibility: dual.FeasBatch,
+			LambdaInit: 0.01, CLambda: dual.DefaultCLambda, CMu: dual.DefaultCMu,
+		},
+	}
+}
+
+// AlphaDefaults are the data settings a regularizer weight implies unless
+// asked otherwise: with a regularizer (alpha > 0), batches balanced
+// between small and large objects and whole frames as training views, so
+// that an image's size label (measured on its whole mask) is what the
+// network sees; without one, shuffled batches of random crops.
+func AlphaDefaults(alpha float64) (balanced, wholeFrame bool) {
+	return alpha > 0, alpha > 0
+}
+
 // Names of what the regularizer adds to the training graph.
 const (
 	sizeW      = "segtune/size_w"

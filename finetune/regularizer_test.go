@@ -293,3 +293,21 @@ func TestBoundedSizeHead(t *testing.T) {
 		t.Fatalf("boxed head %v, %v; want %v, -2", r.headW.Data, r.headB.Data, want)
 	}
 }
+
+// The default regularizer is one the dual optimiser accepts, and it
+// weighs what it is given.
+func TestDefaultRegularizerIsAccepted(t *testing.T) {
+	r := DefaultRegularizer(0.25)
+	if r.Alpha != 0.25 || r.Projection != "epoch" || r.Dual.Objective != "fbeta" || r.Dual.Beta != 1 {
+		t.Fatalf("DefaultRegularizer(0.25) = %+v", r)
+	}
+	if _, err := dual.New(r.Dual, []int64{0, 1, 2}, []int{0, 1, 1}); err != nil {
+		t.Fatalf("dual.New refuses the default: %v", err)
+	}
+	if b, w := AlphaDefaults(0); b || w {
+		t.Errorf("AlphaDefaults(0) = %v, %v; want plain crops without a regularizer", b, w)
+	}
+	if b, w := AlphaDefaults(0.1); !b || !w {
+		t.Errorf("AlphaDefaults(0.1) = %v, %v; want balanced whole frames", b, w)
+	}
+}

@@ -335,17 +335,13 @@ func (t *trainer) setupData(ctx context.Context) error {
 // class weights, and mixed precision.
 func (t *trainer) compile() (*grad.Graphs, error) {
 	cfg := &t.cfg
-	names, err := network.Trainable(t.base, cfg.Trainable)
+	patterns, err := TrainablePatterns(t.base, cfg.Trainable)
 	if err != nil {
 		return nil, err
 	}
 	trainModel := t.base.Clone()
 	if err := network.SetBatch(trainModel, int64(cfg.Batch)); err != nil {
 		return nil, err
-	}
-	patterns := make([]string, len(names))
-	for i, n := range names {
-		patterns[i] = "re:" + regexp.QuoteMeta(n) // exact names, whatever characters they hold
 	}
 	ignore := int64(cfg.Ignore)
 	gc := grad.Config{InputShapes: map[string][]int64{}}

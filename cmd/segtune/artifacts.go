@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -74,9 +73,9 @@ func runArtifacts(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	trainable, err := resolveTrainable(m, c.StringSlice("trainable"))
+	trainable, err := finetune.TrainablePatterns(m, c.StringSlice("trainable")...)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return cli.Exit("--trainable: "+err.Error(), 2)
 	}
 	if ign := c.Int64("classes-ignore"); ign < 0 {
 		loss.NoIgnore = true
@@ -90,7 +89,7 @@ func runArtifacts(c *cli.Context) error {
 	}
 	cfg := grad.Config{
 		Trainable:    trainable,
-		InputShapes:  map[string][]int64{in.name: in.shape},
+		InputShapes:  map[string][]int64{in.Name: in.Shape},
 		Loss:         loss,
 		ExtraOutputs: c.StringSlice("extra-output"),
 		GradInputs:   c.StringSlice("grad-input"),
@@ -113,28 +112,8 @@ func runArtifacts(c *cli.Context) error {
 		}
 	}
 	notef(c, "wrote %s: %d trainable parameter tensors (%d values), %d training nodes, batch %d at %dx%d",
-		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, in.h, in.w)
+		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, in.Height, in.Width)
 	return nil
-}
-
-// resolveTrainable resolves each --trainable spec as finetune does
-// (network.Trainable) and returns the parameters as exact-match patterns.
-func resolveTrainable(m *onnx.Model, specs []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, spec := range specs {
-		names, err := network.Trainable(m, spec)
-		if err != nil {
-			return nil, fmt.Errorf("--trainable: %w", err)
-		}
-		for _, n := range names {
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, "re:"+regexp.QuoteMeta(n))
-			}
-		}
-	}
-	return out, nil
 }
 
 // parseTrainSize reads "HxW" (or a single number for a square).
@@ -154,72 +133,31 @@ func parseTrainSize(s string) (int64, int64, error) {
 	return h, w, nil
 }
 
-// inputShape returns the training shape of an input named by --input (a
-// model that is not a one-input segmenter), NCHW or NHWC: the layout is
-// the one whose channel axis is static and at most 4 (NCHW when both are).
-func inputShape(m *onnx.Model, input string, batch, h, w int64) ([]int64, error) {
-	for _, v := range m.Graph().GetInput() {
-		if v.GetName() != input {
-			continue
-		}
-		dims := v.GetType().GetTensorType().GetShape().GetDim()
-		small := func(i int) bool { return len(dims) == 4 && dims[i].GetDimValue() > 0 && dims[i].GetDimValue() <= 4 }
-		switch {
-		case small(1) || len(dims) == 4 && dims[1].GetDimValue() > 0 && !small(3):
-			return []int64{batch, dims[1].GetDimValue(), h, w}, nil
-		case small(3):
-			return []int64{batch, h, w, dims[3].GetDimValue()}, nil
-		}
-		return nil, fmt.Errorf("input %q is not an NCHW or NHWC image tensor with a static channel count", input)
-	}
-	return nil, fmt.Errorf("the model has no input %q", input)
-}
-
-// trainInput is the image input a training graph is compiled for: its
-// name, shape, and the image size in it.
-type trainInput struct {
-	name  string
-	shape []int64
-	h, w  int64
-}
-
 // artifactsInput returns the image input the training graph is compiled
-// for, at batch and h×w: --input's, or, for a segmentation
-// model, its contract's, which also sets the loss's output, class axis and
-// kind (on the scores before a final Softmax or Sigmoid) unless flags say
-// otherwise, and the model's fixed size unless --size is given. The
-// model's settings (sidecar, metadata_props, registry) say the layouts and
-// a sigmoid head's threshold where the graph cannot.
-func artifactsInput(c *cli.Context, m *onnx.Model, batch int, h, w int64, loss *grad.Loss) (trainInput, error) {
+// for, at batch and h×w: --input's, or, for a segmentation model, its
+// contract's, which also sets the loss's output, class axis and kind
+// unless flags say otherwise, and the model's fixed size unless --size is
+// given. The model's settings (sidecar, metadata_props, registry) say the
+// layouts and a sigmoid head's threshold where the graph cannot.
+func artifactsInput(c *cli.Context, m *onnx.Model, batch int, h, w int64, loss *grad.Loss) (finetune.TrainInput, error) {
 	if in := c.String("input"); in != "" {
-		shape, err := inputShape(m, in, int64(batch), h, w)
+		ti, err := finetune.NamedInput(m, in, int64(batch), h, w)
 		if err != nil {
-			return trainInput{}, cli.Exit(err.Error(), 2)
+			return ti, cli.Exit(err.Error(), 2)
 		}
-		return trainInput{in, shape, h, w}, nil
+		return ti, nil
 	}
 	layers, metaErr, err := modelLayers(c.String("model"))
 	if err != nil {
-		return trainInput{}, err
+		return finetune.TrainInput{}, err
 	}
 	if metaErr != nil {
 		warnMetadata(metaErr)
 	}
 	ct, err := readContract(c.String("model"), m, mergeLayers(layers))
 	if err != nil {
-		return trainInput{}, cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
+		return finetune.TrainInput{}, cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
 	}
-	if ct.Height > 0 && !c.IsSet("size") {
-		h, w = ct.Height, ct.Width
-	}
-	if !c.IsSet("logits") && ct.Kind != contract.Labels {
-		loss.Output = ct.Scores
-		if !c.IsSet("class-axis") {
-			loss.ClassAxis = ct.ScoresClassAxis
-		}
-		if !c.IsSet("loss") && ct.Thresholded() {
-			loss.Kind = grad.LossSigmoidBCE
-		}
-	}
-	return trainInput{ct.Input, ct.InputLayout.Shape(batch, int(h), int(w)), h, w}, nil
+	given := finetune.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")}
+	return finetune.ContractInput(ct, batch, h, w, given, loss), nil
 }

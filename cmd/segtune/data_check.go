@@ -1,21 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
-	"github.com/segtune/segtune/internal/regfile"
 )
 
 func dataCheckCommand() *cli.Command {
@@ -41,38 +39,6 @@ func dataCheckCommand() *cli.Command {
 	}
 }
 
-// splitCheck is data check's report on one split.
-type splitCheck struct {
-	Root       string                 `json:"root"`
-	Format     string                 `json:"format"`
-	Split      string                 `json:"split,omitempty"`
-	Pairs      int                    `json:"pairs"`
-	Unmatched  []datalayout.Unmatched `json:"unmatched"`
-	Problems   []failureJSON          `json:"problems"`
-	NumClasses int                    `json:"classes"`
-	Ignore     int                    `json:"ignore"`
-	Classes    []classCheck           `json:"histogram"`
-}
-
-// classCheck is one class's pixels, images and object sizes.
-type classCheck struct {
-	Class  int    `json:"class"`
-	Name   string `json:"name,omitempty"`
-	Pixels int64  `json:"pixels"`
-	Images int    `json:"images"`
-	// Size is the distribution of the class's share of the labelled
-	// pixels of the images it is in; nil when it is in none.
-	Size *sizeSpread `json:"size,omitempty"`
-}
-
-type sizeSpread struct {
-	Min    float64 `json:"min"`
-	P10    float64 `json:"p10"`
-	Median float64 `json:"median"`
-	P90    float64 `json:"p90"`
-	Max    float64 `json:"max"`
-}
-
 func runDataCheck(c *cli.Context) error {
 	root := c.String("data")
 	dr, err := dataSplits(c, root)
@@ -85,14 +51,20 @@ func runDataCheck(c *cli.Context) error {
 	} else if dr.masks.Map != nil {
 		names = nil // they name the labels before the label map
 	}
-	var reports []splitCheck
+	var reports []data.Report
 	bad := 0
 	for _, split := range dr.splits {
-		r, err := checkSplit(c, root, datalayout.Options{Format: dr.format, Split: split}, dr.masks, names)
+		set, err := datalayout.Open(root, datalayout.Options{Format: dr.format, Split: split})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+		}
+		noteDataSet(c, set)
+		r, err := data.Check(c.Context, set, data.Config{LabelMap: dr.masks.Map, Palette: dr.masks.Palette,
+			NumClasses: c.Int("classes"), Ignore: c.Int("ignore"), ClassNames: names})
 		if err != nil {
 			return err
 		}
-		bad += len(r.Unmatched) + len(r.Problems)
+		bad += r.Bad()
 		reports = append(reports, r)
 	}
 	if c.Bool("json") {
@@ -110,62 +82,7 @@ func runDataCheck(c *cli.Context) error {
 	return nil
 }
 
-func checkSplit(c *cli.Context, root string, opt datalayout.Options, mo imageio.MaskOptions, names []string) (splitCheck, error) {
-	set, err := datalayout.Open(root, opt)
-	if err != nil {
-		return splitCheck{}, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-	}
-	noteDataSet(c, set)
-	r := splitCheck{Root: root, Format: set.Format, Split: set.Split, Unmatched: set.Unmatched,
-		Problems: []failureJSON{}, Ignore: c.Int("ignore")}
-	if r.Unmatched == nil {
-		r.Unmatched = []datalayout.Unmatched{}
-	}
-	if len(set.Samples) == 0 {
-		return r, nil
-	}
-	ds, problems, err := data.Open(c.Context, data.Config{Data: root, Format: set.Format, Split: set.Split,
-		LabelMap: mo.Map, Palette: mo.Palette, NumClasses: c.Int("classes"), Ignore: r.Ignore, ClassNames: names, SkipBad: true, CacheBytes: -1})
-	unmatched := map[string]bool{}
-	for _, u := range set.Unmatched {
-		unmatched[u.Path] = true
-	}
-	for _, p := range problems {
-		if !unmatched[p.Path] {
-			r.Problems = append(r.Problems, failureJSON{Path: p.Path, Error: p.Err.Error()})
-		}
-	}
-	if err != nil {
-		if len(r.Problems) > 0 { // every example is bad: each is named
-			return r, nil
-		}
-		return r, err
-	}
-	r.Pairs, r.NumClasses = ds.Len(), ds.NumClasses()
-	for k := range ds.NumClasses() {
-		cc := classCheck{Class: k}
-		if k < len(names) {
-			cc.Name = names[k]
-		}
-		var sizes []float64
-		for id := range ds.Len() {
-			if n := ds.ClassCounts(id)[k]; n > 0 {
-				cc.Pixels += n
-				cc.Images++
-				sizes = append(sizes, ds.Fraction(id, k))
-			}
-		}
-		if len(sizes) > 0 {
-			slices.Sort(sizes)
-			q := func(p float64) float64 { return sizes[int(p*float64(len(sizes)-1)+0.5)] }
-			cc.Size = &sizeSpread{Min: sizes[0], P10: q(0.1), Median: q(0.5), P90: q(0.9), Max: sizes[len(sizes)-1]}
-		}
-		r.Classes = append(r.Classes, cc)
-	}
-	return r, nil
-}
-
-func printSplitCheck(w io.Writer, r splitCheck) {
+func printSplitCheck(w io.Writer, r data.Report) {
 	split := ""
 	if r.Split != "" {
 		split = ", split " + r.Split
@@ -229,36 +146,33 @@ func runDataConvert(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 		}
 		noteDataSet(c, set)
-		if set.Err() != nil {
-			return unmatchedExit(set)
+		if err := set.Err(); err != nil {
+			return dataExit(err)
 		}
 		sets = append(sets, set)
 	}
+	var bar *progressbar.ProgressBar
+	converted, err := datalayout.Convert(sets, out, dr.masks, func(cs datalayout.ConvertedSplit, done, total int) {
+		if done == 0 {
+			bar = progress(c, total, "convert")
+		}
+		if done > 0 {
+			bar.Set(done)
+		}
+		if done == total {
+			bar.Finish()
+			notef(c, "segtune: wrote %d pairs to %s and %s", total, cs.ImageDir, cs.MaskDir)
+		}
+	})
+	if err != nil {
+		if bar != nil {
+			bar.Finish()
+		}
+		return err
+	}
 	total := 0
-	for _, set := range sets {
-		names, err := flatNames(set.Samples)
-		if err != nil {
-			return err
-		}
-		split := datalayout.CanonicalSplit(set.Split)
-		imgDir, maskDir := filepath.Join(out, "images", split), filepath.Join(out, "masks", split)
-		for _, d := range []string{imgDir, maskDir} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-		}
-		bar := progress(c, len(set.Samples), "convert")
-		for i, s := range set.Samples {
-			if err := convertSample(s, dr.masks, filepath.Join(imgDir, names[i]+strings.ToLower(filepath.Ext(s.Image))),
-				filepath.Join(maskDir, names[i]+".png")); err != nil {
-				bar.Finish()
-				return err
-			}
-			bar.Set(i + 1)
-		}
-		bar.Finish()
-		total += len(set.Samples)
-		notef(c, "segtune: wrote %d pairs to %s and %s", len(set.Samples), imgDir, maskDir)
+	for _, cs := range converted {
+		total += cs.Pairs
 	}
 	fmt.Printf("wrote %d image/mask pairs to %s\n", total, out)
 	return nil
@@ -278,63 +192,14 @@ func guardConvertOut(root, out string) error {
 	if pathguard.Within(ro, rr) || pathguard.Within(rr, ro) {
 		return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", out, root), 2)
 	}
-	entries, err := os.ReadDir(out)
-	if err != nil && !os.IsNotExist(err) {
+	if err := datalayout.CheckOutput(out); err != nil {
+		var ne *datalayout.NotEmptyError
+		if errors.As(err, &ne) {
+			return cli.Exit("--out "+err.Error(), 2)
+		}
 		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
 	}
-	if len(entries) > 0 {
-		return cli.Exit(fmt.Sprintf("--out %s is not empty; give a new or empty folder", out), 2)
-	}
 	return nil
-}
-
-// flatNames names the samples for one flat folder: their base names, or,
-// where those repeat, their names with "/" made "_".
-func flatNames(samples []datalayout.Sample) ([]string, error) {
-	names := make([]string, len(samples))
-	seen := map[string]bool{}
-	unique := true
-	for i, s := range samples {
-		names[i] = filepath.Base(filepath.FromSlash(s.Name))
-		if seen[names[i]] {
-			unique = false
-		}
-		seen[names[i]] = true
-	}
-	if unique {
-		return names, nil
-	}
-	clear(seen)
-	for i, s := range samples {
-		names[i] = strings.ReplaceAll(s.Name, "/", "_")
-		if seen[names[i]] {
-			return nil, fmt.Errorf("data convert: two samples would both be named %q in one folder (one is %s)", names[i], s.Image)
-		}
-		seen[names[i]] = true
-	}
-	return names, nil
-}
-
-// convertSample copies the image file as it is and writes the labels as
-// a palette PNG, both atomically.
-func convertSample(s datalayout.Sample, mo imageio.MaskOptions, imgOut, maskOut string) error {
-	m, err := s.ReadMask(mo)
-	if err != nil {
-		return err
-	}
-	labels, err := m.Uint8(nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.Mask, err)
-	}
-	f, _, err := regfile.Open(s.Image)
-	if err != nil {
-		return fmt.Errorf("data convert: %w", err)
-	}
-	defer f.Close()
-	if err := atomicfile.WriteFunc(imgOut, 0o644, func(w io.Writer) error { _, err := io.Copy(w, f); return err }); err != nil {
-		return fmt.Errorf("data convert: %w", err)
-	}
-	return imageio.WriteMaskPNG(maskOut, labels, m.Width, m.Height, nil)
 }
 
 // dataReading is how `data check` and `data convert` read a data folder.

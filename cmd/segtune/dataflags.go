@@ -52,17 +52,7 @@ func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
 	if storage.IsURL(root) {
 		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
 	}
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	if opt.Split == "" {
-		_, splits, err := datalayout.Splits(root, opt)
-		if err != nil {
-			return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-		}
-		if datalayout.HasSplit(splits, fallback) {
-			opt.Split = fallback
-		}
-	}
-	set, err := datalayout.Open(root, opt)
+	set, err := datalayout.OpenDefault(root, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, fallback)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
@@ -87,46 +77,34 @@ func noteDataSet(c *cli.Context, set *datalayout.Set) {
 // images of a split of the data set it holds (--split, default train).
 func calibrationImages(c *cli.Context, dir string) ([]string, error) {
 	files, err := imageio.ListImages(dir)
-	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && isDataLayout(dir))
+	_, notData := datalayout.Detect(dir)
+	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && notData == nil)
 	if !asData {
 		return listImageDir(dir, "--calibrate")
 	}
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	if opt.Split == "" {
-		if _, splits, err := datalayout.Splits(dir, opt); err == nil && datalayout.HasSplit(splits, "train") {
-			opt.Split = "train"
-		}
-	}
-	set, err := datalayout.Open(dir, opt)
+	set, err := datalayout.OpenDefault(dir, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, "train")
 	if err != nil {
 		return nil, fmt.Errorf("--calibrate: %w", err)
 	}
 	noteDataSet(c, set)
-	imgs := make([]string, len(set.Samples))
-	for i, s := range set.Samples {
-		imgs[i] = s.Image
-	}
-	if len(imgs) == 0 {
+	if len(set.Samples) == 0 {
 		return nil, fmt.Errorf("--calibrate %s: %s", dir, set.Summary())
 	}
-	return imgs, nil
+	return set.Images(), nil
 }
 
-// isDataLayout reports whether dir is a data folder of a known layout.
-func isDataLayout(dir string) bool {
-	_, err := datalayout.Detect(dir)
-	return err == nil
-}
-
-// unmatchedExit fails on a data set with unmatched files, naming them.
-func unmatchedExit(set *datalayout.Set) error {
-	err := set.Err()
+// dataExit is the exit for an error reading --data: 1 for unmatched
+// files (named), 2 for a folder that cannot be read as data.
+func dataExit(err error) error {
 	var ue *datalayout.UnmatchedError
 	if errors.As(err, &ue) {
 		return cli.Exit(fmt.Sprintf("--data: %v", err), 1)
 	}
-	return err
+	return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 }
+
+// unmatchedExit fails on a data set with unmatched files, naming them.
+func unmatchedExit(set *datalayout.Set) error { return dataExit(set.Err()) }
 
 // localSamples are the samples of set, or, without one, the pairs of the
 // local --images and --masks folders.
@@ -134,26 +112,7 @@ func localSamples(c *cli.Context, set *datalayout.Set) ([]datalayout.Sample, err
 	if set != nil {
 		return set.Samples, nil
 	}
-	pairing, err := imageio.PairDataset(c.String("images"), c.String("masks"))
-	if err != nil {
-		return nil, err
-	}
-	if err := pairing.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]datalayout.Sample, len(pairing.Pairs))
-	for i, p := range pairing.Pairs {
-		out[i] = datalayout.Sample{Image: p.Image, Mask: p.Mask}
-	}
-	return out, nil
-}
-
-// dataDescription names a data set's split as a run records it.
-func dataDescription(set *datalayout.Set) string {
-	if set.Split == "" {
-		return fmt.Sprintf("%s (%s)", set.Root, set.Format)
-	}
-	return fmt.Sprintf("%s (%s, split %s)", set.Root, set.Format, set.Split)
+	return datalayout.PairFolders(c.String("images"), c.String("masks"))
 }
 
 // setFlags sets flags to values, in a stable order.
@@ -171,32 +130,15 @@ func setFlags(c *cli.Context, values map[string]string) error {
 // one, the val split for validation. Unmatched files stop the run before
 // any work unless --skip-bad.
 func finetuneData(c *cli.Context, root string) (train, val finetune.DataSpec, err error) {
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	_, splits, err := datalayout.Splits(root, opt)
-	if err != nil {
-		return train, val, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-	}
-	if opt.Split == "" && datalayout.HasSplit(splits, "train") {
-		opt.Split = "train"
-	}
-	open := func(opt datalayout.Options) (finetune.DataSpec, error) {
-		set, err := datalayout.Open(root, opt)
-		if err != nil {
-			return finetune.DataSpec{}, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-		}
+	fd, err := finetune.OpenData(root, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, c.Bool("skip-bad"))
+	for _, set := range fd.Sets {
 		noteDataSet(c, set)
-		if set.Err() != nil && !c.Bool("skip-bad") {
-			return finetune.DataSpec{}, unmatchedExit(set)
-		}
-		return finetune.DataSpec{Data: root, Format: set.Format, Split: set.Split}, nil
 	}
-	if train, err = open(opt); err != nil {
-		return train, val, err
+	if err != nil {
+		return train, val, dataExit(err)
 	}
-	if !datalayout.HasSplit(splits, "val") || datalayout.HasSplit([]string{train.Split}, "val") {
+	if !fd.Val.Given() {
 		notef(c, "segtune: %s has no validation split other than the training data: training without validation", root)
-		return train, val, nil
 	}
-	val, err = open(datalayout.Options{Format: train.Format, Split: "val"})
-	return train, val, err
+	return fd.Train, fd.Val, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -318,7 +319,7 @@ func TestDataCheckNamesBadFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "5 files named above") {
 		t.Fatalf("data check: %v", err)
 	}
-	var reports []splitCheck
+	var reports []data.Report
 	if err := json.Unmarshal([]byte(stdout), &reports); err != nil || len(reports) != 1 {
 		t.Fatalf("%q: %v", stdout, err)
 	}
@@ -331,7 +332,7 @@ func TestDataCheckNamesBadFiles(t *testing.T) {
 		t.Errorf("unmatched %v", r.Unmatched)
 	}
 	for _, want := range []string{"syn_b.png", "syn_c.png: label 7", "syn_d.png is 28x16"} {
-		if !slices.ContainsFunc(r.Problems, func(p failureJSON) bool { return strings.Contains(p.Error, want) }) {
+		if !slices.ContainsFunc(r.Problems, func(p data.FileProblem) bool { return strings.Contains(p.Error, want) }) {
 			t.Errorf("no problem says %q: %v", want, r.Problems)
 		}
 	}
@@ -372,7 +373,7 @@ func TestDataCheckAllSplits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reports []splitCheck
+	var reports []data.Report
 	if err := json.Unmarshal([]byte(stdout), &reports); err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
-	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
-	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/internal/demo"
 	"github.com/segtune/segtune/models/synth"
 )
 
@@ -57,8 +56,7 @@ func runDemo(c *cli.Context) error {
 
 	// 1. The data: a new draw of the synthetic world, harder than the one
 	// the model was pretrained on.
-	sc := synth.DefaultConfig()
-	sc.Seed, sc.Train, sc.Val, sc.Camouflage, sc.Noise = 7, c.Int("train"), c.Int("val"), 0.3, 12
+	sc := demo.Data(c.Int("train"), c.Int("val"))
 	dataDir := filepath.Join(out, "data")
 	fmt.Printf("1/5 generating %d+%d synthetic images in %s\n", sc.Train, sc.Val, dataDir)
 	if _, err := synth.Generate(dataDir, sc); err != nil {
@@ -66,7 +64,7 @@ func runDemo(c *cli.Context) error {
 	}
 
 	// 2. The built-in pretrained model.
-	entry, modelPath, err := demoModel(out)
+	entry, modelPath, err := demo.WriteModel(out)
 	if err != nil {
 		return err
 	}
@@ -74,18 +72,14 @@ func runDemo(c *cli.Context) error {
 	fmt.Printf("2/5 built-in model %s: %s\n", entry.Name, modelPath)
 
 	// 3. Two fine-tunes, identical but for the regularizer.
-	base := demoConfig(c, modelPath, dataDir, sc, entry)
-	reg := base
-	reg.Regularizer = defaultRegularizer(c.Float64("alpha"))
-	runs := []struct {
-		name string
-		cfg  finetune.Config
-	}{{"baseline", base}, {fmt.Sprintf("F1 α=%g", c.Float64("alpha")), reg}}
+	base := demo.Config(modelPath, dataDir, sc, entry, c.Int("epochs"), c.Int("threads"))
+	runs := demo.Runs(base, c.Float64("alpha"))
 	var hist []history.Run
-	table := &history.Table{Header: []string{"run", "val mIoU", "small", "large", "gap", "size F1", "s/epoch", "projections"}}
+	table := &history.Table{Header: demo.TableHeader}
 	for i, r := range runs {
 		dir := filepath.Join(out, fmt.Sprintf("run%d", i+1))
-		run, row, err := demoFinetune(ctx, r.name, r.cfg, dir)
+		fmt.Printf("3/5 fine-tuning (%s) into %s\n", r.Name, dir)
+		run, row, err := demo.Finetune(ctx, r.Name, r.Config, dir, printEpoch)
 		if err != nil {
 			return err
 		}
@@ -103,60 +97,19 @@ func runDemo(c *cli.Context) error {
 	if err := history.PlotPNG(curves, hist, history.PlotOptions{Title: "segtune demo: baseline vs F1 size regularizer"}); err != nil {
 		return err
 	}
-	samples := filepath.Join(out, SamplesFile)
-	if err := writeSamples(c, samples, base, side.Palette, []sampleColumn{
-		{runs[0].name, filepath.Join(out, "run1", finetune.ModelFile)},
-		{runs[1].name, filepath.Join(out, "run2", finetune.ModelFile)},
-	}); err != nil {
-		return fmt.Errorf("%s: %w", samples, err)
+	sheet := filepath.Join(out, samples.File)
+	if err := samples.Write(sheet, base, side.Palette, []samples.Column{
+		{Name: runs[0].Name, Model: filepath.Join(out, "run1", finetune.ModelFile)},
+		{Name: runs[1].Name, Model: filepath.Join(out, "run2", finetune.ModelFile)},
+	}, predictor(c)); err != nil {
+		return fmt.Errorf("%s: %w", sheet, err)
 	}
 
 	if err := demoDeploy(c, out, dataDir, side); err != nil {
 		return err
 	}
-	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, samples, time.Since(start).Seconds())
+	fmt.Printf("\ncurves: %s   samples: %s   done in %.0fs\n", curves, sheet, time.Since(start).Seconds())
 	return nil
-}
-
-// demoFinetune runs one of the demo's fine-tunes into dir (afresh) and
-// returns its history and its row of the demo's table.
-func demoFinetune(ctx context.Context, name string, cfg finetune.Config, dir string) (history.Run, []string, error) {
-	os.RemoveAll(dir) // a demo starts afresh
-	fmt.Printf("3/5 fine-tuning (%s) into %s\n", name, dir)
-	var last finetune.EpochInfo
-	_, err := finetune.Train(ctx, cfg, dir, false, finetune.Hooks{OnEpoch: func(e finetune.EpochInfo) {
-		last = e
-		printEpoch(e)
-	}})
-	if err != nil {
-		return history.Run{}, nil, err
-	}
-	recs, err := history.Read(filepath.Join(dir, finetune.HistoryFile))
-	if err != nil {
-		return history.Run{}, nil, err
-	}
-	epochs := history.Filter(recs, history.KindEpoch)
-	e := epochs[len(epochs)-1]
-	var secs, proj float64
-	for _, x := range epochs {
-		secs += x.Seconds
-		if p, ok := x.Value("reg_projections"); ok {
-			proj += p
-		}
-	}
-	val := func(k string) string {
-		if v, ok := e.Value(k); ok {
-			return fmt.Sprintf("%.4f", v)
-		}
-		return "—"
-	}
-	miou := "—"
-	if last.Val != nil && last.Val.MeanIoU != nil {
-		miou = fmt.Sprintf("%.4f", *last.Val.MeanIoU)
-	}
-	row := []string{name, miou, val("val_miou_small"), val("val_miou_large"),
-		val("val_miou_gap"), val("size_f1_val"), fmt.Sprintf("%.1f", secs/float64(len(epochs))), fmt.Sprintf("%.0f", proj)}
-	return history.Run{Name: name, Records: recs}, row, nil
 }
 
 // demoDeploy segments the validation images with the regularised model
@@ -186,39 +139,4 @@ func demoDeploy(c *cli.Context, out, dataDir string, side imageio.Sidecar) error
 	}
 	fmt.Printf("5/5 exported the regularised model to %s\n", exported)
 	return nil
-}
-
-// demoConfig is the baseline fine-tune of the demo: the built-in model at
-// modelPath on the synthetic data of dataDir, drawn with sc.
-func demoConfig(c *cli.Context, modelPath, dataDir string, sc synth.Config, entry models.Entry) finetune.Config {
-	abs, _ := filepath.Abs(modelPath)
-	base := finetune.Config{
-		Network: finetune.NetworkSpec{BaseModel: abs},
-		Train:   finetune.DataSpec{Images: filepath.Join(dataDir, "images", "train"), Masks: filepath.Join(dataDir, "masks", "train")},
-		Val:     finetune.DataSpec{Images: filepath.Join(dataDir, "images", "val"), Masks: filepath.Join(dataDir, "masks", "val")},
-		Ignore:  255, ClassNames: synth.ClassNames, Trainable: "all",
-		Batch: 8, Height: sc.Height, Width: sc.Width, Epochs: c.Int("epochs"),
-		Optimizer: "adam", LR: 1e-3, Schedule: "poly:0.9", Seed: 1,
-		Augment:    data.Augment{ScaleMin: 0.75, ScaleMax: 1.25, Flip: true},
-		Preprocess: entry.Preprocess, Threads: c.Int("threads"),
-		// Both runs draw balanced batches of whole images, as finetune
-		// --alpha does, so that they differ only in the regularizer.
-		Balanced: true,
-	}
-	base.Augment.WholeFrame = true
-	return base
-}
-
-// demoModel writes the built-in pretrained model and its sidecar into out.
-func demoModel(out string) (models.Entry, string, error) {
-	entry, err := models.Lookup(models.SynthName)
-	if err != nil {
-		return entry, "", err
-	}
-	modelPath := filepath.Join(out, entry.File)
-	if err := atomicfile.Write(modelPath, models.SynthModel, 0o644); err != nil {
-		return entry, "", err
-	}
-	side := entry.Sidecar()
-	return entry, modelPath, side.Save(imageio.SidecarPath(modelPath))
 }

@@ -173,7 +173,7 @@ func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, se
 	o := evaluate.SetupOptions{Model: modelPath, Images: imgs.String(), Masks: masks.String(),
 		ClassNames: settings.Classes, MaskPalette: palette}
 	if set != nil {
-		o.Images, o.Masks = dataDescription(set), dataDescription(set)
+		o.Images, o.Masks = set.Description(), set.Description()
 	}
 	if c.IsSet("ignore") {
 		ignore := c.Int("ignore")

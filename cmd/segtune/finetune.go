@@ -13,13 +13,13 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 )
 
 func finetuneCommand() *cli.Command {
+	d := finetune.DefaultConfig() // the flags' defaults
 	return &cli.Command{
 		Name:  "finetune",
 		Usage: "fine-tune a segmentation model on a folder of labelled images",
@@ -50,32 +50,32 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`},
 			maskPaletteFlag,
-			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of the loss and scores"},
+			&cli.IntFlag{Name: "ignore", Value: d.Ignore, Usage: "mask label left out of the loss and scores"},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names"},
-			&cli.StringFlag{Name: "trainable", Value: "all", Usage: network.TrainableHelp},
-			&cli.IntFlag{Name: "epochs", Value: 10, Usage: "epochs to train"},
+			&cli.StringFlag{Name: "trainable", Value: d.Trainable, Usage: network.TrainableHelp},
+			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "epochs to train"},
 			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
-			&cli.IntFlag{Name: "batch", Value: 4, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
-			&cli.StringFlag{Name: "crop", Value: "320x320", Usage: "training crop HxW (the training graph's input size)"},
-			&cli.StringFlag{Name: "optimizer", Value: "adamw", Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
-			&cli.Float64Flag{Name: "lr", Value: 1e-4, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
+			&cli.IntFlag{Name: "batch", Value: d.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
+			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", d.Height, d.Width), Usage: "training crop HxW (the training graph's input size)"},
+			&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
+			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9"},
 			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01"},
-			&cli.StringFlag{Name: "schedule", Value: "poly:0.9,warmup=10%", Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)"},
-			&cli.Float64Flag{Name: "scale-min", Value: 0.5, Usage: "smallest random rescale of training images"},
-			&cli.Float64Flag{Name: "scale-max", Value: 2, Usage: "largest random rescale of training images"},
+			&cli.StringFlag{Name: "schedule", Value: d.Schedule, Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)"},
+			&cli.Float64Flag{Name: "scale-min", Value: d.Augment.ScaleMin, Usage: "smallest random rescale of training images"},
+			&cli.Float64Flag{Name: "scale-max", Value: d.Augment.ScaleMax, Usage: "largest random rescale of training images"},
 			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed for data order, augmentation and a new classifier"},
+			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "seed for data order, augmentation and a new classifier"},
 			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…"},
 			&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)"},
-			&cli.StringFlag{Name: "monitor", Value: finetune.MonitorMIoU, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)"},
+			&cli.StringFlag{Name: "monitor", Value: d.Monitor, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
-			&cli.StringFlag{Name: "resident", Value: "auto", Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
-			&cli.StringFlag{Name: "loss", Value: "ce", Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice"},
-			&cli.Float64Flag{Name: "focal-gamma", Value: 2, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
-			&cli.StringFlag{Name: "precision", Value: "tf32", Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
+			&cli.StringFlag{Name: "resident", Value: d.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
+			&cli.StringFlag{Name: "loss", Value: d.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice"},
+			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
+			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...)...),
 		Action: runFinetune,
@@ -258,28 +258,9 @@ func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) erro
 	if err != nil {
 		return err
 	}
-	cfg.Preprocess = *settings.Preprocess
-	if p := &cfg.Preprocess; p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 && !c.IsSet("scale") && !c.IsSet("resize") && !c.IsSet("preprocess") {
-		// The model's own scale factor (the person model's 2×) is how it
-		// was used before fine-tuning. The run trains on crops at the
-		// images' scale (--scale-min/--scale-max), so it validates, and
-		// its model.onnx segments, at that scale too: validated at 2×, a
-		// CamVid person run trained at 1× scored 0.39 person IoU where
-		// it scores 0.6 at 1×.
-		notef(c, "segtune: %s scales images by %g for inference; fine-tuning trains, validates and exports at the images' own scale (--scale %g keeps the model's)", filepath.Base(model), p.ScaleFactor, p.ScaleFactor)
-		p.ScaleFactor = 1
-	}
-	if settings.Output != nil {
-		cfg.Output = *settings.Output
-	}
-	if cfg.LabelMap == "" && settings.LabelMap != nil {
-		cfg.LabelMap = settings.LabelMap.String()
-	}
-	if cfg.Network.Classes == 0 { // the base model's classes stay
-		if cfg.ClassNames == nil {
-			cfg.ClassNames = settings.Classes
-		}
-		cfg.Palette = settings.Palette
+	keep := c.IsSet("scale") || c.IsSet("resize") || c.IsSet("preprocess")
+	if f, dropped := cfg.ApplyModelSettings(settings, keep); dropped {
+		notef(c, "segtune: %s scales images by %g for inference; fine-tuning trains, validates and exports at the images' own scale (--scale %g keeps the model's)", filepath.Base(model), f, f)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -60,13 +61,13 @@ func colourData(t *testing.T, dir string) (root, palImage, labelmap string, trai
 }
 
 // dataCheckJSON runs `data check --json` and returns its training split.
-func dataCheckJSON(t *testing.T, args ...string) splitCheck {
+func dataCheckJSON(t *testing.T, args ...string) data.Report {
 	t.Helper()
 	out, err := runCLI(t, append([]string{"data", "check", "--json", "--split", "train"}, args...)...)
 	if err != nil {
 		t.Fatalf("data check %v: %v", args, err)
 	}
-	var reports []splitCheck
+	var reports []data.Report
 	if err := json.Unmarshal([]byte(out), &reports); err != nil || len(reports) != 1 {
 		t.Fatalf("data check output %q: %v", out, err)
 	}

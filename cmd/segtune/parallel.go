@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	goruntime "runtime"
 	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,16 +48,12 @@ func configureRanks(c *cli.Context, w *mpi.Comm) (finetune.Config, error) {
 		return cfg, w.Agree(err, false)
 	}
 	var cfg finetune.Config
-	for turn := range w.Size() {
+	err := w.InTurn(func() error {
 		var err error
-		if turn == w.Rank() {
-			cfg, err = finetuneConfig(c)
-		}
-		if err := w.Agree(err, false); err != nil {
-			return cfg, err
-		}
-	}
-	return cfg, nil
+		cfg, err = finetuneConfig(c)
+		return err
+	})
+	return cfg, err
 }
 
 // leaveRanks ends this rank's part in the job with err, the outcome of its
@@ -114,42 +108,8 @@ func rankThreads(c *cli.Context, w *mpi.Comm, cfg *finetune.Config) {
 	if c.IsSet("threads") || w.LocalSize() < 2 {
 		return
 	}
-	mine, all := goruntime.NumCPU(), onlineCPUs()
-	threads := mine
-	if all > 0 && mine >= all { // not bound: every rank sees every core
-		threads = max(1, all/w.LocalSize())
-	}
+	threads := w.ThreadShare()
 	cfg.Threads = threads
 	cfg.Explicit = append(cfg.Explicit, "threads")
 	notef(c, "segtune: %d processes share this machine: --threads %d each (set --threads to choose)", w.LocalSize(), threads)
-}
-
-// onlineCPUs counts the machine's online CPUs (0 when unknown), whatever
-// this process's affinity.
-func onlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return 0
-	}
-	return countCPUList(strings.TrimSpace(string(b)))
-}
-
-// countCPUList counts the CPUs of a list like "0-3,8,10-11".
-func countCPUList(s string) int {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return 0
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0
-			}
-		}
-		n += b - a + 1
-	}
-	return n
 }

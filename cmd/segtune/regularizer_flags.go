@@ -11,22 +11,11 @@ import (
 	"github.com/segtune/segtune/finetune"
 )
 
-// regularizerFlags configure the size regularizer and the size groups.
-// defaultRegularizer is the regularizer --alpha alone gives (every other
-// flag at its default); the demo runs the same.
-func defaultRegularizer(alpha float64) *finetune.RegularizerConfig {
-	return &finetune.RegularizerConfig{
-		Alpha: alpha, Projection: "epoch", ScoreBound: 1,
-		Dual: dual.Config{
-			Objective: "fbeta", Beta: 1, Normalization: dual.NormMean, Feasibility: dual.FeasBatch,
-			LambdaInit: 0.01, CLambda: dual.DefaultCLambda, CMu: dual.DefaultCMu,
-		},
-	}
-}
-
+// regularizerFlags configure the size regularizer and the size groups;
+// their defaults are finetune.DefaultRegularizer's.
 func regularizerFlags() []cli.Flag {
 	const cat = "Size regularizer"
-	d := defaultRegularizer(0)
+	d := finetune.DefaultRegularizer(0)
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "alpha", Usage: "weight of the size regularizer relative to the cross entropy (0: baseline, none). With --normalization mean each training image's F1 term counts alpha times as much as its mean cross entropy: 1 weighs them equally, 0.1 gives the F1 term a tenth", Category: cat},
 		&cli.StringFlag{Name: "objective", Value: d.Dual.Objective, Usage: "fbeta (F1 with --beta 1), p@r, r@p, auc-roc or auc-pr", Category: cat},
@@ -67,10 +56,11 @@ func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 	if alpha < 0 {
 		return fmt.Errorf("--alpha %v must not be negative", alpha)
 	}
-	cfg.Balanced = c.Bool("balance") || (alpha > 0 && !c.Bool("no-balance"))
+	balanced, whole := finetune.AlphaDefaults(alpha)
+	cfg.Balanced = c.Bool("balance") || (balanced && !c.Bool("no-balance"))
 	switch v := c.String("train-view"); v {
 	case "auto":
-		cfg.Augment.WholeFrame = alpha > 0
+		cfg.Augment.WholeFrame = whole
 	case "whole", "crop":
 		cfg.Augment.WholeFrame = v == "whole"
 	default:

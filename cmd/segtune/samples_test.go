@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -42,7 +43,7 @@ func TestWriteSamples(t *testing.T) {
 	cfg := finetune.Config{Val: finetune.DataSpec{Images: imgs, Masks: masks}, Ignore: 255}
 	pal := imageio.Palette{{0, 0, 0, 255}, {250, 0, 0, 255}}
 	app := &cli.App{Flags: []cli.Flag{threadsFlag}, Action: func(c *cli.Context) error {
-		return writeSamples(c, out, cfg, pal, []sampleColumn{{"prediction", model}})
+		return samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, predictor(c))
 	}}
 	if err := app.Run([]string{"segtune"}); err != nil {
 		t.Fatal(err)
