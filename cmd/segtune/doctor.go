@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -186,7 +187,7 @@ func (mp *modelPlacement) place(path, size string, cudaReady bool) error {
 	}
 	pl := &placer{mp: mp, dir: dir, rng: rand.New(rand.NewPCG(1, 2)), dims: dims}
 	mp.Inference = pl.run("inference", data, nil)
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{ins[0].GetName(): dims}})
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{ins[0].GetName(): dims}})
 	if err != nil {
 		return fmt.Errorf("training graph: %w", err)
 	}

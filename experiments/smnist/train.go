@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -366,13 +367,13 @@ func newNetwork(cfg Config, d *Data) (net *network, eval *runtime.Session, ef *f
 		return nil, nil, nil, err
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{Threads: cfg.Threads},
 		Trainable:  []string{"fc.*", "smeasure.*"},
 		Loss:       grad.Loss{Kind: grad.LossCrossEntropy, Output: "logits", NoIgnore: true},
 		GradInputs: []string{regTerm},
 		InputShapes: map[string][]int64{
 			"input": {int64(B), Pixels}, regPos: {int64(B), 1}, regNeg: {int64(B), 1}, regEps: {1, 1},
 		},
-		Threads: cfg.Threads,
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("smnist: compiling the training graph: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -123,7 +124,7 @@ func trainingGraph(t *testing.T, half *autocast.Type, gpuForm bool) *grad.Graphs
 		minOpset = half.MinOpset()
 	}
 	in := onnx.DataInputs(m.Graph())[0].GetName()
-	gs, err := grad.Build(m, grad.Config{Trainable: params, Threads: 1, Loss: grad.Loss{Scale: true}, MinOpset: minOpset,
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{Threads: 1}, Trainable: params, Loss: grad.Loss{Scale: true}, MinOpset: minOpset,
 		InputShapes: map[string][]int64{in: {batch, 3, size, size}}, DirectConvs: gpuForm, WeightGradConv: gpuForm})
 	if err != nil {
 		t.Fatal(err)

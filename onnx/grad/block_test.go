@@ -7,10 +7,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // blockInput is the image the transformer block reads: [N, C, H, W].
@@ -102,7 +103,7 @@ func TestTransformerBlockGradients(t *testing.T) {
 			for _, p := range params {
 				exact = append(exact, "re:^"+regexp.QuoteMeta(p)+"$")
 			}
-			cfg := grad.Config{Trainable: exact, InputShapes: map[string][]int64{"x": blockInput}}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: exact, InputShapes: map[string][]int64{"x": blockInput}}
 			opt := gradcheck.Options{Directions: 4, Seed: 3}
 			if opset < 20 {
 				opt.Step = 1e-3 // Erf has no double kernel on the CPU: float32, a small step

@@ -9,7 +9,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
-	"github.com/segtune/segtune/runtime"
 )
 
 // foldLimit bounds the element count of a constant subgraph result folded
@@ -293,7 +292,7 @@ func (c *compiler) inputShape(v *onnxpb.ValueInfoProto) ([]int64, error) {
 // probeAndFold fixes the input shapes, probes every tensor's shape and
 // folds constant subgraphs (shape arithmetic, Resize sizes) into initializers.
 func (c *compiler) probeAndFold() error {
-	feeds := map[string]*runtime.Tensor{}
+	feeds := map[string]*ProbeTensor{}
 	for name := range c.cfg.InputShapes {
 		if !slices.Contains(c.inputs, name) {
 			return fmt.Errorf("InputShapes names %q, which is not a model input", name)
@@ -355,18 +354,18 @@ func (c *compiler) probeAndFold() error {
 			return fmt.Errorf("initializer %q: %w", t.GetName(), err)
 		}
 		if t.GetDataType() == int32(onnxpb.TensorProto_DOUBLE) {
-			feeds[t.GetName()] = runtime.NewFloat64(t.GetDims(), v)
+			feeds[t.GetName()] = &ProbeTensor{DataType: int32(onnxpb.TensorProto_DOUBLE), Shape: t.GetDims(), Float64: v}
 		} else {
 			f := make([]float32, len(v))
 			for i, x := range v {
 				f[i] = float32(x)
 			}
-			feeds[t.GetName()] = runtime.NewFloat32(t.GetDims(), f)
+			feeds[t.GetName()] = &ProbeTensor{DataType: int32(onnxpb.TensorProto_FLOAT), Shape: t.GetDims(), Float32: f}
 		}
 		pg.Input = append(pg.Input, valueInfo(t.GetName(), t.GetDataType(), t.GetDims()))
 	}
 	pg.Initializer = frozen
-	info, vals, err := probe(pg, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want, c.cfg.Threads)
+	info, vals, err := probe(c.cfg.Prober, pg, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // withInput adds a float graph input x of the given shape (listed first).
@@ -95,7 +96,7 @@ func TestFoldedConstants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := withInput(tc.build(), "x", 1, 2, 4, 4)
-			cfg := grad.Config{Trainable: []string{"*"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}}
 			res, err := gradcheck.Check(md, cfg, nil, gradcheck.Options{Directions: 3, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -134,7 +135,7 @@ func TestTrainablePatternsSelectParameters(t *testing.T) {
 		{[]string{"bn.*"}, []string{"bn.weight", "bn.bias"}},
 		{[]string{"*.weight", "mul.k"}, []string{"conv.weight", "bn.weight", "mul.k"}},
 	} {
-		gs, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Trainable: tc.pats,
+		gs, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: tc.pats,
 			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.pats, err)
@@ -150,7 +151,7 @@ func TestTrainablePatternsSelectParameters(t *testing.T) {
 		}
 	}
 	// "resize.*" names only a constant: refused, as a pattern that matches nothing.
-	_, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Trainable: []string{"resize.*"},
+	_, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"resize.*"},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}})
 	wantUnsupported(t, err, "", "", "resize.*")
 }
@@ -164,7 +165,7 @@ func TestTrainableExactNames(t *testing.T) {
 	m.node("Add", []string{"mm", m.rand("head/b", 2)}, []string{"y"})
 	m.outs = []string{"y"}
 	for _, pats := range [][]string{{`re:head/w\[0\]`, `re:head/b`}, {`re:head/w\[0\]`, "head/b"}} {
-		gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: pats,
+		gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: pats,
 			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
 		if err != nil {
 			t.Fatalf("%v: %v", pats, err)
@@ -177,7 +178,7 @@ func TestTrainableExactNames(t *testing.T) {
 	// but not a size-1 constant added after it.
 	m.node("Add", []string{"y", m.rand("head/eps", 1)}, []string{"z"})
 	m.outs = []string{"z"}
-	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: []string{"head/*"},
+	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"head/*"},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"z"}})
 	if err != nil {
 		t.Fatal(err)

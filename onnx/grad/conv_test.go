@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -208,7 +209,7 @@ func TestStridedConvInputGradSymmetricPads(t *testing.T) {
 		x := m.rand("x", 1, 4, hw, hw)
 		m.node("Conv", []string{x, m.rand("w", 4, 1, 3, 3)}, []string{"y"}, ai("group", 4), ais("strides", 2, 2), ais("pads", 1, 1, 1, 1))
 		m.outs = []string{"y"}
-		gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"x", "w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+		gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"x", "w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +295,7 @@ func TestConvWinograd(t *testing.T) {
 			restore := grad.SetWinograd(true)
 			defer restore()
 			m.check(t)
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -332,7 +333,7 @@ func TestConvWinograd(t *testing.T) {
 			if k := col2im(gs); k != n {
 				t.Fatalf("%d Col2Im in the training graph for %d chunks, want one each", k, n)
 			}
-			gpu, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: true})
+			gpu, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +342,7 @@ func TestConvWinograd(t *testing.T) {
 			}
 			restore()
 			defer grad.SetWinograd(false)()
-			direct, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			direct, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +370,7 @@ func TestWinogradLayoutChangesFold(t *testing.T) {
 	m.node("Conv", []string{m.rand("x", 2, 3, 8, 8), m.rand("w", 8, 3, 3, 3), m.rand("b", 8)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
 	m.outs = []string{"y"}
 	defer grad.SetWinograd(true)()
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +455,7 @@ func TestWinogradChoice(t *testing.T) {
 			m := newOpModel(13)
 			m.node("Conv", []string{m.rand("x", 1, tc.ch, tc.hw, tc.hw), m.rand("w", tc.ch, tc.ch, 3, 3)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
 			m.outs = []string{"y"}
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: tc.direct})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: tc.direct})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +481,7 @@ func TestWeightGradConvConfig(t *testing.T) {
 		m.node("Conv", []string{x, m.rand("w", 4, 3, 3, 3)}, []string{"h"}, ais("pads", 1, 1, 1, 1))
 		m.node("Conv", []string{"h", m.rand("dw", 4, 1, 3, 3)}, []string{"y"}, ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ai("group", 4))
 		m.outs = []string{"y"}
-		gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
+		gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
 			GradInputs: m.outs, DirectConvs: true, WeightGradConv: wgradConv})
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/projection/onnxgraph"
 )
 
@@ -296,7 +297,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			m := s.load(t)
 			checkCUDAKernels(t, "inference", m.Proto, kernels)
 			in := onnx.DataInputs(m.Proto.Graph)[0].GetName()
-			gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: s.dims}})
+			gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{in: s.dims}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +309,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 	t.Run("losses", func(t *testing.T) {
 		m := generatedModel(t, "deeplabv3plus_mobilenetv2.onnx")
 		in := onnx.DataInputs(m.Graph())[0].GetName()
-		gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: {2, 3, 64, 64}},
+		gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{in: {2, 3, 64, 64}},
 			DirectConvs: true, Loss: grad.Loss{Focal: 2, Dice: 1, Lovasz: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +339,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 					t.Fatalf("autocast moved no operator to %s", prec)
 				}
 				in := onnx.DataInputs(m.Graph())[0].GetName()
-				gs, err := grad.Build(m, grad.Config{Trainable: params, Loss: grad.Loss{Scale: typ == autocast.Float16},
+				gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: params, Loss: grad.Loss{Scale: typ == autocast.Float16},
 					InputShapes: map[string][]int64{in: s.dims}, DirectConvs: true, WeightGradConv: true, MinOpset: typ.MinOpset()})
 				if err != nil {
 					t.Fatal(err)

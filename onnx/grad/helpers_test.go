@@ -7,10 +7,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // tol is the acceptance bound on the relative error of every check.
@@ -84,7 +85,7 @@ func (m *opModel) check(t *testing.T, trainable ...string) {
 	if trainable == nil {
 		trainable = m.params
 	}
-	cfg := grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
+	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
 	res, err := gradcheck.Check(m.model(), cfg, nil, gradcheck.Options{Directions: 3, Seed: 1, Step: m.step})
 	if err != nil {
 		t.Fatal(err)

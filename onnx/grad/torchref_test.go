@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -422,7 +423,7 @@ func checkAgainstTorch(t *testing.T, tc wholeModelCase, script string) {
 	m := tc.load(t)
 	params := pickParams(t, m)
 	in := m.Proto.Graph.Input[0].GetName()
-	gs, err := grad.Build(m, grad.Config{Trainable: paramNames(params),
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: paramNames(params),
 		InputShapes: map[string][]int64{in: tc.shape}})
 	if err != nil {
 		t.Fatal(err)

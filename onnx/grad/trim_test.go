@@ -6,6 +6,7 @@ import (
 
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // TestTrimDeadTaps: convolutions whose outer taps read only padding run as
@@ -28,7 +29,7 @@ func TestTrimDeadTaps(t *testing.T) {
 			m := newOpModel(13)
 			m.node("Conv", []string{m.rand("x", 2, 3, tc.h, tc.w), m.rand("w", 4, 3, 3, 3), m.rand("b", 4)}, []string{"y"}, tc.attrs...)
 			m.outs = []string{"y"}
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // wantUnsupported fails unless err is a *grad.UnsupportedError about node
@@ -142,7 +143,7 @@ func TestUnsupported(t *testing.T) {
 			if trainable == nil {
 				trainable = []string{"x"}
 			}
-			_, err := grad.Build(md, grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			_, err := grad.Build(md, grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			wantUnsupported(t, err, tc.node, tc.op, tc.what)
 		})
 	}
@@ -181,7 +182,7 @@ func ifModel(cond bool) *opModel {
 func TestSubgraphsRefused(t *testing.T) {
 	for _, trainable := range [][]string{{"w"}, {"x"}} {
 		m := ifModel(true)
-		_, err := grad.Build(m.model(), grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"a"}})
+		_, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"a"}})
 		wantUnsupported(t, err, "branch", "If", "subgraph")
 	}
 }

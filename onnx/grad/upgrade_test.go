@@ -7,6 +7,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -26,7 +27,7 @@ func TestUpgradeReductionsOffTheGradientPath(t *testing.T) {
 			b.Node("Add", "y", []string{"wx", "r"})
 			m := onnx.NewModel(b.Graph("t", []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", f32, 2, 3)},
 				[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", f32, 2, 3)}), 13)
-			gs, err := grad.Build(m, grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+			gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
 			if err != nil {
 				t.Fatal(err)
 			}

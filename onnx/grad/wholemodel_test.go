@@ -7,11 +7,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -259,7 +260,7 @@ func frozenCheck(t *testing.T, m *onnx.Model, input string, shape []int64, param
 	t.Helper()
 	names := paramNames(params)
 	logits := m.Proto.Graph.Output[0].GetName()
-	cfg := grad.Config{Trainable: names, InputShapes: map[string][]int64{input: shape},
+	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: names, InputShapes: map[string][]int64{input: shape},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{logits}}
 	if spec.loss != nil {
 		if spec.loss.Output != "" {

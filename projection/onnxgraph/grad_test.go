@@ -10,10 +10,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -80,6 +81,7 @@ func TestGradCheck(t *testing.T) {
 	for _, p := range gradPoints() {
 		m, tp, thr := gradModel(t, p.delta, p.gamma)
 		cfg := grad.Config{
+			Prober:     ortprobe.Prober{},
 			Trainable:  []string{"tau", "delta"},
 			Loss:       grad.Loss{Kind: grad.LossNone},
 			GradInputs: []string{tp, thr},
@@ -108,6 +110,7 @@ func trainGrad(t *testing.T, delta float64, gamma, c []float64, d float64) ([]fl
 	n := len(gamma)
 	m, tp, thr := gradModel(t, delta, gamma)
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{},
 		Trainable:  []string{"tau", "delta"},
 		Loss:       grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{tp, thr},
@@ -234,6 +237,7 @@ func TestGradOfThreshold(t *testing.T) {
 		n := len(p.gamma)
 		m, tp, thr := gradModel(t, p.delta, p.gamma)
 		gs, err := grad.Build(m, grad.Config{
+			Prober:    ortprobe.Prober{},
 			Trainable: []string{"tau", "delta"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{thr},
 		})
 		if err != nil {

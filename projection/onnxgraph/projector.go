@@ -8,6 +8,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -37,6 +38,7 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 		return nil, err
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{},
 		Trainable:  []string{"tau", "delta"},
 		Loss:       grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{tauProj, thr},

@@ -48,6 +48,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 	"google.golang.org/protobuf/proto"
 )
@@ -102,6 +103,7 @@ func run(model string, batch, size int, device, cudaOpt string, top int, jsonPat
 	}
 	in := m.Graph().GetInput()[0].GetName()
 	gs, err := grad.Build(m, grad.Config{
+		Prober:         ortprobe.Prober{},
 		Trainable:      []string{"*"},
 		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		DirectConvs:    direct,

@@ -6,11 +6,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 func randTensor(rng *rand.Rand, name string, dims ...int64) *onnxpb.TensorProto {
@@ -64,7 +65,7 @@ func smoothNet() *onnx.Model {
 // build compiles m for param with a random upstream gradient on logits.
 func build(t *testing.T, m *onnx.Model, param string) *grad.Graphs {
 	t.Helper()
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{param}, Loss: grad.Loss{Kind: grad.LossNone},
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{param}, Loss: grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{"logits"}, ExtraOutputs: []string{"logits"}})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -63,12 +64,16 @@ type Result struct {
 // Check compares analytic and numerical gradients of m compiled with cfg.
 // feeds supplies model inputs and the target; missing float inputs get
 // standard normal values, a missing target gets uniform class indices, and
-// missing upstream-gradient inputs get standard normal values.
+// missing upstream-gradient inputs get standard normal values. A nil
+// cfg.Prober probes shapes in ONNX Runtime (ortprobe.Prober).
 func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt Options) (*Result, error) {
 	for _, t := range cfg.GradInputs {
 		if !slices.Contains(cfg.ExtraOutputs, t) {
 			cfg.ExtraOutputs = append(cfg.ExtraOutputs, t)
 		}
+	}
+	if cfg.Prober == nil {
+		cfg.Prober = ortprobe.Prober{Threads: opt.Threads}
 	}
 	gs, err := grad.Build(m, cfg)
 	if err != nil {
