@@ -21,7 +21,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
@@ -95,10 +94,10 @@ func ScaleGradient(gs *grad.Graphs, param string, k float64) {
 			}
 		}
 	}
-	dt := onnxpb.TensorProto_FLOAT
+	dt := onnx.Float32
 	for _, p := range gs.Params {
 		if p.GetName() == param {
-			dt = onnxpb.TensorProto_DataType(p.GetDataType())
+			dt = onnx.DataType(p.GetDataType())
 		}
 	}
 	b := &onnx.Builder{Nodes: &g.Node, Inits: &g.Initializer}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -23,7 +22,7 @@ type Prober struct {
 var _ grad.ShapeProber = Prober{}
 
 // Probe runs model once with feeds and returns its outputs by name.
-func (p Prober) Probe(model *onnxpb.ModelProto, feeds map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
+func (p Prober) Probe(model *onnx.ModelProto, feeds map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(model)
 	if err != nil {
 		return nil, err
@@ -82,13 +81,13 @@ type halfOutput struct {
 // Given the first session's outputs, it returns the Casts' outputs by name
 // with what they stand for, and the rewritten model, or no model when there
 // is none (float32 graphs: the session stands).
-func exposeHalvesAsFloat(model *onnxpb.ModelProto, outs []runtime.IOInfo) (map[string]halfOutput, []byte, error) {
+func exposeHalvesAsFloat(model *onnx.ModelProto, outs []runtime.IOInfo) (map[string]halfOutput, []byte, error) {
 	half := map[string]halfOutput{}
 	g := model.GetGraph()
 	var taken map[string]bool
 	for _, o := range outs {
 		dt := elemType(o.Type)
-		if dt != int32(onnxpb.TensorProto_FLOAT16) && dt != int32(onnxpb.TensorProto_BFLOAT16) {
+		if dt != int32(onnx.Float16) && dt != int32(onnx.BFloat16) {
 			continue
 		}
 		if taken == nil {
@@ -99,9 +98,9 @@ func exposeHalvesAsFloat(model *onnxpb.ModelProto, outs []runtime.IOInfo) (map[s
 			cast = fmt.Sprintf("%s/float32_%d", o.Name, i)
 		}
 		taken[cast] = true
-		g.Node = append(g.Node, &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String(cast),
+		g.Node = append(g.Node, &onnx.NodeProto{OpType: proto.String("Cast"), Name: proto.String(cast),
 			Input: []string{o.Name}, Output: []string{cast},
-			Attribute: []*onnxpb.AttributeProto{onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))}})
+			Attribute: []*onnx.AttributeProto{onnx.IntAttr("to", int64(onnx.Float32))}})
 		for _, v := range g.Output {
 			if v.GetName() == o.Name {
 				v.Name = proto.String(cast)
@@ -117,7 +116,7 @@ func exposeHalvesAsFloat(model *onnxpb.ModelProto, outs []runtime.IOInfo) (map[s
 }
 
 // tensorNames returns every tensor and node name of g's top level.
-func tensorNames(g *onnxpb.GraphProto) map[string]bool {
+func tensorNames(g *onnx.GraphProto) map[string]bool {
 	names := map[string]bool{}
 	for _, t := range g.GetInitializer() {
 		names[t.GetName()] = true
@@ -134,17 +133,15 @@ func tensorNames(g *onnxpb.GraphProto) map[string]bool {
 	return names
 }
 
-// elemType maps ONNX Runtime's element type names to ONNX data types.
+// elemType maps ONNX Runtime's element type names (runtime.IOInfo.Type) to
+// ONNX data types; the names of types the probe reads no values of map to
+// Undefined.
 func elemType(s string) int32 {
-	short := map[string]onnxpb.TensorProto_DataType{
-		"float32": onnxpb.TensorProto_FLOAT, "float64": onnxpb.TensorProto_DOUBLE,
-		"int64": onnxpb.TensorProto_INT64, "int32": onnxpb.TensorProto_INT32,
-		"bool": onnxpb.TensorProto_BOOL, "uint8": onnxpb.TensorProto_UINT8,
-		"int8": onnxpb.TensorProto_INT8, "float16": onnxpb.TensorProto_FLOAT16,
+	short := map[string]onnx.DataType{
+		"float32": onnx.Float32, "float64": onnx.Float64,
+		"int64": onnx.Int64, "int32": onnx.Int32,
+		"bool": onnx.Bool, "uint8": onnx.Uint8,
+		"int8": onnx.Int8, "float16": onnx.Float16,
 	}
-	if dt, ok := short[strings.ToLower(s)]; ok {
-		return int32(dt)
-	}
-	s = strings.TrimPrefix(s, "ONNX_TENSOR_ELEMENT_DATA_TYPE_")
-	return onnxpb.TensorProto_DataType_value[s]
+	return int32(short[strings.ToLower(s)])
 }

@@ -10,24 +10,23 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 )
 
 // probeModel: x [2,3] float → half (float16 Cast), shape (int64), pos
 // (bool), as the compiler's probe models declare them: outputs untyped.
-func probeModel() *onnxpb.ModelProto {
-	var nodes []*onnxpb.NodeProto
-	var inits []*onnxpb.TensorProto
+func probeModel() *onnx.ModelProto {
+	var nodes []*onnx.NodeProto
+	var inits []*onnx.TensorProto
 	b := &onnx.Builder{Nodes: &nodes, Inits: &inits}
-	b.Emit("Cast", "to_half", []string{"x"}, []string{"half"}, onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT16)))
+	b.Emit("Cast", "to_half", []string{"x"}, []string{"half"}, onnx.IntAttr("to", int64(onnx.Float16)))
 	b.Emit("Shape", "shape", []string{"x"}, []string{"shape"})
-	b.Emit("Greater", "pos", []string{"x", b.ConstFloat("zero", onnxpb.TensorProto_FLOAT, nil, 0)}, []string{"pos"})
-	var outs []*onnxpb.ValueInfoProto
+	b.Emit("Greater", "pos", []string{"x", b.ConstFloat("zero", onnx.Float32, nil, 0)}, []string{"pos"})
+	var outs []*onnx.ValueInfoProto
 	for _, o := range []string{"half", "shape", "pos"} {
-		outs = append(outs, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+		outs = append(outs, &onnx.ValueInfoProto{Name: proto.String(o)})
 	}
-	g := b.Graph("probe", []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", onnxpb.TensorProto_FLOAT, 2, 3)}, outs)
+	g := b.Graph("probe", []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", onnx.Float32, 2, 3)}, outs)
 	return onnx.NewModel(g, 17).Proto
 }
 
@@ -35,7 +34,7 @@ func TestProbeReadsHalfIntAndBoolOutputs(t *testing.T) {
 	testassets.RequireORT(t)
 	x := []float32{-1.5, 0, 2.25, 1.0 / 3, -7, 65504}
 	got, err := ortprobe.Prober{Threads: 1}.Probe(probeModel(), map[string]*grad.ProbeTensor{
-		"x": {DataType: int32(onnxpb.TensorProto_FLOAT), Shape: []int64{2, 3}, Float32: x},
+		"x": {DataType: int32(onnx.Float32), Shape: []int64{2, 3}, Float32: x},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +43,7 @@ func TestProbeReadsHalfIntAndBoolOutputs(t *testing.T) {
 		t.Fatalf("outputs %v, want half, shape and pos", keys(got))
 	}
 	half := got["half"]
-	if half == nil || half.DataType != int32(onnxpb.TensorProto_FLOAT16) {
+	if half == nil || half.DataType != int32(onnx.Float16) {
 		t.Fatalf("half: %+v, want a float16 output", half)
 	}
 	for i, v := range x {
@@ -53,11 +52,11 @@ func TestProbeReadsHalfIntAndBoolOutputs(t *testing.T) {
 			t.Errorf("half[%d] = %v, want %v (float16 of %v)", i, half.Float32[i], want, v)
 		}
 	}
-	if s := got["shape"]; s == nil || s.DataType != int32(onnxpb.TensorProto_INT64) || len(s.Int64) != 2 || s.Int64[0] != 2 || s.Int64[1] != 3 {
+	if s := got["shape"]; s == nil || s.DataType != int32(onnx.Int64) || len(s.Int64) != 2 || s.Int64[0] != 2 || s.Int64[1] != 3 {
 		t.Errorf("shape: %+v, want int64 [2 3]", s)
 	}
 	pos := got["pos"]
-	if pos == nil || pos.DataType != int32(onnxpb.TensorProto_BOOL) {
+	if pos == nil || pos.DataType != int32(onnx.Bool) {
 		t.Fatalf("pos: %+v, want a bool output", pos)
 	}
 	for i, v := range x {
@@ -86,7 +85,7 @@ type countingProber struct {
 	calls int
 }
 
-func (c *countingProber) Probe(m *onnxpb.ModelProto, feeds map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
+func (c *countingProber) Probe(m *onnx.ModelProto, feeds map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
 	c.calls++
 	return c.Prober.Probe(m, feeds)
 }
@@ -96,19 +95,19 @@ type failingProber struct{}
 
 var errNoRuntime = errors.New("no runtime here")
 
-func (failingProber) Probe(*onnxpb.ModelProto, map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
+func (failingProber) Probe(*onnx.ModelProto, map[string]*grad.ProbeTensor) (map[string]*grad.ProbeTensor, error) {
 	return nil, errNoRuntime
 }
 
 func TestBuildProbesThroughTheGivenProber(t *testing.T) {
 	testassets.RequireORT(t)
-	var nodes []*onnxpb.NodeProto
-	var inits []*onnxpb.TensorProto
+	var nodes []*onnx.NodeProto
+	var inits []*onnx.TensorProto
 	b := &onnx.Builder{Nodes: &nodes, Inits: &inits}
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{3, 2}, []float32{1, 2, 3, 4, 5, 6}))
 	b.Emit("MatMul", "mm", []string{"x", w}, []string{"y"})
-	g := b.Graph("mm", []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
-		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", onnxpb.TensorProto_FLOAT, 2, 2)})
+	g := b.Graph("mm", []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", onnx.Float32, 2, 3)},
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", onnx.Float32, 2, 2)})
 	m := onnx.NewModel(g, 17)
 	cfg := grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}}
 

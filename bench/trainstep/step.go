@@ -29,7 +29,6 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
@@ -227,7 +226,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	if EveryFloat {
 		trainable = nil
 		for _, t := range m.Graph().GetInitializer() {
-			if t.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+			if t.GetDataType() == int32(onnx.Float32) {
 				trainable = append(trainable, "re:"+regexp.QuoteMeta(t.GetName()))
 			}
 		}

@@ -9,19 +9,18 @@ import (
 	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 )
 
 // withInput adds a float graph input x of the given shape (listed first).
 func withInput(m *onnx.Model, x string, shape ...int64) *onnx.Model {
 	g := m.Proto.Graph
-	g.Input = append([]*onnxpb.ValueInfoProto{onnx.TensorValueInfo(x, onnxpb.TensorProto_FLOAT, shape...)}, g.Input...)
+	g.Input = append([]*onnx.ValueInfoProto{onnx.TensorValueInfo(x, onnx.Float32, shape...)}, g.Input...)
 	return m
 }
 
 // constant appends a Constant node holding t.
-func (m *opModel) constant(out string, t *onnxpb.TensorProto) {
+func (m *opModel) constant(out string, t *onnx.TensorProto) {
 	m.b.Emit("Constant", "const_"+out, nil, []string{out}, onnx.TensorAttr("value", t))
 }
 
@@ -60,7 +59,7 @@ func TestFoldedConstants(t *testing.T) {
 			md.Proto.IrVersion = proto.Int64(3)
 			for _, init := range md.Proto.Graph.Initializer {
 				md.Proto.Graph.Input = append(md.Proto.Graph.Input,
-					onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_DataType(init.GetDataType()), init.GetDims()...))
+					onnx.TensorValueInfo(init.GetName(), onnx.DataType(init.GetDataType()), init.GetDims()...))
 			}
 			return md
 		}},
@@ -85,9 +84,9 @@ func TestFoldedConstants(t *testing.T) {
 			m.node("Shape", []string{"conv"}, []string{"shape"})
 			m.node("Slice", []string{"shape", m.ints("s0", []int64{1}, 0), m.ints("s2", []int64{1}, 2)}, []string{"nc"})
 			m.node("Slice", []string{"shape", "s2", m.ints("s4", []int64{1}, 4)}, []string{"hw"})
-			m.node("Cast", []string{"hw"}, []string{"hwf"}, ai("to", int64(onnxpb.TensorProto_FLOAT)))
+			m.node("Cast", []string{"hw"}, []string{"hwf"}, ai("to", int64(onnx.Float32)))
 			m.node("Mul", []string{"hwf", m.floats("two", []int64{1}, 2)}, []string{"hw2f"})
-			m.node("Cast", []string{"hw2f"}, []string{"hw2"}, ai("to", int64(onnxpb.TensorProto_INT64)))
+			m.node("Cast", []string{"hw2f"}, []string{"hw2"}, ai("to", int64(onnx.Int64)))
 			m.node("Concat", []string{"nc", "hw2"}, []string{"sizes"}, ai("axis", 0))
 			m.node("Resize", []string{"conv", "roi", "empty_scales", "sizes"}, []string{"up"},
 				as("mode", "linear"), as("coordinate_transformation_mode", "half_pixel"))

@@ -18,7 +18,6 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/projection/onnxgraph"
 )
@@ -109,7 +108,7 @@ func (c cudaTable) at(opset int64) map[string]map[string]bool {
 }
 
 // opsetOf is m's default-domain opset.
-func opsetOf(m *onnxpb.ModelProto) int64 {
+func opsetOf(m *onnx.ModelProto) int64 {
 	for _, o := range m.GetOpsetImport() {
 		if d := o.GetDomain(); d == "" || d == "ai.onnx" {
 			return o.GetVersion()
@@ -129,7 +128,7 @@ var elemTypeNames = map[int32]string{
 // types visible inside), has a CUDA kernel for the element type of its data
 // input, propagating element types through the graph from its inputs and
 // initializers. It returns the element types of g's values.
-func checkCUDAKernels(t *testing.T, name string, m *onnxpb.ModelProto, table cudaTable) map[string]string {
+func checkCUDAKernels(t *testing.T, name string, m *onnx.ModelProto, table cudaTable) map[string]string {
 	t.Helper()
 	missing := map[string]int{}
 	types := checkCUDAGraph(t, name, m.GetGraph(), map[string]string{}, table.at(opsetOf(m)), missing)
@@ -142,10 +141,10 @@ func checkCUDAKernels(t *testing.T, name string, m *onnxpb.ModelProto, table cud
 // checkCUDAGraph is checkCUDAKernels for g, whose enclosing scopes' element
 // types are outer (left as they are: g's names shadow them in a copy). It
 // counts the ops without a kernel in missing and returns g's element types.
-func checkCUDAGraph(t *testing.T, name string, g *onnxpb.GraphProto, outer map[string]string, kernels map[string]map[string]bool, missing map[string]int) map[string]string {
+func checkCUDAGraph(t *testing.T, name string, g *onnx.GraphProto, outer map[string]string, kernels map[string]map[string]bool, missing map[string]int) map[string]string {
 	t.Helper()
 	types := maps.Clone(outer)
-	for _, v := range append(append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
+	for _, v := range append(append(append([]*onnx.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
 		if ty, ok := elemTypeNames[v.GetType().GetTensorType().GetElemType()]; ok {
 			types[v.GetName()] = ty
 		}
@@ -195,7 +194,7 @@ func checkCUDAGraph(t *testing.T, name string, g *onnxpb.GraphProto, outer map[s
 		for _, a := range n.Attribute {
 			subs := a.Graphs
 			if a.G != nil {
-				subs = append([]*onnxpb.GraphProto{a.G}, subs...)
+				subs = append([]*onnx.GraphProto{a.G}, subs...)
 			}
 			for _, sg := range subs {
 				st := checkCUDAGraph(t, name+"/"+n.GetName()+"."+a.GetName(), sg, types, kernels, missing)
@@ -284,7 +283,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 		}, blockInput})
 	}
 	t.Run("projection", func(t *testing.T) {
-		for _, et := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
+		for _, et := range []onnx.DataType{onnx.Float32, onnx.Float64} {
 			m, err := onnxgraph.NewModel(et, 17)
 			if err != nil {
 				t.Fatal(err)

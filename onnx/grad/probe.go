@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // ShapeProber runs a forward graph once. The compiler learns every tensor's
@@ -23,13 +22,13 @@ type ShapeProber interface {
 	// out; one of a type the caller cannot read (float16, bfloat16) comes
 	// back widened to float32, with its real DataType. Errors reach
 	// Build's caller as they are, so they say that probing failed.
-	Probe(model *onnxpb.ModelProto, feeds map[string]*ProbeTensor) (map[string]*ProbeTensor, error)
+	Probe(model *onnx.ModelProto, feeds map[string]*ProbeTensor) (map[string]*ProbeTensor, error)
 }
 
 // ProbeTensor is a dense host tensor crossing a ShapeProber. Exactly one of
 // the data slices is set.
 type ProbeTensor struct {
-	// DataType is the ONNX element type (onnxpb.TensorProto_DataType).
+	// DataType is the ONNX element type (onnx.DataType).
 	DataType int32
 	Shape    []int64
 	// Float32 holds FLOAT values, and FLOAT16 and BFLOAT16 ones widened.
@@ -50,13 +49,13 @@ type tensorInfo struct {
 // shapes with every node output exposed, and records each tensor's shape
 // and element type, plus the values of the tensors listed in want (small
 // constant tensors, to be folded).
-func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
+func probe(prober ShapeProber, g *onnx.GraphProto, opset []*onnx.OperatorSetIdProto, ir int64,
 	feeds map[string]*ProbeTensor, want map[string]bool,
-) (map[string]*tensorInfo, map[string]*onnxpb.TensorProto, error) {
+) (map[string]*tensorInfo, map[string]*onnx.TensorProto, error) {
 	if prober == nil {
 		return nil, nil, errors.New("Config.Prober is nil: the compiler needs a ShapeProber (ortprobe.Prober runs ONNX Runtime)")
 	}
-	pg := proto.Clone(g).(*onnxpb.GraphProto)
+	pg := proto.Clone(g).(*onnx.GraphProto)
 	bf16 := probeBFloat16AsFloat(pg)
 	// Every tensor is exposed twice: flattened (its values and element type)
 	// and as Concat(Shape, [1]) (its shape), so that rank-0 tensors, which
@@ -71,7 +70,7 @@ func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSet
 			}
 		}
 	}
-	pb := newBuilder("probe/", int32(onnxpb.TensorProto_FLOAT), func(s string) bool { return seen[s] })
+	pb := newBuilder("probe/", int32(onnx.Float32), func(s string) bool { return seen[s] })
 	minus1, one := pb.ints(-1), pb.ints(1)
 	flat, shp := map[string]string{}, map[string]string{}
 	pg.Output = nil
@@ -85,8 +84,8 @@ func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSet
 			flat[name] = pb.op1("Slice", []string{flat[name], zero, one})
 		}
 		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, onnx.IntAttr("axis", 0))
-		pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(flat[name])},
-			&onnxpb.ValueInfoProto{Name: proto.String(shp[name])})
+		pg.Output = append(pg.Output, &onnx.ValueInfoProto{Name: proto.String(flat[name])},
+			&onnx.ValueInfoProto{Name: proto.String(shp[name])})
 	}
 	pg.Node = append(pg.Node, pb.nodes...)
 	pg.Initializer = append(pg.Initializer, pb.inits...)
@@ -95,13 +94,13 @@ func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSet
 	for _, o := range pg.Output {
 		o.Type = nil
 	}
-	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(ir), OpsetImport: opset, Graph: pg}
+	mp := &onnx.ModelProto{IrVersion: proto.Int64(ir), OpsetImport: opset, Graph: pg}
 	outs, err := prober.Probe(mp, feeds)
 	if err != nil {
 		return nil, nil, err
 	}
 	info := map[string]*tensorInfo{}
-	vals := map[string]*onnxpb.TensorProto{}
+	vals := map[string]*onnx.TensorProto{}
 	for _, name := range names {
 		v, s := outs[flat[name]], outs[shp[name]]
 		if v == nil || s == nil {
@@ -113,8 +112,8 @@ func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSet
 		}
 		shape := append([]int64{}, dims[:len(dims)-1]...)
 		dt := v.DataType
-		if bf16[name] && dt == int32(onnxpb.TensorProto_FLOAT) {
-			dt = int32(onnxpb.TensorProto_BFLOAT16)
+		if bf16[name] && dt == int32(onnx.Float32) {
+			dt = int32(onnx.BFloat16)
 		}
 		info[name] = &tensorInfo{shape: shape, dtype: dt}
 		if want[name] {
@@ -134,15 +133,15 @@ func probe(prober ShapeProber, g *onnxpb.GraphProto, opset []*onnxpb.OperatorSet
 // tensors that are bfloat16 in the real graph: a Cast's output by its
 // "to", any other node's outputs when one of its inputs is. (Outputs of
 // non-float type, such as Shape's, keep the type the probe reports.)
-func probeBFloat16AsFloat(g *onnxpb.GraphProto) map[string]bool {
+func probeBFloat16AsFloat(g *onnx.GraphProto) map[string]bool {
 	var bf16 map[string]bool
 	for _, n := range g.Node {
 		is := false
 		if n.GetOpType() == "Cast" && n.GetDomain() == "" {
 			to := onnx.Attr(n, "to")
-			is = to.GetI() == int64(onnxpb.TensorProto_BFLOAT16)
+			is = to.GetI() == int64(onnx.BFloat16)
 			if is {
-				to.I = proto.Int64(int64(onnxpb.TensorProto_FLOAT))
+				to.I = proto.Int64(int64(onnx.Float32))
 			}
 		} else {
 			for _, in := range n.Input {
@@ -163,21 +162,21 @@ func probeBFloat16AsFloat(g *onnxpb.GraphProto) map[string]bool {
 
 // tensorFromProbe turns a probed value back into an initializer of the
 // original element type and the given shape.
-func tensorFromProbe(name string, dt int32, shape []int64, t *ProbeTensor) (*onnxpb.TensorProto, error) {
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT:
+func tensorFromProbe(name string, dt int32, shape []int64, t *ProbeTensor) (*onnx.TensorProto, error) {
+	switch onnx.DataType(dt) {
+	case onnx.Float32:
 		return onnx.NewFloat32Tensor(name, shape, t.Float32), nil
-	case onnxpb.TensorProto_DOUBLE:
+	case onnx.Float64:
 		return onnx.NewFloat64Tensor(name, shape, t.Float64), nil
-	case onnxpb.TensorProto_INT64:
+	case onnx.Int64:
 		return onnx.NewInt64Tensor(name, shape, t.Int64), nil
-	case onnxpb.TensorProto_INT32:
+	case onnx.Int32:
 		raw := make([]byte, 4*len(t.Int64))
 		for i, v := range t.Int64 {
 			binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(v)))
 		}
 		return rawTensor(name, dt, shape, raw), nil
-	case onnxpb.TensorProto_BOOL:
+	case onnx.Bool:
 		raw := make([]byte, len(t.Int64))
 		for i, v := range t.Int64 {
 			if v != 0 {
@@ -186,11 +185,11 @@ func tensorFromProbe(name string, dt int32, shape []int64, t *ProbeTensor) (*onn
 		}
 		return rawTensor(name, dt, shape, raw), nil
 	}
-	return nil, fmt.Errorf("tensor %q: element type %v cannot be folded", name, onnxpb.TensorProto_DataType(dt))
+	return nil, fmt.Errorf("tensor %q: element type %v cannot be folded", name, onnx.DataType(dt))
 }
 
-func rawTensor(name string, dt int32, dims []int64, raw []byte) *onnxpb.TensorProto {
-	return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(dt), Dims: append([]int64{}, dims...), RawData: raw}
+func rawTensor(name string, dt int32, dims []int64, raw []byte) *onnx.TensorProto {
+	return &onnx.TensorProto{Name: proto.String(name), DataType: proto.Int32(dt), Dims: append([]int64{}, dims...), RawData: raw}
 }
 
 // zeroFeed makes an all-zero tensor of a graph input's type and shape.
@@ -200,15 +199,15 @@ func zeroFeed(dt int32, shape []int64) (*ProbeTensor, error) {
 		return nil, err
 	}
 	t := &ProbeTensor{DataType: dt, Shape: shape}
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT:
+	switch onnx.DataType(dt) {
+	case onnx.Float32:
 		t.Float32 = make([]float32, n)
-	case onnxpb.TensorProto_DOUBLE:
+	case onnx.Float64:
 		t.Float64 = make([]float64, n)
-	case onnxpb.TensorProto_INT64:
+	case onnx.Int64:
 		t.Int64 = make([]int64, n)
 	default:
-		return nil, unsupportedf("graph inputs of type %v are not supported (float, double and int64 are)", onnxpb.TensorProto_DataType(dt))
+		return nil, unsupportedf("graph inputs of type %v are not supported (float, double and int64 are)", onnx.DataType(dt))
 	}
 	return t, nil
 }

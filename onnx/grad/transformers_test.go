@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
@@ -51,7 +50,7 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 	}
 	var inits []string
 	for _, p := range m.Proto.Graph.Initializer {
-		if p.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+		if p.GetDataType() == int32(onnx.Float32) {
 			inits = append(inits, p.GetName())
 		}
 	}

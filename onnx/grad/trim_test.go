@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 )
 
@@ -15,14 +15,14 @@ func TestTrimDeadTaps(t *testing.T) {
 	cases := []struct {
 		name   string
 		h, w   int64
-		attrs  []*onnxpb.AttributeProto
+		attrs  []*onnx.AttributeProto
 		kernel []int64 // kernel_shape after trimming
 	}{
-		{"both_sides_1x1", 3, 3, []*onnxpb.AttributeProto{ais("dilations", 4, 4), ais("pads", 4, 4, 4, 4)}, []int64{1, 1}},
-		{"one_side", 6, 3, []*onnxpb.AttributeProto{ais("dilations", 4, 4), ais("pads", 4, 4, 0, 4)}, []int64{2, 1}},
-		{"aspp_rate12", 8, 8, []*onnxpb.AttributeProto{ais("dilations", 12, 12), ais("pads", 12, 12, 12, 12)}, []int64{1, 1}},
-		{"aspp_rate6_kept", 8, 8, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}, []int64{3, 3}},
-		{"strided", 5, 5, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("dilations", 5, 1), ais("pads", 5, 1, 5, 1)}, []int64{1, 3}},
+		{"both_sides_1x1", 3, 3, []*onnx.AttributeProto{ais("dilations", 4, 4), ais("pads", 4, 4, 4, 4)}, []int64{1, 1}},
+		{"one_side", 6, 3, []*onnx.AttributeProto{ais("dilations", 4, 4), ais("pads", 4, 4, 0, 4)}, []int64{2, 1}},
+		{"aspp_rate12", 8, 8, []*onnx.AttributeProto{ais("dilations", 12, 12), ais("pads", 12, 12, 12, 12)}, []int64{1, 1}},
+		{"aspp_rate6_kept", 8, 8, []*onnx.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}, []int64{3, 3}},
+		{"strided", 5, 5, []*onnx.AttributeProto{ais("strides", 2, 2), ais("dilations", 5, 1), ais("pads", 5, 1, 5, 1)}, []int64{1, 3}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
@@ -127,7 +126,7 @@ func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []f
 	}
 	g := fz.Proto.Graph
 	// The parameters become inputs, so one session evaluates every step.
-	var keep []*onnxpb.TensorProto
+	var keep []*onnx.TensorProto
 	isParam := map[string]bool{}
 	for _, p := range params {
 		isParam[p] = true
@@ -137,7 +136,7 @@ func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []f
 			keep = append(keep, init)
 			continue
 		}
-		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_FLOAT, init.GetDims()...))
+		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnx.Float32, init.GetDims()...))
 	}
 	g.Initializer = keep
 	return fz

@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
@@ -305,7 +304,7 @@ func TestGradCheckBatch(t *testing.T) {
 			tau = append(tau, f32(g)...)
 		}
 	}
-	g := &onnxpb.GraphProto{Name: proto.String("batch"), Initializer: []*onnxpb.TensorProto{
+	g := &onnx.GraphProto{Name: proto.String("batch"), Initializer: []*onnx.TensorProto{
 		onnx.NewFloat32Tensor("tau", []int64{B, n}, tau),
 		onnx.NewFloat32Tensor("delta", []int64{B, 1}, delta),
 	}}
@@ -313,7 +312,7 @@ func TestGradCheckBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tp)}, {Name: proto.String(thr)}}
+	g.Output = []*onnx.ValueInfoProto{{Name: proto.String(tp)}, {Name: proto.String(thr)}}
 	m := onnx.NewModel(g, opsetTest)
 	res, err := gradcheck.Check(m, grad.Config{
 		Trainable: []string{"tau", "delta"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{tp, thr},
