@@ -125,12 +125,11 @@ func signature(g *onnx.GraphProto) Signature {
 	spec := func(vs []*onnx.ValueInfoProto) []TensorSpec {
 		out := make([]TensorSpec, 0, len(vs))
 		for _, v := range vs {
-			tt := v.GetType().GetTensorType()
-			s := []int64{}
-			for _, d := range tt.GetShape().GetDim() {
-				s = append(s, d.GetDimValue())
+			s, _ := onnx.TensorShape(v)
+			if s == nil {
+				s = []int64{} // JSON [], not null
 			}
-			out = append(out, TensorSpec{Name: v.GetName(), Type: TypeName(tt.GetElemType()), Shape: s})
+			out = append(out, TensorSpec{Name: v.GetName(), Type: TypeName(v.GetType().GetTensorType().GetElemType()), Shape: s})
 		}
 		return out
 	}
