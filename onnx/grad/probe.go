@@ -20,8 +20,9 @@ type ShapeProber interface {
 	// Probe runs model with feeds (one per graph input, by name) and returns
 	// its outputs by name. An output the runtime cannot return may be left
 	// out; one of a type the caller cannot read (float16, bfloat16) comes
-	// back widened to float32, with its real DataType. Errors reach
-	// Build's caller as they are, so they say that probing failed.
+	// back widened to float32, with its real DataType. Build returns
+	// its errors behind only "grad: ", so they should say that probing
+	// failed.
 	Probe(model *onnx.ModelProto, feeds map[string]*ProbeTensor) (map[string]*ProbeTensor, error)
 }
 
