@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -46,7 +47,7 @@ func assertExportMatchesTraining(t *testing.T, ckPath string, cfg Config) {
 		}
 	}
 	h, w := int64(cfg.Height), int64(cfg.Width)
-	gs, err := grad.Build(base, grad.Config{Trainable: pats, InputShapes: map[string][]int64{"input": {1, 3, h, w}}})
+	gs, err := grad.Build(base, grad.Config{Prober: ortprobe.Prober{}, Trainable: pats, InputShapes: map[string][]int64{"input": {1, 3, h, w}}})
 	if err != nil {
 		t.Fatal(err)
 	}

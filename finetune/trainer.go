@@ -30,6 +30,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -392,7 +393,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 		}
 	}
 	gc.Loss.Scale = t.par.parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
-	gc.Threads = cfg.Threads
+	gc.Prober = ortprobe.Prober{Threads: cfg.Threads}
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
 	// chooses its own convolution algorithms.
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)

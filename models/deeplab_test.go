@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -88,10 +89,10 @@ func TestDeepLabTrainingGraph(t *testing.T) {
 	}
 	shape := []int64{2, 3, 64, 64}
 	gs, err := grad.Build(train, grad.Config{
+		Prober:      ortprobe.Prober{Threads: 2},
 		Trainable:   []string{"*.weight", "*.bias"},
 		InputShapes: map[string][]int64{"input": shape},
 		Loss:        grad.Loss{Kind: grad.LossCrossEntropy},
-		Threads:     2,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -284,8 +285,9 @@ func TestDeepLabGradientCheck(t *testing.T) {
 	opt := gradcheck.Options{Directions: 3, Seed: 5, Step: 1, FreezeKinks: true, Threads: 2}
 	for _, param := range []string{"backbone.stem.weight", "aspp.pool.weight", "classifier.weight"} {
 		gs, err := grad.Build(m, grad.Config{
+			Prober:    ortprobe.Prober{Threads: 2},
 			Trainable: []string{param}, InputShapes: map[string][]int64{"input": {1, 3, 40, 48}},
-			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"logits"}, ExtraOutputs: []string{"logits"}, Threads: 2,
+			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"logits"}, ExtraOutputs: []string{"logits"},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -98,6 +99,7 @@ func TestLinearClassifierTrainingGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:      ortprobe.Prober{},
 		Trainable:   []string{"fc.*", "smeasure.*"},
 		InputShapes: map[string][]int64{"input": {n, 1, 28, 28}},
 		Loss:        grad.Loss{Kind: grad.LossCrossEntropy},

@@ -106,3 +106,18 @@ func Dims(t *onnxpb.TypeProto) []string {
 	}
 	return out
 }
+
+// TensorShape returns the dimensions a tensor value declares: each size as
+// written (0 for a symbolic or unknown one, and -1 where an exporter wrote
+// it for dynamic), and false when v declares no tensor shape.
+func TensorShape(v *onnxpb.ValueInfoProto) ([]int64, bool) {
+	shape := v.GetType().GetTensorType().GetShape()
+	if shape == nil {
+		return nil, false
+	}
+	dims := make([]int64, len(shape.GetDim()))
+	for i, d := range shape.GetDim() {
+		dims[i] = d.GetDimValue()
+	}
+	return dims, true
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -60,7 +61,7 @@ func (r *Report) place(path string, height, width int64, cudaReady bool) error {
 	}
 	pl := &placer{r: r, dir: dir, rng: rand.New(rand.NewPCG(1, 2)), dims: dims}
 	r.Inference = pl.run("inference", data, nil)
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{input: dims}})
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{input: dims}})
 	if err != nil {
 		return fmt.Errorf("training graph: %w", err)
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -112,10 +111,10 @@ func timeModel(m *onnx.Model, opts runtime.Options, runs int, in ...*runtime.Ten
 // graph builds a single-purpose probe model with the project's onnx.Builder.
 type graph struct {
 	*onnx.Builder
-	ins, outs []*onnxpb.ValueInfoProto
+	ins, outs []*onnx.ValueInfoProto
 }
 
-func newGraph(ins, outs []*onnxpb.ValueInfoProto) *graph {
+func newGraph(ins, outs []*onnx.ValueInfoProto) *graph {
 	return &graph{Builder: &onnx.Builder{}, ins: ins, outs: outs}
 }
 
@@ -126,18 +125,18 @@ func (g *graph) shape(name string, dims ...int64) string {
 
 func (g *graph) model() *onnx.Model { return onnx.NewModel(g.Graph("probe", g.ins, g.outs), 17) }
 
-const f32 = onnxpb.TensorProto_FLOAT
+const f32 = onnx.Float32
 
 func matmulModel(s int64) *onnx.Model {
-	b := newGraph([]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("a", f32, s, s), onnx.TensorValueInfo("b", f32, s, s)},
-		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", f32, s, s)})
+	b := newGraph([]*onnx.ValueInfoProto{onnx.TensorValueInfo("a", f32, s, s), onnx.TensorValueInfo("b", f32, s, s)},
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", f32, s, s)})
 	b.Node("MatMul", "y", []string{"a", "b"})
 	return b.model()
 }
 
-func convIO(n, c, k, hw int64) ([]*onnxpb.ValueInfoProto, []*onnxpb.ValueInfoProto) {
-	return []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", f32, n, c, hw, hw), onnx.TensorValueInfo("w", f32, k, c, 3, 3)},
-		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", f32, n, k, hw, hw)}
+func convIO(n, c, k, hw int64) ([]*onnx.ValueInfoProto, []*onnx.ValueInfoProto) {
+	return []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", f32, n, c, hw, hw), onnx.TensorValueInfo("w", f32, k, c, 3, 3)},
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", f32, n, k, hw, hw)}
 }
 
 func convModel(n, c, k, hw int64) *onnx.Model {

@@ -29,7 +29,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -226,7 +226,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	if EveryFloat {
 		trainable = nil
 		for _, t := range m.Graph().GetInitializer() {
-			if t.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+			if t.GetDataType() == int32(onnx.Float32) {
 				trainable = append(trainable, "re:"+regexp.QuoteMeta(t.GetName()))
 			}
 		}
@@ -258,9 +258,9 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		CUDAOptions["use_tf32"] = map[bool]string{true: "1", false: "0"}[Precision == "tf32"]
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:         ortprobe.Prober{Threads: threads},
 		Trainable:      trainable,
 		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
-		Threads:        threads,
 		DirectConvs:    DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		WeightGradConv: WeightGradConv,
 		MinOpset:       minOpset,

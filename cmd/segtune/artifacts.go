@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // artifactsCommand compiles a model into training artifacts on disk.
@@ -88,12 +89,12 @@ func runArtifacts(c *cli.Context) error {
 		}
 	}
 	cfg := grad.Config{
+		Prober:       ortprobe.Prober{Threads: c.Int("threads")},
 		Trainable:    trainable,
 		InputShapes:  map[string][]int64{in.Name: in.Shape},
 		Loss:         loss,
 		ExtraOutputs: c.StringSlice("extra-output"),
 		GradInputs:   c.StringSlice("grad-input"),
-		Threads:      c.Int("threads"),
 	}
 	gs, err := grad.Build(m, cfg)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -261,7 +262,7 @@ func checkExportKeepsContract(t *testing.T, basePath, exportedPath, ckptPath str
 	if bc.Kind == contract.Sigmoid {
 		loss.Kind = grad.LossSigmoidBCE
 	}
-	gs, err := grad.Build(base, grad.Config{Trainable: trainable, InputShapes: map[string][]int64{bc.Input: shape}, Loss: loss})
+	gs, err := grad.Build(base, grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, InputShapes: map[string][]int64{bc.Input: shape}, Loss: loss})
 	if err != nil {
 		t.Fatal(err)
 	}

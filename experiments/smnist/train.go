@@ -11,7 +11,7 @@ import (
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -195,9 +195,9 @@ func buildModel(head string, batch int, seed uint64, bound float64) (*onnx.Model
 		return nil, err
 	}
 	g := m.Graph()
-	node := func(op, out string, in []string, attrs ...*onnxpb.AttributeProto) {
+	node := func(op, out string, in []string, attrs ...*onnx.AttributeProto) {
 		name := out + "/" + op
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
+		g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
 	}
 	switch head {
 	case HeadInput:
@@ -234,12 +234,12 @@ func buildModel(head string, batch int, seed uint64, bound float64) (*onnx.Model
 			onnx.NewFloat32Tensor("smeasure.weight", []int64{1, 10}, v),
 			onnx.NewFloat32Tensor("smeasure.bias", []int64{1}, []float32{0}))
 		node("Gemm", sMeasure, []string{in, "smeasure.weight", "smeasure.bias"}, onnx.IntAttr("transB", 1))
-		g.Output = append(g.Output, onnx.TensorValueInfo(sMeasure, onnxpb.TensorProto_FLOAT, int64(batch), 1))
+		g.Output = append(g.Output, onnx.TensorValueInfo(sMeasure, onnx.Float32, int64(batch), 1))
 	default:
 		return nil, fmt.Errorf("smnist: unknown head %q (want %q or %q)", head, HeadInput, HeadLogits)
 	}
 	B := int64(batch)
-	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnxpb.TensorProto_FLOAT, B, 1), onnx.TensorValueInfo(regNeg, onnxpb.TensorProto_FLOAT, B, 1), onnx.TensorValueInfo(regEps, onnxpb.TensorProto_FLOAT, 1, 1))
+	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnx.Float32, B, 1), onnx.TensorValueInfo(regNeg, onnx.Float32, B, 1), onnx.TensorValueInfo(regEps, onnx.Float32, 1, 1))
 	g.Initializer = append(g.Initializer, onnx.NewInt64Tensor("reg/shape", []int64{1}, []int64{1}))
 	node("Mul", "reg/lin", []string{sMeasure, regPos})
 	node("Add", "reg/z", []string{sMeasure, regEps})
@@ -366,13 +366,13 @@ func newNetwork(cfg Config, d *Data) (net *network, eval *runtime.Session, ef *f
 		return nil, nil, nil, err
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{Threads: cfg.Threads},
 		Trainable:  []string{"fc.*", "smeasure.*"},
 		Loss:       grad.Loss{Kind: grad.LossCrossEntropy, Output: "logits", NoIgnore: true},
 		GradInputs: []string{regTerm},
 		InputShapes: map[string][]int64{
 			"input": {int64(B), Pixels}, regPos: {int64(B), 1}, regNeg: {int64(B), 1}, regEps: {1, 1},
 		},
-		Threads: cfg.Threads,
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("smnist: compiling the training graph: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -28,9 +29,9 @@ func synthGraph(t *testing.T) ([]byte, []Param, int64) {
 	}
 	in := onnx.DataInputs(m.Proto.Graph)[0].GetName()
 	gs, err := grad.Build(m, grad.Config{
+		Prober:      ortprobe.Prober{Threads: 1},
 		Trainable:   []string{"*"},
 		InputShapes: map[string][]int64{in: {batch, 3, size, size}},
-		Threads:     1,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // SetBatch fixes the batch dimension of the model's inputs and outputs at n,
@@ -29,7 +28,7 @@ func SetBatch(m *onnx.Model, n int64) error {
 		if v := d.GetDimValue(); v > 0 {
 			old = v
 		}
-		d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: n}
+		d.Value = &onnx.DimValue{DimValue: n}
 	}
 	g.ValueInfo = nil // stale batch sizes; ONNX Runtime infers them again
 	if old < 0 || old == n {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // ReplaceClassifier gives the model k label classes, for a new label set:
@@ -92,12 +91,12 @@ func finalLayers(m *onnx.Model, cls Layer) []Layer {
 	if err != nil {
 		return []Layer{cls}
 	}
-	byNode := map[*onnxpb.NodeProto]Layer{}
+	byNode := map[*onnx.NodeProto]Layer{}
 	for _, l := range layers {
 		byNode[l.Node] = l
 	}
 	out := []Layer{cls}
-	walkUpstream(m.Graph(), m.Graph().Output[0].GetName(), func(n *onnxpb.NodeProto) bool {
+	walkUpstream(m.Graph(), m.Graph().Output[0].GetName(), func(n *onnx.NodeProto) bool {
 		l, ok := byNode[n]
 		if ok && n != cls.Node {
 			out = append(out, l)
@@ -111,7 +110,7 @@ func finalLayers(m *onnx.Model, cls Layer) []Layer {
 // it: constant 4-D Resize sizes (NCHW, or NHWC behind a Transpose), the
 // first output's declared class axis outAxis, and the value_info of
 // downstream tensors (dropped: ONNX Runtime re-infers it).
-func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64, outAxis int) {
+func patchDownstream(m *onnx.Model, cls *onnx.NodeProto, old, k int64, outAxis int) {
 	g := m.Graph()
 	cons := onnx.Consumers(g)
 	down := map[string]bool{}
@@ -139,7 +138,7 @@ func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64, outAxis
 			stack = append(stack, c.Output...)
 		}
 	}
-	var keep []*onnxpb.ValueInfoProto
+	var keep []*onnx.ValueInfoProto
 	for _, vi := range g.ValueInfo {
 		if !down[vi.GetName()] {
 			keep = append(keep, vi)
@@ -150,7 +149,7 @@ func patchDownstream(m *onnx.Model, cls *onnxpb.NodeProto, old, k int64, outAxis
 		if tt := out.GetType().GetTensorType(); tt != nil && len(tt.GetShape().GetDim()) > outAxis {
 			d := tt.Shape.Dim[outAxis]
 			if d.GetDimValue() == old {
-				d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: k}
+				d.Value = &onnx.DimValue{DimValue: k}
 			}
 		}
 	}
@@ -173,7 +172,7 @@ func TapFeatures(m *onnx.Model, tensor string) (pooled string, err error) {
 	pooled = "segtune/size_features"
 	name, op := "segtune/size_pool", "GlobalAveragePool"
 	g := m.Graph()
-	g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: []string{tensor}, Output: []string{pooled}})
+	g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: []string{tensor}, Output: []string{pooled}})
 	return pooled, nil
 }
 

@@ -10,13 +10,12 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Layer is one node with trainable parameters, e.g. a Conv and its weight
 // and bias.
 type Layer struct {
-	Node   *onnxpb.NodeProto
+	Node   *onnx.NodeProto
 	Index  int      // position in topological order among all nodes
 	Params []string // float initializers the node takes as parameters
 }
@@ -42,8 +41,8 @@ func Layers(m *onnx.Model) ([]Layer, error) {
 }
 
 func isFloat(dt int32) bool {
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_BFLOAT16:
+	switch onnx.DataType(dt) {
+	case onnx.Float32, onnx.Float16, onnx.Float64, onnx.BFloat16:
 		return true
 	}
 	return false
@@ -71,17 +70,17 @@ func Classifier(m *onnx.Model) (Layer, error) {
 }
 
 // upstream returns the nodes that tensor depends on.
-func upstream(g *onnxpb.GraphProto, tensor string) map[*onnxpb.NodeProto]bool {
-	seen := map[*onnxpb.NodeProto]bool{}
-	walkUpstream(g, tensor, func(n *onnxpb.NodeProto) bool { seen[n] = true; return true })
+func upstream(g *onnx.GraphProto, tensor string) map[*onnx.NodeProto]bool {
+	seen := map[*onnx.NodeProto]bool{}
+	walkUpstream(g, tensor, func(n *onnx.NodeProto) bool { seen[n] = true; return true })
 	return seen
 }
 
 // walkUpstream visits, depth first, each node that tensor depends on, once;
 // it goes on to a node's inputs only where visit returns true.
-func walkUpstream(g *onnxpb.GraphProto, tensor string, visit func(*onnxpb.NodeProto) bool) {
+func walkUpstream(g *onnx.GraphProto, tensor string, visit func(*onnx.NodeProto) bool) {
 	prod := onnx.Producers(g)
-	seen := map[*onnxpb.NodeProto]bool{}
+	seen := map[*onnx.NodeProto]bool{}
 	stack := []string{tensor}
 	for len(stack) > 0 {
 		t := stack[len(stack)-1]
@@ -104,7 +103,7 @@ func firstUpsample(m *onnx.Model) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	return slices.IndexFunc(order, func(n *onnxpb.NodeProto) bool {
+	return slices.IndexFunc(order, func(n *onnx.NodeProto) bool {
 		return n.GetOpType() == "Resize" || n.GetOpType() == "Upsample"
 	}), nil
 }

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Type is the half-precision element type Apply computes in.
@@ -64,11 +63,11 @@ func (t Type) String() string {
 }
 
 // Elem is the type's ONNX element type.
-func (t Type) Elem() onnxpb.TensorProto_DataType {
+func (t Type) Elem() onnx.DataType {
 	if t == BFloat16 {
-		return onnxpb.TensorProto_BFLOAT16
+		return onnx.BFloat16
 	}
-	return onnxpb.TensorProto_FLOAT16
+	return onnx.Float16
 }
 
 // MinOpset is the lowest default-domain opset whose operators of Ops take
@@ -111,7 +110,7 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 	types := elemTypes(g)
 	isF32 := map[string]bool{}
 	for name, t := range types {
-		isF32[name] = t == onnxpb.TensorProto_FLOAT
+		isF32[name] = t == onnx.Float32
 	}
 	taken := map[string]bool{}
 	for _, n := range g.Node {
@@ -130,9 +129,9 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 		taken[s] = true
 		return s
 	}
-	cast := func(in, out string, to onnxpb.TensorProto_DataType) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String("autocast/" + out),
-			Input: []string{in}, Output: []string{out}, Attribute: []*onnxpb.AttributeProto{onnx.IntAttr("to", int64(to))}}
+	cast := func(in, out string, to onnx.DataType) *onnx.NodeProto {
+		return &onnx.NodeProto{OpType: proto.String("Cast"), Name: proto.String("autocast/" + out),
+			Input: []string{in}, Output: []string{out}, Attribute: []*onnx.AttributeProto{onnx.IntAttr("to", int64(to))}}
 	}
 	var r Report
 	ops, suffix := t.Ops(), "/fp16"
@@ -140,7 +139,7 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 		suffix = "/bf16"
 	}
 	halves := map[string]string{} // float32 tensor → its half-precision copy
-	out := make([]*onnxpb.NodeProto, 0, len(g.Node))
+	out := make([]*onnx.NodeProto, 0, len(g.Node))
 	for _, n := range g.Node {
 		if !ops[n.GetOpType()] || n.GetDomain() != "" || !allF32(n.Input, isF32) {
 			out = append(out, n)
@@ -162,7 +161,7 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 		y := n.Output[0]
 		yh := fresh(y + suffix)
 		n.Output[0] = yh
-		out = append(out, n, cast(yh, y, onnxpb.TensorProto_FLOAT))
+		out = append(out, n, cast(yh, y, onnx.Float32))
 		isF32[y] = true
 		r.Casts++
 		r.Nodes++
@@ -179,28 +178,28 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 // int64 for shape and index operators, bool for comparisons, and otherwise
 // the type of the node's first typed input (which holds for the
 // element-wise, layout and normalisation operators of a segmenter).
-func elemTypes(g *onnxpb.GraphProto) map[string]onnxpb.TensorProto_DataType {
-	t := map[string]onnxpb.TensorProto_DataType{}
-	for _, v := range append(append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
+func elemTypes(g *onnx.GraphProto) map[string]onnx.DataType {
+	t := map[string]onnx.DataType{}
+	for _, v := range append(append(append([]*onnx.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
 		if et := v.GetType().GetTensorType().GetElemType(); et != 0 {
-			t[v.GetName()] = onnxpb.TensorProto_DataType(et)
+			t[v.GetName()] = onnx.DataType(et)
 		}
 	}
 	for _, in := range g.Initializer {
-		t[in.GetName()] = onnxpb.TensorProto_DataType(in.GetDataType())
+		t[in.GetName()] = onnx.DataType(in.GetDataType())
 	}
 	for _, n := range g.Node {
-		var et onnxpb.TensorProto_DataType
+		var et onnx.DataType
 		switch n.GetOpType() {
 		case "Cast":
-			et = onnxpb.TensorProto_DataType(onnx.AttrInt(n, "to", 0))
+			et = onnx.DataType(onnx.AttrInt(n, "to", 0))
 		case "Shape", "Size", "ArgMax", "ArgMin", "NonZero":
-			et = onnxpb.TensorProto_INT64
+			et = onnx.Int64
 		case "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf":
-			et = onnxpb.TensorProto_BOOL
+			et = onnx.Bool
 		case "Constant":
 			if v := onnx.Attr(n, "value"); v.GetT() != nil {
-				et = onnxpb.TensorProto_DataType(v.GetT().GetDataType())
+				et = onnx.DataType(v.GetT().GetDataType())
 			}
 		default:
 			for _, in := range n.Input {

@@ -14,7 +14,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -70,7 +70,7 @@ func TestApplyPlacesCasts(t *testing.T) {
 					case in == "":
 					case heavy && !half[in]:
 						t.Errorf("%s %q reads float32 %q", n.GetOpType(), n.GetName(), in)
-					case !heavy && half[in] && !(n.GetOpType() == "Cast" && castTo(n) == onnxpb.TensorProto_FLOAT):
+					case !heavy && half[in] && !(n.GetOpType() == "Cast" && castTo(n) == onnx.Float32):
 						t.Errorf("%s %q reads %s %q", n.GetOpType(), n.GetName(), typ, in)
 					}
 				}
@@ -84,10 +84,10 @@ func TestApplyPlacesCasts(t *testing.T) {
 	}
 }
 
-func castTo(n *onnxpb.NodeProto) onnxpb.TensorProto_DataType {
+func castTo(n *onnx.NodeProto) onnx.DataType {
 	for _, a := range n.Attribute {
 		if a.GetName() == "to" {
-			return onnxpb.TensorProto_DataType(a.GetI())
+			return onnx.DataType(a.GetI())
 		}
 	}
 	return 0
@@ -97,8 +97,8 @@ func castTo(n *onnxpb.NodeProto) onnxpb.TensorProto_DataType {
 func TestApplyRefusesWhatItCannotCast(t *testing.T) {
 	g := &onnx.Builder{}
 	g.Node("Relu", "y", []string{"x"})
-	m := onnx.NewModel(g.Graph("relu", []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", onnxpb.TensorProto_FLOAT, 1, 4)},
-		[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", onnxpb.TensorProto_FLOAT, 1, 4)}), 18)
+	m := onnx.NewModel(g.Graph("relu", []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", onnx.Float32, 1, 4)},
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", onnx.Float32, 1, 4)}), 18)
 	if _, err := autocast.Apply(m, autocast.Float16); err == nil {
 		t.Error("a graph without Conv/MatMul/Gemm was accepted")
 	}
@@ -123,7 +123,7 @@ func trainingGraph(t *testing.T, half *autocast.Type, gpuForm bool) *grad.Graphs
 		minOpset = half.MinOpset()
 	}
 	in := onnx.DataInputs(m.Graph())[0].GetName()
-	gs, err := grad.Build(m, grad.Config{Trainable: params, Threads: 1, Loss: grad.Loss{Scale: true}, MinOpset: minOpset,
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{Threads: 1}, Trainable: params, Loss: grad.Loss{Scale: true}, MinOpset: minOpset,
 		InputShapes: map[string][]int64{in: {batch, 3, size, size}}, DirectConvs: gpuForm, WeightGradConv: gpuForm})
 	if err != nil {
 		t.Fatal(err)
@@ -160,14 +160,14 @@ func TestBFloat16TrainingGraph(t *testing.T) {
 	if v := gs.Training.Opset(""); v != 22 {
 		t.Errorf("the bfloat16 training graph declares opset %d, want 22", v)
 	}
-	types := map[string]onnxpb.TensorProto_DataType{}
+	types := map[string]onnx.DataType{}
 	reads := map[string]int{} // op → nodes reading a bfloat16 tensor
 	for _, n := range gs.Training.Proto.Graph.Node {
 		if n.GetOpType() == "Cast" {
 			types[n.Output[0]] = castTo(n)
 		}
 		for _, in := range n.Input {
-			if types[in] == onnxpb.TensorProto_BFLOAT16 {
+			if types[in] == onnx.BFloat16 {
 				reads[n.GetOpType()]++
 				if n.GetOpType() == "ConvTranspose" {
 					t.Errorf("ConvTranspose %q reads bfloat16 %q", n.GetName(), in)
@@ -193,17 +193,17 @@ func TestBFloat16TrainingGraph(t *testing.T) {
 // kernels: each Cast to bfloat16 is followed by a Cast back to float32
 // under the original output name, so the graph computes in float32 on
 // values rounded to bfloat16 wherever the real graph rounds them.
-func roundThroughFloat32(g *onnxpb.GraphProto) {
-	var out []*onnxpb.NodeProto
+func roundThroughFloat32(g *onnx.GraphProto) {
+	var out []*onnx.NodeProto
 	for _, n := range g.Node {
 		out = append(out, n)
-		if n.GetOpType() != "Cast" || castTo(n) != onnxpb.TensorProto_BFLOAT16 {
+		if n.GetOpType() != "Cast" || castTo(n) != onnx.BFloat16 {
 			continue
 		}
 		y := n.Output[0]
 		n.Output[0] = y + "/rounded"
-		out = append(out, &onnxpb.NodeProto{OpType: proto.String("Cast"), Name: proto.String(n.GetName() + "/back"),
-			Input: []string{n.Output[0]}, Output: []string{y}, Attribute: []*onnxpb.AttributeProto{onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))}})
+		out = append(out, &onnx.NodeProto{OpType: proto.String("Cast"), Name: proto.String(n.GetName() + "/back"),
+			Input: []string{n.Output[0]}, Output: []string{y}, Attribute: []*onnx.AttributeProto{onnx.IntAttr("to", int64(onnx.Float32))}})
 	}
 	g.Node = out
 	g.ValueInfo = nil
@@ -236,7 +236,7 @@ func checkHalfStep(t *testing.T, full, half *grad.Graphs, scale float32, maxTol,
 			t.Fatal(err)
 		}
 		defer s.Close()
-		params := map[string]*onnxpb.TensorProto{}
+		params := map[string]*onnx.TensorProto{}
 		for _, p := range gs.Params {
 			params[p.GetName()] = p
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -48,7 +49,7 @@ func TestMaskKinks(t *testing.T) {
 			}
 			m.node(tc.op, ins, []string{"y"})
 			m.outs = []string{"y"}
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"x"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"x"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Artifact file names inside the output folder of WriteArtifacts.
@@ -54,12 +53,12 @@ func WriteArtifacts(dir string, gs *Graphs) error {
 // ParamsModel wraps the trainable parameters in a node-less ONNX model,
 // with one graph output per parameter so viewers list them.
 func ParamsModel(gs *Graphs) *onnx.Model {
-	g := &onnxpb.GraphProto{Name: proto.String("segtune_params")}
+	g := &onnx.GraphProto{Name: proto.String("segtune_params")}
 	for _, p := range gs.Params {
 		g.Initializer = append(g.Initializer, p)
 		g.Output = append(g.Output, valueInfo(p.GetName(), p.GetDataType(), p.GetDims()))
 	}
-	return &onnx.Model{Proto: &onnxpb.ModelProto{
+	return &onnx.Model{Proto: &onnx.ModelProto{
 		IrVersion:    gs.Training.Proto.IrVersion,
 		OpsetImport:  gs.Training.Proto.OpsetImport,
 		ProducerName: proto.String("segtune"),
@@ -68,7 +67,7 @@ func ParamsModel(gs *Graphs) *onnx.Model {
 }
 
 // LoadParams reads a params file written by WriteArtifacts.
-func LoadParams(path string) ([]*onnxpb.TensorProto, error) {
+func LoadParams(path string) ([]*onnx.TensorProto, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package grad
 
 import (
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // The attribute readers of the onnx package, under the short names the
@@ -17,7 +16,7 @@ var (
 )
 
 // setAttr replaces or adds an attribute.
-func setAttr(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) {
+func setAttr(n *onnx.NodeProto, a *onnx.AttributeProto) {
 	for i, x := range n.Attribute {
 		if x.GetName() == a.GetName() {
 			n.Attribute[i] = a
@@ -28,7 +27,7 @@ func setAttr(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) {
 }
 
 // delAttr removes an attribute if present.
-func delAttr(n *onnxpb.NodeProto, name string) {
+func delAttr(n *onnx.NodeProto, name string) {
 	out := n.Attribute[:0]
 	for _, a := range n.Attribute {
 		if a.GetName() != name {
@@ -39,7 +38,7 @@ func delAttr(n *onnxpb.NodeProto, name string) {
 }
 
 // input returns the i-th input name of n, or "" when absent (optional inputs).
-func input(n *onnxpb.NodeProto, i int) string {
+func input(n *onnx.NodeProto, i int) string {
 	if i < len(n.GetInput()) {
 		return n.GetInput()[i]
 	}

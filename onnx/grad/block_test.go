@@ -7,10 +7,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // blockInput is the image the transformer block reads: [N, C, H, W].
@@ -29,7 +29,7 @@ func transformerBlock(opset int64) (*onnx.Model, []string) {
 	n, c, h, w := blockInput[0], blockInput[1], blockInput[2], blockInput[3]
 	tokens, d := h*w, c/heads
 	m := newOpModel(opset)
-	op := func(opType string, ins []string, attrs ...*onnxpb.AttributeProto) string {
+	op := func(opType string, ins []string, attrs ...*onnx.AttributeProto) string {
 		out := m.b.Fresh(opType)
 		m.node(opType, ins, []string{out}, attrs...)
 		return out
@@ -85,8 +85,8 @@ func transformerBlock(opset int64) (*onnx.Model, []string) {
 	m.outs = []string{"logits"}
 	md := m.model()
 	md.Proto.Graph.Node = md.Proto.Graph.Node[1:] // drop the Identity: x is the graph input
-	md.Proto.Graph.Input = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", onnxpb.TensorProto_FLOAT, blockInput...)}
-	md.Proto.Graph.Output[0].Type = onnx.TensorValueInfo("logits", onnxpb.TensorProto_FLOAT, blockInput...).Type
+	md.Proto.Graph.Input = []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", onnx.Float32, blockInput...)}
+	md.Proto.Graph.Output[0].Type = onnx.TensorValueInfo("logits", onnx.Float32, blockInput...).Type
 	md.Proto.Graph.Output[0].Name = proto.String("logits")
 	return md, m.params
 }
@@ -102,7 +102,7 @@ func TestTransformerBlockGradients(t *testing.T) {
 			for _, p := range params {
 				exact = append(exact, "re:^"+regexp.QuoteMeta(p)+"$")
 			}
-			cfg := grad.Config{Trainable: exact, InputShapes: map[string][]int64{"x": blockInput}}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: exact, InputShapes: map[string][]int64{"x": blockInput}}
 			opt := gradcheck.Options{Directions: 4, Seed: 3}
 			if opset < 20 {
 				opt.Step = 1e-3 // Erf has no double kernel on the CPU: float32, a small step

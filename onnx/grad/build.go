@@ -8,8 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
-	"github.com/segtune/segtune/runtime"
 )
 
 // foldLimit bounds the element count of a constant subgraph result folded
@@ -25,19 +23,19 @@ type Graphs struct {
 	// the same inputs as Training minus the gradient-only ones.
 	Eval *onnx.Model
 	// Params holds the trainable parameters' initial values, in input order.
-	Params   []*onnxpb.TensorProto
+	Params   []*onnx.TensorProto
 	Manifest Manifest
 }
 
 // compiler holds the state of one Build.
 type compiler struct {
 	cfg       Config
-	m         *onnxpb.ModelProto
-	g         *onnxpb.GraphProto
+	m         *onnx.ModelProto
+	g         *onnx.GraphProto
 	opset     int64
 	floatType int32
 	info      map[string]*tensorInfo
-	inits     map[string]*onnxpb.TensorProto
+	inits     map[string]*onnx.TensorProto
 	trainable []string
 	isTrain   map[string]bool
 	inputs    []string // the model's real graph inputs
@@ -107,9 +105,9 @@ func (c *compiler) prepare() error {
 		c.names[v.GetName()] = true
 	}
 	taken := func(s string) bool { return c.names[s] }
-	c.floatType = int32(onnxpb.TensorProto_FLOAT)
+	c.floatType = int32(onnx.Float32)
 	for _, v := range c.g.Input {
-		if dt := v.GetType().GetTensorType().GetElemType(); dt == int32(onnxpb.TensorProto_DOUBLE) {
+		if dt := v.GetType().GetTensorType().GetElemType(); dt == int32(onnx.Float64) {
 			c.floatType = dt
 		}
 	}
@@ -129,7 +127,7 @@ func (c *compiler) prepare() error {
 		return &UnsupportedError{What: fmt.Sprintf("GroupNormalization at opset %d cannot be declared at opset %d (its scale and bias changed from per group to per channel at 21); export the model at opset 21 or newer", c.opset, c.cfg.MinOpset)}
 	}
 	c.opset = max(c.opset, targetOpset, c.cfg.MinOpset)
-	imports := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}}
+	imports := []*onnx.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(c.opset)}}
 	for _, o := range c.m.OpsetImport {
 		if o.GetDomain() != "" && o.GetDomain() != "ai.onnx" {
 			imports = append(imports, o)
@@ -145,11 +143,11 @@ func (c *compiler) prepare() error {
 	if err := sortNodes(c.g); err != nil {
 		return err
 	}
-	c.inits = map[string]*onnxpb.TensorProto{}
+	c.inits = map[string]*onnx.TensorProto{}
 	for _, t := range c.g.Initializer {
 		c.inits[t.GetName()] = t
 	}
-	var ins []*onnxpb.ValueInfoProto
+	var ins []*onnx.ValueInfoProto
 	for _, v := range c.g.Input {
 		if _, ok := c.inits[v.GetName()]; !ok { // IR < 4 lists initializers as inputs
 			ins = append(ins, v)
@@ -175,7 +173,7 @@ func (c *compiler) prepare() error {
 
 // constantsToInitializers turns Constant nodes into initializers.
 func (c *compiler) constantsToInitializers() error {
-	var keep []*onnxpb.NodeProto
+	var keep []*onnx.NodeProto
 	for _, n := range c.g.Node {
 		if n.GetOpType() != "Constant" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") {
 			keep = append(keep, n)
@@ -185,12 +183,12 @@ func (c *compiler) constantsToInitializers() error {
 			return fmt.Errorf("Constant node %q has %d outputs", n.GetName(), len(n.Output))
 		}
 		name := n.Output[0]
-		var t *onnxpb.TensorProto
+		var t *onnx.TensorProto
 		switch a := n.GetAttribute(); {
 		case len(a) != 1:
 			return fmt.Errorf("Constant node %q needs exactly one attribute", n.GetName())
 		case a[0].GetName() == "value":
-			t = proto.Clone(a[0].GetT()).(*onnxpb.TensorProto)
+			t = proto.Clone(a[0].GetT()).(*onnx.TensorProto)
 		case a[0].GetName() == "value_float":
 			t = onnx.NewFloat32Tensor("", nil, []float32{a[0].GetF()})
 		case a[0].GetName() == "value_floats":
@@ -226,7 +224,7 @@ func (c *compiler) selectTrainable() error {
 	params := onnx.ParameterNames(c.g)
 	for _, t := range c.g.Initializer {
 		dt := t.GetDataType()
-		if dt != int32(onnxpb.TensorProto_FLOAT) && dt != int32(onnxpb.TensorProto_DOUBLE) || c.madeConst[t.GetName()] {
+		if dt != int32(onnx.Float32) && dt != int32(onnx.Float64) || c.madeConst[t.GetName()] {
 			continue
 		}
 		for i, re := range pats {
@@ -258,7 +256,7 @@ func (c *compiler) selectTrainable() error {
 }
 
 // inputShape returns the static training shape of graph input v.
-func (c *compiler) inputShape(v *onnxpb.ValueInfoProto) ([]int64, error) {
+func (c *compiler) inputShape(v *onnx.ValueInfoProto) ([]int64, error) {
 	if s, ok := c.cfg.InputShapes[v.GetName()]; ok {
 		for _, d := range s {
 			if d <= 0 {
@@ -293,7 +291,7 @@ func (c *compiler) inputShape(v *onnxpb.ValueInfoProto) ([]int64, error) {
 // probeAndFold fixes the input shapes, probes every tensor's shape and
 // folds constant subgraphs (shape arithmetic, Resize sizes) into initializers.
 func (c *compiler) probeAndFold() error {
-	feeds := map[string]*runtime.Tensor{}
+	feeds := map[string]*ProbeTensor{}
 	for name := range c.cfg.InputShapes {
 		if !slices.Contains(c.inputs, name) {
 			return fmt.Errorf("InputShapes names %q, which is not a model input", name)
@@ -343,8 +341,8 @@ func (c *compiler) probeAndFold() error {
 	}
 	// Trainable parameters are fed as inputs during the probe, as in the
 	// training graph (and some bindings cannot run a graph without inputs).
-	pg := proto.Clone(c.g).(*onnxpb.GraphProto)
-	var frozen []*onnxpb.TensorProto
+	pg := proto.Clone(c.g).(*onnx.GraphProto)
+	var frozen []*onnx.TensorProto
 	for _, t := range pg.Initializer {
 		if !c.isTrain[t.GetName()] || len(t.GetDims()) == 0 {
 			frozen = append(frozen, t) // rank-0 values cannot be fed through the binding
@@ -354,19 +352,19 @@ func (c *compiler) probeAndFold() error {
 		if err != nil {
 			return fmt.Errorf("initializer %q: %w", t.GetName(), err)
 		}
-		if t.GetDataType() == int32(onnxpb.TensorProto_DOUBLE) {
-			feeds[t.GetName()] = runtime.NewFloat64(t.GetDims(), v)
+		if t.GetDataType() == int32(onnx.Float64) {
+			feeds[t.GetName()] = &ProbeTensor{DataType: int32(onnx.Float64), Shape: t.GetDims(), Float64: v}
 		} else {
 			f := make([]float32, len(v))
 			for i, x := range v {
 				f[i] = float32(x)
 			}
-			feeds[t.GetName()] = runtime.NewFloat32(t.GetDims(), f)
+			feeds[t.GetName()] = &ProbeTensor{DataType: int32(onnx.Float32), Shape: t.GetDims(), Float32: f}
 		}
 		pg.Input = append(pg.Input, valueInfo(t.GetName(), t.GetDataType(), t.GetDims()))
 	}
 	pg.Initializer = frozen
-	info, vals, err := probe(pg, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want, c.cfg.Threads)
+	info, vals, err := probe(c.cfg.Prober, pg, c.m.OpsetImport, c.m.GetIrVersion(), feeds, want)
 	if err != nil {
 		return err
 	}
@@ -378,7 +376,7 @@ func (c *compiler) probeAndFold() error {
 	for name, t := range c.inits {
 		c.info[name] = &tensorInfo{shape: append([]int64{}, t.GetDims()...), dtype: t.GetDataType()}
 	}
-	var keep []*onnxpb.NodeProto
+	var keep []*onnx.NodeProto
 	for _, n := range c.g.Node {
 		folded := true
 		for _, o := range n.Output {
@@ -406,7 +404,7 @@ func (c *compiler) probeAndFold() error {
 }
 
 // hasSubgraph reports whether n has a graph-valued attribute.
-func hasSubgraph(n *onnxpb.NodeProto) bool {
+func hasSubgraph(n *onnx.NodeProto) bool {
 	for _, a := range n.Attribute {
 		if a.G != nil || len(a.Graphs) > 0 {
 			return true
@@ -424,25 +422,25 @@ func isRandom(op string) bool {
 }
 
 // setValueInfo stamps a static tensor type on v.
-func setValueInfo(v *onnxpb.ValueInfoProto, dt int32, shape []int64) {
-	dims := make([]*onnxpb.TensorShapeProto_Dimension, len(shape))
+func setValueInfo(v *onnx.ValueInfoProto, dt int32, shape []int64) {
+	dims := make([]*onnx.Dimension, len(shape))
 	for i, d := range shape {
-		dims[i] = &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: d}}
+		dims[i] = &onnx.Dimension{Value: &onnx.DimValue{DimValue: d}}
 	}
-	v.Type = &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{
-		ElemType: proto.Int32(dt), Shape: &onnxpb.TensorShapeProto{Dim: dims},
+	v.Type = &onnx.TypeProto{Value: &onnx.TensorTypeValue{TensorType: &onnx.TensorTypeProto{
+		ElemType: proto.Int32(dt), Shape: &onnx.TensorShapeProto{Dim: dims},
 	}}}
 }
 
-func valueInfo(name string, dt int32, shape []int64) *onnxpb.ValueInfoProto {
-	v := &onnxpb.ValueInfoProto{Name: proto.String(name)}
+func valueInfo(name string, dt int32, shape []int64) *onnx.ValueInfoProto {
+	v := &onnx.ValueInfoProto{Name: proto.String(name)}
 	setValueInfo(v, dt, shape)
 	return v
 }
 
 // sortNodes orders the graph's nodes topologically (ONNX requires it, but
 // not every exporter or edit keeps it).
-func sortNodes(g *onnxpb.GraphProto) error {
+func sortNodes(g *onnx.GraphProto) error {
 	producer := map[string]int{}
 	for i, n := range g.Node {
 		for _, o := range n.Output {
@@ -452,7 +450,7 @@ func sortNodes(g *onnxpb.GraphProto) error {
 		}
 	}
 	state := make([]int8, len(g.Node)) // 0 new, 1 visiting, 2 done
-	order := make([]*onnxpb.NodeProto, 0, len(g.Node))
+	order := make([]*onnx.NodeProto, 0, len(g.Node))
 	var visit func(i int) error
 	visit = func(i int) error {
 		switch state[i] {
@@ -482,6 +480,6 @@ func sortNodes(g *onnxpb.GraphProto) error {
 	return nil
 }
 
-func isGroupNorm(n *onnxpb.NodeProto) bool {
+func isGroupNorm(n *onnx.NodeProto) bool {
 	return n.GetOpType() == "GroupNormalization" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx")
 }

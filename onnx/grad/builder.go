@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // builder is the compiler's onnx.Builder plus what only the compiler needs:
@@ -16,9 +15,9 @@ import (
 // files use.
 type builder struct {
 	*onnx.Builder
-	nodes []*onnxpb.NodeProto // what the builder emitted (Builder.Nodes points here)
-	inits []*onnxpb.TensorProto
-	tail  []*onnxpb.NodeProto // nodes to place after the node being rewritten (upgrade)
+	nodes []*onnx.NodeProto // what the builder emitted (Builder.Nodes points here)
+	inits []*onnx.TensorProto
+	tail  []*onnx.NodeProto // nodes to place after the node being rewritten (upgrade)
 	// floatType is the element type of every float tensor the builder makes.
 	floatType int32
 	taken     func(string) bool // reports names already used by the model
@@ -36,23 +35,23 @@ func newBuilder(prefix string, floatType int32, taken func(string) bool) *builde
 func (b *builder) fresh(hint string) string { return b.Fresh(hint) }
 
 // op emits a node with nOut fresh outputs and returns their names.
-func (b *builder) op(opType string, inputs []string, nOut int, attrs ...*onnxpb.AttributeProto) []string {
+func (b *builder) op(opType string, inputs []string, nOut int, attrs ...*onnx.AttributeProto) []string {
 	return b.Op(opType, inputs, nOut, attrs...)
 }
 
 // op1 emits a node with one fresh output.
-func (b *builder) op1(opType string, inputs []string, attrs ...*onnxpb.AttributeProto) string {
+func (b *builder) op1(opType string, inputs []string, attrs ...*onnx.AttributeProto) string {
 	return b.Op1(opType, inputs, attrs...)
 }
 
 // opTo emits a node writing to the given output names.
-func (b *builder) opTo(opType string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) {
+func (b *builder) opTo(opType string, inputs, outputs []string, attrs ...*onnx.AttributeProto) {
 	b.OpTo(opType, inputs, outputs, attrs...)
 }
 
 // opToTail is opTo for a node that consumes the output of the node being
 // upgraded: it goes to the tail, which upgrade places after that node.
-func (b *builder) opToTail(opType string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) {
+func (b *builder) opToTail(opType string, inputs, outputs []string, attrs ...*onnx.AttributeProto) {
 	b.tail = append(b.tail, b.OpTo(opType, inputs, outputs, attrs...))
 	b.nodes = b.nodes[:len(b.nodes)-1]
 }
@@ -70,7 +69,7 @@ func (b *builder) ints(vals ...int64) string {
 // constFloat returns the name of a float initializer (of the builder's float
 // type) holding vals.
 func (b *builder) constFloat(vals []float64, dims []int64) string {
-	return b.ConstFloat("", onnxpb.TensorProto_DataType(b.floatType), dims, vals...)
+	return b.ConstFloat("", onnx.DataType(b.floatType), dims, vals...)
 }
 
 // scalar is a rank-0 float constant.
@@ -84,7 +83,7 @@ func (b *builder) zeros(shape []int64) string {
 	if len(shape) == 0 {
 		return b.scalar(0)
 	}
-	zero := onnx.NewFloatTensor("", onnxpb.TensorProto_DataType(b.floatType), []int64{1}, []float64{0})
+	zero := onnx.NewFloatTensor("", onnx.DataType(b.floatType), []int64{1}, []float64{0})
 	return b.op1("ConstantOfShape", []string{b.ints(shape...)}, onnx.TensorAttr("value", zero))
 }
 
@@ -117,17 +116,17 @@ func (b *builder) reduceSum(x string, axes []int64, keepdims bool) string {
 // where ONNX Runtime has no bfloat16 kernel (ConvTranspose on any
 // provider, Pad on CUDA): the halves are cast to float32, op runs there,
 // and its result is cast back to bfloat16. Other types run op as it is.
-func (b *builder) viaFloat32(dtype int32, op string, halves, rest []string, attrs ...*onnxpb.AttributeProto) string {
-	if dtype != int32(onnxpb.TensorProto_BFLOAT16) {
+func (b *builder) viaFloat32(dtype int32, op string, halves, rest []string, attrs ...*onnx.AttributeProto) string {
+	if dtype != int32(onnx.BFloat16) {
 		return b.op1(op, slices.Concat(halves, rest), attrs...)
 	}
-	toFloat := onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))
+	toFloat := onnx.IntAttr("to", int64(onnx.Float32))
 	ins := make([]string, 0, len(halves)+len(rest))
 	for _, h := range halves {
 		ins = append(ins, b.op1("Cast", []string{h}, toFloat))
 	}
 	y := b.op1(op, append(ins, rest...), attrs...)
-	return b.op1("Cast", []string{y}, onnx.IntAttr("to", int64(onnxpb.TensorProto_BFLOAT16)))
+	return b.op1("Cast", []string{y}, onnx.IntAttr("to", int64(onnx.BFloat16)))
 }
 
 // where selects x where cond holds and y elsewhere.

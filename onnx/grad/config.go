@@ -118,8 +118,9 @@ type Config struct {
 	// GradInputs names intermediate (or output) tensors that receive an
 	// extra upstream gradient through the input GradInPrefix+name.
 	GradInputs []string
-	// Threads is ONNX Runtime's thread count for the shape probe (0: default).
-	Threads int
+	// Prober runs the forward graph once to learn shapes and element types
+	// (ortprobe.Prober: ONNX Runtime). Required.
+	Prober ShapeProber
 	// DirectConvs keeps every convolution a Conv node and every strided
 	// input gradient a ConvTranspose. By default large 3×3 convolutions are
 	// rewritten into Winograd F(2,3) form (standard operators; same results

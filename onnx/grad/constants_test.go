@@ -6,21 +6,21 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // withInput adds a float graph input x of the given shape (listed first).
 func withInput(m *onnx.Model, x string, shape ...int64) *onnx.Model {
 	g := m.Proto.Graph
-	g.Input = append([]*onnxpb.ValueInfoProto{onnx.TensorValueInfo(x, onnxpb.TensorProto_FLOAT, shape...)}, g.Input...)
+	g.Input = append([]*onnx.ValueInfoProto{onnx.TensorValueInfo(x, onnx.Float32, shape...)}, g.Input...)
 	return m
 }
 
 // constant appends a Constant node holding t.
-func (m *opModel) constant(out string, t *onnxpb.TensorProto) {
+func (m *opModel) constant(out string, t *onnx.TensorProto) {
 	m.b.Emit("Constant", "const_"+out, nil, []string{out}, onnx.TensorAttr("value", t))
 }
 
@@ -59,7 +59,7 @@ func TestFoldedConstants(t *testing.T) {
 			md.Proto.IrVersion = proto.Int64(3)
 			for _, init := range md.Proto.Graph.Initializer {
 				md.Proto.Graph.Input = append(md.Proto.Graph.Input,
-					onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_DataType(init.GetDataType()), init.GetDims()...))
+					onnx.TensorValueInfo(init.GetName(), onnx.DataType(init.GetDataType()), init.GetDims()...))
 			}
 			return md
 		}},
@@ -84,9 +84,9 @@ func TestFoldedConstants(t *testing.T) {
 			m.node("Shape", []string{"conv"}, []string{"shape"})
 			m.node("Slice", []string{"shape", m.ints("s0", []int64{1}, 0), m.ints("s2", []int64{1}, 2)}, []string{"nc"})
 			m.node("Slice", []string{"shape", "s2", m.ints("s4", []int64{1}, 4)}, []string{"hw"})
-			m.node("Cast", []string{"hw"}, []string{"hwf"}, ai("to", int64(onnxpb.TensorProto_FLOAT)))
+			m.node("Cast", []string{"hw"}, []string{"hwf"}, ai("to", int64(onnx.Float32)))
 			m.node("Mul", []string{"hwf", m.floats("two", []int64{1}, 2)}, []string{"hw2f"})
-			m.node("Cast", []string{"hw2f"}, []string{"hw2"}, ai("to", int64(onnxpb.TensorProto_INT64)))
+			m.node("Cast", []string{"hw2f"}, []string{"hw2"}, ai("to", int64(onnx.Int64)))
 			m.node("Concat", []string{"nc", "hw2"}, []string{"sizes"}, ai("axis", 0))
 			m.node("Resize", []string{"conv", "roi", "empty_scales", "sizes"}, []string{"up"},
 				as("mode", "linear"), as("coordinate_transformation_mode", "half_pixel"))
@@ -95,7 +95,7 @@ func TestFoldedConstants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := withInput(tc.build(), "x", 1, 2, 4, 4)
-			cfg := grad.Config{Trainable: []string{"*"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}}
 			res, err := gradcheck.Check(md, cfg, nil, gradcheck.Options{Directions: 3, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -134,7 +134,7 @@ func TestTrainablePatternsSelectParameters(t *testing.T) {
 		{[]string{"bn.*"}, []string{"bn.weight", "bn.bias"}},
 		{[]string{"*.weight", "mul.k"}, []string{"conv.weight", "bn.weight", "mul.k"}},
 	} {
-		gs, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Trainable: tc.pats,
+		gs, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: tc.pats,
 			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.pats, err)
@@ -150,7 +150,7 @@ func TestTrainablePatternsSelectParameters(t *testing.T) {
 		}
 	}
 	// "resize.*" names only a constant: refused, as a pattern that matches nothing.
-	_, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Trainable: []string{"resize.*"},
+	_, err := grad.Build(withInput(m.model(), "x", 1, 2, 3, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"resize.*"},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"up"}})
 	wantUnsupported(t, err, "", "", "resize.*")
 }
@@ -164,7 +164,7 @@ func TestTrainableExactNames(t *testing.T) {
 	m.node("Add", []string{"mm", m.rand("head/b", 2)}, []string{"y"})
 	m.outs = []string{"y"}
 	for _, pats := range [][]string{{`re:head/w\[0\]`, `re:head/b`}, {`re:head/w\[0\]`, "head/b"}} {
-		gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: pats,
+		gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: pats,
 			Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
 		if err != nil {
 			t.Fatalf("%v: %v", pats, err)
@@ -177,7 +177,7 @@ func TestTrainableExactNames(t *testing.T) {
 	// but not a size-1 constant added after it.
 	m.node("Add", []string{"y", m.rand("head/eps", 1)}, []string{"z"})
 	m.outs = []string{"z"}
-	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Trainable: []string{"head/*"},
+	gs, err := grad.Build(withInput(m.model(), "x", 4, 3), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"head/*"},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"z"}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -20,33 +20,33 @@ var convShapes = []struct {
 	name                string
 	cin, cout, group, k int64
 	h, w                int64
-	attrs               []*onnxpb.AttributeProto
+	attrs               []*onnx.AttributeProto
 	bias                bool
 }{
 	{"plain3x3", 3, 4, 1, 3, 7, 6, nil, true},
-	{"pad1", 3, 4, 1, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-	{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
-	{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
-	{"dilation2", 2, 3, 1, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
-	{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
-	{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
+	{"pad1", 3, 4, 1, 3, 7, 6, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2pad1", 3, 4, 1, 3, 9, 8, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+	{"stride2odd", 2, 3, 1, 3, 8, 9, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}, false},
+	{"dilation2", 2, 3, 1, 3, 9, 9, []*onnx.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}, true},
+	{"stride2dil2", 2, 3, 1, 3, 11, 10, []*onnx.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}, true},
+	{"asym_pads", 2, 2, 1, 3, 6, 6, []*onnx.AttributeProto{ais("pads", 0, 2, 1, 0)}, true},
 	{"pointwise", 5, 4, 1, 1, 6, 5, nil, true},
-	{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
-	{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
-	{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnxpb.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
-	{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
-	{"valid", 2, 3, 1, 3, 6, 7, []*onnxpb.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
-	{"depthwise", 4, 4, 4, 3, 7, 7, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-	{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
-	{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
-	{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-	{"groups2", 4, 6, 2, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
-	{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	{"pointwise_stride2", 5, 4, 1, 1, 7, 6, []*onnx.AttributeProto{ais("strides", 2, 2)}, true},
+	{"same_upper_s2", 2, 3, 1, 3, 8, 7, []*onnx.AttributeProto{as("auto_pad", "SAME_UPPER"), ais("strides", 2, 2)}, true},
+	{"same_lower_s2", 2, 3, 1, 4, 8, 7, []*onnx.AttributeProto{as("auto_pad", "SAME_LOWER"), ais("strides", 2, 2)}, true},
+	{"same_upper_k4", 2, 3, 1, 4, 6, 6, []*onnx.AttributeProto{as("auto_pad", "SAME_UPPER")}, true},
+	{"valid", 2, 3, 1, 3, 6, 7, []*onnx.AttributeProto{as("auto_pad", "VALID"), ais("strides", 2, 1)}, true},
+	{"depthwise", 4, 4, 4, 3, 7, 7, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"depthwise_s2", 4, 4, 4, 3, 9, 8, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}, true},
+	{"depthwise_dil2", 3, 3, 3, 3, 9, 9, []*onnx.AttributeProto{ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}, true},
+	{"depthwise_mult2", 3, 6, 3, 3, 6, 6, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2", 4, 6, 2, 3, 6, 6, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}, true},
+	{"groups2_s2", 4, 6, 2, 3, 7, 7, []*onnx.AttributeProto{ais("strides", 2, 2)}, true},
 	// One input channel and a stride: the input gradient is a Col2Im in
 	// the CPU form (the last one leaves a row and a column no window reads).
-	{"onechannel_s2", 1, 3, 1, 3, 9, 8, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
-	{"onechannel_k4s2_dil2", 1, 2, 1, 4, 12, 11, []*onnxpb.AttributeProto{ais("dilations", 2, 1), ais("strides", 2, 3), ais("pads", 2, 0, 1, 1)}, false},
-	{"onechannel_s2_leftover", 1, 2, 1, 3, 10, 11, []*onnxpb.AttributeProto{ais("strides", 2, 2)}, true},
+	{"onechannel_s2", 1, 3, 1, 3, 9, 8, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}, true},
+	{"onechannel_k4s2_dil2", 1, 2, 1, 4, 12, 11, []*onnx.AttributeProto{ais("dilations", 2, 1), ais("strides", 2, 3), ais("pads", 2, 0, 1, 1)}, false},
+	{"onechannel_s2_leftover", 1, 2, 1, 3, 10, 11, []*onnx.AttributeProto{ais("strides", 2, 2)}, true},
 }
 
 func convCases() []opCase {
@@ -58,7 +58,7 @@ func convCases() []opCase {
 				if tc.bias {
 					ins = append(ins, m.rand("b", tc.cout))
 				}
-				attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
+				attrs := append([]*onnx.AttributeProto{ai("group", tc.group)}, tc.attrs...)
 				m.node("Conv", ins, []string{"y"}, attrs...)
 			}})
 		}
@@ -82,7 +82,7 @@ func TestConvWeightGradFolding(t *testing.T) {
 				if tc.bias {
 					ins = append(ins, m.rand("b", tc.cout))
 				}
-				m.node("Conv", ins, []string{"y"}, append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)...)
+				m.node("Conv", ins, []string{"y"}, append([]*onnx.AttributeProto{ai("group", tc.group)}, tc.attrs...)...)
 				m.outs = []string{"y"}
 				m.check(t)
 			})
@@ -94,23 +94,23 @@ func convTransposeCases() []opCase {
 	cases := []struct {
 		name                string
 		cin, cout, group, k int64
-		attrs               []*onnxpb.AttributeProto
+		attrs               []*onnx.AttributeProto
 	}{
 		{"plain", 3, 2, 1, 3, nil},
-		{"stride2pad1", 3, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
-		{"stride2outpad", 3, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ais("output_padding", 1, 1)}},
-		{"dil2", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("dilations", 2, 2)}},
-		{"groups2", 4, 4, 2, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2)}},
-		{"depthwise", 3, 3, 3, 4, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
-		{"output_shape", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("output_shape", 10, 10)}},
-		{"same_upper", 2, 2, 1, 3, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_UPPER")}},
-		{"same_lower", 2, 2, 1, 4, []*onnxpb.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_LOWER")}},
+		{"stride2pad1", 3, 2, 1, 3, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
+		{"stride2outpad", 3, 2, 1, 3, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ais("output_padding", 1, 1)}},
+		{"dil2", 2, 2, 1, 3, []*onnx.AttributeProto{ais("dilations", 2, 2)}},
+		{"groups2", 4, 4, 2, 3, []*onnx.AttributeProto{ais("strides", 2, 2)}},
+		{"depthwise", 3, 3, 3, 4, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 1, 1, 1, 1)}},
+		{"output_shape", 2, 2, 1, 3, []*onnx.AttributeProto{ais("strides", 2, 2), ais("output_shape", 10, 10)}},
+		{"same_upper", 2, 2, 1, 3, []*onnx.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_UPPER")}},
+		{"same_lower", 2, 2, 1, 4, []*onnx.AttributeProto{ais("strides", 2, 2), as("auto_pad", "SAME_LOWER")}},
 	}
 	var ops []opCase
 	for _, tc := range cases {
 		ops = append(ops, opCase{tc.name, 0, func(m *opModel) {
 			ins := []string{m.rand("x", 2, tc.cin, 5, 5), m.rand("w", tc.cin, tc.cout/tc.group, tc.k, tc.k), m.rand("b", tc.cout)}
-			attrs := append([]*onnxpb.AttributeProto{ai("group", tc.group)}, tc.attrs...)
+			attrs := append([]*onnx.AttributeProto{ai("group", tc.group)}, tc.attrs...)
 			m.node("ConvTranspose", ins, []string{"y"}, attrs...)
 		}})
 	}
@@ -124,18 +124,18 @@ func TestConvWeightGradForms(t *testing.T) {
 		name  string
 		k     int64
 		h, w  int64
-		attrs []*onnxpb.AttributeProto
+		attrs []*onnx.AttributeProto
 	}{
-		{"pad1", 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
-		{"stride2odd_crop", 3, 8, 9, []*onnxpb.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}},
-		{"stride2dil2", 3, 11, 10, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}},
-		{"k2x3_dil3_pads", 3, 9, 9, []*onnxpb.AttributeProto{ais("kernel_shape", 2, 3), ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
-		{"dilated_past_input", 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
-		{"pointwise_stride2", 1, 7, 6, []*onnxpb.AttributeProto{ais("strides", 2, 2)}},
-		{"depthwise_s2", 3, 9, 8, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}},
-		{"depthwise_dil2", 3, 9, 9, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}},
-		{"depthwise_mult2_crop", 3, 8, 7, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 0, 1, 1, 0), ais("strides", 2, 2)}},
-		{"groups3", 3, 6, 6, []*onnxpb.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1)}},
+		{"pad1", 3, 7, 6, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"stride2odd_crop", 3, 8, 9, []*onnx.AttributeProto{ais("strides", 2, 2), ais("pads", 0, 1, 1, 0)}},
+		{"stride2dil2", 3, 11, 10, []*onnx.AttributeProto{ais("dilations", 2, 2), ais("strides", 2, 2), ais("pads", 1, 2, 1, 2)}},
+		{"k2x3_dil3_pads", 3, 9, 9, []*onnx.AttributeProto{ais("kernel_shape", 2, 3), ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
+		{"dilated_past_input", 3, 5, 5, []*onnx.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+		{"pointwise_stride2", 1, 7, 6, []*onnx.AttributeProto{ais("strides", 2, 2)}},
+		{"depthwise_s2", 3, 9, 8, []*onnx.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1), ais("strides", 2, 2)}},
+		{"depthwise_dil2", 3, 9, 9, []*onnx.AttributeProto{ai("group", 3), ais("pads", 2, 2, 2, 2), ais("dilations", 2, 2)}},
+		{"depthwise_mult2_crop", 3, 8, 7, []*onnx.AttributeProto{ai("group", 3), ais("pads", 0, 1, 1, 0), ais("strides", 2, 2)}},
+		{"groups3", 3, 6, 6, []*onnx.AttributeProto{ai("group", 3), ais("pads", 1, 1, 1, 1)}},
 	}
 	for _, form := range []bool{true, false} {
 		for _, tc := range cases {
@@ -176,12 +176,12 @@ func TestConvFlipForms(t *testing.T) {
 		name         string
 		cin, cout, g int64
 		kh, kw       int64
-		attrs        []*onnxpb.AttributeProto
+		attrs        []*onnx.AttributeProto
 	}{
-		{"dense3x3", 3, 4, 1, 3, 3, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
-		{"dense2x3_dil2", 3, 4, 1, 2, 3, []*onnxpb.AttributeProto{ais("pads", 2, 1, 1, 2), ais("dilations", 2, 1)}},
-		{"depthwise", 4, 4, 4, 3, 3, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
-		{"groups2", 4, 6, 2, 3, 1, []*onnxpb.AttributeProto{ais("pads", 1, 0, 1, 0)}},
+		{"dense3x3", 3, 4, 1, 3, 3, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"dense2x3_dil2", 3, 4, 1, 2, 3, []*onnx.AttributeProto{ais("pads", 2, 1, 1, 2), ais("dilations", 2, 1)}},
+		{"depthwise", 4, 4, 4, 3, 3, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"groups2", 4, 6, 2, 3, 1, []*onnx.AttributeProto{ais("pads", 1, 0, 1, 0)}},
 	}
 	for _, form := range []bool{true, false} {
 		for _, tc := range cases {
@@ -190,7 +190,7 @@ func TestConvFlipForms(t *testing.T) {
 				defer grad.SetFlipByMatMul(old)
 				m := newOpModel(13)
 				m.node("Conv", []string{m.rand("x", 2, tc.cin, 6, 7), m.rand("w", tc.cout, tc.cin/tc.g, tc.kh, tc.kw)}, []string{"y"},
-					append([]*onnxpb.AttributeProto{ai("group", tc.g)}, tc.attrs...)...)
+					append([]*onnx.AttributeProto{ai("group", tc.g)}, tc.attrs...)...)
 				m.outs = []string{"y"}
 				m.check(t)
 			})
@@ -208,7 +208,7 @@ func TestStridedConvInputGradSymmetricPads(t *testing.T) {
 		x := m.rand("x", 1, 4, hw, hw)
 		m.node("Conv", []string{x, m.rand("w", 4, 1, 3, 3)}, []string{"y"}, ai("group", 4), ais("strides", 2, 2), ais("pads", 1, 1, 1, 1))
 		m.outs = []string{"y"}
-		gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"x", "w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+		gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"x", "w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,15 +240,15 @@ func TestConvWeightGradSplit(t *testing.T) {
 		name   string
 		kh, kw int64
 		h, w   int64
-		attrs  []*onnxpb.AttributeProto
+		attrs  []*onnx.AttributeProto
 	}{
 		{"plain3x3", 3, 3, 7, 6, nil},
-		{"pad1", 3, 3, 7, 6, []*onnxpb.AttributeProto{ais("pads", 1, 1, 1, 1)}},
-		{"asym_pads", 3, 3, 6, 6, []*onnxpb.AttributeProto{ais("pads", 0, 2, 1, 0)}},
-		{"dilation2", 3, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}},
-		{"k2x3_dil3_pads", 2, 3, 9, 9, []*onnxpb.AttributeProto{ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
-		{"same_upper_k4", 4, 4, 6, 6, []*onnxpb.AttributeProto{as("auto_pad", "SAME_UPPER")}},
-		{"dilated_past_input", 3, 3, 5, 5, []*onnxpb.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
+		{"pad1", 3, 3, 7, 6, []*onnx.AttributeProto{ais("pads", 1, 1, 1, 1)}},
+		{"asym_pads", 3, 3, 6, 6, []*onnx.AttributeProto{ais("pads", 0, 2, 1, 0)}},
+		{"dilation2", 3, 3, 9, 9, []*onnx.AttributeProto{ais("dilations", 2, 2), ais("pads", 2, 2, 2, 2)}},
+		{"k2x3_dil3_pads", 2, 3, 9, 9, []*onnx.AttributeProto{ais("dilations", 3, 1), ais("pads", 3, 0, 0, 2)}},
+		{"same_upper_k4", 4, 4, 6, 6, []*onnx.AttributeProto{as("auto_pad", "SAME_UPPER")}},
+		{"dilated_past_input", 3, 3, 5, 5, []*onnx.AttributeProto{ais("dilations", 6, 6), ais("pads", 6, 6, 6, 6)}},
 	}
 	for _, tc := range cases {
 		for _, batch := range []int64{1, 2} {
@@ -294,7 +294,7 @@ func TestConvWinograd(t *testing.T) {
 			restore := grad.SetWinograd(true)
 			defer restore()
 			m.check(t)
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -332,7 +332,7 @@ func TestConvWinograd(t *testing.T) {
 			if k := col2im(gs); k != n {
 				t.Fatalf("%d Col2Im in the training graph for %d chunks, want one each", k, n)
 			}
-			gpu, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: true})
+			gpu, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestConvWinograd(t *testing.T) {
 			}
 			restore()
 			defer grad.SetWinograd(false)()
-			direct, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			direct, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +369,7 @@ func TestWinogradLayoutChangesFold(t *testing.T) {
 	m.node("Conv", []string{m.rand("x", 2, 3, 8, 8), m.rand("w", 8, 3, 3, 3), m.rand("b", 8)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
 	m.outs = []string{"y"}
 	defer grad.SetWinograd(true)()
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestWinogradChoice(t *testing.T) {
 			m := newOpModel(13)
 			m.node("Conv", []string{m.rand("x", 1, tc.ch, tc.hw, tc.hw), m.rand("w", tc.ch, tc.ch, 3, 3)}, []string{"y"}, ais("pads", 1, 1, 1, 1))
 			m.outs = []string{"y"}
-			gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: tc.direct})
+			gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs, DirectConvs: tc.direct})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +480,7 @@ func TestWeightGradConvConfig(t *testing.T) {
 		m.node("Conv", []string{x, m.rand("w", 4, 3, 3, 3)}, []string{"h"}, ais("pads", 1, 1, 1, 1))
 		m.node("Conv", []string{"h", m.rand("dw", 4, 1, 3, 3)}, []string{"y"}, ais("strides", 2, 2), ais("pads", 1, 1, 1, 1), ai("group", 4))
 		m.outs = []string{"y"}
-		gs, err := grad.Build(m.model(), grad.Config{Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
+		gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
 			GradInputs: m.outs, DirectConvs: true, WeightGradConv: wgradConv})
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets/skip"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -68,6 +69,7 @@ func TestTrainingStepCUDAMatchesCPU(t *testing.T) {
 			// The graph finetune runs on a GPU: direct convolutions, no
 			// Winograd or Col2Im forms (the CPU session runs it too).
 			gs, err := grad.Build(m, grad.Config{
+				Prober:      ortprobe.Prober{},
 				Trainable:   []string{"*"},
 				InputShapes: map[string][]int64{in: {tc.batch, 3, tc.size, tc.size}},
 				DirectConvs: true,

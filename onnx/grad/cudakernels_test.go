@@ -18,7 +18,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/projection/onnxgraph"
 )
 
@@ -108,7 +108,7 @@ func (c cudaTable) at(opset int64) map[string]map[string]bool {
 }
 
 // opsetOf is m's default-domain opset.
-func opsetOf(m *onnxpb.ModelProto) int64 {
+func opsetOf(m *onnx.ModelProto) int64 {
 	for _, o := range m.GetOpsetImport() {
 		if d := o.GetDomain(); d == "" || d == "ai.onnx" {
 			return o.GetVersion()
@@ -128,7 +128,7 @@ var elemTypeNames = map[int32]string{
 // types visible inside), has a CUDA kernel for the element type of its data
 // input, propagating element types through the graph from its inputs and
 // initializers. It returns the element types of g's values.
-func checkCUDAKernels(t *testing.T, name string, m *onnxpb.ModelProto, table cudaTable) map[string]string {
+func checkCUDAKernels(t *testing.T, name string, m *onnx.ModelProto, table cudaTable) map[string]string {
 	t.Helper()
 	missing := map[string]int{}
 	types := checkCUDAGraph(t, name, m.GetGraph(), map[string]string{}, table.at(opsetOf(m)), missing)
@@ -141,10 +141,10 @@ func checkCUDAKernels(t *testing.T, name string, m *onnxpb.ModelProto, table cud
 // checkCUDAGraph is checkCUDAKernels for g, whose enclosing scopes' element
 // types are outer (left as they are: g's names shadow them in a copy). It
 // counts the ops without a kernel in missing and returns g's element types.
-func checkCUDAGraph(t *testing.T, name string, g *onnxpb.GraphProto, outer map[string]string, kernels map[string]map[string]bool, missing map[string]int) map[string]string {
+func checkCUDAGraph(t *testing.T, name string, g *onnx.GraphProto, outer map[string]string, kernels map[string]map[string]bool, missing map[string]int) map[string]string {
 	t.Helper()
 	types := maps.Clone(outer)
-	for _, v := range append(append(append([]*onnxpb.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
+	for _, v := range append(append(append([]*onnx.ValueInfoProto{}, g.Input...), g.ValueInfo...), g.Output...) {
 		if ty, ok := elemTypeNames[v.GetType().GetTensorType().GetElemType()]; ok {
 			types[v.GetName()] = ty
 		}
@@ -194,7 +194,7 @@ func checkCUDAGraph(t *testing.T, name string, g *onnxpb.GraphProto, outer map[s
 		for _, a := range n.Attribute {
 			subs := a.Graphs
 			if a.G != nil {
-				subs = append([]*onnxpb.GraphProto{a.G}, subs...)
+				subs = append([]*onnx.GraphProto{a.G}, subs...)
 			}
 			for _, sg := range subs {
 				st := checkCUDAGraph(t, name+"/"+n.GetName()+"."+a.GetName(), sg, types, kernels, missing)
@@ -283,7 +283,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 		}, blockInput})
 	}
 	t.Run("projection", func(t *testing.T) {
-		for _, et := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
+		for _, et := range []onnx.DataType{onnx.Float32, onnx.Float64} {
 			m, err := onnxgraph.NewModel(et, 17)
 			if err != nil {
 				t.Fatal(err)
@@ -296,7 +296,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 			m := s.load(t)
 			checkCUDAKernels(t, "inference", m.Proto, kernels)
 			in := onnx.DataInputs(m.Proto.Graph)[0].GetName()
-			gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: s.dims}})
+			gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{in: s.dims}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +308,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 	t.Run("losses", func(t *testing.T) {
 		m := generatedModel(t, "deeplabv3plus_mobilenetv2.onnx")
 		in := onnx.DataInputs(m.Graph())[0].GetName()
-		gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{in: {2, 3, 64, 64}},
+		gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{in: {2, 3, 64, 64}},
 			DirectConvs: true, Loss: grad.Loss{Focal: 2, Dice: 1, Lovasz: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +338,7 @@ func TestTrainingGraphsHaveCUDAKernels(t *testing.T) {
 					t.Fatalf("autocast moved no operator to %s", prec)
 				}
 				in := onnx.DataInputs(m.Graph())[0].GetName()
-				gs, err := grad.Build(m, grad.Config{Trainable: params, Loss: grad.Loss{Scale: typ == autocast.Float16},
+				gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: params, Loss: grad.Loss{Scale: typ == autocast.Float16},
 					InputShapes: map[string][]int64{in: s.dims}, DirectConvs: true, WeightGradConv: true, MinOpset: typ.MinOpset()})
 				if err != nil {
 					t.Fatal(err)

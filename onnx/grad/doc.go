@@ -8,8 +8,9 @@
 // Build clones the model, rewrites nodes of opsets older than 18 into their
 // opset-18 form (Split/Squeeze/Unsqueeze/Reduce* axes as inputs, Upsample
 // as Resize, Clip/Pad/Slice attributes as inputs...), turns Constant nodes
-// into initializers, runs the forward graph once in ONNX Runtime at the
-// training shapes to record every tensor's shape and element type, and folds
+// into initializers, runs the forward graph once through Config.Prober (a
+// ShapeProber; ortprobe.Prober runs ONNX Runtime) at the training shapes to
+// record every tensor's shape and element type, and folds
 // every subgraph that does not depend on the inputs or on trainable
 // parameters (Shape → Gather/Slice → Concat → Resize sizes...) into
 // initializers. It then appends the loss, walks the nodes in reverse

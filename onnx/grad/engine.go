@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // emit appends the loss and the backward pass and assembles the graphs.
@@ -21,7 +20,7 @@ func (c *compiler) emit() (*Graphs, error) {
 	req := c.requiresGrad(fwd)
 	grads := map[string][]string{}
 	lossB := newBuilder("loss/", c.floatType, c.b.taken)
-	var extraIn []*onnxpb.ValueInfoProto
+	var extraIn []*onnx.ValueInfoProto
 	var hasLoss bool
 	switch c.cfg.Loss.Kind {
 	case LossCrossEntropy, LossSigmoidBCE:
@@ -37,7 +36,7 @@ func (c *compiler) emit() (*Graphs, error) {
 	default:
 		return nil, fmt.Errorf("unknown loss kind %d", c.cfg.Loss.Kind)
 	}
-	var gradIns []*onnxpb.ValueInfoProto
+	var gradIns []*onnx.ValueInfoProto
 	for _, t := range c.cfg.GradInputs {
 		if !req[t] {
 			return nil, fmt.Errorf("GradInputs: tensor %q does not depend on any trainable parameter", t)
@@ -58,7 +57,7 @@ func (c *compiler) emit() (*Graphs, error) {
 		}
 	}
 	man := c.manifestBase()
-	var gradOuts []*onnxpb.ValueInfoProto
+	var gradOuts []*onnx.ValueInfoProto
 	for _, p := range c.trainable {
 		out := GradPrefix + p
 		if c.names[out] {
@@ -79,7 +78,7 @@ func (c *compiler) emit() (*Graphs, error) {
 }
 
 // requiresGrad marks the float tensors that depend on a trainable parameter.
-func (c *compiler) requiresGrad(fwd []*onnxpb.NodeProto) map[string]bool {
+func (c *compiler) requiresGrad(fwd []*onnx.NodeProto) map[string]bool {
 	req := map[string]bool{}
 	for _, p := range c.trainable {
 		req[p] = true
@@ -110,8 +109,8 @@ func (c *compiler) isFloat(name string) bool {
 	if !ok {
 		return false
 	}
-	switch onnxpb.TensorProto_DataType(i.dtype) {
-	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
+	switch onnx.DataType(i.dtype) {
+	case onnx.Float32, onnx.Float64, onnx.Float16, onnx.BFloat16:
 		return true // half precision: mixed-precision graphs (onnx/autocast)
 	}
 	return false
@@ -127,7 +126,7 @@ func (c *compiler) accumulate(gs []string) string {
 
 // backNode applies n's rule when gradient reaches one of its outputs and one
 // of its inputs wants one.
-func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[string][]string) error {
+func (c *compiler) backNode(n *onnx.NodeProto, req map[string]bool, grads map[string][]string) error {
 	dY := make([]string, len(n.Output))
 	has := false
 	for j, o := range n.Output {
@@ -166,11 +165,11 @@ func (c *compiler) backNode(n *onnxpb.NodeProto, req map[string]bool, grads map[
 }
 
 // assemble builds the training and evaluation models and prunes them.
-func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss bool,
-	lossIns, gradIns, gradOuts []*onnxpb.ValueInfoProto, man Manifest,
+func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
+	lossIns, gradIns, gradOuts []*onnx.ValueInfoProto, man Manifest,
 ) (*Graphs, error) {
-	var frozen []*onnxpb.TensorProto
-	var params []*onnxpb.TensorProto
+	var frozen []*onnx.TensorProto
+	var params []*onnx.TensorProto
 	for _, t := range c.g.Initializer {
 		if c.isTrain[t.GetName()] {
 			params = append(params, t)
@@ -178,21 +177,21 @@ func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss boo
 			frozen = append(frozen, t)
 		}
 	}
-	var paramIns []*onnxpb.ValueInfoProto
+	var paramIns []*onnx.ValueInfoProto
 	for _, p := range c.trainable {
 		paramIns = append(paramIns, valueInfo(p, c.info[p].dtype, c.info[p].shape))
 	}
 	// Params in trainable order.
-	byName := map[string]*onnxpb.TensorProto{}
+	byName := map[string]*onnx.TensorProto{}
 	for _, t := range params {
 		byName[t.GetName()] = t
 	}
-	ordered := make([]*onnxpb.TensorProto, len(c.trainable))
+	ordered := make([]*onnx.TensorProto, len(c.trainable))
 	for i, p := range c.trainable {
-		ordered[i] = proto.Clone(byName[p]).(*onnxpb.TensorProto)
+		ordered[i] = proto.Clone(byName[p]).(*onnx.TensorProto)
 	}
 
-	var outs []*onnxpb.ValueInfoProto
+	var outs []*onnx.ValueInfoProto
 	if hasLoss {
 		outs = append(outs, valueInfo(LossName, c.floatType, []int64{1}))
 	}
@@ -214,8 +213,8 @@ func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss boo
 	inputs = append(inputs, lossIns...)
 	inputs = append(inputs, paramIns...)
 
-	mk := func(nodes []*onnxpb.NodeProto, inits []*onnxpb.TensorProto, ins, outs []*onnxpb.ValueInfoProto, name string) *onnx.Model {
-		g := &onnxpb.GraphProto{
+	mk := func(nodes []*onnx.NodeProto, inits []*onnx.TensorProto, ins, outs []*onnx.ValueInfoProto, name string) *onnx.Model {
+		g := &onnx.GraphProto{
 			Name:        proto.String(name),
 			Node:        nodes,
 			Initializer: inits,
@@ -224,7 +223,7 @@ func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss boo
 		}
 		prune(g)
 		orderLeaves(g)
-		mp := &onnxpb.ModelProto{
+		mp := &onnx.ModelProto{
 			IrVersion:       c.m.IrVersion,
 			OpsetImport:     c.m.OpsetImport,
 			ProducerName:    proto.String("segtune"),
@@ -247,33 +246,33 @@ func (c *compiler) assemble(fwd []*onnxpb.NodeProto, lossB *builder, hasLoss boo
 	return &Graphs{Training: train, Eval: eval, Params: ordered, Manifest: man}, nil
 }
 
-func cloneNodes(ns []*onnxpb.NodeProto) []*onnxpb.NodeProto {
-	out := make([]*onnxpb.NodeProto, len(ns))
+func cloneNodes(ns []*onnx.NodeProto) []*onnx.NodeProto {
+	out := make([]*onnx.NodeProto, len(ns))
 	for i, n := range ns {
-		out[i] = proto.Clone(n).(*onnxpb.NodeProto)
+		out[i] = proto.Clone(n).(*onnx.NodeProto)
 	}
 	return out
 }
 
-func cloneTensors(ts []*onnxpb.TensorProto) []*onnxpb.TensorProto {
-	out := make([]*onnxpb.TensorProto, len(ts))
+func cloneTensors(ts []*onnx.TensorProto) []*onnx.TensorProto {
+	out := make([]*onnx.TensorProto, len(ts))
 	for i, t := range ts {
-		out[i] = proto.Clone(t).(*onnxpb.TensorProto)
+		out[i] = proto.Clone(t).(*onnx.TensorProto)
 	}
 	return out
 }
 
-func cloneVI(vs []*onnxpb.ValueInfoProto) []*onnxpb.ValueInfoProto {
-	out := make([]*onnxpb.ValueInfoProto, len(vs))
+func cloneVI(vs []*onnx.ValueInfoProto) []*onnx.ValueInfoProto {
+	out := make([]*onnx.ValueInfoProto, len(vs))
 	for i, v := range vs {
-		out[i] = proto.Clone(v).(*onnxpb.ValueInfoProto)
+		out[i] = proto.Clone(v).(*onnx.ValueInfoProto)
 	}
 	return out
 }
 
 // prune drops nodes and initializers the graph outputs do not need. Graph
 // inputs are kept even when unused, so the interface stays predictable.
-func prune(g *onnxpb.GraphProto) {
+func prune(g *onnx.GraphProto) {
 	needed := map[string]bool{}
 	for _, o := range g.Output {
 		needed[o.GetName()] = true
@@ -292,14 +291,14 @@ func prune(g *onnxpb.GraphProto) {
 			}
 		}
 	}
-	var nodes []*onnxpb.NodeProto
+	var nodes []*onnx.NodeProto
 	for i, n := range g.Node {
 		if keep[i] {
 			nodes = append(nodes, n)
 		}
 	}
 	g.Node = nodes
-	var inits []*onnxpb.TensorProto
+	var inits []*onnx.TensorProto
 	for _, t := range g.Initializer {
 		if needed[t.GetName()] {
 			inits = append(inits, t)

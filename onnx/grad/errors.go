@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 )
 
 // UnsupportedError reports a valid model the compiler cannot differentiate:
@@ -36,7 +36,7 @@ func unsupportedf(format string, args ...any) error {
 // atNode attributes an error raised while handling node n (by its rule or
 // its upgrade): an UnsupportedError not yet about a node gets n's name and
 // operator, any other error is wrapped with them.
-func atNode(n *onnxpb.NodeProto, err error) error {
+func atNode(n *onnx.NodeProto, err error) error {
 	var ue *UnsupportedError
 	if errors.As(err, &ue) && ue.Op == "" {
 		ue.Node, ue.Op = n.GetName(), n.GetOpType()

@@ -1,5 +1,8 @@
 package grad
 
+// TargetOpset is the opset the compiler's graphs declare at least.
+const TargetOpset = targetOpset
+
 // SetIm2colWeightGrad switches the dense-conv weight-gradient form for tests
 // and returns the previous setting.
 func SetIm2colWeightGrad(on bool) bool {

@@ -7,10 +7,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // tol is the acceptance bound on the relative error of every check.
@@ -20,8 +20,8 @@ const tol = 1e-3
 type opModel struct {
 	opset int64
 	b     *onnx.Builder // appends to nodes and inits, which tests may also edit
-	nodes []*onnxpb.NodeProto
-	inits []*onnxpb.TensorProto
+	nodes []*onnx.NodeProto
+	inits []*onnx.TensorProto
 	outs  []string
 	rng   *rand.Rand
 	// params are the initializers made by rand: the default trainables.
@@ -64,14 +64,14 @@ func (m *opModel) ints(name string, dims []int64, v ...int64) string {
 }
 
 // node appends a node named after its position and op type.
-func (m *opModel) node(op string, ins, outs []string, attrs ...*onnxpb.AttributeProto) {
+func (m *opModel) node(op string, ins, outs []string, attrs ...*onnx.AttributeProto) {
 	m.b.Emit(op, fmt.Sprintf("n%d_%s", len(m.nodes), op), ins, outs, attrs...)
 }
 
 func (m *opModel) model() *onnx.Model {
-	var outs []*onnxpb.ValueInfoProto
+	var outs []*onnx.ValueInfoProto
 	for _, o := range m.outs {
-		outs = append(outs, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+		outs = append(outs, &onnx.ValueInfoProto{Name: proto.String(o)})
 	}
 	return onnx.NewModel(m.b.Graph("t", nil, outs), m.opset)
 }
@@ -84,7 +84,7 @@ func (m *opModel) check(t *testing.T, trainable ...string) {
 	if trainable == nil {
 		trainable = m.params
 	}
-	cfg := grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
+	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
 	res, err := gradcheck.Check(m.model(), cfg, nil, gradcheck.Options{Directions: 3, Seed: 1, Step: m.step})
 	if err != nil {
 		t.Fatal(err)

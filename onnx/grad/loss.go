@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func (c *compiler) ignoreIndex() int64 {
@@ -88,9 +87,9 @@ func (z *lossLogits) back(b *builder, d string) string {
 // target adds the target input and returns, for shapes [N, 1, d...]: the
 // class indices with ignored elements replaced by 0, and the validity mask
 // as floats ("" with NoIgnore).
-func (c *compiler) target(lb *builder, z *lossLogits) (t, valid string, ins []*onnxpb.ValueInfoProto) {
+func (c *compiler) target(lb *builder, z *lossLogits) (t, valid string, ins []*onnx.ValueInfoProto) {
 	tshape := append([]int64{z.shape[0]}, z.shape[2:]...)
-	ins = []*onnxpb.ValueInfoProto{valueInfo(TargetName, int32(onnxpb.TensorProto_INT64), tshape)}
+	ins = []*onnx.ValueInfoProto{valueInfo(TargetName, int32(onnx.Int64), tshape)}
 	t = TargetName
 	if !c.cfg.Loss.NoIgnore {
 		v := lb.op1("Not", []string{lb.op1("Equal", []string{t, lb.constInt64([]int64{c.ignoreIndex()}, nil)})})
@@ -128,7 +127,7 @@ type lossTerm struct{ value, grad string }
 // loss appends the configured loss (forward nodes to lb, backward nodes to
 // c.b). It returns the tensor the loss reads, the gradient of the loss with
 // respect to it ("" when it needs none), and the extra graph inputs.
-func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*onnxpb.ValueInfoProto, error) {
+func (c *compiler) loss(lb *builder, req map[string]bool) (string, string, []*onnx.ValueInfoProto, error) {
 	z, err := c.logits(lb)
 	if err != nil {
 		return "", "", nil, err

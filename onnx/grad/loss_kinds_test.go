@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -81,7 +82,7 @@ func evalLoss(t *testing.T, shape []int64, z []float32, tshape, target []int64, 
 	m := newOpModel(13)
 	m.node("Identity", []string{m.floats("z", shape, z...)}, []string{"logits"})
 	m.outs = []string{"logits"}
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"z"}, Loss: loss})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"z"}, Loss: loss})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestLossOnIntermediate(t *testing.T) {
 			}
 			m.outs = []string{"prob"}
 			target := runtime.NewInt64([]int64{2, 2, 2}, []int64{0, 1, 255, 2, 2, 2, 0, 1})
-			cfg := grad.Config{Trainable: []string{"z"}, Loss: grad.Loss{Kind: tc.kind, Output: "logits"}}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"z"}, Loss: grad.Loss{Kind: tc.kind, Output: "logits"}}
 			res, err := gradcheck.Check(m.model(), cfg, map[string]*runtime.Tensor{grad.TargetName: target}, gradcheck.Options{Seed: 3})
 			if err != nil {
 				t.Fatal(err)
@@ -391,7 +392,7 @@ func TestLovaszMatchesReference(t *testing.T) {
 	m := newOpModel(13)
 	m.node("Identity", []string{m.floats("z", shape, z...)}, []string{"logits"})
 	m.outs = []string{"logits"}
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"z"}, Loss: loss})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"z"}, Loss: loss})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -35,7 +36,7 @@ func TestCrossEntropy(t *testing.T) {
 			if tc.scale {
 				feeds[grad.LossScaleName] = runtime.NewFloat64([]int64{1}, []float64{1.7})
 			}
-			cfg := grad.Config{Trainable: []string{"z"}, Loss: tc.loss}
+			cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"z"}, Loss: tc.loss}
 			if tc.extraIn {
 				cfg.GradInputs = []string{"logits"}
 			}
@@ -65,7 +66,7 @@ func TestCrossEntropyValue(t *testing.T) {
 	m.outs = []string{"logits"}
 	target := []int64{2, 255, 0, 1}
 	w := []float64{1, 2, 0.5}
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"z"}, Loss: grad.Loss{ClassWeights: w}})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"z"}, Loss: grad.Loss{ClassWeights: w}})
 	if err != nil {
 		t.Fatal(err)
 	}

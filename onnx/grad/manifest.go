@@ -3,7 +3,7 @@ package grad
 import (
 	"encoding/json"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 )
 
 // Manifest describes the compiled graphs for tools and users.
@@ -116,21 +116,20 @@ func (c *compiler) manifestBase() Manifest {
 	return m
 }
 
-func (m *Manifest) fill(train, eval *onnxpb.GraphProto) {
+func (m *Manifest) fill(train, eval *onnx.GraphProto) {
 	m.Training = signature(train)
 	m.Eval = signature(eval)
 }
 
-func signature(g *onnxpb.GraphProto) Signature {
-	spec := func(vs []*onnxpb.ValueInfoProto) []TensorSpec {
+func signature(g *onnx.GraphProto) Signature {
+	spec := func(vs []*onnx.ValueInfoProto) []TensorSpec {
 		out := make([]TensorSpec, 0, len(vs))
 		for _, v := range vs {
-			tt := v.GetType().GetTensorType()
-			s := []int64{}
-			for _, d := range tt.GetShape().GetDim() {
-				s = append(s, d.GetDimValue())
+			s, _ := onnx.TensorShape(v)
+			if s == nil {
+				s = []int64{} // JSON [], not null
 			}
-			out = append(out, TensorSpec{Name: v.GetName(), Type: TypeName(tt.GetElemType()), Shape: s})
+			out = append(out, TensorSpec{Name: v.GetName(), Type: TypeName(v.GetType().GetTensorType().GetElemType()), Shape: s})
 		}
 		return out
 	}
@@ -139,17 +138,17 @@ func signature(g *onnxpb.GraphProto) Signature {
 
 // TypeName gives the short name of an ONNX element type ("float32", ...).
 func TypeName(dt int32) string {
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT:
+	switch onnx.DataType(dt) {
+	case onnx.Float32:
 		return "float32"
-	case onnxpb.TensorProto_DOUBLE:
+	case onnx.Float64:
 		return "float64"
-	case onnxpb.TensorProto_INT64:
+	case onnx.Int64:
 		return "int64"
-	case onnxpb.TensorProto_INT32:
+	case onnx.Int32:
 		return "int32"
-	case onnxpb.TensorProto_BOOL:
+	case onnx.Bool:
 		return "bool"
 	}
-	return onnxpb.TensorProto_DataType(dt).String()
+	return onnx.DataType(dt).String()
 }

@@ -1,4 +1,4 @@
-package grad
+package grad_test
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -21,7 +23,7 @@ func personModel(t *testing.T, file string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := Build(m, Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{"input": {1, 3, size, size}}})
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{"input": {1, 3, size, size}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +32,8 @@ func personModel(t *testing.T, file string, size int64) {
 			t.Errorf("node %q has domain %q", n.GetName(), n.GetDomain())
 		}
 	}
-	if imp := gs.Training.Proto.GetOpsetImport(); len(imp) != 1 || imp[0].GetDomain() != "" || imp[0].GetVersion() != targetOpset {
-		t.Errorf("opset imports %v, want only the default domain at %d", imp, targetOpset)
+	if imp := gs.Training.Proto.GetOpsetImport(); len(imp) != 1 || imp[0].GetDomain() != "" || imp[0].GetVersion() != grad.TargetOpset {
+		t.Errorf("opset imports %v, want only the default domain at %d", imp, grad.TargetOpset)
 	}
 	floats := 0
 	for _, init := range m.Proto.Graph.Initializer {
@@ -53,7 +55,7 @@ func personModel(t *testing.T, file string, size int64) {
 	defer s.Close()
 	feeds := map[string]*runtime.Tensor{}
 	feeds["input"] = runtime.NewFloat32([]int64{1, 3, size, size}, make([]float32, 3*size*size))
-	feeds[TargetName] = runtime.NewInt64([]int64{1, size, size}, make([]int64, size*size))
+	feeds[grad.TargetName] = runtime.NewInt64([]int64{1, size, size}, make([]int64, size*size))
 	for _, p := range gs.Params {
 		v, _ := onnx.Float32s(p)
 		feeds[p.GetName()] = runtime.NewFloat32(p.GetDims(), v)
@@ -68,7 +70,7 @@ func personModel(t *testing.T, file string, size int64) {
 	}
 	t.Logf("loss %v, %d outputs, %d nodes", out[0].Float32, len(out), len(gs.Training.Proto.Graph.Node))
 	for i, o := range s.Outputs {
-		if o.Type != "float32" && TypeName(elemType(o.Type)) != "float32" {
+		if o.Type != "float32" {
 			continue
 		}
 		for _, v := range out[i].Float32 {

@@ -3,7 +3,7 @@ package grad
 import (
 	"slices"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 )
 
 // orderLeaves moves the graph's leaves (nodes whose outputs no node reads:
@@ -23,7 +23,7 @@ import (
 // FusedMatMul of the weight gradients after the last input-gradient Conv).
 // Walking the leaves in emission order instead runs each weight gradient
 // as soon as its inputs exist, so they are freed early.
-func orderLeaves(g *onnxpb.GraphProto) {
+func orderLeaves(g *onnx.GraphProto) {
 	consumers := map[string]int{}
 	for _, n := range g.Node {
 		for _, x := range n.Input {
@@ -80,7 +80,7 @@ func orderLeaves(g *onnxpb.GraphProto) {
 		groups = append(groups, grp)
 	}
 	slices.SortStableFunc(groups, func(a, b []int) int { return a[0] - b[0] })
-	out := make([]*onnxpb.NodeProto, 0, len(g.Node))
+	out := make([]*onnx.NodeProto, 0, len(g.Node))
 	for i, n := range g.Node {
 		if !moved[i] {
 			out = append(out, n)

@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -36,7 +37,7 @@ func TestWeightGradsRunEarly(t *testing.T) {
 		}
 	}
 	m.outs = []string{"y"}
-	gs, err := grad.Build(m.model(), grad.Config{Trainable: []string{"w1", "w2", "w3"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+	gs, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"w1", "w2", "w3"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 	if err != nil {
 		t.Fatal(err)
 	}

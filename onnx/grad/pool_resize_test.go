@@ -3,11 +3,11 @@ package grad_test
 import (
 	"fmt"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 )
 
 func poolCases() []opCase {
-	pool := func(op string, xs []int64, attrs ...*onnxpb.AttributeProto) func(m *opModel) {
+	pool := func(op string, xs []int64, attrs ...*onnx.AttributeProto) func(m *opModel) {
 		return func(m *opModel) { m.node(op, []string{m.rand("x", xs...)}, []string{"y"}, attrs...) }
 	}
 	x := []int64{2, 3, 7, 6}
@@ -35,7 +35,7 @@ func resizeCases() []opCase {
 			if mode == "linear" && ctm == "tf_half_pixel_for_nn" {
 				continue
 			}
-			attrs := []*onnxpb.AttributeProto{as("mode", mode), as("coordinate_transformation_mode", ctm)}
+			attrs := []*onnx.AttributeProto{as("mode", mode), as("coordinate_transformation_mode", ctm)}
 			cases = append(cases,
 				opCase{fmt.Sprintf("%s/%s/scales2", mode, ctm), 0, func(m *opModel) {
 					m.node("Resize", []string{m.rand("x", 2, 3, 4, 5), "", m.floats("sc", []int64{4}, 1, 1, 2, 2)}, []string{"y"}, attrs...)
@@ -49,7 +49,7 @@ func resizeCases() []opCase {
 		}
 	}
 	for _, nm := range []string{"floor", "ceil", "round_prefer_ceil"} {
-		attrs := []*onnxpb.AttributeProto{as("mode", "nearest"), as("nearest_mode", nm), as("coordinate_transformation_mode", "half_pixel")}
+		attrs := []*onnx.AttributeProto{as("mode", "nearest"), as("nearest_mode", nm), as("coordinate_transformation_mode", "half_pixel")}
 		cases = append(cases, opCase{"nearest_mode/" + nm, 0, func(m *opModel) {
 			m.node("Resize", []string{m.rand("x", 1, 2, 5, 4), "", "", m.ints("sz", []int64{4}, 1, 2, 8, 9)}, []string{"y"}, attrs...)
 		}})

@@ -2,15 +2,43 @@ package grad
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
-	"github.com/segtune/segtune/runtime"
 )
+
+// ShapeProber runs a forward graph once. The compiler learns every tensor's
+// shape and element type, and the values of constant subgraphs it folds,
+// by running the model in the runtime that will train it: that agrees with
+// the runtime by construction, which hand-written shape inference would not.
+// The compiler builds the probe model for the prober alone: Probe may modify
+// it. ortprobe.Prober is the ONNX Runtime implementation.
+type ShapeProber interface {
+	// Probe runs model with feeds (one per graph input, by name) and returns
+	// its outputs by name. An output the runtime cannot return may be left
+	// out; one of a type the caller cannot read (float16, bfloat16) comes
+	// back widened to float32, with its real DataType. Build returns
+	// its errors behind only "grad: ", so they should say that probing
+	// failed.
+	Probe(model *onnx.ModelProto, feeds map[string]*ProbeTensor) (map[string]*ProbeTensor, error)
+}
+
+// ProbeTensor is a dense host tensor crossing a ShapeProber. Exactly one of
+// the data slices is set.
+type ProbeTensor struct {
+	// DataType is the ONNX element type (onnx.DataType).
+	DataType int32
+	Shape    []int64
+	// Float32 holds FLOAT values, and FLOAT16 and BFLOAT16 ones widened.
+	Float32 []float32
+	// Float64 holds DOUBLE values.
+	Float64 []float64
+	// Int64 holds INT64 values, and INT32 and BOOL (0 or 1) ones widened.
+	Int64 []int64
+}
 
 // tensorInfo is what the compiler knows about one tensor of the forward graph.
 type tensorInfo struct {
@@ -18,19 +46,21 @@ type tensorInfo struct {
 	dtype int32
 }
 
-// probe runs the forward graph once in ONNX Runtime at the training shapes
-// with every node output exposed, and records each tensor's shape and element
-// type, plus the values of the tensors listed in want (small constant tensors,
-// to be folded). Probing agrees with the runtime by construction, which hand
-// written shape inference would not.
-func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
-	feeds map[string]*runtime.Tensor, want map[string]bool, threads int,
-) (map[string]*tensorInfo, map[string]*onnxpb.TensorProto, error) {
-	pg := proto.Clone(g).(*onnxpb.GraphProto)
+// probe runs the forward graph once through the prober at the training
+// shapes with every node output exposed, and records each tensor's shape
+// and element type, plus the values of the tensors listed in want (small
+// constant tensors, to be folded).
+func probe(prober ShapeProber, g *onnx.GraphProto, opset []*onnx.OperatorSetIdProto, ir int64,
+	feeds map[string]*ProbeTensor, want map[string]bool,
+) (map[string]*tensorInfo, map[string]*onnx.TensorProto, error) {
+	if prober == nil {
+		return nil, nil, errors.New("Config.Prober is nil: the compiler needs a ShapeProber (ortprobe.Prober runs ONNX Runtime)")
+	}
+	pg := proto.Clone(g).(*onnx.GraphProto)
 	bf16 := probeBFloat16AsFloat(pg)
 	// Every tensor is exposed twice: flattened (its values and element type)
 	// and as Concat(Shape, [1]) (its shape), so that rank-0 tensors, which
-	// the Go binding cannot return, come back as rank-1 ones.
+	// a runtime's host binding may not return, come back as rank-1 ones.
 	var names []string
 	seen := map[string]bool{}
 	for _, n := range g.Node {
@@ -41,7 +71,7 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 			}
 		}
 	}
-	pb := newBuilder("probe/", int32(onnxpb.TensorProto_FLOAT), func(s string) bool { return seen[s] })
+	pb := newBuilder("probe/", int32(onnx.Float32), func(s string) bool { return seen[s] })
 	minus1, one := pb.ints(-1), pb.ints(1)
 	flat, shp := map[string]string{}, map[string]string{}
 	pg.Output = nil
@@ -55,8 +85,8 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 			flat[name] = pb.op1("Slice", []string{flat[name], zero, one})
 		}
 		shp[name] = pb.op1("Concat", []string{pb.op1("Shape", []string{name}), one}, onnx.IntAttr("axis", 0))
-		pg.Output = append(pg.Output, &onnxpb.ValueInfoProto{Name: proto.String(flat[name])},
-			&onnxpb.ValueInfoProto{Name: proto.String(shp[name])})
+		pg.Output = append(pg.Output, &onnx.ValueInfoProto{Name: proto.String(flat[name])},
+			&onnx.ValueInfoProto{Name: proto.String(shp[name])})
 	}
 	pg.Node = append(pg.Node, pb.nodes...)
 	pg.Initializer = append(pg.Initializer, pb.inits...)
@@ -65,62 +95,30 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 	for _, o := range pg.Output {
 		o.Type = nil
 	}
-	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(ir), OpsetImport: opset, Graph: pg}
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(mp)
+	mp := &onnx.ModelProto{IrVersion: proto.Int64(ir), OpsetImport: opset, Graph: pg}
+	outs, err := prober.Probe(mp, feeds)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := runtime.Options{Threads: threads, NoOptimize: true}
-	sess, err := runtime.NewSession(data, opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
-	}
-	halfType, halfData, err := exposeHalvesAsFloat(mp, pb, flat, sess.Outputs)
-	if err == nil && halfData != nil {
-		sess.Close()
-		sess, err = runtime.NewSession(halfData, opts)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing shapes in ONNX Runtime: %w", err)
-	}
-	defer sess.Close()
-	in := make([]*runtime.Tensor, len(sess.Inputs))
-	for i, x := range sess.Inputs {
-		t, ok := feeds[x.Name]
-		if !ok {
-			return nil, nil, fmt.Errorf("probing shapes: no value for graph input %q", x.Name)
-		}
-		in[i] = t
-	}
-	outs, err := sess.Run(in...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("probing shapes: running the forward graph: %w", err)
-	}
-	byName := map[string]int{}
-	for i, o := range sess.Outputs {
-		byName[o.Name] = i
-	}
 	info := map[string]*tensorInfo{}
-	vals := map[string]*onnxpb.TensorProto{}
+	vals := map[string]*onnx.TensorProto{}
 	for _, name := range names {
-		fi, si := byName[flat[name]], byName[shp[name]]
-		if outs[fi] == nil || outs[si] == nil {
+		v, s := outs[flat[name]], outs[shp[name]]
+		if v == nil || s == nil {
 			continue
 		}
-		dims := outs[si].Int64
-		shape := append([]int64{}, dims[:len(dims)-1]...)
-		dt := elemType(sess.Outputs[fi].Type)
-		if h, ok := halfType[name]; ok {
-			dt = h
+		dims := s.Int64
+		if len(dims) == 0 {
+			return nil, nil, fmt.Errorf("probing shapes: the shape of %q came back empty", name)
 		}
-		if bf16[name] && dt == int32(onnxpb.TensorProto_FLOAT) {
-			dt = int32(onnxpb.TensorProto_BFLOAT16)
+		shape := append([]int64{}, dims[:len(dims)-1]...)
+		dt := v.DataType
+		if bf16[name] && dt == int32(onnx.Float32) {
+			dt = int32(onnx.BFloat16)
 		}
 		info[name] = &tensorInfo{shape: shape, dtype: dt}
 		if want[name] {
-			v := outs[fi]
-			v.Shape = shape
-			if t, err := tensorFromRuntime(name, dt, v); err == nil {
+			if t, err := tensorFromProbe(name, dt, shape, v); err == nil {
 				vals[name] = t
 			}
 		}
@@ -136,15 +134,15 @@ func probe(g *onnxpb.GraphProto, opset []*onnxpb.OperatorSetIdProto, ir int64,
 // tensors that are bfloat16 in the real graph: a Cast's output by its
 // "to", any other node's outputs when one of its inputs is. (Outputs of
 // non-float type, such as Shape's, keep the type the probe reports.)
-func probeBFloat16AsFloat(g *onnxpb.GraphProto) map[string]bool {
+func probeBFloat16AsFloat(g *onnx.GraphProto) map[string]bool {
 	var bf16 map[string]bool
 	for _, n := range g.Node {
 		is := false
 		if n.GetOpType() == "Cast" && n.GetDomain() == "" {
 			to := onnx.Attr(n, "to")
-			is = to.GetI() == int64(onnxpb.TensorProto_BFLOAT16)
+			is = to.GetI() == int64(onnx.BFloat16)
 			if is {
-				to.I = proto.Int64(int64(onnxpb.TensorProto_FLOAT))
+				to.I = proto.Int64(int64(onnx.Float32))
 			}
 		} else {
 			for _, in := range n.Input {
@@ -163,103 +161,54 @@ func probeBFloat16AsFloat(g *onnxpb.GraphProto) map[string]bool {
 	return bf16
 }
 
-// exposeHalvesAsFloat casts the exposed values of float16 and bfloat16
-// tensors (mixed-precision graphs, onnx/autocast) to float32, which the Go
-// binding reads (onnxruntime_go v1.27.0 copies a float16 output's element
-// count in bytes, half of it, and fails). Given the probe session's outputs,
-// it returns those tensors' real element types by name and the rewritten
-// model, or no model when there is none (float32 graphs: the session
-// stands).
-func exposeHalvesAsFloat(mp *onnxpb.ModelProto, pb *builder, flat map[string]string, outs []runtime.IOInfo) (map[string]int32, []byte, error) {
-	types := map[string]int32{}
-	for _, o := range outs {
-		types[o.Name] = elemType(o.Type)
-	}
-	half := map[string]int32{}
-	g := mp.Graph
-	made := len(pb.nodes)
-	for name, f := range flat {
-		dt := types[f]
-		if dt != int32(onnxpb.TensorProto_FLOAT16) && dt != int32(onnxpb.TensorProto_BFLOAT16) {
-			continue
-		}
-		half[name] = dt
-		cast := pb.op1("Cast", []string{f}, onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT)))
-		for _, o := range g.Output {
-			if o.GetName() == f {
-				o.Name = proto.String(cast)
-			}
-		}
-		flat[name] = cast
-	}
-	if len(half) == 0 {
-		return half, nil, nil
-	}
-	g.Node = append(g.Node, pb.nodes[made:]...)
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(mp)
-	return half, data, err
-}
-
-// elemType maps ONNX Runtime's element type names to ONNX data types.
-func elemType(s string) int32 {
-	short := map[string]onnxpb.TensorProto_DataType{
-		"float32": onnxpb.TensorProto_FLOAT, "float64": onnxpb.TensorProto_DOUBLE,
-		"int64": onnxpb.TensorProto_INT64, "int32": onnxpb.TensorProto_INT32,
-		"bool": onnxpb.TensorProto_BOOL, "uint8": onnxpb.TensorProto_UINT8,
-		"int8": onnxpb.TensorProto_INT8, "float16": onnxpb.TensorProto_FLOAT16,
-	}
-	if dt, ok := short[strings.ToLower(s)]; ok {
-		return int32(dt)
-	}
-	s = strings.TrimPrefix(s, "ONNX_TENSOR_ELEMENT_DATA_TYPE_")
-	return onnxpb.TensorProto_DataType_value[s]
-}
-
-// tensorFromRuntime turns a probed value back into an initializer of the
-// original element type.
-func tensorFromRuntime(name string, dt int32, t *runtime.Tensor) (*onnxpb.TensorProto, error) {
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT:
-		return onnx.NewFloat32Tensor(name, t.Shape, t.Float32), nil
-	case onnxpb.TensorProto_DOUBLE:
-		return onnx.NewFloat64Tensor(name, t.Shape, t.Float64), nil
-	case onnxpb.TensorProto_INT64:
-		return onnx.NewInt64Tensor(name, t.Shape, t.Int64), nil
-	case onnxpb.TensorProto_INT32:
+// tensorFromProbe turns a probed value back into an initializer of the
+// original element type and the given shape.
+func tensorFromProbe(name string, dt int32, shape []int64, t *ProbeTensor) (*onnx.TensorProto, error) {
+	switch onnx.DataType(dt) {
+	case onnx.Float32:
+		return onnx.NewFloat32Tensor(name, shape, t.Float32), nil
+	case onnx.Float64:
+		return onnx.NewFloat64Tensor(name, shape, t.Float64), nil
+	case onnx.Int64:
+		return onnx.NewInt64Tensor(name, shape, t.Int64), nil
+	case onnx.Int32:
 		raw := make([]byte, 4*len(t.Int64))
 		for i, v := range t.Int64 {
 			binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(v)))
 		}
-		return rawTensor(name, dt, t.Shape, raw), nil
-	case onnxpb.TensorProto_BOOL:
+		return rawTensor(name, dt, shape, raw), nil
+	case onnx.Bool:
 		raw := make([]byte, len(t.Int64))
 		for i, v := range t.Int64 {
 			if v != 0 {
 				raw[i] = 1
 			}
 		}
-		return rawTensor(name, dt, t.Shape, raw), nil
+		return rawTensor(name, dt, shape, raw), nil
 	}
-	return nil, fmt.Errorf("tensor %q: element type %v cannot be folded", name, onnxpb.TensorProto_DataType(dt))
+	return nil, fmt.Errorf("tensor %q: element type %v cannot be folded", name, onnx.DataType(dt))
 }
 
-func rawTensor(name string, dt int32, dims []int64, raw []byte) *onnxpb.TensorProto {
-	return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(dt), Dims: append([]int64{}, dims...), RawData: raw}
+func rawTensor(name string, dt int32, dims []int64, raw []byte) *onnx.TensorProto {
+	return &onnx.TensorProto{Name: proto.String(name), DataType: proto.Int32(dt), Dims: append([]int64{}, dims...), RawData: raw}
 }
 
 // zeroFeed makes an all-zero tensor of a graph input's type and shape.
-func zeroFeed(dt int32, shape []int64) (*runtime.Tensor, error) {
+func zeroFeed(dt int32, shape []int64) (*ProbeTensor, error) {
 	n, err := onnx.NumElements(shape)
 	if err != nil {
 		return nil, err
 	}
-	switch onnxpb.TensorProto_DataType(dt) {
-	case onnxpb.TensorProto_FLOAT:
-		return runtime.NewFloat32(shape, make([]float32, n)), nil
-	case onnxpb.TensorProto_DOUBLE:
-		return runtime.NewFloat64(shape, make([]float64, n)), nil
-	case onnxpb.TensorProto_INT64:
-		return runtime.NewInt64(shape, make([]int64, n)), nil
+	t := &ProbeTensor{DataType: dt, Shape: shape}
+	switch onnx.DataType(dt) {
+	case onnx.Float32:
+		t.Float32 = make([]float32, n)
+	case onnx.Float64:
+		t.Float64 = make([]float64, n)
+	case onnx.Int64:
+		t.Int64 = make([]int64, n)
+	default:
+		return nil, unsupportedf("graph inputs of type %v are not supported (float, double and int64 are)", onnx.DataType(dt))
 	}
-	return nil, unsupportedf("graph inputs of type %v are not supported (float, double and int64 are)", onnxpb.TensorProto_DataType(dt))
+	return t, nil
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // rule emits the backward nodes of one forward node. It returns one
@@ -69,7 +68,7 @@ func (n nature) noGrad() bool { return n == stepwise || n == shapeOnly }
 // older than since (at most 13) into the opset-17 form of the operator.
 type opsetUpgrade struct {
 	since int64
-	apply func(n *onnxpb.NodeProto, b *builder) error
+	apply func(n *onnx.NodeProto, b *builder) error
 }
 
 // registry maps default-domain operator types to their specs.
@@ -102,7 +101,7 @@ func (s opSpec) isIndexOutput(j int) bool { return slices.Contains(s.indexOutput
 type gradCtx struct {
 	*builder
 	c    *compiler
-	n    *onnxpb.NodeProto
+	n    *onnx.NodeProto
 	dY   []string
 	need []bool
 }
@@ -152,7 +151,7 @@ func (c *gradCtx) dy(i int) string {
 // constInit returns input i's constant tensor (folded or initializer), nil
 // for an absent optional input, or an error when the input is computed or
 // trainable.
-func (c *gradCtx) constInit(i int) (*onnxpb.TensorProto, error) {
+func (c *gradCtx) constInit(i int) (*onnx.TensorProto, error) {
 	name := c.in(i)
 	if name == "" {
 		return nil, nil

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func init() {
@@ -166,7 +165,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 		}
 	}
 	if symOK {
-		attrs := []*onnxpb.AttributeProto{onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...),
+		attrs := []*onnx.AttributeProto{onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...),
 			onnx.IntsAttr("pads", slices.Concat(sym, sym)...), onnx.IntAttr("group", g.group), onnx.IntsAttr("kernel_shape", g.k...)}
 		if slices.ContainsFunc(opadSym, func(v int64) bool { return v != 0 }) {
 			attrs = append(attrs, onnx.IntsAttr("output_padding", opadSym...))
@@ -196,7 +195,7 @@ func convInputGrad(b *builder, dy, w string, ys, ws, xs []int64, g convGeom, cpu
 // transposedConv is ConvTranspose(dy, w), through float32 for bfloat16
 // operands: ONNX Runtime has no bfloat16 ConvTranspose on any provider
 // (its CUDA kernel takes float, double and float16).
-func transposedConv(b *builder, g convGeom, dy, w string, attrs ...*onnxpb.AttributeProto) string {
+func transposedConv(b *builder, g convGeom, dy, w string, attrs ...*onnx.AttributeProto) string {
 	return b.viaFloat32(g.dtype, "ConvTranspose", []string{dy, w}, nil, attrs...)
 }
 

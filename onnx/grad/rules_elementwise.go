@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func init() {
@@ -213,8 +212,8 @@ func (c *gradCtx) constScalar(i int) (float64, bool) {
 	if t == nil || err != nil || numel(t.GetDims()) != 1 {
 		return 0, false
 	}
-	switch onnxpb.TensorProto_DataType(t.GetDataType()) {
-	case onnxpb.TensorProto_INT64:
+	switch onnx.DataType(t.GetDataType()) {
+	case onnx.Int64:
 		v, err := onnx.Int64s(t)
 		if err != nil || len(v) != 1 {
 			return 0, false

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func init() {
@@ -17,8 +16,8 @@ func init() {
 
 // int64Index casts an index tensor to int64 when needed.
 func (c *gradCtx) int64Index(name string) string {
-	if i, ok := c.c.info[name]; ok && i.dtype != int32(onnxpb.TensorProto_INT64) {
-		return c.op1("Cast", []string{name}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
+	if i, ok := c.c.info[name]; ok && i.dtype != int32(onnx.Int64) {
+		return c.op1("Cast", []string{name}, onnx.IntAttr("to", int64(onnx.Int64)))
 	}
 	return name
 }
@@ -81,7 +80,7 @@ func cumSumRule(c *gradCtx) ([]string, error) {
 		return nil, err
 	}
 	rev := int64(1) - attrInt(c.n, "reverse", 0)
-	attrs := []*onnxpb.AttributeProto{onnx.IntAttr("reverse", rev)}
+	attrs := []*onnx.AttributeProto{onnx.IntAttr("reverse", rev)}
 	if e := attrInt(c.n, "exclusive", 0); e != 0 {
 		attrs = append(attrs, onnx.IntAttr("exclusive", e))
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -19,6 +20,7 @@ func TestSGDReducesLoss(t *testing.T) {
 	}
 	const h, w = 33, 33
 	gs, err := grad.Build(m, grad.Config{
+		Prober:      ortprobe.Prober{},
 		Trainable:   []string{"decoder_*", "logits_*"},
 		InputShapes: map[string][]int64{"input": {1, 3, h, w}},
 	})

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Unsupported lists, sorted and once each, the operators of m that gradient
@@ -21,8 +20,8 @@ func Unsupported(m *onnx.Model) []string {
 	g := m.Proto.GetGraph()
 	reaches := map[string]bool{} // tensors that depend on a float initializer
 	for _, t := range g.GetInitializer() {
-		switch onnxpb.TensorProto_DataType(t.GetDataType()) {
-		case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
+		switch onnx.DataType(t.GetDataType()) {
+		case onnx.Float32, onnx.Float64, onnx.Float16, onnx.BFloat16:
 			reaches[t.GetName()] = true
 		}
 	}
@@ -61,12 +60,12 @@ var nonFloatOutputs = map[string]bool{
 }
 
 // castsToNonFloat reports a Cast to a type that carries no gradient.
-func castsToNonFloat(n *onnxpb.NodeProto) bool {
+func castsToNonFloat(n *onnx.NodeProto) bool {
 	if n.GetOpType() != "Cast" {
 		return false
 	}
-	switch onnxpb.TensorProto_DataType(attr(n, "to").GetI()) {
-	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_BFLOAT16:
+	switch onnx.DataType(attr(n, "to").GetI()) {
+	case onnx.Float32, onnx.Float64, onnx.Float16, onnx.BFloat16:
 		return false
 	}
 	return true

@@ -8,7 +8,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // TestUnsupportedOperators: Unsupported names the operators without a rule
@@ -25,10 +24,10 @@ func TestUnsupportedOperators(t *testing.T) {
 	// A shape path and a mask path: integer and boolean outputs carry no gradient.
 	m.node("Shape", []string{"d"}, []string{"s"})
 	m.node("Range", []string{m.ints("zero", nil, 0), "s", m.ints("one", nil, 1)}, []string{"r"})
-	m.node("Cast", []string{"d"}, []string{"di"}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
+	m.node("Cast", []string{"d"}, []string{"di"}, onnx.IntAttr("to", int64(onnx.Int64)))
 	m.node("BitShift", []string{"di", "r"}, []string{"e"}, onnx.StringAttr("direction", "LEFT"))
 	// An operator without a rule that reads no float initializer.
-	m.node("Cast", []string{m.ints("k", []int64{2}, 1, 2)}, []string{"kf"}, onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT)))
+	m.node("Cast", []string{m.ints("k", []int64{2}, 1, 2)}, []string{"kf"}, onnx.IntAttr("to", int64(onnx.Float32)))
 	m.node("Cos", []string{"kf"}, []string{"f"})
 	m.outs = []string{"d", "e", "f"}
 	md := m.model()

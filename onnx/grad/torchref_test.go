@@ -16,7 +16,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -64,7 +64,7 @@ func lastLine(b []byte) string {
 // roleParam is one parameter picked for the whole-model checks.
 type roleParam struct{ role, name string }
 
-func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
+func attrInt(n *onnx.NodeProto, name string, def int64) int64 {
 	for _, a := range n.Attribute {
 		if a.GetName() == name {
 			return a.GetI()
@@ -73,7 +73,7 @@ func attrInt(n *onnxpb.NodeProto, name string, def int64) int64 {
 	return def
 }
 
-func attrInts(n *onnxpb.NodeProto, name string) []int64 {
+func attrInts(n *onnx.NodeProto, name string) []int64 {
 	for _, a := range n.Attribute {
 		if a.GetName() == name {
 			return a.GetInts()
@@ -100,14 +100,14 @@ func maxOf(v []int64, def int64) int64 {
 func pickParams(t *testing.T, m *onnx.Model) []roleParam {
 	t.Helper()
 	g := m.Proto.Graph
-	inits := map[string]*onnxpb.TensorProto{}
+	inits := map[string]*onnx.TensorProto{}
 	for _, x := range g.Initializer {
 		inits[x.GetName()] = x
 	}
 	type conv struct {
 		idx  int
-		node *onnxpb.NodeProto
-		w    *onnxpb.TensorProto
+		node *onnx.NodeProto
+		w    *onnx.TensorProto
 	}
 	var convs []conv
 	for i, n := range g.Node {
@@ -422,7 +422,7 @@ func checkAgainstTorch(t *testing.T, tc wholeModelCase, script string) {
 	m := tc.load(t)
 	params := pickParams(t, m)
 	in := m.Proto.Graph.Input[0].GetName()
-	gs, err := grad.Build(m, grad.Config{Trainable: paramNames(params),
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: paramNames(params),
 		InputShapes: map[string][]int64{in: tc.shape}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -50,7 +50,7 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 	}
 	var inits []string
 	for _, p := range m.Proto.Graph.Initializer {
-		if p.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+		if p.GetDataType() == int32(onnx.Float32) {
 			inits = append(inits, p.GetName())
 		}
 	}
@@ -61,7 +61,7 @@ func checkTransformer(t *testing.T, path, refBase string, params map[string]stri
 	// "*" (the parameter rule, onnx.ParameterNames) must select them all:
 	// Linear biases, decomposed normalisations' scales, layer scales and
 	// relative-position tables included.
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{"*"}, InputShapes: map[string][]int64{"input": transformerShape}})
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, InputShapes: map[string][]int64{"input": transformerShape}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func readLE[T float32 | int64](t *testing.T, path string) []T {
 // of the corpus, to central differences of the reference loss that the
 // generator took in float64 on the ONNX graph itself (not on the PyTorch
 // module, and not by autograd). ONNX Runtime has no double Conv kernel, so
-// onnx/gradcheck could only difference these models in float32, where
+// gradcheck could only difference these models in float32, where
 // rounding swamps the differences of a single bias.
 func TestTransformerParameterKindsFiniteDifference(t *testing.T) {
 	testassets.RequireORT(t)
@@ -168,7 +168,7 @@ func TestTransformerParameterKindsFiniteDifference(t *testing.T) {
 				seen[fd.Kind] = true
 				trainable = append(trainable, fd.Initializer)
 			}
-			gs, err := grad.Build(m, grad.Config{Trainable: trainable, InputShapes: map[string][]int64{"input": transformerShape}})
+			gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, InputShapes: map[string][]int64{"input": transformerShape}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // trimDeadTaps rewrites Conv nodes whose outer kernel taps only ever read
@@ -18,7 +17,7 @@ import (
 // trimmed.
 func (c *compiler) trimDeadTaps() {
 	b := newBuilder("trim/", c.floatType, func(s string) bool { return c.names[s] })
-	var out []*onnxpb.NodeProto
+	var out []*onnx.NodeProto
 	for _, n := range c.g.Node {
 		if n.GetOpType() == "Conv" && (n.GetDomain() == "" || n.GetDomain() == "ai.onnx") && len(n.Input) >= 2 {
 			if w, ok := c.trimConv(b, n); ok {
@@ -40,7 +39,7 @@ func (c *compiler) trimDeadTaps() {
 
 // trimConv emits Slice(W) for n when it has dead outer taps, updates n's
 // kernel_shape and pads, and returns the sliced weights' name.
-func (c *compiler) trimConv(b *builder, n *onnxpb.NodeProto) (string, bool) {
+func (c *compiler) trimConv(b *builder, n *onnx.NodeProto) (string, bool) {
 	xi, wi, yi := c.info[n.Input[0]], c.info[n.Input[1]], c.info[n.Output[0]]
 	if xi == nil || wi == nil || yi == nil || len(xi.shape) < 3 || len(wi.shape) != len(xi.shape) || len(yi.shape) != len(xi.shape) {
 		return "", false

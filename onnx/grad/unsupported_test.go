@@ -9,7 +9,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
 // wantUnsupported fails unless err is a *grad.UnsupportedError about node
@@ -34,8 +34,8 @@ func wantUnsupported(t *testing.T, err error, node, op, what string) {
 // old an opset, a pattern selecting nothing — is an UnsupportedError naming
 // the node where there is one.
 func TestUnsupported(t *testing.T) {
-	bool1 := func(name string, v bool) *onnxpb.TensorProto {
-		return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(int32(onnxpb.TensorProto_BOOL)), Int32Data: []int32{map[bool]int32{false: 0, true: 1}[v]}}
+	bool1 := func(name string, v bool) *onnx.TensorProto {
+		return &onnx.TensorProto{Name: proto.String(name), DataType: proto.Int32(int32(onnx.Bool)), Int32Data: []int32{map[bool]int32{false: 0, true: 1}[v]}}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -53,7 +53,7 @@ func TestUnsupported(t *testing.T) {
 			m.node("Gelu", []string{m.rand("x", 2, 3)}, []string{"y"})
 			m.nodes[0].Domain = proto.String("com.microsoft")
 			md := m.model()
-			md.Proto.OpsetImport = append(md.Proto.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String("com.microsoft"), Version: proto.Int64(1)})
+			md.Proto.OpsetImport = append(md.Proto.OpsetImport, &onnx.OperatorSetIdProto{Domain: proto.String("com.microsoft"), Version: proto.Int64(1)})
 			return md
 		}, node: "n0_Gelu", op: "Gelu", what: `"com.microsoft"`},
 		{name: "attribute/Resize_mode", build: func(m *opModel) *onnx.Model {
@@ -103,15 +103,15 @@ func TestUnsupported(t *testing.T) {
 		}, node: "n0_Dropout", op: "Dropout", what: "mask"},
 		{name: "Constant_value_string", build: func(m *opModel) *onnx.Model {
 			m.node("Relu", []string{m.rand("x", 2, 3)}, []string{"y"})
-			m.nodes = append(m.nodes, &onnxpb.NodeProto{Name: proto.String("label"), OpType: proto.String("Constant"), Output: []string{"label"},
-				Attribute: []*onnxpb.AttributeProto{{Name: proto.String("value_string"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("person")}}})
+			m.nodes = append(m.nodes, &onnx.NodeProto{Name: proto.String("label"), OpType: proto.String("Constant"), Output: []string{"label"},
+				Attribute: []*onnx.AttributeProto{{Name: proto.String("value_string"), Type: onnx.AttributeString.Enum(), S: []byte("person")}}})
 			return nil
 		}, node: "label", op: "Constant", what: "value_string"},
 		{name: "uint8_graph_input", build: func(m *opModel) *onnx.Model {
-			m.node("Cast", []string{"img"}, []string{"f"}, ai("to", int64(onnxpb.TensorProto_FLOAT)))
+			m.node("Cast", []string{"img"}, []string{"f"}, ai("to", int64(onnx.Float32)))
 			m.node("Mul", []string{"f", m.rand("x", 1)}, []string{"y"})
 			md := m.model()
-			md.Proto.Graph.Input = []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("img", onnxpb.TensorProto_UINT8, 1, 3, 2, 2)}
+			md.Proto.Graph.Input = []*onnx.ValueInfoProto{onnx.TensorValueInfo("img", onnx.Uint8, 1, 3, 2, 2)}
 			return md
 		}, what: "UINT8"},
 		{name: "opset_6", opset: 6, build: func(m *opModel) *onnx.Model {
@@ -142,7 +142,7 @@ func TestUnsupported(t *testing.T) {
 			if trainable == nil {
 				trainable = []string{"x"}
 			}
-			_, err := grad.Build(md, grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
+			_, err := grad.Build(md, grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs})
 			wantUnsupported(t, err, tc.node, tc.op, tc.what)
 		})
 	}
@@ -155,22 +155,22 @@ func TestUnsupported(t *testing.T) {
 func ifModel(cond bool) *opModel {
 	m := newOpModel(13)
 	m.node("Mul", []string{m.rand("x", 2, 3), m.rand("w", 2, 3)}, []string{"a"})
-	branch := func(name string, k float32) *onnxpb.GraphProto {
-		return &onnxpb.GraphProto{
+	branch := func(name string, k float32) *onnx.GraphProto {
+		return &onnx.GraphProto{
 			Name: proto.String(name),
-			Node: []*onnxpb.NodeProto{{Name: proto.String(name + "_mul"), OpType: proto.String("Mul"),
+			Node: []*onnx.NodeProto{{Name: proto.String(name + "_mul"), OpType: proto.String("Mul"),
 				Input: []string{"a", name + "_k"}, Output: []string{name + "_out"}}},
-			Initializer: []*onnxpb.TensorProto{{Name: proto.String(name + "_k"), DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)),
+			Initializer: []*onnx.TensorProto{{Name: proto.String(name + "_k"), DataType: proto.Int32(int32(onnx.Float32)),
 				Dims: []int64{1}, FloatData: []float32{k}}},
-			Output: []*onnxpb.ValueInfoProto{{Name: proto.String(name + "_out")}},
+			Output: []*onnx.ValueInfoProto{{Name: proto.String(name + "_out")}},
 		}
 	}
-	m.inits = append(m.inits, &onnxpb.TensorProto{Name: proto.String("cond"), DataType: proto.Int32(int32(onnxpb.TensorProto_BOOL)),
+	m.inits = append(m.inits, &onnx.TensorProto{Name: proto.String("cond"), DataType: proto.Int32(int32(onnx.Bool)),
 		Dims: []int64{1}, Int32Data: []int32{map[bool]int32{false: 0, true: 1}[cond]}})
-	m.nodes = append(m.nodes, &onnxpb.NodeProto{Name: proto.String("branch"), OpType: proto.String("If"), Input: []string{"cond"}, Output: []string{"y"},
-		Attribute: []*onnxpb.AttributeProto{
-			{Name: proto.String("then_branch"), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: branch("then", 1)},
-			{Name: proto.String("else_branch"), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: branch("else", 2)},
+	m.nodes = append(m.nodes, &onnx.NodeProto{Name: proto.String("branch"), OpType: proto.String("If"), Input: []string{"cond"}, Output: []string{"y"},
+		Attribute: []*onnx.AttributeProto{
+			{Name: proto.String("then_branch"), Type: onnx.AttributeGraph.Enum(), G: branch("then", 1)},
+			{Name: proto.String("else_branch"), Type: onnx.AttributeGraph.Enum(), G: branch("else", 2)},
 		}})
 	m.outs = []string{"y"}
 	return m
@@ -181,7 +181,7 @@ func ifModel(cond bool) *opModel {
 func TestSubgraphsRefused(t *testing.T) {
 	for _, trainable := range [][]string{{"w"}, {"x"}} {
 		m := ifModel(true)
-		_, err := grad.Build(m.model(), grad.Config{Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"a"}})
+		_, err := grad.Build(m.model(), grad.Config{Prober: ortprobe.Prober{}, Trainable: trainable, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"a"}})
 		wantUnsupported(t, err, "branch", "If", "subgraph")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // targetOpset is the lowest default-domain opset the compiler emits: 18 has
@@ -19,11 +18,11 @@ const targetOpset = 18
 // targetOpset form so the whole graph can be stamped with one opset. It only
 // touches the operators whose registered upgrade starts after the model's
 // opset; everything else is already valid.
-func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
+func upgrade(g *onnx.GraphProto, from int64, b *builder) error {
 	if from >= targetOpset {
 		return nil
 	}
-	var out []*onnxpb.NodeProto
+	var out []*onnx.NodeProto
 	for _, n := range g.Node {
 		if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
 			out = append(out, n)
@@ -48,7 +47,7 @@ func upgrade(g *onnxpb.GraphProto, from int64, b *builder) error {
 }
 
 // attrToInput moves an INTS attribute into input slot idx as an INT64 constant.
-func attrToInput(n *onnxpb.NodeProto, name string, idx int, b *builder) {
+func attrToInput(n *onnx.NodeProto, name string, idx int, b *builder) {
 	a := attr(n, name)
 	if a == nil {
 		return
@@ -67,8 +66,8 @@ func attrToInput(n *onnxpb.NodeProto, name string, idx int, b *builder) {
 // moveAttrToInput makes the rewrite of an operator whose INTS attribute
 // became input idx (Split's split, Squeeze's axes... at 13; the other
 // reductions' axes at 18).
-func moveAttrToInput(name string, idx int) func(*onnxpb.NodeProto, *builder) error {
-	return func(n *onnxpb.NodeProto, b *builder) error {
+func moveAttrToInput(name string, idx int) func(*onnx.NodeProto, *builder) error {
+	return func(n *onnx.NodeProto, b *builder) error {
 		attrToInput(n, name, idx, b)
 		return nil
 	}
@@ -76,7 +75,7 @@ func moveAttrToInput(name string, idx int) func(*onnxpb.NodeProto, *builder) err
 
 // upgradeSplit moves Split's split attribute (before 13) to its input; a
 // Split without sizes names its output count, which opset 18 requires.
-func upgradeSplit(n *onnxpb.NodeProto, b *builder) error {
+func upgradeSplit(n *onnx.NodeProto, b *builder) error {
 	attrToInput(n, "split", 1, b)
 	if input(n, 1) == "" && attr(n, "num_outputs") == nil {
 		setAttr(n, onnx.IntAttr("num_outputs", int64(len(n.Output))))
@@ -86,7 +85,7 @@ func upgradeSplit(n *onnxpb.NodeProto, b *builder) error {
 
 // upgradeSoftmax keeps the pre-13 meaning of Softmax, LogSoftmax and
 // Hardmax, which flattened their input to 2-D at axis.
-func upgradeSoftmax(n *onnxpb.NodeProto, b *builder) error {
+func upgradeSoftmax(n *onnx.NodeProto, b *builder) error {
 	axis := attrInt(n, "axis", 1)
 	x, y := n.Input[0], n.Output[0]
 	flat := b.op1("Flatten", []string{x}, onnx.IntAttr("axis", axis))
@@ -102,7 +101,7 @@ func upgradeSoftmax(n *onnxpb.NodeProto, b *builder) error {
 
 // upgradeToResize turns Upsample (7, 9) and Resize-10 into the Resize they
 // meant: asymmetric coordinates, floor rounding.
-func upgradeToResize(n *onnxpb.NodeProto, b *builder) error {
+func upgradeToResize(n *onnx.NodeProto, b *builder) error {
 	mode := attrString(n, "mode", "nearest")
 	if mode == "bilinear" {
 		mode = "linear"
@@ -127,7 +126,7 @@ func upgradeToResize(n *onnxpb.NodeProto, b *builder) error {
 }
 
 // upgradeClip moves Clip's min and max attributes (before 11) to inputs.
-func upgradeClip(n *onnxpb.NodeProto, b *builder) error {
+func upgradeClip(n *onnx.NodeProto, b *builder) error {
 	lo, hi := attr(n, "min"), attr(n, "max")
 	ins := []string{n.Input[0], "", ""}
 	if lo != nil {
@@ -141,7 +140,7 @@ func upgradeClip(n *onnxpb.NodeProto, b *builder) error {
 }
 
 // upgradePad moves Pad's pads and value attributes (before 11) to inputs.
-func upgradePad(n *onnxpb.NodeProto, b *builder) error {
+func upgradePad(n *onnx.NodeProto, b *builder) error {
 	pads := attrInts(n, "pads")
 	if pads == nil {
 		pads = attrInts(n, "paddings") // Pad-1
@@ -149,13 +148,13 @@ func upgradePad(n *onnxpb.NodeProto, b *builder) error {
 	value := attrFloat(n, "value", 0)
 	mode := attrString(n, "mode", "constant")
 	n.Input = []string{n.Input[0], b.ints(pads...), b.scalar(float64(value))}
-	n.Attribute = []*onnxpb.AttributeProto{onnx.StringAttr("mode", mode)}
+	n.Attribute = []*onnx.AttributeProto{onnx.StringAttr("mode", mode)}
 	return nil
 }
 
 // upgradeDropout turns Dropout into its inference form: the training graph
 // is deterministic.
-func upgradeDropout(n *onnxpb.NodeProto, b *builder) error {
+func upgradeDropout(n *onnx.NodeProto, b *builder) error {
 	if len(n.Output) > 1 && n.Output[1] != "" {
 		return unsupportedf("the Dropout mask output is not supported")
 	}
@@ -166,7 +165,7 @@ func upgradeDropout(n *onnxpb.NodeProto, b *builder) error {
 
 // upgradeSlice moves Slice's starts, ends and axes attributes (before 10)
 // to inputs.
-func upgradeSlice(n *onnxpb.NodeProto, b *builder) error {
+func upgradeSlice(n *onnx.NodeProto, b *builder) error {
 	starts, ends, axes := attrInts(n, "starts"), attrInts(n, "ends"), attrInts(n, "axes")
 	ins := []string{n.Input[0], b.ints(starts...), b.ints(ends...)}
 	if axes != nil {
@@ -177,7 +176,7 @@ func upgradeSlice(n *onnxpb.NodeProto, b *builder) error {
 }
 
 // upgradeTopK moves TopK's k attribute (before 10) to an input.
-func upgradeTopK(n *onnxpb.NodeProto, b *builder) error {
+func upgradeTopK(n *onnx.NodeProto, b *builder) error {
 	k := attrInt(n, "k", 1)
 	delAttr(n, "k")
 	n.Input = []string{n.Input[0], b.ints(k)}
@@ -186,7 +185,7 @@ func upgradeTopK(n *onnxpb.NodeProto, b *builder) error {
 
 // upgradeBatchNorm drops BatchNormalization's pre-9 attributes and its
 // training outputs, which are not part of the inference form.
-func upgradeBatchNorm(n *onnxpb.NodeProto, b *builder) error {
+func upgradeBatchNorm(n *onnx.NodeProto, b *builder) error {
 	delAttr(n, "spatial")
 	delAttr(n, "is_test")
 	delAttr(n, "consumed_inputs")

@@ -6,7 +6,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -18,15 +18,15 @@ func TestUpgradeReductionsOffTheGradientPath(t *testing.T) {
 	testassets.RequireORT(t)
 	for _, op := range []string{"ReduceMax", "ReduceMin", "ReduceMean", "ReduceL2", "ReduceProd", "ReduceSumSquare", "ReduceLogSumExp"} {
 		t.Run(op, func(t *testing.T) {
-			f32 := onnxpb.TensorProto_FLOAT
+			f32 := onnx.Float32
 			b := &onnx.Builder{}
 			b.Initializer(onnx.NewFloat32Tensor("w", []int64{1, 3}, []float32{0.5, -1, 2}))
 			b.Node(op, "r", []string{"x"}, onnx.IntsAttr("axes", 1), onnx.IntAttr("keepdims", 1))
 			b.Node("Mul", "wx", []string{"w", "x"})
 			b.Node("Add", "y", []string{"wx", "r"})
-			m := onnx.NewModel(b.Graph("t", []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", f32, 2, 3)},
-				[]*onnxpb.ValueInfoProto{onnx.TensorValueInfo("y", f32, 2, 3)}), 13)
-			gs, err := grad.Build(m, grad.Config{Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
+			m := onnx.NewModel(b.Graph("t", []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", f32, 2, 3)},
+				[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", f32, 2, 3)}), 13)
+			gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"w"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{"y"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // lossGradient is ∂loss/∂z in float64 for logits z of shape s (class axis
@@ -83,7 +82,7 @@ func lossGradient(t *testing.T, l grad.Loss, axis int, s []int64, z []float32, t
 func pruneTo(m *onnx.Model, out string) *onnx.Model {
 	g := m.Proto.Graph
 	need := map[string]bool{out: true}
-	var keep []*onnxpb.NodeProto
+	var keep []*onnx.NodeProto
 	for i := len(g.Node) - 1; i >= 0; i-- {
 		n := g.Node[i]
 		used := false
@@ -91,14 +90,14 @@ func pruneTo(m *onnx.Model, out string) *onnx.Model {
 			used = used || need[o]
 		}
 		if used {
-			keep = append([]*onnxpb.NodeProto{n}, keep...)
+			keep = append([]*onnx.NodeProto{n}, keep...)
 			for _, x := range n.Input {
 				need[x] = true
 			}
 		}
 	}
 	g.Node = keep
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(out)}}
+	g.Output = []*onnx.ValueInfoProto{{Name: proto.String(out)}}
 	return m
 }
 
@@ -128,7 +127,7 @@ func segHead(nhwc bool, final string, C int64) (*onnx.Model, []int64, []rolePara
 	if final != "" {
 		m.node(final, []string{out}, []string{"prob"})
 		if final == "Softmax" {
-			m.nodes[len(m.nodes)-1].Attribute = []*onnxpb.AttributeProto{ai("axis", 1)}
+			m.nodes[len(m.nodes)-1].Attribute = []*onnx.AttributeProto{ai("axis", 1)}
 		}
 		out = "prob"
 	}

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -126,7 +126,7 @@ func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []f
 	}
 	g := fz.Proto.Graph
 	// The parameters become inputs, so one session evaluates every step.
-	var keep []*onnxpb.TensorProto
+	var keep []*onnx.TensorProto
 	isParam := map[string]bool{}
 	for _, p := range params {
 		isParam[p] = true
@@ -136,7 +136,7 @@ func frozenKinks(t *testing.T, m *onnx.Model, input string, shape []int64, x []f
 			keep = append(keep, init)
 			continue
 		}
-		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_FLOAT, init.GetDims()...))
+		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnx.Float32, init.GetDims()...))
 	}
 	g.Initializer = keep
 	return fz
@@ -259,7 +259,7 @@ func frozenCheck(t *testing.T, m *onnx.Model, input string, shape []int64, param
 	t.Helper()
 	names := paramNames(params)
 	logits := m.Proto.Graph.Output[0].GetName()
-	cfg := grad.Config{Trainable: names, InputShapes: map[string][]int64{input: shape},
+	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: names, InputShapes: map[string][]int64{input: shape},
 		Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{logits}}
 	if spec.loss != nil {
 		if spec.loss.Output != "" {

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Winograd F(4,3) and F(2,3) for the large 3×3 convolutions.
@@ -72,7 +71,7 @@ func (c *compiler) winogradConvs() {
 		return
 	}
 	b := newBuilder("wino/", c.floatType, func(s string) bool { return c.names[s] })
-	var out []*onnxpb.NodeProto
+	var out []*onnx.NodeProto
 	rewrote := false
 	for _, n := range c.g.Node {
 		if c.winogradEligible(n) {
@@ -97,7 +96,7 @@ func (c *compiler) winogradConvs() {
 	}
 }
 
-func (c *compiler) winogradEligible(n *onnxpb.NodeProto) bool {
+func (c *compiler) winogradEligible(n *onnx.NodeProto) bool {
 	if n.GetOpType() != "Conv" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") || len(n.Input) < 2 || len(n.Output) != 1 {
 		return false
 	}
@@ -214,7 +213,7 @@ func kronSelf(x [][]float64) []float64 {
 }
 
 // winogradConv emits n's Winograd form into b (see above).
-func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
+func (c *compiler) winogradConv(b *builder, n *onnx.NodeProto) {
 	xs, ws := c.info[n.Input[0]].shape, c.info[n.Input[1]].shape
 	nb, ch, k := xs[0], xs[1], ws[0]
 	h, w := xs[2], xs[3]
@@ -223,7 +222,7 @@ func (c *compiler) winogradConv(b *builder, n *onnxpb.NodeProto) {
 	a2 := al * al
 	th, tw := h/m, w/m
 	t := th * tw
-	op := func(opType string, inputs []string, shape []int64, attrs ...*onnxpb.AttributeProto) string {
+	op := func(opType string, inputs []string, shape []int64, attrs ...*onnx.AttributeProto) string {
 		o := b.op1(opType, inputs, attrs...)
 		c.names[o] = true
 		c.info[o] = &tensorInfo{shape: shape, dtype: c.floatType}

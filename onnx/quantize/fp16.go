@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // float16Inputs lists the operators ToFloat16 runs in float16 and, for
@@ -65,7 +64,7 @@ type Float16Summary struct {
 
 // float16Data returns the input positions of n that become float16 when
 // n runs in float16.
-func float16Data(n *onnxpb.NodeProto, i int) bool {
+func float16Data(n *onnx.NodeProto, i int) bool {
 	idx, ok := float16Inputs[n.GetOpType()]
 	if !ok {
 		return false
@@ -115,8 +114,8 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 
 	// Recorded types follow the tensors' new homes.
 	for _, v := range g.GetValueInfo() {
-		if tt := v.GetType().GetTensorType(); tt != nil && is16[v.GetName()] && tt.GetElemType() == int32(onnxpb.TensorProto_FLOAT) {
-			tt.ElemType = proto.Int32(int32(onnxpb.TensorProto_FLOAT16))
+		if tt := v.GetType().GetTensorType(); tt != nil && is16[v.GetName()] && tt.GetElemType() == int32(onnx.Float32) {
+			tt.ElemType = proto.Int32(int32(onnx.Float16))
 		}
 	}
 	if err := sortNodes(g); err != nil {
@@ -133,8 +132,8 @@ func ToFloat16(m *onnx.Model, types ElemTypes, o Float16Options) (*onnx.Model, *
 // halfNodes decides which nodes run in float16: a listed op, not kept,
 // with a float32 tensor at one of its float16 positions. It counts them,
 // and the float32 nodes with their reasons, in sum.
-func halfNodes(g *onnxpb.GraphProto, types ElemTypes, keep matcher, sum *Float16Summary) map[*onnxpb.NodeProto]bool {
-	half := map[*onnxpb.NodeProto]bool{}
+func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Summary) map[*onnx.NodeProto]bool {
+	half := map[*onnx.NodeProto]bool{}
 	for _, n := range g.GetNode() {
 		hasFloat := false
 		for i, in := range n.GetInput() {
@@ -165,7 +164,7 @@ func halfNodes(g *onnxpb.GraphProto, types ElemTypes, keep matcher, sum *Float16
 // float16Homes returns the tensors whose home is float16: float32
 // outputs of float16 nodes, and float32 initializers that only float16
 // positions read (converted here, saturating at ±65504).
-func float16Homes(g *onnxpb.GraphProto, types ElemTypes, half map[*onnxpb.NodeProto]bool, sum *Float16Summary) (map[string]bool, error) {
+func float16Homes(g *onnx.GraphProto, types ElemTypes, half map[*onnx.NodeProto]bool, sum *Float16Summary) (map[string]bool, error) {
 	is16 := map[string]bool{}
 	for _, n := range g.GetNode() {
 		if !half[n] {
@@ -193,7 +192,7 @@ func float16Homes(g *onnxpb.GraphProto, types ElemTypes, half map[*onnxpb.NodePr
 	outs := graphOutputs(g)
 	for name, t := range inits {
 		r := readers[name]
-		if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) || r[0] == 0 || r[1] > 0 || outs[name] {
+		if t.GetDataType() != int32(onnx.Float32) || r[0] == 0 || r[1] > 0 || outs[name] {
 			continue
 		}
 		vals, err := onnx.Float32s(t)
@@ -216,16 +215,16 @@ func float16Homes(g *onnxpb.GraphProto, types ElemTypes, half map[*onnxpb.NodePr
 // insertCasts puts a Cast wherever a tensor crosses between float16 and
 // float32 (one per tensor and direction), renames float16 graph outputs
 // behind a Cast back to float32, and returns the number of Casts.
-func insertCasts(g *onnxpb.GraphProto, nm *names, types ElemTypes, half map[*onnxpb.NodeProto]bool, is16 map[string]bool) int {
-	var casts []*onnxpb.NodeProto
+func insertCasts(g *onnx.GraphProto, nm *names, types ElemTypes, half map[*onnx.NodeProto]bool, is16 map[string]bool) int {
+	var casts []*onnx.NodeProto
 	castTo := map[[2]string]string{}
-	cast := func(name string, to onnxpb.TensorProto_DataType) string {
+	cast := func(name string, to onnx.DataType) string {
 		key := [2]string{name, to.String()}
 		if out, ok := castTo[key]; ok {
 			return out
 		}
 		suffix := "_float16"
-		if to == onnxpb.TensorProto_FLOAT {
+		if to == onnx.Float32 {
 			suffix = "_float32"
 		}
 		out := nm.fresh(name + suffix)
@@ -243,16 +242,16 @@ func insertCasts(g *onnxpb.GraphProto, nm *names, types ElemTypes, half map[*onn
 		renameOutput(g, name, h)
 		replaceInput(g, name, h)
 		is16[h] = true
-		casts = append(casts, node("Cast", nm.fresh(name+"_Cast"), []string{h}, []string{name}, onnx.IntAttr("to", int64(onnxpb.TensorProto_FLOAT))))
+		casts = append(casts, node("Cast", nm.fresh(name+"_Cast"), []string{h}, []string{name}, onnx.IntAttr("to", int64(onnx.Float32))))
 	}
 	for _, n := range g.GetNode() {
 		for i, in := range n.Input {
 			switch {
 			case in == "":
 			case half[n] && float16Data(n, i) && types.isFloat32(in) && !is16[in]:
-				n.Input[i] = cast(in, onnxpb.TensorProto_FLOAT16)
+				n.Input[i] = cast(in, onnx.Float16)
 			case !(half[n] && float16Data(n, i)) && is16[in]:
-				n.Input[i] = cast(in, onnxpb.TensorProto_FLOAT)
+				n.Input[i] = cast(in, onnx.Float32)
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // headNet is tinyNet's Conv → Relu → Conv followed by a 2× Resize (scales
@@ -23,10 +22,10 @@ func headNet() (*onnx.Model, ElemTypes) {
 	g.Node = append(g.Node,
 		node("Resize", "up", []string{"logits", "", "scales"}, []string{"up"}, onnx.StringAttr("mode", "linear")),
 		node("Softmax", "softmax", []string{"up"}, []string{"Y"}, onnx.IntAttr("axis", 1)))
-	g.Output = append(g.Output, onnx.TensorValueInfo("r1", onnxpb.TensorProto_FLOAT, 1, 4, 8, 8))
-	g.ValueInfo = append(g.ValueInfo, onnx.TensorValueInfo("logits", onnxpb.TensorProto_FLOAT, 1, 2, 8, 8))
+	g.Output = append(g.Output, onnx.TensorValueInfo("r1", onnx.Float32, 1, 4, 8, 8))
+	g.ValueInfo = append(g.ValueInfo, onnx.TensorValueInfo("logits", onnx.Float32, 1, 2, 8, 8))
 	for _, n := range []string{"logits", "scales", "up"} {
-		types[n] = onnxpb.TensorProto_FLOAT
+		types[n] = onnx.Float32
 	}
 	return m, types
 }
@@ -39,8 +38,8 @@ func TestToFloat16(t *testing.T) {
 	}
 	g := h.Graph()
 	// The contract: inputs and outputs are float32 as before.
-	for _, v := range append(append([]*onnxpb.ValueInfoProto{}, g.GetInput()...), g.GetOutput()...) {
-		if v.GetType().GetTensorType().GetElemType() != int32(onnxpb.TensorProto_FLOAT) {
+	for _, v := range append(append([]*onnx.ValueInfoProto{}, g.GetInput()...), g.GetOutput()...) {
+		if v.GetType().GetTensorType().GetElemType() != int32(onnx.Float32) {
 			t.Errorf("graph input/output %s changed type", v.GetName())
 		}
 	}
@@ -50,11 +49,11 @@ func TestToFloat16(t *testing.T) {
 	// Weights are float16; Resize's scales stay float32 (the operator
 	// takes float32 scales whatever its data type).
 	for _, name := range []string{"W1", "B1", "W2", "B2"} {
-		if tt := initializer(g, name); tt == nil || tt.GetDataType() != int32(onnxpb.TensorProto_FLOAT16) {
+		if tt := initializer(g, name); tt == nil || tt.GetDataType() != int32(onnx.Float16) {
 			t.Errorf("%s is not float16", name)
 		}
 	}
-	if initializer(g, "scales").GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
+	if initializer(g, "scales").GetDataType() != int32(onnx.Float32) {
 		t.Error("Resize scales converted")
 	}
 	w16, _ := onnx.Float32s(initializer(g, "W1"))
@@ -66,7 +65,7 @@ func TestToFloat16(t *testing.T) {
 	}
 	// Casts: X → float16 at the input, up → float32 before the Softmax,
 	// the float16 Relu output → float32 for the graph output r1.
-	cast := func(out string) *onnxpb.NodeProto {
+	cast := func(out string) *onnx.NodeProto {
 		p := producer(g, out)
 		if p == nil || p.GetOpType() != "Cast" {
 			return nil
@@ -74,24 +73,24 @@ func TestToFloat16(t *testing.T) {
 		return p
 	}
 	conv1 := consumerOf(g, "W1")
-	if c := cast(conv1.GetInput()[0]); c == nil || c.GetInput()[0] != "X" || attr(c, "to") != int64(onnxpb.TensorProto_FLOAT16) {
+	if c := cast(conv1.GetInput()[0]); c == nil || c.GetInput()[0] != "X" || attr(c, "to") != int64(onnx.Float16) {
 		t.Errorf("conv1 reads %s, not a float16 Cast of X", conv1.GetInput()[0])
 	}
 	sm := producer(g, "Y")
 	if sm.GetOpType() != "Softmax" {
 		t.Fatalf("Y is produced by %s", sm.GetOpType())
 	}
-	if c := cast(sm.GetInput()[0]); c == nil || attr(c, "to") != int64(onnxpb.TensorProto_FLOAT) {
+	if c := cast(sm.GetInput()[0]); c == nil || attr(c, "to") != int64(onnx.Float32) {
 		t.Errorf("the Softmax reads %s, not a float32 Cast", sm.GetInput()[0])
 	}
-	if c := cast("r1"); c == nil || attr(c, "to") != int64(onnxpb.TensorProto_FLOAT) {
+	if c := cast("r1"); c == nil || attr(c, "to") != int64(onnx.Float32) {
 		t.Error("graph output r1 is not a float32 Cast of the float16 Relu")
 	}
 	if sum.Casts != 3 {
 		t.Errorf("%d Casts, want 3", sum.Casts)
 	}
 	// value_info follows: logits is now float16.
-	if vi := onnx.ValueInfo(g, "logits"); vi.GetType().GetTensorType().GetElemType() != int32(onnxpb.TensorProto_FLOAT16) {
+	if vi := onnx.ValueInfo(g, "logits"); vi.GetType().GetTensorType().GetElemType() != int32(onnx.Float16) {
 		t.Error("value_info of logits not updated")
 	}
 	if _, err := onnx.TopoSort(g); err != nil {
@@ -108,7 +107,7 @@ func TestToFloat16Keep(t *testing.T) {
 	if sum.Float16Nodes["Conv"] != 1 || sum.Float16Nodes["Resize"] != 0 {
 		t.Errorf("float16 nodes %v", sum.Float16Nodes)
 	}
-	if initializer(h.Graph(), "W2").GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
+	if initializer(h.Graph(), "W2").GetDataType() != int32(onnx.Float32) {
 		t.Error("the kept Conv's weight was converted")
 	}
 	var kept []string
@@ -130,9 +129,9 @@ func TestToFloat16Keep(t *testing.T) {
 
 func TestToFloat16RefusesSubgraphs(t *testing.T) {
 	m, types := tinyNet(13)
-	ty := onnxpb.AttributeProto_GRAPH
+	ty := onnx.AttributeGraph
 	m.Graph().Node[1].Attribute = append(m.Graph().Node[1].Attribute,
-		&onnxpb.AttributeProto{Name: proto.String("then_branch"), Type: &ty, G: &onnxpb.GraphProto{}})
+		&onnx.AttributeProto{Name: proto.String("then_branch"), Type: &ty, G: &onnx.GraphProto{}})
 	if _, _, err := ToFloat16(m, types, Float16Options{}); err == nil || !strings.Contains(err.Error(), "subgraph") {
 		t.Errorf("subgraph: %v", err)
 	}

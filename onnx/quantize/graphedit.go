@@ -9,25 +9,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // ElemTypes maps tensor names (graph inputs, initializers, node outputs)
 // to their element types. The quantizers need them to tell float
 // activations from shape arithmetic; package deploy reads them from ONNX
 // Runtime.
-type ElemTypes map[string]onnxpb.TensorProto_DataType
+type ElemTypes map[string]onnx.DataType
 
 // isFloat32 reports whether name is known to be a float32 tensor.
 func (t ElemTypes) isFloat32(name string) bool {
-	return name != "" && t[name] == onnxpb.TensorProto_FLOAT
+	return name != "" && t[name] == onnx.Float32
 }
 
 // names hands out tensor and node names that do not clash with any name
 // already in the graph.
 type names struct{ used map[string]bool }
 
-func newNames(g *onnxpb.GraphProto) *names {
+func newNames(g *onnx.GraphProto) *names {
 	n := &names{used: map[string]bool{}}
 	for _, v := range g.GetInput() {
 		n.used[v.GetName()] = true
@@ -57,20 +56,20 @@ func (n *names) fresh(base string) string {
 	return name
 }
 
-func node(op, name string, inputs, outputs []string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
-	return &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String(name), Input: inputs, Output: outputs, Attribute: attrs}
+func node(op, name string, inputs, outputs []string, attrs ...*onnx.AttributeProto) *onnx.NodeProto {
+	return &onnx.NodeProto{OpType: proto.String(op), Name: proto.String(name), Input: inputs, Output: outputs, Attribute: attrs}
 }
 
 // intTensor builds an initializer of an 8- or 32-bit integer type.
-func intTensor(name string, dt onnxpb.TensorProto_DataType, dims []int64, values []int32) *onnxpb.TensorProto {
+func intTensor(name string, dt onnx.DataType, dims []int64, values []int32) *onnx.TensorProto {
 	var raw []byte
 	switch dt {
-	case onnxpb.TensorProto_INT8, onnxpb.TensorProto_UINT8:
+	case onnx.Int8, onnx.Uint8:
 		raw = make([]byte, len(values))
 		for i, v := range values {
 			raw[i] = byte(v)
 		}
-	case onnxpb.TensorProto_INT32:
+	case onnx.Int32:
 		raw = make([]byte, 4*len(values))
 		for i, v := range values {
 			binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
@@ -79,21 +78,21 @@ func intTensor(name string, dt onnxpb.TensorProto_DataType, dims []int64, values
 		panic("intTensor: " + dt.String())
 	}
 	d := int32(dt)
-	return &onnxpb.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
+	return &onnx.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
 }
 
 // float16Tensor builds a FLOAT16 initializer from float32 values.
-func float16Tensor(name string, dims []int64, values []float32) *onnxpb.TensorProto {
+func float16Tensor(name string, dims []int64, values []float32) *onnx.TensorProto {
 	raw := make([]byte, 2*len(values))
 	for i, v := range values {
 		binary.LittleEndian.PutUint16(raw[2*i:], onnx.Float32ToFloat16(v))
 	}
-	d := int32(onnxpb.TensorProto_FLOAT16)
-	return &onnxpb.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
+	d := int32(onnx.Float16)
+	return &onnx.TensorProto{Name: proto.String(name), DataType: &d, Dims: append([]int64(nil), dims...), RawData: raw}
 }
 
 // isDefaultDomain reports nodes of the standard ONNX operator set.
-func isDefaultDomain(n *onnxpb.NodeProto) bool {
+func isDefaultDomain(n *onnx.NodeProto) bool {
 	d := n.GetDomain()
 	return d == "" || d == "ai.onnx"
 }
@@ -113,7 +112,7 @@ func newMatcher(items []string) matcher {
 	return m
 }
 
-func (m matcher) match(n *onnxpb.NodeProto) bool {
+func (m matcher) match(n *onnx.NodeProto) bool {
 	if m.items[n.GetOpType()] || (n.GetName() != "" && m.items[n.GetName()]) {
 		return true
 	}
@@ -127,7 +126,7 @@ func (m matcher) match(n *onnxpb.NodeProto) bool {
 
 // unmatched returns the items that name no node of g, so that a typo in
 // --keep-float is reported rather than silently ignored.
-func (m matcher) unmatched(g *onnxpb.GraphProto) []string {
+func (m matcher) unmatched(g *onnx.GraphProto) []string {
 	seen := map[string]bool{}
 	for _, n := range g.GetNode() {
 		seen[n.GetOpType()] = true
@@ -146,7 +145,7 @@ func (m matcher) unmatched(g *onnxpb.GraphProto) []string {
 }
 
 // graphOutputs is the set of g's output names.
-func graphOutputs(g *onnxpb.GraphProto) map[string]bool {
+func graphOutputs(g *onnx.GraphProto) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range g.GetOutput() {
 		out[v.GetName()] = true
@@ -155,8 +154,8 @@ func graphOutputs(g *onnxpb.GraphProto) map[string]bool {
 }
 
 // initializers maps g's initializers by name.
-func initializers(g *onnxpb.GraphProto) map[string]*onnxpb.TensorProto {
-	out := map[string]*onnxpb.TensorProto{}
+func initializers(g *onnx.GraphProto) map[string]*onnx.TensorProto {
+	out := map[string]*onnx.TensorProto{}
 	for _, t := range g.GetInitializer() {
 		out[t.GetName()] = t
 	}
@@ -165,7 +164,7 @@ func initializers(g *onnxpb.GraphProto) map[string]*onnxpb.TensorProto {
 
 // replaceInput points every input of the nodes in g reading from at to,
 // except in the nodes listed in skip.
-func replaceInput(g *onnxpb.GraphProto, from, to string, skip ...*onnxpb.NodeProto) {
+func replaceInput(g *onnx.GraphProto, from, to string, skip ...*onnx.NodeProto) {
 	for _, n := range g.GetNode() {
 		if containsNode(skip, n) {
 			continue
@@ -178,7 +177,7 @@ func replaceInput(g *onnxpb.GraphProto, from, to string, skip ...*onnxpb.NodePro
 	}
 }
 
-func containsNode(list []*onnxpb.NodeProto, n *onnxpb.NodeProto) bool {
+func containsNode(list []*onnx.NodeProto, n *onnx.NodeProto) bool {
 	for _, x := range list {
 		if x == n {
 			return true
@@ -189,7 +188,7 @@ func containsNode(list []*onnxpb.NodeProto, n *onnxpb.NodeProto) bool {
 
 // pruneInitializers drops the initializers no node reads any more (and
 // their graph-input entries, for models from before IR 4).
-func pruneInitializers(g *onnxpb.GraphProto) {
+func pruneInitializers(g *onnx.GraphProto) {
 	read := map[string]bool{}
 	for _, n := range g.GetNode() {
 		for _, in := range onnx.NodeInputs(n) {
@@ -199,7 +198,7 @@ func pruneInitializers(g *onnxpb.GraphProto) {
 	for _, v := range g.GetOutput() {
 		read[v.GetName()] = true
 	}
-	var keep []*onnxpb.TensorProto
+	var keep []*onnx.TensorProto
 	dropped := map[string]bool{}
 	for _, t := range g.GetInitializer() {
 		if read[t.GetName()] {
@@ -209,7 +208,7 @@ func pruneInitializers(g *onnxpb.GraphProto) {
 		}
 	}
 	g.Initializer = keep
-	var ins []*onnxpb.ValueInfoProto
+	var ins []*onnx.ValueInfoProto
 	for _, v := range g.GetInput() {
 		if !dropped[v.GetName()] {
 			ins = append(ins, v)
@@ -219,8 +218,8 @@ func pruneInitializers(g *onnxpb.GraphProto) {
 }
 
 // dropValueInfo removes the value_info entries of the named tensors.
-func dropValueInfo(g *onnxpb.GraphProto, drop map[string]bool) {
-	var keep []*onnxpb.ValueInfoProto
+func dropValueInfo(g *onnx.GraphProto, drop map[string]bool) {
+	var keep []*onnx.ValueInfoProto
 	for _, v := range g.GetValueInfo() {
 		if !drop[v.GetName()] {
 			keep = append(keep, v)
@@ -231,7 +230,7 @@ func dropValueInfo(g *onnxpb.GraphProto, drop map[string]bool) {
 
 // sortNodes puts g's nodes back in topological order after edits that
 // appended nodes at the end.
-func sortNodes(g *onnxpb.GraphProto) error {
+func sortNodes(g *onnx.GraphProto) error {
 	sorted, err := onnx.TopoSort(g)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // tinyNet is X[1,3,8,8] → Conv(3×3, 4 channels, bias) → Relu →
@@ -26,26 +25,26 @@ func tinyNet(opset int64) (*onnx.Model, ElemTypes) {
 	for i := 3 * 27; i < 4*27; i++ {
 		w1[i] /= 100
 	}
-	f := onnxpb.TensorProto_FLOAT
-	g := &onnxpb.GraphProto{
+	f := onnx.Float32
+	g := &onnx.GraphProto{
 		Name:   proto.String("tiny"),
-		Input:  []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("X", f, 1, 3, 8, 8)},
-		Output: []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("Y", f, 1, 2, 8, 8)},
-		Initializer: []*onnxpb.TensorProto{
+		Input:  []*onnx.ValueInfoProto{onnx.TensorValueInfo("X", f, 1, 3, 8, 8)},
+		Output: []*onnx.ValueInfoProto{onnx.TensorValueInfo("Y", f, 1, 2, 8, 8)},
+		Initializer: []*onnx.TensorProto{
 			onnx.NewFloat32Tensor("W1", []int64{4, 3, 3, 3}, w1),
 			onnx.NewFloat32Tensor("B1", []int64{4}, rnd(4, 0.1)),
 			onnx.NewFloat32Tensor("W2", []int64{2, 4, 1, 1}, rnd(8, 1)),
 			onnx.NewFloat32Tensor("B2", []int64{2}, rnd(2, 0.1)),
 		},
-		Node: []*onnxpb.NodeProto{
+		Node: []*onnx.NodeProto{
 			node("Conv", "conv1", []string{"X", "W1", "B1"}, []string{"c1"}, onnx.IntsAttr("pads", 1, 1, 1, 1)),
 			node("Relu", "relu1", []string{"c1"}, []string{"r1"}),
 			node("Conv", "conv2", []string{"r1", "W2", "B2"}, []string{"Y"}),
 		},
 	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{
+	m := &onnx.Model{Proto: &onnx.ModelProto{
 		IrVersion:   proto.Int64(8),
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
+		OpsetImport: []*onnx.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}},
 		Graph:       g,
 	}}
 	types := ElemTypes{}
@@ -56,7 +55,7 @@ func tinyNet(opset int64) (*onnx.Model, ElemTypes) {
 }
 
 // ops counts a graph's nodes by op type.
-func ops(g *onnxpb.GraphProto) map[string]int {
+func ops(g *onnx.GraphProto) map[string]int {
 	out := map[string]int{}
 	for _, n := range g.GetNode() {
 		out[n.GetOpType()]++
@@ -65,10 +64,10 @@ func ops(g *onnxpb.GraphProto) map[string]int {
 }
 
 // producer returns the node writing name, or nil.
-func producer(g *onnxpb.GraphProto, name string) *onnxpb.NodeProto {
+func producer(g *onnx.GraphProto, name string) *onnx.NodeProto {
 	return onnx.Producers(g)[name]
 }
 
-func initializer(g *onnxpb.GraphProto, name string) *onnxpb.TensorProto {
+func initializer(g *onnx.GraphProto, name string) *onnx.TensorProto {
 	return initializers(g)[name]
 }

@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Options configure the QDQ quantizer.
@@ -54,7 +53,7 @@ var (
 
 // weightAxis is the output-channel axis of a weight input for per-channel
 // quantization, or −1 where one scale must do.
-func weightAxis(n *onnxpb.NodeProto, w *onnxpb.TensorProto) int {
+func weightAxis(n *onnx.NodeProto, w *onnx.TensorProto) int {
 	rank := len(w.GetDims())
 	switch n.GetOpType() {
 	case "Conv":
@@ -89,7 +88,7 @@ type weightUse struct {
 // biasUse is one Conv bias to quantize to int32: its scale needs the
 // node's input and weight scales.
 type biasUse struct {
-	node   *onnxpb.NodeProto
+	node   *onnx.NodeProto
 	bias   string
 	input  string
 	weight string
@@ -118,7 +117,7 @@ type Plan struct {
 	constants []string          // float initializers quantized as activations (own range)
 	weights   []weightUse
 	biases    []biasUse
-	fuse      map[*onnxpb.NodeProto]bool // removable activations folded away
+	fuse      map[*onnx.NodeProto]bool // removable activations folded away
 	perTensor bool
 	notes     []string
 }
@@ -161,7 +160,7 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 	}
 	p := &Plan{
 		Quantized: map[string]int{}, opts: o, src: m,
-		actSet: map[string]bool{}, sameAs: map[string]string{}, fuse: map[*onnxpb.NodeProto]bool{},
+		actSet: map[string]bool{}, sameAs: map[string]string{}, fuse: map[*onnx.NodeProto]bool{},
 		perTensor: o.PerTensor,
 	}
 	if !o.PerTensor && opset < 13 {
@@ -205,12 +204,12 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 // looks the graph's tensors up in.
 type planner struct {
 	p                     *Plan
-	g                     *onnxpb.GraphProto
+	g                     *onnx.GraphProto
 	types                 ElemTypes
-	inits                 map[string]*onnxpb.TensorProto
+	inits                 map[string]*onnx.TensorProto
 	outs                  map[string]bool
-	consumers             map[string][]*onnxpb.NodeProto
-	producers             map[string]*onnxpb.NodeProto
+	consumers             map[string][]*onnx.NodeProto
+	producers             map[string]*onnx.NodeProto
 	seenWeight, seenConst map[string]bool
 }
 
@@ -232,7 +231,7 @@ func (pl *planner) mark(name string) bool {
 // other tensor as an activation.
 func (pl *planner) markInput(name string) bool {
 	if t, ok := pl.inits[name]; ok {
-		if t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) {
+		if t.GetDataType() != int32(onnx.Float32) {
 			return false
 		}
 		if !pl.seenConst[name] {
@@ -244,14 +243,14 @@ func (pl *planner) markInput(name string) bool {
 	return pl.mark(name)
 }
 
-func (pl *planner) kept(n *onnxpb.NodeProto, reason string) {
+func (pl *planner) kept(n *onnx.NodeProto, reason string) {
 	pl.p.Kept = append(pl.p.Kept, KeptNode{Node: onnx.NodeLabel(pl.g, n), Op: n.GetOpType(), Reason: reason})
 }
 
 // weighted plans a Conv, ConvTranspose, Gemm or MatMul: its input and output as
 // activations, its weight per channel (or per tensor) and a Conv's bias
 // as int32, or a second activation.
-func (pl *planner) weighted(n *onnxpb.NodeProto) bool {
+func (pl *planner) weighted(n *onnx.NodeProto) bool {
 	p, ins, op := pl.p, n.GetInput(), n.GetOpType()
 	if len(ins) < 2 || !pl.types.isFloat32(ins[1]) {
 		pl.kept(n, "its second operand is not float32")
@@ -271,7 +270,7 @@ func (pl *planner) weighted(n *onnxpb.NodeProto) bool {
 			p.weights = append(p.weights, weightUse{name: ins[1], axis: axis})
 		}
 		if (op == "Conv" || op == "ConvTranspose") && len(ins) > 2 && ins[2] != "" && !p.opts.FloatBias {
-			if b, ok := pl.inits[ins[2]]; ok && b.GetDataType() == int32(onnxpb.TensorProto_FLOAT) && len(b.GetDims()) == 1 {
+			if b, ok := pl.inits[ins[2]]; ok && b.GetDataType() == int32(onnx.Float32) && len(b.GetDims()) == 1 {
 				p.biases = append(p.biases, biasUse{node: n, bias: ins[2], input: ins[0], weight: ins[1]})
 			}
 		}
@@ -286,7 +285,7 @@ func (pl *planner) weighted(n *onnxpb.NodeProto) bool {
 
 // removable plans a Relu or Clip after a quantized tensor: folded into
 // its producer's output range where it alone reads it, else quantized.
-func (pl *planner) removable(n *onnxpb.NodeProto) bool {
+func (pl *planner) removable(n *onnx.NodeProto) bool {
 	p := pl.p
 	in, out := n.GetInput()[0], n.GetOutput()[0]
 	if !p.actSet[in] {
@@ -309,7 +308,7 @@ func (pl *planner) removable(n *onnxpb.NodeProto) bool {
 
 // sameScale plans an op whose output keeps its input's scale (MaxPool,
 // Resize, reshapes), on an input already quantized.
-func (pl *planner) sameScale(n *onnxpb.NodeProto) bool {
+func (pl *planner) sameScale(n *onnx.NodeProto) bool {
 	in := n.GetInput()[0]
 	if !pl.p.actSet[in] {
 		return false // ONNX Runtime only runs these on inputs already quantized
@@ -323,7 +322,7 @@ func (pl *planner) sameScale(n *onnxpb.NodeProto) bool {
 
 // other plans any other listed op: every float32 input and output
 // quantized.
-func (pl *planner) other(n *onnxpb.NodeProto) bool {
+func (pl *planner) other(n *onnx.NodeProto) bool {
 	for _, in := range n.GetInput() {
 		if in != "" && !pl.types.isFloat32(in) {
 			pl.kept(n, "an input is not float32")
@@ -366,7 +365,7 @@ func (pl *planner) finish() {
 // clipBoundsConstant reports whether a Clip's bounds are attributes or
 // initializers (a Relu has none): only then is folding it into a range
 // the same computation.
-func clipBoundsConstant(n *onnxpb.NodeProto, inits map[string]*onnxpb.TensorProto) bool {
+func clipBoundsConstant(n *onnx.NodeProto, inits map[string]*onnx.TensorProto) bool {
 	for _, in := range n.GetInput()[1:] {
 		if _, ok := inits[in]; in != "" && !ok {
 			return false

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Summary describes a quantized model.
@@ -80,16 +79,16 @@ func (p *Plan) Apply(ranges map[string]Range) (*onnx.Model, *Summary, error) {
 // the quantization parameters of its tensors.
 type applier struct {
 	p     *Plan
-	g     *onnxpb.GraphProto
+	g     *onnx.GraphProto
 	nm    *names
 	sum   *Summary
-	inits map[string]*onnxpb.TensorProto
+	inits map[string]*onnx.TensorProto
 	// params holds each quantized tensor's scale and zero point; qmin and
 	// qmax bound the activations' integers.
 	params     map[string]Params
 	qmin, qmax int32
 	// clone maps a node of the plan's model to its copy in g.
-	clone map[*onnxpb.NodeProto]*onnxpb.NodeProto
+	clone map[*onnx.NodeProto]*onnx.NodeProto
 }
 
 // foldActivations removes the removable activations the plan folds: their
@@ -97,9 +96,9 @@ type applier struct {
 func (ap *applier) foldActivations() {
 	g := ap.g
 	dropVI := map[string]bool{}
-	var nodes []*onnxpb.NodeProto
+	var nodes []*onnx.NodeProto
 	producers := onnx.Producers(g)
-	ap.clone = map[*onnxpb.NodeProto]*onnxpb.NodeProto{}
+	ap.clone = map[*onnx.NodeProto]*onnx.NodeProto{}
 	srcNodes := ap.p.src.Graph().GetNode()
 	for i, n := range g.GetNode() {
 		ap.clone[srcNodes[i]] = n
@@ -255,7 +254,7 @@ func (ap *applier) weights() (map[string][]float32, error) {
 			scales[i], zps[i] = pr.Scale, pr.ZeroPoint
 		}
 		wscales[w.name] = scales
-		if err := ap.p.addDequantized(ap.g, ap.nm, w.name, t.GetDims(), onnxpb.TensorProto_INT8, qw.Values, scales, zps, qw.Axis, nil); err != nil {
+		if err := ap.p.addDequantized(ap.g, ap.nm, w.name, t.GetDims(), onnx.Int8, qw.Values, scales, zps, qw.Axis, nil); err != nil {
 			return nil, err
 		}
 		ap.sum.QuantizedWeights++
@@ -292,7 +291,7 @@ func (ap *applier) biases(wscales map[string][]float32) error {
 			scales, zps, axis = scales[:1], zps[:1], -1
 		}
 		// Each Conv gets its own copy: the scale depends on its input.
-		if err := ap.p.addDequantized(ap.g, ap.nm, b.bias, t.GetDims(), onnxpb.TensorProto_INT32, qb.Values, scales, zps, axis, ap.clone[b.node]); err != nil {
+		if err := ap.p.addDequantized(ap.g, ap.nm, b.bias, t.GetDims(), onnx.Int32, qb.Values, scales, zps, axis, ap.clone[b.node]); err != nil {
 			return err
 		}
 		ap.sum.Int32Biases++
@@ -303,8 +302,8 @@ func (ap *applier) biases(wscales map[string][]float32) error {
 // addDequantized stores name's values as integers of type dt with a
 // DequantizeLinear node in front, and points its readers (only reader,
 // when set) at the dequantized tensor. axis −1 means one scale.
-func (p *Plan) addDequantized(g *onnxpb.GraphProto, nm *names, name string, dims []int64, dt onnxpb.TensorProto_DataType,
-	values []int32, scales []float32, zps []int32, axis int, reader *onnxpb.NodeProto) error {
+func (p *Plan) addDequantized(g *onnx.GraphProto, nm *names, name string, dims []int64, dt onnx.DataType,
+	values []int32, scales []float32, zps []int32, axis int, reader *onnx.NodeProto) error {
 	qname := nm.fresh(name + "_quantized")
 	sname := nm.fresh(name + "_quantized_scale")
 	zname := nm.fresh(name + "_quantized_zero_point")
@@ -317,7 +316,7 @@ func (p *Plan) addDequantized(g *onnxpb.GraphProto, nm *names, name string, dims
 	g.Initializer = append(g.Initializer, intTensor(qname, dt, dims, values),
 		onnx.NewFloat32Tensor(sname, pdims, scales), intTensor(zname, dt, pdims, zps))
 	out := nm.fresh(name + "_DequantizeLinear_Output")
-	var attrs []*onnxpb.AttributeProto
+	var attrs []*onnx.AttributeProto
 	if axis >= 0 {
 		attrs = append(attrs, onnx.IntAttr("axis", int64(axis)))
 	}
@@ -335,7 +334,7 @@ func (p *Plan) addDequantized(g *onnxpb.GraphProto, nm *names, name string, dims
 }
 
 // renameOutput makes the node producing from write to instead.
-func renameOutput(g *onnxpb.GraphProto, from, to string) {
+func renameOutput(g *onnx.GraphProto, from, to string) {
 	for _, n := range g.GetNode() {
 		for i, o := range n.Output {
 			if o == from {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 var tinyRanges = map[string]Range{"X": {-1, 1}, "r1": {0, 4}, "c1": {-3, 4}, "Y": {-5, 5}}
@@ -70,7 +69,7 @@ func TestApplyTinyNet(t *testing.T) {
 	// channel 3 with a scale about 100× smaller than the others.
 	wdq := producer(g, conv1.GetInput()[1])
 	w := initializer(g, wdq.GetInput()[0])
-	if w.GetDataType() != int32(onnxpb.TensorProto_INT8) || !slices.Equal(w.GetDims(), []int64{4, 3, 3, 3}) {
+	if w.GetDataType() != int32(onnx.Int8) || !slices.Equal(w.GetDims(), []int64{4, 3, 3, 3}) {
 		t.Errorf("weight %s: type %d dims %v", w.GetName(), w.GetDataType(), w.GetDims())
 	}
 	scales, _ := onnx.Float32s(initializer(g, wdq.GetInput()[1]))
@@ -86,7 +85,7 @@ func TestApplyTinyNet(t *testing.T) {
 	b := initializer(g, bdq.GetInput()[0])
 	bs, _ := onnx.Float32s(initializer(g, bdq.GetInput()[1]))
 	xs := Params{Scale: 2.0 / 255} // X ∈ [−1, 1] in uint8
-	if b.GetDataType() != int32(onnxpb.TensorProto_INT32) {
+	if b.GetDataType() != int32(onnx.Int32) {
 		t.Errorf("bias type %d", b.GetDataType())
 	}
 	for c := range bs {
@@ -101,7 +100,7 @@ func TestApplyTinyNet(t *testing.T) {
 	}
 	zp := initializer(g, xq.GetInput()[2])
 	zv, _ := onnx.Int64s(zp)
-	if zp.GetDataType() != int32(onnxpb.TensorProto_UINT8) || zv[0] != 128 {
+	if zp.GetDataType() != int32(onnx.Uint8) || zv[0] != 128 {
 		t.Errorf("X zero point %v of type %d", zv, zp.GetDataType())
 	}
 	// The original float weights are gone.
@@ -136,7 +135,7 @@ func TestApplyOptions(t *testing.T) {
 	}
 	xq := consumerOf(g, "X")
 	zp := initializer(g, xq.GetInput()[2])
-	if zp.GetDataType() != int32(onnxpb.TensorProto_INT8) {
+	if zp.GetDataType() != int32(onnx.Int8) {
 		t.Errorf("int8 activations stored as type %d", zp.GetDataType())
 	}
 	// A missing range is an error naming the tensor.
@@ -185,7 +184,7 @@ func TestPlanKeepAndOpset(t *testing.T) {
 }
 
 // attr returns an INT attribute, −1 when absent.
-func attr(n *onnxpb.NodeProto, name string) int64 {
+func attr(n *onnx.NodeProto, name string) int64 {
 	for _, a := range n.GetAttribute() {
 		if a.GetName() == name {
 			return a.GetI()
@@ -195,7 +194,7 @@ func attr(n *onnxpb.NodeProto, name string) int64 {
 }
 
 // consumerOf returns the first node reading name.
-func consumerOf(g *onnxpb.GraphProto, name string) *onnxpb.NodeProto {
+func consumerOf(g *onnx.GraphProto, name string) *onnx.NodeProto {
 	for _, n := range g.GetNode() {
 		if slices.Contains(n.GetInput(), name) {
 			return n
@@ -210,8 +209,8 @@ func TestShapeReadsQuantizedTensor(t *testing.T) {
 	m, types := tinyNet(13)
 	g := m.Graph()
 	g.Node = append(g.Node, node("Shape", "shape_r1", []string{"r1"}, []string{"s"}))
-	g.Output = append(g.Output, onnx.TensorValueInfo("s", onnxpb.TensorProto_INT64, 4))
-	types["s"] = onnxpb.TensorProto_INT64
+	g.Output = append(g.Output, onnx.TensorValueInfo("s", onnx.Int64, 4))
+	types["s"] = onnx.Int64
 	p, err := NewPlan(m, types, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +219,7 @@ func TestShapeReadsQuantizedTensor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var shape *onnxpb.NodeProto
+	var shape *onnx.NodeProto
 	for _, n := range q.Graph().GetNode() {
 		if n.GetOpType() == "Shape" {
 			shape = n

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 )
 
 // QType is an 8-bit quantized element type.
@@ -36,11 +36,11 @@ func ParseQType(s string) (QType, error) {
 }
 
 // DataType is the ONNX element type of q.
-func (q QType) DataType() onnxpb.TensorProto_DataType {
+func (q QType) DataType() onnx.DataType {
 	if q == Int8 {
-		return onnxpb.TensorProto_INT8
+		return onnx.Int8
 	}
-	return onnxpb.TensorProto_UINT8
+	return onnx.Uint8
 }
 
 // Bounds returns the integer range [qmin, qmax] of q as onnxruntime's

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/projection"
 	"github.com/segtune/segtune/runtime"
 )
@@ -23,7 +23,7 @@ func benchGamma(n int) []float64 {
 // choose.
 func BenchmarkGraph(b *testing.B) {
 	initRuntime(b)
-	for _, dt := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
+	for _, dt := range []onnx.DataType{onnx.Float32, onnx.Float64} {
 		for _, threads := range []int{1, 0} {
 			m, err := NewModel(dt, opsetTest)
 			if err != nil {
@@ -36,12 +36,12 @@ func BenchmarkGraph(b *testing.B) {
 			}
 			for _, n := range benchSizes {
 				gamma := benchGamma(n)
-				name := fmt.Sprintf("%s/threads=%d/n=%d", onnxpb.TensorProto_DataType_name[int32(dt)], threads, n)
+				name := fmt.Sprintf("%s/threads=%d/n=%d", dt.String(), threads, n)
 				b.Run(name, func(b *testing.B) {
 					g32 := f32(gamma)
 					for b.Loop() {
 						var tau, d *runtime.Tensor
-						if dt == onnxpb.TensorProto_DOUBLE {
+						if dt == onnx.Float64 {
 							tau, d = runtime.NewFloat64([]int64{int64(n)}, gamma), runtime.NewFloat64([]int64{1}, []float64{0})
 						} else {
 							tau, d = runtime.NewFloat32([]int64{int64(n)}, g32), runtime.NewFloat32([]int64{1}, []float32{0})

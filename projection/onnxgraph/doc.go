@@ -63,7 +63,7 @@
 //
 // Tests check the forward pass against projection.Project and projection.KKT
 // (random, tied, all-negative, all-equal, n = 1, n = 1e5, batched, opsets
-// 13–21), the gradient with onnx/gradcheck (finite differences in float64)
+// 13–21), the gradient with gradcheck (finite differences in float64)
 // and against the closed form above, including at ties.
 //
 // # Cost

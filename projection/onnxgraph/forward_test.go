@@ -10,11 +10,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/projection"
 	"github.com/segtune/segtune/runtime"
 )
@@ -28,11 +27,11 @@ func initRuntime(t testing.TB) {
 
 var (
 	sessMu sync.Mutex
-	sess   = map[onnxpb.TensorProto_DataType]*runtime.Session{}
+	sess   = map[onnx.DataType]*runtime.Session{}
 )
 
 // session returns a cached session on the standalone model.
-func session(t testing.TB, dt onnxpb.TensorProto_DataType) *runtime.Session {
+func session(t testing.TB, dt onnx.DataType) *runtime.Session {
 	t.Helper()
 	initRuntime(t)
 	sessMu.Lock()
@@ -57,12 +56,12 @@ func session(t testing.TB, dt onnxpb.TensorProto_DataType) *runtime.Session {
 }
 
 // runGraph projects (delta, gamma) with the ONNX graph: ε*, τ*, k*.
-func runGraph(t testing.TB, dt onnxpb.TensorProto_DataType, delta float64, gamma []float64) (float64, []float64, int64) {
+func runGraph(t testing.TB, dt onnx.DataType, delta float64, gamma []float64) (float64, []float64, int64) {
 	t.Helper()
 	s := session(t, dt)
 	n := int64(len(gamma))
 	var tau, d *runtime.Tensor
-	if dt == onnxpb.TensorProto_DOUBLE {
+	if dt == onnx.Float64 {
 		tau, d = runtime.NewFloat64([]int64{n}, gamma), runtime.NewFloat64([]int64{1}, []float64{delta})
 	} else {
 		tau, d = runtime.NewFloat32([]int64{n}, f32(gamma)), runtime.NewFloat32([]int64{1}, []float32{float32(delta)})
@@ -150,17 +149,17 @@ func forwardCases() []fwdCase {
 // TestForward compares the graph with projection.Project and checks KKT.
 func TestForward(t *testing.T) {
 	for _, tc := range []struct {
-		dt  onnxpb.TensorProto_DataType
+		dt  onnx.DataType
 		tol float64
 	}{
-		{onnxpb.TensorProto_FLOAT, 1e-6},
-		{onnxpb.TensorProto_DOUBLE, 1e-12},
+		{onnx.Float32, 1e-6},
+		{onnx.Float64, 1e-12},
 	} {
-		t.Run(onnxpb.TensorProto_DataType_name[int32(tc.dt)], func(t *testing.T) {
+		t.Run(tc.dt.String(), func(t *testing.T) {
 			var maxEps, maxTau, maxKKT float64
 			for _, c := range forwardCases() {
 				delta, gamma := c.delta, c.gamma
-				if tc.dt == onnxpb.TensorProto_FLOAT {
+				if tc.dt == onnx.Float32 {
 					// Compare against the reference on the float32 inputs
 					// the graph actually sees.
 					delta = float64(float32(delta))
@@ -192,7 +191,7 @@ func TestForward(t *testing.T) {
 					t.Fatal(err)
 				}
 				kktTol := 1e-5
-				if tc.dt == onnxpb.TensorProto_DOUBLE {
+				if tc.dt == onnx.Float64 {
 					kktTol = 1e-12
 				}
 				kktTol = math.Max(kktTol, projectionTol(tc.dt, len(gamma)))
@@ -210,8 +209,8 @@ func TestForward(t *testing.T) {
 }
 
 // projectionTol is projection.DefaultTol for the graph's precision.
-func projectionTol(dt onnxpb.TensorProto_DataType, n int) float64 {
-	if dt == onnxpb.TensorProto_DOUBLE {
+func projectionTol(dt onnx.DataType, n int) float64 {
+	if dt == onnx.Float64 {
 		return projection.DefaultTol[float64](n)
 	}
 	return projection.DefaultTol[float32](n)
@@ -235,7 +234,7 @@ func TestKStar(t *testing.T) {
 		{0, []float64{6, 3, 0}, 1, 3},
 		{0, []float64{6, 3.5, 0}, 2, 9.5 / 3},
 	} {
-		for _, dt := range []onnxpb.TensorProto_DataType{onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_DOUBLE} {
+		for _, dt := range []onnx.DataType{onnx.Float32, onnx.Float64} {
 			eps, _, k := runGraph(t, dt, c.delta, c.gamma)
 			if math.Abs(eps-c.eps) > 1e-6*math.Max(1, c.eps) {
 				t.Errorf("%v δ=%v γ=%v: ε* = %v, want %v", dt, c.delta, c.gamma, eps, c.eps)
@@ -251,14 +250,14 @@ func TestKStar(t *testing.T) {
 func TestBatch(t *testing.T) {
 	initRuntime(t)
 	const B, n = 4, 33
-	g := &onnxpb.GraphProto{Input: []*onnxpb.ValueInfoProto{
-		onnx.SymbolicValueInfo("tau", onnxpb.TensorProto_DOUBLE, B, "n"), onnx.SymbolicValueInfo("delta", onnxpb.TensorProto_DOUBLE, B, 1),
+	g := &onnx.GraphProto{Input: []*onnx.ValueInfoProto{
+		onnx.SymbolicValueInfo("tau", onnx.Float64, B, "n"), onnx.SymbolicValueInfo("delta", onnx.Float64, B, 1),
 	}}
 	tp, thr, err := Append(g, opsetTest, "tau", "delta", "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: &tp}, {Name: &thr}}
+	g.Output = []*onnx.ValueInfoProto{{Name: &tp}, {Name: &thr}}
 	m := onnx.NewModel(g, opsetTest)
 	data, err := m.Marshal()
 	if err != nil {
@@ -293,9 +292,9 @@ func TestBatch(t *testing.T) {
 }
 
 func TestAppendErrors(t *testing.T) {
-	mk := func() *onnxpb.GraphProto {
-		return &onnxpb.GraphProto{Input: []*onnxpb.ValueInfoProto{
-			onnx.SymbolicValueInfo("tau", onnxpb.TensorProto_FLOAT, "n"), onnx.SymbolicValueInfo("delta", onnxpb.TensorProto_FLOAT, 1),
+	mk := func() *onnx.GraphProto {
+		return &onnx.GraphProto{Input: []*onnx.ValueInfoProto{
+			onnx.SymbolicValueInfo("tau", onnx.Float32, "n"), onnx.SymbolicValueInfo("delta", onnx.Float32, 1),
 		}}
 	}
 	if _, _, err := Append(mk(), 12, "tau", "delta", "p"); err == nil {
@@ -318,7 +317,7 @@ func TestAppendErrors(t *testing.T) {
 		t.Errorf("second prefix: %v", err)
 	}
 	g = mk()
-	g.Input[0].Type.GetTensorType().ElemType = ptr(int32(onnxpb.TensorProto_INT64))
+	g.Input[0].Type.GetTensorType().ElemType = ptr(int32(onnx.Int64))
 	if _, _, err := Append(g, 17, "tau", "delta", "p"); err == nil {
 		t.Error("int64 tau accepted")
 	}
@@ -334,7 +333,7 @@ func TestOpsets(t *testing.T) {
 	const delta = 0.25
 	refEps, _, _ := projection.Project(delta, gamma)
 	for opset := int64(MinOpset); opset <= 21; opset++ {
-		m, err := NewModel(onnxpb.TensorProto_FLOAT, opset)
+		m, err := NewModel(onnx.Float32, opset)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,10 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -80,6 +80,7 @@ func TestGradCheck(t *testing.T) {
 	for _, p := range gradPoints() {
 		m, tp, thr := gradModel(t, p.delta, p.gamma)
 		cfg := grad.Config{
+			Prober:     ortprobe.Prober{},
 			Trainable:  []string{"tau", "delta"},
 			Loss:       grad.Loss{Kind: grad.LossNone},
 			GradInputs: []string{tp, thr},
@@ -108,6 +109,7 @@ func trainGrad(t *testing.T, delta float64, gamma, c []float64, d float64) ([]fl
 	n := len(gamma)
 	m, tp, thr := gradModel(t, delta, gamma)
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{},
 		Trainable:  []string{"tau", "delta"},
 		Loss:       grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{tp, thr},
@@ -234,6 +236,7 @@ func TestGradOfThreshold(t *testing.T) {
 		n := len(p.gamma)
 		m, tp, thr := gradModel(t, p.delta, p.gamma)
 		gs, err := grad.Build(m, grad.Config{
+			Prober:    ortprobe.Prober{},
 			Trainable: []string{"tau", "delta"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{thr},
 		})
 		if err != nil {
@@ -301,7 +304,7 @@ func TestGradCheckBatch(t *testing.T) {
 			tau = append(tau, f32(g)...)
 		}
 	}
-	g := &onnxpb.GraphProto{Name: proto.String("batch"), Initializer: []*onnxpb.TensorProto{
+	g := &onnx.GraphProto{Name: proto.String("batch"), Initializer: []*onnx.TensorProto{
 		onnx.NewFloat32Tensor("tau", []int64{B, n}, tau),
 		onnx.NewFloat32Tensor("delta", []int64{B, 1}, delta),
 	}}
@@ -309,7 +312,7 @@ func TestGradCheckBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tp)}, {Name: proto.String(thr)}}
+	g.Output = []*onnx.ValueInfoProto{{Name: proto.String(tp)}, {Name: proto.String(thr)}}
 	m := onnx.NewModel(g, opsetTest)
 	res, err := gradcheck.Check(m, grad.Config{
 		Trainable: []string{"tau", "delta"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: []string{tp, thr},

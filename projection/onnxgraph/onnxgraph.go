@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // MinOpset is the oldest default-domain opset the emitted nodes are valid
@@ -39,7 +38,7 @@ type Options struct {
 	// ElemType is the float type of τ and δ (FLOAT or DOUBLE). Zero means:
 	// read it from the graph's inputs, value_info, outputs or initializers
 	// declaring τ, and FLOAT when none does.
-	ElemType onnxpb.TensorProto_DataType
+	ElemType onnx.DataType
 }
 
 // Append appends to g the nodes computing the projection of (δ, γ) = (delta,
@@ -52,7 +51,7 @@ type Options struct {
 // default-domain opset of the model g belongs to (≥ MinOpset); the nodes
 // are valid in every opset from 13 on. Every new tensor, node and
 // initializer is named prefix + "/...".
-func Append(g *onnxpb.GraphProto, opset int64, tau, delta, prefix string) (tauProj, threshold string, err error) {
+func Append(g *onnx.GraphProto, opset int64, tau, delta, prefix string) (tauProj, threshold string, err error) {
 	n, err := AppendWith(g, opset, tau, delta, Options{Prefix: prefix})
 	if err != nil {
 		return "", "", err
@@ -61,7 +60,7 @@ func Append(g *onnxpb.GraphProto, opset int64, tau, delta, prefix string) (tauPr
 }
 
 // AppendWith is Append with options, returning every named intermediate.
-func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Options) (Names, error) {
+func AppendWith(g *onnx.GraphProto, opset int64, tau, delta string, opt Options) (Names, error) {
 	if g == nil {
 		return Names{}, errors.New("onnxgraph: nil graph")
 	}
@@ -79,7 +78,7 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 	if dt == 0 {
 		dt = elemTypeOf(g, tau)
 	}
-	if dt != onnxpb.TensorProto_FLOAT && dt != onnxpb.TensorProto_DOUBLE {
+	if dt != onnx.Float32 && dt != onnx.Float64 {
 		return Names{}, fmt.Errorf("onnxgraph: element type %v of %q is not FLOAT or DOUBLE", dt, tau)
 	}
 	taken := namesIn(g)
@@ -126,7 +125,7 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 	thetaK := b.Node("Slice", "theta_k", []string{thetaAll, b.ConstInt64("one_1", []int64{1}, 1),
 		b.ConstInt64("intmax_1", []int64{1}, math.MaxInt64), b.ConstInt64("axis_last_1", []int64{1}, -1)})
 	active := b.Node("Less", "active", []string{thetaK, sorted})
-	activeI := b.Node("Cast", "active_int", []string{active}, onnx.IntAttr("to", int64(onnxpb.TensorProto_INT64)))
+	activeI := b.Node("Cast", "active_int", []string{active}, onnx.IntAttr("to", int64(onnx.Int64)))
 	kstar := b.Node("ReduceSum", "k_star", []string{activeI, b.ConstInt64("axis_last_2", []int64{1}, -1)},
 		onnx.IntAttr("keepdims", 1))
 
@@ -140,10 +139,10 @@ func AppendWith(g *onnxpb.GraphProto, opset int64, tau, delta string, opt Option
 // NewModel returns a standalone model computing the projection: inputs
 // "tau" (elemType [n], n dynamic) and "delta" (elemType [1]); outputs
 // "tau_proj" [n], "threshold" [1] and "k_star" (int64 [1]).
-func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, error) {
-	g := &onnxpb.GraphProto{
+func NewModel(elemType onnx.DataType, opset int64) (*onnx.Model, error) {
+	g := &onnx.GraphProto{
 		Name: proto.String("projection"),
-		Input: []*onnxpb.ValueInfoProto{
+		Input: []*onnx.ValueInfoProto{
 			onnx.SymbolicValueInfo("tau", elemType, "n"),
 			onnx.SymbolicValueInfo("delta", elemType, 1),
 		},
@@ -155,12 +154,12 @@ func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, e
 	b := &onnx.Builder{Nodes: &g.Node}
 	for _, o := range []struct {
 		from, to string
-		dt       onnxpb.TensorProto_DataType
+		dt       onnx.DataType
 		dim      any
 	}{
 		{names.TauProj, "tau_proj", elemType, "n"},
 		{names.Threshold, "threshold", elemType, 1},
-		{names.KStar, "k_star", onnxpb.TensorProto_INT64, 1},
+		{names.KStar, "k_star", onnx.Int64, 1},
 	} {
 		b.Emit("Identity", "out/"+o.to, []string{o.from}, []string{o.to})
 		g.Output = append(g.Output, onnx.SymbolicValueInfo(o.to, o.dt, o.dim))
@@ -172,9 +171,9 @@ func NewModel(elemType onnxpb.TensorProto_DataType, opset int64) (*onnx.Model, e
 
 // namesIn collects every tensor name of g (inputs, initializers, node
 // outputs, value_info, outputs) and every node name.
-func namesIn(g *onnxpb.GraphProto) map[string]bool {
+func namesIn(g *onnx.GraphProto) map[string]bool {
 	m := map[string]bool{}
-	for _, vs := range [][]*onnxpb.ValueInfoProto{g.Input, g.Output, g.ValueInfo} {
+	for _, vs := range [][]*onnx.ValueInfoProto{g.Input, g.Output, g.ValueInfo} {
 		for _, v := range vs {
 			m[v.GetName()] = true
 		}
@@ -196,20 +195,20 @@ func namesIn(g *onnxpb.GraphProto) map[string]bool {
 }
 
 // elemTypeOf finds the declared element type of name, FLOAT when undeclared.
-func elemTypeOf(g *onnxpb.GraphProto, name string) onnxpb.TensorProto_DataType {
-	for _, vs := range [][]*onnxpb.ValueInfoProto{g.Input, g.ValueInfo, g.Output} {
+func elemTypeOf(g *onnx.GraphProto, name string) onnx.DataType {
+	for _, vs := range [][]*onnx.ValueInfoProto{g.Input, g.ValueInfo, g.Output} {
 		for _, v := range vs {
 			if v.GetName() == name {
 				if tt := v.GetType().GetTensorType(); tt != nil && tt.GetElemType() != 0 {
-					return onnxpb.TensorProto_DataType(tt.GetElemType())
+					return onnx.DataType(tt.GetElemType())
 				}
 			}
 		}
 	}
 	for _, t := range g.Initializer {
 		if t.GetName() == name {
-			return onnxpb.TensorProto_DataType(t.GetDataType())
+			return onnx.DataType(t.GetDataType())
 		}
 	}
-	return onnxpb.TensorProto_FLOAT
+	return onnx.Float32
 }

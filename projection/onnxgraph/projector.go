@@ -7,7 +7,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -37,6 +37,7 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 		return nil, err
 	}
 	gs, err := grad.Build(m, grad.Config{
+		Prober:     ortprobe.Prober{},
 		Trainable:  []string{"tau", "delta"},
 		Loss:       grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{tauProj, thr},
@@ -76,14 +77,14 @@ func NewProjector(n int, opts runtime.Options) (*Projector, error) {
 // parameters (the compiled graph takes them as inputs), and whose outputs
 // are τ* and ō, named tauProj and threshold.
 func parameterModel(tau []float32, delta float32, opset int64) (m *onnx.Model, tauProj, threshold string, err error) {
-	g := &onnxpb.GraphProto{Name: proto.String("projection"), Initializer: []*onnxpb.TensorProto{
+	g := &onnx.GraphProto{Name: proto.String("projection"), Initializer: []*onnx.TensorProto{
 		onnx.NewFloat32Tensor("tau", []int64{int64(len(tau))}, tau),
 		onnx.NewFloat32Tensor("delta", []int64{1}, []float32{delta}),
 	}}
 	if tauProj, threshold, err = Append(g, opset, "tau", "delta", "proj"); err != nil {
 		return nil, "", "", err
 	}
-	g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(threshold)}}
+	g.Output = []*onnx.ValueInfoProto{{Name: proto.String(tauProj)}, {Name: proto.String(threshold)}}
 	return onnx.NewModel(g, opset), tauProj, threshold, nil
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -132,6 +133,7 @@ func run(model, inputs, device, precision string) (*Result, error) {
 		trainable = append(trainable, "re:"+regexp.QuoteMeta(name))
 	}
 	cfg := grad.Config{
+		Prober:      ortprobe.Prober{},
 		Trainable:   trainable,
 		InputShapes: map[string][]int64{onnx.DataInputs(m.Graph())[0].GetName(): ref.batch.Image.Shape},
 		DirectConvs: device != runtime.DeviceCPU, // as finetune: Winograd forms on the CPU only

@@ -47,7 +47,7 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 	"google.golang.org/protobuf/proto"
 )
@@ -102,6 +102,7 @@ func run(model string, batch, size int, device, cudaOpt string, top int, jsonPat
 	}
 	in := m.Graph().GetInput()[0].GetName()
 	gs, err := grad.Build(m, grad.Config{
+		Prober:         ortprobe.Prober{},
 		Trainable:      []string{"*"},
 		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		DirectConvs:    direct,
@@ -185,9 +186,9 @@ func exposeAll(m *onnx.Model) ([]byte, map[string]bool, error) {
 			}
 		}
 	}
-	g.Output = append([]*onnxpb.ValueInfoProto{}, orig...)
+	g.Output = append([]*onnx.ValueInfoProto{}, orig...)
 	for _, name := range extra {
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(name)})
+		g.Output = append(g.Output, &onnx.ValueInfoProto{Name: proto.String(name)})
 	}
 	data, err := m.Marshal()
 	if err != nil {
@@ -202,7 +203,7 @@ func exposeAll(m *onnx.Model) ([]byte, map[string]bool, error) {
 		info[o.Name] = o
 	}
 	floats := map[string]bool{}
-	g.Output = append([]*onnxpb.ValueInfoProto{}, orig...)
+	g.Output = append([]*onnx.ValueInfoProto{}, orig...)
 	for _, o := range orig {
 		if info[o.GetName()].Type == "float32" {
 			floats[o.GetName()] = true
@@ -219,15 +220,15 @@ func exposeAll(m *onnx.Model) ([]byte, map[string]bool, error) {
 		if len(info[name].Shape) == 0 {
 			out = name + flatSuffix
 			if !addedShape {
-				g.Initializer = append(g.Initializer, &onnxpb.TensorProto{Name: proto.String(flatShape),
-					DataType: proto.Int32(int32(onnxpb.TensorProto_INT64)), Dims: []int64{1}, Int64Data: []int64{-1}})
+				g.Initializer = append(g.Initializer, &onnx.TensorProto{Name: proto.String(flatShape),
+					DataType: proto.Int32(int32(onnx.Int64)), Dims: []int64{1}, Int64Data: []int64{-1}})
 				addedShape = true
 			}
-			g.Node = append(g.Node, &onnxpb.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(out),
+			g.Node = append(g.Node, &onnx.NodeProto{OpType: proto.String("Reshape"), Name: proto.String(out),
 				Input: []string{name, flatShape}, Output: []string{out}})
 		}
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(out), Type: &onnxpb.TypeProto{
-			Value: &onnxpb.TypeProto_TensorType{TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(onnxpb.TensorProto_FLOAT))}},
+		g.Output = append(g.Output, &onnx.ValueInfoProto{Name: proto.String(out), Type: &onnx.TypeProto{
+			Value: &onnx.TensorTypeValue{TensorType: &onnx.TensorTypeProto{ElemType: proto.Int32(int32(onnx.Float32))}},
 		}})
 	}
 	data, err = m.Marshal()
@@ -316,7 +317,7 @@ func diff(a, b *runtime.Tensor) (rel, maxAbs float64, note string) {
 }
 
 // compare makes one row per compared output, in node order.
-func compare(nodes []*onnxpb.NodeProto, ref, dev map[string]*runtime.Tensor) []Row {
+func compare(nodes []*onnx.NodeProto, ref, dev map[string]*runtime.Tensor) []Row {
 	errOf := map[string]float64{}
 	var rows []Row
 	for i, n := range nodes {

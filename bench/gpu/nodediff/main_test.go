@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 	"google.golang.org/protobuf/proto"
 )
@@ -12,10 +12,10 @@ import (
 // TestCompare checks errors and amplification on a two-node chain whose
 // second node turns a 1e-6 input error into a 1e-3 output error.
 func TestCompare(t *testing.T) {
-	node := func(op, in, out string) *onnxpb.NodeProto {
-		return &onnxpb.NodeProto{OpType: proto.String(op), Name: proto.String(op), Input: []string{in}, Output: []string{out}}
+	node := func(op, in, out string) *onnx.NodeProto {
+		return &onnx.NodeProto{OpType: proto.String(op), Name: proto.String(op), Input: []string{in}, Output: []string{out}}
 	}
-	nodes := []*onnxpb.NodeProto{node("A", "x", "a"), node("B", "a", "b")}
+	nodes := []*onnx.NodeProto{node("A", "x", "a"), node("B", "a", "b")}
 	f := func(v ...float32) *runtime.Tensor { return runtime.NewFloat32([]int64{int64(len(v))}, v) }
 	ref := map[string]*runtime.Tensor{"a": f(1, 0), "b": f(0, 2)}
 	dev := map[string]*runtime.Tensor{"a": f(1+1e-6, 0), "b": f(0, 2+2e-3)}

@@ -31,7 +31,6 @@ import (
 
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Spec names one parameter tensor.
@@ -251,11 +250,11 @@ func Build(l Layout, cfg optim.Config, o Options) (*onnx.Model, error) {
 		l.Decayed < 0 || l.Decayed > l.Total || l.Decayed%Align != 0 {
 		return nil, fmt.Errorf("optgraph: layout of %d elements with decayed prefix %d is not aligned to %d", l.Total, l.Decayed, Align)
 	}
-	const f32 = onnxpb.TensorProto_FLOAT
+	const f32 = onnx.Float32
 	slots := optim.SlotNames(cfg)
 	k := numCoeffs(cfg)
 
-	var ins, outs []*onnxpb.ValueInfoProto
+	var ins, outs []*onnx.ValueInfoProto
 	for _, name := range append([]string{Params, Grads}, slots...) {
 		ins = append(ins, onnx.TensorValueInfo(name, f32, l.Total))
 	}
@@ -264,7 +263,7 @@ func Build(l Layout, cfg optim.Config, o Options) (*onnx.Model, error) {
 		ins = append(ins, onnx.TensorValueInfo(GradScaleName, f32, 1))
 	}
 	state := append([]string{Params}, slots...)
-	var stepOuts, skipOuts []*onnxpb.ValueInfoProto
+	var stepOuts, skipOuts []*onnx.ValueInfoProto
 	for _, name := range state {
 		outs = append(outs, onnx.TensorValueInfo(name+OutSuffix, f32, l.Total))
 		stepOuts = append(stepOuts, onnx.TensorValueInfo("step/"+name+OutSuffix, f32, l.Total))
@@ -305,9 +304,9 @@ func Build(l Layout, cfg optim.Config, o Options) (*onnx.Model, error) {
 	return onnx.NewModel(top.Graph("optimizer_step", ins, outs), 18), nil
 }
 
-func graphAttr(name string, g *onnxpb.GraphProto) *onnxpb.AttributeProto {
-	ty := onnxpb.AttributeProto_GRAPH
-	return &onnxpb.AttributeProto{Name: &name, Type: &ty, G: g}
+func graphAttr(name string, g *onnx.GraphProto) *onnx.AttributeProto {
+	ty := onnx.AttributeGraph
+	return &onnx.AttributeProto{Name: &name, Type: &ty, G: g}
 }
 
 // stepGraph builds the update branch.
@@ -322,7 +321,7 @@ func (g *stepGraph) op(opType string, in ...string) string { return g.Op1(opType
 func (g *stepGraph) mul(a, b string) string                { return g.op("Mul", a, b) }
 func (g *stepGraph) add(a, b string) string                { return g.op("Add", a, b) }
 func (g *stepGraph) num(v float64) string {
-	return g.ConstFloat("", onnxpb.TensorProto_FLOAT, nil, v)
+	return g.ConstFloat("", onnx.Float32, nil, v)
 }
 
 // update emits the step and returns the new parameters and slots, in
@@ -433,7 +432,7 @@ func (g *stepGraph) decay(x, decayed string, other float64) string {
 // output makes the branch output name hold result: the node computing
 // result writes name instead, so that no copying Identity is needed.
 func (g *stepGraph) output(result, name string) {
-	produced := slices.ContainsFunc(*g.Nodes, func(n *onnxpb.NodeProto) bool {
+	produced := slices.ContainsFunc(*g.Nodes, func(n *onnx.NodeProto) bool {
 		return slices.Contains(n.Output, result)
 	})
 	if !produced { // an outer value passed through

@@ -10,7 +10,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -520,13 +520,13 @@ func TestGraphIsSmall(t *testing.T) {
 // measure counts the nodes of g and its subgraphs, the nodes that pass over
 // a full-size buffer (reading one, Reshapes aside, which are views) on the
 // path of a finite step, and the largest initializer's element count.
-func measure(g *onnxpb.GraphProto, full []string) (nodes, passes, maxInit int) {
+func measure(g *onnx.GraphProto, full []string) (nodes, passes, maxInit int) {
 	isFull := map[string]bool{}
 	for _, f := range full {
 		isFull[f] = true
 	}
-	var walk func(g *onnxpb.GraphProto, counted bool)
-	walk = func(g *onnxpb.GraphProto, counted bool) {
+	var walk func(g *onnx.GraphProto, counted bool)
+	walk = func(g *onnx.GraphProto, counted bool) {
 		for _, init := range g.GetInitializer() {
 			n := 1
 			for _, d := range init.GetDims() {

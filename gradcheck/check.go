@@ -21,7 +21,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -63,12 +63,16 @@ type Result struct {
 // Check compares analytic and numerical gradients of m compiled with cfg.
 // feeds supplies model inputs and the target; missing float inputs get
 // standard normal values, a missing target gets uniform class indices, and
-// missing upstream-gradient inputs get standard normal values.
+// missing upstream-gradient inputs get standard normal values. A nil
+// cfg.Prober probes shapes in ONNX Runtime (ortprobe.Prober).
 func Check(m *onnx.Model, cfg grad.Config, feeds map[string]*runtime.Tensor, opt Options) (*Result, error) {
 	for _, t := range cfg.GradInputs {
 		if !slices.Contains(cfg.ExtraOutputs, t) {
 			cfg.ExtraOutputs = append(cfg.ExtraOutputs, t)
 		}
+	}
+	if cfg.Prober == nil {
+		cfg.Prober = ortprobe.Prober{Threads: opt.Threads}
 	}
 	gs, err := grad.Build(m, cfg)
 	if err != nil {
@@ -90,10 +94,10 @@ func ScaleGradient(gs *grad.Graphs, param string, k float64) {
 			}
 		}
 	}
-	dt := onnxpb.TensorProto_FLOAT
+	dt := onnx.Float32
 	for _, p := range gs.Params {
 		if p.GetName() == param {
-			dt = onnxpb.TensorProto_DataType(p.GetDataType())
+			dt = onnx.DataType(p.GetDataType())
 		}
 	}
 	b := &onnx.Builder{Nodes: &g.Node, Inits: &g.Initializer}

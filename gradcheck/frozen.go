@@ -7,7 +7,6 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -37,7 +36,7 @@ var frozenOps = map[string]bool{"Relu": true, "Clip": true, "LeakyRelu": true, "
 
 // kinked reports whether n is a default-domain operator with kinks, and
 // fails on one without a recipe.
-func kinked(n *onnxpb.NodeProto) (bool, error) {
+func kinked(n *onnx.NodeProto) (bool, error) {
 	if n.GetDomain() != "" && n.GetDomain() != "ai.onnx" {
 		return false, nil
 	}
@@ -87,7 +86,7 @@ func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 		return eval, nil
 	}
 	for _, w := range watch {
-		g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(w)})
+		g.Output = append(g.Output, &onnx.ValueInfoProto{Name: proto.String(w)})
 	}
 	vals, err := run(probe)
 	if err != nil {
@@ -95,11 +94,11 @@ func FreezeKinks(eval *onnx.Model, f64 bool, run func(*onnx.Model) (map[string]*
 	}
 	fz := eval.Clone()
 	g = fz.Proto.Graph
-	dt := onnxpb.TensorProto_FLOAT
+	dt := onnx.Float32
 	if f64 {
-		dt = onnxpb.TensorProto_DOUBLE
+		dt = onnx.Float64
 	}
-	var nodes []*onnxpb.NodeProto
+	var nodes []*onnx.NodeProto
 	b := &onnx.Builder{Nodes: &nodes, Inits: &g.Initializer}
 	for _, n := range g.Node {
 		op := n.GetOpType()

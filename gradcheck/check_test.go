@@ -6,14 +6,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/gradcheck"
-	"github.com/segtune/segtune/onnx/onnxpb"
+	"github.com/segtune/segtune/ortprobe"
 )
 
-func randTensor(rng *rand.Rand, name string, dims ...int64) *onnxpb.TensorProto {
+func randTensor(rng *rand.Rand, name string, dims ...int64) *onnx.TensorProto {
 	n := int64(1)
 	for _, d := range dims {
 		n *= d
@@ -28,8 +28,8 @@ func randTensor(rng *rand.Rand, name string, dims ...int64) *onnxpb.TensorProto 
 // netModel wraps what b built in an opset-13 model with a float input
 // "input" of the given shape and an output "logits".
 func netModel(b *onnx.Builder, name string, input ...int64) *onnx.Model {
-	return onnx.NewModel(b.Graph(name, []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", onnxpb.TensorProto_FLOAT, input...)},
-		[]*onnxpb.ValueInfoProto{{Name: proto.String("logits")}}), 13)
+	return onnx.NewModel(b.Graph(name, []*onnx.ValueInfoProto{onnx.TensorValueInfo("input", onnx.Float32, input...)},
+		[]*onnx.ValueInfoProto{{Name: proto.String("logits")}}), 13)
 }
 
 // convNet is input [2,3,8,8] → Conv → Relu → MaxPool → Conv → Clip(0, 6)
@@ -41,7 +41,7 @@ func convNet() *onnx.Model {
 	b1 := b.Initializer(randTensor(rng, "b1", 6))
 	w2 := b.Initializer(randTensor(rng, "w2", 4, 6, 3, 3))
 	b2 := b.Initializer(randTensor(rng, "b2", 4))
-	lo, hi := b.ConstFloat("lo", onnxpb.TensorProto_FLOAT, nil, 0), b.ConstFloat("hi", onnxpb.TensorProto_FLOAT, nil, 6)
+	lo, hi := b.ConstFloat("lo", onnx.Float32, nil, 0), b.ConstFloat("hi", onnx.Float32, nil, 6)
 	c1 := b.Node("Conv", "c1", []string{"input", w1, b1}, onnx.IntsAttr("pads", 1, 1, 1, 1))
 	p1 := b.Node("MaxPool", "p1", []string{b.Node("Relu", "r1", []string{c1})}, onnx.IntsAttr("kernel_shape", 2, 2), onnx.IntsAttr("strides", 2, 2))
 	c2 := b.Node("Conv", "c2", []string{p1, w2, b2}, onnx.IntsAttr("pads", 1, 1, 1, 1))
@@ -64,7 +64,7 @@ func smoothNet() *onnx.Model {
 // build compiles m for param with a random upstream gradient on logits.
 func build(t *testing.T, m *onnx.Model, param string) *grad.Graphs {
 	t.Helper()
-	gs, err := grad.Build(m, grad.Config{Trainable: []string{param}, Loss: grad.Loss{Kind: grad.LossNone},
+	gs, err := grad.Build(m, grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{param}, Loss: grad.Loss{Kind: grad.LossNone},
 		GradInputs: []string{"logits"}, ExtraOutputs: []string{"logits"}})
 	if err != nil {
 		t.Fatal(err)
