@@ -10,7 +10,6 @@ import (
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
 )
@@ -55,7 +54,7 @@ func Calibrate(m *onnx.Model, ref *inference.Segmenter, tensors []string, types 
 		return nil, nil, fmt.Errorf("no calibration images")
 	}
 	for _, t := range tensors {
-		if types[t] != onnxpb.TensorProto_FLOAT {
+		if types[t] != onnx.Float32 {
 			return nil, nil, fmt.Errorf("calibration: tensor %q is %v, not float32", t, types[t])
 		}
 	}
@@ -156,7 +155,7 @@ func newCalibrationPass(m *onnx.Model, tensors []string, opts runtime.Options) (
 	for _, t := range tensors {
 		if !listed[t] {
 			listed[t] = true
-			vi := onnx.TensorValueInfo(t, onnxpb.TensorProto_FLOAT)
+			vi := onnx.TensorValueInfo(t, onnx.Float32)
 			vi.Type.GetTensorType().Shape = nil // rank unknown here
 			g.Output = append(g.Output, vi)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/quantize"
 )
 
@@ -15,19 +14,19 @@ import (
 // still reads a sigmoid head with the same classes, so the export check
 // accepts it.
 func TestFloat16KeepsSigmoidContract(t *testing.T) {
-	f := onnxpb.TensorProto_FLOAT
-	g := &onnxpb.GraphProto{
+	f := onnx.Float32
+	g := &onnx.GraphProto{
 		Name:        proto.String("sig"),
-		Input:       []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("x", f, 1, 3, 8, 8)},
-		Output:      []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("probs", f, 1, 2, 8, 8)},
-		Initializer: []*onnxpb.TensorProto{onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{1, 0, 0, 0, 1, 0})},
-		Node: []*onnxpb.NodeProto{
+		Input:       []*onnx.ValueInfoProto{onnx.TensorValueInfo("x", f, 1, 3, 8, 8)},
+		Output:      []*onnx.ValueInfoProto{onnx.TensorValueInfo("probs", f, 1, 2, 8, 8)},
+		Initializer: []*onnx.TensorProto{onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{1, 0, 0, 0, 1, 0})},
+		Node: []*onnx.NodeProto{
 			{OpType: proto.String("Conv"), Input: []string{"x", "w"}, Output: []string{"z"}},
 			{OpType: proto.String("Sigmoid"), Name: proto.String("head"), Input: []string{"z"}, Output: []string{"probs"}},
 		},
 	}
-	m := &onnx.Model{Proto: &onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: g,
-		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}}}}
+	m := &onnx.Model{Proto: &onnx.ModelProto{IrVersion: proto.Int64(8), Graph: g,
+		OpsetImport: []*onnx.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}}}}
 	types := quantize.ElemTypes{"x": f, "w": f, "z": f, "probs": f}
 	h, sum, err := quantize.ToFloat16(m, types, quantize.Float16Options{})
 	if err != nil {

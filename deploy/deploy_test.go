@@ -15,7 +15,6 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
 )
@@ -122,7 +121,7 @@ func TestFloat16SynthEndToEnd(t *testing.T) {
 	}
 	g := conv.Model.Graph()
 	in, out := g.GetInput()[0], g.GetOutput()[0]
-	if in.GetType().GetTensorType().GetElemType() != int32(onnxpb.TensorProto_FLOAT) || out.GetType().GetTensorType().GetElemType() != int32(onnxpb.TensorProto_FLOAT) {
+	if in.GetType().GetTensorType().GetElemType() != int32(onnx.Float32) || out.GetType().GetTensorType().GetElemType() != int32(onnx.Float32) {
 		t.Error("the float32 contract at the edges changed")
 	}
 	if conv.Float16.Float16Nodes["Conv"] != 61 || conv.Float16.Initializers == 0 {

@@ -6,18 +6,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
 )
 
 // typeNumbers maps runtime's element type names back to ONNX types.
-var typeNumbers = map[string]onnxpb.TensorProto_DataType{
-	"float32": onnxpb.TensorProto_FLOAT, "float64": onnxpb.TensorProto_DOUBLE, "float16": onnxpb.TensorProto_FLOAT16,
-	"bfloat16": onnxpb.TensorProto_BFLOAT16, "int64": onnxpb.TensorProto_INT64, "int32": onnxpb.TensorProto_INT32,
-	"int16": onnxpb.TensorProto_INT16, "int8": onnxpb.TensorProto_INT8, "uint8": onnxpb.TensorProto_UINT8,
-	"uint16": onnxpb.TensorProto_UINT16, "uint32": onnxpb.TensorProto_UINT32, "uint64": onnxpb.TensorProto_UINT64,
-	"bool": onnxpb.TensorProto_BOOL, "string": onnxpb.TensorProto_STRING,
+var typeNumbers = map[string]onnx.DataType{
+	"float32": onnx.Float32, "float64": onnx.Float64, "float16": onnx.Float16,
+	"bfloat16": onnx.BFloat16, "int64": onnx.Int64, "int32": onnx.Int32,
+	"int16": onnx.Int16, "int8": onnx.Int8, "uint8": onnx.Uint8,
+	"uint16": onnx.Uint16, "uint32": onnx.Uint32, "uint64": onnx.Uint64,
+	"bool": onnx.Bool, "string": onnx.String,
 }
 
 // ElemTypes returns the element type of every tensor of m's main graph:
@@ -29,13 +28,13 @@ func ElemTypes(m *onnx.Model) (quantize.ElemTypes, error) {
 	c := m.Clone()
 	g := c.Graph()
 	for _, t := range g.GetInitializer() {
-		types[t.GetName()] = onnxpb.TensorProto_DataType(t.GetDataType())
+		types[t.GetName()] = onnx.DataType(t.GetDataType())
 	}
 	listed := map[string]bool{}
 	for _, v := range g.GetInput() {
 		if tt := v.GetType().GetTensorType(); tt != nil {
 			if _, init := types[v.GetName()]; !init {
-				types[v.GetName()] = onnxpb.TensorProto_DataType(tt.GetElemType())
+				types[v.GetName()] = onnx.DataType(tt.GetElemType())
 			}
 		}
 	}
@@ -46,7 +45,7 @@ func ElemTypes(m *onnx.Model) (quantize.ElemTypes, error) {
 		for _, o := range n.GetOutput() {
 			if o != "" && !listed[o] {
 				listed[o] = true
-				g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String(o)})
+				g.Output = append(g.Output, &onnx.ValueInfoProto{Name: proto.String(o)})
 			}
 		}
 	}
@@ -61,7 +60,7 @@ func ElemTypes(m *onnx.Model) (quantize.ElemTypes, error) {
 	for _, o := range outs {
 		dt, ok := typeNumbers[o.Type]
 		if !ok {
-			dt = onnxpb.TensorProto_UNDEFINED
+			dt = onnx.Undefined
 		}
 		types[o.Name] = dt
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // convNet is a one-convolution model with parameters "w" and "b.1" and an
@@ -19,10 +18,10 @@ func convNet(in ...int64) *onnx.Model {
 	for i, d := range in {
 		dims[i] = d
 	}
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	return onnx.NewModel(b.Graph("net",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, dims...)},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, dims...)},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 }
 
 // Several specs select each parameter once, as a pattern that matches

@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/projection/onnxgraph"
 	"github.com/segtune/segtune/runtime"
 )
@@ -209,10 +208,10 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 		onnx.NewInt64Tensor("segtune/term_shape", []int64{1}, []int64{1}),
 	)
 	B, T := int64(batch), int64(r.terms)
-	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnxpb.TensorProto_FLOAT, B, T), onnx.TensorValueInfo(regNeg, onnxpb.TensorProto_FLOAT, B, T), onnx.TensorValueInfo(regEps, onnxpb.TensorProto_FLOAT, 1, T))
-	node := func(op string, out string, in []string, attrs ...*onnxpb.AttributeProto) {
+	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnx.Float32, B, T), onnx.TensorValueInfo(regNeg, onnx.Float32, B, T), onnx.TensorValueInfo(regEps, onnx.Float32, 1, T))
+	node := func(op string, out string, in []string, attrs ...*onnx.AttributeProto) {
 		name := out + "/" + op
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
+		g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
 	}
 	addHeadNodes(g, pooled, channels, r.cfg.ScoreBound)
 	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, onnx.IntAttr("axis", 1))
@@ -524,7 +523,7 @@ func appendSizeHead(m *onnx.Model, feature string, bound float64, head []*optim.
 	}
 	addHeadNodes(g, pooled, channels, bound)
 	name := sizeScores
-	g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: &name})
+	g.Output = append(g.Output, &onnx.ValueInfoProto{Name: &name})
 	return nil
 }
 
@@ -534,14 +533,14 @@ func appendSizeHead(m *onnx.Model, feature string, bound float64, head []*optim.
 // |â·W_h| ≤ bound inside the box |W_kh| ≤ bound/C. The operators (Neg,
 // Max, MatMul, Add, Div) are valid at every opset the models use and have
 // gradients in onnx/grad.
-func addHeadNodes(g *onnxpb.GraphProto, pooled string, channels int, bound float64) {
+func addHeadNodes(g *onnx.GraphProto, pooled string, channels int, bound float64) {
 	type nodeSpec struct {
 		op, out string
 		in      []string
-		attrs   []*onnxpb.AttributeProto
+		attrs   []*onnx.AttributeProto
 	}
 	feat := "segtune/size_flat"
-	nodes := []nodeSpec{{"Flatten", feat, []string{pooled}, []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}}}
+	nodes := []nodeSpec{{"Flatten", feat, []string{pooled}, []*onnx.AttributeProto{onnx.IntAttr("axis", 1)}}}
 	if bound > 0 {
 		mean := make([]float32, channels)
 		for i := range mean {
@@ -563,6 +562,6 @@ func addHeadNodes(g *onnxpb.GraphProto, pooled string, channels int, bound float
 		nodeSpec{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil})
 	for _, n := range nodes {
 		name, op := n.out+"/"+n.op, n.op
-		g.Node = append(g.Node, &onnxpb.NodeProto{Name: &name, OpType: &op, Input: n.in, Output: []string{n.out}, Attribute: n.attrs})
+		g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: n.in, Output: []string{n.out}, Attribute: n.attrs})
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -247,7 +246,7 @@ func TestBoundedSizeHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := m.Graph()
-	g.Output = append(g.Output, &onnxpb.ValueInfoProto{Name: proto.String("segtune/size_features")})
+	g.Output = append(g.Output, &onnx.ValueInfoProto{Name: proto.String("segtune/size_features")})
 	data, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // toyModel writes a two-layer segmentation network (3x3 Conv, Relu, 1x1
@@ -34,10 +33,10 @@ func toyModel(t testing.TB, dir string) string {
 	b.Emit("Conv", "conv1", []string{"input", w1, b1}, []string{"h"}, onnx.IntsAttr("pads", 1, 1, 1, 1), onnx.IntsAttr("kernel_shape", 3, 3))
 	b.Emit("Relu", "relu", []string{"h"}, []string{"hr"})
 	b.Emit("Conv", "classifier", []string{"hr", w2, b2}, []string{"logits"})
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("toy",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	path := filepath.Join(dir, "toy.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

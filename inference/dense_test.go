@@ -18,7 +18,6 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -82,10 +81,10 @@ func convModel(t *testing.T, k int64, w []float32) []byte {
 	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, k, k}, w))
 	p := k / 2
 	b.Emit("Conv", "conv", []string{"input", wt}, []string{"logits"}, onnx.IntsAttr("pads", p, p, p, p))
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("conv",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	data, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Stage is one stage of a MobileNetV2 backbone: Repeat inverted residual
@@ -262,6 +261,6 @@ func DeepLabV3Plus(cfg DeepLabConfig) (*onnx.Model, error) {
 		fmt.Sprintf("DeepLabV3+ (MobileNetV2 backbone, width %g, output stride %d), %d classes, %d parameters; built by segtune/models",
 			cfg.Width, cfg.OutputStride, cfg.Classes, g.params),
 		floatValue("input", "batch", 3, "height", "width"),
-		[]*onnxpb.ValueInfoProto{floatValue(out, "batch", cfg.Classes, "height", "width")},
+		[]*onnx.ValueInfoProto{floatValue(out, "batch", cfg.Classes, "height", "width")},
 		map[string]string{MetaArchitecture: "deeplabv3plus", MetaConfig: string(js)}), nil
 }

@@ -2,7 +2,6 @@ package models
 
 import (
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Family names the kind of segmenter m looks like, from its operators
@@ -48,13 +47,13 @@ func Family(m *onnx.Model) (family string, evidence []string) {
 // computed tensors
 // (scaled, biased or masked on the way) whose result multiplies another
 // computed tensor: the scores and the weighted values of attention.
-func hasAttention(g *onnxpb.GraphProto) bool {
+func hasAttention(g *onnx.GraphProto) bool {
 	inits := map[string]bool{}
 	for _, t := range g.GetInitializer() {
 		inits[t.GetName()] = true
 	}
 	producers, consumers := onnx.Producers(g), onnx.Consumers(g)
-	computedProduct := func(n *onnxpb.NodeProto) bool {
+	computedProduct := func(n *onnx.NodeProto) bool {
 		op := n.GetOpType()
 		return (op == "MatMul" || op == "Einsum") && len(n.Input) == 2 && !inits[n.Input[0]] && !inits[n.Input[1]]
 	}

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Opset is the default-domain operator set the builders emit; it is the
@@ -64,7 +63,7 @@ func (g *graph) ints(name string, dims []int64, v ...int64) string {
 
 // scalar adds (once) a constant float32 scalar initializer.
 func (g *graph) scalar(name string, v float32) string {
-	return g.ConstFloat(name, onnxpb.TensorProto_FLOAT, nil, float64(v))
+	return g.ConstFloat(name, onnx.Float32, nil, float64(v))
 }
 
 // conv is a k×k convolution with "same" padding (k odd), Kaiming-normal
@@ -76,7 +75,7 @@ func (g *graph) conv(prefix, x string, cin, cout, k, stride, dilation, group int
 	w := g.param(prefix+".weight", []int64{int64(cout), int64(cin / group), int64(k), int64(k)}, gain/math.Sqrt(float64(fanIn)))
 	b := g.param(prefix+".bias", []int64{int64(cout)}, 0)
 	pad := int64(dilation * (k - 1) / 2)
-	attrs := []*onnxpb.AttributeProto{
+	attrs := []*onnx.AttributeProto{
 		onnx.IntsAttr("kernel_shape", int64(k), int64(k)),
 		onnx.IntsAttr("strides", int64(stride), int64(stride)),
 		onnx.IntsAttr("dilations", int64(dilation), int64(dilation)),
@@ -111,21 +110,21 @@ func (g *graph) resizeLike(name, x, ref string) string {
 }
 
 // model wraps the graph with one float input and the given outputs.
-func (g *graph) model(name, doc string, input *onnxpb.ValueInfoProto, outputs []*onnxpb.ValueInfoProto, meta map[string]string) *onnx.Model {
-	m := onnx.NewModel(g.Graph(name, []*onnxpb.ValueInfoProto{input}, outputs), Opset)
+func (g *graph) model(name, doc string, input *onnx.ValueInfoProto, outputs []*onnx.ValueInfoProto, meta map[string]string) *onnx.Model {
+	m := onnx.NewModel(g.Graph(name, []*onnx.ValueInfoProto{input}, outputs), Opset)
 	m.Proto.ProducerName = proto.String(Producer)
 	m.Proto.ProducerVersion = proto.String("1")
 	m.Proto.DocString = proto.String(doc)
 	for _, k := range sortedKeys(meta) {
-		m.Proto.MetadataProps = append(m.Proto.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
+		m.Proto.MetadataProps = append(m.Proto.MetadataProps, &onnx.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
 	}
 	return m
 }
 
 // floatValue describes a float32 tensor; each dim is an int (fixed) or a
 // string (symbolic).
-func floatValue(name string, dims ...any) *onnxpb.ValueInfoProto {
-	return onnx.SymbolicValueInfo(name, onnxpb.TensorProto_FLOAT, dims...)
+func floatValue(name string, dims ...any) *onnx.ValueInfoProto {
+	return onnx.SymbolicValueInfo(name, onnx.Float32, dims...)
 }
 
 // uniform adds a float parameter drawn from U(−bound, bound) and counts it.

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // SMeasureOutput names LinearClassifier's extra output.
@@ -49,12 +48,12 @@ func LinearClassifier(input []int64, classes, extraOutputs int, seed uint64) (*o
 		x = g.Node("Flatten", "flatten", []string{x}, onnx.IntAttr("axis", 1))
 	}
 	bound := 1 / math.Sqrt(float64(d))
-	fc := func(prefix, out string, units int) *onnxpb.ValueInfoProto {
+	fc := func(prefix, out string, units int) *onnx.ValueInfoProto {
 		w := g.uniform(prefix+".weight", []int64{int64(units), d}, bound)
 		b := g.param(prefix+".bias", []int64{int64(units)}, 0)
 		return floatValue(g.Node("Gemm", out, []string{x, w, b}, onnx.IntAttr("transB", 1)), "batch", units)
 	}
-	outs := []*onnxpb.ValueInfoProto{fc("fc", "logits", classes)}
+	outs := []*onnx.ValueInfoProto{fc("fc", "logits", classes)}
 	if extraOutputs > 0 {
 		outs = append(outs, fc("smeasure", SMeasureOutput, extraOutputs))
 	}

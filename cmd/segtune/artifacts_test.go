@@ -12,7 +12,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 func TestArtifactsCommand(t *testing.T) {
@@ -56,7 +55,7 @@ func TestArtifactsCommand(t *testing.T) {
 // never the Resize scales.
 func resizeModel(t *testing.T, nhwc bool) string {
 	t.Helper()
-	f := onnxpb.TensorProto_FLOAT
+	f := onnx.Float32
 	ones := func(n int) []float32 {
 		v := make([]float32, n)
 		for i := range v {
@@ -86,7 +85,7 @@ func resizeModel(t *testing.T, nhwc bool) string {
 	if nhwc {
 		b.Emit("Transpose", "to_nhwc", []string{logits}, []string{"logits"}, onnx.IntsAttr("perm", 0, 2, 3, 1))
 	}
-	m := onnx.NewModel(b.Graph("resize", []*onnxpb.ValueInfoProto{in}, []*onnxpb.ValueInfoProto{out}), 13)
+	m := onnx.NewModel(b.Graph("resize", []*onnx.ValueInfoProto{in}, []*onnx.ValueInfoProto{out}), 13)
 	path := filepath.Join(t.TempDir(), "resize.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // runCLI runs segtune with args and returns what it printed on stdout.
@@ -46,10 +45,10 @@ func redModel(t *testing.T, dir string) string {
 	b := &onnx.Builder{}
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
 	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("red",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	path := filepath.Join(dir, "red.onnx")
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)

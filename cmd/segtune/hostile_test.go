@@ -11,7 +11,6 @@ import (
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // runCLIWithin runs segtune and fails the test if it has not returned
@@ -220,7 +219,7 @@ func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
 	shape := m.Proto.Graph.Input[0].GetType().GetTensorType().GetShape()
 	for i, v := range []int64{n, 3, h, w} {
 		if v > 0 {
-			shape.Dim[i].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
+			shape.Dim[i].Value = &onnx.DimValue{DimValue: v}
 		}
 	}
 	path := filepath.Join(dir, name)

@@ -19,7 +19,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // convModel writes a model of one 1x1 Conv with weights w ([out, 3])
@@ -37,10 +36,10 @@ func convModel(t *testing.T, path string, out int64, w []float32, after ...strin
 		prev = next
 	}
 	b.Emit("Identity", "out", []string{prev}, []string{"scores"})
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("conv",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("scores", f32, "n", out, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("scores", f32, "n", out, "h", "w")}), 17)
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // transformerFamilies is what `segtune info` calls each family of the
@@ -183,10 +182,10 @@ func checkSameHead(t *testing.T, basePath, exportedPath string) {
 // classifierOf walks back from output through the first computed input of
 // each node to the first node that reads a float initializer, and returns
 // it with the dims of those initializers.
-func classifierOf(m *onnx.Model, output string) (*onnxpb.NodeProto, [][]int64) {
-	inits := map[string]*onnxpb.TensorProto{}
+func classifierOf(m *onnx.Model, output string) (*onnx.NodeProto, [][]int64) {
+	inits := map[string]*onnx.TensorProto{}
 	for _, x := range m.Proto.Graph.Initializer {
-		if x.GetDataType() == int32(onnxpb.TensorProto_FLOAT) {
+		if x.GetDataType() == int32(onnx.Float32) {
 			inits[x.GetName()] = x
 		}
 	}
@@ -219,10 +218,10 @@ func TestInfoNamesRefusedOperators(t *testing.T) {
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
 	b.Emit("Conv", "conv", []string{"input", w}, []string{"c"})
 	b.Emit("Sin", "wave", []string{"c"}, []string{"logits"})
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("sin",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	model := filepath.Join(dir, "sin.onnx")
 	if err := m.Save(model); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,6 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -37,10 +36,10 @@ func redOverGreen(t *testing.T) *inference.Segmenter {
 	b := &onnx.Builder{}
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{0, 0, 0, 1, -1, 0}))
 	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
-	f32 := onnxpb.TensorProto_FLOAT
+	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("conv",
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnxpb.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
 	data, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // Layout is a 4-D tensor layout.
@@ -134,8 +133,8 @@ func Read(m *onnx.Model, o Overrides) (*Contract, error) {
 	if !known || len(dims) != 4 {
 		return nil, fmt.Errorf("input %q has shape %s; want a 4-D image batch", in.GetName(), dimString(in))
 	}
-	if et := in.GetType().GetTensorType().GetElemType(); et != int32(onnxpb.TensorProto_FLOAT) {
-		return nil, fmt.Errorf("input %q is %s; segtune feeds float32 images", in.GetName(), onnxpb.TensorProto_DataType(et))
+	if et := in.GetType().GetTensorType().GetElemType(); et != int32(onnx.Float32) {
+		return nil, fmt.Errorf("input %q is %s; segtune feeds float32 images", in.GetName(), onnx.DataType(et))
 	}
 	if len(g.GetOutput()) == 0 {
 		return nil, fmt.Errorf("the model has no outputs")
@@ -149,7 +148,7 @@ func Read(m *onnx.Model, o Overrides) (*Contract, error) {
 	return c, nil
 }
 
-func (c *Contract) readInput(g *onnxpb.GraphProto, dims []int64, o Overrides) error {
+func (c *Contract) readInput(g *onnx.GraphProto, dims []int64, o Overrides) error {
 	shape := layoutFromChannels(dims, 3)
 	graph := inputLayoutFromGraph(g, c.Input)
 	switch {
@@ -193,7 +192,7 @@ func layoutFromChannels(d []int64, want int64) Layout {
 // inputLayoutFromGraph looks for the Transpose that tf2onnx and OpenVINO
 // conversions put between an NHWC input and the first (NCHW) convolution,
 // through a few elementwise normalisation nodes.
-func inputLayoutFromGraph(g *onnxpb.GraphProto, input string) Layout {
+func inputLayoutFromGraph(g *onnx.GraphProto, input string) Layout {
 	cons := onnx.Consumers(g)
 	frontier := []string{input}
 	for depth := 0; depth < 4 && len(frontier) > 0; depth++ {
@@ -230,13 +229,13 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 	c.Output = out.GetName()
 	c.Kind = Logits
 	c.Threshold = o.Threshold
-	if dt := out.GetType().GetTensorType().GetElemType(); dt == int32(onnxpb.TensorProto_INT64) || dt == int32(onnxpb.TensorProto_INT32) {
+	if dt := out.GetType().GetTensorType().GetElemType(); dt == int32(onnx.Int64) || dt == int32(onnx.Int32) {
 		c.Kind, c.OutputLayout, c.OutputLayoutFrom = Labels, NCHW, "labels"
 		c.Scores = c.Output
 		return nil
 	}
-	if dt := out.GetType().GetTensorType().GetElemType(); dt != int32(onnxpb.TensorProto_FLOAT) && dt != 0 {
-		return fmt.Errorf("output %q is %s; segtune reads float32 scores or integer labels", c.Output, onnxpb.TensorProto_DataType(dt))
+	if dt := out.GetType().GetTensorType().GetElemType(); dt != int32(onnx.Float32) && dt != 0 {
+		return fmt.Errorf("output %q is %s; segtune reads float32 scores or integer labels", c.Output, onnx.DataType(dt))
 	}
 	dims, known := shapeOf(out)
 	if known && len(dims) != 4 {
@@ -327,7 +326,7 @@ func (c *Contract) walkToScores(m *onnx.Model) (toOut []int, outAxis int, from s
 			t = n.GetInput()[0]
 			continue
 		}
-		if op == "Cast" && onnx.AttrInt(n, "to", 0) == int64(onnxpb.TensorProto_FLOAT) {
+		if op == "Cast" && onnx.AttrInt(n, "to", 0) == int64(onnx.Float32) {
 			// A float16 model's scores cast back to float32 at the edge
 			// mean what they meant.
 			t = n.GetInput()[0]
@@ -489,7 +488,7 @@ func defaultSoftmaxAxis(m *onnx.Model) int64 {
 	return 1
 }
 
-func shapeOf(v *onnxpb.ValueInfoProto) ([]int64, bool) {
+func shapeOf(v *onnx.ValueInfoProto) ([]int64, bool) {
 	tt := v.GetType().GetTensorType()
 	if tt == nil || tt.GetShape() == nil {
 		return nil, false
@@ -501,7 +500,7 @@ func shapeOf(v *onnxpb.ValueInfoProto) ([]int64, bool) {
 	return d, true
 }
 
-func dimString(v *onnxpb.ValueInfoProto) string {
+func dimString(v *onnx.ValueInfoProto) string {
 	d, ok := shapeOf(v)
 	if !ok {
 		return "unknown"

@@ -8,26 +8,25 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/onnxpb"
 )
 
 // node is one node of a test graph: its inputs comma-separated; 0 in a
 // value's dims means dynamic.
 type node struct {
 	op, in, out string
-	attrs       []*onnxpb.AttributeProto
+	attrs       []*onnx.AttributeProto
 }
 
-func model(opset int64, in, out *onnxpb.ValueInfoProto, nodes ...node) *onnx.Model {
+func model(opset int64, in, out *onnx.ValueInfoProto, nodes ...node) *onnx.Model {
 	b := &onnx.Builder{}
 	for i, n := range nodes {
 		b.Emit(n.op, n.op+string(rune('a'+i)), strings.Split(n.in, ","), []string{n.out}, n.attrs...)
 	}
-	return onnx.NewModel(b.Graph("g", []*onnxpb.ValueInfoProto{in}, []*onnxpb.ValueInfoProto{out}), opset)
+	return onnx.NewModel(b.Graph("g", []*onnx.ValueInfoProto{in}, []*onnx.ValueInfoProto{out}), opset)
 }
 
-func f32(name string, dims ...int64) *onnxpb.ValueInfoProto {
-	return onnx.TensorValueInfo(name, onnxpb.TensorProto_FLOAT, dims...)
+func f32(name string, dims ...int64) *onnx.ValueInfoProto {
+	return onnx.TensorValueInfo(name, onnx.Float32, dims...)
 }
 
 func read(t *testing.T, m *onnx.Model, o Overrides) *Contract {
@@ -56,24 +55,24 @@ func TestReadLayouts(t *testing.T) {
 		{name: "torchvision NCHW logits", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 5, 0, 0), node{op: "Conv", in: "x,w", out: "y"}),
 			in: NCHW, out: NCHW, kind: Logits, scores: "y", scoresAxis: 1, cls: 5, inFrom: "graph", outFrom: "shape"},
 		{name: "tf2onnx NHWC behind Transposes", m: model(9, f32("x", 0, 0, 0, 3), f32("y", 0, 0, 0, 0),
-			node{op: "Transpose", in: "x", out: "t", attrs: []*onnxpb.AttributeProto{toNCHW}},
+			node{op: "Transpose", in: "x", out: "t", attrs: []*onnx.AttributeProto{toNCHW}},
 			node{op: "Conv", in: "t,w", out: "z"},
-			node{op: "Transpose", in: "z", out: "y", attrs: []*onnxpb.AttributeProto{toNHWC}}),
+			node{op: "Transpose", in: "z", out: "y", attrs: []*onnx.AttributeProto{toNHWC}}),
 			in: NHWC, out: NHWC, kind: Logits, scores: "y", scoresAxis: 3, inFrom: "graph", outFrom: "graph"},
 		{name: "OpenVINO fixed NHWC with Softmax on the last axis", m: model(13, f32("x", 1, 64, 96, 3), f32("p", 1, 64, 96, 4),
-			node{op: "Transpose", in: "x", out: "t", attrs: []*onnxpb.AttributeProto{toNCHW}},
+			node{op: "Transpose", in: "x", out: "t", attrs: []*onnx.AttributeProto{toNCHW}},
 			node{op: "Conv", in: "t,w", out: "z"},
-			node{op: "Transpose", in: "z", out: "zt", attrs: []*onnxpb.AttributeProto{toNHWC}},
-			node{op: "Softmax", in: "zt", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", -1)}}),
+			node{op: "Transpose", in: "z", out: "zt", attrs: []*onnx.AttributeProto{toNHWC}},
+			node{op: "Softmax", in: "zt", out: "p", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", -1)}}),
 			in: NHWC, out: NHWC, kind: Softmax, scores: "zt", scoresAxis: 3, cls: 4, batch: 1, h: 64, w: 96, inFrom: "shape", outFrom: "graph"},
 		{name: "Softmax then Transpose", m: model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 0, 0, 0),
 			node{op: "Conv", in: "x,w", out: "z"},
-			node{op: "Softmax", in: "z", out: "s", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}},
-			node{op: "Transpose", in: "s", out: "p", attrs: []*onnxpb.AttributeProto{toNHWC}}),
+			node{op: "Softmax", in: "z", out: "s", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", 1)}},
+			node{op: "Transpose", in: "s", out: "p", attrs: []*onnx.AttributeProto{toNHWC}}),
 			in: NCHW, out: NHWC, kind: Softmax, scores: "z", scoresAxis: 1, inFrom: "graph", outFrom: "graph"},
 		{name: "Softmax axis alone tells NHWC", m: model(13, f32("x", 0, 8, 8, 3), f32("p", 0, 0, 0, 0),
 			node{op: "Mul", in: "x,k", out: "z"},
-			node{op: "Softmax", in: "z", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 3)}}),
+			node{op: "Softmax", in: "z", out: "p", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", 3)}}),
 			in: NHWC, out: NHWC, kind: Softmax, scores: "z", scoresAxis: 3, h: 8, w: 8, inFrom: "shape", outFrom: "graph"},
 		{name: "SMP sigmoid", m: model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 4, 0, 0),
 			node{op: "Conv", in: "x,w", out: "z"}, node{op: "Sigmoid", in: "z", out: "y"}),
@@ -96,7 +95,7 @@ func TestReadLayouts(t *testing.T) {
 }
 
 func TestReadRefuses(t *testing.T) {
-	u8 := onnx.TensorValueInfo("x", onnxpb.TensorProto_UINT8, 1, 0, 0, 3)
+	u8 := onnx.TensorValueInfo("x", onnx.Uint8, 1, 0, 0, 3)
 	for name, m := range map[string]*onnx.Model{
 		"uint8 input":   model(13, u8, f32("y", 1, 0, 0, 4), node{op: "Identity", in: "x", out: "y"}),
 		"4 channels":    model(13, f32("x", 1, 4, 8, 8), f32("y", 1, 2, 8, 8), node{op: "Identity", in: "x", out: "y"}),
@@ -160,8 +159,8 @@ func FuzzRead(f *testing.F) {
 		}
 		m := model(13, f32("x", 0, 3, 0, 0), f32("y", 0, 0, 0, 0),
 			node{op: "Conv", in: "x,w", out: "z"},
-			node{op: "Softmax", in: "z", out: "s", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", axis)}},
-			node{op: "Transpose", in: "s", out: "y", attrs: []*onnxpb.AttributeProto{onnx.IntsAttr("perm", p...)}})
+			node{op: "Softmax", in: "z", out: "s", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", axis)}},
+			node{op: "Transpose", in: "s", out: "y", attrs: []*onnx.AttributeProto{onnx.IntsAttr("perm", p...)}})
 		_, _ = Read(m, Overrides{})
 	})
 }
@@ -265,13 +264,13 @@ func TestOneChannelSoftmaxRefused(t *testing.T) {
 	for _, op := range []string{"Softmax", "LogSoftmax"} {
 		m := model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 1, 0, 0),
 			node{op: "Conv", in: "x,w", out: "z"},
-			node{op: op, in: "z", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}})
+			node{op: op, in: "z", out: "p", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", 1)}})
 		if _, err := Read(m, Overrides{}); err == nil || !strings.Contains(err.Error(), "over one channel") {
 			t.Errorf("%s over one declared channel: %v", op, err)
 		}
 		dyn := model(13, f32("x", 0, 3, 0, 0), f32("p", 0, 0, 0, 0),
 			node{op: "Conv", in: "x,w", out: "z"},
-			node{op: op, in: "z", out: "p", attrs: []*onnxpb.AttributeProto{onnx.IntAttr("axis", 1)}})
+			node{op: op, in: "z", out: "p", attrs: []*onnx.AttributeProto{onnx.IntAttr("axis", 1)}})
 		c, err := Read(dyn, Overrides{})
 		if err != nil {
 			t.Fatalf("%s, channels not declared: %v", op, err)
