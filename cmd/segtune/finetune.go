@@ -155,17 +155,8 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if err := finetune.CheckLoss(c.String("loss"), c.Float64("focal-gamma")); err != nil {
 		return finetune.Config{}, fmt.Errorf("--loss %s --focal-gamma %v: %w", c.String("loss"), c.Float64("focal-gamma"), err)
 	}
-	// Data in object storage is mirrored into the cache first (remote_fetch.go).
-	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
-		if v := c.String(flag); storage.IsURL(v) {
-			dir, err := mirrorFolder(c, flag, v)
-			if err != nil {
-				return finetune.Config{}, err
-			}
-			if err := c.Set(flag, dir); err != nil {
-				return finetune.Config{}, err
-			}
-		}
+	if err := mirrorDataFlags(c); err != nil {
+		return finetune.Config{}, err
 	}
 	cfg := finetune.Config{
 		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"),
@@ -226,6 +217,23 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		cfg.Explicit = given
 	}
 	return cfg, guardFinetuneOut(c.String("out"), cfg)
+}
+
+// mirrorDataFlags copies data in object storage into the cache and points
+// its flags there (remote_fetch.go).
+func mirrorDataFlags(c *cli.Context) error {
+	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
+		if v := c.String(flag); storage.IsURL(v) {
+			dir, err := mirrorFolder(c, flag, v)
+			if err != nil {
+				return err
+			}
+			if err := c.Set(flag, dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // finetuneDataSpecs sets the training and validation data from --data
