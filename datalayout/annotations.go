@@ -59,7 +59,8 @@ func (coco) Splits(root string) ([]string, error) {
 	return slices.Sorted(maps.Keys(files)), nil
 }
 
-func (coco) List(root, split string) (*Set, error) {
+func (coco) List(root string, opt Options) (*Set, error) {
+	split := opt.Split
 	files := cocoFiles(root)[split]
 	switch len(files) {
 	case 0:
@@ -75,7 +76,7 @@ func (coco) List(root, split string) (*Set, error) {
 			break
 		}
 	}
-	as, err := annot.ReadCOCO(files[0], annot.COCOOptions{ImageDir: dir})
+	as, err := annot.ReadCOCO(files[0], annot.COCOOptions{ImageDir: dir, CrowdAsClass: opt.CrowdAsClass})
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func isCVAT(root string) bool {
 
 func (cvat) Splits(string) ([]string, error) { return nil, nil }
 
-func (cvat) List(root, _ string) (*Set, error) {
+func (cvat) List(root string, _ Options) (*Set, error) {
 	as, err := annot.ReadCVAT(root, annot.CVATOptions{})
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func labelStudioFile(root string) (string, error) {
 
 func (labelStudio) Splits(string) ([]string, error) { return nil, nil }
 
-func (labelStudio) List(root, _ string) (*Set, error) {
+func (labelStudio) List(root string, _ Options) (*Set, error) {
 	file, err := labelStudioFile(root)
 	if err != nil {
 		return nil, err

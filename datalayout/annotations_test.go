@@ -138,3 +138,30 @@ func TestLabelStudioLayout(t *testing.T) {
 		}
 	}
 }
+
+// A crowd annotation is ignored unless Options.CrowdAsClass paints it with
+// its category's class.
+func TestCOCOCrowdOption(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations", "instances_val.json"), `{
+	 "images": [{"id": 1, "file_name": "a.png", "width": 4, "height": 3}],
+	 "categories": [{"id": 7, "name": "cat"}],
+	 "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "iscrowd": 1, "segmentation": [[0, 0, 2, 0, 2, 3, 0, 3]]}]}`)
+	writeImageFile(t, filepath.Join(root, "val", "a.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	const I = 255 // annot.Ignore
+	for _, tc := range []struct {
+		asClass bool
+		want    []int32
+	}{
+		{false, []int32{I, I, 0, 0, I, I, 0, 0, I, I, 0, 0}},
+		{true, []int32{1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0}},
+	} {
+		set, err := Open(root, Options{Split: "val", CrowdAsClass: tc.asClass})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labelsOf(t, set.Samples[0]); !slices.Equal(got, tc.want) {
+			t.Errorf("CrowdAsClass %v: mask %v, want %v", tc.asClass, got, tc.want)
+		}
+	}
+}

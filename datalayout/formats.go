@@ -35,7 +35,8 @@ func (cityscapes) Splits(root string) ([]string, error) {
 	return commonSubdirs(filepath.Join(root, "leftImg8bit"), filepath.Join(root, "gtFine")), nil
 }
 
-func (cityscapes) List(root, split string) (*Set, error) {
+func (cityscapes) List(root string, opt Options) (*Set, error) {
+	split := opt.Split
 	set, err := pairTrees(filepath.Join(root, "leftImg8bit", split), filepath.Join(root, "gtFine", split), pairRule{
 		imageSuffixes: []string{"_leftImg8bit"}, maskSuffixes: []string{"_gtFine_labelIds"}, masksNeedSuffix: true,
 	})
@@ -83,7 +84,8 @@ func (voc) Splits(root string) ([]string, error) {
 // maxListBytes bounds a VOC split list (VOC 2012's trainval.txt is 33 KB).
 const maxListBytes = 64 << 20
 
-func (voc) List(root, split string) (*Set, error) {
+func (voc) List(root string, opt Options) (*Set, error) {
+	split := opt.Split
 	list := filepath.Join(root, "ImageSets", "Segmentation", split+".txt")
 	text, err := regfile.ReadSmall(list, maxListBytes)
 	if err != nil {
@@ -158,7 +160,8 @@ func (ade20k) Splits(root string) ([]string, error) {
 	return commonSubdirs(filepath.Join(root, "images"), filepath.Join(root, "annotations")), nil
 }
 
-func (ade20k) List(root, split string) (*Set, error) {
+func (ade20k) List(root string, opt Options) (*Set, error) {
+	split := opt.Split
 	set, err := pairTrees(filepath.Join(root, "images", split), filepath.Join(root, "annotations", split), genericRule)
 	if err != nil {
 		return nil, err
@@ -254,7 +257,8 @@ func (f folders) Splits(root string) ([]string, error) {
 	return out, nil
 }
 
-func (f folders) List(root, split string) (*Set, error) {
+func (f folders) List(root string, opt Options) (*Set, error) {
+	split := opt.Split
 	s, err := f.shape(root)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,8 @@ type Set struct {
 	// layout has none); Splits every split the layout has.
 	Root, Split string
 	Splits      []string
+	// CrowdAsClass is the Options setting the set was read with.
+	CrowdAsClass bool
 	// Samples are sorted by Name.
 	Samples []Sample
 	// Unmatched lists the images without labels and the labels without
@@ -169,9 +171,9 @@ type Format interface {
 	// Splits lists the layout's splits under root; none for a layout
 	// without splits.
 	Splits(root string) ([]string, error)
-	// List returns the samples of split (one of Splits, or "" for a
+	// List returns the samples of opt.Split (one of Splits, or "" for a
 	// layout without splits), with the unmatched files.
-	List(root, split string) (*Set, error)
+	List(root string, opt Options) (*Set, error)
 }
 
 var (
@@ -226,6 +228,10 @@ type Options struct {
 	// forms (training, validation, valid, testing). "" is for layouts
 	// without splits.
 	Split string
+	// CrowdAsClass paints COCO's iscrowd regions with their category's
+	// class; by default they are ignored (annot.Ignore), as crowd regions
+	// mark groups no one outlined object by object.
+	CrowdAsClass bool
 }
 
 // Detect returns root's format: the one format whose markers root has,
@@ -284,11 +290,13 @@ func Open(root string, opt Options) (*Set, error) {
 		}
 		return nil, err
 	}
-	set, err := f.List(root, split)
+	opt.Split = split
+	set, err := f.List(root, opt)
 	if err != nil {
 		return nil, err
 	}
 	set.Format, set.Root, set.Split, set.Splits = f.Name(), root, split, splits
+	set.CrowdAsClass = opt.CrowdAsClass
 	slices.SortFunc(set.Samples, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
 	return set, nil

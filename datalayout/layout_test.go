@@ -258,7 +258,7 @@ func (toyFormat) Detect(root string) string {
 	return ""
 }
 func (toyFormat) Splits(string) ([]string, error) { return nil, nil }
-func (toyFormat) List(root, _ string) (*Set, error) {
+func (toyFormat) List(root string, _ Options) (*Set, error) {
 	ann := filepath.Join(root, "toy.json")
 	return &Set{Samples: []Sample{{Image: filepath.Join(root, "a.png"), Mask: ann, Name: "a",
 		Decode: func(opt imageio.MaskOptions) (*imageio.Mask, error) {

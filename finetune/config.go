@@ -142,6 +142,9 @@ type DataSpec struct {
 	Data   string `json:"data,omitempty"`
 	Format string `json:"format,omitempty"`
 	Split  string `json:"split,omitempty"`
+	// CrowdAsClass: COCO's crowd regions take their class (ignored by
+	// default).
+	CrowdAsClass bool `json:"crowd_as_class,omitempty"`
 }
 
 // Given reports whether the spec names any data.
@@ -149,7 +152,7 @@ func (s DataSpec) Given() bool { return s.Data != "" || s.Images != "" && s.Mask
 
 // DataConfig is a data.Config reading the spec's data.
 func (s DataSpec) DataConfig() data.Config {
-	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split}
+	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split, CrowdAsClass: s.CrowdAsClass}
 }
 
 // validate checks what can be checked before any file is read.

@@ -34,7 +34,7 @@ func OpenData(root string, opt datalayout.Options, skipBad bool) (FolderData, er
 		if err := set.Err(); err != nil && !skipBad {
 			return DataSpec{}, err
 		}
-		return DataSpec{Data: root, Format: set.Format, Split: set.Split}, nil
+		return DataSpec{Data: root, Format: set.Format, Split: set.Split, CrowdAsClass: opt.CrowdAsClass}, nil
 	}
 	if fd.Train, err = open(opt); err != nil {
 		return fd, err
@@ -42,6 +42,6 @@ func OpenData(root string, opt datalayout.Options, skipBad bool) (FolderData, er
 	if !datalayout.HasSplit(splits, "val") || datalayout.HasSplit([]string{fd.Train.Split}, "val") {
 		return fd, nil
 	}
-	fd.Val, err = open(datalayout.Options{Format: fd.Train.Format, Split: "val"})
+	fd.Val, err = open(datalayout.Options{Format: fd.Train.Format, Split: "val", CrowdAsClass: opt.CrowdAsClass})
 	return fd, err
 }

@@ -60,7 +60,7 @@ var flagSettings = func() map[string]settingFields {
 		}
 	}
 	group(func(c *Config) []any { return []any{&c.Train, &c.Val} },
-		"data", "format", "split", "train-images", "train-masks", "val-images", "val-masks")
+		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks")
 	group(func(c *Config) []any { return []any{&c.Augment} },
 		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur")
 	group(func(c *Config) []any { return []any{&c.Regularizer} },

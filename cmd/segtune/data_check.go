@@ -54,7 +54,7 @@ func runDataCheck(c *cli.Context) error {
 	var reports []data.Report
 	bad := 0
 	for _, split := range dr.splits {
-		set, err := datalayout.Open(root, datalayout.Options{Format: dr.format, Split: split})
+		set, err := datalayout.Open(root, dr.open(split))
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 		}
@@ -141,7 +141,7 @@ func runDataConvert(c *cli.Context) error {
 	// Every split is listed and checked before anything is written.
 	var sets []*datalayout.Set
 	for _, split := range dr.splits {
-		set, err := datalayout.Open(root, datalayout.Options{Format: dr.format, Split: split})
+		set, err := datalayout.Open(root, dr.open(split))
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 		}
@@ -204,7 +204,8 @@ func guardConvertOut(root, out string) error {
 
 // dataReading is how `data check` and `data convert` read a data folder.
 type dataReading struct {
-	format string
+	// layout says how to open the folder (--format, --coco-crowd).
+	layout datalayout.Options
 	// splits are the splits to go through: --split's, or every split the
 	// layout has.
 	splits []string
@@ -214,11 +215,22 @@ type dataReading struct {
 	paletteNames []string
 }
 
+// open is how to open split.
+func (dr dataReading) open(split string) datalayout.Options {
+	opt := dr.layout
+	opt.Split = split
+	return opt
+}
+
 // dataSplits reads --format, --split, --label-map and --mask-palette for
 // the data folder root.
 func dataSplits(c *cli.Context, root string) (dataReading, error) {
-	dr := dataReading{format: c.String("format")}
-	opt := datalayout.Options{Format: dr.format, Split: c.String("split")}
+	var dr dataReading
+	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	if err != nil {
+		return dr, err
+	}
+	dr.layout = opt
 	_, splits, err := datalayout.Splits(root, opt)
 	if err != nil {
 		return dr, cli.Exit(fmt.Sprintf("--data: %v", err), 2)

@@ -15,13 +15,28 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 )
 
-// dataLayoutFlags are --format and --split, which say how to read the
-// data folder given to flag (--data, --calibrate).
+// dataLayoutFlags are --format, --split and --coco-crowd, which say how to
+// read the data folder given to flag (--data, --calibrate).
 func dataLayoutFlags(flag string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "layout of " + flag + ": " + strings.Join(datalayout.Formats(), ", ") + " (default: detected)"},
 		&cli.StringFlag{Name: "split", Usage: "split of " + flag + " to read (train, val, test, or a VOC list's name)"},
+		&cli.StringFlag{Name: "coco-crowd", Value: "ignore", Usage: "COCO annotations marked iscrowd in " + flag + ": ignore (left out of the loss and the scores) or class (painted with their category's class)"},
 	}
+}
+
+// layoutOptions reads how to open a data folder: its format and split as
+// given, and --coco-crowd.
+func layoutOptions(c *cli.Context, format, split string) (datalayout.Options, error) {
+	opt := datalayout.Options{Format: format, Split: split}
+	switch v := c.String("coco-crowd"); v {
+	case "", "ignore":
+	case "class":
+		opt.CrowdAsClass = true
+	default:
+		return opt, cli.Exit(fmt.Sprintf("--coco-crowd %q: must be ignore or class", v), 2)
+	}
+	return opt, nil
 }
 
 // dataFlag is --data for the commands that read one split of labelled data.
@@ -52,7 +67,11 @@ func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
 	if storage.IsURL(root) {
 		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
 	}
-	set, err := datalayout.OpenDefault(root, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, fallback)
+	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	if err != nil {
+		return nil, err
+	}
+	set, err := datalayout.OpenDefault(root, opt, fallback)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
@@ -82,7 +101,11 @@ func calibrationImages(c *cli.Context, dir string) ([]string, error) {
 	if !asData {
 		return listImageDir(dir, "--calibrate")
 	}
-	set, err := datalayout.OpenDefault(dir, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, "train")
+	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	if err != nil {
+		return nil, err
+	}
+	set, err := datalayout.OpenDefault(dir, opt, "train")
 	if err != nil {
 		return nil, fmt.Errorf("--calibrate: %w", err)
 	}
@@ -130,7 +153,11 @@ func setFlags(c *cli.Context, values map[string]string) error {
 // one, the val split for validation. Unmatched files stop the run before
 // any work unless --skip-bad.
 func finetuneData(c *cli.Context, root string) (train, val finetune.DataSpec, err error) {
-	fd, err := finetune.OpenData(root, datalayout.Options{Format: c.String("format"), Split: c.String("split")}, c.Bool("skip-bad"))
+	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	if err != nil {
+		return train, val, err
+	}
+	fd, err := finetune.OpenData(root, opt, c.Bool("skip-bad"))
 	for _, set := range fd.Sets {
 		noteDataSet(c, set)
 	}

@@ -65,7 +65,7 @@ func Check(ctx context.Context, set *datalayout.Set, cfg Config) (Report, error)
 	if len(set.Samples) == 0 {
 		return r, nil
 	}
-	cfg.Data, cfg.Format, cfg.Split = set.Root, set.Format, set.Split
+	cfg.Data, cfg.Format, cfg.Split, cfg.CrowdAsClass = set.Root, set.Format, set.Split, set.CrowdAsClass
 	cfg.SkipBad, cfg.CacheBytes = true, -1
 	ds, problems, err := Open(ctx, cfg)
 	unmatched := map[string]bool{}

@@ -24,6 +24,9 @@ type Config struct {
 	// layout datalayout knows (Format names it, "" detects it), of which
 	// Split is read ("" for a layout without splits).
 	Data, Format, Split string
+	// CrowdAsClass paints COCO's crowd regions with their class instead
+	// of ignoring them (datalayout.Options).
+	CrowdAsClass bool
 	// LabelMap remaps mask labels after reading, e.g. "11:255" to make
 	// CamVid's Unlabelled the ignore label; nil keeps them.
 	LabelMap *imageio.LabelMap

@@ -74,7 +74,7 @@ func listSamples(cfg *Config) ([]datalayout.Sample, []Problem, error) {
 	var samples []datalayout.Sample
 	var problems []Problem
 	if cfg.Data != "" {
-		set, err := datalayout.Open(cfg.Data, datalayout.Options{Format: cfg.Format, Split: cfg.Split})
+		set, err := datalayout.Open(cfg.Data, datalayout.Options{Format: cfg.Format, Split: cfg.Split, CrowdAsClass: cfg.CrowdAsClass})
 		if err != nil {
 			return nil, nil, err
 		}
