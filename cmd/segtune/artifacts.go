@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/models/network"
+	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/ortprobe"
@@ -148,14 +149,14 @@ func artifactsInput(c *cli.Context, m *onnx.Model, batch int, h, w int64, loss *
 		}
 		return ti, nil
 	}
-	layers, metaErr, err := modelLayers(c.String("model"))
+	layers, metaErr, err := resolve.Layers(c.String("model"))
 	if err != nil {
 		return finetune.TrainInput{}, err
 	}
 	if metaErr != nil {
 		warnMetadata(metaErr)
 	}
-	ct, err := readContract(c.String("model"), m, mergeLayers(layers))
+	ct, err := resolve.ReadContract(c.String("model"), m, resolve.Merge(layers))
 	if err != nil {
 		return finetune.TrainInput{}, cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
 	}

@@ -45,7 +45,7 @@ func installConfigFiles(cmds []*cli.Command) {
 			if err := applyConfigFile(c); err != nil {
 				return err
 			}
-			if err := checkRequired(c, required); err != nil {
+			if err := requireFlags(c, required...); err != nil { // the parser's check, after the file
 				return err
 			}
 			if before != nil {
@@ -70,24 +70,6 @@ func unrequire(flags []cli.Flag) []string {
 		}
 	}
 	return names
-}
-
-// checkRequired is the parser's check of required flags, made after the
-// --config file, with the parser's message.
-func checkRequired(c *cli.Context, names []string) error {
-	var missing []string
-	for _, n := range names {
-		if !c.IsSet(n) {
-			missing = append(missing, n)
-		}
-	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("Required flag %q not set", missing[0])
-	}
-	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
 // readConfigFile reads --config's file into flag names and values; nil

@@ -199,7 +199,7 @@ func TestModelSettingsPrecedence(t *testing.T) {
 	if s.Preprocess.ValueScale != 2 || s.Preprocess.ValueOffset != 1 || !reflect.DeepEqual(s.Classes, side.Classes) {
 		t.Errorf("flags over the sidecar: %+v %+v", s, *s.Preprocess)
 	}
-	layers, metaErr, err := modelLayers(model)
+	layers, metaErr, err := resolve.Layers(model)
 	if err != nil || metaErr != nil {
 		t.Fatal(err, metaErr)
 	}
@@ -224,7 +224,7 @@ func TestHostileMetadataIgnored(t *testing.T) {
 		if err := side.Save(imageio.SidecarPath(model)); err != nil {
 			t.Fatal(err)
 		}
-		layers, metaErr, err := modelLayers(model)
+		layers, metaErr, err := resolve.Layers(model)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/models/resolve"
 )
 
 func evalCommand() *cli.Command {
@@ -192,8 +193,8 @@ func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, se
 		return evaluate.Setup{}, fmt.Errorf("--size-classes: %w", err)
 	}
 	o.SizeThreshold = c.Float64("size-threshold")
-	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && isCheckpoint(modelPath) {
-		o.SizeThreshold = checkpointSizeThreshold(modelPath)
+	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(modelPath) {
+		o.SizeThreshold = resolve.CheckpointSizeThreshold(modelPath)
 	}
 	return evaluate.NewSetup(seg, settings, o)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 )
@@ -204,7 +205,7 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	switch {
 	case ck != "":
 		r.Source, r.Checkpoint, r.Base = ck, true, model
-		if !isCheckpoint(ck) {
+		if !resolve.IsCheckpoint(ck) {
 			f, _, err := regfile.Open(ck) // a FIFO or device is refused unopened
 			if err != nil {
 				return nil, fmt.Errorf("--checkpoint: %w", err)
@@ -213,7 +214,7 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 			return nil, fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", ck)
 		}
 	case model != "":
-		r.Source, r.Checkpoint = model, isCheckpoint(model)
+		r.Source, r.Checkpoint = model, resolve.IsCheckpoint(model)
 	default:
 		return nil, cli.Exit("segtune export: give --checkpoint C or --model M (the model to export)", 2)
 	}

@@ -7,11 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/resolve"
-	"github.com/segtune/segtune/onnx"
 )
 
 // Models by name. Every command's --model accepts a registry name
@@ -69,24 +66,6 @@ func resolveModel(c *cli.Context, v string) (string, error) {
 		return "", fmt.Errorf("--model %w", err)
 	}
 	return path, nil
-}
-
-// The model's settings and contract, read by the library; these names are
-// the CLI's.
-var (
-	isCheckpoint            = resolve.IsCheckpoint
-	loadModel               = resolve.Load
-	mergeLayers             = resolve.Merge
-	modelLayers             = resolve.Layers
-	checkpointSizeThreshold = resolve.CheckpointSizeThreshold
-)
-
-func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
-	return resolve.CheckpointSettings(ck, path)
-}
-
-func readContract(path string, m *onnx.Model, s imageio.Sidecar) (*contract.Contract, error) {
-	return resolve.ReadContract(path, m, s)
 }
 
 // warnMetadata says, whatever --quiet, that a model's embedded settings

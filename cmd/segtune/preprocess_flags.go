@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/models/resolve"
 
 	"fmt"
 	"strconv"
@@ -38,13 +39,13 @@ func preprocessFlags() []cli.Flag {
 // sidecar, a --preprocess file and explicit flags, in that order of
 // increasing precedence.
 func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err error) {
-	if isCheckpoint(modelPath) {
+	if resolve.IsCheckpoint(modelPath) {
 		// A checkpoint carries the settings of the run that made it.
 		ck, err := checkpoint.Load(modelPath)
 		if err != nil {
 			return s, err
 		}
-		side, err := checkpointSettings(ck, modelPath)
+		side, err := resolve.CheckpointSettings(ck, modelPath)
 		if err != nil {
 			return s, err
 		}

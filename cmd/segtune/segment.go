@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/models/resolve"
 )
 
 func segmentCommand() *cli.Command {
@@ -129,11 +130,11 @@ func runSegment(c *cli.Context) error {
 // openSegmenter loads the model (checking it, resolving external data inside
 // its folder) and opens a session on it.
 func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*inference.Segmenter, error) {
-	m, _, err := loadModel(modelPath)
+	m, _, err := resolve.Load(modelPath)
 	if err != nil {
 		return nil, err
 	}
-	ct, err := readContract(modelPath, m, settings)
+	ct, err := resolve.ReadContract(modelPath, m, settings)
 	if err != nil {
 		return nil, err
 	}
