@@ -11,12 +11,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/demo"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
-	"github.com/segtune/segtune/internal/demo"
 	"github.com/segtune/segtune/models/synth"
 )
 
