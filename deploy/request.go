@@ -9,7 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 )

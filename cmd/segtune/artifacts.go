@@ -9,10 +9,10 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/models/network"
-	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/resolve"
 )
 
 // artifactsCommand compiles a model into training artifacts on disk.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 // upload copies every file of the local folder dir into the bucket folder

@@ -8,7 +8,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 // personPreprocess is how the shared DeepLabV3+ person model sees CamVid:

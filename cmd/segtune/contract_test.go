@@ -15,8 +15,8 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
-	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/resolve"
 )
 
 // Defect: a model fine-tuned from a registry model forgot how to be fed

@@ -16,7 +16,7 @@ import (
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 func evalCommand() *cli.Command {

@@ -14,9 +14,9 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
+	"github.com/segtune/segtune/resolve"
 )
 
 func exportCommand() *cli.Command {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
-	"github.com/segtune/segtune/models/resolve"
 	"github.com/segtune/segtune/models/synth"
+	"github.com/segtune/segtune/resolve"
 )
 
 func modelCommand() *cli.Command {

@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 // Models by name. Every command's --model accepts a registry name

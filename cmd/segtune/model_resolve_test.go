@@ -10,7 +10,7 @@ import (
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 // isolateModelSearch points segtune's cache and the shared assets at empty

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 
 	"fmt"
 	"strconv"

@@ -14,7 +14,7 @@ import (
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
-	"github.com/segtune/segtune/models/resolve"
+	"github.com/segtune/segtune/resolve"
 )
 
 func segmentCommand() *cli.Command {
