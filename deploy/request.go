@@ -9,9 +9,9 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
+	"github.com/segtune/segtune/resolve"
 )
 
 // DefaultMinAgreement is the pixel agreement an export must reach unless
