@@ -19,40 +19,38 @@ const KindResume = "resume"
 // the checkpoint's, and repeating a recorded run copies them.
 type settingFields func(*Config) []any
 
-func fields(ptrs func(*Config) []any) settingFields { return ptrs }
-
 // flagSettings maps the flags of `segtune finetune` that make a setting of
 // the run to the fields they set. Flags absent here (--out, --resume,
 // --json, --config) are not settings of the run.
 var flagSettings = func() map[string]settingFields {
 	m := map[string]settingFields{
-		"model":         fields(func(c *Config) []any { return []any{&c.Network.BaseModel} }),
-		"classes":       fields(func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} }),
-		"label-map":     fields(func(c *Config) []any { return []any{&c.LabelMap} }),
-		"mask-palette":  fields(func(c *Config) []any { return []any{&c.MaskPalette} }),
-		"ignore":        fields(func(c *Config) []any { return []any{&c.Ignore} }),
-		"class-names":   fields(func(c *Config) []any { return []any{&c.ClassNames} }),
-		"trainable":     fields(func(c *Config) []any { return []any{&c.Trainable} }),
-		"batch":         fields(func(c *Config) []any { return []any{&c.Batch} }),
-		"crop":          fields(func(c *Config) []any { return []any{&c.Height, &c.Width} }),
-		"optimizer":     fields(func(c *Config) []any { return []any{&c.Optimizer} }),
-		"momentum":      fields(func(c *Config) []any { return []any{&c.Momentum} }),
-		"weight-decay":  fields(func(c *Config) []any { return []any{&c.WeightDecay} }),
-		"schedule":      fields(func(c *Config) []any { return []any{&c.Schedule} }),
-		"seed":          fields(func(c *Config) []any { return []any{&c.Seed} }),
-		"class-weights": fields(func(c *Config) []any { return []any{&c.ClassWeights} }),
-		"patience":      fields(func(c *Config) []any { return []any{&c.Patience} }),
-		"monitor":       fields(func(c *Config) []any { return []any{&c.Monitor} }),
-		"skip-bad":      fields(func(c *Config) []any { return []any{&c.SkipBad} }),
-		"precision":     fields(func(c *Config) []any { return []any{&c.Precision} }),
-		"loss":          fields(func(c *Config) []any { return []any{&c.Loss} }),
-		"focal-gamma":   fields(func(c *Config) []any { return []any{&c.FocalGamma} }),
-		"lr":            fields(func(c *Config) []any { return []any{&c.LR} }),
-		"epochs":        fields(func(c *Config) []any { return []any{&c.Epochs} }),
-		"steps":         fields(func(c *Config) []any { return []any{&c.MaxSteps} }),
-		"device":        fields(func(c *Config) []any { return []any{&c.Device} }),
-		"threads":       fields(func(c *Config) []any { return []any{&c.Threads} }),
-		"resident":      fields(func(c *Config) []any { return []any{&c.Resident} }),
+		"model":         func(c *Config) []any { return []any{&c.Network.BaseModel} },
+		"classes":       func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} },
+		"label-map":     func(c *Config) []any { return []any{&c.LabelMap} },
+		"mask-palette":  func(c *Config) []any { return []any{&c.MaskPalette} },
+		"ignore":        func(c *Config) []any { return []any{&c.Ignore} },
+		"class-names":   func(c *Config) []any { return []any{&c.ClassNames} },
+		"trainable":     func(c *Config) []any { return []any{&c.Trainable} },
+		"batch":         func(c *Config) []any { return []any{&c.Batch} },
+		"crop":          func(c *Config) []any { return []any{&c.Height, &c.Width} },
+		"optimizer":     func(c *Config) []any { return []any{&c.Optimizer} },
+		"momentum":      func(c *Config) []any { return []any{&c.Momentum} },
+		"weight-decay":  func(c *Config) []any { return []any{&c.WeightDecay} },
+		"schedule":      func(c *Config) []any { return []any{&c.Schedule} },
+		"seed":          func(c *Config) []any { return []any{&c.Seed} },
+		"class-weights": func(c *Config) []any { return []any{&c.ClassWeights} },
+		"patience":      func(c *Config) []any { return []any{&c.Patience} },
+		"monitor":       func(c *Config) []any { return []any{&c.Monitor} },
+		"skip-bad":      func(c *Config) []any { return []any{&c.SkipBad} },
+		"precision":     func(c *Config) []any { return []any{&c.Precision} },
+		"loss":          func(c *Config) []any { return []any{&c.Loss} },
+		"focal-gamma":   func(c *Config) []any { return []any{&c.FocalGamma} },
+		"lr":            func(c *Config) []any { return []any{&c.LR} },
+		"epochs":        func(c *Config) []any { return []any{&c.Epochs} },
+		"steps":         func(c *Config) []any { return []any{&c.MaxSteps} },
+		"device":        func(c *Config) []any { return []any{&c.Device} },
+		"threads":       func(c *Config) []any { return []any{&c.Threads} },
+		"resident":      func(c *Config) []any { return []any{&c.Resident} },
 	}
 	group := func(f settingFields, names ...string) {
 		for _, n := range names {

@@ -226,7 +226,7 @@ func (dr dataReading) open(split string) datalayout.Options {
 // the data folder root.
 func dataSplits(c *cli.Context, root string) (dataReading, error) {
 	var dr dataReading
-	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	opt, err := layoutOptions(c)
 	if err != nil {
 		return dr, err
 	}

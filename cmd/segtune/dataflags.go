@@ -25,10 +25,10 @@ func dataLayoutFlags(flag string) []cli.Flag {
 	}
 }
 
-// layoutOptions reads how to open a data folder: its format and split as
-// given, and --coco-crowd.
-func layoutOptions(c *cli.Context, format, split string) (datalayout.Options, error) {
-	opt := datalayout.Options{Format: format, Split: split}
+// layoutOptions reads how to open a data folder: --format, --split and
+// --coco-crowd.
+func layoutOptions(c *cli.Context) (datalayout.Options, error) {
+	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
 	switch v := c.String("coco-crowd"); v {
 	case "", "ignore":
 	case "class":
@@ -67,7 +67,7 @@ func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
 	if storage.IsURL(root) {
 		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
 	}
-	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	opt, err := layoutOptions(c)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func calibrationImages(c *cli.Context, dir string) ([]string, error) {
 	if !asData {
 		return listImageDir(dir, "--calibrate")
 	}
-	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	opt, err := layoutOptions(c)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func setFlags(c *cli.Context, values map[string]string) error {
 // one, the val split for validation. Unmatched files stop the run before
 // any work unless --skip-bad.
 func finetuneData(c *cli.Context, root string) (train, val finetune.DataSpec, err error) {
-	opt, err := layoutOptions(c, c.String("format"), c.String("split"))
+	opt, err := layoutOptions(c)
 	if err != nil {
 		return train, val, err
 	}
