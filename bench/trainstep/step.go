@@ -12,8 +12,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -71,6 +73,12 @@ type Result struct {
 	// ProfileShares), ProfileTotalMs their sum.
 	Profile        []OpShare `json:"profile,omitempty"`
 	ProfileTotalMs float64   `json:"profile_kernel_ms,omitempty"`
+	// Losses is each step's loss, warm-up included (null where not
+	// finite), and SkippedSteps the steps whose gradient was not finite
+	// (no update applied): a timing of steps that all skipped would time a
+	// graph that learns nothing.
+	Losses       []*float64 `json:"losses"`
+	SkippedSteps int        `json:"skipped_steps"`
 }
 
 func main() {
@@ -141,7 +149,11 @@ func main() {
 		}
 	}
 	if *asJSON {
-		_ = json.NewEncoder(os.Stdout).Encode(r) // one line: scripts read the last line that starts with "{"
+		// One line: scripts read the last line that starts with "{".
+		if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+			fmt.Fprintln(os.Stderr, "trainstep:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if r.Ops != nil {
@@ -184,7 +196,7 @@ var Precision string
 
 // benchLossScale is the fixed loss scale of --precision fp16: the step
 // timing needs the scaled backward and the unscaling, not a dynamic scale.
-const benchLossScale = 1024
+const benchLossScale float32 = 1024
 
 // Optim names the optimiser applied after each step ("none": the step is
 // forward and backward only, as torch_step.py's default); Resident keeps
@@ -213,6 +225,10 @@ type Stepper struct {
 	res    *resident.Trainer
 	// UpdateMs is each resident step's optimiser time (graph run included).
 	UpdateMs []float64
+	// Losses is each step's loss; Skipped counts the steps whose gradient
+	// was not finite.
+	Losses  []float64
+	Skipped int
 }
 
 // NewStepper compiles model for training at batch×3×size×size.
@@ -369,12 +385,17 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 // into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {
 	if s.res != nil {
-		if _, err := s.res.Forward(); err != nil {
+		loss, err := s.res.Forward()
+		if err != nil {
 			return err
 		}
+		s.Losses = append(s.Losses, loss)
 		t := time.Now()
-		_, err := s.res.Update(benchLR(optim.Algorithm(Optim)))
+		r, err := s.res.Update(benchLR(optim.Algorithm(Optim)))
 		s.UpdateMs = append(s.UpdateMs, float64(time.Since(t).Microseconds())/1000)
+		if r.Skipped {
+			s.Skipped++
+		}
 		return err
 	}
 	outs, err := s.Session.RunInto(s.outs, s.inputs...)
@@ -382,6 +403,9 @@ func (s *Stepper) Step() error {
 		return err
 	}
 	s.outs = outs
+	if i := s.Session.OutputIndex(grad.LossName); i >= 0 && len(outs[i].Float32) > 0 {
+		s.Losses = append(s.Losses, float64(outs[i].Float32[0]))
+	}
 	if s.opt == nil {
 		return nil
 	}
@@ -393,7 +417,12 @@ func (s *Stepper) Step() error {
 			}
 		}
 	}
-	return s.opt.Step(benchLR(optim.Algorithm(Optim)))
+	err = s.opt.Step(benchLR(optim.Algorithm(Optim)))
+	if errors.Is(err, optim.ErrNonFiniteGrad) { // skipped, as the resident graph skips
+		s.Skipped++
+		return nil
+	}
+	return err
 }
 
 // Close releases the session.
@@ -432,6 +461,14 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	r.CPUMsPerStep = float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(max(steps, 1))
 	r.MedianMs = median(r.StepsMs)
+	for _, l := range st.Losses {
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			r.Losses = append(r.Losses, nil)
+		} else {
+			r.Losses = append(r.Losses, &l)
+		}
+	}
+	r.SkippedSteps = st.Skipped
 	if len(st.UpdateMs) > warmup {
 		r.UpdateMedianMs = median(st.UpdateMs[warmup:])
 	}

@@ -366,3 +366,36 @@ func TestResidentSkipsNonFiniteGradients(t *testing.T) {
 		}
 	}
 }
+
+// TestResidentGradScaleOneMatchesHostLoop: with Options.GradScale (mixed
+// precision's unscaling) and a scale of 1, the resident loop is the host
+// loop: the scale input is bound and multiplies, and nothing else changes.
+func TestResidentGradScaleOneMatchesHostLoop(t *testing.T) {
+	testassets.RequireORT(t)
+	data, params, classes := synthGraph(t)
+	b := makeBatches(steps, classes)
+	cfg := configs()["sgd"]
+	want := hostLoop(t, data, params, cfg, b)
+	tr, err := New(data, params, cfg, Options{Session: runtime.Options{Threads: 1}, GradScale: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetGradScale(1); err != nil {
+		t.Fatal(err)
+	}
+	residentSteps(t, tr, cfg, b, 0, steps)
+	got, err := tr.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	for i := range got {
+		for j := range got[i] {
+			worst = max(worst, math.Abs(float64(got[i][j]-want[i][j])))
+		}
+	}
+	if worst > 1e-6 || math.IsNaN(worst) {
+		t.Errorf("weights differ by %.3g after %d steps", worst, steps)
+	}
+}
