@@ -72,6 +72,18 @@ func (b *builder) constFloat(vals []float64, dims []int64) string {
 	return b.ConstFloat("", onnx.DataType(b.floatType), dims, vals...)
 }
 
+// constOf is constFloat in element type dtype: behind a Cast where dtype
+// is not the builder's float type (a half type in a mixed-precision graph).
+// ONNX Runtime folds the Cast of an initializer when it loads the graph,
+// and the values rules make this way (0 and 1) are exact in every type.
+func (b *builder) constOf(dtype int32, vals []float64, dims []int64) string {
+	c := b.constFloat(vals, dims)
+	if dtype == 0 || dtype == b.floatType {
+		return c
+	}
+	return b.op1("Cast", []string{c}, onnx.IntAttr("to", int64(dtype)))
+}
+
 // scalar is a rank-0 float constant.
 func (b *builder) scalar(v float64) string {
 	return b.constFloat([]float64{v}, nil)

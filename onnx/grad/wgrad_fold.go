@@ -85,7 +85,7 @@ func foldedConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGe
 		pe := patchEndPads(xs, ys, g)
 		e := oneHotPatchKernel(cin, taps)
 		x1 := b.reshape(xt, slices.Concat([]int64{1, cin, n}, xs[2:]))
-		kernel := b.constFloat(e, slices.Concat([]int64{cin * taps, 1, 1}, g.k))
+		kernel := b.constOf(g.dtype, e, slices.Concat([]int64{cin * taps, 1, 1}, g.k))
 		c := b.op1("Conv", []string{x1, kernel},
 			onnx.IntsAttr("strides", slices.Concat([]int64{1}, g.s)...), onnx.IntsAttr("dilations", slices.Concat([]int64{1}, g.d)...),
 			onnx.IntsAttr("pads", slices.Concat([]int64{0}, g.pb, []int64{0}, pe)...),

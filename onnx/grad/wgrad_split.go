@@ -71,7 +71,7 @@ func splitConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeo
 			eW[(c*kw+t)*kw+t] = 1
 		}
 	}
-	c := b.op1("Conv", []string{x, b.constFloat(eW, []int64{ci * kw, 1, 1, kw})},
+	c := b.op1("Conv", []string{x, b.constOf(g.dtype, eW, []int64{ci * kw, 1, 1, kw})},
 		onnx.IntsAttr("dilations", 1, dw), onnx.IntsAttr("pads", g.pb[0], g.pb[1], pe[0], pe[1]),
 		onnx.IntAttr("group", ci), onnx.IntsAttr("kernel_shape", 1, kw)) // [N, Ci·kw, R, Wo]
 	// dy's H-shifts: tap kh−1−th of a kh×1 kernel over dy padded by
@@ -82,7 +82,7 @@ func splitConvWeightGrad(b *builder, x, dy string, xs, ys, ws []int64, g convGeo
 			eH[(c*kh+th)*kh+(kh-1-th)] = 1
 		}
 	}
-	d := b.op1("Conv", []string{dy, b.constFloat(eH, []int64{co * kh, 1, kh, 1})},
+	d := b.op1("Conv", []string{dy, b.constOf(g.dtype, eH, []int64{co * kh, 1, kh, 1})},
 		onnx.IntsAttr("dilations", dh, 1), onnx.IntsAttr("pads", (kh-1)*dh, 0, (kh-1)*dh, 0),
 		onnx.IntAttr("group", co), onnx.IntsAttr("kernel_shape", kh, 1)) // [N, Co·kh, R, Wo]
 	k := r * wo
