@@ -24,13 +24,12 @@
 # profile, the fine-tune and the gradient checks, about three minutes, still
 # run), so the whole check fits one call of a lent GPU machine (8 minutes).
 #
-# The segtune variants: "host" is the loop before device residency (the
-# training graph's parameters and gradients copied between Go and the GPU
-# every step, the optimiser in Go); "resident" keeps parameters, gradients
-# and moments on the device (finetune/resident) with im2col weight
-# gradients; "resident-wconv" also writes Conv weight gradients as one
-# transposed-roles Conv (grad.Config.WeightGradConv). Batch 16 runs the
-# faster resident variant of batch 8.
+# segtune's step is the one finetune runs on a GPU: parameters, gradients
+# and moments resident on the device (finetune/resident), im2col weight
+# gradients. The pre-residency loop (trainstep without --resident: the
+# optimiser in Go, a host copy of every gradient) and the transposed-roles
+# Conv weight gradient (--wgrad-conv, 4.7× slower on an H200 on 2026-11-27,
+# bench/gpu/README.md) are not rerun.
 set -uo pipefail
 
 device=cuda quick="" out=bench/gpu bin="" py=${PYTHON:-python3} budget=240
@@ -172,60 +171,33 @@ say "device $device$( [ -n "$quick" ] && echo ' (quick)'), models ${models[*]}, 
 [ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log" >&2
 
 # 1. Training steps, one SGD-with-momentum update included on both sides.
-fastest() { # the faster resident variant of model m, batch b, precision p so far
-  "$py" - "$jsonl" "$@" <<'EOF'
-import json, sys
-path, m, b, p = sys.argv[1:]
-best = None
-for line in open(path):
-    r = json.loads(line)
-    if r.get("kind") != "segtune" or r.get("status") != "ok" or not r.get("label", "").startswith(f"{m} b{b} {p} resident"):
-        continue
-    if best is None or r["median_ms"] < best[0]:
-        best = (r["median_ms"], r["label"].split()[-1])
-print(best[1] if best else "resident-wconv")
-EOF
-}
 for m in "${models[@]}"; do
   for p in "${precisions[@]}"; do
     for b in "${batches[@]}"; do
       tp "$m" "$b" "$p" && run pytorch "$m b$b $p pytorch" "${cmd[@]}"
-      if [ "$b" = "${batches[0]}" ]; then
-        if [ "$m" = "${models[0]}" ]; then
-          ts "$m" "$b" "$p" && run segtune "$m b$b $p host" "${cmd[@]}"
-        fi
-        ts "$m" "$b" "$p" --resident && run segtune "$m b$b $p resident" "${cmd[@]}"
-        ts "$m" "$b" "$p" --resident --wgrad-conv && run segtune "$m b$b $p resident-wconv" "${cmd[@]}"
-      else
-        v=$(fastest "$m" "${batches[0]}" "$p")
-        flags=(--resident)
-        [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
-        ts "$m" "$b" "$p" "${flags[@]}" && run segtune "$m b$b $p $v" "${cmd[@]}"
-      fi
+      ts "$m" "$b" "$p" --resident && run segtune "$m b$b $p resident" "${cmd[@]}"
     done
   done
   for p in "${halfs[@]}"; do # AMP: segtune's onnx/autocast, fp16 with a loss scale, bf16 at opset 22
     b=${batches[0]}
     tp "$m" "$b" "$p" && run pytorch "$m b$b $p pytorch" "${cmd[@]}"
-    v=$(fastest "$m" "$b" fp32)
-    flags=(--resident)
-    [ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
-    ts "$m" "$b" "$p" "${flags[@]}" && run segtune "$m b$b $p $v" "${cmd[@]}"
+    ts "$m" "$b" "$p" --resident && run segtune "$m b$b $p resident" "${cmd[@]}"
     # cuDNN's half-precision tensor-core kernels want channels last:
     # the CUDA provider's prefer_nhwc runs Conv in NHWC behind its own
     # layout transposes (PyTorch's channels_last is the like of it).
-    ts "$m" "$b" "$p" "${flags[@]}" --cuda-opt prefer_nhwc=1 && run segtune "$m b$b $p $v-nhwc" "${cmd[@]}"
+    ts "$m" "$b" "$p" --resident --cuda-opt prefer_nhwc=1 && run segtune "$m b$b $p resident-nhwc" "${cmd[@]}"
+    # Where cuDNN's frontend finds no plan for a convolution, the default
+    # exhaustive search ran again every step (H200, 2026-11-27: 2970 ms a
+    # float16 step against 98 ms with the heuristic search).
+    ts "$m" "$b" "$p" --resident --cuda-opt cudnn_conv_algo_search=HEURISTIC && run segtune "$m b$b $p resident-heuristic" "${cmd[@]}"
   done
 done
 
 # 2. Where segtune's step spends its time: ONNX Runtime's profile of the
-# faster resident variant (first model, first batch, fp32), kernel time per
+# resident step (first model, first batch, fp32), kernel time per
 # op type; CUDA_LAUNCH_BLOCKING makes the profiler's node times the GPU's.
 m=${models[0]} b=${batches[0]}
-v=$(fastest "$m" "$b" fp32)
-flags=(--resident --steps 3 --warmup 2 --profile "$out/.prof")
-[ "$v" = resident-wconv ] && flags+=(--wgrad-conv)
-ts "$m" "$b" fp32 "${flags[@]}" && run profile "$m b$b fp32 $v profile" env CUDA_LAUNCH_BLOCKING=1 "${cmd[@]}"
+ts "$m" "$b" fp32 --resident --steps 3 --warmup 2 --profile "$out/.prof" && run profile "$m b$b fp32 resident profile" env CUDA_LAUNCH_BLOCKING=1 "${cmd[@]}"
 rm -f "$out"/.prof*
 
 # 3. A two-epoch fine-tune as a user runs it: segtune's CLI (resident state

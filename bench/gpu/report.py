@@ -8,14 +8,12 @@ median ms/step, each segtune variant's, and the ratio of the fastest segtune
 variant to PyTorch (below 1.0 is faster); GPU memory is the peak of
 nvidia-smi's memory.used over each process, less the reading before it
 (CUDA context included on both sides), with torch.cuda.max_memory_allocated
-beside it. Runs that failed or were not run show their status.
+beside it. Runs that failed or were not run show their status; a time
+marked * includes steps whose gradient was not finite (the update skipped).
 """
 import argparse
 import json
 import sys
-
-VARIANTS = ["host", "resident", "resident-wconv", "resident-nhwc", "resident-wconv-nhwc"]
-
 
 def main():
     ap = argparse.ArgumentParser()
@@ -26,18 +24,21 @@ def main():
     runs = [json.loads(line) for line in open(args.jsonl) if line.strip()]
 
     steps = {}
+    variants = []  # segtune's, in the order the check ran them
     for r in runs:
         if r.get("kind") not in ("pytorch", "segtune"):
             continue
         model, batch, prec, variant = r["label"].split()
         steps.setdefault((model, batch, prec), {})[variant] = r
+        if r["kind"] == "segtune" and variant not in variants:
+            variants.append(variant)
 
     def ms(r):
         if r is None:
             return "–"
         if r.get("status") != "ok" or "median_ms" not in r:
             return r.get("status", "?")
-        return f"{r['median_ms']:.1f}"
+        return f"{r['median_ms']:.1f}" + ("*" if r.get("skipped_steps") else "")
 
     def mib(r, key):
         return str(r[key]) if r and r.get(key) is not None else "–"
@@ -45,21 +46,21 @@ def main():
     device = next((r.get("gpu") or r.get("device") for r in runs if r.get("kind") == "pytorch" and r.get("status") == "ok"), None) or "?"
     lines = [f"# GPU check: {device}", "",
              "Training step (forward, backward, SGD momentum update), median ms; ratio = fastest segtune / PyTorch.", "",
-             "| model | batch | precision | PyTorch | " + " | ".join(VARIANTS) + " | ratio | GPU MiB segtune / PyTorch (smi) | torch max_allocated MiB |",
-             "| --- | --- | --- | --- | " + " | ".join("---" for _ in VARIANTS) + " | --- | --- | --- |"]
+             "| model | batch | precision | PyTorch | " + " | ".join(variants) + " | ratio | GPU MiB segtune / PyTorch (smi) | torch max_allocated MiB |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in variants) + " | --- | --- | --- |"]
     table = []
     for (model, batch, prec), v in steps.items():
         pt = v.get("pytorch")
-        seg = [v[k] for k in VARIANTS if k in v and v[k].get("status") == "ok" and "median_ms" in v[k]]
+        seg = [v[k] for k in variants if k in v and v[k].get("status") == "ok" and "median_ms" in v[k]]
         best = min(seg, key=lambda r: r["median_ms"]) if seg else None
         ratio = ""
         if best and pt and pt.get("status") == "ok" and pt.get("median_ms"):
             ratio = f"{best['median_ms'] / pt['median_ms']:.2f}×"
-        lines.append(f"| {model} | {batch} | {prec} | {ms(pt)} | " + " | ".join(ms(v.get(k)) for k in VARIANTS) +
+        lines.append(f"| {model} | {batch} | {prec} | {ms(pt)} | " + " | ".join(ms(v.get(k)) for k in variants) +
                      f" | {ratio} | {mib(best, 'gpu_peak_mib_smi')} / {mib(pt, 'gpu_peak_mib_smi')} | {mib(pt, 'peak_gpu_mib')} |")
         table.append({"model": model, "batch": int(batch[1:]), "precision": prec,
                       "pytorch_ms": pt.get("median_ms") if pt else None,
-                      **{f"{k}_ms": v[k].get("median_ms") for k in VARIANTS if k in v},
+                      **{f"{k}_ms": v[k].get("median_ms") for k in variants if k in v},
                       "best": best["label"].split()[-1] if best else None,
                       "ratio": round(best["median_ms"] / pt["median_ms"], 3) if ratio else None})
     lines.append("")

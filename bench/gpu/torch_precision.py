@@ -71,7 +71,7 @@ def make_optimizer(name, params):
     if name == "none":
         return None
     if name == "sgd":
-        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        return torch.optim.SGD(params, lr=0.001, momentum=0.9)
     if name == "adam":
         return torch.optim.Adam(params, lr=1e-4)
     if name == "adamw":

@@ -334,7 +334,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 // benchLR is the learning rate of every step, torch_step.py's.
 func benchLR(a optim.Algorithm) float64 {
 	if a == optim.SGD {
-		return 0.01
+		return 0.001
 	}
 	return 1e-4
 }

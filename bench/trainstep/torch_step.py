@@ -9,7 +9,7 @@
 One step = forward + pixel-wise cross-entropy (ignore_index 255, mean) +
 backward through every parameter; gradients are dropped (set to None) between
 steps. By default (--optim none) no optimizer update is applied; --optim adds
-one to every step: SGD (lr 0.01, momentum 0.9), Adam (lr 1e-4) or AdamW
+one to every step: SGD (lr 0.001, momentum 0.9), Adam (lr 1e-4) or AdamW
 (lr 1e-4, weight decay 0.01), foreach/fused left to PyTorch, which reports
 as optim_impl the implementation it ran (fused, foreach or for-loop, read
 from a profile of a warm-up step; null with --warmup 0). The model is the one
