@@ -23,7 +23,7 @@ func readContract(m *onnx.Model, cfg *Config) (*contract.Contract, error) {
 	case ct.ResizedAfterActivation:
 		return nil, fmt.Errorf("output %q: a Resize follows the final %s, so the scores before it are at another size than the output; fine-tuning needs the activation last", ct.Output, ct.Kind)
 	case ct.ScoresClassAxis != 1 && ct.ScoresClassAxis != 3:
-		return nil, fmt.Errorf("output %q: the class axis of %q cannot be traced through the graph's transposes; pass --output-layout", ct.Output, ct.Scores)
+		return nil, &contract.LayoutError{Msg: fmt.Sprintf("output %q: the class axis of %q cannot be traced through the graph's transposes", ct.Output, ct.Scores)}
 	case ct.Classes == 0:
 		return nil, fmt.Errorf("output %q: its class count is neither declared nor readable from the final convolution", ct.Output)
 	}

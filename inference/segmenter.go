@@ -68,7 +68,7 @@ func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Prep
 		case (s.Pre.Resize == imageio.ResizeStretch || s.Pre.Resize == imageio.ResizeLetterbox || s.Pre.Resize == "") &&
 			s.Pre.Height == int(h) && s.Pre.Width == int(w):
 		default:
-			return nil, fmt.Errorf("the model takes a fixed %dx%d (HxW) input; use --size %dx%d with --resize stretch or letterbox", h, w, h, w)
+			return nil, &FixedSizeError{Height: int(h), Width: int(w)}
 		}
 	}
 	if err := s.Pre.Validate(); err != nil {
@@ -117,6 +117,20 @@ func (s *Segmenter) BatchFor(n int) int {
 		n = min(n, s.FixedBatch)
 	}
 	return n
+}
+
+// FixedSizeError reports preprocessing at another size than the fixed
+// input size the model takes. Advice says how to fix it in the library's
+// words (Segmenter.Pre's fields); a program with flags puts its own.
+type FixedSizeError struct{ Height, Width int }
+
+func (e *FixedSizeError) Error() string {
+	return fmt.Sprintf("the model takes a fixed %dx%d (HxW) input; %s", e.Height, e.Width, e.Advice())
+}
+
+// Advice is the last part of the message: the preprocessing that fits.
+func (e *FixedSizeError) Advice() string {
+	return fmt.Sprintf("preprocess to %dx%d, resized by stretching or letterboxing", e.Height, e.Width)
 }
 
 // PaletteError is a palette with fewer colours than the model has classes.

@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,7 +98,25 @@ func TestLoadRejectsBadFiles(t *testing.T) {
 		if !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: error does not name the file: %v", p, err)
 		}
+		// What was read but is no model is a FormatError; what could not
+		// be read as a file is not.
+		var fe *FormatError
+		_, read := files[filepath.Base(p)]
+		if isFormat := errors.As(err, &fe); isFormat != read || (isFormat && fe.Path != p) {
+			t.Errorf("%s: FormatError %v (path %q), want %v: %v", p, isFormat, pathOf(fe), read, err)
+		}
 	}
+	var fe *FormatError
+	if _, err := Parse([]byte("garbage"), ""); !errors.As(err, &fe) || fe.Path != "" {
+		t.Errorf("Parse of garbage: %v, want a FormatError without a path", err)
+	}
+}
+
+func pathOf(fe *FormatError) string {
+	if fe == nil {
+		return ""
+	}
+	return fe.Path
 }
 
 // Every prefix of a model either parses or fails cleanly.

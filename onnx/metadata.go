@@ -154,5 +154,5 @@ func notProtobuf(path string, err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("onnx: %s: not a valid ONNX protobuf: %w", path, err)
+	return &FormatError{Path: path, Err: fmt.Errorf("not a valid ONNX protobuf: %w", err)}
 }

@@ -46,6 +46,7 @@ func (m *Model) Graph() *onnxpb.GraphProto {
 
 // Load reads and parses the model at path. External data is loaded into the
 // initializers (see LoadExternalData), so the returned model is self-contained.
+// A file that was read but is no model is a *FormatError.
 func Load(path string) (*Model, error) {
 	// Devices and pipes report size 0 and could stream without end, and
 	// opening a FIFO blocks: only regular files are opened.
@@ -71,17 +72,45 @@ func Load(path string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", path, err)
 	}
-	m, err := Parse(data, filepath.Dir(abs))
+	m, err := parse(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: %w", path, err)
+		return nil, &FormatError{Path: path, Err: err}
 	}
 	m.Path = path
 	return m, nil
 }
 
+// FormatError reports bytes that do not make a usable ONNX model: empty,
+// not an ONNX protobuf, no graph, tensors whose sizes do not add up,
+// messages nested deeper than ONNX Runtime parses, or external data that
+// cannot be read. A caller tells it from a file that could not be read at
+// all (a missing file, a folder, a FIFO), which Load reports as they are.
+type FormatError struct {
+	Path string // the model file; "" when the bytes came from elsewhere
+	Err  error  // what is wrong
+}
+
+func (e *FormatError) Error() string {
+	if e.Path == "" {
+		return e.Err.Error()
+	}
+	return "onnx: " + e.Path + ": " + e.Err.Error()
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
 // Parse decodes a serialized model. dir is the folder external data is
 // resolved in; pass "" for a model that must not reference external files.
+// What keeps the bytes from being a model is a *FormatError.
 func Parse(data []byte, dir string) (*Model, error) {
+	m, err := parse(data, dir)
+	if err != nil {
+		return nil, &FormatError{Err: err}
+	}
+	return m, nil
+}
+
+func parse(data []byte, dir string) (*Model, error) {
 	if len(data) == 0 {
 		return nil, errors.New("empty file, not an ONNX model")
 	}

@@ -3,12 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 )
 
@@ -59,6 +63,20 @@ func withFlagNames(err error) error {
 	if errors.As(err, &ae) {
 		return renamed(err, "name its layout, or point at one of them", "name the layout with --format, or point --data at one of them")
 	}
+	var le *contract.LayoutError
+	if errors.As(err, &le) {
+		return renamed(err, le.Advice(), layoutFlagAdvice(le))
+	}
+	var fs *inference.FixedSizeError
+	if errors.As(err, &fs) {
+		return renamed(err, fs.Advice(), fmt.Sprintf("use --size %dx%d with --resize stretch or letterbox", fs.Height, fs.Width))
+	}
+	var fe *onnx.FormatError
+	if errors.As(err, &fe) {
+		if hint := notONNXHint(fe.Path); hint != "" {
+			return &renamedError{err: err, msg: err.Error() + " (" + hint + ")"}
+		}
+	}
 	var sp *datalayout.SplitError
 	if errors.As(err, &sp) {
 		switch {
@@ -69,6 +87,35 @@ func withFlagNames(err error) error {
 		}
 	}
 	return err
+}
+
+// layoutFlagAdvice is LayoutError's advice by flag: --nhwc for the input,
+// --output-layout for the output.
+func layoutFlagAdvice(le *contract.LayoutError) string {
+	switch {
+	case le.Input && le.Try == contract.NHWC:
+		return "the model may want --nhwc"
+	case le.Input:
+		return "the model may want no --nhwc"
+	case le.Try != "":
+		return fmt.Sprintf("if the output is %s, pass --output-layout %s", le.Try, strings.ToLower(string(le.Try)))
+	}
+	return "pass --output-layout nchw|nhwc"
+}
+
+// notONNXHint says, for a --model file that is no ONNX model, what its
+// name suggests it is and how to get an ONNX model from it ("" when the
+// name says nothing).
+func notONNXHint(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pt", ".pth", ".ckpt", ".bin", ".safetensors":
+		return "a PyTorch file? export the model with torch.onnx.export, as README's quickstart shows"
+	case ".pb", ".h5", ".keras", ".tflite":
+		return "a TensorFlow or Keras model? convert it with tf2onnx: python3 -m tf2onnx.convert"
+	case ".xml":
+		return "an OpenVINO IR? export its source model to ONNX instead"
+	}
+	return ""
 }
 
 // renamed is err with its message's part old replaced by new.

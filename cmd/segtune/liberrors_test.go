@@ -10,7 +10,10 @@ import (
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 )
 
@@ -73,6 +76,18 @@ func TestWithFlagNames(t *testing.T) {
 			"has splits train, val: pick one with --split", ""},
 		{&datalayout.SplitError{Root: "/d", Format: "folders", Split: "val"},
 			"has no splits, and --split val names one", "was asked for"},
+		{&contract.LayoutError{Try: contract.NHWC, Msg: "output \"y\" has shape [1 64 64 3]"},
+			"output \"y\" has shape [1 64 64 3]; if the output is NHWC, pass --output-layout nhwc", "set its layout"},
+		{&contract.LayoutError{Msg: "output \"y\": its class axis reads as axis 2"},
+			"axis 2; pass --output-layout nchw|nhwc", "set the output layout"},
+		{&contract.LayoutError{Input: true, Try: contract.NHWC, Msg: "input \"x\" [1 224 224 3] has 224 channels in the NCHW layout"},
+			"in the NCHW layout; the model may want --nhwc", "input layout"},
+		{&contract.LayoutError{Input: true, Try: contract.NCHW, Msg: "input \"x\" has 224 channels in the NHWC layout"},
+			"the model may want no --nhwc", "input layout"},
+		{&inference.FixedSizeError{Height: 513, Width: 513},
+			"the model takes a fixed 513x513 (HxW) input; use --size 513x513 with --resize stretch or letterbox", "preprocess to"},
+		{&onnx.FormatError{Path: "best.pt", Err: errors.New("not a valid ONNX protobuf: cannot parse invalid wire-format data")},
+			"onnx: best.pt: not a valid ONNX protobuf: cannot parse invalid wire-format data (a PyTorch file? export the model with torch.onnx.export", ""},
 	} {
 		wrapped := fmt.Errorf("finetune: %w", c.err)
 		got := withFlagNames(wrapped)
@@ -83,8 +98,28 @@ func TestWithFlagNames(t *testing.T) {
 			t.Errorf("%T: the library error is not reachable through %q", c.err, got)
 		}
 	}
-	plain := errors.New("no such file")
-	if got := withFlagNames(plain); got != plain {
-		t.Errorf("an error naming no setting came back as %v", got)
+	for _, plain := range []error{errors.New("no such file"), &onnx.FormatError{Path: "m.onnx", Err: errors.New("empty file, not an ONNX model")}} {
+		if got := withFlagNames(plain); got != plain {
+			t.Errorf("an error naming no setting came back as %v", got)
+		}
+	}
+}
+
+// A --model that is a PyTorch checkpoint, not an ONNX file, is refused
+// naming the file, with what to do about it.
+func TestSegmentModelThatIsNotONNX(t *testing.T) {
+	testassets.RequireORT(t)
+	isolateModelSearch(t)
+	dir := t.TempDir()
+	pt := filepath.Join(dir, "best.pt")
+	if err := os.WriteFile(pt, []byte("PK\x03\x04 a zip of tensors"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := t.TempDir()
+	writeImage(t, filepath.Join(in, "a.png"), 40, 30)
+	_, err := runCLI(t, "segment", "--model", pt, "--input", in, "--output", filepath.Join(t.TempDir(), "masks"))
+	var fe *onnx.FormatError
+	if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), pt) || !strings.Contains(err.Error(), "torch.onnx.export") {
+		t.Fatalf("segment --model best.pt: %v; want a FormatError naming the file and torch.onnx.export", err)
 	}
 }

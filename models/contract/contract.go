@@ -119,25 +119,26 @@ type Overrides struct {
 	Threshold float64
 }
 
-// Read reads m's contract. It fails on models segtune cannot feed: other
-// than one float 4-D image input, or no output.
+// Read reads m's contract. It fails with an *UnsupportedError on models
+// segtune cannot feed or read: other than one float 4-D image input, or no
+// output of scores or labels; with a *LayoutError where an axis is misread.
 func Read(m *onnx.Model, o Overrides) (*Contract, error) {
 	g := m.Graph()
 	ins := onnx.DataInputs(g)
 	if len(ins) != 1 {
-		return nil, fmt.Errorf("segmentation models take one image input; this one takes %d", len(ins))
+		return nil, unsupported("segmentation models take one image input; this one takes %d", len(ins))
 	}
 	in := ins[0]
 	c := &Contract{Input: in.GetName()}
 	dims, known := shapeOf(in)
 	if !known || len(dims) != 4 {
-		return nil, fmt.Errorf("input %q has shape %s; want a 4-D image batch", in.GetName(), dimString(in))
+		return nil, unsupported("input %q has shape %s; want a 4-D image batch", in.GetName(), dimString(in))
 	}
 	if et := in.GetType().GetTensorType().GetElemType(); et != int32(onnx.Float32) {
-		return nil, fmt.Errorf("input %q is %s; segtune feeds float32 images", in.GetName(), onnx.DataType(et))
+		return nil, unsupported("input %q is %s; segtune feeds float32 images", in.GetName(), onnx.DataType(et))
 	}
 	if len(g.GetOutput()) == 0 {
-		return nil, fmt.Errorf("the model has no outputs")
+		return nil, unsupported("the model has no outputs")
 	}
 	if err := c.readInput(g, dims, o); err != nil {
 		return nil, err
@@ -166,11 +167,8 @@ func (c *Contract) readInput(g *onnx.GraphProto, dims []int64, o Overrides) erro
 		h, w, ch = dims[1], dims[2], dims[3]
 	}
 	if ch > 0 && ch != 3 {
-		hint := "--nhwc"
-		if c.InputLayout == NHWC {
-			hint = "no --nhwc"
-		}
-		return fmt.Errorf("input %q %v has %d channels in the %s layout; segtune feeds RGB (3): the model may want %s", c.Input, dims, ch, c.InputLayout, hint)
+		return &LayoutError{Input: true, Try: other(c.InputLayout),
+			Msg: fmt.Sprintf("input %q %v has %d channels in the %s layout; segtune feeds RGB (3)", c.Input, dims, ch, c.InputLayout)}
 	}
 	c.Batch, c.Height, c.Width = max(dims[0], 0), max(h, 0), max(w, 0)
 	return nil
@@ -235,14 +233,14 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		return nil
 	}
 	if dt := out.GetType().GetTensorType().GetElemType(); dt != int32(onnx.Float32) && dt != 0 {
-		return fmt.Errorf("output %q is %s; segtune reads float32 scores or integer labels", c.Output, onnx.DataType(dt))
+		return unsupported("output %q is %s; segtune reads float32 scores or integer labels", c.Output, onnx.DataType(dt))
 	}
 	dims, known := shapeOf(out)
 	if known && len(dims) != 4 {
 		if len(dims) == 3 {
-			return fmt.Errorf("output %q has shape %v: float [N,H,W] outputs are not class scores; segtune reads [N,C,H,W] or [N,H,W,C] scores or integer [N,H,W] labels", c.Output, dims)
+			return unsupported("output %q has shape %v: float [N,H,W] outputs are not class scores; segtune reads [N,C,H,W] or [N,H,W,C] scores or integer [N,H,W] labels", c.Output, dims)
 		}
-		return fmt.Errorf("output %q has shape %s; want [N,C,H,W] or [N,H,W,C] class scores", c.Output, dimString(out))
+		return unsupported("output %q has shape %s; want [N,C,H,W] or [N,H,W,C] class scores", c.Output, dimString(out))
 	}
 	toOut, outAxis, from := c.walkToScores(m)
 	// Without a Softmax axis, the tensor the walk stopped at comes from an
@@ -266,7 +264,7 @@ func (c *Contract) readOutput(m *onnx.Model, o Overrides) error {
 		outAxis, from = 1, "default"
 	}
 	if outAxis != 1 && outAxis != 3 {
-		return fmt.Errorf("output %q: its class axis reads as axis %d; segtune reads NCHW or NHWC outputs (--output-layout)", c.Output, outAxis)
+		return &LayoutError{Msg: fmt.Sprintf("output %q: its class axis reads as axis %d; segtune reads NCHW or NHWC outputs", c.Output, outAxis)}
 	}
 	c.OutputLayout, c.OutputLayoutFrom = layoutOfAxis(outAxis), from
 	// The scores tensor's class axis: the output's, mapped back through

@@ -96,14 +96,27 @@ func TestReadLayouts(t *testing.T) {
 
 func TestReadRefuses(t *testing.T) {
 	u8 := onnx.TensorValueInfo("x", onnx.Uint8, 1, 0, 0, 3)
-	for name, m := range map[string]*onnx.Model{
-		"uint8 input":   model(13, u8, f32("y", 1, 0, 0, 4), node{op: "Identity", in: "x", out: "y"}),
-		"4 channels":    model(13, f32("x", 1, 4, 8, 8), f32("y", 1, 2, 8, 8), node{op: "Identity", in: "x", out: "y"}),
-		"3-D float out": model(13, f32("x", 1, 3, 8, 8), f32("y", 1, 8, 8), node{op: "Identity", in: "x", out: "y"}),
-		"rank-2 input":  model(13, f32("x", 1, 3), f32("y", 1, 2), node{op: "Identity", in: "x", out: "y"}),
+	// What no setting can fix is an UnsupportedError; what naming the
+	// layout fixes, a LayoutError.
+	for name, c := range map[string]struct {
+		m           *onnx.Model
+		unsupported bool
+	}{
+		"uint8 input":   {model(13, u8, f32("y", 1, 0, 0, 4), node{op: "Identity", in: "x", out: "y"}), true},
+		"4 channels":    {model(13, f32("x", 1, 4, 8, 8), f32("y", 1, 2, 8, 8), node{op: "Identity", in: "x", out: "y"}), false},
+		"3-D float out": {model(13, f32("x", 1, 3, 8, 8), f32("y", 1, 8, 8), node{op: "Identity", in: "x", out: "y"}), true},
+		"rank-2 input":  {model(13, f32("x", 1, 3), f32("y", 1, 2), node{op: "Identity", in: "x", out: "y"}), true},
 	} {
-		if _, err := Read(m, Overrides{}); err == nil {
+		_, err := Read(c.m, Overrides{})
+		var ue *UnsupportedError
+		var le *LayoutError
+		switch {
+		case err == nil:
 			t.Errorf("%s: accepted", name)
+		case c.unsupported && !errors.As(err, &ue):
+			t.Errorf("%s: %v, want an UnsupportedError", name, err)
+		case !c.unsupported && (!errors.As(err, &le) || !le.Input || le.Try != NHWC):
+			t.Errorf("%s: %v, want a LayoutError of the input advising NHWC", name, err)
 		}
 	}
 }
@@ -127,16 +140,19 @@ func TestClassScores(t *testing.T) {
 		t.Fatalf("NCHW logits copied or refused: %v", err)
 	}
 	// A channel count that differs from the contract's is a misread layout.
-	if _, _, _, _, err := c.ClassScores(make([]float32, 6), []int64{3, 1, 2}, nil); err == nil || !strings.Contains(err.Error(), "--output-layout") {
-		t.Fatalf("err = %v", err)
+	var le *LayoutError
+	if _, _, _, _, err := c.ClassScores(make([]float32, 6), []int64{3, 1, 2}, nil); !errors.As(err, &le) || le.Input || le.Try != "" {
+		t.Fatalf("err = %v, want a LayoutError of the output that cannot tell which layout", err)
 	}
 }
 
 func TestCheckRun(t *testing.T) {
 	c := &Contract{Output: "y", OutputLayout: NCHW, Kind: Softmax}
 	// [1, 64, 64, 3] read as NCHW: spatial 64×3 does not follow a 64×64 input.
-	if err := c.CheckRun([]int64{1, 64, 64, 3}, 64, 64); err == nil || !strings.Contains(err.Error(), "--output-layout nhwc") {
-		t.Fatalf("misread NHWC output: %v", err)
+	var le *LayoutError
+	if err := c.CheckRun([]int64{1, 64, 64, 3}, 64, 64); !errors.As(err, &le) || le.Try != NHWC ||
+		!strings.HasSuffix(err.Error(), "if the output is NHWC, set its layout to nhwc") || strings.Contains(err.Error(), "--") {
+		t.Fatalf("misread NHWC output: %v, want a LayoutError advising NHWC in the library's words", err)
 	}
 	// 257 channels are more than a mask holds.
 	if err := c.CheckRun([]int64{1, 257, 65, 65}, 513, 513); err == nil {

@@ -70,11 +70,11 @@ func (c *Contract) checkChannels(ch int) error {
 		return err
 	}
 	if c.Channels > 0 && ch != c.Channels {
-		return fmt.Errorf("output %q has %d channels in the %s layout, the model's contract %d: its layout may be misread (--output-layout nchw|nhwc)", c.Output, ch, c.OutputLayout, c.Channels)
+		return &LayoutError{Msg: fmt.Sprintf("output %q has %d channels in the %s layout, the model's contract %d: its layout may be misread", c.Output, ch, c.OutputLayout, c.Channels)}
 	}
 	if ch+boolInt(c.Thresholded()) > MaxClasses {
-		return fmt.Errorf("output %q has %d channels in the %s layout; masks hold at most %d classes: if the output is %s, pass --output-layout %s",
-			c.Output, ch, c.OutputLayout, MaxClasses, other(c.OutputLayout), lower(other(c.OutputLayout)))
+		return &LayoutError{Try: other(c.OutputLayout),
+			Msg: fmt.Sprintf("output %q has %d channels in the %s layout; masks hold at most %d classes", c.Output, ch, c.OutputLayout, MaxClasses)}
 	}
 	return nil
 }
@@ -114,8 +114,8 @@ func (c *Contract) CheckRun(outShape []int64, inH, inW int) error {
 	// Spatial axes scale with the input; a class axis that does instead
 	// is a misread layout.
 	if inH > 0 && inW > 0 && !spatial(h, w, inH, inW) {
-		return fmt.Errorf("output %q has shape %v for a %dx%d input: read as %s its spatial size is %dx%d, which does not follow the input's; if it is %s, pass --output-layout %s",
-			c.Output, outShape, inH, inW, c.OutputLayout, h, w, other(c.OutputLayout), lower(other(c.OutputLayout)))
+		return &LayoutError{Try: other(c.OutputLayout),
+			Msg: fmt.Sprintf("output %q has shape %v for a %dx%d input: read as %s its spatial size is %dx%d, which does not follow the input's", c.Output, outShape, inH, inW, c.OutputLayout, h, w)}
 	}
 	if c.Channels == 0 {
 		c.SetChannels(int(ch))
