@@ -395,8 +395,10 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	gc.Loss.Scale = t.par.parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
 	gc.Prober = ortprobe.Prober{Threads: cfg.Threads}
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
-	// chooses its own convolution algorithms.
+	// chooses its own convolution algorithms, and CUDA sums contiguous axes
+	// with ONNX Runtime's own kernels rather than cuDNN's reduction.
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)
+	gc.MatrixReductions = gc.DirectConvs
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {

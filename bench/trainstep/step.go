@@ -274,13 +274,14 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		CUDAOptions["use_tf32"] = map[bool]string{true: "1", false: "0"}[Precision == "tf32"]
 	}
 	gs, err := grad.Build(m, grad.Config{
-		Prober:         ortprobe.Prober{Threads: threads},
-		Trainable:      trainable,
-		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
-		DirectConvs:    DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
-		WeightGradConv: WeightGradConv,
-		MinOpset:       minOpset,
-		Loss:           grad.Loss{Scale: Precision == "fp16"},
+		Prober:           ortprobe.Prober{Threads: threads},
+		Trainable:        trainable,
+		InputShapes:      map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
+		DirectConvs:      DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
+		MatrixReductions: !strings.EqualFold(device, "cpu"),
+		WeightGradConv:   WeightGradConv,
+		MinOpset:         minOpset,
+		Loss:             grad.Loss{Scale: Precision == "fp16"},
 	})
 	if err != nil {
 		return nil, err

@@ -112,6 +112,7 @@ func (c *compiler) prepare() error {
 		}
 	}
 	c.b = newBuilder("bwd/", c.floatType, taken)
+	c.b.matrixReductions = c.cfg.MatrixReductions
 
 	c.madeConst = map[string]bool{}
 	orig := map[string]bool{}

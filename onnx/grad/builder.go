@@ -21,6 +21,9 @@ type builder struct {
 	// floatType is the element type of every float tensor the builder makes.
 	floatType int32
 	taken     func(string) bool // reports names already used by the model
+	// matrixReductions splits reductions into contiguous runs of axes
+	// (Config.MatrixReductions).
+	matrixReductions bool
 }
 
 // newBuilder returns a builder whose names start with prefix, so that they
@@ -115,13 +118,40 @@ func (b *builder) transpose(x string, perm []int64) string {
 	return b.op1("Transpose", []string{x}, onnx.IntsAttr("perm", perm...))
 }
 
-// reduceSum sums over axes (opset 13+ form, axes as an input).
+// reduceSum sums over axes (opset 13+ form, axes as an input). With
+// matrixReductions, axes that are not one contiguous run are summed one
+// run at a time, the last run first, so that the earlier runs' axis
+// numbers hold whether or not the reduced axes are kept.
 func (b *builder) reduceSum(x string, axes []int64, keepdims bool) string {
 	k := int64(0)
 	if keepdims {
 		k = 1
 	}
-	return b.op1("ReduceSum", []string{x, b.ints(axes...)}, onnx.IntAttr("keepdims", k))
+	runs := [][]int64{axes}
+	if b.matrixReductions {
+		runs = contiguousRuns(axes)
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		x = b.op1("ReduceSum", []string{x, b.ints(runs[i]...)}, onnx.IntAttr("keepdims", k))
+	}
+	return x
+}
+
+// contiguousRuns splits ascending non-negative axes into runs of
+// consecutive ones ({0, 2, 3} → {0}, {2, 3}); anything else is one run.
+func contiguousRuns(axes []int64) [][]int64 {
+	if len(axes) == 0 || !slices.IsSorted(axes) || axes[0] < 0 {
+		return [][]int64{axes}
+	}
+	var runs [][]int64
+	start := 0
+	for i := 1; i <= len(axes); i++ {
+		if i == len(axes) || axes[i] != axes[i-1]+1 {
+			runs = append(runs, axes[start:i])
+			start = i
+		}
+	}
+	return runs
 }
 
 // viaFloat32 is op(halves..., rest...) for bfloat16 operands of dtype

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -520,5 +521,66 @@ func TestWeightGradConvConfig(t *testing.T) {
 	}
 	if string(a) != string(b) {
 		t.Error("WeightGradConv's graph differs from the transposed-roles form TestConvWeightGradForms checks")
+	}
+}
+
+// TestMatrixReductions: with Config.MatrixReductions no ReduceSum of the
+// training graph sums over axes that are not one contiguous run (a Conv
+// bias's and a per-channel scale's gradients sum over N, H and W), the
+// default graph has such sums (else the check says nothing), and the
+// gradients of the split form still agree with finite differences.
+func TestMatrixReductions(t *testing.T) {
+	m := newOpModel(13)
+	x := m.rand("x", 2, 3, 5, 4)
+	m.node("Conv", []string{x, m.rand("w", 4, 3, 3, 3), m.rand("b", 4)}, []string{"h"}, ais("pads", 1, 1, 1, 1))
+	m.node("Mul", []string{"h", m.rand("s", 1, 4, 1, 1)}, []string{"y"})
+	m.outs = []string{"y"}
+	split := func(matrix bool) int {
+		cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs,
+			DirectConvs: true, MatrixReductions: matrix}
+		gs, err := grad.Build(m.model(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gs.Training.Proto.Graph
+		consts := map[string]*onnx.TensorProto{}
+		for _, in := range g.Initializer {
+			consts[in.GetName()] = in
+		}
+		n := 0
+		for _, node := range g.Node {
+			if node.GetOpType() != "ReduceSum" || len(node.Input) < 2 {
+				continue
+			}
+			axes, err := onnx.Int64s(consts[node.Input[1]])
+			if err != nil {
+				t.Fatalf("ReduceSum %q: axes %q: %v", node.GetName(), node.Input[1], err)
+			}
+			for i := 1; i < len(axes); i++ {
+				if axes[i] != axes[i-1]+1 {
+					n++
+					break
+				}
+			}
+		}
+		return n
+	}
+	if n := split(false); n == 0 {
+		t.Fatal("the default graph sums over no split axes: the check below proves nothing")
+	}
+	if n := split(true); n != 0 {
+		t.Errorf("MatrixReductions left %d ReduceSums over split axes", n)
+	}
+	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs,
+		DirectConvs: true, MatrixReductions: true}
+	// Conv has no double kernel on ONNX Runtime's CPU: float32 differences.
+	res, err := gradcheck.Check(m.model(), cfg, nil, gradcheck.Options{Directions: 3, Seed: 1, Step: 3e-3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Directions {
+		if d.RelErr > tol {
+			t.Errorf("analytic %.10g numeric %.10g: relative error %.3g > %g", d.Analytic, d.Numeric, d.RelErr, tol)
+		}
 	}
 }

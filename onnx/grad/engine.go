@@ -20,6 +20,7 @@ func (c *compiler) emit() (*Graphs, error) {
 	req := c.requiresGrad(fwd)
 	grads := map[string][]string{}
 	lossB := newBuilder("loss/", c.floatType, c.b.taken)
+	lossB.matrixReductions = c.cfg.MatrixReductions
 	var extraIn []*onnx.ValueInfoProto
 	var hasLoss bool
 	switch c.cfg.Loss.Kind {

@@ -133,10 +133,11 @@ func run(model, inputs, device, precision string) (*Result, error) {
 		trainable = append(trainable, "re:"+regexp.QuoteMeta(name))
 	}
 	cfg := grad.Config{
-		Prober:      ortprobe.Prober{},
-		Trainable:   trainable,
-		InputShapes: map[string][]int64{onnx.DataInputs(m.Graph())[0].GetName(): ref.batch.Image.Shape},
-		DirectConvs: device != runtime.DeviceCPU, // as finetune: Winograd forms on the CPU only
+		Prober:           ortprobe.Prober{},
+		Trainable:        trainable,
+		InputShapes:      map[string][]int64{onnx.DataInputs(m.Graph())[0].GetName(): ref.batch.Image.Shape},
+		DirectConvs:      device != runtime.DeviceCPU, // as finetune: Winograd forms on the CPU only
+		MatrixReductions: device != runtime.DeviceCPU,
 	}
 	switch precision {
 	case "fp32", "tf32":

@@ -102,11 +102,12 @@ func run(model string, batch, size int, device, cudaOpt string, top int, jsonPat
 	}
 	in := m.Graph().GetInput()[0].GetName()
 	gs, err := grad.Build(m, grad.Config{
-		Prober:         ortprobe.Prober{},
-		Trainable:      []string{"*"},
-		InputShapes:    map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
-		DirectConvs:    direct,
-		WeightGradConv: wgrad,
+		Prober:           ortprobe.Prober{},
+		Trainable:        []string{"*"},
+		InputShapes:      map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
+		DirectConvs:      direct,
+		MatrixReductions: direct,
+		WeightGradConv:   wgrad,
 	})
 	if err != nil {
 		return fmt.Errorf("grad.Build: %w", err)
