@@ -121,6 +121,9 @@ def main():
             lines.append(f"  {r.get('images')} images, batch {r.get('batch')} on {r.get('device')}: segtune "
                          f"{r.get('segtune_images_per_s', 0):.1f} images/s, bare ONNX Runtime {r.get('bare_images_per_s', 0):.1f} "
                          f"({r.get('ratio', 0):.2f}× of bare)")
+            if r.get("segtune_infer_s") is not None:
+                lines.append(f"  per run: bare {r['bare_s']:.3f} s, segtune {r['segtune_s']:.3f} s of which "
+                             f"{r['segtune_infer_s']:.3f} s in inference")
         if r.get("kind") == "profile" and r.get("profile"):
             lines.append(f"  ONNX Runtime kernel time per op type, {r.get('profile_kernel_ms', 0):.1f} ms a step in all "
                          f"(step {r.get('median_ms', 0):.1f} ms under CUDA_LAUNCH_BLOCKING):")

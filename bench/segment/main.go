@@ -187,6 +187,9 @@ func report(r result, asJSON bool) {
 			"images": r.paths, "batch": r.batch, "device": r.device, "runs": r.runs,
 			"bare_images_per_s": float64(r.paths) / mb.Seconds(), "segtune_images_per_s": float64(r.paths) / mf.Seconds(),
 			"ratio": mb.Seconds() / mf.Seconds(), "model": r.model,
+			// Where the pipeline's time goes: inside Infer (the model's
+			// runs and their tensors' copies) against the whole.
+			"bare_s": mb.Seconds(), "segtune_s": mf.Seconds(), "segtune_infer_s": r.infer.Seconds(),
 		})
 		return
 	}
