@@ -34,6 +34,29 @@ type Dense struct {
 	Scales []float64 `json:"scales,omitempty"`
 }
 
+// String describes d as its flags would: "tile 512x512, overlap 0.25,
+// flip, scales 0.75,1".
+func (d Dense) String() string {
+	var parts []string
+	if d.TileHeight > 0 {
+		parts = append(parts, fmt.Sprintf("tile %dx%d, overlap %v", d.TileHeight, d.TileWidth, d.Overlap))
+	}
+	if d.Flip {
+		parts = append(parts, "flip")
+	}
+	if len(d.Scales) > 0 {
+		s := make([]string, len(d.Scales))
+		for i, v := range d.Scales {
+			s[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		parts = append(parts, "scales "+strings.Join(s, ","))
+	}
+	if len(parts) == 0 {
+		return "whole images"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ErrDense is wrapped by every refusal of a Dense setting.
 var ErrDense = errors.New("invalid tiling or test-time augmentation")
 
