@@ -214,6 +214,16 @@ func TestFinetuneDenseValidationSettings(t *testing.T) {
 		}
 	}
 
+	fixed := filepath.Join(t.TempDir(), "run")
+	_, err := runCLI(t, "finetune", "--model", fixedRedModel(t, dir, "fixed.onnx", 0, 32, 32), "--data", data, "--out", fixed,
+		"--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "2", "--epochs", "1", "--threads", "1", "--val-tile", "16x16")
+	if err == nil || !strings.Contains(err.Error(), "fixed 32x32") {
+		t.Errorf("--val-tile with a model of a fixed input size: %v, want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(fixed, finetune.HistoryFile)); err == nil {
+		t.Error("--val-tile with a model of a fixed input size: the run started")
+	}
+
 	first := filepath.Join(dir, "first")
 	if _, err := runCLI(t, append(base(first), "--val-tile", "16x16", "--val-overlap", "0.5", "--val-tta", "flip")...); err != nil {
 		t.Fatal(err)
@@ -229,7 +239,7 @@ func TestFinetuneDenseValidationSettings(t *testing.T) {
 	if a, b := readRunConfig(t, first), readRunConfig(t, again); !reflect.DeepEqual(a, b) {
 		t.Errorf("the repeated run's configuration differs:\n%+v\n%+v", a, b)
 	}
-	_, err := runCLI(t, "finetune", "--out", first, "--resume", "--epochs", "2", "--val-tile", "8x8")
+	_, err = runCLI(t, "finetune", "--out", first, "--resume", "--epochs", "2", "--val-tile", "8x8")
 	if err == nil || !strings.Contains(err.Error(), "--val-tile (the run has tile 16x16, overlap 0.5, flip)") {
 		t.Errorf("a resume changing --val-tile: %v, want it refused naming the flag and the run's setting", err)
 	}
