@@ -5,6 +5,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 )
 
 // Config is a fine-tuning run's configuration. It is stored in every
@@ -58,6 +59,11 @@ type Config struct {
 	// best.ckpt and model.onnx are then the best epoch by Monitor.
 	Patience int    `json:"patience,omitempty"`
 	Monitor  string `json:"monitor,omitempty"`
+	// ValDense, when set, validates with sliding-window inference and
+	// test-time augmentation as segment runs them (inference.Dense)
+	// instead of one run per whole image: the validation scores, the best
+	// checkpoint and early stopping follow the tiled/TTA inference.
+	ValDense *inference.Dense `json:"val_dense,omitempty"`
 	// Seed fixes data order, augmentation and any new classifier.
 	Seed uint64 `json:"seed"`
 	// Augment is the training augmentation (Height and Width come from
@@ -184,6 +190,11 @@ func (c *Config) validate() error {
 	}
 	if err := c.checkEarlyStop(); err != nil {
 		return err
+	}
+	if c.ValDense != nil {
+		if err := c.ValDense.Validate(); err != nil {
+			return fmt.Errorf("validation tiling or TTA: %w", err)
+		}
 	}
 	return c.checkMemory()
 }

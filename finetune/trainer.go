@@ -272,6 +272,11 @@ func (t *trainer) setupData(ctx context.Context) error {
 	if err := t.setupEarlyStop(); err != nil {
 		return err
 	}
+	if cfg.ValDense != nil {
+		if err := cfg.ValDense.CheckContract(t.ct); err != nil {
+			return fmt.Errorf("validation tiling or TTA: %s: %w", cfg.Network.BaseModel, err)
+		}
+	}
 	if note := t.ct.BinaryNote(); note != "" {
 		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", cfg.Network.BaseModel, note)
 	}
@@ -708,7 +713,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		if t.sizer != nil {
 			groupOf = func(id int) string { return t.sizer.group(t.val, id) }
 		}
-		ev, err := Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, groupOf)
+		ev, err := Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, t.cfg.ValDense, groupOf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return t.interrupt()

@@ -22,15 +22,39 @@ import (
 type Dense struct {
 	// TileHeight×TileWidth is the window, 0×0 for the whole tensor. A
 	// tensor smaller than the window in a side is taken whole in that side.
-	TileHeight, TileWidth int
+	TileHeight int `json:"tile_height,omitempty"`
+	TileWidth  int `json:"tile_width,omitempty"`
 	// Overlap is the fraction of a window shared with its neighbour, in
 	// [0, 1): the stride is the window side times 1−Overlap.
-	Overlap float64
+	Overlap float64 `json:"overlap,omitempty"`
 	// Flip adds a horizontally mirrored run of every window.
-	Flip bool
+	Flip bool `json:"flip,omitempty"`
 	// Scales lists the factors each window is resized by before a run (its
 	// scores are resized back); empty means {1}.
-	Scales []float64
+	Scales []float64 `json:"scales,omitempty"`
+}
+
+// String describes d as its flags would: "tile 512x512, overlap 0.25,
+// flip, scales 0.75,1".
+func (d Dense) String() string {
+	var parts []string
+	if d.TileHeight > 0 {
+		parts = append(parts, fmt.Sprintf("tile %dx%d, overlap %v", d.TileHeight, d.TileWidth, d.Overlap))
+	}
+	if d.Flip {
+		parts = append(parts, "flip")
+	}
+	if len(d.Scales) > 0 {
+		s := make([]string, len(d.Scales))
+		for i, v := range d.Scales {
+			s[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		parts = append(parts, "scales "+strings.Join(s, ","))
+	}
+	if len(parts) == 0 {
+		return "whole images"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ErrDense is wrapped by every refusal of a Dense setting.
@@ -95,31 +119,40 @@ func (d *Dense) scales() []float64 {
 }
 
 // SetDense switches s to sliding-window and TTA inference (nil switches it
-// back). A model that emits labels has no scores to blend, and one with a
-// fixed input size cannot run on other window sizes.
+// back), once d passes CheckContract.
 func (s *Segmenter) SetDense(d *Dense) error {
 	if d == nil {
 		s.dense = nil
 		return nil
 	}
-	if err := d.Validate(); err != nil {
+	if err := d.CheckContract(s.Contract); err != nil {
 		return err
-	}
-	if s.Contract.Kind == contract.Labels {
-		return fmt.Errorf("%w: the model outputs labels, not scores, so there is nothing to blend", ErrDense)
-	}
-	if s.Contract.Height > 0 && s.Contract.Width > 0 {
-		if d.TileHeight > 0 {
-			return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input; tiles must be of other sizes", ErrDense, s.Contract.Height, s.Contract.Width)
-		}
-		for _, sc := range d.scales() {
-			if sc != 1 {
-				return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input; TTA scales would change it", ErrDense, s.Contract.Height, s.Contract.Width)
-			}
-		}
 	}
 	c := *d
 	s.dense = &c
+	return nil
+}
+
+// CheckContract validates d and checks it against a model's contract
+// before the model is run: a model that emits labels has no scores to
+// blend, and one with a fixed input size cannot run on other window sizes.
+func (d *Dense) CheckContract(ct *contract.Contract) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if ct.Kind == contract.Labels {
+		return fmt.Errorf("%w: the model outputs labels, not scores, so there is nothing to blend", ErrDense)
+	}
+	if ct.Height > 0 && ct.Width > 0 {
+		if d.TileHeight > 0 {
+			return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input; tiles must be of other sizes", ErrDense, ct.Height, ct.Width)
+		}
+		for _, sc := range d.scales() {
+			if sc != 1 {
+				return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input; TTA scales would change it", ErrDense, ct.Height, ct.Width)
+			}
+		}
+	}
 	return nil
 }
 
@@ -244,21 +277,97 @@ func (s *Segmenter) imageWindows(img image.Image) func(r image.Rectangle, dst []
 
 // denseLabels runs dense inference on one input of h×w whose windows crop
 // copies, CHW, and returns its label map at that size.
-// Scores are summed into a band of window-height rows that slides down the
-// tensor: rows above the next row of windows are final, so they are
-// reduced to labels and the band moves on, and the scores of the whole
-// tensor are never held at once.
 func (s *Segmenter) denseLabels(crop func(r image.Rectangle, dst []float32) error, h, w int) ([]uint8, error) {
+	labels := make([]uint8, h*w)
+	err := s.blend(s.dense, crop, h, w, func(band []float32, classes, th, row, r int) {
+		argmaxRow(band, classes, th, w, r, labels[row*w:(row+1)*w])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return labels, nil
+}
+
+// DenseScores runs dense inference, as SetDense set it (the whole tensor
+// once without it), on one preprocessed input tensor of h×w in the
+// preprocessing's layout, and returns the blended class scores laid out
+// [classes][h][w] with the class count: at each pixel the weighted mean,
+// over the windows covering it and their augmented runs, of the scores in
+// the model's own kind (ClassScores: logits, probabilities,
+// log-probabilities or thresholded planes), so that their arg-max is the
+// label dense inference gives. A single run's scores come back as they
+// are, up to float rounding.
+func (s *Segmenter) DenseScores(input []float32, h, w int) ([]float32, int, error) {
+	if h < 1 || w < 1 || len(input) != imageio.Channels*h*w {
+		return nil, 0, fmt.Errorf("an input of %d values is not a %dx%d image of %d channels", len(input), h, w, imageio.Channels)
+	}
 	d := s.dense
+	if d == nil {
+		d = &Dense{}
+	}
+	th, tw, sy, sx := d.window(h, w)
+	wy, wx := coverage(h, th, sy), coverage(w, tw, sx)
+	runs := float32(len(d.scales()))
+	if d.Flip {
+		runs *= 2
+	}
+	var out []float32
+	classes := 0
+	crop := func(r image.Rectangle, dst []float32) error {
+		s.cropCHW(input, h, w, r, dst)
+		return nil
+	}
+	err := s.blend(d, crop, h, w, func(band []float32, n, bh, row, r int) {
+		if out == nil {
+			classes, out = n, make([]float32, n*h*w) // the size of the whole-image run's scores
+		}
+		for c := 0; c < n; c++ {
+			src := band[(c*bh+r)*w : (c*bh+r+1)*w]
+			dst := out[(c*h+row)*w : (c*h+row+1)*w]
+			for x, v := range src {
+				dst[x] = v / (wy[row] * wx[x] * runs)
+			}
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, classes, nil
+}
+
+// coverage is the total ramp weight each position along a side of n gets
+// from the windows of win at stride covering it. The blending weight of a
+// window pixel is the product of its row's and column's ramps, and the
+// windows form a grid, so a pixel's total weight is the product of its
+// row's and its column's coverage.
+func coverage(n, win, stride int) []float32 {
+	total := make([]float32, n)
+	r := ramp(win)
+	for _, p := range starts(n, win, stride) {
+		for i, v := range r {
+			total[p+i] += v
+		}
+	}
+	return total
+}
+
+// blend runs dense inference with d on one input of h×w whose windows crop
+// copies, CHW, and hands each row of the weighted sum of scores to done
+// once it is final: band holds [classes][th][w] and the tensor's row is
+// band row r. Scores are summed into a band of window-height rows that
+// slides down the tensor: rows above the next row of windows are final,
+// so they are handed on and the band moves on, and the scores of the whole
+// tensor are never held at once.
+func (s *Segmenter) blend(d *Dense, crop func(r image.Rectangle, dst []float32) error, h, w int,
+	done func(band []float32, classes, th, row, r int)) error {
 	th, tw, sy, sx := d.window(h, w)
 	ys, xs := starts(h, th, sy), starts(w, tw, sx)
 	wy, wx := ramp(th), ramp(tw)
-	labels := make([]uint8, h*w)
 	var band []float32 // [classes][th][w], rows base…base+th-1
 	classes, base := 0, 0
-	flush := func(to int) { // reduce rows base…to-1 to labels and slide the band
+	flush := func(to int) { // hand rows base…to-1 on and slide the band
 		for r := base; r < to; r++ {
-			argmaxRow(band, classes, th, w, r-base, labels[r*w:(r+1)*w])
+			done(band, classes, th, r, r-base)
 		}
 		shift := to - base
 		for c := 0; c < classes; c++ {
@@ -275,17 +384,17 @@ func (s *Segmenter) denseLabels(crop func(r image.Rectangle, dst []float32) erro
 		}
 		for _, x := range xs {
 			if err := crop(image.Rect(x, y, x+tw, y+th), tile); err != nil {
-				return nil, err
+				return err
 			}
-			scores, n, err := s.augmented(tile, th, tw)
+			scores, n, err := s.augmented(d, tile, th, tw)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if band == nil {
 				classes = n
 				band = make([]float32, classes*th*w) // within the estimate checked before the batch
 			} else if n != classes {
-				return nil, fmt.Errorf("the model gave %d classes on one window and %d on another", classes, n)
+				return fmt.Errorf("the model gave %d classes on one window and %d on another", classes, n)
 			}
 			for c := 0; c < classes; c++ {
 				for ty := 0; ty < th; ty++ {
@@ -299,7 +408,7 @@ func (s *Segmenter) denseLabels(crop func(r image.Rectangle, dst []float32) erro
 		}
 	}
 	flush(h)
-	return labels, nil
+	return nil
 }
 
 // argmaxRow writes the arg-max class of band row r (the lower class on a
@@ -317,13 +426,13 @@ func argmaxRow(band []float32, classes, th, w, r int, out []uint8) {
 	}
 }
 
-// augmented runs the model on a CHW window of h×w at each scale, and
-// mirrored too with Flip, and returns the sum of the class scores, CHW at
+// augmented runs the model on a CHW window of h×w at each of d's scales,
+// and mirrored too with Flip, and returns the sum of the class scores, CHW at
 // the window's size, and the class count.
-func (s *Segmenter) augmented(tile []float32, h, w int) ([]float32, int, error) {
+func (s *Segmenter) augmented(d *Dense, tile []float32, h, w int) ([]float32, int, error) {
 	var sum []float32
 	classes := 0
-	for _, sc := range s.dense.scales() {
+	for _, sc := range d.scales() {
 		in, rh, rw := tile, h, w
 		if sc != 1 {
 			rh, rw = max(1, int(math.Round(float64(h)*sc))), max(1, int(math.Round(float64(w)*sc)))
@@ -333,7 +442,7 @@ func (s *Segmenter) augmented(tile []float32, h, w int) ([]float32, int, error) 
 			}
 		}
 		flips := []bool{false}
-		if s.dense.Flip {
+		if d.Flip {
 			flips = append(flips, true)
 		}
 		for _, flip := range flips {

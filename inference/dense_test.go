@@ -3,6 +3,7 @@ package inference_test
 import (
 	"errors"
 	"image"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -292,5 +293,74 @@ func TestParseTTA(t *testing.T) {
 		if err != nil || d.Flip != tc.flip || !slices.Equal(d.Scales, tc.scales) {
 			t.Errorf("ParseTTA(%q) = %v, flip %v, scales %v; want flip %v, scales %v", tc.spec, err, d.Flip, d.Scales, tc.flip, tc.scales)
 		}
+	}
+}
+
+// DenseScores hands back the blended scores: for a 1×1 Conv every window
+// and its mirror see the same per-pixel scores, so their weighted mean is
+// the whole-image run's scores (computed here by a plain session run);
+// for a 5×5 Conv on tiles, where windows disagree, their arg-max is the
+// label map segment's dense path gives.
+func TestDenseScoresAreTheBlendedScores(t *testing.T) {
+	pre := imageio.Preprocess{Resize: imageio.ResizeNone}
+	img := noise(45, 31, 11)
+	r := rand.New(rand.NewPCG(7, 8))
+	w1, w5 := make([]float32, 2*3), make([]float32, 2*3*5*5)
+	for _, w := range [][]float32{w1, w5} {
+		for i := range w {
+			w[i] = r.Float32() - 0.5
+		}
+	}
+	tensor := func(s *inference.Segmenter) []float32 {
+		p := s.Pre
+		p.Layout = imageio.NCHW
+		in := make([]float32, imageio.Channels*31*45)
+		if _, err := p.Tensor(img, in); err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+
+	s := open(t, convModel(t, 1, w1), pre)
+	in := tensor(s)
+	outs, err := s.Session.Run(runtime.NewFloat32([]int64{1, 3, 31, 45}, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outs[0].Float32
+	for _, d := range []*inference.Dense{nil, {TileHeight: 64, TileWidth: 64}, {TileHeight: 8, TileWidth: 13, Overlap: 0.4, Flip: true}} {
+		if err := s.SetDense(d); err != nil {
+			t.Fatal(err)
+		}
+		got, classes, err := s.DenseScores(in, 31, 45)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if classes != 2 || len(got) != len(want) {
+			t.Fatalf("%+v: %d classes, %d scores; want 2, %d", d, classes, len(got), len(want))
+		}
+		for i := range want {
+			if diff := math.Abs(float64(got[i] - want[i])); diff > 1e-5*max(1, math.Abs(float64(want[i]))) {
+				t.Fatalf("%+v: score %d is %v, the whole-image run's %v", d, i, got[i], want[i])
+			}
+		}
+	}
+	if _, _, err := s.DenseScores(in[1:], 31, 45); err == nil {
+		t.Error("an input of the wrong length was taken")
+	}
+
+	s = open(t, convModel(t, 5, w5), pre)
+	d := &inference.Dense{TileHeight: 12, TileWidth: 20, Overlap: 0.25, Flip: true}
+	wantLabels := labels(t, s, d, img)
+	scores, classes, err := s.DenseScores(tensor(s), 31, 45)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]uint8, 31*45)
+	if err := imageio.Argmax(scores, classes, 31, 45, got); err != nil {
+		t.Fatal(err)
+	}
+	if a := agreement(got, wantLabels); a != 1 {
+		t.Errorf("the arg-max of the blended scores agrees with the dense labels on %.4f of pixels, want all", a)
 	}
 }

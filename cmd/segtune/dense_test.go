@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -108,5 +113,137 @@ func TestTiledSegmentOfALargeImageStaysUnderOneGiB(t *testing.T) {
 		if got := pal.ColorIndexAt(p[0], p[1]); got != want {
 			t.Errorf("mask at %v: class %d, want %d", p, got, want)
 		}
+	}
+}
+
+// finetune's --val-tile/--val-tta validate through the dense inference
+// path. The model is a 1×1 Conv, so every window and its mirror see the
+// same per-pixel scores: with a tile as large as the image, tiles smaller
+// than it, or flip TTA, the validation mIoU and loss are those of the
+// whole-image run; scales=0.5 (scores resized down and up) changes the
+// loss, which shows the dense path ran.
+func TestFinetuneDenseValidation(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	model := redModel(t, dir)
+	train := func(name string, flags ...string) (string, []history.Record) {
+		t.Helper()
+		out := filepath.Join(dir, name)
+		args := append([]string{"finetune", "--model", model, "--data", data, "--out", out, "--label-map", "1,2:1;*:0",
+			"--crop", "32x32", "--batch", "4", "--epochs", "2", "--lr", "1e-2", "--seed", "7", "--threads", "1"}, flags...)
+		if _, err := runCLI(t, args...); err != nil {
+			t.Fatalf("%v: %v", flags, err)
+		}
+		recs, err := history.Read(filepath.Join(out, finetune.HistoryFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, history.Filter(recs, history.KindEpoch)
+	}
+	_, plain := train("plain")
+	if len(plain) != 2 {
+		t.Fatalf("%d epoch records, want 2", len(plain))
+	}
+	close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*max(1, math.Abs(b)) }
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		same  bool
+	}{
+		{"tile-larger", []string{"--val-tile", "64x64"}, true},
+		{"tile-smaller", []string{"--val-tile", "16x12", "--val-overlap", "0.5"}, true},
+		{"flip", []string{"--val-tta", "flip"}, true},
+		{"half-scale", []string{"--val-tta", "scales=0.5"}, false},
+	} {
+		_, got := train(tc.name, tc.flags...)
+		if len(got) != len(plain) {
+			t.Fatalf("%s: %d epoch records, want %d", tc.name, len(got), len(plain))
+		}
+		for e := range plain {
+			for _, key := range []string{"val_miou", "val_loss"} {
+				v, ok := got[e].Extra[key]
+				if !ok {
+					t.Fatalf("%s: epoch %d reports no %s: %v", tc.name, e, key, got[e].Extra)
+				}
+				want := plain[e].Extra[key]
+				if key == "val_miou" && !tc.same {
+					continue // a blur of the scores may keep every label
+				}
+				if close(v, want) != tc.same {
+					t.Errorf("%s: epoch %d %s %v, whole images %v; want the same: %v", tc.name, e, key, v, want, tc.same)
+				}
+			}
+		}
+	}
+}
+
+// --val-* values are refused naming the flag before the run starts; a
+// resume may not change them; a run's config.json repeats them.
+func TestFinetuneDenseValidationSettings(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	model := redModel(t, dir)
+	base := func(out string) []string {
+		return []string{"finetune", "--model", model, "--data", data, "--out", out, "--label-map", "1,2:1;*:0",
+			"--crop", "32x32", "--batch", "2", "--epochs", "1", "--seed", "3", "--threads", "1"}
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--val-tile", "0x5"}, "--val-tile"},
+		{[]string{"--val-tile", "16x16", "--val-overlap", "1"}, "--val-overlap"},
+		{[]string{"--val-tta", "bogus"}, "--val-tta"},
+		{[]string{"--val-overlap", "0.5"}, "--val-overlap"},
+	} {
+		out := filepath.Join(t.TempDir(), "run")
+		_, err := runCLI(t, append(base(out), tc.flags...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.flags, err, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(out, finetune.HistoryFile)); err == nil {
+			t.Errorf("%v: the run started", tc.flags)
+		}
+	}
+
+	fixed := filepath.Join(t.TempDir(), "run")
+	_, err := runCLI(t, "finetune", "--model", fixedRedModel(t, dir, "fixed.onnx", 0, 32, 32), "--data", data, "--out", fixed,
+		"--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "2", "--epochs", "1", "--threads", "1", "--val-tile", "16x16")
+	if err == nil || !strings.Contains(err.Error(), "fixed 32x32") {
+		t.Errorf("--val-tile with a model of a fixed input size: %v, want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(fixed, finetune.HistoryFile)); err == nil {
+		t.Error("--val-tile with a model of a fixed input size: the run started")
+	}
+
+	first := filepath.Join(dir, "first")
+	if _, err := runCLI(t, append(base(first), "--val-tile", "16x16", "--val-overlap", "0.5", "--val-tta", "flip")...); err != nil {
+		t.Fatal(err)
+	}
+	want := inference.Dense{TileHeight: 16, TileWidth: 16, Overlap: 0.5, Flip: true}
+	if got := readRunConfig(t, first).ValDense; got == nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("config.json records validation %v, want %v", got, want)
+	}
+	again := filepath.Join(dir, "again")
+	if _, err := runCLI(t, "finetune", "--config", filepath.Join(first, "config.json"), "--out", again); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := readRunConfig(t, first), readRunConfig(t, again); !reflect.DeepEqual(a, b) {
+		t.Errorf("the repeated run's configuration differs:\n%+v\n%+v", a, b)
+	}
+	_, err = runCLI(t, "finetune", "--out", first, "--resume", "--epochs", "2", "--val-tile", "8x8")
+	if err == nil || !strings.Contains(err.Error(), "--val-tile (the run has tile 16x16, overlap 0.5, flip)") {
+		t.Errorf("a resume changing --val-tile: %v, want it refused naming the flag and the run's setting", err)
+	}
+	if _, err := runCLI(t, "finetune", "--out", first, "--resume", "--epochs", "2", "--val-tile", "16x16", "--val-overlap", "0.5", "--val-tta", "flip"); err != nil {
+		t.Errorf("a resume repeating the --val-* flags: %v", err)
 	}
 }

@@ -41,7 +41,7 @@ func evalCommand() *cli.Command {
 			confusionFlag,
 			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...), denseFlags()...)...),
+		}, append(append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...), denseFlags("")...)...),
 		Action:      runEval,
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}

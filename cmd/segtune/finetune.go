@@ -28,7 +28,9 @@ func finetuneCommand() *cli.Command {
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
-			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n\n" +
+			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n" +
+			"Validation runs each image whole, or, with --val-tile/--val-overlap/--val-tta, as segment's\n" +
+			"--tile/--overlap/--tta do (blended scores); val mIoU, val loss, best.ckpt and --patience follow it.\n\n" +
 			"Data: --data DIR in any known layout (images/{train,val} with masks/{train,val}, mmseg's\n" +
 			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, nested folders; --format names it, --split the\n" +
 			"training split, default train; validation reads val where the layout has it), or explicit\n" +
@@ -77,7 +79,7 @@ func finetuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...)...),
+		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
 		Action: runFinetune,
 	}
 }
@@ -172,6 +174,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	cfg.Explicit = given // a resumed run refuses changed settings
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)
+	}
+	if cfg.ValDense, err = denseSettings(c, "val-"); err != nil {
+		return cfg, cli.Exit(err.Error(), 2)
 	}
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err

@@ -31,7 +31,7 @@ func segmentCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(maskColourFlags(), shardFlags()...), preprocessFlags()...), denseFlags()...)...),
+		}, append(append(append(maskColourFlags(), shardFlags()...), preprocessFlags()...), denseFlags("")...)...),
 		Action: runSegment,
 	}
 }
