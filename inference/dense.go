@@ -145,7 +145,7 @@ func (d *Dense) CheckContract(ct *contract.Contract) error {
 	}
 	if ct.Height > 0 && ct.Width > 0 {
 		if d.TileHeight > 0 {
-			return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input; tiles must be of other sizes", ErrDense, ct.Height, ct.Width)
+			return fmt.Errorf("%w: the model takes a fixed %dx%d (HxW) input, and tiles would feed it windows of another size", ErrDense, ct.Height, ct.Width)
 		}
 		for _, sc := range d.scales() {
 			if sc != 1 {

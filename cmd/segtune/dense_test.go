@@ -217,7 +217,7 @@ func TestFinetuneDenseValidationSettings(t *testing.T) {
 	fixed := filepath.Join(t.TempDir(), "run")
 	_, err := runCLI(t, "finetune", "--model", fixedRedModel(t, dir, "fixed.onnx", 0, 32, 32), "--data", data, "--out", fixed,
 		"--label-map", "1,2:1;*:0", "--crop", "32x32", "--batch", "2", "--epochs", "1", "--threads", "1", "--val-tile", "16x16")
-	if err == nil || !strings.Contains(err.Error(), "fixed 32x32") {
+	if err == nil || !strings.Contains(err.Error(), "fixed 32x32") || !strings.Contains(err.Error(), "--val-tile/--val-tta: ") {
 		t.Errorf("--val-tile with a model of a fixed input size: %v, want it refused", err)
 	}
 	if _, err := os.Stat(filepath.Join(fixed, finetune.HistoryFile)); err == nil {

@@ -77,6 +77,9 @@ func withFlagNames(err error) error {
 			return &renamedError{err: err, msg: err.Error() + " (" + hint + ")"}
 		}
 	}
+	if errors.Is(err, inference.ErrDense) { // finetune's validation setting
+		return renamed(err, "validation tiling or TTA", "--val-tile/--val-tta")
+	}
 	var sp *datalayout.SplitError
 	if errors.As(err, &sp) {
 		switch {
