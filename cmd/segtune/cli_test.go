@@ -38,6 +38,17 @@ func runCLI(t testing.TB, args ...string) (string, error) {
 	return <-done, err
 }
 
+// synthData writes `segtune data synth` of train and val 32×32 examples
+// into dir/synth and returns that folder.
+func synthData(t *testing.T, dir string, train, val int) string {
+	t.Helper()
+	data := filepath.Join(dir, "synth")
+	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", fmt.Sprint(train), "--val", fmt.Sprint(val), "--size", "32x32"); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // redModel writes a model that labels a pixel 1 when its red channel exceeds
 // its green one: a 1x1 Conv with logits (g-r, r-g) on any input size.
 func redModel(t *testing.T, dir string) string {

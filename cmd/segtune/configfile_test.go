@@ -115,10 +115,7 @@ func TestConfigFileErrors(t *testing.T) {
 func TestFinetuneConfigRepeatsRun(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	data := filepath.Join(dir, "synth")
-	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--size", "32x32"); err != nil {
-		t.Fatal(err)
-	}
+	data := synthData(t, dir, 8, 4)
 	model := redModel(t, dir)
 	first := filepath.Join(dir, "first")
 	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", first, "--label-map", "1,2:1;*:0",

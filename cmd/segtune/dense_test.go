@@ -125,10 +125,7 @@ func TestTiledSegmentOfALargeImageStaysUnderOneGiB(t *testing.T) {
 func TestFinetuneDenseValidation(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	data := filepath.Join(dir, "synth")
-	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--size", "32x32"); err != nil {
-		t.Fatal(err)
-	}
+	data := synthData(t, dir, 8, 4)
 	model := redModel(t, dir)
 	train := func(name string, flags ...string) (string, []history.Record) {
 		t.Helper()
@@ -186,10 +183,7 @@ func TestFinetuneDenseValidation(t *testing.T) {
 func TestFinetuneDenseValidationSettings(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
-	data := filepath.Join(dir, "synth")
-	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--size", "32x32"); err != nil {
-		t.Fatal(err)
-	}
+	data := synthData(t, dir, 4, 2)
 	model := redModel(t, dir)
 	base := func(out string) []string {
 		return []string{"finetune", "--model", model, "--data", data, "--out", out, "--label-map", "1,2:1;*:0",
