@@ -1,6 +1,8 @@
 package finetune
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -118,6 +120,27 @@ func Repeat(recorded, cfg Config) Config {
 	}
 	out.Ranks, out.Explicit = 0, nil
 	return out
+}
+
+// IsRecordedRun reports whether settings, a file's mapping of names to
+// values, is a run's config.json (a Config) rather than flag values: it
+// names the run's network and data.
+func IsRecordedRun(settings map[string]any) bool {
+	_, network := settings["network"]
+	_, train := settings["train"]
+	return network && train
+}
+
+// ParseRecordedRun reads a run's config.json, refusing fields it does not
+// know: settings it would drop would not repeat the run.
+func ParseRecordedRun(b []byte) (*Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("not a fine-tuning run's config.json: %v", err)
+	}
+	return &cfg, nil
 }
 
 // resumeChange is a resumable setting a resumed run changed.

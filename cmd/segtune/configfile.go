@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/regfile"
 )
 
@@ -39,37 +33,14 @@ func installConfigFiles(cmds []*cli.Command) {
 			continue
 		}
 		cmd.Flags = append(cmd.Flags, configFlag())
-		required := unrequire(cmd.Flags)
-		before := cmd.Before
-		cmd.Before = func(c *cli.Context) error {
+		required := cliflag.Unrequire(cmd.Flags)
+		cliflag.Before(cmd, func(c *cli.Context) error {
 			if err := applyConfigFile(c); err != nil {
 				return err
 			}
-			if err := requireFlags(c, required...); err != nil { // the parser's check, after the file
-				return err
-			}
-			if before != nil {
-				return before(c)
-			}
-			return nil
-		}
+			return cliflag.Require(c, required...) // the parser's check, after the file
+		})
 	}
-}
-
-// unrequire clears the Required mark of flags and returns their names: the
-// command-line parser would otherwise refuse a required flag that the
-// --config file gives.
-func unrequire(flags []cli.Flag) []string {
-	var names []string
-	for _, f := range flags {
-		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
-			if field := reflect.ValueOf(f).Elem().FieldByName("Required"); field.CanSet() {
-				field.SetBool(false)
-				names = append(names, f.Names()[0])
-			}
-		}
-	}
-	return names
 }
 
 // readConfigFile reads --config's file into flag names and values; nil
@@ -83,139 +54,39 @@ func readConfigFile(c *cli.Context) (map[string]any, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config: %w", err)
 	}
-	var settings map[string]any
-	if err := yaml.Unmarshal(b, &settings); err != nil { // YAML reads JSON too
-		return nil, nil, fmt.Errorf("--config %s: not a YAML or JSON mapping of flag names to values: %w", path, err)
-	}
-	if settings == nil {
-		return nil, nil, fmt.Errorf("--config %s: no settings in it", path)
+	settings, err := cliflag.ParseFile(path, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--config %w", err)
 	}
 	return settings, b, nil
 }
 
 // applyConfigFile sets each flag that --config's file names and the
-// command line does not. A name that is not a flag of the command is an
-// error naming it: a misspelt setting would otherwise be lost. A run's
-// config.json given to finetune is left to recordedRun.
+// command line does not (cliflag.Apply). A run's config.json given to
+// finetune is left to recordedRun.
 func applyConfigFile(c *cli.Context) error {
 	settings, b, err := readConfigFile(c)
 	if settings == nil || err != nil {
 		return err
 	}
-	if c.Command.Name == "finetune" && isRecordedRun(settings) {
-		_, err := parseRecordedRun(c.String("config"), b)
+	path := c.String("config")
+	if c.Command.Name == "finetune" && finetune.IsRecordedRun(settings) {
+		_, err := parseRecordedRun(path, b)
 		return err
 	}
-	path := c.String("config")
-	names := make([]string, 0, len(settings))
-	for name := range settings {
-		names = append(names, name)
-	}
-	slices.Sort(names) // one order, so that the first error is always the same
-	for _, name := range names {
-		flag := commandFlag(c.Command, name)
-		if flag == nil || name == "config" {
-			return cli.Exit(fmt.Sprintf("--config %s: %q is not a flag of segtune %s (see segtune %s --help)", path, name, c.Command.Name, c.Command.Name), 2)
-		}
-		if flagIsSet(c, flag) {
-			continue // the command line wins
-		}
-		values, err := configValues(settings[name], isSliceFlag(flag))
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--config %s: %s: %v", path, name, err), 2)
-		}
-		for _, v := range values {
-			if err := c.Set(flag.Names()[0], v); err != nil {
-				return cli.Exit(fmt.Sprintf("--config %s: %s %q: %v", path, name, v, err), 2)
-			}
-		}
+	if err := cliflag.Apply(c, settings, "config"); err != nil {
+		return cli.Exit(fmt.Sprintf("--config %s: %v", path, err), 2)
 	}
 	return nil
 }
 
-func commandFlag(cmd *cli.Command, name string) cli.Flag {
-	for _, f := range cmd.Flags {
-		if slices.Contains(f.Names(), name) {
-			return f
-		}
-	}
-	return nil
-}
-
-func flagIsSet(c *cli.Context, f cli.Flag) bool {
-	return slices.ContainsFunc(f.Names(), c.IsSet)
-}
-
-func isSliceFlag(f cli.Flag) bool {
-	switch f.(type) {
-	case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
-		return true
-	}
-	return false
-}
-
-// configValues writes a file's value as the flag values the command line
-// would carry: a scalar as itself, a list as one value per element for a
-// list flag, or comma-separated for the others (--mean 0.5,0.5,0.5).
-func configValues(v any, slice bool) ([]string, error) {
-	if list, ok := v.([]any); ok {
-		parts := make([]string, len(list))
-		for i, e := range list {
-			s, err := configScalar(e)
-			if err != nil {
-				return nil, err
-			}
-			parts[i] = s
-		}
-		if slice {
-			return parts, nil
-		}
-		return []string{strings.Join(parts, ",")}, nil
-	}
-	s, err := configScalar(v)
-	if err != nil {
-		return nil, err
-	}
-	return []string{s}, nil
-}
-
-func configScalar(v any) (string, error) {
-	switch x := v.(type) {
-	case string:
-		return x, nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	case int:
-		return strconv.Itoa(x), nil
-	case uint64:
-		return strconv.FormatUint(x, 10), nil
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64), nil
-	case nil:
-		return "", errors.New("no value")
-	}
-	return "", fmt.Errorf("%v is not a flag value (a string, number, boolean or list of them)", v)
-}
-
-// isRecordedRun reports whether a --config file is a fine-tuning run's
-// config.json (finetune.Config) rather than flag values: it names the
-// run's network and data.
-func isRecordedRun(settings map[string]any) bool {
-	_, network := settings["network"]
-	_, train := settings["train"]
-	return network && train
-}
-
-// parseRecordedRun reads a run's config.json, refusing fields it does not
-// know: settings it would drop would not repeat the run.
+// parseRecordedRun reads a run's config.json (finetune.ParseRecordedRun).
 func parseRecordedRun(path string, b []byte) (*finetune.Config, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var cfg finetune.Config
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--config %s: not a fine-tuning run's config.json: %v", path, err), 2)
+	cfg, err := finetune.ParseRecordedRun(b)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--config %s: %v", path, err), 2)
 	}
-	return &cfg, nil
+	return cfg, nil
 }
 
 // recordedRun returns the run that --config's config.json records, or nil.
@@ -224,7 +95,7 @@ func parseRecordedRun(path string, b []byte) (*finetune.Config, error) {
 // finetune.Repeat then keeps the recorded settings of every flag not given.
 func recordedRun(c *cli.Context) (*finetune.Config, error) {
 	settings, b, err := readConfigFile(c)
-	if err != nil || !isRecordedRun(settings) {
+	if err != nil || !finetune.IsRecordedRun(settings) {
 		return nil, err
 	}
 	rec, err := parseRecordedRun(c.String("config"), b)

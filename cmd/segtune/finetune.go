@@ -221,7 +221,10 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		cfg = finetune.Repeat(*rec, cfg)
 		cfg.Explicit = given
 	}
-	return cfg, guardFinetuneOut(c.String("out"), cfg)
+	if err := finetune.CheckRunDir(c.String("out"), cfg); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	return cfg, nil
 }
 
 // mirrorDataFlags copies data in object storage into the cache and points

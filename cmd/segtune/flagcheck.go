@@ -1,28 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"math"
 	goruntime "runtime"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
 )
-
-// numRange is the valid range of a numeric flag: [Min, Max], with
-// MinOpen excluding Min itself; Zero also allows 0 (meaning "default").
-type numRange struct {
-	Min, Max float64
-	MinOpen  bool
-	Zero     bool
-	// List marks a string flag holding comma-separated numbers.
-	List bool
-	// Why is appended to the error (e.g. "0: one per core").
-	Why string
-}
 
 // maxThreads bounds --threads: ONNX Runtime crashes on absurd counts, and
 // more than a few threads per core only slows it down.
@@ -31,9 +17,9 @@ func maxThreads() int { return max(16, 4*goruntime.NumCPU()) }
 // flagRanges are the valid values of segtune's numeric flags, by flag
 // name; commandRanges override them where one name means different things
 // in different commands (keyed "command flag").
-func flagRanges() map[string]numRange {
+func flagRanges() map[string]cliflag.Range {
 	inf := math.Inf(1)
-	return map[string]numRange{
+	return map[string]cliflag.Range{
 		"threads":         {Min: 1, Max: float64(maxThreads()), Zero: true, Why: "0 picks one per core"},
 		"batch":           {Min: 1, Max: 1 << 16},
 		"epochs":          {Min: 0, Max: 1 << 24},
@@ -77,13 +63,13 @@ func flagRanges() map[string]numRange {
 	}
 }
 
-var commandRanges = map[string]numRange{
+var commandRanges = map[string]cliflag.Range{
 	"new classes": {Min: 2, Max: 65536},
 }
 
-// checkNumericFlags validates every numeric flag the command defines,
-// defaults included, before the command does any work: a NaN, an infinity
-// or a value out of range is an error naming the flag.
+// checkNumericFlags sets the memory limit (--max-memory) and validates
+// every numeric flag the command defines, defaults included, before the
+// command does any work (cliflag.CheckRanges).
 func checkNumericFlags(c *cli.Context) error {
 	memlimit.Set(0)
 	if v := c.String("max-memory"); v != "" {
@@ -95,103 +81,16 @@ func checkNumericFlags(c *cli.Context) error {
 	}
 	memlimit.SetGoLimit()
 	memlimit.FitAddressSpace()
-	if c.Command == nil {
-		return nil
-	}
 	ranges := flagRanges()
-	for _, f := range c.Command.Flags {
-		name := f.Names()[0]
-		r, ok := commandRanges[c.Command.Name+" "+name]
-		if !ok {
-			if r, ok = ranges[name]; !ok {
-				continue
-			}
+	err := cliflag.CheckRanges(c, func(name string) (cliflag.Range, bool) {
+		if r, ok := commandRanges[c.Command.Name+" "+name]; ok {
+			return r, true
 		}
-		var vals []float64
-		var isInt bool
-		switch v := c.Value(name).(type) {
-		case int:
-			vals, isInt = []float64{float64(v)}, true
-		case int64:
-			vals, isInt = []float64{float64(v)}, true
-		case float64:
-			vals = []float64{v}
-		case string:
-			if !r.List || strings.TrimSpace(v) == "" {
-				continue
-			}
-			for _, s := range strings.Split(v, ",") {
-				x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-				if err != nil {
-					return cli.Exit(fmt.Sprintf("--%s: %q is not a number", name, s), 2)
-				}
-				vals = append(vals, x)
-			}
-		default:
-			continue
-		}
-		for _, v := range vals {
-			if err := r.check(name, v, isInt); err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-		}
+		r, ok := ranges[name]
+		return r, ok
+	})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
 	}
 	return nil
-}
-
-func (r numRange) check(name string, v float64, isInt bool) error {
-	if math.IsNaN(v) {
-		return fmt.Errorf("--%s: NaN is not a valid value", name)
-	}
-	if v == 0 && r.Zero {
-		return nil
-	}
-	// No flag takes an infinity.
-	if !math.IsInf(v, 0) && v <= r.Max && (v > r.Min || !r.MinOpen && v == r.Min) {
-		return nil
-	}
-	num := func(x float64) string {
-		if isInt {
-			return strconv.FormatFloat(x, 'f', -1, 64)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	var want string
-	switch {
-	case math.IsInf(r.Min, -1) && math.IsInf(r.Max, 1):
-		want = "a finite number"
-	case math.IsInf(r.Max, 1) && r.MinOpen:
-		want = "greater than " + num(r.Min)
-	case math.IsInf(r.Max, 1):
-		want = "at least " + num(r.Min)
-	case r.MinOpen:
-		want = fmt.Sprintf("in (%s, %s]", num(r.Min), num(r.Max))
-	default:
-		want = fmt.Sprintf("from %s to %s", num(r.Min), num(r.Max))
-	}
-	if r.Zero {
-		want += ", or 0"
-	}
-	if r.Why != "" {
-		want += " (" + r.Why + ")"
-	}
-	return fmt.Errorf("--%s %s: must be %s", name, num(v), want)
-}
-
-// installFlagChecks makes every command (and subcommand) validate its
-// numeric flags first.
-func installFlagChecks(cmds []*cli.Command) {
-	for _, cmd := range cmds {
-		installFlagChecks(cmd.Subcommands)
-		before := cmd.Before
-		cmd.Before = func(c *cli.Context) error {
-			if err := checkNumericFlags(c); err != nil {
-				return err
-			}
-			if before != nil {
-				return before(c)
-			}
-			return nil
-		}
-	}
 }

@@ -59,6 +59,10 @@ func withFlagNames(err error) error {
 	if errors.As(err, &nr) {
 		return renamed(err, "run folder "+nr.Dir, "--out "+nr.Dir)
 	}
+	var ro *finetune.RunDirOverlapError
+	if errors.As(err, &ro) {
+		return renamed(err, "run folder "+ro.Dir, "--out "+ro.Dir)
+	}
 	var ae *datalayout.AmbiguousError
 	if errors.As(err, &ae) {
 		return renamed(err, "name its layout, or point at one of them", "name the layout with --format, or point --data at one of them")

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/internal/cliflag"
 )
 
 func main() {
@@ -57,10 +59,16 @@ func newApp() *cli.App {
 		// handler would exit from inside Run, which tests cannot survive.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	installFlagChecks(app.Commands)  // numeric flags are checked before any work
-	resolveModelFlags(app.Commands)  // --model NAME for every command
-	nameFlags(app.Commands)          // library errors name the flag
-	normalizePathFlags(app.Commands) // file:// URLs become paths
+	// Hooks installed later run first.
+	cliflag.BeforeAll(app.Commands, checkNumericFlags)           // numeric flags are checked before any work
+	resolveModelFlags(app.Commands)                              // --model NAME for every command
+	nameFlags(app.Commands)                                      // library errors name the flag
+	cliflag.BeforeAll(app.Commands, func(c *cli.Context) error { // file:// URLs become paths
+		if err := cliflag.FileURLsToPaths(c); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		return nil
+	})
 	installConfigFiles(app.Commands) // --config FILE sets flags, first of all
 	return app
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -31,24 +32,17 @@ func resolveModelFlags(cmds []*cli.Command) {
 			continue
 		}
 		flag.Usage += " (or a known model's name, see segtune model list, or an s3://, gs:// or azblob:// URL)"
-		before := cmd.Before
-		cmd.Before = func(c *cli.Context) error {
-			if v := c.String("model"); v != "" {
-				path, err := resolveModel(c, v)
-				if err != nil {
-					return err
-				}
-				if path != v {
-					if err := c.Set("model", path); err != nil {
-						return err
-					}
-				}
+		cliflag.Before(cmd, func(c *cli.Context) error {
+			v := c.String("model")
+			if v == "" {
+				return nil
 			}
-			if before != nil {
-				return before(c)
+			path, err := resolveModel(c, v)
+			if err != nil || path == v {
+				return err
 			}
-			return nil
-		}
+			return c.Set("model", path)
+		})
 	}
 }
 
