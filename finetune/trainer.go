@@ -76,6 +76,28 @@ type EpochInfo struct {
 	Best   bool
 }
 
+// String is the epoch's line in a run's log: loss, time, val mIoU (with
+// each class's IoU when there are at most four) and whether it is the best.
+func (e EpochInfo) String() string {
+	line := fmt.Sprintf("epoch %3d  loss %.4f  %6.1fs", e.Epoch+1, e.Loss, e.Seconds)
+	if e.Val != nil && e.Val.MeanIoU != nil {
+		line += fmt.Sprintf("  val mIoU %.4f", *e.Val.MeanIoU)
+		var parts []string
+		for _, cl := range e.Val.Classes {
+			if cl.IoU != nil && len(e.Val.Classes) <= 4 {
+				parts = append(parts, fmt.Sprintf("%s %.3f", cl.Name, *cl.IoU))
+			}
+		}
+		if len(parts) > 0 {
+			line += " (" + strings.Join(parts, ", ") + ")"
+		}
+	}
+	if e.Best {
+		line += "  *best"
+	}
+	return line
+}
+
 // Result summarises a run.
 type Result struct {
 	Epochs   int

@@ -53,3 +53,16 @@ func TestDescribeNotAModel(t *testing.T) {
 		t.Errorf("Describe(junk) = %v", err)
 	}
 }
+
+func TestLayerNotice(t *testing.T) {
+	known := Layer{From: "registry", Known: &models.Entry{Name: "deeplab"}}
+	for l, want := range map[*Layer]string{
+		&known:                   "m.onnx is deeplab (recognised by its SHA-256): using its preprocessing, classes and palette",
+		{From: MetadataLayer}:    "using the settings m.onnx carries (" + MetadataLayer + ")",
+		{From: "m.segtune.json"}: "using settings from m.segtune.json",
+	} {
+		if got := l.Notice("m.onnx"); got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}

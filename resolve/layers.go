@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 
 	"github.com/segtune/segtune/imageio"
@@ -16,6 +17,18 @@ type Layer struct {
 	Settings imageio.Sidecar
 	// Known is the registry's entry, for the registry's layer.
 	Known *models.Entry
+}
+
+// Notice says, in one line for a log, where the settings of the model at
+// modelPath come from.
+func (l Layer) Notice(modelPath string) string {
+	switch {
+	case l.Known != nil:
+		return fmt.Sprintf("%s is %s (recognised by its SHA-256): using its preprocessing, classes and palette", modelPath, l.Known.Name)
+	case l.From == MetadataLayer:
+		return fmt.Sprintf("using the settings %s carries (%s)", modelPath, l.From)
+	}
+	return "using settings from " + l.From
 }
 
 // MetadataLayer names the settings a model file carries in itself.

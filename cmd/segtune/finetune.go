@@ -281,22 +281,4 @@ func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) erro
 	return nil
 }
 
-func printEpoch(e finetune.EpochInfo) {
-	line := fmt.Sprintf("epoch %3d  loss %.4f  %6.1fs", e.Epoch+1, e.Loss, e.Seconds)
-	if e.Val != nil && e.Val.MeanIoU != nil {
-		line += fmt.Sprintf("  val mIoU %.4f", *e.Val.MeanIoU)
-		var parts []string
-		for _, cl := range e.Val.Classes {
-			if cl.IoU != nil && len(e.Val.Classes) <= 4 {
-				parts = append(parts, fmt.Sprintf("%s %.3f", cl.Name, *cl.IoU))
-			}
-		}
-		if len(parts) > 0 {
-			line += " (" + strings.Join(parts, ", ") + ")"
-		}
-	}
-	if e.Best {
-		line += "  *best"
-	}
-	fmt.Println(line)
-}
+func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }

@@ -82,19 +82,11 @@ func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, erro
 		warnMetadata(metaErr)
 	}
 	for _, l := range layers {
-		switch {
-		case l.Known != nil:
-			e := l.Known
-			hint := ""
-			if lm := e.LabelMaps["camvid"]; lm != "" {
-				hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", lm)
-			}
-			notef(c, "segtune: %s is %s (recognised by its SHA-256): using its preprocessing, classes and palette%s", modelPath, e.Name, hint)
-		case l.From == resolve.MetadataLayer:
-			notef(c, "segtune: using the settings %s carries (%s)", modelPath, l.From)
-		default:
-			notef(c, "segtune: using settings from %s", l.From)
+		hint := ""
+		if l.Known != nil && l.Known.LabelMaps["camvid"] != "" {
+			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", l.Known.LabelMaps["camvid"])
 		}
+		notef(c, "segtune: %s%s", l.Notice(modelPath), hint)
 	}
 	if len(layers) == 0 && !preprocessingGiven(c) {
 		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
