@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -263,4 +264,20 @@ func DeepLabV3Plus(cfg DeepLabConfig) (*onnx.Model, error) {
 		floatValue("input", "batch", 3, "height", "width"),
 		[]*onnx.ValueInfoProto{floatValue(out, "batch", cfg.Classes, "height", "width")},
 		map[string]string{MetaArchitecture: "deeplabv3plus", MetaConfig: string(js)}), nil
+}
+
+// WriteNewDeepLab writes a freshly initialised DeepLabV3+ of cfg to path,
+// with a sidecar that feeds it inputs scaled to [-1, 1], and returns its
+// parameter count and the sidecar's path.
+func WriteNewDeepLab(path string, cfg DeepLabConfig) (params int64, sidecar string, err error) {
+	m, err := DeepLabV3Plus(cfg)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := m.Save(path); err != nil {
+		return 0, "", err
+	}
+	side := imageio.Sidecar{Version: imageio.SidecarVersion, Preprocess: &imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}}
+	sidecar = imageio.SidecarPath(path)
+	return m.Summary().Parameters, sidecar, side.Save(sidecar)
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/gradcheck"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
@@ -316,5 +318,29 @@ func TestDeepLabGradientCheck(t *testing.T) {
 				t.Errorf("%s × 1.6 passed: analytic %.6g, numeric %.6g: relative error %.3g", param, d.Analytic, d.Numeric, d.RelErr)
 			}
 		}
+	}
+}
+
+func TestWriteNewDeepLab(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.onnx")
+	cfg := models.DefaultDeepLabConfig()
+	cfg.Classes = 4
+	params, sidecar, err := models.WriteNewDeepLab(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Summary().Parameters; got != params || params == 0 {
+		t.Fatalf("reported %d parameters, the file has %d", params, got)
+	}
+	side, err := imageio.LoadSidecar(sidecar)
+	if err != nil || sidecar != imageio.SidecarPath(path) {
+		t.Fatalf("sidecar %s: %v", sidecar, err)
+	}
+	if p := side.Preprocess; p == nil || p.ValueScale != 1/127.5 || p.ValueOffset != -1 {
+		t.Fatalf("sidecar preprocessing %+v, want inputs scaled to [-1, 1]", side.Preprocess)
 	}
 }

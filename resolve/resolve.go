@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
@@ -130,4 +132,24 @@ func cacheEmbedded(e models.Entry) (string, error) {
 		return "", fmt.Errorf("%s: %w", e.Name, err)
 	}
 	return p, nil
+}
+
+// WriteModelList writes the registry of known models as a table: name,
+// input size, classes, and the file found for it (else where to get it).
+func WriteModelList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tinput\tclasses\twhere")
+	dirs := SearchDirs()
+	for _, e := range models.Known() {
+		size := fmt.Sprintf("%dx%d", e.Height, e.Width)
+		if e.Dynamic {
+			size += " (any)"
+		}
+		where := e.Location
+		if p, err := e.Locate(dirs...); err == nil && !e.Embedded {
+			where = p
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, where)
+	}
+	return tw.Flush()
 }

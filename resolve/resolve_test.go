@@ -164,3 +164,23 @@ func TestPoisonedModelCacheIsRebuilt(t *testing.T) {
 		t.Errorf("a folder at the entry: err = %v", err)
 	}
 }
+
+func TestWriteModelList(t *testing.T) {
+	var b strings.Builder
+	if err := WriteModelList(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if !strings.HasPrefix(lines[0], "name") || !strings.Contains(lines[0], "where") {
+		t.Fatalf("header %q", lines[0])
+	}
+	known := models.Known()
+	if len(lines) != 1+len(known) {
+		t.Fatalf("%d rows for %d known models:\n%s", len(lines)-1, len(known), b.String())
+	}
+	for i, e := range known {
+		if !strings.HasPrefix(lines[1+i], e.Name+" ") {
+			t.Errorf("row %d %q does not start with %s", i, lines[1+i], e.Name)
+		}
+	}
+}

@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/resolve"
@@ -22,21 +20,7 @@ func modelCommand() *cli.Command {
 				Name:  "list",
 				Usage: "the registry of known pretrained models and where their files are",
 				Action: func(c *cli.Context) error {
-					w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-					fmt.Fprintln(w, "name\tinput\tclasses\twhere")
-					dirs := resolve.SearchDirs()
-					for _, e := range models.Known() {
-						size := fmt.Sprintf("%dx%d", e.Height, e.Width)
-						if e.Dynamic {
-							size += " (any)"
-						}
-						where := e.Location
-						if p, err := e.Locate(dirs...); err == nil && !e.Embedded {
-							where = p
-						}
-						fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, where)
-					}
-					if err := w.Flush(); err != nil {
+					if err := resolve.WriteModelList(os.Stdout); err != nil {
 						return err
 					}
 					fmt.Println("\nEvery --model takes these names; a file is recognised by its SHA-256 wherever it is.")
@@ -56,19 +40,12 @@ func modelCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					cfg := models.DefaultDeepLabConfig()
 					cfg.Classes, cfg.Width, cfg.OutputStride, cfg.Seed = c.Int("classes"), c.Float64("width"), c.Int("output-stride"), c.Uint64("seed")
-					m, err := models.DeepLabV3Plus(cfg)
+					out := c.String("out")
+					params, side, err := models.WriteNewDeepLab(out, cfg)
 					if err != nil {
 						return err
 					}
-					out := c.String("out")
-					if err := m.Save(out); err != nil {
-						return err
-					}
-					side := imageio.Sidecar{Version: imageio.SidecarVersion, Preprocess: &imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}}
-					if err := side.Save(imageio.SidecarPath(out)); err != nil {
-						return err
-					}
-					fmt.Printf("wrote %s (%d parameters) and %s\n", out, m.Summary().Parameters, imageio.SidecarPath(out))
+					fmt.Printf("wrote %s (%d parameters) and %s\n", out, params, side)
 					return nil
 				},
 			},
