@@ -44,27 +44,11 @@ type Evaluation struct {
 // none).
 func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *data.Dataset, pre imageio.Preprocess,
 	opts runtime.Options, dense *inference.Dense, groupOf func(id int) string) (*Evaluation, error) {
-	model, err := m.Marshal()
+	vs, err := openValScorer(m, ct, pre, opts, dense)
 	if err != nil {
 		return nil, err
 	}
-	var sess *runtime.Session
-	var seg *inference.Segmenter
-	if dense != nil {
-		if seg, err = inference.Open(model, ct, pre, opts); err != nil {
-			return nil, err
-		}
-		defer seg.Close()
-		if err := seg.SetDense(dense); err != nil {
-			return nil, err
-		}
-		sess = seg.Session
-	} else {
-		if sess, err = runtime.NewSession(model, opts); err != nil {
-			return nil, err
-		}
-		defer sess.Close()
-	}
+	defer vs.close()
 	loader, err := data.NewLoader(ctx, ds, data.LoaderConfig{BatchSize: 1, Preprocess: pre, Epochs: 1})
 	if err != nil {
 		return nil, err
@@ -74,26 +58,19 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 	if err := ct.CheckClasses(classes, "the data set has"); err != nil {
 		return nil, err
 	}
-	rows := max(int(ct.Batch), 1) // a fixed-batch model gets padded batches
-	out0 := sess.OutputIndex(ct.Output)
-	if out0 < 0 {
-		return nil, fmt.Errorf("the model has no output %q", ct.Output)
-	}
 	ev := &Evaluation{Overall: metrics.NewConfusion(classes, ds.Ignore()), Groups: map[string]*metrics.Confusion{}}
-	scoresOut := sess.OutputIndex(sizeScores)
-	if scoresOut >= 0 && seg == nil {
+	if vs.scoresOut >= 0 && vs.seg == nil {
 		ev.Scores = map[int][]float32{}
 	}
 	withLoss := hasValidationLoss(ct)
 	lossKind := ct.Kind
-	if seg != nil && lossKind == contract.LogSoftmax {
+	if vs.seg != nil && lossKind == contract.LogSoftmax {
 		lossKind = contract.Logits // a mean of log-probabilities, renormalised by its log-sum-exp
 	}
 	var lossSum float64
 	var lossPixels int64
 	pred := []uint8{}
 	target := []uint8{}
-	var input, scoreBuf []float32
 	for {
 		b, err := loader.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -106,42 +83,10 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 		if err != nil {
 			return nil, err
 		}
-		var scores []float32
-		var h, w int
-		if seg != nil {
-			// the class count is the data set's, checked by Argmax below
-			if scores, _, err = seg.DenseScores(b.Images, b.Height, b.Width); err != nil {
-				e, _ := ds.Example(b.IDs[0])
-				return nil, fmt.Errorf("%s: %w", e.Image, err)
-			}
-			h, w = b.Height, b.Width
-		} else {
-			input = grow(input, rows*len(b.Images))
-			copy(input, b.Images)
-			clear(input[len(b.Images):])
-			out, err := sess.Run(runtime.NewFloat32(ct.InputLayout.Shape(rows, b.Height, b.Width), input))
-			if err != nil {
-				return nil, err
-			}
-			if scoresOut >= 0 {
-				ev.Scores[b.IDs[0]] = out[scoresOut].Float32[:len(out[scoresOut].Float32)/rows]
-			}
-			o := out[out0]
-			if err := ct.CheckRun(o.Shape, b.Height, b.Width); err != nil {
-				return nil, err
-			}
-			per := len(o.Float32) / rows
-			if err := ct.CheckFinite(o.Float32[:per]); err != nil {
-				e, _ := ds.Example(b.IDs[0])
-				return nil, fmt.Errorf("%s: %w", e.Image, err)
-			}
-			if scores, _, h, w, err = ct.ClassScores(o.Float32[:per], o.Shape[1:], scoreBuf); err != nil {
-				return nil, err
-			}
-			scoreBuf = scores
-			if h != b.Height || w != b.Width {
-				return nil, fmt.Errorf("model output is %dx%d for a %dx%d input; validation needs full-resolution scores", h, w, b.Height, b.Width)
-			}
+		example, _ := ds.Example(b.IDs[0])
+		scores, h, w, err := vs.scores(b, example.Image, ev.Scores)
+		if err != nil {
+			return nil, err
 		}
 		pred = grow(pred, h*w)
 		if err := imageio.Argmax(scores, classes, h, w, pred); err != nil {
@@ -157,20 +102,109 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 		}
 		one, err := metrics.ScoreImage(pred, target, classes, ds.Ignore())
 		if err != nil {
-			e, _ := ds.Example(b.IDs[0])
-			return nil, fmt.Errorf("%s: %w", e.Mask, err)
+			return nil, fmt.Errorf("%s: %w", example.Mask, err)
 		}
-		ev.Overall.Merge(one)
-		if groupOf != nil {
-			if g := groupOf(b.IDs[0]); g != "" {
-				if ev.Groups[g] == nil {
-					ev.Groups[g] = metrics.NewConfusion(classes, ds.Ignore())
-				}
-				ev.Groups[g].Merge(one)
-			}
-		}
+		ev.add(one, groupOf, b.IDs[0], classes, ds.Ignore())
 		loader.Recycle(b)
 	}
+}
+
+// add merges one example's confusion into the totals and its group's.
+func (ev *Evaluation) add(one *metrics.Confusion, groupOf func(id int) string, id, classes, ignore int) {
+	ev.Overall.Merge(one)
+	if groupOf == nil {
+		return
+	}
+	if g := groupOf(id); g != "" {
+		if ev.Groups[g] == nil {
+			ev.Groups[g] = metrics.NewConfusion(classes, ignore)
+		}
+		ev.Groups[g].Merge(one)
+	}
+}
+
+// valScorer turns a validation example into class scores: the model run
+// once on the whole image, or, with seg, through the Segmenter's tiling
+// and test-time augmentation.
+type valScorer struct {
+	ct              *contract.Contract
+	sess            *runtime.Session
+	seg             *inference.Segmenter
+	rows            int // a fixed-batch model gets padded batches
+	out0, scoresOut int // the class scores' output, and the size head's (-1: none)
+	input, scoreBuf []float32
+}
+
+func openValScorer(m *onnx.Model, ct *contract.Contract, pre imageio.Preprocess, opts runtime.Options, dense *inference.Dense) (*valScorer, error) {
+	model, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	vs := &valScorer{ct: ct, rows: max(int(ct.Batch), 1)}
+	if dense != nil {
+		if vs.seg, err = inference.Open(model, ct, pre, opts); err != nil {
+			return nil, err
+		}
+		vs.sess = vs.seg.Session
+		if err := vs.seg.SetDense(dense); err != nil {
+			vs.close()
+			return nil, err
+		}
+	} else if vs.sess, err = runtime.NewSession(model, opts); err != nil {
+		return nil, err
+	}
+	if vs.out0 = vs.sess.OutputIndex(ct.Output); vs.out0 < 0 {
+		vs.close()
+		return nil, fmt.Errorf("the model has no output %q", ct.Output)
+	}
+	vs.scoresOut = vs.sess.OutputIndex(sizeScores)
+	return vs, nil
+}
+
+func (vs *valScorer) close() {
+	if vs.seg != nil {
+		vs.seg.Close()
+	} else {
+		vs.sess.Close()
+	}
+}
+
+// scores returns the class scores of the batch's one example, image, at
+// h×w, and records its size-head scores in sizeScores when that is not
+// nil. Errors about the image's values name it.
+func (vs *valScorer) scores(b *data.Batch, image string, sizeScores map[int][]float32) (scores []float32, h, w int, err error) {
+	if vs.seg != nil { // the class count is the data set's, checked by Argmax
+		if scores, _, err = vs.seg.DenseScores(b.Images, b.Height, b.Width); err != nil {
+			return nil, 0, 0, fmt.Errorf("%s: %w", image, err)
+		}
+		return scores, b.Height, b.Width, nil
+	}
+	vs.input = grow(vs.input, vs.rows*len(b.Images))
+	copy(vs.input, b.Images)
+	clear(vs.input[len(b.Images):])
+	out, err := vs.sess.Run(runtime.NewFloat32(vs.ct.InputLayout.Shape(vs.rows, b.Height, b.Width), vs.input))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if sizeScores != nil && vs.scoresOut >= 0 {
+		sizeScores[b.IDs[0]] = out[vs.scoresOut].Float32[:len(out[vs.scoresOut].Float32)/vs.rows]
+	}
+	o := out[vs.out0]
+	if err := vs.ct.CheckRun(o.Shape, b.Height, b.Width); err != nil {
+		return nil, 0, 0, err
+	}
+	per := len(o.Float32) / vs.rows
+	if err := vs.ct.CheckFinite(o.Float32[:per]); err != nil {
+		return nil, 0, 0, fmt.Errorf("%s: %w", image, err)
+	}
+	if scores, _, h, w, err = vs.ct.ClassScores(o.Float32[:per], o.Shape[1:], vs.scoreBuf); err != nil {
+		return nil, 0, 0, err
+	}
+	vs.scoreBuf = scores
+	if h != b.Height || w != b.Width {
+		return nil, 0, 0, fmt.Errorf("model output is %dx%d for a %dx%d input; validation needs full-resolution scores", h, w, b.Height, b.Width)
+	}
+	return scores, h, w, nil
 }
 
 func grow[T any](s []T, n int) []T {

@@ -198,23 +198,13 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if v := c.String("class-names"); v != "" {
 		cfg.ClassNames = strings.Split(v, ",")
 	}
-	model := c.String("model")
-	if model == "" {
+	if c.String("model") == "" {
 		if !c.Bool("resume") {
 			return cfg, cli.Exit("--model is required (except with --resume)", 2)
 		}
 		return cfg, nil // the checkpoint supplies the rest
 	}
-	if cfg.Network.BaseModel, err = filepath.Abs(model); err != nil {
-		return cfg, err
-	}
-	if k := c.Int("classes"); k > 0 {
-		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
-	}
-	if err := applyModelSettings(c, &cfg, model); err != nil {
-		return cfg, err
-	}
-	if err := finetuneDataSpecs(c, &cfg); err != nil {
+	if err := finetuneModelConfig(c, &cfg); err != nil {
 		return cfg, err
 	}
 	if rec != nil { // --config names an earlier run's config.json
@@ -225,6 +215,22 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return cfg, nil
+}
+
+// finetuneModelConfig sets the base model, a new classifier, the settings
+// the model brings and the data.
+func finetuneModelConfig(c *cli.Context, cfg *finetune.Config) (err error) {
+	model := c.String("model")
+	if cfg.Network.BaseModel, err = filepath.Abs(model); err != nil {
+		return err
+	}
+	if k := c.Int("classes"); k > 0 {
+		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
+	}
+	if err := applyModelSettings(c, cfg, model); err != nil {
+		return err
+	}
+	return finetuneDataSpecs(c, cfg)
 }
 
 // mirrorDataFlags copies data in object storage into the cache and points
