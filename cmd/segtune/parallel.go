@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,12 +24,7 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 			return w, err
 		}
 	}
-	// Ranks sharing a machine with several GPUs take one each, unless the
-	// launcher or the scheduler (Slurm's --gpus-per-task, a pod's GPU)
-	// already chose them.
-	if w.LocalSize() > 1 && c.String("device") != "cpu" && os.Getenv("CUDA_VISIBLE_DEVICES") == "" {
-		os.Setenv("CUDA_VISIBLE_DEVICES", strconv.Itoa(w.LocalRank()))
-	}
+	w.PinGPU(c.String("device") == "cpu")
 	return w, nil
 }
 

@@ -24,6 +24,18 @@ func (c *Comm) InTurn(f func() error) error {
 	return nil
 }
 
+// PinGPU gives each rank on a machine with several ranks a GPU of its own
+// (CUDA_VISIBLE_DEVICES set to its local rank), unless the run is on the
+// CPU or the launcher or the scheduler (Slurm's --gpus-per-task, a pod's
+// GPU) already chose the devices. It reports whether it pinned.
+func (c *Comm) PinGPU(cpuOnly bool) bool {
+	if c.LocalSize() < 2 || cpuOnly || os.Getenv("CUDA_VISIBLE_DEVICES") != "" {
+		return false
+	}
+	os.Setenv("CUDA_VISIBLE_DEVICES", strconv.Itoa(c.LocalRank()))
+	return true
+}
+
 // ThreadShare is the number of threads each rank on this machine should
 // use so that together they use its cores once: the cores this process
 // may run on where a launcher bound each rank to its own (mpirun's

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"errors"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -58,5 +59,22 @@ func TestCountCPUList(t *testing.T) {
 func TestThreadShareAlone(t *testing.T) {
 	if n := Single().ThreadShare(); n != goruntime.NumCPU() {
 		t.Errorf("ThreadShare() = %d, want the %d cores this process may use", n, goruntime.NumCPU())
+	}
+}
+
+func TestPinGPU(t *testing.T) {
+	t.Setenv("CUDA_VISIBLE_DEVICES", "")
+	ranks := Local(2)
+	if Single().PinGPU(false) || os.Getenv("CUDA_VISIBLE_DEVICES") != "" {
+		t.Fatal("a process alone pinned a GPU")
+	}
+	if ranks[1].PinGPU(true) || os.Getenv("CUDA_VISIBLE_DEVICES") != "" {
+		t.Fatal("a CPU run pinned a GPU")
+	}
+	if !ranks[1].PinGPU(false) || os.Getenv("CUDA_VISIBLE_DEVICES") != "1" {
+		t.Fatalf("rank 1 of 2 on a machine: CUDA_VISIBLE_DEVICES %q, want 1", os.Getenv("CUDA_VISIBLE_DEVICES"))
+	}
+	if ranks[0].PinGPU(false) || os.Getenv("CUDA_VISIBLE_DEVICES") != "1" {
+		t.Fatal("a choice already made was overridden")
 	}
 }
