@@ -38,6 +38,14 @@ const trainFixedBytes = 256 << 20
 // of address space (VmPeak) for 0.9 GB resident, batches of 2 at 3.61 GB.
 const trainAddressSpaceFixed = 2304 << 20
 
+// The advice a run over the memory limit, or the address-space limit,
+// gives (memlimit.TooLargeError's Fix); a program whose users set these
+// with flags can give it by flag.
+const (
+	FixMemory       = "lower the batch size or the crop, or raise the memory limit if the machine has the memory"
+	FixAddressSpace = "lower the batch size, the crop or the thread count, or raise the limit"
+)
+
 // checkMemory refuses a batch and crop whose training step could not fit
 // the memory limit or the address-space limit, before the data is read or
 // the graph is built.
@@ -48,7 +56,7 @@ func (c *Config) checkMemory() error {
 	}
 	bytes := addSaturating(memlimit.Product(int64(c.Batch), int64(c.Height), int64(c.Width), perPixel), trainFixedBytes)
 	what := fmt.Sprintf("fine-tuning with batches of %d %dx%d crops", c.Batch, c.Height, c.Width)
-	if err := memlimit.Check(what, bytes, "lower --batch or --crop, or raise --max-memory if the machine has the memory"); err != nil {
+	if err := memlimit.Check(what, bytes, FixMemory); err != nil {
 		return err
 	}
 	threads := c.Threads
@@ -57,7 +65,7 @@ func (c *Config) checkMemory() error {
 	}
 	mapped := addSaturating(bytes, addSaturating(trainAddressSpaceFixed, memlimit.Product(int64(threads), memlimit.ThreadAddressSpace())))
 	return memlimit.CheckAddressSpace(fmt.Sprintf("%s on %d threads", what, threads), mapped,
-		"lower --batch, --crop or --threads, or raise the limit")
+		FixAddressSpace)
 }
 
 // addSaturating adds non-negative byte counts, stopping at math.MaxInt64.

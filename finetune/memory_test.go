@@ -37,7 +37,11 @@ func TestCheckMemoryAddressSpace(t *testing.T) {
 	if !errors.Is(err, memlimit.ErrTooLarge) {
 		t.Fatalf("batch 2 on 16 threads under a 4 GB RLIMIT_AS: %v", err)
 	}
-	for _, want := range []string{"address-space limit of 3.7 GiB", "RLIMIT_AS", "--batch, --crop or --threads", "16 threads"} {
+	var tl *memlimit.TooLargeError
+	if !errors.As(err, &tl) || !tl.AddressSpace || tl.Fix != FixAddressSpace {
+		t.Fatalf("refusal %#v: want an address-space TooLargeError with FixAddressSpace", err)
+	}
+	for _, want := range []string{"address-space limit of 3.7 GiB", "RLIMIT_AS", "the batch size, the crop or the thread count", "16 threads"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("refusal %q does not say %q", err, want)
 		}

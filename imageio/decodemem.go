@@ -77,8 +77,8 @@ func (d Decoder) checkBytes(cfg image.Config, format string) error {
 	if need <= limit {
 		return nil
 	}
-	return fmt.Errorf("%w: %dx%d %s pixels would take about %s decoded (with the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by --max-memory or $%s)",
-		ErrTooLarge, cfg.Width, cfg.Height, modelName(cfg.ColorModel), memlimit.Human(need), memlimit.Human(limit), memlimit.EnvVar)
+	return fmt.Errorf("%w: %dx%d %s pixels would take about %s decoded (with the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by %s)",
+		ErrTooLarge, cfg.Width, cfg.Height, modelName(cfg.ColorModel), memlimit.Human(need), memlimit.Human(limit), memlimit.HowToSet())
 }
 
 func modelName(m color.Model) string {

@@ -104,6 +104,10 @@ func scaledSide(n int, p *Preprocess) int {
 // the least (one per prepare worker and a queued batch).
 const tensorsInFlight = 4
 
+// FixTensors is the advice on input tensors over the memory limit
+// (memlimit.TooLargeError's Fix).
+const FixTensors = "lower the input size or scale"
+
 // checkTensorMemory refuses a tensor geometry whose float32 tensors, a few
 // at a time, would exceed the memory limit.
 func checkTensorMemory(g Geometry) error {
@@ -112,5 +116,5 @@ func checkTensorMemory(g Geometry) error {
 		return nil
 	}
 	return memlimit.Check(fmt.Sprintf("preprocess: %dx%d (WxH) input tensors for a %dx%d image", g.Width, g.Height, g.SrcWidth, g.SrcHeight),
-		bytes, "lower --size or --scale")
+		bytes, FixTensors)
 }

@@ -37,6 +37,10 @@ func (s *Segmenter) Estimate(n int, shape pipeline.Shape) int64 {
 	return memlimit.Product(rows, int64(shape[1]), int64(shape[2]), perPixel)
 }
 
+// FixDeclared is the advice on a model whose declared input is over the
+// memory limit (memlimit.TooLargeError's Fix).
+const FixDeclared = "the model's fixed batch or input size, or the input size asked for, is too large for this machine"
+
 // checkDeclared refuses a model whose declared fixed input (batch and size)
 // could not run within the memory limit, before anything is allocated.
 func (s *Segmenter) checkDeclared(in runtime.IOInfo) error {
@@ -46,5 +50,5 @@ func (s *Segmenter) checkDeclared(in runtime.IOInfo) error {
 	}
 	bytes := s.Estimate(max(s.FixedBatch, 1), pipeline.Shape{imageio.Channels, h, w})
 	what := fmt.Sprintf("running the model (input %q declared %v, fed %d×%dx%d)", in.Name, in.Shape, max(s.FixedBatch, 1), h, w)
-	return memlimit.Check(what, bytes, "the model's fixed batch or input size, or --size, is too large for this machine")
+	return memlimit.Check(what, bytes, FixDeclared)
 }

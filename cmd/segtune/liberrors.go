@@ -10,7 +10,10 @@ import (
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
@@ -27,6 +30,16 @@ var settingFlags = map[string]string{
 	"Resident":  "--resident",
 	"Batch":     "--batch",
 	"RunDir":    "--out",
+}
+
+// memoryFixes are the libraries' advice on work over the memory limit,
+// by flag.
+var memoryFixes = map[string]string{
+	finetune.FixMemory:       "lower --batch or --crop, or raise --max-memory if the machine has the memory",
+	finetune.FixAddressSpace: "lower --batch, --crop or --threads, or raise the limit",
+	inference.FixDeclared:    "the model's fixed batch or input size, or --size, is too large for this machine",
+	pipeline.FixBatches:      "lower --batch, or --size/--scale",
+	imageio.FixTensors:       "lower --size or --scale",
 }
 
 // nameFlags makes the actions of cmds (and their subcommands) report
@@ -74,6 +87,12 @@ func withFlagNames(err error) error {
 	var fs *inference.FixedSizeError
 	if errors.As(err, &fs) {
 		return renamed(err, fs.Advice(), fmt.Sprintf("use --size %dx%d with --resize stretch or letterbox", fs.Height, fs.Width))
+	}
+	var tl *memlimit.TooLargeError
+	if errors.As(err, &tl) {
+		if fix, ok := memoryFixes[tl.Fix]; ok {
+			return renamed(err, tl.Fix, fix)
+		}
 	}
 	var fe *onnx.FormatError
 	if errors.As(err, &fe) {

@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -121,5 +122,19 @@ func TestSegmentModelThatIsNotONNX(t *testing.T) {
 	var fe *onnx.FormatError
 	if err == nil || !errors.As(err, &fe) || !strings.Contains(err.Error(), pt) || !strings.Contains(err.Error(), "torch.onnx.export") {
 		t.Fatalf("segment --model best.pt: %v; want a FormatError naming the file and torch.onnx.export", err)
+	}
+}
+
+// Each library's advice on work over the memory limit is given by flag.
+func TestMemoryFixesNameFlags(t *testing.T) {
+	for fix, want := range memoryFixes {
+		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "--max-memory", Fix: fix})
+		got := withFlagNames(err).Error()
+		if !strings.Contains(got, want) || strings.Contains(got, fix) || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
+			t.Errorf("%q renamed to %q, want %q in it", err, got, want)
+		}
+		if !strings.Contains(want, "--") {
+			t.Errorf("advice %q names no flag", want)
+		}
 	}
 }

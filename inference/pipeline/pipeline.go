@@ -397,6 +397,10 @@ func (r *runner) infer(items []prepared) error {
 	return nil
 }
 
+// FixBatches is the advice on batches over the memory limit
+// (memlimit.TooLargeError's Fix).
+const FixBatches = "lower the batch size, or the input size or scale"
+
 // checkMemory estimates what batches of shape take, the pipeline's own
 // buffers (a batch being gathered, two queued, one per prepare worker)
 // included, and refuses them over the memory limit.
@@ -407,7 +411,7 @@ func checkMemory(st Stages, cfg Config, shape Shape) error {
 		total = satAdd(total, st.Estimate(cfg.Batch, shape))
 	}
 	what := fmt.Sprintf("batches of %d %dx%d (HxW) inputs", cfg.Batch, shape[1], shape[2])
-	return memlimit.Check(what, total, "lower --batch, or --size/--scale")
+	return memlimit.Check(what, total, FixBatches)
 }
 
 func satAdd(a, b int64) int64 {

@@ -4,9 +4,8 @@
 // a batch of 10^9 ends in a clear error instead of Go's "fatal error: out
 // of memory".
 //
-// The limit is $SEGTUNE_MAX_MEMORY (or the --max-memory flag, which sets
-// it), in bytes with an optional K, M, G or T suffix (powers of 1024);
-// by default three quarters of the smallest bound the environment sets
+// The limit is $SEGTUNE_MAX_MEMORY (or what the program gives to Set), in
+// bytes with an optional K, M, G or T suffix (powers of 1024); by default three quarters of the smallest bound the environment sets
 // (see [Sources.Default]). It is also Go's soft memory limit ([SetGoLimit]).
 package memlimit
 
@@ -32,8 +31,29 @@ const EnvVar = "SEGTUNE_MAX_MEMORY"
 
 var (
 	mu       sync.Mutex
-	override int64 // set by Set; 0: none
+	override int64  // set by Set; 0: none
+	setting  string // how the program's users set the limit (SetName)
 )
+
+// SetName names, for messages, how the program's users set the limit (a
+// command-line flag, say): the source of a limit given to Set, and the way
+// to raise the default, beside $SEGTUNE_MAX_MEMORY. Call it before any work.
+func SetName(name string) {
+	mu.Lock()
+	setting = name
+	mu.Unlock()
+}
+
+// HowToSet says how a user sets the limit: the name given to SetName, or
+// the environment variable.
+func HowToSet() string {
+	mu.Lock()
+	defer mu.Unlock()
+	if setting == "" {
+		return "$" + EnvVar
+	}
+	return setting + " or $" + EnvVar
+}
 
 // ErrTooLarge is wrapped by the errors Check returns.
 var ErrTooLarge = errors.New("over the memory limit")
@@ -51,10 +71,13 @@ func Set(limit int64) {
 // Limit returns the memory limit in bytes and where it comes from.
 func Limit() (int64, string) {
 	mu.Lock()
-	o := override
+	o, name := override, setting
 	mu.Unlock()
 	if o > 0 {
-		return o, "--max-memory"
+		if name == "" {
+			return o, "the limit set by the program"
+		}
+		return o, name
 	}
 	if v := os.Getenv(EnvVar); v != "" {
 		if n, err := ParseBytes(v); err == nil && n > 0 {
@@ -106,7 +129,7 @@ var System = Sources{
 // on paths that must not allocate (imageio's Tensor).
 var defaultLimit = sync.OnceValues(func() (int64, string) {
 	d := System.Default()
-	return d.Bytes, "the default, 3/4 of " + d.From + "; set --max-memory or $" + EnvVar
+	return d.Bytes, "the default, 3/4 of " + d.From + "; set " + HowToSet()
 })
 
 // Default is three quarters of the smallest bound on this process's
@@ -282,20 +305,42 @@ func Exceeds(bytes int64) bool {
 	return bytes > limit
 }
 
-// Check returns an error when bytes exceed the memory limit. what names
-// the thing (e.g. "the input tensor of model.onnx, [1000000000,3,512,512]
-// float32") and fix says what to change (e.g. "use a model with a smaller
-// fixed batch").
+// TooLargeError is work refused because it would need more memory, or
+// more address space, than this process may take. It matches ErrTooLarge.
+type TooLargeError struct {
+	What         string // the work
+	Need, Limit  int64  // bytes
+	From         string // where Limit comes from
+	AddressSpace bool   // Limit is RLIMIT_AS, not the memory limit
+	Fix          string // what to change, as the caller says it ("" for nothing)
+}
+
+func (e *TooLargeError) Error() string {
+	var msg string
+	if e.AddressSpace {
+		msg = fmt.Sprintf("%s would map about %s of address space, more than the address-space limit of %s (RLIMIT_AS: ulimit -v, prlimit --as)",
+			e.What, Human(e.Need), Human(e.Limit))
+	} else {
+		msg = fmt.Sprintf("%s would need about %s, more than the memory limit of %s (%s)", e.What, Human(e.Need), Human(e.Limit), e.From)
+	}
+	if e.Fix != "" {
+		msg += ": " + e.Fix
+	}
+	return msg + ": " + ErrTooLarge.Error()
+}
+
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// Check returns a *TooLargeError when bytes exceed the memory limit. what
+// names the thing (e.g. "the input tensor of model.onnx,
+// [1000000000,3,512,512] float32") and fix says what to change (e.g. "use
+// a model with a smaller fixed batch").
 func Check(what string, bytes int64, fix string) error {
 	limit, from := Limit()
 	if bytes <= limit {
 		return nil
 	}
-	msg := fmt.Sprintf("%s would need about %s, more than the memory limit of %s (%s)", what, Human(bytes), Human(limit), from)
-	if fix != "" {
-		msg += ": " + fix
-	}
-	return fmt.Errorf("%s: %w", msg, ErrTooLarge)
+	return &TooLargeError{What: what, Need: bytes, Limit: limit, From: from, Fix: fix}
 }
 
 // AddressSpace returns this process's address-space limit (the soft
@@ -357,12 +402,7 @@ func CheckAddressSpace(what string, bytes int64, fix string) error {
 	if !ok || bytes <= as {
 		return nil
 	}
-	msg := fmt.Sprintf("%s would map about %s of address space, more than the address-space limit of %s (RLIMIT_AS: ulimit -v, prlimit --as)",
-		what, Human(bytes), Human(as))
-	if fix != "" {
-		msg += ": " + fix
-	}
-	return fmt.Errorf("%s: %w", msg, ErrTooLarge)
+	return &TooLargeError{What: what, Need: bytes, Limit: as, AddressSpace: true, Fix: fix}
 }
 
 // Human formats a byte count for people.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,15 +41,21 @@ func TestCheck(t *testing.T) {
 	if err := Check("x", 1<<30, ""); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
-	err := Check("the input of m.onnx", Product(64, 3, 4096, 4096, 4), "lower --batch")
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "the input of m.onnx") ||
-		!strings.Contains(err.Error(), "$SEGTUNE_MAX_MEMORY") || !strings.Contains(err.Error(), "lower --batch") {
+	err := Check("the input of m.onnx", Product(64, 3, 4096, 4096, 4), "lower the batch")
+	var tl *TooLargeError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Need != Product(64, 3, 4096, 4096, 4) || tl.Limit != 1<<30 ||
+		tl.From != "$SEGTUNE_MAX_MEMORY" || err.Error() != "the input of m.onnx would need about 12.0 GiB, more than the memory limit of 1.0 GiB ($SEGTUNE_MAX_MEMORY): lower the batch: over the memory limit" {
 		t.Errorf("err = %v", err)
 	}
 	Set(4 << 30)
 	defer Set(0)
-	if l, from := Limit(); l != 4<<30 || from != "--max-memory" {
+	if l, from := Limit(); l != 4<<30 || from != "the limit set by the program" {
 		t.Errorf("limit %d from %s", l, from)
+	}
+	SetName("--limit")
+	defer SetName("")
+	if _, from := Limit(); from != "--limit" || HowToSet() != "--limit or $SEGTUNE_MAX_MEMORY" {
+		t.Errorf("with a name: from %q, how to set %q", from, HowToSet())
 	}
 	t.Setenv(EnvVar, "")
 	Set(0)
