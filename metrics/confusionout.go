@@ -75,7 +75,7 @@ func writeTopConfusions(w io.Writer, m *Confusion, names []string, norm [][]floa
 	}
 	sort.SliceStable(cells, func(i, j int) bool { return cells[i].v > cells[j].v })
 	cells = cells[:min(len(cells), topConfusions)]
-	fmt.Fprintf(w, "largest confusions (%d classes: the whole matrix is in --confusion's files)\n", m.Classes)
+	fmt.Fprintf(w, "largest confusions (%d classes: the whole matrix is in its CSV and PNG forms)\n", m.Classes)
 	for _, c := range cells {
 		fmt.Fprintf(w, "  %5.1f %% of %s predicted as %s (%d pixels)\n", 100*c.v,
 			ClassName(names, c.t), ClassName(names, c.p), m.Counts[c.t*m.Classes+c.p])

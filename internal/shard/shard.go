@@ -107,9 +107,9 @@ const (
 	EnvSlurmStep  = "SLURM_ARRAY_TASK_STEP"
 )
 
-// Resolve decides the shard of this worker: flag ("K/N", from --shard)
+// Resolve decides the shard of this worker: flag ("K/N", the shard flag)
 // wins; otherwise a Kubernetes Indexed Job's index with count (from
-// --shards; required there, as Kubernetes does not tell the count);
+// the count flag; required there, as Kubernetes does not tell the count);
 // otherwise a Slurm array task's position in its array (the count, if
 // given, must agree); otherwise the whole job. getenv reads the
 // environment (os.Getenv). Errors name the flag or variable at fault;
@@ -146,7 +146,7 @@ func Resolve(flag string, count int, getenv func(string) string, flagName, count
 		return s, nil
 	}
 	if v := getenv(EnvSlurmID); v != "" {
-		s, err := slurm(getenv)
+		s, err := slurm(getenv, flagName)
 		if err != nil {
 			return Spec{}, err
 		}
@@ -165,13 +165,14 @@ func Resolve(flag string, count int, getenv func(string) string, flagName, count
 // slurm maps a Slurm array task to its shard: tasks --array=MIN-MAX:STEP
 // have ids MIN, MIN+STEP, …, and the task with id MIN+K·STEP is shard K of
 // SLURM_ARRAY_TASK_COUNT. Arrays of listed ids (--array=1,5,7) have no such
-// order and are refused.
-func slurm(getenv func(string) string) (Spec, error) {
+// order and are refused. flagName names the flag that gives the shard
+// instead.
+func slurm(getenv func(string) string, flagName string) (Spec, error) {
 	num := func(name string, def int, required bool) (int, error) {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
 			if required {
-				return 0, fmt.Errorf("%s is set but %s is not: is this a Slurm array task? (or give --shard K/N)", EnvSlurmID, name)
+				return 0, fmt.Errorf("%s is set but %s is not: is this a Slurm array task? (or give %s K/N)", EnvSlurmID, name, flagName)
 			}
 			return def, nil
 		}
@@ -202,11 +203,11 @@ func slurm(getenv func(string) string) (Spec, error) {
 	}
 	desc := fmt.Sprintf("%s=%d (%s=%d, %s=%d, step %d)", EnvSlurmID, id, EnvSlurmMin, lo, EnvSlurmCount, count, step)
 	if (id-lo)%step != 0 || id < lo {
-		return Spec{}, fmt.Errorf("%s: the array's ids are not MIN, MIN+STEP, …; use --array=A-B[:S], or give --shard K/N", desc)
+		return Spec{}, fmt.Errorf("%s: the array's ids are not MIN, MIN+STEP, …; use --array=A-B[:S], or give %s K/N", desc, flagName)
 	}
 	s, err := check((id-lo)/step, count, desc)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w; use --array=A-B[:S] (not a list of ids), or give --shard K/N", err)
+		return Spec{}, fmt.Errorf("%w; use --array=A-B[:S] (not a list of ids), or give %s K/N", err, flagName)
 	}
 	s.Source = EnvSlurmID
 	return s, nil
