@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
@@ -85,7 +86,8 @@ type Prepared struct {
 }
 
 // RequestError is a setting, file or folder of a Request that cannot be
-// used. Field names the Request's field: CalibrationImages (an image
+// used. Field names the Request's field: Source (a checkpoint that cannot
+// be read, or ErrNotCheckpoint), CalibrationImages (an image
 // that cannot be read), MinCalibration (too few usable images, or
 // ErrNegativeMinimum), CalibrationCount (ErrBelowMinimum), CheckImages
 // (the folder cannot be listed, or ErrNoCheckImages), CheckMasks (the
@@ -112,12 +114,22 @@ var (
 	ErrNegativeMinimum = errors.New("give a count of images, 0 for no minimum")
 	ErrBelowMinimum    = errors.New("ranges from so few images misrepresent real ones")
 	ErrNoCheckImages   = errors.New("an fp16 export needs check images: images to compare the float16 model's predictions with the float model's on")
+	// ErrNotCheckpoint is a Source said to be a checkpoint that is not one.
+	ErrNotCheckpoint = errors.New("not a segtune checkpoint")
 )
 
 // Prepare chooses and screens the images r calibrates and checks on. An
 // fp16 export needs check images; an int8 export needs calibration
 // images, at least MinCalibration of them, and no fewer to calibrate on.
 func Prepare(r Request) (*Prepared, error) {
+	if r.Checkpoint && !resolve.IsCheckpoint(r.Source) {
+		f, _, err := regfile.Open(r.Source) // a FIFO or device is refused unopened
+		if err != nil {
+			return nil, &RequestError{Field: "Source", Err: err}
+		}
+		f.Close()
+		return nil, &RequestError{Field: "Source", Path: r.Source, Err: ErrNotCheckpoint}
+	}
 	p := &Prepared{Request: r}
 	if r.Precision == INT8 {
 		if err := p.prepareCalibration(); err != nil {

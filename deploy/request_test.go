@@ -186,3 +186,20 @@ func TestCheckOutputs(t *testing.T) {
 		t.Errorf("the output folder was not made: %v", err)
 	}
 }
+
+// A source said to be a checkpoint must be one: an ONNX file is
+// ErrNotCheckpoint, a missing file the error reading it.
+func TestPrepareChecksCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	os.WriteFile(model, []byte("not a checkpoint"), 0o644)
+	var re *RequestError
+	r := Request{Source: model, Checkpoint: true, Out: filepath.Join(dir, "o.onnx"), Precision: FP32}
+	if _, err := Prepare(r); !errors.Is(err, ErrNotCheckpoint) || !errors.As(err, &re) || re.Field != "Source" {
+		t.Errorf("an ONNX file as checkpoint: %v", err)
+	}
+	r.Source = filepath.Join(dir, "missing.ckpt")
+	if _, err := Prepare(r); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &re) || re.Field != "Source" {
+		t.Errorf("a missing checkpoint: %v", err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
 )
@@ -162,14 +161,6 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	switch {
 	case ck != "":
 		r.Source, r.Checkpoint, r.Base = ck, true, model
-		if !resolve.IsCheckpoint(ck) {
-			f, _, err := regfile.Open(ck) // a FIFO or device is refused unopened
-			if err != nil {
-				return nil, fmt.Errorf("--checkpoint: %w", err)
-			}
-			f.Close()
-			return nil, fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", ck)
-		}
 	case model != "":
 		r.Source, r.Checkpoint = model, resolve.IsCheckpoint(model)
 	default:
@@ -277,6 +268,10 @@ func requestFlagError(c *cli.Context, r deploy.Request, err error) error {
 		return err
 	}
 	switch {
+	case errors.Is(err, deploy.ErrNotCheckpoint):
+		return fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", r.Source)
+	case re.Field == "Source":
+		return fmt.Errorf("--checkpoint: %w", re.Err)
 	case errors.Is(err, deploy.ErrNegativeMinimum):
 		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: %v", r.MinCalibration, re.Err), 2)
 	case re.Field == "CalibrationCount":
