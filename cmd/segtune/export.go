@@ -117,7 +117,7 @@ func exportPlan(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
 	}
 	plan, err := p.Plan(m, settings)
 	plan.Convert.Session = sessionOptions(c)
-	return plan, requestFlagError(c, p.Request, err)
+	return plan, requestFlagError(p.Request, err)
 }
 
 // planExport reads export's flags into a deploy request, prepares it
@@ -130,7 +130,7 @@ func planExport(c *cli.Context) (*deploy.Prepared, error) {
 	}
 	p, err := deploy.Prepare(*r)
 	if err != nil {
-		return nil, requestFlagError(c, *r, err)
+		return nil, requestFlagError(*r, err)
 	}
 	if p.Warning != "" {
 		notef(c, "segtune: warning: %s", p.Warning)
@@ -261,8 +261,13 @@ func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 	return nil
 }
 
+// requestFlags are the flags of the deploy.RequestError fields whose
+// message is the flag's name and the error.
+var requestFlags = map[string]string{"Source": "--checkpoint", "Settings": "--ignore/--class-names",
+	"CalibrationImages": "--calibrate", "CheckMasks": "--check-images/--check-masks"}
+
 // requestFlagError names the flags of a deploy.RequestError about r.
-func requestFlagError(c *cli.Context, r deploy.Request, err error) error {
+func requestFlagError(r deploy.Request, err error) error {
 	var re *deploy.RequestError
 	if !errors.As(err, &re) {
 		return err
@@ -270,26 +275,20 @@ func requestFlagError(c *cli.Context, r deploy.Request, err error) error {
 	switch {
 	case errors.Is(err, deploy.ErrNotCheckpoint):
 		return fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", r.Source)
-	case re.Field == "Source":
-		return fmt.Errorf("--checkpoint: %w", re.Err)
 	case errors.Is(err, deploy.ErrNegativeMinimum):
 		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: %v", r.MinCalibration, re.Err), 2)
 	case re.Field == "CalibrationCount":
 		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: %v", r.CalibrationCount, r.MinCalibration, re.Err)
 	case errors.Is(err, deploy.ErrNoCheckImages):
 		return errors.New("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
-	case re.Field == "Settings":
-		return renamed(err, re.Field, "--ignore/--class-names")
-	case re.Field == "CalibrationImages":
-		return renamed(err, re.Error(), "--calibrate: "+re.Err.Error())
 	case re.Field == "MinCalibration":
 		return renamed(err, re.Error(), fmt.Sprintf("--calibrate %s: %v (--calibrate-min-images sets the bar)", re.Path, re.Err))
 	case re.Field == "CheckImages":
 		return renamed(err, re.Error(), imageDirError("--check-images", re.Err).Error())
-	case re.Field == "CheckMasks":
-		return renamed(err, re.Error(), "--check-images/--check-masks: "+re.Err.Error())
 	case re.Field == "CheckPairs":
-		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", c.String("check-images"), c.String("check-masks"), re.Err))
+		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", r.CheckImages, r.CheckMasks, re.Err))
+	case requestFlags[re.Field] != "":
+		return renamed(err, re.Error(), requestFlags[re.Field]+": "+re.Err.Error())
 	}
 	return err
 }
