@@ -11,6 +11,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
 )
 
@@ -33,6 +34,33 @@ func CheckOutput(out string) error {
 		return &NotEmptyError{Dir: out}
 	}
 	return nil
+}
+
+// OverlapError is an output folder that is the data folder a conversion
+// reads, lies inside it or holds it: a conversion never writes among its
+// inputs.
+type OverlapError struct{ Data, Out string }
+
+func (e *OverlapError) Error() string {
+	return fmt.Sprintf("output %s and data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", e.Out, e.Data)
+}
+
+// CheckConvertOutput refuses an output folder for converting the data
+// folder root that overlaps it (*OverlapError, symbolic links resolved),
+// holds files (*NotEmptyError) or cannot be read.
+func CheckConvertOutput(root, out string) error {
+	rr, err := pathguard.Resolve(root)
+	if err != nil {
+		return err
+	}
+	ro, err := pathguard.Resolve(out)
+	if err != nil {
+		return err
+	}
+	if pathguard.Within(ro, rr) || pathguard.Within(rr, ro) {
+		return &OverlapError{Data: root, Out: out}
+	}
+	return CheckOutput(out)
 }
 
 // ConvertedSplit is where Convert writes one split.

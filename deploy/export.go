@@ -124,6 +124,26 @@ func Export(p Plan) (*Exported, error) {
 	return e, nil
 }
 
+// Summary says what Write wrote (its files, the model first): the model,
+// its size, inputs and outputs, and the other files.
+func (e *Exported) Summary(written []string) string {
+	s := e.Model.Summary()
+	line := fmt.Sprintf("wrote %s (%s, inputs %s, outputs %s), %s", written[0], mib(len(e.Data)), values(s.Inputs), values(s.Outputs), written[1])
+	if len(written) == 4 { // the reports
+		line += fmt.Sprintf(", %s and %s", written[2], written[3])
+	}
+	return line
+}
+
+// values lists tensors as "name [dims]".
+func values(vs []onnx.Value) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = fmt.Sprintf("%s [%s]", v.Name, strings.Join(v.Dims, ","))
+	}
+	return strings.Join(out, ", ")
+}
+
 // Write stores the model, its sidecar and, when it was checked on images,
 // its JSON and text reports, each atomically. It returns the files
 // written, the model first. A model that failed its check is refused.

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/onnx"
 )
 
 // exportPlan is an fp16 export of segtune-synth checked on synthSetup's
@@ -58,6 +60,11 @@ func TestExportWritesWhatPassed(t *testing.T) {
 			t.Fatalf("%s: %v", w, err)
 		}
 	}
+	sum := e.Summary(written)
+	if !strings.HasPrefix(sum, "wrote "+p.Out+" (") || !strings.Contains(sum, " MiB, inputs ") ||
+		!strings.HasSuffix(sum, "), "+written[1]+", "+jsonPath+" and "+textPath) {
+		t.Errorf("summary %q", sum)
+	}
 	data, err := os.ReadFile(p.Out)
 	if err != nil || string(data) != string(e.Data) {
 		t.Fatalf("%s holds other bytes than Exported.Data (%v)", p.Out, err)
@@ -83,5 +90,41 @@ func TestExportBelowTheBarIsRefused(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(p.Out)); len(entries) != 0 {
 		t.Fatalf("files written after a failed check: %v", entries)
+	}
+}
+
+// The exported model carries the model's settings with the request's
+// classes, label map and ignore label, which the check reads masks with;
+// an ignore label no mask can hold is refused as the request's Settings.
+func TestPlanSettings(t *testing.T) {
+	m, err := onnx.Parse(models.SynthModel, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := models.Lookup(models.SynthName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := entry.Sidecar()
+	p := &Prepared{Request: Request{Source: "synth.onnx", Out: "o.onnx", Precision: FP32}}
+	plan, err := p.Plan(m, settings)
+	if err != nil || plan.Check.Ignore != 255 || len(plan.Settings.Classes) != len(entry.Classes) {
+		t.Fatalf("no overrides: ignore %d, settings %+v, %v", plan.Check.Ignore, plan.Settings, err)
+	}
+	ignore := 7
+	lm, err := imageio.ParseLabelMap("1:0;*:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ClassNames, p.LabelMap, p.IgnoreLabel = []string{"a", "b"}, lm, &ignore
+	plan, err = p.Plan(m, settings)
+	if err != nil || plan.Check.Ignore != 7 || plan.Check.LabelMap != lm || strings.Join(plan.Check.Names, ",") != "a,b" ||
+		*plan.Settings.IgnoreLabel != 7 || plan.Settings.LabelMap != lm {
+		t.Fatalf("overrides: %+v, %v", plan.Check, err)
+	}
+	ignore = 1 << 20
+	var re *RequestError
+	if _, err := p.Plan(m, settings); !errors.As(err, &re) || re.Field != "Settings" {
+		t.Errorf("ignore label %d: %v", ignore, err)
 	}
 }

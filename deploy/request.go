@@ -7,8 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/pathguard"
+	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
@@ -57,6 +61,13 @@ type Request struct {
 	MaskPalette             imageio.Palette
 	// MinAgreement is the pixel agreement the export must reach.
 	MinAgreement float64
+	// ClassNames, LabelMap and IgnoreLabel, where set, replace the model's
+	// own in the settings the exported model carries, which the check
+	// reads masks with. With no ignore label from either, masks' label
+	// evaluate.DefaultIgnore is left out of scoring.
+	ClassNames  []string
+	LabelMap    *imageio.LabelMap
+	IgnoreLabel *int
 }
 
 // Prepared is a Request whose images are chosen and screened.
@@ -74,11 +85,15 @@ type Prepared struct {
 	checkFrom string
 }
 
-// RequestError is a file or folder of a Request that cannot be used.
-// Field names the Request's field: CalibrationImages (an image that
-// cannot be read), MinCalibration (too few usable images), CheckImages,
-// CheckMasks (the folders cannot be paired) or CheckPairs (images
-// without masks or masks without images).
+// RequestError is a setting, file or folder of a Request that cannot be
+// used. Field names the Request's field: Source (a checkpoint that cannot
+// be read, or ErrNotCheckpoint), CalibrationImages (an image
+// that cannot be read), MinCalibration (too few usable images, or
+// ErrNegativeMinimum), CalibrationCount (ErrBelowMinimum), CheckImages
+// (the folder cannot be listed, or ErrNoCheckImages), CheckMasks (the
+// folders cannot be paired), CheckPairs (images without masks or masks
+// without images) or Settings (the settings the exported model would
+// carry are invalid).
 type RequestError struct {
 	Field string
 	Path  string
@@ -94,10 +109,27 @@ func (e *RequestError) Error() string {
 
 func (e *RequestError) Unwrap() error { return e.Err }
 
+// Why Prepare refuses a Request's counts or its missing check images.
+var (
+	ErrNegativeMinimum = errors.New("give a count of images, 0 for no minimum")
+	ErrBelowMinimum    = errors.New("ranges from so few images misrepresent real ones")
+	ErrNoCheckImages   = errors.New("an fp16 export needs check images: images to compare the float16 model's predictions with the float model's on")
+	// ErrNotCheckpoint is a Source said to be a checkpoint that is not one.
+	ErrNotCheckpoint = errors.New("not a segtune checkpoint")
+)
+
 // Prepare chooses and screens the images r calibrates and checks on. An
 // fp16 export needs check images; an int8 export needs calibration
-// images.
+// images, at least MinCalibration of them, and no fewer to calibrate on.
 func Prepare(r Request) (*Prepared, error) {
+	if r.Checkpoint && !resolve.IsCheckpoint(r.Source) {
+		f, _, err := regfile.Open(r.Source) // a FIFO or device is refused unopened
+		if err != nil {
+			return nil, &RequestError{Field: "Source", Err: err}
+		}
+		f.Close()
+		return nil, &RequestError{Field: "Source", Path: r.Source, Err: ErrNotCheckpoint}
+	}
 	p := &Prepared{Request: r}
 	if r.Precision == INT8 {
 		if err := p.prepareCalibration(); err != nil {
@@ -110,7 +142,7 @@ func Prepare(r Request) (*Prepared, error) {
 		}
 	}
 	if r.Precision == FP16 && len(p.Checks) == 0 {
-		return nil, errors.New("an fp16 export needs check images: images to compare the float16 model's predictions with the float model's on")
+		return nil, &RequestError{Field: "CheckImages", Err: ErrNoCheckImages}
 	}
 	return p, nil
 }
@@ -122,6 +154,12 @@ func (p *Prepared) prepareCalibration() error {
 	r := p.Request
 	if len(r.CalibrationImages) == 0 {
 		return errors.New("an int8 export needs calibration images like those the model will segment, to measure its activations' ranges on")
+	}
+	if r.MinCalibration < 0 {
+		return &RequestError{Field: "MinCalibration", Err: ErrNegativeMinimum}
+	}
+	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
+		return &RequestError{Field: "CalibrationCount", Err: ErrBelowMinimum}
 	}
 	heldOut := false
 	if r.CheckImages != "" {
@@ -253,6 +291,49 @@ func Outputs(out string) []File {
 	}
 }
 
+// ReplaceError is an output of an export that would replace one of the
+// files it reads.
+type ReplaceError struct {
+	Output File
+	// Input says what the replaced file is to the export.
+	Input string
+}
+
+func (e *ReplaceError) Error() string {
+	return fmt.Sprintf("%s (%s) would replace %s; choose another output file", e.Output.What, e.Output.Path, e.Input)
+}
+
+// CheckOutputs refuses, before any work, an export whose outputs
+// (Outputs) would replace one of its inputs (Inputs, and extra: other
+// files the caller read for it), symbolic links resolved, with a
+// *ReplaceError, or something other than a regular file. It makes the
+// output's folder, as it would otherwise be found missing only after the
+// conversion and its check.
+func (r Request) CheckOutputs(extra ...File) error {
+	inputs := map[string]string{}
+	for _, in := range append(r.Inputs(), extra...) {
+		if in.Path == "" {
+			continue
+		}
+		if p, err := pathguard.Resolve(in.Path); err == nil {
+			inputs[p] = in.What
+		}
+	}
+	for _, o := range Outputs(r.Out) {
+		p, err := pathguard.Resolve(o.Path)
+		if err != nil {
+			return err
+		}
+		if in, ok := inputs[p]; ok {
+			return &ReplaceError{Output: o, Input: in}
+		}
+		if _, err := atomicfile.Target(o.Path); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(filepath.Dir(r.Out), 0o755)
+}
+
 // Load loads the float model: a checkpoint's network in its base graph,
 // or the model.
 func (p *Prepared) Load() (*onnx.Model, error) {
@@ -263,15 +344,19 @@ func (p *Prepared) Load() (*onnx.Model, error) {
 	return onnx.Load(p.Source)
 }
 
-// Plan returns the export's plan for m, the float model (Load): settings
-// is how the model is fed and read, written what the exported model
-// carries (settings with the caller's classes, label map and ignore
-// label), ignore the mask label checks leave out unless written sets one.
-func (p *Prepared) Plan(m *onnx.Model, settings, written imageio.Sidecar, ignore int) (Plan, error) {
+// Plan returns the export's plan for m, the float model (Load), fed and
+// read with settings. The exported model carries settings with the
+// Request's classes, label map and ignore label.
+func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
+	written := settings.Merge(imageio.Sidecar{Classes: p.ClassNames, LabelMap: p.LabelMap, IgnoreLabel: p.IgnoreLabel})
+	if err := written.Validate(); err != nil {
+		return Plan{}, &RequestError{Field: "Settings", Err: err}
+	}
 	ct, err := resolve.ReadContract(p.Source, m, settings)
 	if err != nil {
 		return Plan{}, err
 	}
+	ignore := evaluate.DefaultIgnore
 	if written.IgnoreLabel != nil {
 		ignore = *written.IgnoreLabel
 	}

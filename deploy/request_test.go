@@ -71,7 +71,7 @@ func TestPrepareInt8(t *testing.T) {
 		}
 	}
 	few := r
-	few.MinCalibration = 20
+	few.MinCalibration, few.CalibrationCount = 20, 0 // all 12 images, fewer than 20
 	var re *RequestError
 	if _, err := Prepare(few); !errors.As(err, &re) || re.Field != "MinCalibration" || re.Path != r.CalibrationDir {
 		t.Errorf("too few images: %v", err)
@@ -113,8 +113,8 @@ func TestPrepareChecks(t *testing.T) {
 		t.Errorf("paired: %v %+v", err, p)
 	}
 	r.CheckImages, r.CheckMasks = "", ""
-	if _, err := Prepare(r); err == nil {
-		t.Error("an fp16 request without check images was prepared")
+	if _, err := Prepare(r); !errors.Is(err, ErrNoCheckImages) {
+		t.Errorf("an fp16 request without check images: %v", err)
 	}
 }
 
@@ -138,5 +138,68 @@ func TestRequestInputs(t *testing.T) {
 	outs := Outputs("dir/m.onnx")
 	if len(outs) != 4 || outs[0].Path != "dir/m.onnx" || outs[1].Path != "dir/m.segtune.json" {
 		t.Errorf("outputs %v", outs)
+	}
+}
+
+// A negative minimum, or fewer images to calibrate on than the minimum,
+// is refused before any image is read.
+func TestPrepareCalibrationCounts(t *testing.T) {
+	r := Request{Source: "m.onnx", Out: "o.onnx", Precision: INT8, CalibrationImages: []string{"missing.png"}, MinCalibration: -1}
+	var re *RequestError
+	if _, err := Prepare(r); !errors.Is(err, ErrNegativeMinimum) || !errors.As(err, &re) || re.Field != "MinCalibration" {
+		t.Errorf("minimum -1: %v", err)
+	}
+	r.MinCalibration, r.CalibrationCount = 8, 3
+	if _, err := Prepare(r); !errors.Is(err, ErrBelowMinimum) || !errors.As(err, &re) || re.Field != "CalibrationCount" {
+		t.Errorf("3 images for a minimum of 8: %v", err)
+	}
+}
+
+// No output may replace an input (the model, its sidecar, a caller's
+// file), through a symbolic link too; a good output's missing folder is
+// made.
+func TestCheckOutputs(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	os.WriteFile(model, []byte("x"), 0o644)
+	os.Symlink(model, filepath.Join(dir, "link.onnx"))
+	for _, c := range []struct {
+		out, output, input string
+		extra              File
+	}{
+		{model, "the model", "the model being exported", File{}},
+		{filepath.Join(dir, "link.onnx"), "the model", "the model being exported", File{}},
+		{filepath.Join(dir, "m.segtune.json.onnx"), "the JSON report", "the pre file", File{filepath.Join(dir, "m.segtune.json.report.json"), "the pre file"}},
+		{filepath.Join(dir, "x.onnx"), "the sidecar of the model", "the pre file", File{filepath.Join(dir, "x.segtune.json"), "the pre file"}},
+	} {
+		r := Request{Source: model, Out: c.out}
+		var re *ReplaceError
+		if err := r.CheckOutputs(c.extra); !errors.As(err, &re) || re.Output.What != c.output || re.Input != c.input {
+			t.Errorf("out %s: %v; want %s replacing %s", c.out, err, c.output, c.input)
+		}
+	}
+	out := filepath.Join(dir, "new", "sub", "e.onnx")
+	if err := (Request{Source: model, Out: out}).CheckOutputs(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+		t.Errorf("the output folder was not made: %v", err)
+	}
+}
+
+// A source said to be a checkpoint must be one: an ONNX file is
+// ErrNotCheckpoint, a missing file the error reading it.
+func TestPrepareChecksCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	os.WriteFile(model, []byte("not a checkpoint"), 0o644)
+	var re *RequestError
+	r := Request{Source: model, Checkpoint: true, Out: filepath.Join(dir, "o.onnx"), Precision: FP32}
+	if _, err := Prepare(r); !errors.Is(err, ErrNotCheckpoint) || !errors.As(err, &re) || re.Field != "Source" {
+		t.Errorf("an ONNX file as checkpoint: %v", err)
+	}
+	r.Source = filepath.Join(dir, "missing.ckpt")
+	if _, err := Prepare(r); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &re) || re.Field != "Source" {
+		t.Errorf("a missing checkpoint: %v", err)
 	}
 }

@@ -1,18 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/artifacts"
 	"github.com/segtune/segtune/models/network"
-	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
-	"github.com/segtune/segtune/resolve"
 )
 
 // artifactsCommand compiles a model into training artifacts on disk.
@@ -51,33 +48,13 @@ func runArtifacts(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	h, w, err := parseTrainSize(c.String("size"))
+	h, w, err := artifacts.ParseSize(c.String("size"))
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	batch := c.Int("batch")
-	if batch <= 0 {
-		return cli.Exit("--batch must be positive", 2)
-	}
-	m, err := onnx.Load(c.String("model"))
-	if err != nil {
-		return err
+		return cli.Exit("--size "+err.Error(), 2)
 	}
 	loss := grad.Loss{Output: c.String("logits"), ClassAxis: c.Int("class-axis"), Scale: c.Bool("loss-scale")}
-	switch c.String("loss") {
-	case "ce":
-	case "bce":
-		loss.Kind = grad.LossSigmoidBCE
-	default:
-		return cli.Exit(fmt.Sprintf("--loss %q: want ce or bce", c.String("loss")), 2)
-	}
-	in, err := artifactsInput(c, m, batch, h, w, &loss)
-	if err != nil {
-		return err
-	}
-	trainable, err := finetune.TrainablePatterns(m, c.StringSlice("trainable")...)
-	if err != nil {
-		return cli.Exit("--trainable: "+err.Error(), 2)
+	if loss.Kind, err = artifacts.ParseLoss(c.String("loss")); err != nil {
+		return cli.Exit("--loss "+err.Error(), 2)
 	}
 	if ign := c.Int64("classes-ignore"); ign < 0 {
 		loss.NoIgnore = true
@@ -89,77 +66,29 @@ func runArtifacts(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--class-weights: %v", err), 2)
 		}
 	}
-	cfg := grad.Config{
-		Prober:       ortprobe.Prober{Threads: c.Int("threads")},
-		Trainable:    trainable,
-		InputShapes:  map[string][]int64{in.Name: in.Shape},
-		Loss:         loss,
-		ExtraOutputs: c.StringSlice("extra-output"),
-		GradInputs:   c.StringSlice("grad-input"),
-	}
-	gs, err := grad.Build(m, cfg)
-	if err != nil {
+	compiled, err := artifacts.Compile(artifacts.Spec{
+		Model: c.String("model"), Trainable: c.StringSlice("trainable"), Batch: c.Int("batch"), Height: h, Width: w,
+		Input: c.String("input"), Loss: loss, ExtraOutputs: c.StringSlice("extra-output"), GradInputs: c.StringSlice("grad-input"),
+		Given:   finetune.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")},
+		Threads: c.Int("threads"), OnMetadataError: warnMetadata,
+	})
+	var se *artifacts.SpecError
+	switch {
+	case errors.As(err, &se) && se.Field == "Trainable":
+		return cli.Exit("--trainable: "+se.Err.Error(), 2)
+	case errors.As(err, &se) && se.Field == "Contract":
+		return cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", se.Err), 2)
+	case errors.As(err, &se):
+		return cli.Exit(se.Err.Error(), 2)
+	case err != nil:
 		return err
 	}
-	if err := grad.WriteArtifacts(c.String("out"), gs); err != nil {
+	if err := grad.WriteArtifacts(c.String("out"), compiled.Graphs); err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, gs.Manifest)
+		return printJSON(c.App.Writer, compiled.Manifest)
 	}
-	var values int64
-	for _, p := range gs.Params {
-		if n, err := onnx.NumElements(p.GetDims()); err == nil {
-			values += n
-		}
-	}
-	notef(c, "wrote %s: %d trainable parameter tensors (%d values), %d training nodes, batch %d at %dx%d",
-		c.String("out"), len(gs.Params), values, len(gs.Training.Proto.Graph.Node), batch, in.Height, in.Width)
+	notef(c, "wrote %s: %s", c.String("out"), compiled.Summary())
 	return nil
-}
-
-// parseTrainSize reads "HxW" (or a single number for a square).
-func parseTrainSize(s string) (int64, int64, error) {
-	parts := strings.Split(strings.ToLower(s), "x")
-	if len(parts) == 1 {
-		parts = append(parts, parts[0])
-	}
-	if len(parts) != 2 {
-		return 0, 0, fmt.Errorf("--size %q: want HxW", s)
-	}
-	h, err1 := strconv.ParseInt(parts[0], 10, 64)
-	w, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || h <= 0 || w <= 0 || h > 1<<15 || w > 1<<15 {
-		return 0, 0, fmt.Errorf("--size %q: want HxW with positive sizes", s)
-	}
-	return h, w, nil
-}
-
-// artifactsInput returns the image input the training graph is compiled
-// for, at batch and h×w: --input's, or, for a segmentation model, its
-// contract's, which also sets the loss's output, class axis and kind
-// unless flags say otherwise, and the model's fixed size unless --size is
-// given. The model's settings (sidecar, metadata_props, registry) say the
-// layouts and a sigmoid head's threshold where the graph cannot.
-func artifactsInput(c *cli.Context, m *onnx.Model, batch int, h, w int64, loss *grad.Loss) (finetune.TrainInput, error) {
-	if in := c.String("input"); in != "" {
-		ti, err := finetune.NamedInput(m, in, int64(batch), h, w)
-		if err != nil {
-			return ti, cli.Exit(err.Error(), 2)
-		}
-		return ti, nil
-	}
-	layers, metaErr, err := resolve.Layers(c.String("model"))
-	if err != nil {
-		return finetune.TrainInput{}, err
-	}
-	if metaErr != nil {
-		warnMetadata(metaErr)
-	}
-	ct, err := resolve.ReadContract(c.String("model"), m, resolve.Merge(layers))
-	if err != nil {
-		return finetune.TrainInput{}, cli.Exit(fmt.Sprintf("%v (name the image input with --input for other models)", err), 2)
-	}
-	given := finetune.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")}
-	return finetune.ContractInput(ct, batch, h, w, given, loss), nil
 }

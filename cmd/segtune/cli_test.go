@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/demo"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
@@ -230,7 +231,7 @@ func TestDemoSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"baseline", fmt.Sprintf("F1 α=%g", demoAlpha), "small", "large", "verdict: ", "over the 8 validation images"} {
+	for _, want := range []string{"baseline", fmt.Sprintf("F1 α=%g", demo.Alpha), "small", "large", "verdict: ", "over the 8 validation images"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}

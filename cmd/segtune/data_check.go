@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/pathguard"
 )
 
 func dataCheckCommand() *cli.Command {
@@ -40,73 +38,38 @@ func dataCheckCommand() *cli.Command {
 }
 
 func runDataCheck(c *cli.Context) error {
-	root := c.String("data")
-	dr, err := dataSplits(c, root)
+	masks, names, err := dataMasks(c)
 	if err != nil {
 		return err
 	}
-	names := dr.paletteNames // a CVAT labelmap names its colours' classes
 	if v := c.String("class-names"); v != "" {
 		names = strings.Split(v, ",")
-	} else if dr.masks.Map != nil {
-		names = nil // they name the labels before the label map
+	} else if masks.Map != nil {
+		names = nil // a CVAT labelmap's names are of the labels before the label map
 	}
-	var reports []data.Report
-	bad := 0
-	for _, split := range dr.splits {
-		set, err := datalayout.Open(root, dr.open(split))
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-		}
+	sets, err := openDataSplits(c)
+	if err != nil {
+		return err
+	}
+	for _, set := range sets {
 		noteDataSet(c, set)
-		r, err := data.Check(c.Context, set, data.Config{LabelMap: dr.masks.Map, Palette: dr.masks.Palette,
-			NumClasses: c.Int("classes"), Ignore: c.Int("ignore"), ClassNames: names})
-		if err != nil {
-			return err
-		}
-		bad += r.Bad()
-		reports = append(reports, r)
+	}
+	reports, err := data.CheckSplits(c.Context, sets, data.Config{LabelMap: masks.Map, Palette: masks.Palette,
+		NumClasses: c.Int("classes"), Ignore: c.Int("ignore"), ClassNames: names})
+	if err != nil {
+		return err
 	}
 	if c.Bool("json") {
 		if err := printJSON(os.Stdout, reports); err != nil {
 			return err
 		}
 	} else {
-		for _, r := range reports {
-			printSplitCheck(os.Stdout, r)
-		}
+		reports.WriteText(os.Stdout)
 	}
-	if bad > 0 {
+	if bad := reports.Bad(); bad > 0 {
 		return cli.Exit(fmt.Sprintf("data check: %d files named above need attention", bad), 1)
 	}
 	return nil
-}
-
-func printSplitCheck(w io.Writer, r data.Report) {
-	split := ""
-	if r.Split != "" {
-		split = ", split " + r.Split
-	}
-	fmt.Fprintf(w, "%s (%s layout%s): %d good pairs, %d unmatched files, %d bad files\n",
-		r.Root, r.Format, split, r.Pairs, len(r.Unmatched), len(r.Problems))
-	for _, u := range r.Unmatched {
-		fmt.Fprintf(w, "  unmatched  %s: %s\n", u.Path, u.Why)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "  bad        %s\n", p.Error)
-	}
-	if len(r.Classes) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "  %d classes (label %d ignored); object size = the class's share of an image's labelled pixels\n", r.NumClasses, r.Ignore)
-	fmt.Fprintf(w, "  %5s  %-14s %12s %7s  %28s\n", "class", "name", "pixels", "images", "size min/p10/median/p90/max")
-	for _, cc := range r.Classes {
-		size := "-"
-		if s := cc.Size; s != nil {
-			size = fmt.Sprintf("%.3f/%.3f/%.3f/%.3f/%.3f", s.Min, s.P10, s.Median, s.P90, s.Max)
-		}
-		fmt.Fprintf(w, "  %5d  %-14s %12d %7d  %28s\n", cc.Class, cc.Name, cc.Pixels, cc.Images, size)
-	}
 }
 
 func dataConvertCommand() *cli.Command {
@@ -131,28 +94,33 @@ func dataConvertCommand() *cli.Command {
 
 func runDataConvert(c *cli.Context) error {
 	root, out := c.String("data"), c.String("out")
-	dr, err := dataSplits(c, root)
+	masks, _, err := dataMasks(c)
 	if err != nil {
 		return err
 	}
-	if err := guardConvertOut(root, out); err != nil {
+	if err := datalayout.CheckConvertOutput(root, out); err != nil {
+		var oe *datalayout.OverlapError
+		var ne *datalayout.NotEmptyError
+		switch {
+		case errors.As(err, &oe):
+			return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", out, root), 2)
+		case errors.As(err, &ne):
+			return cli.Exit("--out "+err.Error(), 2)
+		}
+		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
+	}
+	sets, err := openDataSplits(c) // every split is listed and checked before anything is written
+	if err != nil {
 		return err
 	}
-	// Every split is listed and checked before anything is written.
-	var sets []*datalayout.Set
-	for _, split := range dr.splits {
-		set, err := datalayout.Open(root, dr.open(split))
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-		}
+	for _, set := range sets {
 		noteDataSet(c, set)
 		if err := set.Err(); err != nil {
 			return dataExit(err)
 		}
-		sets = append(sets, set)
 	}
 	var bar *progressbar.ProgressBar
-	converted, err := datalayout.Convert(sets, out, dr.masks, func(cs datalayout.ConvertedSplit, done, total int) {
+	converted, err := datalayout.Convert(sets, out, masks, func(cs datalayout.ConvertedSplit, done, total int) {
 		if done == 0 {
 			bar = progress(c, total, "convert")
 		}
@@ -178,72 +146,31 @@ func runDataConvert(c *cli.Context) error {
 	return nil
 }
 
-// guardConvertOut refuses an --out that overlaps --data (the conversion
-// never writes among its inputs) or already holds files.
-func guardConvertOut(root, out string) error {
-	rr, err := pathguard.Resolve(root)
-	if err != nil {
-		return err
-	}
-	ro, err := pathguard.Resolve(out)
-	if err != nil {
-		return err
-	}
-	if pathguard.Within(ro, rr) || pathguard.Within(rr, ro) {
-		return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", out, root), 2)
-	}
-	if err := datalayout.CheckOutput(out); err != nil {
-		var ne *datalayout.NotEmptyError
-		if errors.As(err, &ne) {
-			return cli.Exit("--out "+err.Error(), 2)
+// dataMasks reads how `data check` and `data convert` read masks
+// (--label-map, --mask-palette), and the classes a CVAT labelmap names.
+func dataMasks(c *cli.Context) (imageio.MaskOptions, []string, error) {
+	var masks imageio.MaskOptions
+	var err error
+	if v := c.String("label-map"); v != "" {
+		if masks.Map, err = imageio.ParseLabelMap(v); err != nil {
+			return masks, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
 		}
-		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
 	}
-	return nil
+	pal, names, err := maskPalette(c)
+	masks.Palette = pal
+	return masks, names, err
 }
 
-// dataReading is how `data check` and `data convert` read a data folder.
-type dataReading struct {
-	// layout says how to open the folder (--format, --coco-crowd).
-	layout datalayout.Options
-	// splits are the splits to go through: --split's, or every split the
-	// layout has.
-	splits []string
-	// masks says how masks are read (--label-map, --mask-palette);
-	// paletteNames are the classes a CVAT labelmap names.
-	masks        imageio.MaskOptions
-	paletteNames []string
-}
-
-// open is how to open split.
-func (dr dataReading) open(split string) datalayout.Options {
-	opt := dr.layout
-	opt.Split = split
-	return opt
-}
-
-// dataSplits reads --format, --split, --label-map and --mask-palette for
-// the data folder root.
-func dataSplits(c *cli.Context, root string) (dataReading, error) {
-	var dr dataReading
+// openDataSplits opens the splits of --data to go through (--split's, or
+// every one).
+func openDataSplits(c *cli.Context) ([]*datalayout.Set, error) {
 	opt, err := layoutOptions(c)
 	if err != nil {
-		return dr, err
+		return nil, err
 	}
-	dr.layout = opt
-	_, splits, err := datalayout.Splits(root, opt)
+	sets, err := datalayout.OpenSplits(c.String("data"), opt)
 	if err != nil {
-		return dr, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
+		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
-	dr.splits = splits
-	if opt.Split != "" || len(splits) == 0 {
-		dr.splits = []string{opt.Split}
-	}
-	if v := c.String("label-map"); v != "" {
-		if dr.masks.Map, err = imageio.ParseLabelMap(v); err != nil {
-			return dr, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
-		}
-	}
-	dr.masks.Palette, dr.paletteNames, err = maskPalette(c)
-	return dr, err
+	return sets, nil
 }

@@ -2,38 +2,13 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/doctor"
 	"github.com/segtune/segtune/placement"
-	"github.com/segtune/segtune/runtime"
 )
-
-// doctorReport is what `segtune doctor` finds.
-type doctorReport struct {
-	ORTLibrary  string             `json:"ort_library"`
-	ORTVersion  string             `json:"ort_version,omitempty"`
-	ORTError    string             `json:"ort_error,omitempty"`
-	Providers   []string           `json:"providers_built_in,omitempty"`
-	CUDAProv    string             `json:"cuda_provider,omitempty"`
-	CUDAPlugin  bool               `json:"cuda_provider_is_plugin,omitempty"`
-	CUDALibs    []runtime.CUDALib  `json:"cuda_libraries"`
-	CUDAMissing []string           `json:"cuda_libraries_missing"`
-	CUDASearch  []string           `json:"cuda_search_dirs"`
-	Driver      string             `json:"nvidia_driver"`
-	NvidiaSMI   []string           `json:"nvidia_smi_gpus,omitempty"`
-	EPDevices   []runtime.EPDevice `json:"ep_devices,omitempty"`
-	CUDAReady   bool               `json:"cuda_ready"`
-	CUDAReason  string             `json:"cuda_unavailable_because,omitempty"`
-	Model       *placement.Report  `json:"model,omitempty"`
-	MemoryLimit int64              `json:"memory_limit_bytes"`
-	MemoryFrom  string             `json:"memory_limit_from"`
-}
 
 func doctorCommand() *cli.Command {
 	return &cli.Command{
@@ -50,150 +25,20 @@ func doctorCommand() *cli.Command {
 			jsonFlag,
 		},
 		Action: func(c *cli.Context) error {
-			r := runDoctor(c.String("ort-lib"), c.String("model"), c.String("size"))
+			r := doctor.Run(c.String("ort-lib"))
+			if model := c.String("model"); model != "" {
+				var h, w int64
+				if _, err := fmt.Sscanf(c.String("size"), "%dx%d", &h, &w); err != nil && r.CUDAReady {
+					r.Model = &placement.Report{Path: model, Errors: []string{"bad --size " + c.String("size")}}
+				} else {
+					r.Place(model, h, w)
+				}
+			}
 			if c.Bool("json") {
 				return printJSON(os.Stdout, r)
 			}
-			r.writeText(os.Stdout)
+			r.WriteText(os.Stdout)
 			return nil
 		},
-	}
-}
-
-func runDoctor(ortLib, model, size string) *doctorReport {
-	r := &doctorReport{}
-	r.MemoryLimit, r.MemoryFrom = memlimit.Limit()
-	libs := runtime.FindCUDALibraries()
-	r.CUDALibs, r.CUDAMissing, r.CUDASearch = libs.Libs, libs.Missing(), libs.Searched
-	if r.CUDAMissing == nil {
-		r.CUDAMissing = []string{}
-	}
-	r.NvidiaSMI = nvidiaSMI()
-	if err := runtime.InitFor(ortLib, runtime.DeviceCUDA); err != nil {
-		r.ORTError = err.Error()
-		r.Driver = "not checked"
-		return r
-	}
-	r.ORTLibrary = runtime.LibraryPath()
-	r.ORTVersion, _ = runtime.Version()
-	r.Providers, _ = runtime.AvailableProviders()
-	_, err := runtime.CUDADevices()
-	r.CUDAProv, r.CUDAPlugin = runtime.CUDAProviderInfo()
-	if err != nil {
-		r.CUDAReason = err.Error()
-	} else {
-		r.CUDAReady = true
-	}
-	r.Driver = driverStatus(r.CUDAReason)
-	r.EPDevices, _ = runtime.EPDevices()
-	if model != "" {
-		r.Model = placeModel(model, size, r.CUDAReady)
-	}
-	return r
-}
-
-// driverStatus says whether libcuda.so.1 was loaded, from CUDADevices' error.
-func driverStatus(reason string) string {
-	switch {
-	case reason == "":
-		return "loaded (" + runtime.CUDADriverLib + ")"
-	case strings.Contains(reason, runtime.CUDADriverLib):
-		return "missing: " + runtime.CUDADriverLib + " cannot be loaded"
-	case strings.HasPrefix(reason, "no CUDA execution provider"), strings.HasPrefix(reason, "CUDA libraries not found"):
-		return "not checked (see above)"
-	}
-	return "loaded (" + runtime.CUDADriverLib + ")"
-}
-
-func nvidiaSMI() []string {
-	if _, err := exec.LookPath("nvidia-smi"); err != nil {
-		return nil
-	}
-	out, err := exec.Command("nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader").Output()
-	if err != nil {
-		return []string{"nvidia-smi failed: " + firstLineOf(err.Error())}
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
-}
-
-func firstLineOf(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// placeModel reads --size and runs the model on CUDA (placement.Place).
-func placeModel(path, size string, cudaReady bool) *placement.Report {
-	var h, w int64
-	if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil && cudaReady {
-		return &placement.Report{Path: path, Errors: []string{"bad --size " + size}}
-	}
-	return placement.Place(path, h, w, cudaReady)
-}
-
-func (r *doctorReport) writeText(w io.Writer) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	p("memory limit:      %s (%s)", memlimit.Human(r.MemoryLimit), r.MemoryFrom)
-	if r.ORTError != "" {
-		p("ONNX Runtime:      not loaded: %s", r.ORTError)
-	} else {
-		p("ONNX Runtime:      %s (version %s)", r.ORTLibrary, r.ORTVersion)
-		p("built-in providers: %s", strings.Join(r.Providers, ", "))
-	}
-	if r.CUDAProv != "" {
-		kind := "plugin EP"
-		if !r.CUDAPlugin {
-			kind = "built-in CUDA support"
-		}
-		p("CUDA provider:     %s (%s)", r.CUDAProv, kind)
-	} else {
-		p("CUDA provider:     not found")
-	}
-	p("CUDA libraries:")
-	for _, l := range r.CUDALibs {
-		switch {
-		case l.Path != "":
-			p("  %-40s %s", l.Soname, l.Path)
-		case l.Required:
-			p("  %-40s MISSING (%s)", l.Soname, l.What)
-		default:
-			p("  %-40s not found (optional: %s)", l.Soname, l.What)
-		}
-	}
-	if len(r.CUDAMissing) > 0 {
-		p("  missing: %s", strings.Join(r.CUDAMissing, ", "))
-	}
-	p("NVIDIA driver:     %s", r.Driver)
-	if len(r.NvidiaSMI) > 0 {
-		p("GPUs (nvidia-smi): %s", strings.Join(r.NvidiaSMI, "; "))
-	} else {
-		p("GPUs (nvidia-smi): none seen (nvidia-smi absent)")
-	}
-	for _, d := range r.EPDevices {
-		p("EP device:         %s on %s %s (vendor 0x%04x, device 0x%04x)", d.EP, d.Type, d.Vendor, d.VendorID, d.DeviceID)
-	}
-	if r.CUDAReady {
-		p("--device cuda:     runs on the GPU")
-	} else if r.CUDAReason != "" {
-		p("--device cuda:     falls back to the CPU: %s", r.CUDAReason)
-	}
-	if m := r.Model; m != nil {
-		p("model %s at %v:", m.Path, m.InputDims)
-		for _, g := range []struct {
-			name string
-			pl   *runtime.Placement
-		}{{"inference", m.Inference}, {"training", m.Training}} {
-			if g.pl == nil {
-				continue
-			}
-			p("  %-9s nodes per provider %v", g.name, g.pl.PerEP)
-			if len(g.pl.CPUNodes) > 0 {
-				p("            on the CPU by op %v: %s", g.pl.CPUOps, strings.Join(g.pl.CPUNodes[:min(len(g.pl.CPUNodes), 20)], ", "))
-			}
-		}
-		for _, e := range m.Errors {
-			p("  %s", e)
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/doctor"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
 )
@@ -18,7 +19,7 @@ func TestDoctorJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r doctorReport
+	var r doctor.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}

@@ -4,17 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/pathguard"
-	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
 )
@@ -76,13 +71,13 @@ func runExport(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	job, err := exportJob(c, p)
+	plan, err := exportPlan(c, p)
 	if err != nil {
 		return err
 	}
 	bar := progress(c, len(p.Calibration), "calibrate")
-	job.Convert.Progress = func(done, _ int) { bar.Set(done) }
-	exp, err := deploy.Export(job)
+	plan.Convert.Progress = func(done, _ int) { bar.Set(done) }
+	exp, err := deploy.Export(plan)
 	bar.Finish()
 	if exp == nil {
 		return err
@@ -103,24 +98,15 @@ func runExport(c *cli.Context) error {
 		return cli.Exit("segtune: "+err.Error()+" (--min-agreement sets the bar)", 1)
 	}
 	written, err := exp.Write()
-	if err != nil {
-		return err
+	if err == nil && !c.Bool("json") {
+		fmt.Println(exp.Summary(written))
 	}
-	if !c.Bool("json") {
-		s := exp.Model.Summary()
-		fmt.Printf("wrote %s (%s, inputs %s, outputs %s), %s", written[0], mibString(len(exp.Data)), describe(s.Inputs), describe(s.Outputs), written[1])
-		if len(written) == 4 { // the reports
-			fmt.Printf(", %s and %s", written[2], written[3])
-		}
-		fmt.Println()
-	}
-	return nil
+	return err
 }
 
-// exportJob loads the float model and reads the settings it is fed and
-// checked with (its own, the preprocessing flags, --class-names,
-// --label-map and --ignore) into the export's plan.
-func exportJob(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
+// exportPlan loads the float model and plans its export, fed and read
+// with the model's settings and the preprocessing flags.
+func exportPlan(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
 	m, err := p.Load()
 	if err != nil {
 		return deploy.Plan{}, err
@@ -129,90 +115,52 @@ func exportJob(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	side, err := exportSettings(c, settings) // written beside and into the model
-	if err != nil {
-		return deploy.Plan{}, err
-	}
-	plan, err := p.Plan(m, settings, side, c.Int("ignore"))
+	plan, err := p.Plan(m, settings)
 	plan.Convert.Session = sessionOptions(c)
-	return plan, err
+	return plan, requestFlagError(p.Request, err)
 }
 
-// exportSettings returns the settings an export writes beside and into
-// the model: the source's, with --class-names, --label-map and --ignore
-// where given.
-func exportSettings(c *cli.Context, settings imageio.Sidecar) (imageio.Sidecar, error) {
-	var o imageio.Sidecar
-	if v := c.String("class-names"); v != "" {
-		o.Classes = strings.Split(v, ",")
-	}
-	if v := c.String("label-map"); v != "" {
-		lm, err := imageio.ParseLabelMap(v)
-		if err != nil {
-			return o, fmt.Errorf("--label-map: %w", err)
-		}
-		o.LabelMap = lm
-	}
-	if c.IsSet("ignore") {
-		v := c.Int("ignore")
-		o.IgnoreLabel = &v
-	}
-	s := settings.Merge(o)
-	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("--ignore/--class-names: %w", err)
-	}
-	return s, nil
-}
-
-// planExport reads export's flags into a deploy request and prepares it
-// (deploy.Prepare) before any work: every mistake is reported naming its
-// flag.
+// planExport reads export's flags into a deploy request, prepares it
+// (deploy.Prepare) and checks its outputs before any work: every mistake
+// is reported naming its flag.
 func planExport(c *cli.Context) (*deploy.Prepared, error) {
 	r, err := exportRequest(c)
 	if err != nil {
 		return nil, err
 	}
-	if r.Precision == deploy.INT8 {
-		if err := calibrationRequest(c, r); err != nil {
-			return nil, err
-		}
-	}
-	if r.Precision == deploy.FP16 && r.CheckImages == "" {
-		return nil, fmt.Errorf("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
-	}
 	p, err := deploy.Prepare(*r)
 	if err != nil {
-		return nil, requestFlagError(c, err)
+		return nil, requestFlagError(*r, err)
 	}
 	if p.Warning != "" {
 		notef(c, "segtune: warning: %s", p.Warning)
 	}
-	if err := guardExportOutput(c, r); err != nil {
-		return nil, err
+	if err := r.CheckOutputs(deploy.File{Path: c.String("preprocess"), What: "the --preprocess file"}); err != nil {
+		var re *deploy.ReplaceError
+		if errors.As(err, &re) && exportOutputs[re.Output.What] != "" {
+			err = renamed(err, re.Output.What, exportOutputs[re.Output.What])
+		}
+		return nil, fmt.Errorf("--out %s: %w", r.Out, err)
 	}
 	return p, nil
 }
+
+// exportOutputs names export's outputs (deploy.Outputs) for its messages.
+var exportOutputs = map[string]string{"the model": "--out", "the sidecar of the model": "the sidecar of --out"}
 
 // int8Only are export's flags for --precision int8 alone.
 var int8Only = []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range",
 	"quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images", "format", "split"}
 
-// exportRequest reads the model, output, precision and check flags.
+// exportRequest reads the model, output, precision, check and settings
+// flags, and int8's calibration flags.
 func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	r := &deploy.Request{Out: c.String("out"), CheckImages: c.String("check-images"), CheckMasks: c.String("check-masks"),
-		CheckCount: c.Int("check-count")}
+		CheckCount: c.Int("check-count"), Keep: splitList(c.String("keep-float"))}
 	ck, model := c.String("checkpoint"), c.String("model")
 	switch {
 	case ck != "":
 		r.Source, r.Checkpoint, r.Base = ck, true, model
-		if !resolve.IsCheckpoint(ck) {
-			f, _, err := regfile.Open(ck) // a FIFO or device is refused unopened
-			if err != nil {
-				return nil, fmt.Errorf("--checkpoint: %w", err)
-			}
-			f.Close()
-			return nil, fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", ck)
-		}
 	case model != "":
 		r.Source, r.Checkpoint = model, resolve.IsCheckpoint(model)
 	default:
@@ -228,16 +176,37 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	if r.MaskPalette, _, err = maskPalette(c); err != nil {
 		return nil, err
 	}
-	for _, item := range strings.Split(c.String("keep-float"), ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			r.Keep = append(r.Keep, item)
-		}
-	}
 	r.MinAgreement = deploy.DefaultMinAgreement[r.Precision]
 	if c.IsSet("min-agreement") {
 		r.MinAgreement = c.Float64("min-agreement")
 	}
-	return r, nil
+	if v := c.String("class-names"); v != "" { // these replace the model's own settings
+		r.ClassNames = strings.Split(v, ",")
+	}
+	if v := c.String("label-map"); v != "" {
+		if r.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
+			return nil, fmt.Errorf("--label-map: %w", err)
+		}
+	}
+	if c.IsSet("ignore") {
+		v := c.Int("ignore")
+		r.IgnoreLabel = &v
+	}
+	if r.Precision != deploy.INT8 {
+		return r, nil
+	}
+	return r, calibrationRequest(c, r)
+}
+
+// splitList is a comma-separated flag's items, blanks dropped.
+func splitList(v string) []string {
+	var items []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 // checkPrecisionFlags refuses flags given without the precision or the
@@ -273,13 +242,8 @@ func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 	if err != nil {
 		return err
 	}
-	r.CalibrationDir, r.CalibrationImages, r.CalibrationCount = dir, imgs, c.Int("calibrate-count")
-	if r.MinCalibration = c.Int("calibrate-min-images"); r.MinCalibration < 0 {
-		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: give a count of images, 0 for no minimum", r.MinCalibration), 2)
-	}
-	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
-		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: ranges from so few images misrepresent real ones", n, r.MinCalibration)
-	}
+	r.CalibrationDir, r.CalibrationImages = dir, imgs
+	r.CalibrationCount, r.MinCalibration = c.Int("calibrate-count"), c.Int("calibrate-min-images")
 	method, err := quantize.ParseMethod(c.String("calibrate-method"))
 	if err != nil {
 		return fmt.Errorf("--calibrate-method: %w", err)
@@ -297,23 +261,34 @@ func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 	return nil
 }
 
-// requestFlagError names the flags of a deploy.RequestError.
-func requestFlagError(c *cli.Context, err error) error {
+// requestFlags are the flags of the deploy.RequestError fields whose
+// message is the flag's name and the error.
+var requestFlags = map[string]string{"Source": "--checkpoint", "Settings": "--ignore/--class-names",
+	"CalibrationImages": "--calibrate", "CheckMasks": "--check-images/--check-masks"}
+
+// requestFlagError names the flags of a deploy.RequestError about r.
+func requestFlagError(r deploy.Request, err error) error {
 	var re *deploy.RequestError
 	if !errors.As(err, &re) {
 		return err
 	}
-	switch re.Field {
-	case "CalibrationImages":
-		return renamed(err, re.Error(), "--calibrate: "+re.Err.Error())
-	case "MinCalibration":
+	switch {
+	case errors.Is(err, deploy.ErrNotCheckpoint):
+		return fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", r.Source)
+	case errors.Is(err, deploy.ErrNegativeMinimum):
+		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: %v", r.MinCalibration, re.Err), 2)
+	case re.Field == "CalibrationCount":
+		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: %v", r.CalibrationCount, r.MinCalibration, re.Err)
+	case errors.Is(err, deploy.ErrNoCheckImages):
+		return errors.New("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
+	case re.Field == "MinCalibration":
 		return renamed(err, re.Error(), fmt.Sprintf("--calibrate %s: %v (--calibrate-min-images sets the bar)", re.Path, re.Err))
-	case "CheckImages":
+	case re.Field == "CheckImages":
 		return renamed(err, re.Error(), imageDirError("--check-images", re.Err).Error())
-	case "CheckMasks":
-		return renamed(err, re.Error(), "--check-images/--check-masks: "+re.Err.Error())
-	case "CheckPairs":
-		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", c.String("check-images"), c.String("check-masks"), re.Err))
+	case re.Field == "CheckPairs":
+		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", r.CheckImages, r.CheckMasks, re.Err))
+	case requestFlags[re.Field] != "":
+		return renamed(err, re.Error(), requestFlags[re.Field]+": "+re.Err.Error())
 	}
 	return err
 }
@@ -340,61 +315,4 @@ func imageDirError(flag string, err error) error {
 		return fmt.Errorf("%s %s %w", flag, fe.Dir, fe.Err)
 	}
 	return fmt.Errorf("%s %s: %w", flag, fe.Dir, fe.Err)
-}
-
-// exportOutputs names export's outputs (deploy.Outputs) for its messages.
-var exportOutputs = map[string]string{"the model": "--out", "the sidecar of the model": "the sidecar of --out"}
-
-// guardExportOutput refuses outputs that would replace one of export's
-// inputs (deploy.Request.Inputs, and the --preprocess file) or something
-// other than a regular file.
-func guardExportOutput(c *cli.Context, r *deploy.Request) error {
-	inputs := map[string]string{}
-	for _, in := range append(r.Inputs(), deploy.File{Path: c.String("preprocess"), What: "the --preprocess file"}) {
-		if in.Path == "" {
-			continue
-		}
-		if p, err := pathguard.Resolve(in.Path); err == nil {
-			inputs[p] = in.What
-		}
-	}
-	for _, o := range deploy.Outputs(r.Out) {
-		what := o.What
-		if w, ok := exportOutputs[what]; ok {
-			what = w
-		}
-		p, err := pathguard.Resolve(o.Path)
-		if err != nil {
-			return fmt.Errorf("--out %s: %w", r.Out, err)
-		}
-		if in, ok := inputs[p]; ok {
-			return fmt.Errorf("--out %s: %s (%s) would replace %s; choose another output file", r.Out, what, o.Path, in)
-		}
-		if _, err := atomicfile.Target(o.Path); err != nil {
-			return fmt.Errorf("--out %s: %w", r.Out, err)
-		}
-	}
-	// A missing folder is made now, as segment and finetune make theirs,
-	// rather than found missing after the conversion and its check.
-	if err := os.MkdirAll(filepath.Dir(r.Out), 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", r.Out, err)
-	}
-	return nil
-}
-
-func mibString(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
-
-func describe(vs []onnx.Value) string {
-	out := ""
-	for i, v := range vs {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%s %s", v.Name, shapeOf(v.Dims))
-	}
-	return out
-}
-
-func shapeOf(dims []string) string {
-	return "[" + strings.Join(dims, ",") + "]"
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func TestDemoVerdict(t *testing.T) {
 		{[]float64{0.05, -0.04, 0.01, -0.02}, "changed nothing detectable"},
 		{[]float64{0.05}, "too few validation images"},
 	} {
-		got := demoVerdict(stats.TInterval(tc.diffs))
+		got := Verdict(stats.TInterval(tc.diffs))
 		if !strings.Contains(got, tc.want) || !strings.Contains(got, "one training seed") {
 			t.Errorf("%v: %q, want it to say %q", tc.diffs, got, tc.want)
 		}

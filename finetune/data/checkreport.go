@@ -1,0 +1,71 @@
+package data
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/segtune/segtune/datalayout"
+)
+
+// Reports are the checks of a data set's splits, in order.
+type Reports []Report
+
+// CheckSplits checks every set (Check), one split of a data set each.
+func CheckSplits(ctx context.Context, sets []*datalayout.Set, cfg Config) (Reports, error) {
+	var rs Reports
+	for _, set := range sets {
+		r, err := Check(ctx, set, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// Bad counts the files the reports name as needing attention.
+func (rs Reports) Bad() int {
+	n := 0
+	for i := range rs {
+		n += rs[i].Bad()
+	}
+	return n
+}
+
+// WriteText writes each report's text form (Report.WriteText).
+func (rs Reports) WriteText(w io.Writer) {
+	for i := range rs {
+		rs[i].WriteText(w)
+	}
+}
+
+// WriteText writes the report as `segtune data check` prints it: a line
+// of counts, each unmatched and bad file, and the class table with each
+// class's object-size quantiles.
+func (r *Report) WriteText(w io.Writer) {
+	split := ""
+	if r.Split != "" {
+		split = ", split " + r.Split
+	}
+	fmt.Fprintf(w, "%s (%s layout%s): %d good pairs, %d unmatched files, %d bad files\n",
+		r.Root, r.Format, split, r.Pairs, len(r.Unmatched), len(r.Problems))
+	for _, u := range r.Unmatched {
+		fmt.Fprintf(w, "  unmatched  %s: %s\n", u.Path, u.Why)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  bad        %s\n", p.Error)
+	}
+	if len(r.Classes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %d classes (label %d ignored); object size = the class's share of an image's labelled pixels\n", r.NumClasses, r.Ignore)
+	fmt.Fprintf(w, "  %5s  %-14s %12s %7s  %28s\n", "class", "name", "pixels", "images", "size min/p10/median/p90/max")
+	for _, cc := range r.Classes {
+		size := "-"
+		if s := cc.Size; s != nil {
+			size = fmt.Sprintf("%.3f/%.3f/%.3f/%.3f/%.3f", s.Min, s.P10, s.Median, s.P90, s.Max)
+		}
+		fmt.Fprintf(w, "  %5d  %-14s %12d %7d  %28s\n", cc.Class, cc.Name, cc.Pixels, cc.Images, size)
+	}
+}
