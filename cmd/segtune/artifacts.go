@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
-	"github.com/segtune/segtune/finetune/artifacts"
+	"github.com/segtune/segtune/artifacts"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx/grad"
 )
