@@ -112,9 +112,7 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		return nil, err
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
-	for _, f := range rep.Failures {
-		acc.Failures = append(acc.Failures, Failure{Path: f.Path, Error: f.Err.Error()})
-	}
+	acc.Failures = append(acc.Failures, pipeline.Records(rep.Failures)...)
 	return acc, nil
 }
 
