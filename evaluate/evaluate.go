@@ -117,8 +117,10 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 }
 
 // ReadFolders makes p read the pairs' files from imgs and masks, the
-// folders (local or bucket) the pairs were listed from.
+// folders (local or bucket) the pairs were listed from, with as many
+// decoders as reading from them wants.
 func (p *Plan) ReadFolders(ctx context.Context, imgs, masks *storage.Folder) {
+	p.PrepareWorkers = pipeline.IOWorkers(!imgs.IsLocal() || !masks.IsLocal())
 	if !imgs.IsLocal() {
 		dec := imageio.Decoder{}
 		p.ReadImage = func(path string) (image.Image, error) {
