@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -114,7 +115,7 @@ func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of 4 images failed") {
 		t.Fatalf("err = %v, want a failure count", err)
 	}
-	var sum segmentSummary
+	var sum folder.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("summary %q: %v", stdout, err)
 	}
