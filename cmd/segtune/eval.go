@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -131,48 +132,23 @@ func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
 
 // evalPlan is the evaluation the flags describe: this shard's pairs, the
 // opened model (the caller closes plan.Segmenter) and how it is scored.
-func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (plan evaluate.Plan, err error) {
-	settings, err := modelSettings(c, c.String("model"))
+func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (evaluate.Plan, error) {
+	model := c.String("model")
+	settings, err := modelSettings(c, model)
 	if err != nil {
-		return plan, err
+		return evaluate.Plan{}, err
 	}
 	if v := c.String("label-map"); v != "" {
 		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
-			return plan, fmt.Errorf("--label-map: %w", err)
+			return evaluate.Plan{}, fmt.Errorf("--label-map: %w", err)
 		}
 	}
-	if plan.MaskPalette, _, err = maskPalette(c); err != nil {
-		return plan, err
-	}
-	plan.Pairs, plan.Total, err = evaluate.Pairs(c.Context, set, imgs, masks, spec)
-	var fe *evaluate.FolderError
-	switch {
-	case errors.Is(err, evaluate.ErrNoPairs):
-		return plan, cli.Exit(err.Error(), 1)
-	case errors.As(err, &fe):
-		return plan, flagError(fe.Side, fe.Folder, fe.Err)
-	case err != nil:
-		return plan, err
-	}
-	if plan.Segmenter, err = openSegmenter(c, c.String("model"), settings); err != nil {
-		return plan, err
-	}
-	if plan.Setup, err = evalSetup(c, set, plan.Segmenter, settings, imgs, masks, plan.MaskPalette); err != nil {
-		plan.Segmenter.Close()
-		return plan, err
-	}
-	plan.Shard, plan.LabelMap, plan.Batch = spec, settings.LabelMap, clampBatch(c, plan.Segmenter, c.Int("batch"))
-	plan.ReadFolders(c.Context, imgs, masks)
-	return plan, nil
-}
-
-// evalSetup reads the flags that say how the evaluation is scored.
-func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder, palette imageio.Palette) (evaluate.Setup, error) {
-	model := c.String("model")
-	o := evaluate.SetupOptions{Model: model, Images: imgs.String(), Masks: masks.String(),
-		ClassNames: settings.Classes, MaskPalette: palette, SizeThreshold: c.Float64("size-threshold")}
-	if set != nil {
-		o.Images, o.Masks = set.Description(), set.Description()
+	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec,
+		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
+		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
+	o := &req.Options
+	if o.MaskPalette, _, err = maskPalette(c); err != nil {
+		return evaluate.Plan{}, err
 	}
 	if c.IsSet("ignore") {
 		ignore := c.Int("ignore")
@@ -181,34 +157,39 @@ func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, se
 	if v := c.String("class-names"); v != "" {
 		o.ClassNames = strings.Split(v, ",")
 	}
-	if err := seg.Contract.CheckClasses(len(o.ClassNames), "--class-names names"); err != nil {
-		return evaluate.Setup{}, fmt.Errorf("%s: %w", model, err)
-	}
-	var err error
 	if o.SizeClasses, err = parseInts(c.String("size-classes")); err != nil {
-		return evaluate.Setup{}, fmt.Errorf("--size-classes: %w", err)
+		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
 	}
 	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(model) {
 		o.SizeThreshold = resolve.CheckpointSizeThreshold(model)
 	}
-	return evaluate.NewSetup(seg, settings, o)
+	plan, err := req.Plan(c.Context)
+	var fe *evaluate.FolderError
+	var ce *evaluate.ClassNamesError
+	switch {
+	case errors.Is(err, evaluate.ErrNoPairs):
+		return plan, cli.Exit(err.Error(), 1)
+	case errors.As(err, &fe):
+		return plan, flagError(fe.Side, fe.Folder, fe.Err)
+	case errors.As(err, &ce):
+		return plan, renamed(err, evaluate.ClassNamesAre, "--class-names names")
+	case err != nil:
+		return plan, err
+	}
+	plan.Batch = clampBatch(c, plan.Segmenter, c.Int("batch"))
+	return plan, nil
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
 func requireFlags(c *cli.Context, names ...string) error {
-	var missing []string
-	for _, n := range names {
-		if !c.IsSet(n) {
-			missing = append(missing, n)
-		}
-	}
-	switch len(missing) {
+	switch missing := slices.DeleteFunc(slices.Clone(names), c.IsSet); len(missing) {
 	case 0:
 		return nil
 	case 1:
 		return fmt.Errorf("Required flag %q not set", missing[0])
+	default:
+		return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 	}
-	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
 // partialDone looks at an existing --partial file before the work: this
