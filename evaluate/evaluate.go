@@ -112,7 +112,7 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		return nil, err
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
-	acc.Failures = append(acc.Failures, pipeline.Records(rep.Failures)...)
+	acc.Failures = append(acc.Failures, pipeline.FailureRecords(rep.Failures)...)
 	return acc, nil
 }
 

@@ -32,7 +32,7 @@ type Summary struct {
 func Summarize(rep pipeline.Report, device string, batch int, output string, s shard.Spec) Summary {
 	sum := Summary{
 		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
-		Failures: pipeline.Records(rep.Failures), Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
+		Failures: pipeline.FailureRecords(rep.Failures), Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
 		Device: device, Decoders: imageio.DecoderInfo(), Batch: batch, Output: output,
 	}
 	if s.Sharded() {

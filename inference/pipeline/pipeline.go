@@ -92,9 +92,9 @@ type FailureRecord struct {
 	Error string `json:"error"`
 }
 
-// Records is fs as FailureRecords, in their order; never nil, so that
+// FailureRecords is fs as text, in their order; never nil, so that
 // JSON holds an empty list.
-func Records(fs []Failure) []FailureRecord {
+func FailureRecords(fs []Failure) []FailureRecord {
 	out := make([]FailureRecord, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, FailureRecord{Path: f.Path, Error: f.Err.Error()})
