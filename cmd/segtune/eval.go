@@ -143,7 +143,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 			return evaluate.Plan{}, fmt.Errorf("--label-map: %w", err)
 		}
 	}
-	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec,
+	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"),
 		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
 		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
 	o := &req.Options
@@ -176,7 +176,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	case err != nil:
 		return plan, err
 	}
-	plan.Batch = clampBatch(c, plan.Segmenter, c.Int("batch"))
+	plan.Batch = clampBatch(c, plan.Segmenter, req.Batch) // with its notice
 	return plan, nil
 }
 
