@@ -7,7 +7,8 @@
 // of every shard of a sharded evaluation into the report one run over
 // every image gives; PairedMeanIoU compares two models image by image.
 //
-// A Go program builds a Plan (pairs, NewSetup, Plan.ReadFolders), calls
-// Run and prints or stores the partial (Summary.WriteText, WritePartial);
-// `segtune eval` is flag parsing and printing around them.
+// A Go program fills a Request, whose Plan pairs the data and opens the
+// model (or builds a Plan itself: pairs, NewSetup, Plan.ReadFolders),
+// calls Run and prints or stores the partial (Summary.WriteText,
+// WritePartial); `segtune eval` is flag parsing and printing around them.
 package evaluate

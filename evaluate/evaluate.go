@@ -112,15 +112,15 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		return nil, err
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
-	for _, f := range rep.Failures {
-		acc.Failures = append(acc.Failures, Failure{Path: f.Path, Error: f.Err.Error()})
-	}
+	acc.Failures = append(acc.Failures, pipeline.FailureRecords(rep.Failures)...)
 	return acc, nil
 }
 
 // ReadFolders makes p read the pairs' files from imgs and masks, the
-// folders (local or bucket) the pairs were listed from.
+// folders (local or bucket) the pairs were listed from, with as many
+// decoders as reading from them wants.
 func (p *Plan) ReadFolders(ctx context.Context, imgs, masks *storage.Folder) {
+	p.PrepareWorkers = pipeline.IOWorkers(!imgs.IsLocal() || !masks.IsLocal())
 	if !imgs.IsLocal() {
 		dec := imageio.Decoder{}
 		p.ReadImage = func(path string) (image.Image, error) {

@@ -10,9 +10,7 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/models/contract"
-	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/resolve"
 )
 
 // A Go program scores a model that `segtune export` wrote (with its
@@ -24,27 +22,10 @@ func Example() {
 	ctx := context.Background()
 	fail := func(err error) { fmt.Fprintln(os.Stderr, err); os.Exit(1) }
 	const modelPath = "out/refined.onnx"
-	data, err := os.ReadFile(modelPath)
-	if err != nil {
-		fail(err)
-	}
 	settings, _, err := imageio.LoadModelSidecar(modelPath)
 	if err != nil || settings.Preprocess == nil {
 		fail(fmt.Errorf("%s: no preprocessing settings (%v)", modelPath, err))
 	}
-	m, err := onnx.Parse(data, modelPath)
-	if err != nil {
-		fail(err)
-	}
-	ct, err := contract.Read(m, contract.Overrides{})
-	if err != nil {
-		fail(err)
-	}
-	seg, err := inference.Open(data, ct, *settings.Preprocess, runtime.Options{})
-	if err != nil {
-		fail(err)
-	}
-	defer seg.Close()
 	imgs, err := storage.OpenFolder(ctx, "s3://my-bucket/val/images")
 	if err != nil {
 		fail(err)
@@ -56,17 +37,16 @@ func Example() {
 	}
 	defer masks.Close()
 
-	part := shard.Spec{Index: 0, Count: 4}
-	plan := evaluate.Plan{Segmenter: seg, Shard: part, LabelMap: settings.LabelMap, Batch: 4}
-	if plan.Pairs, plan.Total, err = evaluate.FolderPairs(ctx, imgs, masks, part); err != nil {
-		fail(err)
-	}
-	plan.ReadFolders(ctx, imgs, masks)
-	plan.Setup, err = evaluate.NewSetup(seg, *settings, evaluate.SetupOptions{
-		Model: modelPath, Images: imgs.String(), Masks: masks.String(), SizeClasses: []int{1}})
+	req := evaluate.Request{Model: modelPath, Settings: *settings, Images: imgs, Masks: masks,
+		Shard: shard.Spec{Index: 0, Count: 4}, Batch: 4, Options: evaluate.SetupOptions{SizeClasses: []int{1}},
+		Open: func(path string, s imageio.Sidecar) (*inference.Segmenter, error) {
+			return resolve.OpenSegmenter(path, s, resolve.SegmenterOptions{})
+		}}
+	plan, err := req.Plan(ctx)
 	if err != nil {
 		fail(err)
 	}
+	defer plan.Segmenter.Close()
 	acc, err := evaluate.Run(ctx, plan)
 	if err != nil {
 		fail(err)

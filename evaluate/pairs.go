@@ -27,6 +27,25 @@ func (e *FolderError) Error() string { return fmt.Sprintf("%s folder %s: %v", e.
 
 func (e *FolderError) Unwrap() error { return e.Err }
 
+// Pairs yields the pairs of images and masks that belong to shard s, and
+// their count: set's pairs when a data set is given (imgs and masks are
+// then its folder), else those of two local folders paired from their
+// whole listings (datalayout.PairFolders), else, a folder being in a
+// bucket, those FolderPairs streams.
+func Pairs(ctx context.Context, set *datalayout.Set, imgs, masks *storage.Folder, s shard.Spec) (iter.Seq2[datalayout.Sample, error], int, error) {
+	if !imgs.IsLocal() || !masks.IsLocal() {
+		return FolderPairs(ctx, imgs, masks, s)
+	}
+	if set != nil {
+		return SamplePairs(set.Samples, s)
+	}
+	samples, err := datalayout.PairFolders(imgs.Location().Local, masks.Location().Local)
+	if err != nil {
+		return nil, 0, err
+	}
+	return SamplePairs(samples, s)
+}
+
 // SamplePairs yields the pairs of samples (paired local files) that
 // belong to shard s, and their count.
 func SamplePairs(samples []datalayout.Sample, s shard.Spec) (iter.Seq2[datalayout.Sample, error], int, error) {

@@ -215,3 +215,66 @@ func TestFolderPairsNoticeAChangedFolder(t *testing.T) {
 		t.Fatalf("%d pairs then %v, want 1 pair then the pairing error", n, last)
 	}
 }
+
+// TestPairsByKindOfData: a data set's own pairs, two local folders paired
+// whole, bucket folders streamed; each yields the shard's pairs only.
+func TestPairsByKindOfData(t *testing.T) {
+	ctx := context.Background()
+	names := []string{"a.png", "b.png", "c.png", "d.png", "e.png", "f.png"}
+	imgDir, maskDir := localFolders(t, names, names)
+	s := shard.Spec{Index: 1, Count: 2}
+	var want []string
+	for _, n := range names {
+		if s.Owns(n) {
+			want = append(want, n)
+		}
+	}
+	images := func(pairs func(func(datalayout.Sample, error) bool)) []string {
+		var got []string
+		for p, err := range pairs {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, filepath.Base(p.Image))
+		}
+		slices.Sort(got)
+		return got
+	}
+	open := func(v string) *storage.Folder {
+		f, err := storage.OpenFolder(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	bi, bm := bucketFolders(t, names, names)
+	set := &datalayout.Set{Samples: []datalayout.Sample{{Image: "x/a.png", Mask: "y/a.png"}, {Image: "x/b.png", Mask: "y/b.png"}}}
+	var wantSet []string
+	for _, n := range []string{"a.png", "b.png"} {
+		if s.Owns(n) {
+			wantSet = append(wantSet, n)
+		}
+	}
+	for _, c := range []struct {
+		name        string
+		set         *datalayout.Set
+		imgs, masks *storage.Folder
+		want        []string
+	}{
+		{"local folders", nil, open(imgDir), open(maskDir), want},
+		{"bucket folders", nil, bi, bm, want},
+		{"a data set", set, open(imgDir), open(maskDir), wantSet},
+	} {
+		pairs, n, err := evaluate.Pairs(ctx, c.set, c.imgs, c.masks, s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := images(pairs); n != len(c.want) || !slices.Equal(got, c.want) {
+			t.Errorf("%s: %d pairs %v; want %v", c.name, n, got, c.want)
+		}
+	}
+	// A data set without pairs is not read as the folders'.
+	if _, _, err := evaluate.Pairs(ctx, &datalayout.Set{}, open(imgDir), open(maskDir), s); !errors.Is(err, evaluate.ErrNoPairs) {
+		t.Errorf("an empty data set: %v; want ErrNoPairs", err)
+	}
+}

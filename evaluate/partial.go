@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/metrics"
 )
@@ -101,10 +102,7 @@ type Record struct {
 }
 
 // Failure is an image that could not be scored.
-type Failure struct {
-	Path  string `json:"path"`
-	Error string `json:"error"`
-}
+type Failure = pipeline.FailureRecord
 
 // Partial is the partial file, and the accumulator of a run.
 type Partial struct {

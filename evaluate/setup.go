@@ -2,7 +2,6 @@ package evaluate
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
@@ -34,10 +33,23 @@ type SetupOptions struct {
 	MaskPalette imageio.Palette
 }
 
+// ClassNamesAre is how a *ClassNamesError speaks of the class names.
+const ClassNamesAre = "the class names are"
+
+// ClassNamesError is class names that do not fit the model's class count.
+type ClassNamesError struct {
+	Model string
+	Err   error
+}
+
+func (e *ClassNamesError) Error() string { return e.Model + ": " + e.Err.Error() }
+
+func (e *ClassNamesError) Unwrap() error { return e.Err }
+
 // NewSetup is the Setup of evaluating seg, opened with settings (its
 // preprocessing and label map), as o says: the class count is the
 // model's (at least 2 when its contract does not say), and class names
-// must match it.
+// must match it (a *ClassNamesError).
 func NewSetup(seg *inference.Segmenter, settings imageio.Sidecar, o SetupOptions) (Setup, error) {
 	ignore := DefaultIgnore
 	switch {
@@ -54,10 +66,8 @@ func NewSetup(seg *inference.Segmenter, settings imageio.Sidecar, o SetupOptions
 	if classes == 0 {
 		classes = max(len(names), 2)
 	}
-	if len(names) > 0 {
-		if err := seg.Contract.CheckClasses(len(names), "the class names are"); err != nil {
-			return Setup{}, fmt.Errorf("%s: %w", o.Model, err)
-		}
+	if err := seg.Contract.CheckClasses(len(names), ClassNamesAre); err != nil {
+		return Setup{}, &ClassNamesError{Model: o.Model, Err: err}
 	}
 	digest, err := regfile.SHA256(o.Model)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,8 @@ func TestNewSetup(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v", run, err)
 	}
 	o.ClassNames = []string{"x", "y", "z", "w"}
-	if _, err := evaluate.NewSetup(seg, settings, o); err == nil || !strings.HasPrefix(err.Error(), model+": the model predicts 3 classes") {
+	var ce *evaluate.ClassNamesError
+	if _, err := evaluate.NewSetup(seg, settings, o); !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), model+": the model predicts 3 classes") {
 		t.Fatalf("4 names for 3 classes: got %v", err)
 	}
 	o.ClassNames, o.Model = nil, filepath.Join(t.TempDir(), "absent.onnx")

@@ -26,7 +26,9 @@ type Segmenter struct {
 	Contract *contract.Contract
 	// FixedBatch is the model's static batch size, or 0 when it is dynamic.
 	FixedBatch int
-	output     int // index of the scores (or labels) output
+	// Name names the model in errors (e.g. its path); "" reads "the model".
+	Name   string
+	output int // index of the scores (or labels) output
 	// inputs holds input tensors inference is done with (*[]float32), for
 	// the next images: a fresh one, 2 MB of new pages for a 480×360 image,
 	// took about half of the preprocessing's CPU time, on a prepare worker
@@ -133,20 +135,26 @@ func (e *FixedSizeError) Advice() string {
 	return fmt.Sprintf("preprocess to %dx%d, resized by stretching or letterboxing", e.Height, e.Width)
 }
 
-// PaletteError is a palette with fewer colours than the model has classes.
+// PaletteError is a palette with fewer colours than the model (Model:
+// the Segmenter's Name) has classes.
 type PaletteError struct {
+	Model            string
 	Classes, Colours int
 }
 
 func (e *PaletteError) Error() string {
-	return fmt.Sprintf("the model predicts %d classes; the palette has %d colours", e.Classes, e.Colours)
+	model := e.Model
+	if model == "" {
+		model = "the model"
+	}
+	return fmt.Sprintf("%s predicts %d classes; the palette has %d colours", model, e.Classes, e.Colours)
 }
 
 // CheckPalette refuses (with a *PaletteError) a palette with fewer colours
 // than the model has classes; nil, the default palette, is accepted.
 func (s *Segmenter) CheckPalette(pal imageio.Palette) error {
 	if n := s.Contract.Classes; n > len(pal) && len(pal) > 0 {
-		return &PaletteError{Classes: n, Colours: len(pal)}
+		return &PaletteError{Model: s.Name, Classes: n, Colours: len(pal)}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/resolve"
 )
@@ -70,7 +71,7 @@ func TestSegmentFixedSizeModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum segmentSummary
+	var sum folder.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatal(err)
 	}

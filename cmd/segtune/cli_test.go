@@ -15,6 +15,7 @@ import (
 
 	"github.com/segtune/segtune/demo"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -115,7 +116,7 @@ func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of 4 images failed") {
 		t.Fatalf("err = %v, want a failure count", err)
 	}
-	var sum segmentSummary
+	var sum folder.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatalf("summary %q: %v", stdout, err)
 	}

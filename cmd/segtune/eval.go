@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,11 +13,13 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/resolve"
 )
+
+var confusionFlag = &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)"}
 
 func evalCommand() *cli.Command {
 	return &cli.Command{
@@ -62,11 +64,9 @@ func runEval(c *cli.Context) error {
 	if err := checkConfusionDir(c, "images", "masks"); err != nil {
 		return err
 	}
-	partialPath := c.String("partial")
-	if partialPath != "" {
-		if _, err := storage.Parse(partialPath); err != nil {
-			return cli.Exit(fmt.Sprintf("--partial %s: %v", partialPath, err), 2)
-		}
+	partial := c.String("partial")
+	if _, err := storage.Parse(partial); partial != "" && err != nil {
+		return cli.Exit(fmt.Sprintf("--partial %s: %v", partial, err), 2)
 	}
 	imgs, err := openFolderFlag(c, "images")
 	if err != nil {
@@ -78,14 +78,13 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	defer masks.Close()
-	plan, closeModel, err := evalPlan(c, set, spec, imgs, masks)
+	plan, err := evalPlan(c, set, spec, imgs, masks)
 	if err != nil {
 		return err
 	}
-	defer closeModel()
-	if partialPath != "" {
-		done, err := partialDone(c, partialPath, evaluate.NewPartial(spec, plan.Setup))
-		if err != nil || done {
+	defer plan.Segmenter.Close()
+	if partial != "" {
+		if done, err := partialDone(c, partial, evaluate.NewPartial(spec, plan.Setup)); err != nil || done {
 			return err
 		}
 	}
@@ -96,10 +95,11 @@ func runEval(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("running %s: %w", c.String("model"), err)
 	}
-	if partialPath != "" {
-		if err := writePartial(c, partialPath, acc); err != nil {
-			return err
+	if partial != "" {
+		if err := evaluate.WritePartial(c.Context, partial, acc); err != nil {
+			return fmt.Errorf("--partial: %w", err)
 		}
+		notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, partial)
 	}
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
@@ -108,9 +108,8 @@ func runEval(c *cli.Context) error {
 }
 
 // evalDataFlags checks that eval's data is given one way (--data, or
-// --images and --masks) and opens --data's set (nil without it). Checked
-// here rather than by the flags' Required, which urfave/cli would also
-// demand of `eval merge`.
+// --images and --masks) and opens --data's set (nil without it); not the
+// flags' Required, which urfave/cli would also demand of `eval merge`.
 func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
 	if !c.IsSet("data") {
 		return nil, requireFlags(c, "model", "images", "masks")
@@ -128,53 +127,28 @@ func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
 	if err := set.Err(); err != nil {
 		return nil, unmatchedExit(set)
 	}
-	if err := setFlags(c, map[string]string{"images": set.Root, "masks": set.Root}); err != nil {
-		return nil, err
-	}
-	return set, nil
+	return set, setFlags(c, map[string]string{"images": set.Root, "masks": set.Root})
 }
 
-// evalPlan is the evaluation the flags describe: the pairs of this shard,
-// the opened model (closeModel closes it) and the run's settings.
-func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (plan evaluate.Plan, closeModel func(), err error) {
-	modelPath := c.String("model")
-	settings, err := modelSettings(c, modelPath)
+// evalPlan is the evaluation the flags describe: this shard's pairs, the
+// opened model (the caller closes plan.Segmenter) and how it is scored.
+func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (evaluate.Plan, error) {
+	model := c.String("model")
+	settings, err := modelSettings(c, model)
 	if err != nil {
-		return plan, nil, err
+		return evaluate.Plan{}, err
 	}
 	if v := c.String("label-map"); v != "" {
 		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
-			return plan, nil, fmt.Errorf("--label-map: %w", err)
+			return evaluate.Plan{}, fmt.Errorf("--label-map: %w", err)
 		}
 	}
-	if plan.MaskPalette, _, err = maskPalette(c); err != nil {
-		return plan, nil, err
-	}
-	if plan.Pairs, plan.Total, err = evalPairs(c, set, spec, imgs, masks); err != nil {
-		return plan, nil, err
-	}
-	seg, err := openSegmenter(c, modelPath, settings)
-	if err != nil {
-		return plan, nil, err
-	}
-	if plan.Setup, err = evalSetup(c, set, seg, settings, imgs, masks, plan.MaskPalette); err != nil {
-		seg.Close()
-		return plan, nil, err
-	}
-	plan.Segmenter, plan.Shard, plan.LabelMap = seg, spec, settings.LabelMap
-	plan.Batch = clampBatch(c, seg, c.Int("batch"))
-	plan.PrepareWorkers = pipeline.IOWorkers(!imgs.IsLocal() || !masks.IsLocal())
-	plan.ReadFolders(c.Context, imgs, masks)
-	return plan, func() { seg.Close() }, nil
-}
-
-// evalSetup reads the flags that say how the evaluation is scored.
-func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, settings imageio.Sidecar, imgs, masks *storage.Folder, palette imageio.Palette) (evaluate.Setup, error) {
-	modelPath := c.String("model")
-	o := evaluate.SetupOptions{Model: modelPath, Images: imgs.String(), Masks: masks.String(),
-		ClassNames: settings.Classes, MaskPalette: palette}
-	if set != nil {
-		o.Images, o.Masks = set.Description(), set.Description()
+	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"),
+		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
+		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
+	o := &req.Options
+	if o.MaskPalette, _, err = maskPalette(c); err != nil {
+		return evaluate.Plan{}, err
 	}
 	if c.IsSet("ignore") {
 		ignore := c.Int("ignore")
@@ -183,76 +157,51 @@ func evalSetup(c *cli.Context, set *datalayout.Set, seg *inference.Segmenter, se
 	if v := c.String("class-names"); v != "" {
 		o.ClassNames = strings.Split(v, ",")
 	}
-	if len(o.ClassNames) > 0 {
-		if err := seg.Contract.CheckClasses(len(o.ClassNames), "--class-names names"); err != nil {
-			return evaluate.Setup{}, fmt.Errorf("%s: %w", modelPath, err)
-		}
-	}
-	var err error
 	if o.SizeClasses, err = parseInts(c.String("size-classes")); err != nil {
-		return evaluate.Setup{}, fmt.Errorf("--size-classes: %w", err)
+		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
 	}
-	o.SizeThreshold = c.Float64("size-threshold")
-	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(modelPath) {
-		o.SizeThreshold = resolve.CheckpointSizeThreshold(modelPath)
+	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(model) {
+		o.SizeThreshold = resolve.CheckpointSizeThreshold(model)
 	}
-	return evaluate.NewSetup(seg, settings, o)
-}
-
-// evalPairs pairs the images with their masks and keeps this shard's:
-// two local folders (or --data's set) are paired from their whole
-// listings, bucket folders streamed (evaluate.FolderPairs).
-func evalPairs(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (iter.Seq2[datalayout.Sample, error], int, error) {
-	var pairs iter.Seq2[datalayout.Sample, error]
-	var total int
-	var err error
-	if imgs.IsLocal() && masks.IsLocal() {
-		samples, lerr := localSamples(c, set)
-		if lerr != nil {
-			return nil, 0, lerr
-		}
-		pairs, total, err = evaluate.SamplePairs(samples, spec)
-	} else {
-		pairs, total, err = evaluate.FolderPairs(c.Context, imgs, masks, spec)
-	}
+	plan, err := req.Plan(c.Context)
 	var fe *evaluate.FolderError
+	var ce *evaluate.ClassNamesError
 	switch {
 	case errors.Is(err, evaluate.ErrNoPairs):
-		return nil, 0, cli.Exit(err.Error(), 1)
+		return plan, cli.Exit(err.Error(), 1)
 	case errors.As(err, &fe):
-		return nil, 0, flagError(fe.Side, fe.Folder, fe.Err)
+		return plan, flagError(fe.Side, fe.Folder, fe.Err)
+	case errors.As(err, &ce):
+		return plan, renamed(err, evaluate.ClassNamesAre, "--class-names names")
+	case err != nil:
+		return plan, err
 	}
-	return pairs, total, err
+	plan.Batch = clampBatch(c, plan.Segmenter, req.Batch) // with its notice
+	return plan, nil
 }
 
 // requireFlags is urfave/cli's check of required flags, with its message.
 func requireFlags(c *cli.Context, names ...string) error {
-	var missing []string
-	for _, n := range names {
-		if !c.IsSet(n) {
-			missing = append(missing, n)
-		}
-	}
-	switch len(missing) {
+	switch missing := slices.DeleteFunc(slices.Clone(names), c.IsSet); len(missing) {
 	case 0:
 		return nil
 	case 1:
 		return fmt.Errorf("Required flag %q not set", missing[0])
+	default:
+		return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 	}
-	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
 
-// partialDone looks at an existing --partial file before the work: the
-// same shard of the same evaluation, complete, means the work is done (a
-// retried worker stops there); anything else there is refused rather than
-// overwritten.
+// partialDone looks at an existing --partial file before the work: this
+// shard of this evaluation, complete, means the work is done (a retried
+// worker stops there); anything else there is refused, not overwritten.
 func partialDone(c *cli.Context, v string, acc *evaluate.Partial) (bool, error) {
 	old, err := evaluate.ExistingPartial(c.Context, v, acc)
-	if err != nil {
-		return false, cli.Exit("--partial "+err.Error(), 2)
-	}
-	if old == nil {
-		return false, nil
+	if err != nil || old == nil {
+		if err != nil {
+			err = cli.Exit("--partial "+err.Error(), 2)
+		}
+		return false, err
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
 	if c.Bool("json") {
@@ -261,11 +210,71 @@ func partialDone(c *cli.Context, v string, acc *evaluate.Partial) (bool, error) 
 	return true, nil
 }
 
-// writePartial writes the accumulator to v (a path or a URL), atomically.
-func writePartial(c *cli.Context, v string, acc *evaluate.Partial) error {
-	if err := evaluate.WritePartial(c.Context, v, acc); err != nil {
-		return fmt.Errorf("--partial: %w", err)
+// checkConfusionDir refuses, before the work, a --confusion folder that is
+// a file or the folder of one of the flags inputs.
+func checkConfusionDir(c *cli.Context, inputs ...string) error {
+	dir := c.String("confusion")
+	if dir == "" {
+		return nil
 	}
-	notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, v)
+	paths := make([]string, len(inputs))
+	for i, in := range inputs {
+		paths[i] = c.String(in)
+	}
+	var ce *evaluate.ConfusionDirError
+	if err := evaluate.CheckConfusionDir(dir, paths...); errors.As(err, &ce) && ce.Input >= 0 {
+		return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, inputs[ce.Input]), 2)
+	} else if err != nil {
+		return cli.Exit("--confusion "+err.Error(), 2)
+	}
 	return nil
+}
+
+// printEvalSummary prints the report (text or --json), writes
+// --confusion's files and returns the exit error when images failed.
+func printEvalSummary(c *cli.Context, sum evaluate.Summary) error {
+	if dir := c.String("confusion"); dir != "" {
+		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
+			return fmt.Errorf("--confusion: %w", err)
+		}
+		notef(c, "segtune: wrote the confusion matrix to %s", dir)
+	}
+	if c.Bool("json") {
+		if err := printJSON(os.Stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		printSkipped(sum.Failures)
+		sum.WriteText(os.Stdout)
+	}
+	if sum.Failed > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
+	}
+	return nil
+}
+
+func evalMergeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "merge",
+		Usage:     "combine the --partial files of every eval shard into the report of the whole set",
+		ArgsUsage: "PARTIAL...",
+		Description: "Reads the partial files that `segtune eval --shard K/N --partial FILE` wrote (paths or URLs),\n" +
+			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
+			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
+			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
+		Flags: []cli.Flag{jsonFlag, confusionFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.Exit("eval merge: give the partial files of every shard", 2)
+			}
+			if err := checkConfusionDir(c); err != nil {
+				return err
+			}
+			merged, err := evaluate.Merge(c.Context, c.Args().Slice())
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			return printEvalSummary(c, merged.Summary())
+		},
+	}
 }

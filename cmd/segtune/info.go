@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,15 +22,8 @@ func infoCommand() *cli.Command {
 func runInfo(c *cli.Context) error {
 	// urfave/cli stops parsing flags at the first argument; accept
 	// the documented `info MODEL --json` order too.
-	asJSON := c.Bool("json")
-	var paths []string
-	for _, a := range c.Args().Slice() {
-		if a == "--json" || a == "-json" {
-			asJSON = true
-		} else {
-			paths = append(paths, a)
-		}
-	}
+	paths := slices.DeleteFunc(c.Args().Slice(), func(a string) bool { return a == "--json" || a == "-json" })
+	asJSON := c.Bool("json") || len(paths) < c.NArg()
 	if len(paths) != 1 {
 		return cli.Exit("usage: segtune info MODEL.onnx [--json]", 2)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
@@ -100,7 +101,7 @@ func TestNonFiniteScoresFailNamingTheImage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 images failed") {
 		t.Fatalf("segment: err = %v", err)
 	}
-	var sum segmentSummary
+	var sum folder.Summary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -13,7 +12,6 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -36,38 +34,14 @@ func segmentCommand() *cli.Command {
 	}
 }
 
-// segmentSummary is what `segment --json` prints.
-type segmentSummary struct {
-	Images       int           `json:"images"`
-	Succeeded    int           `json:"succeeded"`
-	Skipped      int           `json:"skipped"` // outputs already there and checked
-	Failed       int           `json:"failed"`
-	Failures     []failureJSON `json:"failures"`
-	Seconds      float64       `json:"seconds"`
-	ImagesPerSec float64       `json:"images_per_s"`
-	InferSeconds float64       `json:"infer_seconds"`
-	Device       string        `json:"device"`
-	Decoders     string        `json:"decoders"` // imageio.DecoderInfo: native or Go JPEG/PNG decoders
-	Batch        int           `json:"batch"`
-	Output       string        `json:"output"`
-	Shard        string        `json:"shard,omitempty"` // K/N when sharded
-}
-
-type failureJSON struct {
-	Path  string `json:"path"`
-	Error string `json:"error"`
-}
-
 func runSegment(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	ctx := c.Context
 	spec, err := resolveShard(c)
 	if err != nil {
 		return err
 	}
-	modelPath := c.String("model")
 	in, err := openFolderFlag(c, "input")
 	if err != nil {
 		return err
@@ -81,20 +55,19 @@ func runSegment(c *cli.Context) error {
 	if err := folder.CheckFolders(in, out); err != nil {
 		return segmentError(err)
 	}
+	modelPath := c.String("model")
 	settings, err := modelSettings(c, modelPath)
 	if err != nil {
 		return err
 	}
-	pal, err := outputPalette(c, settings)
-	if err != nil {
+	opts := folder.Options{Shard: spec, SkipExisting: skipExisting(c, spec), Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }}
+	if opts.Palette, err = outputPalette(c, settings); err != nil {
 		return err
 	}
-	opts := folder.Options{Palette: pal, Shard: spec, SkipExisting: skipExisting(c, spec),
-		Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }}
 	if c.Bool("overlay") {
 		opts.Overlay = &imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}
 	}
-	listing, err := folder.List(ctx, in, out, opts)
+	listing, err := folder.List(c.Context, in, out, opts)
 	if err != nil {
 		return segmentError(err)
 	}
@@ -103,9 +76,8 @@ func runSegment(c *cli.Context) error {
 		return err
 	}
 	defer seg.Close()
-	batch := clampBatch(c, seg, c.Int("batch"))
-	opts.Batch = batch
-	if err := checkPaletteCovers(pal, seg, modelPath); err != nil {
+	opts.Batch = clampBatch(c, seg, c.Int("batch"))
+	if err := seg.CheckPalette(opts.Palette); err != nil {
 		return err
 	}
 	if !c.Bool("quiet") && term.IsTerminal(int(os.Stderr.Fd())) { // with the progress bar
@@ -113,47 +85,63 @@ func runSegment(c *cli.Context) error {
 	}
 	bar := progress(c, listing.Total, "segment")
 	opts.Progress = func(done int) { bar.Set(done) }
-	rep, err := folder.Run(ctx, seg, in, out, listing, opts)
+	rep, err := folder.Run(c.Context, seg, in, out, listing, opts)
 	bar.Finish()
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
 	}
-	if err := printSegmentReport(c, rep, seg.Session.Device, batch, spec); err != nil {
-		return err
+	sum := folder.Summarize(rep, seg.Session.Device, opts.Batch, c.String("output"), spec)
+	if c.Bool("json") {
+		err = printJSON(os.Stdout, sum)
+	} else {
+		printSkipped(sum.Failures)
+		err = sum.WriteText(os.Stdout)
 	}
-	if len(rep.Failures) > 0 {
-		return cli.Exit(fmt.Sprintf("%d of %d images failed", len(rep.Failures), rep.Total), 1)
+	if err == nil && sum.Failed > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
 	}
-	return nil
+	return err
 }
 
-// openSegmenter loads the model (checking it, resolving external data inside
-// its folder) and opens a session on it.
+// segmentError names the flag of the folder a listing error is about.
+func segmentError(err error) error {
+	var oe *folder.OverlapError
+	var fe *folder.FolderError
+	var ne *folder.NoImagesError
+	switch {
+	case errors.As(err, &oe):
+		return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap (one is inside the other, or they are the same folder): "+
+			"segment would write among the images it reads; choose an output folder outside the input that does not hold it", oe.Out, oe.In), 2)
+	case errors.As(err, &fe) && fe.Output:
+		return flagError("output", fe.Folder, fe.Err)
+	case errors.As(err, &fe):
+		return flagError("input", fe.Folder, fe.Err)
+	case errors.As(err, &ne):
+		return cli.Exit(ne.Error(), 1)
+	}
+	return err
+}
+
+// printSkipped names on stderr the images a run could not process.
+func printSkipped(fs []pipeline.FailureRecord) {
+	for _, f := range fs {
+		fmt.Fprintf(os.Stderr, "segtune: skipped %s: %s\n", f.Path, f.Error)
+	}
+}
+
+// openSegmenter opens the model as the command's flags say (session,
+// --tile, --tta).
 func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*inference.Segmenter, error) {
-	m, _, err := resolve.Load(modelPath)
+	dense, err := denseSettings(c, "")
 	if err != nil {
 		return nil, err
 	}
-	ct, err := resolve.ReadContract(modelPath, m, settings)
-	if err != nil {
-		return nil, err
+	seg, err := resolve.OpenSegmenter(modelPath, settings, resolve.SegmenterOptions{Session: sessionOptions(c), Dense: dense,
+		Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }})
+	if errors.Is(err, inference.ErrDense) {
+		return nil, fmt.Errorf("--tile/--tta: %w", err)
 	}
-	if note := ct.BinaryNote(); note != "" {
-		notef(c, "segtune: %s: %s", modelPath, note)
-	}
-	data, err := m.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", modelPath, err)
-	}
-	seg, err := inference.Open(data, ct, *settings.Preprocess, sessionOptions(c))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", modelPath, err)
-	}
-	if err := applyDense(c, seg); err != nil {
-		seg.Close()
-		return nil, err
-	}
-	return seg, nil
+	return seg, err
 }
 
 // clampBatch is batch limited to the model's fixed batch size (with a
@@ -164,68 +152,6 @@ func clampBatch(c *cli.Context, seg *inference.Segmenter, batch int) int {
 		notef(c, "segtune: the model's batch size is fixed at %d; using --batch %d", b, b)
 	}
 	return b
-}
-
-func printFailures(w io.Writer, fs []pipeline.Failure) {
-	for _, f := range fs {
-		fmt.Fprintf(w, "segtune: skipped %s: %v\n", f.Path, f.Err)
-	}
-}
-
-// segmentError names the flag of the folder a listing error is about.
-func segmentError(err error) error {
-	var oe *folder.OverlapError
-	if errors.As(err, &oe) {
-		return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap (one is inside the other, or they are the same folder): "+
-			"segment would write among the images it reads; choose an output folder outside the input that does not hold it", oe.Out, oe.In), 2)
-	}
-	var fe *folder.FolderError
-	if errors.As(err, &fe) {
-		flag := "input"
-		if fe.Output {
-			flag = "output"
-		}
-		return flagError(flag, fe.Folder, fe.Err)
-	}
-	var ne *folder.NoImagesError
-	if errors.As(err, &ne) {
-		return cli.Exit(ne.Error(), 1)
-	}
-	return err
-}
-
-// printSegmentReport prints what segment did: as JSON with --json, else
-// the failures and one line.
-func printSegmentReport(c *cli.Context, rep pipeline.Report, device string, batch int, spec shard.Spec) error {
-	outDir := c.String("output")
-	sum := segmentSummary{
-		Images: rep.Total, Succeeded: rep.Succeeded, Skipped: rep.Skipped, Failed: len(rep.Failures),
-		Failures: []failureJSON{}, Seconds: rep.Elapsed.Seconds(), InferSeconds: rep.InferElapsed.Seconds(),
-		Device: device, Decoders: imageio.DecoderInfo(), Batch: batch, Output: outDir,
-	}
-	if spec.Sharded() {
-		sum.Shard = spec.String()
-	}
-	if sum.Seconds > 0 {
-		sum.ImagesPerSec = float64(rep.Succeeded) / sum.Seconds
-	}
-	for _, f := range rep.Failures {
-		sum.Failures = append(sum.Failures, failureJSON{Path: f.Path, Error: f.Err.Error()})
-	}
-	if c.Bool("json") {
-		return printJSON(os.Stdout, sum)
-	}
-	printFailures(os.Stderr, rep.Failures)
-	what := ""
-	if spec.Sharded() {
-		what = fmt.Sprintf(" (shard %s)", spec)
-	}
-	if rep.Skipped > 0 {
-		what += fmt.Sprintf(" (%d already done)", rep.Skipped)
-	}
-	fmt.Printf("segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
-		sum.Succeeded, sum.Images, what, outDir, sum.Seconds, sum.ImagesPerSec, sum.Device, batch)
-	return nil
 }
 
 // maskColourFlags say how masks and overlays are coloured (segment, serve).
@@ -245,14 +171,33 @@ func outputPalette(c *cli.Context, settings imageio.Sidecar) (imageio.Palette, e
 	return settings.Palette, nil
 }
 
-// checkPaletteCovers refuses a palette with fewer colours than the model
-// has classes.
-func checkPaletteCovers(pal imageio.Palette, seg *inference.Segmenter, modelPath string) error {
-	var pe *inference.PaletteError
-	if err := seg.CheckPalette(pal); errors.As(err, &pe) {
-		return fmt.Errorf("%s predicts %d classes; the palette has %d colours", modelPath, pe.Classes, pe.Colours)
-	} else if err != nil {
-		return err
+// denseFlags are segment's and eval's flags for sliding-window inference
+// and test-time augmentation (inference.ParseDense); with prefix "val-"
+// they are finetune's, for its validation.
+func denseFlags(prefix string) []cli.Flag {
+	category, what := "Large images", func(string) string { return "" }
+	if prefix != "" {
+		category = "Validation"
+		what = func(flag string) string { return "validate as segment --" + flag + " does: " }
 	}
-	return nil
+	return []cli.Flag{
+		&cli.StringFlag{Name: prefix + "tile", Usage: what("tile") + "run the model on HxW windows of the preprocessed image (with --resize none, of the image itself) and blend their scores", Category: category},
+		&cli.Float64Flag{Name: prefix + "overlap", Value: inference.DefaultOverlap, Usage: "fraction of a --" + prefix + "tile window shared with its neighbour, in [0, 1)", Category: category},
+		&cli.StringFlag{Name: prefix + "tta", Usage: what("tta") + "test-time augmentation averaging scores: flip, scales=S1,S2,… or both (flip,scales=0.75,1,1.25)", Category: category},
+	}
+}
+
+// denseSettings reads the flags denseFlags(prefix) declares (nil: none
+// asks for dense inference); each bad value is refused naming its flag.
+func denseSettings(c *cli.Context, prefix string) (*inference.Dense, error) {
+	var overlap *float64
+	if v := c.Float64(prefix + "overlap"); c.IsSet(prefix + "overlap") {
+		overlap = &v
+	}
+	d, err := inference.ParseDense(c.String(prefix+"tile"), overlap, c.String(prefix+"tta"))
+	var de *inference.DenseSettingError
+	if errors.As(err, &de) {
+		return nil, renamed(err, de.Error(), de.Named(func(s string) string { return "--" + prefix + s }))
+	}
+	return d, err
 }

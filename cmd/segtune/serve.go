@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -40,19 +41,18 @@ func serveCommand() *cli.Command {
 	}
 }
 
+// serveFlags are the flags of serve.Options' fields.
+var serveFlags = map[string]string{"MaxBatch": "max-batch", "MaxBodyBytes": "max-body", "MaxPixels": "max-pixels", "MaxConns": "max-conns",
+	"MaxPending": "max-pending", "ReadTimeout": "read-timeout", "WriteTimeout": "write-timeout", "ShutdownTimeout": "shutdown-timeout"}
+
 func runServe(c *cli.Context) error {
-	for _, name := range []string{"max-batch", "max-body", "max-pixels", "max-conns"} {
-		if c.Int64(name) < 1 {
-			return fmt.Errorf("--%s must be at least 1", name)
-		}
-	}
-	if c.Int("max-pending") < 0 {
-		return fmt.Errorf("--max-pending must not be negative")
-	}
-	for _, name := range []string{"read-timeout", "write-timeout", "shutdown-timeout"} {
-		if c.Duration(name) <= 0 {
-			return fmt.Errorf("--%s must be positive", name)
-		}
+	opts := serve.Options{MaxBatch: c.Int("max-batch"), BatchWait: c.Duration("batch-wait"),
+		MaxBodyBytes: c.Int64("max-body"), MaxPixels: c.Int64("max-pixels"), MaxPending: c.Int("max-pending"), MaxConns: c.Int("max-conns"),
+		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), ShutdownTimeout: c.Duration("shutdown-timeout"),
+		Overlay: imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}}
+	var se *serve.SettingError
+	if err := opts.Check(); errors.As(err, &se) {
+		return fmt.Errorf("--%s %s", serveFlags[se.Field], se.Problem)
 	}
 	if err := initRuntime(c); err != nil {
 		return err
@@ -62,8 +62,7 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pal, err := outputPalette(c, settings)
-	if err != nil {
+	if opts.Palette, err = outputPalette(c, settings); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", c.String("addr"))
@@ -76,22 +75,14 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer seg.Close()
-	if err := checkPaletteCovers(pal, seg, modelPath); err != nil {
+	if err := seg.CheckPalette(opts.Palette); err != nil {
 		return err
 	}
-	srv := serve.New(seg, serve.Options{
-		MaxBatch: clampBatch(c, seg, c.Int("max-batch")), BatchWait: c.Duration("batch-wait"),
-		MaxBodyBytes: c.Int64("max-body"), MaxPixels: c.Int64("max-pixels"),
-		MaxPending: c.Int("max-pending"), MaxConns: c.Int("max-conns"),
-		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"),
-		ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Palette:         pal, Classes: settings.Classes,
-		Overlay: imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}},
-	})
+	opts.MaxBatch, opts.Classes = clampBatch(c, seg, opts.MaxBatch), settings.Classes
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	notef(c, "segtune: serving %s on http://%s (%s)", modelPath, ln.Addr(), seg.Session.Device)
-	if err := srv.Serve(ctx, ln); err != nil {
+	if err := serve.New(seg, opts).Serve(ctx, ln); err != nil {
 		return err
 	}
 	notef(c, "segtune: stopped")

@@ -483,7 +483,7 @@ func TestServeLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum segmentSummary
+	var sum folder.Summary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -79,13 +80,13 @@ func shardData(t *testing.T, dir string, n int) (imgs, masks string) {
 	return imgs, masks
 }
 
-func segmentJSON(t testing.TB, args ...string) segmentSummary {
+func segmentJSON(t testing.TB, args ...string) folder.Summary {
 	t.Helper()
 	out, err := runCLI(t, append([]string{"segment"}, append(args, "--json")...)...)
 	if err != nil {
 		t.Fatalf("segment %v: %v", args, err)
 	}
-	var s segmentSummary
+	var s folder.Summary
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("summary %q: %v", out, err)
 	}

@@ -85,6 +85,23 @@ type Failure struct {
 	Err  error
 }
 
+// FailureRecord is a Failure as text, as reports print it and JSON
+// holds it.
+type FailureRecord struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// FailureRecords is fs as text, in their order; never nil, so that
+// JSON holds an empty list.
+func FailureRecords(fs []Failure) []FailureRecord {
+	out := make([]FailureRecord, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, FailureRecord{Path: f.Path, Error: f.Err.Error()})
+	}
+	return out
+}
+
 // ErrSkip, returned (or wrapped) by Prepare, marks an item as already
 // done (e.g. its output exists and checks out): it is counted in
 // Report.Skipped, neither succeeded nor failed.

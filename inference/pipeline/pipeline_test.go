@@ -377,3 +377,14 @@ func TestInferItemsGetsTheItems(t *testing.T) {
 		t.Errorf("%d batches of at most 3 for 7 items", n)
 	}
 }
+
+func TestFailureRecords(t *testing.T) {
+	got := FailureRecords([]Failure{{Path: "a.png", Err: errors.New("bad PNG")}, {Path: "b.jpg", Err: fmt.Errorf("decode: %w", ErrSkip)}})
+	want := []FailureRecord{{Path: "a.png", Error: "bad PNG"}, {Path: "b.jpg", Error: "decode: already done"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("records %v; want %v", got, want)
+	}
+	if got := FailureRecords(nil); got == nil || len(got) != 0 {
+		t.Errorf("records of no failures: %#v; want an empty list", got)
+	}
+}

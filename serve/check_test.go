@@ -1,0 +1,35 @@
+package serve
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestOptionsCheck(t *testing.T) {
+	good := Options{MaxBatch: 4, MaxBodyBytes: 1 << 20, MaxPixels: 1e6, MaxConns: 8,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, ShutdownTimeout: time.Second}
+	if err := good.Check(); err != nil {
+		t.Fatalf("%+v: %v", good, err)
+	}
+	for _, c := range []struct {
+		field string
+		edit  func(*Options)
+	}{
+		{"MaxBatch", func(o *Options) { o.MaxBatch = 0 }},
+		{"MaxBodyBytes", func(o *Options) { o.MaxBodyBytes = -1 }},
+		{"MaxPixels", func(o *Options) { o.MaxPixels = 0 }},
+		{"MaxConns", func(o *Options) { o.MaxConns = 0 }},
+		{"MaxPending", func(o *Options) { o.MaxPending = -1 }},
+		{"ReadTimeout", func(o *Options) { o.ReadTimeout = 0 }},
+		{"WriteTimeout", func(o *Options) { o.WriteTimeout = -time.Second }},
+		{"ShutdownTimeout", func(o *Options) { o.ShutdownTimeout = 0 }},
+	} {
+		o := good
+		c.edit(&o)
+		var se *SettingError
+		if err := o.Check(); !errors.As(err, &se) || se.Field != c.field {
+			t.Errorf("%s refused: got %v, want a *SettingError of %s", c.field, err, c.field)
+		}
+	}
+}
