@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/artifacts"
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx/grad"
 )
