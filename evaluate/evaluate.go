@@ -39,6 +39,10 @@ type Plan struct {
 	Batch, PrepareWorkers int
 	// Progress, if set, is told the images done.
 	Progress func(done, total int)
+	// Explain, if set, rewrites each failed image's error before it is
+	// recorded: a program that names its settings otherwise (flags) says
+	// the advice its own way.
+	Explain func(error) error
 }
 
 // Run scores p's pairs and returns the shard's partial: the scored images'
@@ -112,6 +116,11 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		return nil, err
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
+	if p.Explain != nil {
+		for i, f := range rep.Failures {
+			rep.Failures[i].Err = p.Explain(f.Err)
+		}
+	}
 	acc.Failures = append(acc.Failures, pipeline.FailureRecords(rep.Failures)...)
 	return acc, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,17 @@ func TestRunRecordsAnUnreadableMaskAsThatImagesFailure(t *testing.T) {
 	}
 	if !strings.Contains(sum.Failures[0].Error, bad) {
 		t.Errorf("failure %q does not name the mask", sum.Failures[0].Error)
+	}
+	// Explain rewrites the recorded failures, and only them.
+	plan, samples = synthPlan(t)
+	samples[1].Mask = bad
+	plan = pairsOf(t, plan, samples, shard.All)
+	plan.Explain = func(err error) error { return fmt.Errorf("explained: %w", err) }
+	if acc, err = evaluate.Run(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if f := acc.Summary().Failures; len(f) != 1 || !strings.HasPrefix(f[0].Error, "explained: ") || !strings.Contains(f[0].Error, bad) {
+		t.Errorf("explained failures %+v", f)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/metrics"
@@ -90,6 +90,7 @@ func runEval(c *cli.Context) error {
 	}
 	bar := progress(c, plan.Total, "eval")
 	plan.Progress = func(done, _ int) { bar.Set(done) }
+	plan.Explain = withFlagNames
 	acc, err := evaluate.Run(c.Context, plan)
 	bar.Finish()
 	if err != nil {
@@ -112,12 +113,12 @@ func runEval(c *cli.Context) error {
 // flags' Required, which urfave/cli would also demand of `eval merge`.
 func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
 	if !c.IsSet("data") {
-		return nil, requireFlags(c, "model", "images", "masks")
+		return nil, cliflag.Require(c, "model", "images", "masks")
 	}
 	if c.IsSet("images") || c.IsSet("masks") {
 		return nil, cli.Exit("give --data, or --images and --masks, not both", 2)
 	}
-	if err := requireFlags(c, "model"); err != nil {
+	if err := cliflag.Require(c, "model"); err != nil {
 		return nil, err
 	}
 	set, err := openDataFlag(c, "val")
@@ -178,18 +179,6 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	}
 	plan.Batch = clampBatch(c, plan.Segmenter, req.Batch) // with its notice
 	return plan, nil
-}
-
-// requireFlags is urfave/cli's check of required flags, with its message.
-func requireFlags(c *cli.Context, names ...string) error {
-	switch missing := slices.DeleteFunc(slices.Clone(names), c.IsSet); len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("Required flag %q not set", missing[0])
-	default:
-		return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
-	}
 }
 
 // partialDone looks at an existing --partial file before the work: this

@@ -13,6 +13,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
@@ -189,7 +190,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		v := c.Float64("weight-decay")
 		cfg.WeightDecay = &v
 	}
-	if cfg.Height, cfg.Width, err = parseSize(c.String("crop")); err != nil {
+	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
 	}
 	if cfg.MaskPalette, _, err = maskPalette(c); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/resolve"
@@ -72,7 +73,7 @@ func dataCommand() *cli.Command {
 				cfg := synth.DefaultConfig()
 				cfg.Seed, cfg.Train, cfg.Val = c.Uint64("seed"), c.Int("train"), c.Int("val")
 				var err error
-				if cfg.Height, cfg.Width, err = parseSize(c.String("size")); err != nil {
+				if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("size")); err != nil {
 					return err
 				}
 				if _, err := synth.Generate(c.String("out"), cfg); err != nil {

@@ -62,7 +62,7 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 	}
 	var p imageio.Preprocess
 	if v := c.String("size"); v != "" {
-		h, w, err := parseSize(v)
+		h, w, err := imageio.ParseSize(v)
 		if err != nil {
 			return s, err
 		}
@@ -108,20 +108,6 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 		return s, err
 	}
 	return s, nil
-}
-
-// parseSize reads "HxW" (or a single N for a square).
-func parseSize(v string) (h, w int, err error) {
-	hs, ws, found := strings.Cut(strings.ToLower(v), "x")
-	if !found {
-		ws = hs
-	}
-	h, err1 := strconv.Atoi(strings.TrimSpace(hs))
-	w, err2 := strconv.Atoi(strings.TrimSpace(ws))
-	if err1 != nil || err2 != nil || h <= 0 || w <= 0 {
-		return 0, 0, fmt.Errorf("size %q: want HxW with positive integers, e.g. 513x513", v)
-	}
-	return h, w, nil
 }
 
 func parseFloats(v string) ([]float64, error) {

@@ -90,6 +90,9 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("running %s: %w", modelPath, err)
 	}
+	for i, f := range rep.Failures {
+		rep.Failures[i].Err = withFlagNames(f.Err) // their advice by flag
+	}
 	sum := folder.Summarize(rep, seg.Session.Device, opts.Batch, c.String("output"), spec)
 	if c.Bool("json") {
 		err = printJSON(os.Stdout, sum)
