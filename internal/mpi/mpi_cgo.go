@@ -87,6 +87,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -211,11 +212,19 @@ func (w *mpiWorld) allgatherU64(in []uint64) ([]uint64, error) {
 }
 
 func (w *mpiWorld) abort(code int) {
-	// Flush what this rank printed before MPI kills the job.
+	// Flush what this rank printed before MPI kills the job, and give the
+	// launcher a moment to forward it: Open MPI reads the ranks' output
+	// pipes asynchronously and drops what it has not read when the job is
+	// killed (a loaded machine lost a rank's last line so).
 	os.Stdout.Sync()
 	os.Stderr.Sync()
+	time.Sleep(abortGrace)
 	C.seg_abort(C.int(code))
 }
+
+// abortGrace is how long a rank waits between its last words and
+// MPI_Abort.
+const abortGrace = 500 * time.Millisecond
 
 func (w *mpiWorld) finalize() error {
 	w.mu.Lock()
