@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
 )
@@ -156,7 +157,7 @@ var int8Only = []string{"calibrate", "calibrate-method", "percentile", "activati
 // flags, and int8's calibration flags.
 func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	r := &deploy.Request{Out: c.String("out"), CheckImages: c.String("check-images"), CheckMasks: c.String("check-masks"),
-		CheckCount: c.Int("check-count"), Keep: splitList(c.String("keep-float"))}
+		CheckCount: c.Int("check-count"), Keep: listflag.Split(c.String("keep-float"))}
 	ck, model := c.String("checkpoint"), c.String("model")
 	switch {
 	case ck != "":
@@ -196,17 +197,6 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 		return r, nil
 	}
 	return r, calibrationRequest(c, r)
-}
-
-// splitList is a comma-separated flag's items, blanks dropped.
-func splitList(v string) []string {
-	var items []string
-	for _, item := range strings.Split(v, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			items = append(items, item)
-		}
-	}
-	return items
 }
 
 // checkPrecisionFlags refuses flags given without the precision or the

@@ -30,7 +30,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/segtune/segtune/experiments/internal/listflag"
+	"github.com/segtune/segtune/internal/listflag"
 )
 
 // extraFlag collects --extra NAME=IMAGES:MASKS.

@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/segtune/segtune/dual"
-	"github.com/segtune/segtune/experiments/internal/listflag"
 	"github.com/segtune/segtune/experiments/smnist"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/runtime"
 )
 

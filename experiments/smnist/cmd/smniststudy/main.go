@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/dual"
-	"github.com/segtune/segtune/experiments/internal/listflag"
 	"github.com/segtune/segtune/experiments/smnist"
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/runtime"
 )
 

@@ -1,5 +1,5 @@
-// Package listflag splits the comma-separated list flags of the
-// experiment commands.
+// Package listflag splits comma-separated list flags (segtune's
+// --keep-float, the experiment commands' lists).
 package listflag
 
 import "strings"
