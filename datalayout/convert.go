@@ -49,15 +49,11 @@ func (e *OverlapError) Error() string {
 // folder root that overlaps it (*OverlapError, symbolic links resolved),
 // holds files (*NotEmptyError) or cannot be read.
 func CheckConvertOutput(root, out string) error {
-	rr, err := pathguard.Resolve(root)
+	overlap, err := pathguard.Overlap(root, out)
 	if err != nil {
 		return err
 	}
-	ro, err := pathguard.Resolve(out)
-	if err != nil {
-		return err
-	}
-	if pathguard.Within(ro, rr) || pathguard.Within(rr, ro) {
+	if overlap {
 		return &OverlapError{Data: root, Out: out}
 	}
 	return CheckOutput(out)

@@ -47,11 +47,17 @@ func Overlapping(a, b *storage.Folder) (bool, error) {
 	if !a.IsLocal() {
 		return a.Within(b) || b.Within(a), nil
 	}
-	ra, err := Resolve(a.Location().Local)
+	return Overlap(a.Location().Local, b.Location().Local)
+}
+
+// Overlap reports whether the local paths a and b are one folder, or one
+// lies inside the other, with symbolic links resolved.
+func Overlap(a, b string) (bool, error) {
+	ra, err := Resolve(a)
 	if err != nil {
 		return false, err
 	}
-	rb, err := Resolve(b.Location().Local)
+	rb, err := Resolve(b)
 	if err != nil {
 		return false, err
 	}
