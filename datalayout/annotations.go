@@ -67,7 +67,7 @@ func (coco) List(root string, opt Options) (*Set, error) {
 		return nil, fmt.Errorf("data set %s (coco layout): no annotation file for split %s", root, split)
 	case 1:
 	default:
-		return nil, fmt.Errorf("data set %s (coco layout): split %s has %d annotation files (%s): keep one, or point --data at a folder with one", root, split, len(files), strings.Join(files, ", "))
+		return nil, fmt.Errorf("data set %s (coco layout): split %s has %d annotation files (%s): keep one, or use a folder with one", root, split, len(files), strings.Join(files, ", "))
 	}
 	dir := root
 	for _, d := range []string{filepath.Join(root, split), filepath.Join(root, "images", split), filepath.Join(root, "images")} {

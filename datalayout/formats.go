@@ -63,11 +63,15 @@ func (voc) Detect(root string) string {
 	return ""
 }
 
+// FixNoSplitLists is the advice on a VOC data set without split lists; a
+// program whose users name layouts with a flag can give it by flag.
+const FixNoSplitLists = "the folders layout pairs JPEGImages/ with SegmentationClass/ by name"
+
 func (voc) Splits(root string) ([]string, error) {
 	dir := filepath.Join(root, "ImageSets", "Segmentation")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("data set %s (voc layout): the split lists: %w; --format folders pairs JPEGImages/ with SegmentationClass/ by name", root, err)
+		return nil, fmt.Errorf("data set %s (voc layout): the split lists: %w; %s", root, err, FixNoSplitLists)
 	}
 	var out []string
 	for _, e := range entries {
@@ -76,7 +80,7 @@ func (voc) Splits(root string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("data set %s (voc layout): no split lists (*.txt) in %s; --format folders pairs JPEGImages/ with SegmentationClass/ by name", root, dir)
+		return nil, fmt.Errorf("data set %s (voc layout): no split lists (*.txt) in %s; %s", root, dir, FixNoSplitLists)
 	}
 	return out, nil
 }

@@ -128,7 +128,7 @@ func TestVOC(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "ImageSets")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(root, Options{Split: "train"}); err == nil || !strings.Contains(err.Error(), "--format folders") {
+	if _, err := Open(root, Options{Split: "train"}); err == nil || !strings.Contains(err.Error(), FixNoSplitLists) {
 		t.Errorf("no lists: %v", err)
 	}
 	all, err := Open(root, Options{Format: "folders"})

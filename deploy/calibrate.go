@@ -178,6 +178,11 @@ func newCalibrationPass(m *onnx.Model, tensors []string, opts runtime.Options) (
 	return p, nil
 }
 
+// FixCalibration is the advice on a calibrated tensor over its share of
+// the memory limit; a program whose users set these with flags can give
+// it by flag.
+const FixCalibration = "calibrate at a smaller input size or scale, or leave its layer in float"
+
 // calibrationPasses splits tensors into groups whose values for one input
 // like first fit in a quarter of the memory limit. The size of each
 // tensor is measured on a blank input of a quarter of first's sides (the
@@ -209,8 +214,8 @@ func calibrationPasses(m *onnx.Model, ref *inference.Segmenter, tensors []string
 		bytes := int64(float64(len(outs[probe.index[j]].Float32))*scale) * 4
 		if bytes > budget {
 			_, from := memlimit.Limit()
-			return nil, fmt.Errorf("calibration: tensor %q of a %dx%d input takes about %s, more than a quarter of the memory limit of %s (%s): calibrate at a smaller size (--size/--scale), or leave its layer in float with --keep-float: %w",
-				t, first.w, first.h, memlimit.Human(bytes), memlimit.Human(limit), from, memlimit.ErrTooLarge)
+			return nil, fmt.Errorf("calibration: tensor %q of a %dx%d input takes about %s, more than a quarter of the memory limit of %s (%s): %s: %w",
+				t, first.w, first.h, memlimit.Human(bytes), memlimit.Human(limit), from, FixCalibration, memlimit.ErrTooLarge)
 		}
 		if used+bytes > budget && len(cur) > 0 {
 			groups, cur, used = append(groups, cur), nil, 0

@@ -80,7 +80,7 @@ func Convert(m *onnx.Model, ref *inference.Segmenter, o Options) (*Converted, er
 			return nil, err
 		}
 		if len(plan.Calibrate) == 0 {
-			return nil, fmt.Errorf("nothing to quantize: the model has no float32 Conv, Gemm or MatMul outside --keep-float")
+			return nil, fmt.Errorf("nothing to quantize: the model has no float32 Conv, Gemm or MatMul outside the nodes kept in float")
 		}
 		cal, err := quantize.NewCalibrator(o.Calib)
 		if err != nil {

@@ -45,10 +45,10 @@ func (r *Report) Evaluate() {
 	if r.Check == nil {
 		r.Problems = append(r.Problems, "not checked")
 	} else if r.Check.PixelAgreement < r.MinAgreement {
-		r.Problems = append(r.Problems, fmt.Sprintf("pixel agreement %.4f is below --min-agreement %.4f", r.Check.PixelAgreement, r.MinAgreement))
+		r.Problems = append(r.Problems, fmt.Sprintf("pixel agreement %.4f is below the minimum agreement %.4f", r.Check.PixelAgreement, r.MinAgreement))
 	}
 	if c := r.Check; c != nil && c.CalibrationImages != nil && *c.CalibrationImages > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("warning: %d of the %d checked images were calibrated on: the agreement overstates the agreement on new images (give --check-images with others)",
+		r.Problems = append(r.Problems, fmt.Sprintf("warning: %d of the %d checked images were calibrated on: the agreement overstates the agreement on new images (check on images held out from calibration)",
 			*c.CalibrationImages, c.Images))
 	}
 	if q := r.Quantization; q != nil && q.ClippedBiasValues > 0 {

@@ -45,7 +45,7 @@ func CUDAProviderPath() (string, error) {
 		return cached, nil
 	}
 	if fileExists(cached) {
-		return "", fmt.Errorf("no CUDA execution provider for the ONNX Runtime loaded from %s (%s is not beside it); the CUDA build is installed at %s: unset %s and --ort-lib, or point them there",
+		return "", fmt.Errorf("no CUDA execution provider for the ONNX Runtime loaded from %s (%s is not beside it); the CUDA build is installed at %s: load that one (unset %s, or point it there)",
 			lib, CUDAProviderFile, CachedCUDALibraryPath(), LibraryEnv)
 	}
 	return "", fmt.Errorf("no CUDA execution provider: %s is not beside %s (run `make ort-cuda` to install the CUDA build of ONNX Runtime %s)", CUDAProviderFile, lib, CUDAORTVersion)

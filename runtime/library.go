@@ -54,8 +54,8 @@ func CachedCUDALibraryPath() string {
 	return filepath.Join(cacheRoot(), "onnxruntime-cuda", CUDAORTVersion, "libonnxruntime.so.1")
 }
 
-// FindLibrary returns the ONNX Runtime library to load: explicit (a --ort-lib
-// flag) if set, else $ONNXRUNTIME_SHARED_LIBRARY_PATH, else the copy the
+// FindLibrary returns the ONNX Runtime library to load: explicit (the
+// caller's path, e.g. from a flag) if set, else $ONNXRUNTIME_SHARED_LIBRARY_PATH, else the copy the
 // project's installer put in the cache.
 func FindLibrary(explicit string) (string, error) {
 	return findLibrary(explicit, DeviceCPU)
@@ -72,18 +72,18 @@ func findLibrary(explicit, device string) (string, error) {
 	check := func(path, from string) (string, error) {
 		st, err := os.Stat(path)
 		if err != nil {
-			return "", fmt.Errorf("ONNX Runtime library %s (from %s): %w", path, from, err)
+			return "", fmt.Errorf("ONNX Runtime library %s%s: %w", path, from, err)
 		}
 		if st.IsDir() {
-			return "", fmt.Errorf("ONNX Runtime library %s (from %s) is a directory", path, from)
+			return "", fmt.Errorf("ONNX Runtime library %s%s is a directory", path, from)
 		}
 		return path, nil
 	}
 	if explicit != "" {
-		return check(explicit, "--ort-lib")
+		return check(explicit, "")
 	}
 	if env := os.Getenv(LibraryEnv); env != "" {
-		return check(env, LibraryEnv)
+		return check(env, " (from "+LibraryEnv+")")
 	}
 	if device == DeviceCUDA || device == DeviceAuto {
 		if p := CachedCUDALibraryPath(); fileExists(p) && fileExists(filepath.Join(filepath.Dir(p), CUDAProviderFile)) {
@@ -94,8 +94,12 @@ func findLibrary(explicit, device string) (string, error) {
 	if _, err := os.Stat(cached); err == nil {
 		return cached, nil
 	}
-	return "", fmt.Errorf("ONNX Runtime library not found: run `make ort` (scripts/install-ort.sh) to install ONNX Runtime %s into %s, or point %s or --ort-lib at your own libonnxruntime.so", ORTVersion, cached, LibraryEnv)
+	return "", fmt.Errorf("%w: run `make ort` (scripts/install-ort.sh) to install ONNX Runtime %s into %s, or point %s at your own libonnxruntime.so", ErrNoLibrary, ORTVersion, cached, LibraryEnv)
 }
+
+// ErrNoLibrary is the error of a search for the ONNX Runtime library,
+// given no path, that found none.
+var ErrNoLibrary = errors.New("ONNX Runtime library not found")
 
 var (
 	initMu   sync.Mutex

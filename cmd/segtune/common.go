@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,10 +24,23 @@ var (
 // initRuntime loads ONNX Runtime from the --ort-lib flag, the environment or
 // the installer's cache.
 func initRuntime(c *cli.Context) error {
-	if err := runtime.InitFor(c.String("ort-lib"), c.String("device")); err != nil {
-		return cli.Exit(err.Error(), 2)
+	lib := c.String("ort-lib")
+	if err := runtime.InitFor(lib, c.String("device")); err != nil {
+		return cli.Exit(ortLibError(lib, err).Error(), 2)
 	}
 	return nil
+}
+
+// ortLibError is runtime's error on loading the library lib ("" for none
+// given) naming --ort-lib.
+func ortLibError(lib string, err error) error {
+	switch {
+	case errors.Is(err, runtime.ErrNoLibrary):
+		return renamed(err, "or point "+runtime.LibraryEnv, "or point "+runtime.LibraryEnv+" or --ort-lib")
+	case lib != "":
+		return renamed(err, "library "+lib, "library "+lib+" (from --ort-lib)")
+	}
+	return err
 }
 
 func sessionOptions(c *cli.Context) runtime.Options {

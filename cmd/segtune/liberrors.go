@@ -9,11 +9,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
@@ -32,14 +32,16 @@ var settingFlags = map[string]string{
 	"RunDir":    "--out",
 }
 
-// memoryFixes are the libraries' advice on work over the memory limit,
-// by flag.
-var memoryFixes = map[string]string{
-	finetune.FixMemory:       "lower --batch or --crop, or raise --max-memory if the machine has the memory",
-	finetune.FixAddressSpace: "lower --batch, --crop or --threads, or raise the limit",
-	inference.FixDeclared:    "the model's fixed batch or input size, or --size, is too large for this machine",
-	pipeline.FixBatches:      "lower --batch, or --size/--scale",
-	imageio.FixTensors:       "lower --size or --scale",
+// adviceFlags are the libraries' advice (exported constants that their
+// errors end with), by flag.
+var adviceFlags = map[string]string{
+	finetune.FixMemory:         "lower --batch or --crop, or raise --max-memory if the machine has the memory",
+	finetune.FixAddressSpace:   "lower --batch, --crop or --threads, or raise the limit",
+	inference.FixDeclared:      "the model's fixed batch or input size, or --size, is too large for this machine",
+	pipeline.FixBatches:        "lower --batch, or --size/--scale",
+	imageio.FixTensors:         "lower --size or --scale",
+	deploy.FixCalibration:      "calibrate at a smaller size (--size/--scale), or leave its layer in float with --keep-float",
+	datalayout.FixNoSplitLists: "--format folders pairs JPEGImages/ with SegmentationClass/ by name",
 }
 
 // nameFlags makes the actions of cmds (and their subcommands) report
@@ -58,6 +60,9 @@ func nameFlags(cmds []*cli.Command) {
 // withFlagNames returns err with the part a library wrote about a setting
 // rewritten to name its flag; the error it wraps stays reachable.
 func withFlagNames(err error) error {
+	if err == nil {
+		return nil
+	}
 	var se *finetune.SettingError
 	if errors.As(err, &se) {
 		if flag, ok := settingFlags[se.Field]; ok {
@@ -88,10 +93,9 @@ func withFlagNames(err error) error {
 	if errors.As(err, &fs) {
 		return renamed(err, fs.Advice(), fmt.Sprintf("use --size %dx%d with --resize stretch or letterbox", fs.Height, fs.Width))
 	}
-	var tl *memlimit.TooLargeError
-	if errors.As(err, &tl) {
-		if fix, ok := memoryFixes[tl.Fix]; ok {
-			return renamed(err, tl.Fix, fix)
+	for advice, byFlag := range adviceFlags {
+		if strings.Contains(err.Error(), advice) {
+			return renamed(err, advice, byFlag)
 		}
 	}
 	var fe *onnx.FormatError

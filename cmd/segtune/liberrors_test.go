@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
+	"github.com/segtune/segtune/runtime"
 )
 
 // The libraries name a setting by its field; the user reads the flag that
@@ -125,16 +126,37 @@ func TestSegmentModelThatIsNotONNX(t *testing.T) {
 	}
 }
 
-// Each library's advice on work over the memory limit is given by flag.
-func TestMemoryFixesNameFlags(t *testing.T) {
-	for fix, want := range memoryFixes {
+// Each library's advice is given by flag.
+func TestAdviceNamesFlags(t *testing.T) {
+	for fix, want := range adviceFlags {
 		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "--max-memory", Fix: fix})
 		got := withFlagNames(err).Error()
 		if !strings.Contains(got, want) || strings.Contains(got, fix) || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
 			t.Errorf("%q renamed to %q, want %q in it", err, got, want)
 		}
-		if !strings.Contains(want, "--") {
-			t.Errorf("advice %q names no flag", want)
+		if !strings.Contains(want, "--") || strings.Contains(fix, "--") {
+			t.Errorf("advice %q names a flag, or its CLI text %q none", fix, want)
 		}
+	}
+	if withFlagNames(nil) != nil {
+		t.Error("withFlagNames(nil) is not nil")
+	}
+}
+
+// Where ONNX Runtime could not be loaded from, the error names --ort-lib
+// as it did when runtime wrote the flag's name itself.
+func TestORTLibErrorNamesFlag(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SEGTUNE_CACHE_DIR", filepath.Join(dir, "cache"))
+	t.Setenv(runtime.LibraryEnv, "")
+	missing := filepath.Join(dir, "libonnxruntime.so")
+	_, err := runtime.FindLibrary(missing)
+	if want := "ONNX Runtime library " + missing + " (from --ort-lib): "; err == nil || !strings.HasPrefix(ortLibError(missing, err).Error(), want) {
+		t.Errorf("--ort-lib %s: %v; want it to start %q", missing, ortLibError(missing, err), want)
+	}
+	_, err = runtime.FindLibrary("")
+	if want := "or point " + runtime.LibraryEnv + " or --ort-lib at your own"; err == nil || !strings.Contains(ortLibError("", err).Error(), want) ||
+		!errors.Is(ortLibError("", err), runtime.ErrNoLibrary) {
+		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", ortLibError("", err), want)
 	}
 }

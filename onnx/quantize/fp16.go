@@ -148,7 +148,7 @@ func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Su
 		case !isDefaultDomain(n):
 		case half[n] && keep.match(n):
 			half[n] = false
-			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: "--keep-float"})
+			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: KeptOnRequest})
 		case half[n]:
 			sum.Float16Nodes[n.GetOpType()]++
 		case hasFloat:

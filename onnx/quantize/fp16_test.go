@@ -112,7 +112,7 @@ func TestToFloat16Keep(t *testing.T) {
 	}
 	var kept []string
 	for _, k := range sum.Float32Nodes {
-		if k.Reason == "--keep-float" {
+		if k.Reason == KeptOnRequest {
 			kept = append(kept, k.Op)
 		}
 	}

@@ -98,7 +98,7 @@ func isDefaultDomain(n *onnx.NodeProto) bool {
 }
 
 // matcher tells whether a node is named by a list of op types, node
-// names and output tensor names (the --keep-float flag; exporters often
+// names and output tensor names (a keep list; exporters often
 // leave nodes unnamed, but their outputs always have names).
 type matcher struct{ items map[string]bool }
 
@@ -125,7 +125,7 @@ func (m matcher) match(n *onnx.NodeProto) bool {
 }
 
 // unmatched returns the items that name no node of g, so that a typo in
-// --keep-float is reported rather than silently ignored.
+// a keep list is reported rather than silently ignored.
 func (m matcher) unmatched(g *onnx.GraphProto) []string {
 	seen := map[string]bool{}
 	for _, n := range g.GetNode() {

@@ -129,6 +129,10 @@ type KeptNode struct {
 	Reason string `json:"reason"`
 }
 
+// KeptOnRequest is the Reason of a node the caller's keep list (Keep)
+// names.
+const KeptOnRequest = "on the keep list"
+
 // Notes are remarks on the plan (e.g. per-channel weights unavailable at
 // the model's opset).
 func (p *Plan) Notes() []string { return p.notes }
@@ -175,7 +179,7 @@ func NewPlan(m *onnx.Model, types ElemTypes, o Options) (*Plan, error) {
 			continue
 		}
 		if keep.match(n) {
-			pl.kept(n, "--keep-float")
+			pl.kept(n, KeptOnRequest)
 			continue
 		}
 		if ins := n.GetInput(); len(ins) == 0 || !types.isFloat32(ins[0]) {
