@@ -57,7 +57,7 @@ func TestWriteText(t *testing.T) {
 		"not found (optional: NVRTC)\n",
 		"  missing: libcudnn.so.9\n",
 		"GPUs (nvidia-smi): none seen (nvidia-smi absent)\n",
-		"--device cuda:     falls back to the CPU: CUDA libraries not found\n",
+		"CUDA sessions:     fall back to the CPU: CUDA libraries not found\n",
 		"model m.onnx at [1 3 8 8]:\n",
 		"  inference nodes per provider map[CUDAExecutionProvider:3]\n",
 		"  training graph: boom\n",

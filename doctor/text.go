@@ -53,9 +53,9 @@ func (r *Report) WriteText(w io.Writer) {
 		p("EP device:         %s on %s %s (vendor 0x%04x, device 0x%04x)", d.EP, d.Type, d.Vendor, d.VendorID, d.DeviceID)
 	}
 	if r.CUDAReady {
-		p("--device cuda:     runs on the GPU")
+		p("CUDA sessions:     run on the GPU")
 	} else if r.CUDAReason != "" {
-		p("--device cuda:     falls back to the CPU: %s", r.CUDAReason)
+		p("CUDA sessions:     fall back to the CPU: %s", r.CUDAReason)
 	}
 	r.writeModel(p)
 }
