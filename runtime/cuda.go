@@ -180,6 +180,6 @@ func appendCUDA(so *ort.SessionOptions, opts Options) error {
 
 // cudaFallbackLine is the one line printed when a session asked for CUDA
 // runs on the CPU.
-func cudaFallbackLine(device string, err error) string {
-	return fmt.Sprintf("segtune: --device %s: %s; running on the CPU", device, firstLine(err.Error()))
+func cudaFallbackLine(err error) string {
+	return fmt.Sprintf("segtune: CUDA unavailable: %s; running on the CPU", firstLine(err.Error()))
 }

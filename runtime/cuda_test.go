@@ -173,7 +173,7 @@ func TestCUDAFallsBackWithOneLine(t *testing.T) {
 		t.Errorf("device %s", s.Device)
 	}
 	lines := strings.Split(strings.TrimRight(log.String(), "\n"), "\n")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "segtune: --device cuda: ") || !strings.HasSuffix(lines[0], "; running on the CPU") {
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "segtune: CUDA unavailable: ") || !strings.HasSuffix(lines[0], "; running on the CPU") {
 		t.Errorf("log %q, want one line", log.String())
 	}
 	if _, err := s.Run(NewFloat32([]int64{2, 3}, make([]float32, 6))); err != nil {
@@ -211,7 +211,7 @@ func TestCUDABuildNamesMissingLibraries(t *testing.T) {
 		t.Fatalf("child printed no log:\n%s", s)
 	}
 	line := strings.SplitN(s[i+4:], "\n", 2)[0]
-	if !strings.HasPrefix(line, "segtune: --device cuda: CUDA libraries not found: ") || !strings.Contains(line, "libcudart.so.13") && !strings.Contains(line, "libcudnn.so.9") {
+	if !strings.HasPrefix(line, "segtune: CUDA unavailable: CUDA libraries not found: ") || !strings.Contains(line, "libcudart.so.13") && !strings.Contains(line, "libcudnn.so.9") {
 		t.Errorf("fallback line %q", line)
 	}
 	t.Log(line)

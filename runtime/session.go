@@ -97,7 +97,7 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 			s.sess, s.Device = sess, DeviceCUDA
 			return s, nil
 		}
-		fmt.Fprintln(log, cudaFallbackLine(device, err))
+		fmt.Fprintln(log, cudaFallbackLine(err))
 	}
 	sess, err := s.open(model, opts, false)
 	if err != nil {
