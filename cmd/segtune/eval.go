@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/cliflag"
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/metrics"
@@ -158,7 +159,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	if v := c.String("class-names"); v != "" {
 		o.ClassNames = strings.Split(v, ",")
 	}
-	if o.SizeClasses, err = parseInts(c.String("size-classes")); err != nil {
+	if o.SizeClasses, err = listflag.Ints(c.String("size-classes")); err != nil {
 		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
 	}
 	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(model) {

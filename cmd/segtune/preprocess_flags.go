@@ -1,16 +1,15 @@
 package main
 
 import (
-	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/resolve"
-
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/listflag"
+	"github.com/segtune/segtune/resolve"
 )
 
 // preprocessFlags describe how images become model inputs. They override,
@@ -84,10 +83,10 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 	if c.Bool("nhwc") {
 		p.Layout = imageio.NHWC
 	}
-	if p.Mean, err = parseFloats(c.String("mean")); err != nil {
+	if p.Mean, err = listflag.Floats(c.String("mean")); err != nil {
 		return s, fmt.Errorf("--mean: %w", err)
 	}
-	if p.Std, err = parseFloats(c.String("std")); err != nil {
+	if p.Std, err = listflag.Floats(c.String("std")); err != nil {
 		return s, fmt.Errorf("--std: %w", err)
 	}
 	p.ValueScale = c.Float64("value-scale")
@@ -108,19 +107,4 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 		return s, err
 	}
 	return s, nil
-}
-
-func parseFloats(v string) ([]float64, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	var out []float64
-	for _, f := range strings.Split(v, ",") {
-		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a number", f)
-		}
-		out = append(out, x)
-	}
-	return out, nil
 }

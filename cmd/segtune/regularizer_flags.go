@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/internal/listflag"
 )
 
 // regularizerFlags configure the size regularizer and the size groups;
@@ -44,12 +43,12 @@ func regularizerFlags() []cli.Flag {
 
 func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 	var err error
-	if cfg.Size.Classes, err = parseInts(c.String("size-classes")); err != nil {
+	if cfg.Size.Classes, err = listflag.Ints(c.String("size-classes")); err != nil {
 		return fmt.Errorf("--size-classes: %w", err)
 	}
 	cfg.Size.Threshold = c.Float64("size-threshold")
 	cfg.Size.Vote = c.Bool("size-vote")
-	if cfg.Size.Bins, err = parseFloats(c.String("size-bins")); err != nil {
+	if cfg.Size.Bins, err = listflag.Floats(c.String("size-bins")); err != nil {
 		return fmt.Errorf("--size-bins: %w", err)
 	}
 	alpha := c.Float64("alpha")
@@ -69,7 +68,7 @@ func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 	if alpha == 0 {
 		return nil
 	}
-	grid, err := parseFloats(c.String("grid"))
+	grid, err := listflag.Floats(c.String("grid"))
 	if err != nil {
 		return fmt.Errorf("--grid: %w", err)
 	}
@@ -83,19 +82,4 @@ func regularizerConfig(c *cli.Context, cfg *finetune.Config) error {
 		},
 	}
 	return nil
-}
-
-func parseInts(v string) ([]int, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		x, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an integer", f)
-		}
-		out = append(out, x)
-	}
-	return out, nil
 }

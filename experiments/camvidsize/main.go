@@ -28,6 +28,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/internal/stats"
 	"github.com/segtune/segtune/metrics"
 )
@@ -134,19 +135,21 @@ func variantList() string {
 }
 
 func parseRows(spec string) ([]int, error) {
-	var rows []int
 	if spec == "" {
+		var rows []int
 		for i := range variants {
 			rows = append(rows, i)
 		}
 		return rows, nil
 	}
-	for _, f := range strings.Split(spec, ",") {
-		i, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || i < 0 || i >= len(variants) {
-			return nil, fmt.Errorf("--variants: %q is not a row 0..%d", f, len(variants)-1)
+	rows, err := listflag.Ints(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--variants: %w", err)
+	}
+	for _, i := range rows {
+		if i < 0 || i >= len(variants) {
+			return nil, fmt.Errorf("--variants: %d is not a row 0..%d", i, len(variants)-1)
 		}
-		rows = append(rows, i)
 	}
 	return rows, nil
 }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
+	"github.com/segtune/segtune/internal/listflag"
 	"github.com/urfave/cli/v2"
 )
 
@@ -48,9 +48,10 @@ func CheckRanges(c *cli.Context, ranges func(name string) (Range, bool)) error {
 	return nil
 }
 
-// numbers are the numeric values of a flag's value: nil for a type that
-// holds none (or a string, unless list).
-func numbers(value any, list bool) (vals []float64, isInt bool, err error) {
+// numbers are the numeric values of a flag's value, and whether its type
+// is an integer: none for a type that holds none (or a string, unless
+// list).
+func numbers(value any, list bool) ([]float64, bool, error) {
 	switch v := value.(type) {
 	case int:
 		return []float64{float64(v)}, true, nil
@@ -59,18 +60,13 @@ func numbers(value any, list bool) (vals []float64, isInt bool, err error) {
 	case float64:
 		return []float64{v}, false, nil
 	case string:
-		if !list || strings.TrimSpace(v) == "" {
+		if !list {
 			return nil, false, nil
 		}
-		for _, s := range strings.Split(v, ",") {
-			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil {
-				return nil, false, fmt.Errorf("%q is not a number", s)
-			}
-			vals = append(vals, x)
-		}
+		vals, err := listflag.Floats(v)
+		return vals, false, err
 	}
-	return vals, false, nil
+	return nil, false, nil
 }
 
 // Check returns an error naming flag name when v is outside r; isInt

@@ -16,7 +16,7 @@ func TestParseClassWeights(t *testing.T) {
 		"1,-2":  "not negative",
 		"NaN,1": "finite",
 		"0,0":   "every weight",
-		"":      "not a number",
+		"":      "no weights",
 	} {
 		if _, err := ParseClassWeights(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error saying %q", in, err, want)
