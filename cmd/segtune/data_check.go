@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/imageio"
 )
 
 func dataCheckCommand() *cli.Command {
@@ -38,12 +36,12 @@ func dataCheckCommand() *cli.Command {
 }
 
 func runDataCheck(c *cli.Context) error {
-	masks, names, err := dataMasks(c)
+	masks, names, err := maskFlags(c)
 	if err != nil {
 		return err
 	}
-	if v := c.String("class-names"); v != "" {
-		names = strings.Split(v, ",")
+	if c.IsSet("class-names") {
+		names = classNames(c)
 	} else if masks.Map != nil {
 		names = nil // a CVAT labelmap's names are of the labels before the label map
 	}
@@ -94,7 +92,7 @@ func dataConvertCommand() *cli.Command {
 
 func runDataConvert(c *cli.Context) error {
 	root, out := c.String("data"), c.String("out")
-	masks, _, err := dataMasks(c)
+	masks, _, err := maskFlags(c)
 	if err != nil {
 		return err
 	}
@@ -144,21 +142,6 @@ func runDataConvert(c *cli.Context) error {
 	}
 	fmt.Printf("wrote %d image/mask pairs to %s\n", total, out)
 	return nil
-}
-
-// dataMasks reads how `data check` and `data convert` read masks
-// (--label-map, --mask-palette), and the classes a CVAT labelmap names.
-func dataMasks(c *cli.Context) (imageio.MaskOptions, []string, error) {
-	var masks imageio.MaskOptions
-	var err error
-	if v := c.String("label-map"); v != "" {
-		if masks.Map, err = imageio.ParseLabelMap(v); err != nil {
-			return masks, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
-		}
-	}
-	pal, names, err := maskPalette(c)
-	masks.Palette = pal
-	return masks, names, err
 }
 
 // openDataSplits opens the splits of --data to go through (--split's, or

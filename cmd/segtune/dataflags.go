@@ -45,6 +45,38 @@ var dataFlag = &cli.StringFlag{Name: "data", Usage: "labelled data folder in any
 // maskPaletteFlag is --mask-palette, for RGB colour masks.
 var maskPaletteFlag = &cli.StringFlag{Name: "mask-palette", Usage: "read RGB colour masks: a palette image (colour i is class i) or a CVAT labelmap.txt (which also names the classes)"}
 
+// maskFlags reads how masks are read (--label-map, --mask-palette), and
+// the classes a CVAT labelmap names.
+func maskFlags(c *cli.Context) (imageio.MaskOptions, []string, error) {
+	var masks imageio.MaskOptions
+	var err error
+	if v := c.String("label-map"); v != "" {
+		if masks.Map, err = imageio.ParseLabelMap(v); err != nil {
+			return masks, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
+		}
+	}
+	pal, names, err := maskPalette(c)
+	masks.Palette = pal
+	return masks, names, err
+}
+
+// classNames is --class-names's list (nil without it).
+func classNames(c *cli.Context) []string {
+	if v := c.String("class-names"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
+// intIfSet is the value of an integer flag the user set (nil if unset).
+func intIfSet(c *cli.Context, name string) *int {
+	if !c.IsSet(name) {
+		return nil
+	}
+	v := c.Int(name)
+	return &v
+}
+
 // maskPalette reads --mask-palette: the colours of colour masks' classes
 // and, from a CVAT labelmap, their names (nil without the flag).
 func maskPalette(c *cli.Context) (imageio.Palette, []string, error) {

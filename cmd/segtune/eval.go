@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -140,25 +139,18 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	if v := c.String("label-map"); v != "" {
-		if settings.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
-			return evaluate.Plan{}, fmt.Errorf("--label-map: %w", err)
-		}
-	}
 	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"),
 		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
 		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
-	o := &req.Options
-	if o.MaskPalette, _, err = maskPalette(c); err != nil {
+	read, _, err := maskFlags(c)
+	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	if c.IsSet("ignore") {
-		ignore := c.Int("ignore")
-		o.Ignore = &ignore
+	if read.Map != nil {
+		req.Settings.LabelMap = read.Map
 	}
-	if v := c.String("class-names"); v != "" {
-		o.ClassNames = strings.Split(v, ",")
-	}
+	o := &req.Options
+	o.MaskPalette, o.Ignore, o.ClassNames = read.Palette, intIfSet(c, "ignore"), classNames(c)
 	if o.SizeClasses, err = listflag.Ints(c.String("size-classes")); err != nil {
 		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
 	}

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
@@ -174,25 +172,16 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	if err := checkPrecisionFlags(c, r.Precision); err != nil {
 		return nil, err
 	}
-	if r.MaskPalette, _, err = maskPalette(c); err != nil {
-		return nil, err
-	}
 	r.MinAgreement = deploy.DefaultMinAgreement[r.Precision]
 	if c.IsSet("min-agreement") {
 		r.MinAgreement = c.Float64("min-agreement")
 	}
-	if v := c.String("class-names"); v != "" { // these replace the model's own settings
-		r.ClassNames = strings.Split(v, ",")
+	masks, _, err := maskFlags(c)
+	if err != nil {
+		return nil, err
 	}
-	if v := c.String("label-map"); v != "" {
-		if r.LabelMap, err = imageio.ParseLabelMap(v); err != nil {
-			return nil, fmt.Errorf("--label-map: %w", err)
-		}
-	}
-	if c.IsSet("ignore") {
-		v := c.Int("ignore")
-		r.IgnoreLabel = &v
-	}
+	// These replace the model's own settings.
+	r.LabelMap, r.MaskPalette, r.IgnoreLabel, r.ClassNames = masks.Map, masks.Palette, intIfSet(c, "ignore"), classNames(c)
 	if r.Precision != deploy.INT8 {
 		return r, nil
 	}
