@@ -32,8 +32,8 @@ var settingFlags = map[string]string{
 	"RunDir":    "--out",
 }
 
-// adviceFlags are the libraries' advice (exported constants that their
-// errors end with), by flag.
+// adviceFlags are the libraries' advice (exported constants their errors
+// carry), by flag.
 var adviceFlags = map[string]string{
 	finetune.FixMemory:         "lower --batch or --crop, or raise --max-memory if the machine has the memory",
 	finetune.FixAddressSpace:   "lower --batch, --crop or --threads, or raise the limit",
