@@ -111,10 +111,12 @@ type Config struct {
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
 
-	// Explicit names the command-line flags the user gave (not stored):
-	// resuming, a given flag that changes a recorded setting is refused,
-	// except those that may change (see mergeResume). Nil takes --epochs,
-	// --steps, --device and --threads from the new configuration.
+	// Explicit names the settings of the run the caller gave, by the
+	// names IsRunSetting knows ("lr", "batch"; not stored): resuming, a
+	// given setting that differs from the recorded one is refused, except
+	// those that may change (see mergeResume); Repeat takes them from this
+	// configuration. Nil takes epochs, steps, device and threads from the
+	// new configuration when resuming.
 	Explicit []string `json:"-"`
 }
 

@@ -80,6 +80,26 @@ func CheckpointBase(path string) string {
 	return cfg.Network.BaseModel
 }
 
+// BaseModelError is a checkpoint's base model that did not load (Err):
+// the one the checkpoint records, or the one given in its place (Given).
+type BaseModelError struct {
+	Err   error
+	Given bool
+}
+
+func (e *BaseModelError) Error() string { return fmt.Sprintf("%v (%s)", e.Err, e.Which()) }
+
+func (e *BaseModelError) Unwrap() error { return e.Err }
+
+// Which says which base model it was, and for the checkpoint's how to
+// point at it.
+func (e *BaseModelError) Which() string {
+	if e.Given {
+		return "the base model given in place of the checkpoint's"
+	}
+	return "the base model of the checkpoint; give its path to point at it"
+}
+
 // InferenceModel rebuilds the clean inference model of a checkpoint: the
 // base graph (with its new classifier, if the run made one) holding the
 // trained weights, with the model's original inputs and outputs and nothing
@@ -95,10 +115,7 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 	}
 	m, err := cfg.Network.LoadNetwork(baseOverride)
 	if err != nil {
-		if baseOverride == "" {
-			return nil, fmt.Errorf("%w (the base model of the checkpoint; pass --model to point at it)", err)
-		}
-		return nil, fmt.Errorf("%w (the base model given with --model)", err)
+		return nil, &BaseModelError{Err: err, Given: baseOverride != ""}
 	}
 	if err := checkBaseDigest(base, ck.BaseSHA256, "the checkpoint", Warnings); err != nil {
 		return nil, err

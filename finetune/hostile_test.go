@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,8 +176,9 @@ func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
 	changed.Batch, changed.Seed, changed.LR, changed.Epochs = 2, 99, 0.001, 2
 	changed.Explicit = []string{"batch", "seed", "lr", "epochs", "out", "resume"}
 	_, err := Train(context.Background(), changed, out, true, Hooks{})
-	if err == nil || !strings.Contains(err.Error(), "--batch (the run has 4)") || !strings.Contains(err.Error(), "--seed (the run has 3)") ||
-		strings.Contains(err.Error(), "--lr (the run") {
+	var rc *ResumeConflictError
+	if !errors.As(err, &rc) || !slices.Equal(rc.Refused, []SettingChange{{"batch", "2", "4"}, {"seed", "99", "3"}}) ||
+		!strings.Contains(err.Error(), "batch (the run has 4), seed (the run has 3);") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("err = %v", err)
 	}
 	changed.Explicit = []string{"lr", "epochs", "out", "resume"}
@@ -184,7 +186,7 @@ func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
 	if _, err := Train(context.Background(), changed, out, true, Hooks{Log: &log}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "--lr 0.001 (was 0.02)") {
+	if !strings.Contains(log.String(), "resuming with epochs 2 (was 1), lr 0.001 (was 0.02)\n") || strings.Contains(log.String(), "--") {
 		t.Errorf("log: %q", log.String())
 	}
 	ck, err := checkpoint.Load(filepath.Join(out, checkpoint.LastName))
@@ -218,8 +220,9 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.Optimizer, cfg.LR = 1, "sgd", 1e30
 	_, err := Train(context.Background(), cfg, filepath.Join(dir, "fresh"), false, Hooks{})
-	if err == nil || !strings.Contains(err.Error(), "diverged") || !strings.Contains(err.Error(), "no checkpoint was written") ||
-		strings.Contains(err.Error(), "last.ckpt") {
+	var de *DivergedError
+	if !errors.As(err, &de) || de.Checkpoint != "" || !strings.Contains(err.Error(), "no checkpoint was written") ||
+		strings.Contains(err.Error(), "last.ckpt") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("diverging before any checkpoint: err = %v", err)
 	}
 	cfg = toyConfig(t, dir)
@@ -231,7 +234,8 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 	wild := cfg
 	wild.Epochs, wild.LR, wild.Explicit = 2, 1e30, []string{"lr", "epochs"}
 	_, err = Train(context.Background(), wild, out, true, Hooks{})
-	if err == nil || !strings.Contains(err.Error(), filepath.Join(out, "last.ckpt")) || !strings.Contains(err.Error(), "--resume --lr 1e+29") {
+	if !errors.As(err, &de) || de.Checkpoint != filepath.Join(out, "last.ckpt") || de.Dir != out ||
+		!strings.Contains(err.Error(), "resume the run in "+out+" with learning rate 1e+29") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("diverging after a checkpoint: err = %v", err)
 	}
 	// The advice works: --resume with a lower --lr continues.

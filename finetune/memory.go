@@ -16,7 +16,7 @@ import (
 // (DeepLabV3+, MobileNetV2) fine-tune with batches of 4 240x320 crops
 // peaked at 2.19 GB resident (/usr/bin/time -v), about 1.6 GB of it
 // above the fixed part and the decoded-image cache, some 5 KB a pixel.
-// With --device cuda or auto the activations are taken to live on the GPU
+// With Device cuda or auto the activations are taken to live on the GPU
 // (whether auto finds one is not known before ONNX Runtime is loaded), and
 // the host holds the batch, its masks and the logits.
 const (

@@ -87,12 +87,16 @@ func (p *dataParallel) writes() bool { return p.c.Rank() == 0 }
 // globalBatch is the number of examples of a step, all ranks together.
 func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.size() }
 
-// batchNote explains a global batch in messages ("" alone).
-func (p *dataParallel) batchNote(batch int) string {
-	if !p.parallel() {
-		return ""
+// NoBatchError refuses training data too small for one batch: Examples
+// examples for a step of Processes processes with Batch examples each.
+type NoBatchError struct{ Examples, Batch, Processes int }
+
+func (e *NoBatchError) Error() string {
+	msg := fmt.Sprintf("%d training examples make no batch of %d", e.Examples, e.Batch*e.Processes)
+	if e.Processes > 1 {
+		msg += fmt.Sprintf(" (%d processes × batch %d)", e.Processes, e.Batch)
 	}
-	return fmt.Sprintf(" (%d processes × --batch %d)", p.size(), batch)
+	return msg
 }
 
 // agree turns a stage's outcome into every rank's verdict (see mpi.Agree).
@@ -101,6 +105,14 @@ func (p *dataParallel) agree(err error) error {
 		return err
 	}
 	return p.c.Agree(err, false)
+}
+
+// RunExistsError refuses to start a new run in Dir, which holds a run
+// (its last checkpoint) that would be overwritten.
+type RunExistsError struct{ Dir string }
+
+func (e *RunExistsError) Error() string {
+	return fmt.Sprintf("finetune: %s already holds a run (%s): continue it (resume) or choose another folder", e.Dir, checkpoint.LastName)
 }
 
 // openRunDir is the first thing a run does in its folder (on rank 0): lock
@@ -115,8 +127,7 @@ func (t *trainer) openRunDir(resume bool) (*runLock, *checkpoint.Checkpoint, err
 		if _, err := os.Stat(t.keeper.LastPath()); err == nil {
 			// Never overwrite an earlier run's checkpoints by accident.
 			lock.release()
-			return nil, nil, fmt.Errorf("finetune: %s already holds a run (%s): continue it (--resume) or choose another folder",
-				t.dir, checkpoint.LastName)
+			return nil, nil, &RunExistsError{Dir: t.dir}
 		}
 		return lock, nil, nil
 	}
@@ -157,19 +168,30 @@ func (p *dataParallel) shareCheckpoint(ck *checkpoint.Checkpoint, err error) (*c
 	return checkpoint.Read(bytes.NewReader(b), int64(len(b)))
 }
 
-// checkRanks refuses to resume a run with another number of ranks: the
-// number fixes the batches every epoch is drawn in.
-func (p *dataParallel) checkRanks(old Config, ckpt string) error {
-	was, now := max(old.Ranks, 1), p.size()
-	if was == now {
-		return nil
-	}
-	how := fmt.Sprintf("launch it again with %d processes (mpirun -np %d, srun -n %d)", was, was, was)
-	if was == 1 {
+// RanksError refuses to resume the run of Checkpoint, trained by Was
+// processes of Batch examples each, with another number (Now): the number
+// fixes the batches every epoch is drawn in.
+type RanksError struct {
+	Checkpoint      string
+	Was, Now, Batch int
+}
+
+func (e *RanksError) Error() string {
+	how := fmt.Sprintf("launch it again with %d processes (mpirun -np %d, srun -n %d)", e.Was, e.Was, e.Was)
+	if e.Was == 1 {
 		how = "resume it in one process (without mpirun or srun)"
 	}
-	return fmt.Errorf("finetune: %s: the run was trained by %d process(es) of --batch %d (%d examples a step) and this one has %d: the number of processes fixes the batches the data is drawn in, so %s, or start a new run in another --out",
-		ckpt, was, old.Batch, was*old.Batch, now, how)
+	return fmt.Sprintf("finetune: %s: the run was trained by %d process(es) of batch %d (%d examples a step) and this one has %d: the number of processes fixes the batches the data is drawn in, so %s, or start a new run in another folder",
+		e.Checkpoint, e.Was, e.Batch, e.Was*e.Batch, e.Now, how)
+}
+
+// checkRanks refuses to resume a run with another number of ranks
+// (RanksError).
+func (p *dataParallel) checkRanks(old Config, ckpt string) error {
+	if was := max(old.Ranks, 1); was != p.size() {
+		return &RanksError{Checkpoint: ckpt, Was: was, Now: p.size(), Batch: old.Batch}
+	}
+	return nil
 }
 
 // bind feeds the training graph's loss scale (present when the graph was
@@ -416,6 +438,17 @@ func (t *trainer) fingerprint() ([2]uint64, error) {
 	return out, nil
 }
 
+// RankMismatchError refuses a data-parallel run whose rank Rank has What
+// (its training data, base model or settings) other than rank 0's.
+type RankMismatchError struct {
+	Rank int
+	What string
+}
+
+func (e *RankMismatchError) Error() string {
+	return fmt.Sprintf("rank %d's %s differ from rank 0's: every process must train the same run on the same files (the same settings, model and data on every machine)", e.Rank, e.What)
+}
+
 // checkSameRun makes sure every rank trains the same run: the same
 // settings, base model and training data (each rank reads its own copy);
 // a difference would silently mix different problems.
@@ -447,7 +480,7 @@ func (t *trainer) checkSameRun() error {
 	for r := 1; r < p.size(); r++ {
 		for k, what := range []string{"training data (file names or image sizes)", "base model (SHA-256)", "settings"} {
 			if all[3*r+k] != all[k] {
-				return &mpi.Failure{Err: fmt.Errorf("rank %d's %s differ from rank 0's: every process must train the same run on the same files (the same command line, model and --data on every machine)", r, what),
+				return &mpi.Failure{Err: &RankMismatchError{Rank: r, What: what},
 					Rank: p.c.Rank(), Size: p.size(), Report: p.writes(), Everywhere: true}
 			}
 		}

@@ -198,7 +198,7 @@ func TestPrecisionSetting(t *testing.T) {
 	if got, err := tr.precision(Config{Precision: "bf16", Device: "auto"}); err != nil || got.half {
 		t.Errorf("--precision bf16 --device auto without a GPU: %v, %v", got, err)
 	}
-	if l := log.String(); strings.Count(l, "\n") != 1 || !strings.Contains(l, "float32") {
+	if l := log.String(); strings.Count(l, "\n") != 1 || !strings.Contains(l, "float32") || strings.Contains(l, "--") {
 		t.Errorf("bf16 fallback line %q", l)
 	}
 }
@@ -217,20 +217,21 @@ func TestResidentAutoFallsBack(t *testing.T) {
 		}
 		return &stepper{}, nil
 	}
-	s, err := openStepper(&log, "auto", true, open)
+	s, err := openStepper(Hooks{Log: &log}.notice, "auto", true, open)
 	if err != nil || s == nil || !slices.Equal(tried, []bool{true, false}) {
 		t.Fatalf("auto: %v, tried %v", err, tried)
 	}
-	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") {
+	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") ||
+		!strings.Contains(got, `Resident "auto"`) || strings.Contains(got, "--") {
 		t.Errorf("fallback line %q", got)
 	}
 	tried, log = nil, strings.Builder{}
-	if _, err := openStepper(&log, "on", true, open); !errors.Is(err, refuse) || len(tried) != 1 || log.Len() != 0 {
+	if _, err := openStepper(Hooks{Log: &log}.notice, "on", true, open); !errors.Is(err, refuse) || len(tried) != 1 || log.Len() != 0 {
 		t.Errorf("--resident on: %v after %v tries, log %q", err, tried, log.String())
 	}
 	tried = nil
 	failHost := func(res bool) (*stepper, error) { tried = append(tried, res); return nil, refuse }
-	if _, err := openStepper(&log, "auto", false, failHost); !errors.Is(err, refuse) || len(tried) != 1 {
+	if _, err := openStepper(Hooks{Log: &log}.notice, "auto", false, failHost); !errors.Is(err, refuse) || len(tried) != 1 {
 		t.Errorf("host form: %v after %v tries", err, tried)
 	}
 }

@@ -17,14 +17,15 @@ import (
 const KindResume = "resume"
 
 // settingFields returns pointers to the fields of a Config that one
-// command-line flag of `segtune finetune` sets: resuming compares them with
-// the checkpoint's, and repeating a recorded run copies them.
+// setting of the run sets: resuming compares them with the checkpoint's,
+// and repeating a recorded run copies them.
 type settingFields func(*Config) []any
 
-// flagSettings maps the flags of `segtune finetune` that make a setting of
-// the run to the fields they set. Flags absent here (--out, --resume,
-// --json, --config) are not settings of the run.
-var flagSettings = func() map[string]settingFields {
+// runSettings maps the names of the run's settings (those Config.Explicit
+// lists; `segtune finetune` has a flag of each name) to the fields they
+// set. Where the run is written and whether it resumes are not settings
+// of the run.
+var runSettings = func() map[string]settingFields {
 	m := map[string]settingFields{
 		"model":         func(c *Config) []any { return []any{&c.Network.BaseModel} },
 		"classes":       func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} },
@@ -75,15 +76,15 @@ var flagSettings = func() map[string]settingFields {
 	return m
 }()
 
-// mayChangeOnResume are the flags a resumed run may change; they apply
+// mayChangeOnResume are the settings a resumed run may change; they apply
 // from the resumed step on and are recorded in metrics.jsonl. Where the
 // state lives (resident) does not change the run: checkpoints hold it in
 // one format either way.
 var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true}
 
-// IsSettingFlag reports whether the finetune flag name makes a setting of
-// the run (one that resuming checks and Repeat takes from the flags).
-func IsSettingFlag(name string) bool { _, ok := flagSettings[name]; return ok }
+// IsRunSetting reports whether name is a setting of the run (one that
+// resuming checks and Repeat takes from the caller's configuration).
+func IsRunSetting(name string) bool { _, ok := runSettings[name]; return ok }
 
 // values returns the values of the fields f selects in c, for comparing
 // and showing.
@@ -108,13 +109,13 @@ func (f settingFields) copy(dst, src *Config) {
 }
 
 // Repeat returns a recorded run's configuration (an earlier run's
-// config.json) with the settings of the flags the user gave
-// (cfg.Explicit) taken from cfg: the same run again, or a variation of it.
+// config.json) with the settings the caller gave (cfg.Explicit) taken
+// from cfg: the same run again, or a variation of it.
 // The number of processes is the new run's.
 func Repeat(recorded, cfg Config) Config {
 	out := recorded
 	for _, name := range cfg.Explicit {
-		if f, ok := flagSettings[name]; ok {
+		if f, ok := runSettings[name]; ok {
 			f.copy(&out, &cfg)
 		}
 	}
@@ -145,16 +146,36 @@ func ParseRecordedRun(b []byte) (*Config, error) {
 
 // resumeChange is a resumable setting a resumed run changed.
 type resumeChange struct {
-	Flag     string
+	Setting  string
 	Old, New any
 }
 
+// SettingChange is a setting of the run given a value other than the one
+// the run recorded: its name (as Config.Explicit names it), the value
+// given and the run's, as text.
+type SettingChange struct{ Setting, Value, Was string }
+
+// ResumeConflictError refuses to resume a run with settings that differ
+// from those it recorded (besides the ones that may change on resume).
+type ResumeConflictError struct {
+	Refused []SettingChange // sorted by setting
+}
+
+func (e *ResumeConflictError) Error() string {
+	var refused []string
+	for _, c := range e.Refused {
+		refused = append(refused, fmt.Sprintf("%s (the run has %s)", c.Setting, c.Was))
+	}
+	return "a resumed run continues with its recorded settings, and these settings differ from them: " + strings.Join(refused, ", ") +
+		"; only lr, epochs, steps, device and threads may change on resume (leave the others as they were, or start a new run in another folder)"
+}
+
 // mergeResume returns the checkpoint's configuration old with the
-// resumable settings of cfg that the user gave (cfg.Explicit) applied. A
-// flag the user gave that would change any other setting is an error
-// listing every such flag: the run continues with its recorded settings
-// or not at all. Without cfg.Explicit (callers that do not say which
-// flags were given), epochs, steps, device and threads are taken from cfg.
+// resumable settings of cfg that the caller gave (cfg.Explicit) applied.
+// A given setting that would change any other setting is a
+// ResumeConflictError listing every such setting: the run continues with
+// its recorded settings or not at all. Without cfg.Explicit, epochs,
+// steps, device and threads are taken from cfg.
 func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 	merged := old
 	explicit := cfg.Explicit
@@ -162,11 +183,11 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 		explicit = []string{"epochs", "steps", "device", "threads"}
 	}
 	var changes []resumeChange
-	var refused []string
+	var refused []SettingChange
 	for _, name := range explicit {
-		f, ok := flagSettings[name]
+		f, ok := runSettings[name]
 		if !ok {
-			continue // not a setting of the run (--out, --resume, --json, ...)
+			continue // not a setting of the run
 		}
 		o, n := f.values(&old), f.values(&cfg)
 		if reflect.DeepEqual(o, n) {
@@ -174,18 +195,16 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 		}
 		if mayChangeOnResume[name] {
 			f.copy(&merged, &cfg)
-			changes = append(changes, resumeChange{Flag: name, Old: o, New: n})
+			changes = append(changes, resumeChange{Setting: name, Old: o, New: n})
 			continue
 		}
-		refused = append(refused, fmt.Sprintf("--%s (the run has %s)", name, show(o)))
+		refused = append(refused, SettingChange{Setting: name, Value: show(n), Was: show(o)})
 	}
 	if len(refused) > 0 {
-		sort.Strings(refused)
-		return old, nil, fmt.Errorf("--resume continues the run with its recorded settings, and these flags differ from them: %s; "+
-			"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)",
-			strings.Join(refused, ", "))
+		sort.Slice(refused, func(i, j int) bool { return refused[i].Setting < refused[j].Setting })
+		return old, nil, &ResumeConflictError{Refused: refused}
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].Flag < changes[j].Flag })
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Setting < changes[j].Setting })
 	merged.Explicit = nil
 	return merged, changes, nil
 }
@@ -229,11 +248,11 @@ func resumeRecord(epoch, step int64, changes []resumeChange) history.Record {
 		return 0, false
 	}
 	for _, c := range changes {
-		name := strings.ReplaceAll(c.Flag, "-", "_")
-		if c.Flag == "device" {
+		name := strings.ReplaceAll(c.Setting, "-", "_")
+		if c.Setting == "device" {
 			name = "device_cuda"
 		}
-		if c.Flag == "lr" {
+		if c.Setting == "lr" {
 			name = "new_lr" // "lr" is a core field of the record
 		}
 		if v, ok := num(c.New); ok {
@@ -246,29 +265,55 @@ func resumeRecord(epoch, step int64, changes []resumeChange) history.Record {
 	return r
 }
 
-// recordResume logs the settings a resumption changed and writes them to
+// recordResume notes the settings a resumption changed and writes them to
 // metrics.jsonl as a KindResume line.
 func (t *trainer) recordResume(changes []resumeChange) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	var parts []string
+	var n ResumedNotice
 	for _, c := range changes {
-		parts = append(parts, fmt.Sprintf("--%s %s (was %s)", c.Flag, show(c.New), show(c.Old)))
+		n.Changes = append(n.Changes, SettingChange{Setting: c.Setting, Value: show(c.New), Was: show(c.Old)})
 	}
-	fmt.Fprintf(t.hooks.Log, "resuming with %s\n", strings.Join(parts, ", "))
+	t.hooks.notice(n)
 	return t.hist.Write(resumeRecord(int64(t.epoch), t.steps, changes))
 }
 
-// divergenceAdvice says how to go on after the loss diverged, naming only
-// checkpoints that exist: resuming from last.ckpt with a lower --lr (which
-// --resume applies), or, when no checkpoint was written yet, starting
-// again with a lower --lr.
-func (t *trainer) divergenceAdvice() string {
-	lower := t.cfg.LR / 10
-	if in, err := checkpoint.ReadInfo(t.keeper.LastPath()); err == nil {
-		return fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: segtune finetune --out %s --resume --lr %.3g",
-			t.keeper.LastPath(), in.Step, t.dir, lower)
+// DivergedError stops a run whose loss or gradients are no longer finite
+// (Err). The last good checkpoint is left as it was.
+type DivergedError struct {
+	Step int64 // the step that diverged
+	Err  error
+	// LR is a lower learning rate to go on with.
+	LR float64
+	// Checkpoint is the last good checkpoint and CheckpointStep its step;
+	// Checkpoint is "" when none was written. Dir is the run's folder.
+	Checkpoint, Dir string
+	CheckpointStep  int64
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("training diverged at step %d (%v); %s", e.Step, e.Err, e.Advice())
+}
+
+func (e *DivergedError) Unwrap() error { return e.Err }
+
+// Advice says how to go on, naming only a checkpoint that exists: resume
+// from it with a lower learning rate (which resuming applies), or, when
+// none was written, start again with one.
+func (e *DivergedError) Advice() string {
+	if e.Checkpoint != "" {
+		return fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: resume the run in %s with learning rate %.3g",
+			e.Checkpoint, e.CheckpointStep, e.Dir, e.LR)
 	}
-	return fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr %.3g)", lower)
+	return fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. %.3g)", e.LR)
+}
+
+// diverged is the DivergedError of the coming step, failing with err.
+func (t *trainer) diverged(err error) error {
+	e := &DivergedError{Step: t.steps + 1, Err: err, LR: t.cfg.LR / 10, Dir: t.dir}
+	if in, rerr := checkpoint.ReadInfo(t.keeper.LastPath()); rerr == nil {
+		e.Checkpoint, e.CheckpointStep = t.keeper.LastPath(), in.Step
+	}
+	return e
 }

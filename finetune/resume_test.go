@@ -1,6 +1,7 @@
 package finetune
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,8 +13,8 @@ import (
 func TestMergeResumeRefusesChangedSettings(t *testing.T) {
 	old := Config{LR: 1e-3, Epochs: 2, Loss: "ce", FocalGamma: 2, Height: 32, Width: 32}
 	for _, tc := range []struct {
-		flag string
-		edit func(*Config)
+		setting string
+		edit    func(*Config)
 	}{
 		{"loss", func(c *Config) { c.Loss = "dice" }},
 		{"focal-gamma", func(c *Config) { c.FocalGamma = 3 }},
@@ -23,9 +24,11 @@ func TestMergeResumeRefusesChangedSettings(t *testing.T) {
 	} {
 		cfg := old
 		tc.edit(&cfg)
-		cfg.Explicit = []string{tc.flag}
-		if _, _, err := mergeResume(old, cfg); err == nil || !strings.Contains(err.Error(), "--"+tc.flag+" (the run has") {
-			t.Errorf("--%s changed on resume: error %v, want it refused", tc.flag, err)
+		cfg.Explicit = []string{tc.setting}
+		_, _, err := mergeResume(old, cfg)
+		var rc *ResumeConflictError
+		if !errors.As(err, &rc) || len(rc.Refused) != 1 || rc.Refused[0].Setting != tc.setting || !strings.Contains(err.Error(), ": "+tc.setting+" (the run has") {
+			t.Errorf("%s changed on resume: error %v, want it refused", tc.setting, err)
 		}
 	}
 	cfg := old

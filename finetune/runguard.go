@@ -48,9 +48,30 @@ func refuseLeftovers(dir string) error {
 		return nil
 	}
 	sort.Strings(found)
-	return fmt.Errorf("finetune: %s holds checkpoints of an earlier run (%s) but no %s to continue from: "+
-		"move them elsewhere or choose another --out (segtune neither reuses nor deletes them)",
-		dir, strings.Join(found, ", "), checkpoint.LastName)
+	return &LeftoverCheckpointsError{Dir: dir, Found: found}
+}
+
+// LeftoverCheckpointsError refuses a run folder, Dir, holding checkpoints
+// (Found) of another run and no last checkpoint to continue from.
+type LeftoverCheckpointsError struct {
+	Dir   string
+	Found []string
+}
+
+func (e *LeftoverCheckpointsError) Error() string {
+	return fmt.Sprintf("finetune: %s holds checkpoints of an earlier run (%s) but no %s to continue from: "+
+		"move them elsewhere or choose another run folder (segtune neither reuses nor deletes them)",
+		e.Dir, strings.Join(e.Found, ", "), checkpoint.LastName)
+}
+
+// BaseDigestError refuses a base model, Path, whose SHA-256 (Got) is not
+// the one the checkpoint Checkpoint records (Recorded): the file was
+// replaced, or it is another model.
+type BaseDigestError struct{ Path, Checkpoint, Got, Recorded string }
+
+func (e *BaseDigestError) Error() string {
+	return fmt.Sprintf("%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or another model was given)",
+		e.Path, e.Checkpoint, e.Got[:12]+"…", e.Recorded[:min(12, len(e.Recorded))]+"…")
 }
 
 // checkBaseDigest compares the base model at path with the digest a
@@ -68,8 +89,7 @@ func checkBaseDigest(path, recorded, ckpt string, log io.Writer) error {
 		return err
 	}
 	if got != recorded {
-		return fmt.Errorf("%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or --model names another model)",
-			path, filepath.Base(ckpt), got[:12]+"…", recorded[:min(12, len(recorded))]+"…")
+		return &BaseDigestError{Path: path, Checkpoint: filepath.Base(ckpt), Got: got, Recorded: recorded}
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ type Hooks struct {
 	OnEpoch func(EpochInfo)
 	// Log receives notices (resuming, data problems, exports).
 	Log io.Writer
+	// Notice, when set, receives the notices about the run's settings
+	// (the Notice types) instead of Log.
+	Notice func(Notice)
 }
 
 // StepInfo describes a finished optimiser step.
@@ -132,7 +135,7 @@ type trainer struct {
 	sizer   *sizer       // nil when size groups cannot be formed
 	reg     *regularizer // nil for the baseline
 	par     *dataParallel
-	scaler  *lossScaler // nil unless --precision fp16
+	scaler  *lossScaler // nil unless Precision fp16
 	stop    earlyStop
 	stopped bool // the monitored value stopped improving: the run ends
 
@@ -349,7 +352,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
-		return fmt.Errorf("%d training examples make no batch of %d%s", t.train.Len(), t.globalBatch(), t.par.batchNote(cfg.Batch))
+		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch, Processes: t.par.size()}
 	}
 	t.total = int64(cfg.Epochs) * int64(t.perEp)
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
@@ -477,10 +480,10 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
 	if mayRunOnGPU(cfg.Device) {
 		// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
-		// convolutions, except under --precision fp32.
+		// convolutions, except under Precision fp32.
 		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
 	}
-	if t.step, err = openStepper(t.hooks.Log, cfg.Resident, res, func(res bool) (*stepper, error) {
+	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
 		return newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts)
 	}); err != nil {
 		return err
@@ -860,14 +863,8 @@ func (t *trainer) interrupt() error {
 	if _, err := t.save(m); err != nil {
 		return fmt.Errorf("interrupted, and saving the checkpoint failed: %w", err)
 	}
-	fmt.Fprintf(t.hooks.Log, "interrupted: saved %s at step %d; continue with --resume\n", t.keeper.LastPath(), t.steps)
+	t.hooks.notice(InterruptedNotice{Checkpoint: t.keeper.LastPath(), Step: t.steps})
 	return ErrInterrupted
-}
-
-// diverged stops a run whose loss or gradients are not finite, leaving the
-// last good checkpoint as it was.
-func (t *trainer) diverged(err error) error {
-	return fmt.Errorf("training diverged at step %d (%v); %s", t.steps+1, err, t.divergenceAdvice())
 }
 
 // validationModel writes the current weights into a copy of the network;
@@ -932,18 +929,18 @@ func (t *trainer) finish() (*Result, error) {
 // openStepper opens the stepper in the form residentState chose. Where
 // "auto" chose the device form and it cannot open (a provider without the
 // data transfer it needs, say), the host form still trains, only slower:
-// one line on log says so.
-func openStepper(log io.Writer, setting string, resident bool, open func(resident bool) (*stepper, error)) (*stepper, error) {
+// a FallbackNotice says so.
+func openStepper(notice func(Notice), setting string, resident bool, open func(resident bool) (*stepper, error)) (*stepper, error) {
 	s, err := open(resident)
 	if err == nil || !resident || strings.EqualFold(setting, "on") {
 		return s, err
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	fmt.Fprintf(log, "segtune: --resident auto: %s; keeping the training state in host memory\n", msg)
+	notice(FallbackNotice{Field: "Resident", Value: "auto", Reason: msg + "; keeping the training state in host memory"})
 	return open(false)
 }
 
-// mixedPrecision is what --precision asks of the training graph.
+// mixedPrecision is what Config.Precision asks of the training graph.
 type mixedPrecision struct {
 	half bool          // the heavy operators in half precision (onnx/autocast)
 	typ  autocast.Type // which half precision
@@ -951,8 +948,8 @@ type mixedPrecision struct {
 
 // precision reads cfg.Precision for this run. fp16 excludes data-parallel
 // runs (both use the loss_scale input). bf16 needs ONNX Runtime's CUDA
-// provider, the only one with bfloat16 convolutions: refused with --device
-// cpu; with --device auto on a machine without a GPU the run trains in
+// provider, the only one with bfloat16 convolutions: refused with Device
+// cpu; with Device auto on a machine without a GPU the run trains in
 // float32 and says so in one line.
 func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 	mp, err := parsePrecision(cfg.Precision)
@@ -965,13 +962,14 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 			err = &SettingError{Field: "Precision", Value: cfg.Precision, Err: errors.New("on the CPU (Device cpu): ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")}
 			break
 		}
-		fmt.Fprintf(t.hooks.Log, "segtune: --precision bf16: no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32\n")
+		t.hooks.notice(FallbackNotice{Field: "Precision", Value: "bf16",
+			Reason: "no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32"})
 		mp = mixedPrecision{}
 	}
 	return mp, err
 }
 
-// parsePrecision checks a --precision value. fp32 and tf32 differ only on
+// parsePrecision checks a Precision value. fp32 and tf32 differ only on
 // GPUs with TF32 (runtime options); on the CPU both are float32.
 func parsePrecision(s string) (mixedPrecision, error) {
 	if typ, ok := autocast.ForPrecision(s); ok {

@@ -199,8 +199,8 @@ func TestFinetuneFlagsAreSettings(t *testing.T) {
 		}
 		for _, f := range cmd.Flags {
 			name := f.Names()[0]
-			if finetune.IsSettingFlag(name) == notSettings[name] {
-				t.Errorf("--%s: a setting of the run %v, listed as not one %v", name, finetune.IsSettingFlag(name), notSettings[name])
+			if finetune.IsRunSetting(name) == notSettings[name] {
+				t.Errorf("--%s: a setting of the run %v, listed as not one %v", name, finetune.IsRunSetting(name), notSettings[name])
 			}
 		}
 		return

@@ -106,7 +106,8 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var bar *stepBar
-	hooks := finetune.Hooks{Log: noticeWriter(c)}
+	log := noticeWriter(c)
+	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, flagNotice(n)) }}
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {

@@ -63,6 +63,7 @@ func withFlagNames(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = finetuneFlagNames(err)
 	var se *finetune.SettingError
 	if errors.As(err, &se) {
 		if flag, ok := settingFlags[se.Field]; ok {
@@ -160,3 +161,78 @@ type renamedError struct {
 
 func (e *renamedError) Error() string { return e.msg }
 func (e *renamedError) Unwrap() error { return e.err }
+
+// renamedWithin is err with each phrase old of pairs (old, new, ...)
+// replaced by its new within the part of the message that inner wrote.
+func renamedWithin(err, inner error, pairs ...string) error {
+	return renamed(err, inner.Error(), strings.NewReplacer(pairs...).Replace(inner.Error()))
+}
+
+// finetuneFlagNames rewrites finetune's errors that name settings of the
+// run, or how to go on, to name flags.
+func finetuneFlagNames(err error) error {
+	var (
+		rc *finetune.ResumeConflictError
+		de *finetune.DivergedError
+		nb *finetune.NoBatchError
+		re *finetune.RunExistsError
+		ra *finetune.RanksError
+		rm *finetune.RankMismatchError
+		lc *finetune.LeftoverCheckpointsError
+		bd *finetune.BaseDigestError
+		bm *finetune.BaseModelError
+	)
+	switch {
+	case errors.As(err, &rc):
+		return renamed(err, rc.Error(), "--resume continues the run with its recorded settings, and these flags differ from them: "+
+			flagChanges(rc.Refused, "%s (the run has %[3]s)")+
+			"; only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)")
+	case errors.As(err, &de) && de.Checkpoint != "":
+		return renamed(err, de.Advice(), fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: segtune finetune --out %s --resume --lr %.3g",
+			de.Checkpoint, de.CheckpointStep, de.Dir, de.LR))
+	case de != nil:
+		return renamed(err, de.Advice(), fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr %.3g)", de.LR))
+	case errors.As(err, &nb):
+		return renamedWithin(err, nb, "× batch", "× --batch")
+	case errors.As(err, &re):
+		return renamedWithin(err, re, "(resume)", "(--resume)")
+	case errors.As(err, &ra):
+		return renamedWithin(err, ra, " of batch ", " of --batch ", "another folder", "another --out")
+	case errors.As(err, &rm):
+		return renamedWithin(err, rm, "the same settings, model and data", "the same command line, model and --data")
+	case errors.As(err, &lc):
+		return renamedWithin(err, lc, "another run folder", "another --out")
+	case errors.As(err, &bd):
+		return renamedWithin(err, bd, "or another model was given", "or --model names another model")
+	case errors.As(err, &bm) && bm.Given:
+		return renamed(err, bm.Which(), "the base model given with --model")
+	case bm != nil:
+		return renamed(err, bm.Which(), "the base model of the checkpoint; pass --model to point at it")
+	}
+	return err
+}
+
+// flagNotice is finetune's notice n as the CLI words it: by flag.
+func flagNotice(n finetune.Notice) string {
+	switch n := n.(type) {
+	case finetune.ResumedNotice:
+		return "resuming with " + flagChanges(n.Changes, "%s %s (was %s)")
+	case finetune.InterruptedNotice:
+		return fmt.Sprintf("interrupted: saved %s at step %d; continue with --resume", n.Checkpoint, n.Step)
+	case finetune.FallbackNotice:
+		if flag, ok := settingFlags[n.Field]; ok {
+			return fmt.Sprintf("segtune: %s %s: %s", flag, n.Value, n.Reason)
+		}
+	}
+	return n.String()
+}
+
+// flagChanges lists changed settings of a run by flag, each as format
+// writes its flag, value and the run's value.
+func flagChanges(changes []finetune.SettingChange, format string) string {
+	var parts []string
+	for _, c := range changes {
+		parts = append(parts, fmt.Sprintf(format, "--"+c.Setting, c.Value, c.Was))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -160,3 +160,97 @@ func TestORTLibErrorNamesFlag(t *testing.T) {
 		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", ortLibError("", err), want)
 	}
 }
+
+// finetune words its errors about the run's settings in its own terms; the
+// CLI reads exactly as it did when the library named the flags itself.
+func TestFinetuneErrorsReadAsBefore(t *testing.T) {
+	cause := errors.New("loss is NaN")
+	sha := func(c string) string { return strings.Repeat(c, 64) }
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&finetune.ResumeConflictError{Refused: []finetune.SettingChange{{Setting: "batch", Value: "2", Was: "8"}, {Setting: "val-tile", Value: "none", Was: "tile 16x16"}}},
+			"--resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 8), --val-tile (the run has tile 16x16); " +
+				"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"},
+		{&finetune.DivergedError{Step: 5, Err: cause, LR: 0.001, Checkpoint: "/r/last.ckpt", CheckpointStep: 4, Dir: "/r"},
+			"training diverged at step 5 (loss is NaN); the last good checkpoint is /r/last.ckpt (step 4): continue from it with a lower learning rate: segtune finetune --out /r --resume --lr 0.001"},
+		{&finetune.DivergedError{Step: 1, Err: cause, LR: 1e29},
+			"training diverged at step 1 (loss is NaN); no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr 1e+29)"},
+		{&finetune.NoBatchError{Examples: 3, Batch: 2, Processes: 2}, "3 training examples make no batch of 4 (2 processes × --batch 2)"},
+		{&finetune.NoBatchError{Examples: 1, Batch: 2, Processes: 1}, "1 training examples make no batch of 2"},
+		{&finetune.RunExistsError{Dir: "/r"}, "finetune: /r already holds a run (last.ckpt): continue it (--resume) or choose another folder"},
+		{&finetune.RanksError{Checkpoint: "/r/last.ckpt", Was: 2, Now: 1, Batch: 4},
+			"finetune: /r/last.ckpt: the run was trained by 2 process(es) of --batch 4 (8 examples a step) and this one has 1: the number of processes fixes the batches the data is drawn in, " +
+				"so launch it again with 2 processes (mpirun -np 2, srun -n 2), or start a new run in another --out"},
+		{&finetune.RanksError{Checkpoint: "/r/last.ckpt", Was: 1, Now: 2, Batch: 4},
+			"finetune: /r/last.ckpt: the run was trained by 1 process(es) of --batch 4 (4 examples a step) and this one has 2: the number of processes fixes the batches the data is drawn in, " +
+				"so resume it in one process (without mpirun or srun), or start a new run in another --out"},
+		{&finetune.RankMismatchError{Rank: 1, What: "settings"},
+			"rank 1's settings differ from rank 0's: every process must train the same run on the same files (the same command line, model and --data on every machine)"},
+		{&finetune.LeftoverCheckpointsError{Dir: "/r", Found: []string{"best.ckpt", "old.ckpt"}},
+			"finetune: /r holds checkpoints of an earlier run (best.ckpt, old.ckpt) but no last.ckpt to continue from: move them elsewhere or choose another --out (segtune neither reuses nor deletes them)"},
+		{&finetune.BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: sha("a"), Recorded: sha("b")},
+			"/m.onnx is not the base model last.ckpt was trained from: its SHA-256 is aaaaaaaaaaaa…, the checkpoint records bbbbbbbbbbbb… (the file was replaced or --model names another model)"},
+		{&finetune.BaseModelError{Err: cause}, "loss is NaN (the base model of the checkpoint; pass --model to point at it)"},
+		{&finetune.BaseModelError{Err: cause, Given: true}, "loss is NaN (the base model given with --model)"},
+	} {
+		got := withFlagNames(fmt.Errorf("x: %w", c.err))
+		if want := "x: " + c.want; got.Error() != want {
+			t.Errorf("%T:\n got %q\nwant %q", c.err, got, want)
+		}
+		if !errors.Is(got, c.err) {
+			t.Errorf("%T: the library error is not reachable through %q", c.err, got)
+		}
+	}
+}
+
+// finetune's notices read by flag, exactly as the library wrote them when
+// it named the flags itself; others keep the library's words.
+func TestFinetuneNoticesReadAsBefore(t *testing.T) {
+	for _, c := range []struct {
+		n    finetune.Notice
+		want string
+	}{
+		{finetune.ResumedNotice{Changes: []finetune.SettingChange{{Setting: "epochs", Value: "2", Was: "1"}, {Setting: "lr", Value: "0.001", Was: "0.02"}}},
+			"resuming with --epochs 2 (was 1), --lr 0.001 (was 0.02)"},
+		{finetune.InterruptedNotice{Checkpoint: "/r/last.ckpt", Step: 7}, "interrupted: saved /r/last.ckpt at step 7; continue with --resume"},
+		{finetune.FallbackNotice{Field: "Resident", Value: "auto", Reason: "CopyTensors: no data transfer; keeping the training state in host memory"},
+			"segtune: --resident auto: CopyTensors: no data transfer; keeping the training state in host memory"},
+		{finetune.FallbackNotice{Field: "Precision", Value: "bf16", Reason: "no CUDA GPU here; training in float32"},
+			"segtune: --precision bf16: no CUDA GPU here; training in float32"},
+		{finetune.FallbackNotice{Field: "Unknown", Value: "v", Reason: "why"}, `segtune: Unknown "v": why`},
+	} {
+		if got := flagNotice(c.n); got != c.want {
+			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)
+		}
+	}
+}
+
+// Through the CLI: a run's folder, a refused resume and a resume that
+// changes the learning rate read by flag, as the user typed them.
+func TestFinetuneResumeNamesFlags(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data, model := synthData(t, dir, 4, 2), redModel(t, dir)
+	run := filepath.Join(dir, "run")
+	first := []string{"finetune", "--model", model, "--data", data, "--out", run, "--label-map", "1,2:1;*:0",
+		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--seed", "3", "--lr", "0.01", "--threads", "1"}
+	if _, err := runCLI(t, first...); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCLI(t, first...)
+	if want := "finetune: " + run + " already holds a run (last.ckpt): continue it (--resume) or choose another folder"; err == nil || err.Error() != want {
+		t.Errorf("a second run into %s: %v\nwant %q", run, err, want)
+	}
+	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--batch", "1", "--seed", "4", "--lr", "0.001")
+	want := "finetune: " + filepath.Join(run, "last.ckpt") + ": --resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 2), --seed (the run has 3); " +
+		"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"
+	if err == nil || err.Error() != want {
+		t.Errorf("a resume changing --batch and --seed: %v\nwant %q", err, want)
+	}
+	stderr, err := runCLIStderr(t, "finetune", "--out", run, "--resume", "--epochs", "2", "--lr", "0.001", "--threads", "1")
+	if want := "\nresuming with --epochs 2 (was 1), --lr 0.001 (was 0.01)\n"; err != nil || !strings.Contains("\n"+stderr, want) {
+		t.Errorf("a resume changing --lr: %v; stderr:\n%s\nwant the line %q", err, stderr, want)
+	}
+}

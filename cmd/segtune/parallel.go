@@ -74,7 +74,7 @@ func leaveRanks(w *mpi.Comm, err error) error {
 		code = exit.ExitCode()
 	}
 	if err != nil && !interrupted && !mpi.Agreed(err) {
-		fmt.Fprintf(os.Stderr, "segtune: rank %d of %d: %v\n", w.Rank(), w.Size(), err)
+		fmt.Fprintf(os.Stderr, "segtune: rank %d of %d: %v\n", w.Rank(), w.Size(), withFlagNames(err))
 		w.Abort(code)
 		return cli.Exit("", code) // a world of one returns from Abort
 	}

@@ -1,0 +1,53 @@
+package finetune
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Notice is a line a run tells its user as it goes about its settings: one
+// it changed, one it could not honour here, or how to continue it. String
+// words it in this package's terms; a caller that names settings its own
+// way (a command line, by flag) takes the typed value from Hooks.Notice.
+type Notice interface{ String() string }
+
+// ResumedNotice: a resumed run applies settings that may change on resume.
+type ResumedNotice struct{ Changes []SettingChange }
+
+func (n ResumedNotice) String() string {
+	var parts []string
+	for _, c := range n.Changes {
+		parts = append(parts, fmt.Sprintf("%s %s (was %s)", c.Setting, c.Value, c.Was))
+	}
+	return "resuming with " + strings.Join(parts, ", ")
+}
+
+// InterruptedNotice: an interrupted run saved its state to Checkpoint at
+// Step; resuming the run continues from there.
+type InterruptedNotice struct {
+	Checkpoint string
+	Step       int64
+}
+
+func (n InterruptedNotice) String() string {
+	return fmt.Sprintf("interrupted: saved %s at step %d; resume the run to continue", n.Checkpoint, n.Step)
+}
+
+// FallbackNotice: the Config field Field's Value cannot be honoured here,
+// and the run goes on without it; Reason says why and what it does
+// instead.
+type FallbackNotice struct{ Field, Value, Reason string }
+
+func (n FallbackNotice) String() string {
+	return fmt.Sprintf("segtune: %s %q: %s", n.Field, n.Value, n.Reason)
+}
+
+// notice hands n to h.Notice, or writes its words to h.Log.
+func (h Hooks) notice(n Notice) {
+	switch {
+	case h.Notice != nil:
+		h.Notice(n)
+	case h.Log != nil:
+		fmt.Fprintln(h.Log, n)
+	}
+}
