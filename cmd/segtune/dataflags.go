@@ -68,12 +68,13 @@ func classNames(c *cli.Context) []string {
 	return nil
 }
 
-// intIfSet is the value of an integer flag the user set (nil if unset).
-func intIfSet(c *cli.Context, name string) *int {
+// ifSet is the value of a flag the user set, read with get (nil if
+// unset).
+func ifSet[T any](c *cli.Context, name string, get func(string) T) *T {
 	if !c.IsSet(name) {
 		return nil
 	}
-	v := c.Int(name)
+	v := get(name)
 	return &v
 }
 

@@ -150,7 +150,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 		req.Settings.LabelMap = read.Map
 	}
 	o := &req.Options
-	o.MaskPalette, o.Ignore, o.ClassNames = read.Palette, intIfSet(c, "ignore"), classNames(c)
+	o.MaskPalette, o.Ignore, o.ClassNames = read.Palette, ifSet(c, "ignore", c.Int), classNames(c)
 	if o.SizeClasses, err = listflag.Ints(c.String("size-classes")); err != nil {
 		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
 	}

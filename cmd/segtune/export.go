@@ -181,7 +181,7 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 		return nil, err
 	}
 	// These replace the model's own settings.
-	r.LabelMap, r.MaskPalette, r.IgnoreLabel, r.ClassNames = masks.Map, masks.Palette, intIfSet(c, "ignore"), classNames(c)
+	r.LabelMap, r.MaskPalette, r.IgnoreLabel, r.ClassNames = masks.Map, masks.Palette, ifSet(c, "ignore", c.Int), classNames(c)
 	if r.Precision != deploy.INT8 {
 		return r, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -183,23 +182,14 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err
 	}
-	if c.IsSet("momentum") {
-		v := c.Float64("momentum")
-		cfg.Momentum = &v
-	}
-	if c.IsSet("weight-decay") {
-		v := c.Float64("weight-decay")
-		cfg.WeightDecay = &v
-	}
+	cfg.Momentum, cfg.WeightDecay = ifSet(c, "momentum", c.Float64), ifSet(c, "weight-decay", c.Float64)
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
 	}
 	if cfg.MaskPalette, _, err = maskPalette(c); err != nil {
 		return cfg, err
 	}
-	if v := c.String("class-names"); v != "" {
-		cfg.ClassNames = strings.Split(v, ",")
-	}
+	cfg.ClassNames = classNames(c)
 	if c.String("model") == "" {
 		if !c.Bool("resume") {
 			return cfg, cli.Exit("--model is required (except with --resume)", 2)
