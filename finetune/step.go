@@ -176,14 +176,6 @@ func (s *stepper) close() error {
 	return s.sess.Close()
 }
 
-// device is where the steps run: "cpu" or "cuda".
-func (s *stepper) device() string {
-	if s.res != nil {
-		return s.res.Device()
-	}
-	return s.sess.Device
-}
-
 // extra feeds or reads a named input/output; -1 when absent.
 func (s *stepper) inputIndex(name string) int  { return ioIndex(s.inputs, name) }
 func (s *stepper) outputIndex(name string) int { return ioIndex(s.outInfo, name) }

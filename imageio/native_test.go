@@ -49,18 +49,6 @@ func nativeDecode(t *testing.T, data []byte, name string) image.Image {
 	return img
 }
 
-func pixOf(img image.Image) []byte {
-	switch m := img.(type) {
-	case *image.RGBA:
-		return m.Pix
-	case *image.NRGBA:
-		return m.Pix
-	case *image.Gray:
-		return m.Pix
-	}
-	return nil
-}
-
 func toRGBA(img image.Image) *image.RGBA {
 	if m, ok := img.(*image.RGBA); ok {
 		return m

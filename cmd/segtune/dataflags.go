@@ -162,15 +162,6 @@ func dataExit(err error) error {
 // unmatchedExit fails on a data set with unmatched files, naming them.
 func unmatchedExit(set *datalayout.Set) error { return dataExit(set.Err()) }
 
-// localSamples are the samples of set, or, without one, the pairs of the
-// local --images and --masks folders.
-func localSamples(c *cli.Context, set *datalayout.Set) ([]datalayout.Sample, error) {
-	if set != nil {
-		return set.Samples, nil
-	}
-	return datalayout.PairFolders(c.String("images"), c.String("masks"))
-}
-
 // setFlags sets flags to values, in a stable order.
 func setFlags(c *cli.Context, values map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(values)) {

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -64,6 +62,3 @@ func flagError(flag string, f *storage.Folder, err error) error {
 	}
 	return cli.Exit(fmt.Sprintf("--%s %s: %v", flag, f, err), 2)
 }
-
-// baseName is the file name of an item path (a local path or a URL).
-func baseName(p string) string { return path.Base(filepath.ToSlash(p)) }

@@ -55,15 +55,6 @@ func Check(path string, fi fs.FileInfo) error {
 	return &NotRegularError{Path: path, Mode: fi.Mode()}
 }
 
-// Stat is os.Stat followed by Check.
-func Stat(path string) (fs.FileInfo, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	return fi, Check(path, fi)
-}
-
 // NotRegularError reports a path that is not a regular file.
 type NotRegularError struct {
 	Path string

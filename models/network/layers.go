@@ -40,14 +40,6 @@ func Layers(m *onnx.Model) ([]Layer, error) {
 	return out, nil
 }
 
-func isFloat(dt int32) bool {
-	switch onnx.DataType(dt) {
-	case onnx.Float32, onnx.Float16, onnx.Float64, onnx.BFloat16:
-		return true
-	}
-	return false
-}
-
 // Classifier returns the final classifier: the last parameterised layer
 // upstream of the model's first output, which must produce that output's
 // channels.

@@ -2,9 +2,7 @@ package grad
 
 import (
 	"fmt"
-	"math"
 	"slices"
-	"strings"
 
 	"github.com/segtune/segtune/onnx"
 )
@@ -266,24 +264,4 @@ func normAxis(a int64, rank int) (int64, error) {
 		return 0, fmt.Errorf("axis out of range for rank %d", rank)
 	}
 	return a, nil
-}
-
-// isFinite reports whether all values are finite numbers.
-func isFinite(v []float64) bool {
-	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// sanitize makes a tensor name usable inside generated names.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 32 || r == 127 {
-			return '_'
-		}
-		return r
-	}, s)
 }

@@ -3,7 +3,6 @@ package quantize
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -237,16 +236,6 @@ func sortNodes(g *onnx.GraphProto) error {
 	}
 	g.Node = sorted
 	return nil
-}
-
-// finite32 reports whether every value is finite.
-func finite32(xs []float32) bool {
-	for _, x := range xs {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // UnmatchedKeepError reports names in the list of nodes to keep in float32
