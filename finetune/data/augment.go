@@ -116,11 +116,10 @@ func offset(r *rng, size, n int) int {
 
 // taps maps crop samples onto source samples for one axis.
 type taps struct {
-	valid    []bool
-	i0, i1   []int    // bilinear source indices
-	w        []uint32 // weight of i1 in 1/fixOne
-	nearest  []int    // mask source index
-	src, dst int
+	valid   []bool
+	i0, i1  []int    // bilinear source indices
+	w       []uint32 // weight of i1 in 1/fixOne
+	nearest []int    // mask source index
 }
 
 // fixBits is the fixed-point precision of bilinear weights: 11 bits keep

@@ -41,7 +41,7 @@ func TestJSONLRoundTrip(t *testing.T) {
 	want = append(want,
 		Record{Kind: KindStep, Epoch: 3, Step: 16, Loss: math.NaN(), LR: 1e-7},
 		Record{Kind: KindStep, Epoch: 3, Step: 17, Loss: math.Inf(1), Extra: map[string]float64{"grad_norm": math.Inf(-1)}},
-		Record{Kind: KindEpoch, Epoch: 3, Step: 17, Loss: 0.1 + 0.2, Extra: map[string]float64{"x": 5e-324, "y": -0.0}},
+		Record{Kind: KindEpoch, Epoch: 3, Step: 17, Loss: 0.1 + 0.2, Extra: map[string]float64{"x": 5e-324, "y": math.Copysign(0, -1)}},
 	)
 	w, err := Open(path)
 	if err != nil {

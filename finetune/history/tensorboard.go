@@ -24,7 +24,8 @@ func OpenTensorBoard(dir string, resumeStep int64) (*TensorBoard, error) {
 		return nil, err
 	}
 	if resumeStep > 0 {
-		if err := w.Restart(resumeStep); err == nil {
+		err := w.Restart(resumeStep)
+		if err == nil {
 			err = w.Flush()
 		}
 		if err != nil {

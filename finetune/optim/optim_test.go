@@ -133,11 +133,10 @@ func TestClipGlobalNorm(t *testing.T) {
 // ref is a float64 transliteration of PyTorch's update rules, for
 // multi-step comparisons on random data.
 type ref struct {
-	cfg      Config
-	p, m, v  []float64
-	decay    bool
-	t        int
-	clipNorm float64
+	cfg     Config
+	p, m, v []float64
+	decay   bool
+	t       int
 }
 
 func (r *ref) step(lr float64, g []float64) {
