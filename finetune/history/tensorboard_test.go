@@ -6,7 +6,10 @@ import (
 	"image/png"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets"
@@ -78,5 +81,44 @@ func TestTensorBoardMirrorsRecords(t *testing.T) {
 	}
 	if len(evs) != 4 || evs[3].Summary[0].Image == nil || evs[3].Summary[0].Image.Width != 7 || evs[3].Summary[0].Image.Height != 5 {
 		t.Errorf("image event %s", out)
+	}
+}
+
+// A resumed run whose restart marker cannot be written (here: a file-size
+// limit that holds the event file's header and nothing more) is refused,
+// not left to write a log without it. The child process holds the limit.
+func TestOpenTensorBoardReportsFailedRestart(t *testing.T) {
+	if os.Getenv("SEGTUNE_TEST_FSIZE_CHILD") == "1" {
+		fresh, err := OpenTensorBoard(filepath.Join(t.TempDir(), "fresh"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(fresh.w.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh.Close()
+		signal.Ignore(syscall.SIGXFSZ) // the write fails with EFBIG instead
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			t.Fatalf("RLIMIT_FSIZE: %v", err)
+		}
+		lim.Cur = uint64(fi.Size()) // the header's size
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			t.Fatalf("RLIMIT_FSIZE: %v", err)
+		}
+		tb, err := OpenTensorBoard(filepath.Join(t.TempDir(), "tb"), 5)
+		if err == nil {
+			tb.Close()
+			t.Fatal("resuming a TensorBoard log that cannot be written: no error")
+		}
+		t.Log(err)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestOpenTensorBoardReportsFailedRestart$", "-test.v")
+	cmd.Env = append(os.Environ(), "SEGTUNE_TEST_FSIZE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "file too large") {
+		t.Errorf("child: %v\n%s", err, out)
 	}
 }
