@@ -71,7 +71,7 @@ type BaseDigestError struct{ Path, Checkpoint, Got, Recorded string }
 
 func (e *BaseDigestError) Error() string {
 	return fmt.Sprintf("%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or another model was given)",
-		e.Path, e.Checkpoint, e.Got[:12]+"…", e.Recorded[:min(12, len(e.Recorded))]+"…")
+		e.Path, e.Checkpoint, e.Got[:min(12, len(e.Got))]+"…", e.Recorded[:min(12, len(e.Recorded))]+"…")
 }
 
 // checkBaseDigest compares the base model at path with the digest a

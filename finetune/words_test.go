@@ -25,6 +25,7 @@ func TestMessagesNameNoFlag(t *testing.T) {
 		errorText{&RankMismatchError{Rank: 1, What: "settings"}},
 		errorText{&LeftoverCheckpointsError{Dir: "/r", Found: []string{"best.ckpt"}}},
 		errorText{&BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: strings.Repeat("a", 64), Recorded: strings.Repeat("b", 64)}},
+		errorText{&BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: "ab", Recorded: ""}}, // a caller's short digests
 		errorText{&BaseModelError{Err: cause}},
 		errorText{&BaseModelError{Err: cause, Given: true}},
 	} {
