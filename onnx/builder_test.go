@@ -73,7 +73,8 @@ func TestBuilderConstants(t *testing.T) {
 		t.Errorf("FLOAT %q, DOUBLE %q and INT64 %q constants of value 1 must differ", f, d, one)
 	}
 	big := make([]int64, 65)
-	if b.ConstInt64("", []int64{65}, big...) == b.ConstInt64("", []int64{65}, big...) {
+	first := b.ConstInt64("", []int64{65}, big...)
+	if b.ConstInt64("", []int64{65}, big...) == first {
 		t.Error("constants of more than 64 values are shared")
 	}
 	k := b.ConstInt64("k", []int64{1}, 7)

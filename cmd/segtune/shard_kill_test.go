@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +24,9 @@ func segtuneBinary(t *testing.T) string {
 // temporary file called name and returns its path.
 func buildSegtune(t *testing.T, name string, tags ...string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
-		goBin = filepath.Join(goruntime.GOROOT(), "bin", "go")
+		t.Fatalf("building segtune: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), name)
 	args := []string{"build"}

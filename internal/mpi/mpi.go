@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // transport is one way of exchanging data between the ranks.
@@ -279,19 +278,3 @@ func (single) allgatherU64(in []uint64) ([]uint64, error) { return append([]uint
 func (single) bcast([]byte, int) error                    { return nil }
 func (single) abort(int)                                  {}
 func (single) finalize() error                            { return nil }
-
-// pollBackoff is how a rank waits for a slow collective: it checks at
-// once, then sleeps from 50 µs up to 20 ms between checks.
-func pollBackoff(done func() (bool, error)) error {
-	wait := 50 * time.Microsecond
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		time.Sleep(wait)
-		if wait < 20*time.Millisecond {
-			wait *= 2
-		}
-	}
-}

@@ -239,3 +239,19 @@ func (w *mpiWorld) finalize() error {
 	}
 	return nil
 }
+
+// pollBackoff is how a rank waits for a slow collective: it checks at
+// once, then sleeps from 50 µs up to 20 ms between checks.
+func pollBackoff(done func() (bool, error)) error {
+	wait := 50 * time.Microsecond
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		time.Sleep(wait)
+		if wait < 20*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
