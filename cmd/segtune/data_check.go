@@ -40,8 +40,8 @@ func runDataCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.IsSet("class-names") {
-		names = classNames(c)
+	if given := classNames(c); given != nil {
+		names = given
 	} else if masks.Map != nil {
 		names = nil // a CVAT labelmap's names are of the labels before the label map
 	}
