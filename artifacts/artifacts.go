@@ -6,10 +6,9 @@ package artifacts
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/ortprobe"
@@ -133,22 +132,20 @@ func (c *Compiled) Summary() string {
 		len(c.Params), values, len(c.Training.Proto.Graph.Node), c.Input.Shape[0], c.Input.Height, c.Input.Width)
 }
 
-// ParseSize reads a training size "HxW" (or one number for a square),
-// each side from 1 to 32768.
+// MaxSide is the largest side ParseSize takes.
+const MaxSide = 1 << 15
+
+// ParseSize reads a training size as imageio.ParseSize does ("HxW", or
+// one number for a square), each side from 1 to MaxSide.
 func ParseSize(s string) (h, w int64, err error) {
-	parts := strings.Split(strings.ToLower(s), "x")
-	if len(parts) == 1 {
-		parts = append(parts, parts[0])
+	hi, wi, err := imageio.ParseSize(s)
+	if err != nil {
+		return 0, 0, err
 	}
-	if len(parts) != 2 {
-		return 0, 0, fmt.Errorf("%q: want HxW", s)
+	if hi > MaxSide || wi > MaxSide {
+		return 0, 0, fmt.Errorf("size %q: each side at most %d", s, MaxSide)
 	}
-	h, err1 := strconv.ParseInt(parts[0], 10, 64)
-	w, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || h <= 0 || w <= 0 || h > 1<<15 || w > 1<<15 {
-		return 0, 0, fmt.Errorf("%q: want HxW with positive sizes", s)
-	}
-	return h, w, nil
+	return int64(hi), int64(wi), nil
 }
 
 // ErrLossKind is a loss name ParseLoss does not know.

@@ -50,7 +50,7 @@ func runArtifacts(c *cli.Context) error {
 	}
 	h, w, err := artifacts.ParseSize(c.String("size"))
 	if err != nil {
-		return cli.Exit("--size "+err.Error(), 2)
+		return cli.Exit("--size: "+err.Error(), 2)
 	}
 	loss := grad.Loss{Output: c.String("logits"), ClassAxis: c.Int("class-axis"), Scale: c.Bool("loss-scale")}
 	if loss.Kind, err = artifacts.ParseLoss(c.String("loss")); err != nil {
