@@ -101,7 +101,7 @@ func runDataConvert(c *cli.Context) error {
 		var ne *datalayout.NotEmptyError
 		switch {
 		case errors.As(err, &oe):
-			return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", out, root), 2)
+			return cli.Exit(renamed(err, fmt.Sprintf("output %s and data %s", out, root), fmt.Sprintf("--out %s and --data %s", out, root)).Error(), 2)
 		case errors.As(err, &ne):
 			return cli.Exit("--out "+err.Error(), 2)
 		}
