@@ -51,14 +51,14 @@ func TestPairedIoU(t *testing.T) {
 		}
 		return out, nil
 	}
-	d, err := PairedIoU(cfg, "background", "exact", predict)
+	d, err := PairedIoU(context.Background(), cfg, "background", "exact", predict)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.N != 6 || d.Mean <= 0 || d.Verdict() != "gain" {
 		t.Errorf("exact over background: %+v, verdict %q", d, d.Verdict())
 	}
-	if d, err := PairedIoU(cfg, "exact", "exact", predict); err != nil || d.Mean != 0 {
+	if d, err := PairedIoU(context.Background(), cfg, "exact", "exact", predict); err != nil || d.Mean != 0 {
 		t.Errorf("a model against itself: %+v, %v", d, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/samples"
@@ -69,8 +70,8 @@ func RunAll(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	models := []string{runModel(o.Out, 1), runModel(o.Out, 2)}
-	d, err := PairedIoU(base, models[0], models[1], o.predictor())
+	models := []string{filepath.Join(runDir(o.Out, 1), finetune.ModelFile), filepath.Join(runDir(o.Out, 2), finetune.ModelFile)}
+	d, err := PairedIoU(ctx, base, models[0], models[1], o.predictor())
 	if err != nil {
 		return err
 	}
@@ -91,11 +92,8 @@ func RunAll(ctx context.Context, w io.Writer, o Options) error {
 	return nil
 }
 
-// runModel is the refined model of the demo's run i (1: baseline, 2:
-// regularised).
-func runModel(out string, i int) string {
-	return filepath.Join(out, fmt.Sprintf("run%d", i), finetune.ModelFile)
-}
+// runDir is the folder of the demo's run i (1: baseline, 2: regularised).
+func runDir(out string, i int) string { return filepath.Join(out, fmt.Sprintf("run%d", i)) }
 
 // finetuneBoth runs the two fine-tunes into OUT/run1 and OUT/run2 and
 // prints their table.
@@ -107,7 +105,7 @@ func finetuneBoth(ctx context.Context, w io.Writer, o Options, runs []Run) ([]hi
 	var hist []history.Run
 	table := &history.Table{Header: TableHeader}
 	for i, r := range runs {
-		dir := filepath.Join(o.Out, fmt.Sprintf("run%d", i+1))
+		dir := runDir(o.Out, i+1)
 		fmt.Fprintf(w, "3/5 fine-tuning (%s) into %s\n", r.Name, dir)
 		run, row, err := Finetune(ctx, r.Name, r.Config, dir, onEpoch)
 		if err != nil {
@@ -136,7 +134,7 @@ func (o Options) predictor() samples.Predictor {
 // segmentAndExport segments the validation images with the regularised model (step
 // 4) and exports its best checkpoint (step 5).
 func segmentAndExport(ctx context.Context, w io.Writer, o Options, dataDir string, side imageio.Sidecar) error {
-	seg, err := o.Open(runModel(o.Out, 2), side)
+	seg, err := o.Open(filepath.Join(runDir(o.Out, 2), finetune.ModelFile), side)
 	if err != nil {
 		return err
 	}
@@ -153,7 +151,7 @@ func segmentAndExport(ctx context.Context, w io.Writer, o Options, dataDir strin
 	}
 	fmt.Fprintf(w, "\n4/5 segmented %d validation images into %s (masks, overlays/)\n", rep.Succeeded, segDir)
 	exported := filepath.Join(o.Out, "refined.onnx")
-	if _, err := finetune.Export(filepath.Join(o.Out, "run2", "best.ckpt"), "", exported); err != nil {
+	if _, err := finetune.Export(filepath.Join(runDir(o.Out, 2), checkpoint.BestName), "", exported); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "5/5 exported the regularised model to %s\n", exported)
@@ -163,10 +161,10 @@ func segmentAndExport(ctx context.Context, w io.Writer, o Options, dataDir strin
 // PairedIoU scores models a and b image by image on cfg's validation set
 // (evaluate.PairedMeanIoU), predicting with predict: each image's mean
 // IoU under b minus under a, with the 95 % t interval over the images.
-func PairedIoU(cfg finetune.Config, a, b string, predict samples.Predictor) (stats.Interval, error) {
+func PairedIoU(ctx context.Context, cfg finetune.Config, a, b string, predict samples.Predictor) (stats.Interval, error) {
 	dc := cfg.Val.DataConfig()
 	dc.Ignore, dc.CacheBytes = cfg.Ignore, -1
-	ds, _, err := data.Open(context.Background(), dc)
+	ds, _, err := data.Open(ctx, dc)
 	if err != nil {
 		return stats.Interval{}, err
 	}
