@@ -15,9 +15,12 @@ import (
 
 // Report is what Run finds.
 type Report struct {
-	ORTLibrary  string             `json:"ort_library"`
-	ORTVersion  string             `json:"ort_version,omitempty"`
-	ORTError    string             `json:"ort_error,omitempty"`
+	ORTLibrary string `json:"ort_library"`
+	ORTVersion string `json:"ort_version,omitempty"`
+	ORTError   string `json:"ort_error,omitempty"`
+	// LoadErr is the error ORTError says, for a caller that words it its
+	// own way (by flag).
+	LoadErr     error              `json:"-"`
 	Providers   []string           `json:"providers_built_in,omitempty"`
 	CUDAProv    string             `json:"cuda_provider,omitempty"`
 	CUDAPlugin  bool               `json:"cuda_provider_is_plugin,omitempty"`
@@ -47,7 +50,7 @@ func Run(ortLib string) *Report {
 	}
 	r.NvidiaSMI = nvidiaSMI()
 	if err := runtime.InitFor(ortLib, runtime.DeviceCUDA); err != nil {
-		r.ORTError = err.Error()
+		r.ORTError, r.LoadErr = err.Error(), err
 		r.Driver = "not checked"
 		return r
 	}

@@ -25,7 +25,11 @@ func doctorCommand() *cli.Command {
 			jsonFlag,
 		},
 		Action: func(c *cli.Context) error {
-			r := doctor.Run(c.String("ort-lib"))
+			lib := c.String("ort-lib")
+			r := doctor.Run(lib)
+			if r.LoadErr != nil {
+				r.ORTError = ortLibError(lib, r.LoadErr).Error()
+			}
 			if model := c.String("model"); model != "" {
 				var h, w int64
 				if _, err := fmt.Sscanf(c.String("size"), "%dx%d", &h, &w); err != nil && r.CUDAReady {
