@@ -19,12 +19,10 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
-// synthSetup opens the embedded segtune-synth model and writes a small
-// synthetic data set: 8 training images to calibrate on, 6 validation
-// images with masks to check on.
-func synthSetup(t *testing.T) (*onnx.Model, *inference.Segmenter, []string, CheckOptions) {
+// synthModel parses the embedded segtune-synth model and looks up its
+// registry entry.
+func synthModel(t *testing.T) (*onnx.Model, models.Entry) {
 	t.Helper()
-	testassets.RequireORT(t)
 	m, err := onnx.Parse(models.SynthModel, "")
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +31,16 @@ func synthSetup(t *testing.T) (*onnx.Model, *inference.Segmenter, []string, Chec
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, entry
+}
+
+// synthSetup opens the embedded segtune-synth model and writes a small
+// synthetic data set: 8 training images to calibrate on, 6 validation
+// images with masks to check on.
+func synthSetup(t *testing.T) (*onnx.Model, *inference.Segmenter, []string, CheckOptions) {
+	t.Helper()
+	testassets.RequireORT(t)
+	m, entry := synthModel(t)
 	ct, err := contract.Read(m, contract.Overrides{})
 	if err != nil {
 		t.Fatal(err)

@@ -9,17 +9,13 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
-	"github.com/segtune/segtune/onnx"
 )
 
 // exportPlan is an fp16 export of segtune-synth checked on synthSetup's
 // validation images, written into a fresh folder.
 func exportPlan(t *testing.T) Plan {
 	m, ref, _, co := synthSetup(t)
-	entry, err := models.Lookup(models.SynthName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, entry := synthModel(t)
 	return Plan{
 		Source: "segtune-synth", Model: m, Contract: ref.Contract, Preprocess: entry.Preprocess,
 		Settings: imageio.Sidecar{Preprocess: &entry.Preprocess, Classes: entry.Classes},
@@ -97,14 +93,7 @@ func TestExportBelowTheBarIsRefused(t *testing.T) {
 // classes, label map and ignore label, which the check reads masks with;
 // an ignore label no mask can hold is refused as the request's Settings.
 func TestPlanSettings(t *testing.T) {
-	m, err := onnx.Parse(models.SynthModel, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry, err := models.Lookup(models.SynthName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, entry := synthModel(t)
 	settings := entry.Sidecar()
 	p := &Prepared{Request: Request{Source: "synth.onnx", Out: "o.onnx", Precision: FP32}}
 	plan, err := p.Plan(m, settings)
