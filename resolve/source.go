@@ -50,16 +50,16 @@ func LoadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	side, err := CheckpointSettings(ck, path)
+	side, err := checkpointSettings(ck, path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return m, side, nil
 }
 
-// CheckpointSettings returns the settings (preprocessing, label map,
+// checkpointSettings returns the settings (preprocessing, label map,
 // classes) of the run that made a checkpoint read from path.
-func CheckpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
+func checkpointSettings(ck *checkpoint.Checkpoint, path string) (*imageio.Sidecar, error) {
 	var cfg finetune.Config
 	if err := json.Unmarshal(ck.Config, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: config: %w", path, err)

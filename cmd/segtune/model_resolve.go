@@ -69,32 +69,26 @@ func warnMetadata(err error) {
 		"`segtune export` writes them anew)\n", err)
 }
 
-// knownModelSettings returns the settings a model file brings with it
-// (resolve.Layers, merged), with one notice per source used. A model with
-// none, run without --preprocess or preprocessing flags, gets one notice
-// naming the defaults assumed.
-func knownModelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
-	layers, metaErr, err := resolve.Layers(modelPath)
-	if err != nil {
-		return imageio.Sidecar{}, err
+// noteSettings says where the settings of the model at modelPath come
+// from, one notice per layer; a model with none, run without --preprocess
+// or preprocessing flags, gets one notice naming the defaults assumed.
+func noteSettings(c *cli.Context, modelPath string, s resolve.Settings) {
+	if s.MetadataErr != nil {
+		warnMetadata(s.MetadataErr)
 	}
-	if metaErr != nil {
-		warnMetadata(metaErr)
-	}
-	for _, l := range layers {
+	for _, l := range s.Layers {
 		hint := ""
 		if l.Known != nil && l.Known.LabelMaps["camvid"] != "" {
 			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", l.Known.LabelMaps["camvid"])
 		}
 		notef(c, "segtune: %s%s", l.Notice(modelPath), hint)
 	}
-	if len(layers) == 0 && !preprocessingGiven(c) {
+	if len(s.Layers) == 0 && !s.Checkpoint && !preprocessingGiven(c) {
 		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
 			"the layout its graph shows (`segtune info`), at the model's fixed input size or else each image's own; "+
 			"set --value-scale/--value-offset or --mean/--std (and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
 			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath))
 	}
-	return resolve.Merge(layers), nil
 }
 
 // preprocessingGiven reports whether --preprocess or any preprocessing flag

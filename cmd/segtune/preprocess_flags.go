@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/resolve"
@@ -34,31 +33,25 @@ func preprocessFlags() []cli.Flag {
 	}
 }
 
-// modelSettings merges the registry's settings of a recognised model, its
-// sidecar, a --preprocess file and explicit flags, in that order of
-// increasing precedence.
-func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err error) {
-	if resolve.IsCheckpoint(modelPath) {
-		// A checkpoint carries the settings of the run that made it.
-		ck, err := checkpoint.Load(modelPath)
-		if err != nil {
-			return s, err
-		}
-		side, err := resolve.CheckpointSettings(ck, modelPath)
-		if err != nil {
-			return s, err
-		}
-		s = *side
-	} else if s, err = knownModelSettings(c, modelPath); err != nil { // registry (by digest), then sidecar
-		return s, err
+// modelSettings are the settings to run the model at modelPath with:
+// what it brings (resolve.ModelSettings), a --preprocess file and the
+// preprocessing flags, in increasing precedence; noteSettings says where
+// they came from.
+func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
+	flags, err := preprocessSettings(c)
+	if err != nil {
+		return imageio.Sidecar{}, err
 	}
-	if f := c.String("preprocess"); f != "" {
-		side, err := imageio.LoadSidecar(f)
-		if err != nil {
-			return s, err
-		}
-		s = s.Merge(*side)
+	s, err := resolve.ModelSettings(modelPath, c.String("preprocess"), flags)
+	if err != nil {
+		return imageio.Sidecar{}, err
 	}
+	noteSettings(c, modelPath, s)
+	return s.Sidecar, nil
+}
+
+// preprocessSettings reads the preprocessing and output flags.
+func preprocessSettings(c *cli.Context) (s imageio.Sidecar, err error) {
 	var p imageio.Preprocess
 	if v := c.String("size"); v != "" {
 		h, w, err := imageio.ParseSize(v)
@@ -98,13 +91,9 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 	if c.IsSet("threshold") && !(out.Threshold > 0) {
 		return s, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
 	}
-	flags := imageio.Sidecar{Preprocess: &p}
+	s.Preprocess = &p
 	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
-		flags.Output = &out
-	}
-	s = s.Merge(flags)
-	if err := s.Preprocess.Validate(); err != nil {
-		return s, err
+		s.Output = &out
 	}
 	return s, nil
 }
