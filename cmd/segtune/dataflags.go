@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/storage"
@@ -132,7 +133,11 @@ func calibrationImages(c *cli.Context, dir string) ([]string, error) {
 	_, notData := datalayout.Detect(dir)
 	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && notData == nil)
 	if !asData {
-		return listImageDir(dir, "--calibrate")
+		imgs, err := deploy.ListImageDir(dir)
+		if err != nil {
+			return nil, imageDirError("--calibrate", err)
+		}
+		return imgs, nil
 	}
 	opt, err := layoutOptions(c)
 	if err != nil {
@@ -158,9 +163,6 @@ func dataExit(err error) error {
 	}
 	return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 }
-
-// unmatchedExit fails on a data set with unmatched files, naming them.
-func unmatchedExit(set *datalayout.Set) error { return dataExit(set.Err()) }
 
 // setFlags sets flags to values, in a stable order.
 func setFlags(c *cli.Context, values map[string]string) error {

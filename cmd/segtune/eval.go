@@ -126,7 +126,7 @@ func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
 		return nil, err
 	}
 	if err := set.Err(); err != nil {
-		return nil, unmatchedExit(set)
+		return nil, dataExit(err)
 	}
 	return set, setFlags(c, map[string]string{"images": set.Root, "masks": set.Root})
 }

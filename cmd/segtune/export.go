@@ -272,16 +272,6 @@ func requestFlagError(r deploy.Request, err error) error {
 	return err
 }
 
-// listImageDir lists the images of a folder named by flag, refusing an
-// empty or missing one (deploy.ListImageDir).
-func listImageDir(dir, flag string) ([]string, error) {
-	imgs, err := deploy.ListImageDir(dir)
-	if err != nil {
-		return nil, imageDirError(flag, err)
-	}
-	return imgs, nil
-}
-
 // imageDirError is deploy.ListImageDir's error naming flag.
 func imageDirError(flag string, err error) error {
 	var fe *deploy.FolderError

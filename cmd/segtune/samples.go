@@ -8,21 +8,16 @@ import (
 	"github.com/segtune/segtune/imageio"
 )
 
-// predict segments paths with the model, opened as the command's flags
-// say, and returns the labels by path.
-func predict(c *cli.Context, model string, pre imageio.Preprocess, paths []string) (map[string][]uint8, error) {
-	seg, err := openSegmenter(c, model, imageio.Sidecar{Preprocess: &pre})
-	if err != nil {
-		return nil, err
-	}
-	defer seg.Close()
-	return samples.Predict(seg, paths)
-}
-
-// predictor is predict for the contact sheet.
+// predictor segments paths for the contact sheet with a model opened as
+// the command's flags say, and returns the labels by path.
 func predictor(c *cli.Context) samples.Predictor {
 	return func(model string, pre imageio.Preprocess, paths []string) (map[string][]uint8, error) {
-		return predict(c, model, pre, paths)
+		seg, err := openSegmenter(c, model, imageio.Sidecar{Preprocess: &pre})
+		if err != nil {
+			return nil, err
+		}
+		defer seg.Close()
+		return samples.Predict(seg, paths)
 	}
 }
 
