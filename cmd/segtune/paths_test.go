@@ -155,3 +155,38 @@ func TestFinetuneOutIsARunFolder(t *testing.T) {
 		t.Errorf("resuming into the run's own folder: %v", err)
 	}
 }
+
+// A file where segment or eval wants a folder (--output an existing file,
+// --input one image, --masks a file) or an input folder that does not
+// exist is refused naming the flag, before the model is read (here it
+// does not exist), and the file is left as it was.
+func TestFolderFlagsThatAreNoFolders(t *testing.T) {
+	dir := t.TempDir()
+	in := imageFolder(t, dir, 20, 10)
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "missing.onnx")
+	missing := filepath.Join(dir, "nowhere")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"segment", "--model", model, "--input", in, "--output", file}, "--output " + file + ": " + file + " is not a folder"},
+		{[]string{"segment", "--model", model, "--input", filepath.Join(in, "a.png"), "--output", filepath.Join(dir, "o")}, "--input " + filepath.Join(in, "a.png") + ": "},
+		{[]string{"segment", "--model", model, "--input", missing, "--output", filepath.Join(dir, "o")}, "--input " + missing + ": "},
+		{[]string{"eval", "--model", model, "--images", in, "--masks", file}, "--masks " + file + ": "},
+		{[]string{"eval", "--model", model, "--images", missing, "--masks", in}, "--images " + missing + ": "},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want a refusal starting %q", tc.args, err, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "mine" {
+		t.Errorf("%s now holds %q", file, b)
+	}
+	if got := entries(t, dir); len(got) != 2 { // in, notes.txt
+		t.Errorf("created beside them: %v", got)
+	}
+}
