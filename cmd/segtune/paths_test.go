@@ -190,3 +190,23 @@ func TestFolderFlagsThatAreNoFolders(t *testing.T) {
 		t.Errorf("created beside them: %v", got)
 	}
 }
+
+// A --model that is no ONNX file (here the script meant to export it) is
+// named as such at once: no warning about its "embedded settings" first,
+// no data listed, no run folder made.
+func TestFinetuneRefusesANonONNXModelFirst(t *testing.T) {
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	script := filepath.Join(dir, "export.py")
+	if err := os.WriteFile(script, []byte("import torch\ntorch.onnx.export(m, x, 'm.onnx')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run")
+	_, err := runCLI(t, "finetune", "--model", script, "--data", data, "--out", out, "--epochs", "1")
+	if err == nil || !strings.Contains(err.Error(), script+": not a valid ONNX protobuf") {
+		t.Errorf("err = %v, want the script named as no ONNX model", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was made for a run that could not start", out)
+	}
+}
