@@ -186,9 +186,11 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
 	}
-	if cfg.MaskPalette, _, err = maskPalette(c); err != nil {
+	masks, _, err := maskFlags(c) // --label-map is checked here, before any work
+	if err != nil {
 		return cfg, err
 	}
+	cfg.MaskPalette = masks.Palette
 	cfg.ClassNames = classNames(c)
 	if c.String("model") == "" {
 		if !c.Bool("resume") {

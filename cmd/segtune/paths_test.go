@@ -210,3 +210,20 @@ func TestFinetuneRefusesANonONNXModelFirst(t *testing.T) {
 		t.Errorf("%s was made for a run that could not start", out)
 	}
 }
+
+// finetune --label-map with a spec that does not parse is refused naming
+// the flag before the model or data are read and before --out is made (as
+// data check and eval refuse it), not as "label map: label map …" once
+// the run folder is locked.
+func TestFinetuneRefusesABadLabelMapFirst(t *testing.T) {
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	out := filepath.Join(dir, "run")
+	_, err := runCLI(t, "finetune", "--model", redModel(t, dir), "--data", data, "--out", out, "--label-map", "9,10;*:0")
+	if err == nil || !strings.HasPrefix(err.Error(), "--label-map: ") {
+		t.Errorf("err = %v, want a refusal naming --label-map", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was made for a run that could not start", out)
+	}
+}
