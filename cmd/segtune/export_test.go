@@ -169,6 +169,9 @@ func TestExportRefusesBelowMinAgreement(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing written") {
 		t.Fatalf("err = %v", err)
 	}
+	if strings.HasPrefix(err.Error(), "segtune:") { // main prefixes it once
+		t.Errorf("err = %q: printed as \"segtune: segtune: …\"", err)
+	}
 	for _, p := range []string{out, imageio.SidecarPath(out)} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s written", p)
