@@ -312,6 +312,33 @@ func TestExportCheckpointProtectsItsRun(t *testing.T) {
 	}
 }
 
+// --out naming one of the user's files that is no model — here one of the
+// very --check-images the export compares on — is refused and the file
+// left as it was; an earlier export at --out is replaced as before.
+func TestExportDoesNotReplaceAUsersFile(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, model, data := exportSynth(t)
+	val := filepath.Join(data, "images", "val")
+	imgs, err := imageio.ListImages(val)
+	if err != nil || len(imgs) == 0 {
+		t.Fatal(imgs, err)
+	}
+	before, _ := os.ReadFile(imgs[0])
+	_, err = runCLI(t, "export", "--model", model, "--out", imgs[0], "--check-images", val, "--threads", "2")
+	if err == nil || !strings.Contains(err.Error(), "--out "+imgs[0]+": ") || !strings.Contains(err.Error(), "not an ONNX model") {
+		t.Errorf("--out a check image: err = %v, want a refusal naming --out", err)
+	}
+	if after, _ := os.ReadFile(imgs[0]); !bytes.Equal(before, after) {
+		t.Fatalf("%s was replaced", imgs[0])
+	}
+	out := filepath.Join(dir, "again.onnx")
+	for range 2 {
+		if _, err := runCLI(t, "export", "--model", model, "--out", out, "--check-images", val, "--threads", "2"); err != nil {
+			t.Fatalf("exporting to %s (again): %v", out, err)
+		}
+	}
+}
+
 // torchSegmenter is a small segmentation net exported by PyTorch as
 // README's Quickstart exports a torchvision model: dynamic batch, height
 // and width, which leaves the output's class axis symbolic.
