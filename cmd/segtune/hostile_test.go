@@ -348,3 +348,15 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// A --size that does not parse is named as --size (the sizes of a sidecar
+// are named by the sidecar's path).
+func TestSizeFlagIsNamed(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	in := imageFolder(t, dir, 20, 10)
+	_, err := runCLI(t, "segment", "--model", redModel(t, dir), "--input", in, "--output", filepath.Join(dir, "o"), "--size", "512x")
+	if want := `--size: size "512x": want HxW`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}

@@ -63,7 +63,7 @@ func modelSettings(c *cli.Context, modelPath string) (s imageio.Sidecar, err err
 	if v := c.String("size"); v != "" {
 		h, w, err := imageio.ParseSize(v)
 		if err != nil {
-			return s, err
+			return s, fmt.Errorf("--size: %w", err)
 		}
 		p.Height, p.Width = h, w
 		p.Resize = imageio.ResizeStretch
