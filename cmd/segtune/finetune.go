@@ -247,6 +247,13 @@ func mirrorDataFlags(c *cli.Context) error {
 // finetuneDataSpecs sets the training and validation data from --data
 // (in any layout), or from the four folder flags, which win.
 func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
+	// One folder of a pair alone would be dropped: training or validation
+	// on other data than the user named, or none.
+	for _, pair := range [][2]string{{"train-images", "train-masks"}, {"val-images", "val-masks"}} {
+		if c.IsSet(pair[0]) != c.IsSet(pair[1]) {
+			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
+		}
+	}
 	if root := c.String("data"); root != "" {
 		var err error
 		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {

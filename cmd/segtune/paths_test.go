@@ -227,3 +227,31 @@ func TestFinetuneRefusesABadLabelMapFirst(t *testing.T) {
 		t.Errorf("%s was made for a run that could not start", out)
 	}
 }
+
+// --val-images without --val-masks (or a training folder without its
+// pair) is refused before the run, naming both flags: it trained without
+// any validation, saying only "no samples.png: no validation images".
+func TestFinetuneFolderFlagsComeInPairs(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	model := redModel(t, dir)
+	out := filepath.Join(dir, "run")
+	train := []string{"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train")}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(train, "--val-images", filepath.Join(data, "images", "val")), "--val-images and --val-masks go together"},
+		{[]string{"--data", data, "--val-masks", filepath.Join(data, "masks", "val")}, "--val-images and --val-masks go together"},
+		{[]string{"--data", data, "--train-images", filepath.Join(data, "images", "train")}, "--train-images and --train-masks go together"},
+	} {
+		args := append([]string{"finetune", "--model", model, "--out", out, "--steps", "1", "--batch", "1"}, tc.args...)
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%v: %s was made", tc.args, out)
+		}
+	}
+}
