@@ -292,7 +292,7 @@ func Outputs(out string) []File {
 }
 
 // ReplaceError is an output of an export that would replace one of the
-// files it reads.
+// files it reads, or a file of the user's that is no model.
 type ReplaceError struct {
 	Output File
 	// Input says what the replaced file is to the export.
@@ -305,7 +305,8 @@ func (e *ReplaceError) Error() string {
 
 // CheckOutputs refuses, before any work, an export whose outputs
 // (Outputs) would replace one of its inputs (Inputs, and extra: other
-// files the caller read for it), symbolic links resolved, with a
+// files the caller read for it), symbolic links resolved, or whose model
+// would replace an existing file that is not an ONNX model, with a
 // *ReplaceError, or something other than a regular file. It makes the
 // output's folder, as it would otherwise be found missing only after the
 // conversion and its check.
@@ -330,6 +331,13 @@ func (r Request) CheckOutputs(extra ...File) error {
 		if _, err := atomicfile.Target(o.Path); err != nil {
 			return err
 		}
+	}
+	// An existing file where the model goes is replaced only when it is an
+	// ONNX model (an earlier export): an image, a list or a note there is
+	// the user's, not a model to renew.
+	var notONNX *onnx.FormatError
+	if _, _, err := onnx.ReadMetadata(r.Out, imageio.ContractKey, imageio.MaxSidecarBytes); errors.As(err, &notONNX) {
+		return &ReplaceError{Output: Outputs(r.Out)[0], Input: "an existing file that is not an ONNX model"}
 	}
 	return os.MkdirAll(filepath.Dir(r.Out), 0o755)
 }

@@ -1,12 +1,15 @@
 package deploy
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/segtune/segtune/onnx"
 )
 
 // varied writes n varied images into dir and returns their paths.
@@ -177,6 +180,26 @@ func TestCheckOutputs(t *testing.T) {
 		if err := r.CheckOutputs(c.extra); !errors.As(err, &re) || re.Output.What != c.output || re.Input != c.input {
 			t.Errorf("out %s: %v; want %s replacing %s", c.out, err, c.output, c.input)
 		}
+	}
+	// An existing file that is no ONNX model (a photo, a split list) is
+	// the user's; an earlier export is replaced.
+	for name, content := range map[string][]byte{"photo.jpg": {0xff, 0xd8, 0xff, 0xe0, 0, 0x10, 'J', 'F', 'I', 'F', 0}, "train.txt": []byte("0001TP_006690\n0001TP_006720\n")} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, content, 0o644)
+		var re *ReplaceError
+		if err := (Request{Source: model, Out: p}).CheckOutputs(); !errors.As(err, &re) || re.Output.What != "the model" || !strings.Contains(err.Error(), "not an ONNX model") {
+			t.Errorf("out %s: %v; want it refused as no ONNX model", name, err)
+		}
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, content) {
+			t.Errorf("%s changed", name)
+		}
+	}
+	earlier := filepath.Join(dir, "earlier.onnx")
+	if err := onnx.NewModel((&onnx.Builder{}).Graph("g", nil, nil), 17).Save(earlier); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Request{Source: model, Out: earlier}).CheckOutputs(); err != nil {
+		t.Errorf("an earlier export as --out: %v", err)
 	}
 	out := filepath.Join(dir, "new", "sub", "e.onnx")
 	if err := (Request{Source: model, Out: out}).CheckOutputs(); err != nil {

@@ -182,6 +182,11 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 	if explicit == nil {
 		explicit = []string{"epochs", "steps", "device", "threads"}
 	}
+	// The run recorded the input layout its model's graph gave; flags that
+	// leave the layout to the graph (no --nhwc) ask for that same layout.
+	if cfg.Preprocess.Layout == "" {
+		cfg.Preprocess.Layout = old.Preprocess.Layout
+	}
 	var changes []resumeChange
 	var refused []SettingChange
 	for _, name := range explicit {
@@ -222,6 +227,16 @@ func show(v any) string {
 			return "none"
 		}
 		return fmt.Sprintf("%q", s)
+	}
+	// Settings made of several fields (preprocessing, augmentation) read
+	// better as their JSON, as config.json has them, than as Go's %v.
+	if _, ok := v.(fmt.Stringer); !ok {
+		switch reflect.ValueOf(v).Kind() {
+		case reflect.Struct, reflect.Slice, reflect.Map:
+			if b, err := json.Marshal(v); err == nil {
+				return string(b)
+			}
+		}
 	}
 	return fmt.Sprintf("%v", v)
 }

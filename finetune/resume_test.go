@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/segtune/segtune/imageio"
 )
 
 // A resumed run refuses a changed setting of every kind the table knows,
@@ -40,6 +42,27 @@ func TestMergeResumeRefusesChangedSettings(t *testing.T) {
 	}
 	if merged.LR != 5e-4 || merged.Epochs != 4 || merged.Loss != "ce" || len(changes) != 2 {
 		t.Errorf("merged lr %v epochs %d loss %q, %d changes; want 5e-4, 4, ce, 2", merged.LR, merged.Epochs, merged.Loss, len(changes))
+	}
+}
+
+// The run records the input layout it read from the model's graph; the
+// same preprocessing flags given again on resume (no --nhwc, so no layout)
+// are the same settings, while another mean is still refused.
+func TestMergeResumeAcceptsTheRecordedLayout(t *testing.T) {
+	mean, std := []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}
+	old := Config{Epochs: 2, Preprocess: imageio.Preprocess{Layout: imageio.NCHW, Mean: mean, Std: std}}
+	cfg := Config{Epochs: 4, Preprocess: imageio.Preprocess{Mean: mean, Std: std}, Explicit: []string{"mean", "std", "epochs"}}
+	merged, _, err := mergeResume(old, cfg)
+	if err != nil {
+		t.Fatalf("the run's own --mean and --std on resume: %v", err)
+	}
+	if merged.Epochs != 4 || merged.Preprocess.Layout != imageio.NCHW {
+		t.Errorf("merged epochs %d layout %q; want 4, NCHW", merged.Epochs, merged.Preprocess.Layout)
+	}
+	cfg.Preprocess.Mean = []float64{0.5, 0.5, 0.5}
+	want := `mean (the run has [{"layout":"NCHW","mean":[0.485,0.456,0.406],"std":[0.229,0.224,0.225]},{}])`
+	if _, _, err := mergeResume(old, cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("another --mean on resume: %v; want it refused, saying %s", err, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/onnx"
 )
 
 // The embedded model, copied under another name, is recognised by its
@@ -63,6 +65,29 @@ func TestLayerNotice(t *testing.T) {
 	} {
 		if got := l.Notice("m.onnx"); got != want {
 			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+// A file that is no ONNX model at all (a script, an annotation file, a
+// PyTorch checkpoint, a zip) is an error of Layers, not unusable metadata
+// to warn about and ignore while the command goes on to fail later.
+func TestLayersRefuseAFileThatIsNotONNX(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"export.py":  "import torch\ntorch.onnx.export(m, x, 'm.onnx')\n",
+		"coco.json":  `{"images": [], "annotations": [], "categories": []}`,
+		"model.pth":  "PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl",
+		"notes.onnx": "my model is somewhere else",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, metaErr, err := Layers(p)
+		var fe *onnx.FormatError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), p) || metaErr != nil {
+			t.Errorf("%s: err %v, metadata error %v; want an *onnx.FormatError naming the file", name, err, metaErr)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/onnx"
 )
 
 // Layer is one source of a model's settings: what it says and where it
@@ -41,7 +42,9 @@ const MetadataLayer = "metadata_props " + imageio.ContractKey
 // MODEL.segtune.json. Unusable metadata is not a layer: it comes back as
 // metaErr for the caller to report, so that the sidecar, flags or a new
 // export can still take its place. A missing file, or one that is not a
-// regular file, has no layers (opening the model reports it).
+// regular file, has no layers (opening the model reports it); a file that
+// is no ONNX protobuf at all is an error (an *onnx.FormatError), since no
+// setting makes it a model.
 func Layers(modelPath string) (layers []Layer, metaErr error, err error) {
 	e, known, err := models.Recognize(modelPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -51,7 +54,10 @@ func Layers(modelPath string) (layers []Layer, metaErr error, err error) {
 		layers = append(layers, Layer{From: "registry (" + e.Name + ")", Settings: e.Sidecar(), Known: &e})
 	}
 	meta, found, err := models.EmbeddedSettings(modelPath)
+	var notONNX *onnx.FormatError
 	switch {
+	case errors.As(err, &notONNX):
+		return nil, nil, err
 	case found:
 		layers = append(layers, Layer{From: MetadataLayer, Settings: *meta})
 	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, regfile.ErrNotRegular):

@@ -68,12 +68,12 @@ func runEval(c *cli.Context) error {
 	if _, err := storage.Parse(partial); partial != "" && err != nil {
 		return cli.Exit(fmt.Sprintf("--partial %s: %v", partial, err), 2)
 	}
-	imgs, err := openFolderFlag(c, "images")
+	imgs, err := openFolderFlag(c, "images", true)
 	if err != nil {
 		return err
 	}
 	defer imgs.Close()
-	masks, err := openFolderFlag(c, "masks")
+	masks, err := openFolderFlag(c, "masks", true)
 	if err != nil {
 		return err
 	}

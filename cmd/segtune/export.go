@@ -94,7 +94,7 @@ func runExport(c *cli.Context) error {
 		exp.Report.WriteText(os.Stdout)
 	}
 	if err != nil {
-		return cli.Exit("segtune: "+err.Error()+" (--min-agreement sets the bar)", 1)
+		return cli.Exit(err.Error()+" (--min-agreement sets the bar)", 1)
 	}
 	written, err := exp.Write()
 	if err == nil && !c.Bool("json") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -168,6 +169,9 @@ func TestExportRefusesBelowMinAgreement(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing written") {
 		t.Fatalf("err = %v", err)
 	}
+	if strings.HasPrefix(err.Error(), "segtune:") { // main prefixes it once
+		t.Errorf("err = %q: printed as \"segtune: segtune: …\"", err)
+	}
 	for _, p := range []string{out, imageio.SidecarPath(out)} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s written", p)
@@ -304,6 +308,92 @@ func TestExportCheckpointProtectsItsRun(t *testing.T) {
 		}
 		if after, _ := os.ReadFile(c.out); !bytes.Equal(before, after) {
 			t.Errorf("--out %s: the file was changed", c.out)
+		}
+	}
+}
+
+// --out naming one of the user's files that is no model — here one of the
+// very --check-images the export compares on — is refused and the file
+// left as it was; an earlier export at --out is replaced as before.
+func TestExportDoesNotReplaceAUsersFile(t *testing.T) {
+	testassets.RequireORT(t)
+	dir, model, data := exportSynth(t)
+	val := filepath.Join(data, "images", "val")
+	imgs, err := imageio.ListImages(val)
+	if err != nil || len(imgs) == 0 {
+		t.Fatal(imgs, err)
+	}
+	before, _ := os.ReadFile(imgs[0])
+	_, err = runCLI(t, "export", "--model", model, "--out", imgs[0], "--check-images", val, "--threads", "2")
+	if err == nil || !strings.Contains(err.Error(), "--out "+imgs[0]+": ") || !strings.Contains(err.Error(), "not an ONNX model") {
+		t.Errorf("--out a check image: err = %v, want a refusal naming --out", err)
+	}
+	if after, _ := os.ReadFile(imgs[0]); !bytes.Equal(before, after) {
+		t.Fatalf("%s was replaced", imgs[0])
+	}
+	out := filepath.Join(dir, "again.onnx")
+	for range 2 {
+		if _, err := runCLI(t, "export", "--model", model, "--out", out, "--check-images", val, "--threads", "2"); err != nil {
+			t.Fatalf("exporting to %s (again): %v", out, err)
+		}
+	}
+}
+
+// torchSegmenter is a small segmentation net exported by PyTorch as
+// README's Quickstart exports a torchvision model: dynamic batch, height
+// and width, which leaves the output's class axis symbolic.
+const torchSegmenter = `
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU())
+        self.head = nn.Conv2d(16, 3, 1)
+    def forward(self, x):
+        y = self.head(self.body(x))
+        return nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+torch.onnx.export(Net().eval(), torch.rand(1, 3, 64, 64), sys.argv[1], opset_version=17,
+    input_names=["image"], output_names=["out"],
+    dynamic_axes={"image": {0: "n", 2: "h", 3: "w"}, "out": {0: "n", 2: "h", 3: "w"}})
+`
+
+// A PyTorch export's class count is read from its last convolution; the
+// fp16 and int8 exports must keep it readable, or their contract check
+// refuses them ("the exported model's contract differs").
+func TestExportTorchModelWithSymbolicClasses(t *testing.T) {
+	testassets.RequireORT(t)
+	py := testassets.RequirePython(t, "torch")
+	dir, _, data := exportSynth(t)
+	model := filepath.Join(dir, "torch.onnx")
+	if out, err := exec.Command(py, "-c", torchSegmenter, model).CombinedOutput(); err != nil {
+		t.Fatalf("PyTorch export: %v\n%s", err, out)
+	}
+	m, err := onnx.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Graph().GetOutput()[0].GetType().GetTensorType().GetShape().GetDim()[1]; d.GetDimValue() != 0 {
+		t.Fatalf("PyTorch declared the class axis (%v): the case under test needs it symbolic", d)
+	}
+	train, val := filepath.Join(data, "images", "train"), filepath.Join(data, "images", "val")
+	for _, prec := range []string{"fp16", "int8"} {
+		out := filepath.Join(dir, "torch."+prec+".onnx")
+		args := []string{"export", "--model", model, "--out", out, "--precision", prec, "--check-images", val,
+			"--min-agreement", "0.5", "--threads", "2"}
+		if prec == "int8" {
+			args = append(args, "--calibrate", train)
+		}
+		if _, err := runCLI(t, args...); err != nil {
+			t.Errorf("%s export: %v", prec, err)
+			continue
+		}
+		exp, err := onnx.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := contract.Read(exp, contract.Overrides{}); err != nil || c.Classes != 3 {
+			t.Errorf("%s export: contract %+v (%v), want 3 classes", prec, c, err)
 		}
 	}
 }

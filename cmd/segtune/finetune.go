@@ -173,6 +173,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 			Photometric: photometricConfig(c)},
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
+	if cfg.Epochs < 1 && cfg.MaxSteps < 1 {
+		return cfg, cli.Exit(fmt.Sprintf("--epochs %d and --steps %d: nothing to train; give --epochs N or --steps N", cfg.Epochs, cfg.MaxSteps), 2)
+	}
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)
 	}
@@ -186,9 +189,11 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
 		return cfg, fmt.Errorf("--crop: %w", err)
 	}
-	if cfg.MaskPalette, _, err = maskPalette(c); err != nil {
+	masks, _, err := maskFlags(c) // --label-map is checked here, before any work
+	if err != nil {
 		return cfg, err
 	}
+	cfg.MaskPalette = masks.Palette
 	cfg.ClassNames = classNames(c)
 	if c.String("model") == "" {
 		if !c.Bool("resume") {
@@ -245,6 +250,13 @@ func mirrorDataFlags(c *cli.Context) error {
 // finetuneDataSpecs sets the training and validation data from --data
 // (in any layout), or from the four folder flags, which win.
 func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
+	// One folder of a pair alone would be dropped: training or validation
+	// on other data than the user named, or none.
+	for _, pair := range [][2]string{{"train-images", "train-masks"}, {"val-images", "val-masks"}} {
+		if c.IsSet(pair[0]) != c.IsSet(pair[1]) {
+			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
+		}
+	}
 	if root := c.String("data"); root != "" {
 		var err error
 		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {

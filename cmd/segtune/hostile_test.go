@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
@@ -190,6 +193,7 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		{append(ft, "--beta", "0"), "--beta 0: must be in (0, 1]"},
 		{append(ft, "--classes", "-1"), "--classes -1"},
 		{append(ft, "--steps", "-5"), "--steps -5"},
+		{append(ft, "--epochs", "0"), "--epochs 0 and --steps 0: nothing to train"},
 		{append(ft, "--ignore", "-5"), "--ignore -5"},
 		{append(ft, "--size-threshold", "nan"), "--size-threshold: NaN"},
 		{append(ft, "--lr", "nan"), "--lr: NaN"},
@@ -318,5 +322,42 @@ func TestOutputsDoNotFollowSymlinks(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(victim); string(got) != "mine" {
 		t.Fatalf("the link's target was overwritten: it holds %d bytes", len(got))
+	}
+}
+
+// A flag that does not parse (a value that is not a number, a typo in a
+// flag's name, a flag without its value) is one line naming the flag as
+// typed, with exit status 2, and no help dumped on stdout before it.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"finetune", "--model", "m.onnx", "--lr", "abc"}, `invalid value "abc" for flag --lr: parse error (segtune finetune --help lists its flags)`},
+		{[]string{"finetune", "--model", "m.onnx", "--epoch", "3"}, "flag provided but not defined: --epoch (segtune finetune --help lists its flags)"},
+		{[]string{"data", "check", "--data", "d", "--classes", "two"}, `invalid value "two" for flag --classes: parse error (segtune data check --help lists its flags)`},
+		{[]string{"segment", "--model"}, "flag needs an argument: --model (segtune segment --help lists its flags)"},
+		{[]string{"--max-memory"}, "flag needs an argument: --max-memory (segtune --help lists its flags)"},
+	} {
+		stdout, err := runCLI(t, tc.args...)
+		var exit cli.ExitCoder
+		if err == nil || err.Error() != tc.want || !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%v: err = %v, want %q with status 2", tc.args, err, tc.want)
+		}
+		if stdout != "" {
+			t.Errorf("%v printed %d bytes of help on stdout", tc.args, len(stdout))
+		}
+	}
+}
+
+// A --size that does not parse is named as --size (the sizes of a sidecar
+// are named by the sidecar's path).
+func TestSizeFlagIsNamed(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	in := imageFolder(t, dir, 20, 10)
+	_, err := runCLI(t, "segment", "--model", redModel(t, dir), "--input", in, "--output", filepath.Join(dir, "o"), "--size", "512x")
+	if want := `--size: size "512x": want HxW`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }

@@ -254,3 +254,21 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 		t.Errorf("a resume changing --lr: %v; stderr:\n%s\nwant the line %q", err, stderr, want)
 	}
 }
+
+// The same command again with --resume, preprocessing flags included,
+// continues the run: the run records the input layout it read from the
+// graph, which those flags (no --nhwc) leave to the graph.
+func TestFinetuneResumeWithTheSameCommand(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data, model := synthData(t, dir, 4, 2), redModel(t, dir)
+	run := filepath.Join(dir, "run")
+	cmd := []string{"finetune", "--model", model, "--data", data, "--out", run, "--label-map", "1,2:1;*:0", "--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225",
+		"--crop", "32x32", "--batch", "2", "--threads", "1"}
+	if _, err := runCLI(t, append(cmd, "--epochs", "1")...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, append(cmd, "--epochs", "2", "--resume")...); err != nil {
+		t.Errorf("the same command with --resume: %v", err)
+	}
+}

@@ -61,6 +61,7 @@ func newApp() *cli.App {
 		// handler would exit from inside Run, which tests cannot survive.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	cliflag.OneLineUsageErrors(app) // a flag that does not parse: one line, not the whole help
 	// Hooks installed later run first.
 	cliflag.BeforeAll(app.Commands, checkNumericFlags)           // numeric flags are checked before any work
 	resolveModelFlags(app.Commands)                              // --model NAME for every command

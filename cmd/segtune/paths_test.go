@@ -155,3 +155,103 @@ func TestFinetuneOutIsARunFolder(t *testing.T) {
 		t.Errorf("resuming into the run's own folder: %v", err)
 	}
 }
+
+// A file where segment or eval wants a folder (--output an existing file,
+// --input one image, --masks a file) or an input folder that does not
+// exist is refused naming the flag, before the model is read (here it
+// does not exist), and the file is left as it was.
+func TestFolderFlagsThatAreNoFolders(t *testing.T) {
+	dir := t.TempDir()
+	in := imageFolder(t, dir, 20, 10)
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "missing.onnx")
+	missing := filepath.Join(dir, "nowhere")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"segment", "--model", model, "--input", in, "--output", file}, "--output " + file + ": " + file + " is not a folder"},
+		{[]string{"segment", "--model", model, "--input", filepath.Join(in, "a.png"), "--output", filepath.Join(dir, "o")}, "--input " + filepath.Join(in, "a.png") + ": "},
+		{[]string{"segment", "--model", model, "--input", missing, "--output", filepath.Join(dir, "o")}, "--input " + missing + ": "},
+		{[]string{"eval", "--model", model, "--images", in, "--masks", file}, "--masks " + file + ": "},
+		{[]string{"eval", "--model", model, "--images", missing, "--masks", in}, "--images " + missing + ": "},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want a refusal starting %q", tc.args, err, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "mine" {
+		t.Errorf("%s now holds %q", file, b)
+	}
+	if got := entries(t, dir); len(got) != 2 { // in, notes.txt
+		t.Errorf("created beside them: %v", got)
+	}
+}
+
+// A --model that is no ONNX file (here the script meant to export it) is
+// named as such at once: no warning about its "embedded settings" first,
+// no data listed, no run folder made.
+func TestFinetuneRefusesANonONNXModelFirst(t *testing.T) {
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	script := filepath.Join(dir, "export.py")
+	if err := os.WriteFile(script, []byte("import torch\ntorch.onnx.export(m, x, 'm.onnx')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run")
+	_, err := runCLI(t, "finetune", "--model", script, "--data", data, "--out", out, "--epochs", "1")
+	if err == nil || !strings.Contains(err.Error(), script+": not a valid ONNX protobuf") {
+		t.Errorf("err = %v, want the script named as no ONNX model", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was made for a run that could not start", out)
+	}
+}
+
+// finetune --label-map with a spec that does not parse is refused naming
+// the flag before the model or data are read and before --out is made (as
+// data check and eval refuse it), not as "label map: label map …" once
+// the run folder is locked.
+func TestFinetuneRefusesABadLabelMapFirst(t *testing.T) {
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	out := filepath.Join(dir, "run")
+	_, err := runCLI(t, "finetune", "--model", redModel(t, dir), "--data", data, "--out", out, "--label-map", "9,10;*:0")
+	if err == nil || !strings.HasPrefix(err.Error(), "--label-map: ") {
+		t.Errorf("err = %v, want a refusal naming --label-map", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was made for a run that could not start", out)
+	}
+}
+
+// --val-images without --val-masks (or a training folder without its
+// pair) is refused before the run, naming both flags: it trained without
+// any validation, saying only "no samples.png: no validation images".
+func TestFinetuneFolderFlagsComeInPairs(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := synthData(t, dir, 2, 1)
+	model := redModel(t, dir)
+	out := filepath.Join(dir, "run")
+	train := []string{"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train")}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(train, "--val-images", filepath.Join(data, "images", "val")), "--val-images and --val-masks go together"},
+		{[]string{"--data", data, "--val-masks", filepath.Join(data, "masks", "val")}, "--val-images and --val-masks go together"},
+		{[]string{"--data", data, "--train-images", filepath.Join(data, "images", "train")}, "--train-images and --train-masks go together"},
+	} {
+		args := append([]string{"finetune", "--model", model, "--out", out, "--steps", "1", "--batch", "1"}, tc.args...)
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%v: %s was made", tc.args, out)
+		}
+	}
+}

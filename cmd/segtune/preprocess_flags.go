@@ -56,7 +56,7 @@ func preprocessSettings(c *cli.Context) (s imageio.Sidecar, err error) {
 	if v := c.String("size"); v != "" {
 		h, w, err := imageio.ParseSize(v)
 		if err != nil {
-			return s, err
+			return s, fmt.Errorf("--size: %w", err)
 		}
 		p.Height, p.Width = h, w
 		p.Resize = imageio.ResizeStretch

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -45,12 +47,23 @@ func skipExisting(c *cli.Context, s shard.Spec) bool {
 }
 
 // openFolderFlag opens the folder that flag names (a path or a URL); errors
-// name the flag.
-func openFolderFlag(c *cli.Context, flag string) (*storage.Folder, error) {
+// name the flag. A local path that is a file, or an input (input) folder
+// that does not exist, is refused here, before the model is read.
+func openFolderFlag(c *cli.Context, flag string, input bool) (*storage.Folder, error) {
 	v := c.String(flag)
 	f, err := storage.OpenFolder(c.Context, v)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--%s %s: %v", flag, v, err), 2)
+	}
+	if f.IsLocal() {
+		err := f.CheckList(c.Context)
+		if !input && errors.Is(err, fs.ErrNotExist) {
+			err = nil // outputs are made when written
+		}
+		if err != nil {
+			f.Close()
+			return nil, flagError(flag, f, err)
+		}
 	}
 	return f, nil
 }

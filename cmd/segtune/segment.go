@@ -42,12 +42,12 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	in, err := openFolderFlag(c, "input")
+	in, err := openFolderFlag(c, "input", true)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := openFolderFlag(c, "output")
+	out, err := openFolderFlag(c, "output", false)
 	if err != nil {
 		return err
 	}

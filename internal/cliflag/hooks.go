@@ -2,6 +2,7 @@ package cliflag
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -49,3 +50,32 @@ func Require(c *cli.Context, names ...string) error {
 	}
 	return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
 }
+
+// OneLineUsageErrors makes app and every command of it answer a flag it
+// cannot parse (an unknown flag, a value that is not a number, a missing
+// value) with one error naming the flag as users type it (--lr, where Go's
+// flag package writes -lr) and where the flags are listed, exit status 2,
+// instead of printing the whole help before the error.
+func OneLineUsageErrors(app *cli.App) {
+	app.OnUsageError = oneLineUsageError(app.Name)
+	var install func(cmds []*cli.Command, prefix string)
+	install = func(cmds []*cli.Command, prefix string) {
+		for _, cmd := range cmds {
+			name := prefix + " " + cmd.Name
+			install(cmd.Subcommands, name)
+			cmd.OnUsageError = oneLineUsageError(name)
+		}
+	}
+	install(app.Commands, app.Name)
+}
+
+func oneLineUsageError(command string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", goFlagDash.ReplaceAllString(err.Error(), "$1--"), command), 2)
+	}
+}
+
+// goFlagDash finds the single dash before a flag's name in the flag
+// package's messages: "flag provided but not defined: -x",
+// "invalid value \"v\" for flag -x: …", "flag needs an argument: -x".
+var goFlagDash = regexp.MustCompile(`((?:flag|defined:|argument:|for) )-\b`)

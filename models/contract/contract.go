@@ -451,10 +451,12 @@ func layoutOfAxis(a int) Layout {
 
 // channelsFromProducer finds the class count from the convolution that
 // makes the scores, through the few nodes that keep channels (Resize,
-// activations, elementwise arithmetic); Transposes are not followed.
+// activations, elementwise arithmetic, and the Casts and
+// QuantizeLinear/DequantizeLinear pairs of float16 and int8 exports);
+// Transposes are not followed.
 func channelsFromProducer(m *onnx.Model, t string) int {
 	prod := onnx.Producers(m.Graph())
-	for i := 0; i < 8; i++ {
+	for i := 0; i < 12; i++ {
 		n := prod[t]
 		if n == nil || len(n.GetInput()) == 0 {
 			return 0
@@ -462,7 +464,7 @@ func channelsFromProducer(m *onnx.Model, t string) int {
 		switch n.GetOpType() {
 		case "Conv", "ConvTranspose":
 			if len(n.Input) > 1 {
-				if w := m.Initializer(n.Input[1]); w != nil && len(w.Dims) == 4 {
+				if w := weightOf(m, prod, n.Input[1]); w != nil && len(w.Dims) == 4 {
 					if n.GetOpType() == "Conv" {
 						return int(w.Dims[0])
 					}
@@ -470,13 +472,31 @@ func channelsFromProducer(m *onnx.Model, t string) int {
 				}
 			}
 			return 0
-		case "Resize", "Upsample", "Identity", "Relu", "Add", "Sub", "Mul", "Div":
+		case "Resize", "Upsample", "Identity", "Relu", "Add", "Sub", "Mul", "Div",
+			"Cast", "QuantizeLinear", "DequantizeLinear":
 			t = n.GetInput()[0]
 		default:
 			return 0
 		}
 	}
 	return 0
+}
+
+// weightOf is the initializer behind a convolution's weight input: the
+// initializer itself, or the one a float16 export Casts or an int8 export
+// dequantizes (DequantizeLinear keeps the shape).
+func weightOf(m *onnx.Model, prod map[string]*onnx.NodeProto, name string) *onnx.TensorProto {
+	for range 2 {
+		if w := m.Initializer(name); w != nil {
+			return w
+		}
+		n := prod[name]
+		if n == nil || len(n.GetInput()) == 0 || (n.GetOpType() != "Cast" && n.GetOpType() != "DequantizeLinear") {
+			return nil
+		}
+		name = n.GetInput()[0]
+	}
+	return nil
 }
 
 func defaultSoftmaxAxis(m *onnx.Model) int64 {

@@ -300,3 +300,37 @@ func TestOneChannelSoftmaxRefused(t *testing.T) {
 		t.Errorf("one logit channel: binary %v, %d classes", c.Binary, c.Classes)
 	}
 }
+
+// A PyTorch export leaves the output's class axis symbolic, so the class
+// count is read from the last convolution's weight; `export --precision
+// fp16` puts Casts around that convolution and stores its weight in
+// float16 behind a Cast, int8 QDQ exports put QuantizeLinear/
+// DequantizeLinear pairs after it and dequantize its weight. The count
+// must still be found, or the exported model's contract differs from the
+// float model's and the export is refused.
+func TestClassesThroughFloat16AndInt8Exports(t *testing.T) {
+	weight := func(m *onnx.Model, name string) { // only its dims are read
+		m.Graph().Initializer = append(m.Graph().Initializer, onnx.NewFloat32Tensor(name, []int64{5, 3, 1, 1}, make([]float32, 15)))
+	}
+	fp16 := model(17, f32("x", 0, 3, 0, 0), f32("y", 0, 0, 0, 0),
+		node{op: "Cast", in: "x", out: "xh"},
+		node{op: "Cast", in: "w32", out: "wh"},
+		node{op: "Conv", in: "xh,wh", out: "zh"},
+		node{op: "Cast", in: "zh", out: "z"},
+		node{op: "Resize", in: "z,,s", out: "y"})
+	weight(fp16, "w32")
+	qdq := model(17, f32("x", 0, 3, 0, 0), f32("y", 0, 0, 0, 0),
+		node{op: "QuantizeLinear", in: "x,xs,xz", out: "xq"},
+		node{op: "DequantizeLinear", in: "xq,xs,xz", out: "xd"},
+		node{op: "DequantizeLinear", in: "wq,ws,wz", out: "wd"},
+		node{op: "Conv", in: "xd,wd", out: "z"},
+		node{op: "QuantizeLinear", in: "z,zs,zz", out: "zq"},
+		node{op: "DequantizeLinear", in: "zq,zs,zz", out: "zd"},
+		node{op: "Resize", in: "zd,,s", out: "y"})
+	weight(qdq, "wq")
+	for name, m := range map[string]*onnx.Model{"fp16": fp16, "int8 QDQ": qdq} {
+		if c := read(t, m, Overrides{}); c.Classes != 5 {
+			t.Errorf("%s: %d classes, want 5 (the convolution's output channels)", name, c.Classes)
+		}
+	}
+}
