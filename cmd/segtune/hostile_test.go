@@ -311,9 +311,13 @@ func TestOutputsDoNotFollowSymlinks(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
 	os.Symlink(victim, filepath.Join(out, "a.png"))
-	stderr, err := runCLIStderr(t, "segment", "--model", model, "--input", in, "--output", out)
+	mask := filepath.Join(out, "a.png")
+	if _, err := runCLI(t, "segment", "--model", model, "--input", in, "--output", out); err == nil || !strings.Contains(err.Error(), mask+" exists and was not written by segtune segment") {
+		t.Errorf("segment with a link in its output folder: err = %v; want the link refused before any work, named", err)
+	}
+	stderr, err := runCLIStderr(t, "segment", "--model", model, "--input", in, "--output", out, "--overwrite")
 	if err == nil || !strings.Contains(stderr, "symbolic link") {
-		t.Errorf("segment with a link in its output folder: err = %v, stderr %q; want the image failed, the link named", err, stderr)
+		t.Errorf("segment --overwrite with a link in its output folder: err = %v, stderr %q; want the image failed, the link named", err, stderr)
 	}
 	link := filepath.Join(dir, "exported.onnx")
 	os.Symlink(victim, link)

@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -81,6 +82,10 @@ func withFlagNames(err error) error {
 	var ro *finetune.RunDirOverlapError
 	if errors.As(err, &ro) {
 		return renamed(err, "run folder "+ro.Dir, "--out "+ro.Dir)
+	}
+	var fo *folder.ForeignOutputError
+	if errors.As(err, &fo) {
+		return renamed(err, fo.Error(), fo.Error()+" (a mask of yours? choose another --output, or --overwrite replaces it)")
 	}
 	var ae *datalayout.AmbiguousError
 	if errors.As(err, &ae) {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -253,5 +256,38 @@ func TestFinetuneFolderFlagsComeInPairs(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Fatalf("%v: %s was made", tc.args, out)
 		}
+	}
+}
+
+// segment --output pointed at the annotation masks of its --input (the
+// same names) stops before any work, keeping them and naming --overwrite;
+// with --overwrite it replaces them.
+func TestSegmentKeepsAnnotations(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := synthData(t, dir, 1, 2)
+	images, masks := filepath.Join(data, "images", "val"), filepath.Join(data, "masks", "val")
+	mask := filepath.Join(masks, "val_00000.png")
+	gt, err := os.ReadFile(mask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := redModel(t, dir)
+	_, err = runCLI(t, "segment", "--model", model, "--input", images, "--output", masks, "--overlay")
+	var exit cli.ExitCoder
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(err.Error(), mask) || !strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("err = %v; want exit status 2 naming %s and --overwrite", err, mask)
+	}
+	if b, _ := os.ReadFile(mask); !bytes.Equal(b, gt) {
+		t.Fatal("the annotation was replaced")
+	}
+	if got := entries(t, masks); len(got) != 2 {
+		t.Errorf("the masks folder now holds %v", got)
+	}
+	if _, err := runCLI(t, "segment", "--model", model, "--input", images, "--output", masks, "--overwrite"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(mask); bytes.Equal(b, gt) {
+		t.Error("--overwrite kept the annotation")
 	}
 }

@@ -28,6 +28,7 @@ func segmentCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for masks (a path or a URL)"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
+			&cli.BoolFlag{Name: "overwrite", Usage: "replace files at the outputs' names that segment did not write (without it such a file, an annotation mask say, is kept and named)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(maskColourFlags(), shardFlags()...), preprocessFlags()...), denseFlags("")...)...),
 		Action: runSegment,
@@ -60,7 +61,8 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := folder.Options{Shard: spec, SkipExisting: skipExisting(c, spec), Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }}
+	opts := folder.Options{Shard: spec, SkipExisting: skipExisting(c, spec), Overwrite: c.Bool("overwrite"),
+		Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }}
 	if opts.Palette, err = outputPalette(c, settings); err != nil {
 		return err
 	}
@@ -121,6 +123,8 @@ func segmentError(err error) error {
 		return flagError("input", fe.Folder, fe.Err)
 	case errors.As(err, &ne):
 		return cli.Exit(ne.Error(), 1)
+	case errors.As(err, new(*folder.ForeignOutputError)):
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return err
 }

@@ -178,7 +178,10 @@ func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
 	}
 	a, b, c := owned[k][0], owned[k][1], owned[k][2]
 	os.WriteFile(filepath.Join(three, a), want[a][:len(want[a])/2], 0o644)
-	imageio.WriteMaskPNG(filepath.Join(three, b), make([]uint8, 6), 3, 2, nil)
+	small, _ := imageio.MaskImage(make([]uint8, 6), 3, 2, nil) // segment's own, of an image since replaced
+	var sb bytes.Buffer
+	imageio.EncodeOutputPNG(&sb, small)
+	os.WriteFile(filepath.Join(three, b), sb.Bytes(), 0o644)
 	os.Remove(filepath.Join(three, "overlays", c))
 	// A temporary file of another shard's output is another machine's
 	// writer, as far as this one can tell: the shard leaves it alone (an

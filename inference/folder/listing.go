@@ -62,7 +62,7 @@ func List(ctx context.Context, in, out *storage.Folder, opts Options) (Listing, 
 	var l Listing
 	var err error
 	if in.IsLocal() {
-		l, err = listLocal(in, out, opts)
+		l, err = listLocal(ctx, in, out, opts)
 	} else {
 		l, err = listBucket(ctx, in, opts.Shard)
 	}
@@ -81,7 +81,7 @@ func List(ctx context.Context, in, out *storage.Folder, opts Options) (Listing, 
 	return l, nil
 }
 
-func listLocal(in, out *storage.Folder, opts Options) (Listing, error) {
+func listLocal(ctx context.Context, in, out *storage.Folder, opts Options) (Listing, error) {
 	inDir := in.Location().Local
 	paths, err := imageio.ListImages(inDir)
 	if err != nil {
@@ -102,6 +102,11 @@ func listLocal(in, out *storage.Folder, opts Options) (Listing, error) {
 	for _, p := range paths {
 		if opts.Shard.Owns(filepath.Base(p)) {
 			mine = append(mine, p)
+		}
+	}
+	if out.IsLocal() && !opts.Overwrite {
+		if err := checkOwnOutputs(ctx, out, mine, opts.Overlay != nil); err != nil {
+			return Listing{}, err
 		}
 	}
 	return Files(mine), nil

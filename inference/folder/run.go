@@ -30,6 +30,10 @@ type Options struct {
 	// (complete PNGs of the image's size, the mask of the model's
 	// classes) instead of segmenting it again.
 	SkipExisting bool
+	// Overwrite replaces files at the outputs' names that the run did not
+	// write (ForeignOutputError); without it they are refused, before any
+	// work for a local output folder, else when the image is written.
+	Overwrite bool
 	// Notef, if set, is told of outputs found but made again.
 	Notef func(format string, args ...any)
 	// Progress, if set, is called with the images done so far.
@@ -120,7 +124,7 @@ func (j *job) finish(r inference.Result) error {
 	if err != nil {
 		return fmt.Errorf("write mask %s: %w", j.out.Path(name), err)
 	}
-	if err := j.out.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, mask) }); err != nil {
+	if err := j.write(j.out, name, mask); err != nil {
 		return err
 	}
 	if j.overlays != nil {
@@ -128,9 +132,21 @@ func (j *job) finish(r inference.Result) error {
 		if err != nil {
 			return err
 		}
-		return j.overlays.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodePNG(w, img) })
+		return j.write(j.overlays, name, img)
 	}
 	return nil
+}
+
+// write writes img as the output name in f, marked as segment's own; a
+// file there that is not is kept, and the image fails, unless
+// opts.Overwrite.
+func (j *job) write(f *storage.Folder, name string, img image.Image) error {
+	if !j.opts.Overwrite {
+		if err := checkOwn(j.ctx, f, name); err != nil {
+			return err
+		}
+	}
+	return f.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodeOutputPNG(w, img) })
 }
 
 func (j *job) notef(format string, args ...any) {
@@ -140,12 +156,16 @@ func (j *job) notef(format string, args ...any) {
 }
 
 // done reports whether the image at p already has its outputs: the mask
-// (and the overlay, if asked for) exist, decode completely, are the
-// image's size, and the mask is a palette PNG of the model's classes. The
+// (and the overlay, if asked for) exist, were written by segment (unless
+// opts.Overwrite), decode completely, are the image's size, and the mask
+// is a palette PNG of the model's classes. The
 // name alone proves nothing: an output that does not check out is made
 // again (with a notice).
 func (j *job) done(p string) bool {
 	name := maskName(p)
+	if !j.opts.Overwrite && (checkOwn(j.ctx, j.out, name) != nil || (j.overlays != nil && checkOwn(j.ctx, j.overlays, name) != nil)) {
+		return false // not this run's to keep: write refuses it
+	}
 	m, ok := j.decodeOutput(j.out, name, p)
 	if !ok {
 		return false
