@@ -16,11 +16,12 @@ import (
 
 // labelMe is a folder of LabelMe JSON files, one per image, as LabelMe
 // saves them: beside their images or in a folder of their own, each
-// naming its image by imagePath (relative to the JSON, inside the data
-// folder). The JSON files of a split are in SPLIT/ (train/, val/ …);
-// without split folders, in the data folder itself. labelme2voc's
-// labels.txt in the data folder (or the folder above it) orders the
-// classes.
+// naming its image by imagePath, relative to the JSON. The image must be
+// inside the data folder or the folder above it (ann/ beside images/ is
+// common), no further. The JSON files of a split are in SPLIT/ (train/,
+// val/ …); without split folders, in the data folder itself.
+// labelme2voc's labels.txt in the data folder (or the folder above it)
+// orders the classes.
 type labelMe struct{}
 
 func (labelMe) Name() string { return "labelme" }
@@ -86,7 +87,7 @@ func (labelMe) List(root string, opt Options) (*Set, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("data set %s (labelme layout): no *.json files in %s", root, dir)
 	}
-	lopt := annot.LabelMeOptions{Root: root}
+	lopt := annot.LabelMeOptions{Root: filepath.Dir(root)}
 	note := "classes: _background_, then the labels found, sorted (no labels.txt)"
 	for _, p := range []string{filepath.Join(root, "labels.txt"), filepath.Join(filepath.Dir(root), "labels.txt")} {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
