@@ -43,6 +43,15 @@ const (
 	labelMePointRadius = 5
 )
 
+// maxCircleRadius bounds a circle shape's radius: Pillow traces the
+// circle in 64-bit integers that overflow past a diameter of about
+// 55,000 pixels, far beyond any image this reads.
+const maxCircleRadius = 1 << 14
+
+// labelMePoints is how many points each shape type with a fixed number
+// has.
+var labelMePoints = map[string]int{"rectangle": 2, "circle": 2, "line": 2, "point": 1, "mask": 2}
+
 // LabelMeOptions controls how LabelMe JSON files become masks.
 type LabelMeOptions struct {
 	// Labels are the lines of labelme2voc's labels.txt: optionally
@@ -126,8 +135,9 @@ func ReadLabelMeLabels(path string) ([]string, error) {
 // file. Refused, naming the file and the shape: a polygon of fewer than
 // 3 points, a rectangle, circle or line without 2, a point without 1, a
 // coordinate that is not finite or is more than an image size outside
-// the image, an unknown shape_type, a label not in Labels, more than
-// MaxShapes shapes or MaxVertices points.
+// the image, a circle of radius over 16384 pixels, an unknown
+// shape_type, a label not in Labels, more than MaxShapes shapes or
+// MaxVertices points.
 func ReadLabelMe(files []string, opt LabelMeOptions) (*Set, error) {
 	limit := opt.MaxFileBytes
 	if limit <= 0 {
@@ -318,7 +328,6 @@ func checkLabelMeShape(s lmShape, w, h int, maxPixels int64) (lmDrawn, error) {
 	if kind == "" {
 		kind = "polygon"
 	}
-	want := map[string]int{"rectangle": 2, "circle": 2, "line": 2, "point": 1, "mask": 2}
 	switch n := len(s.Points); kind {
 	case "polygon":
 		if n < 3 {
@@ -329,8 +338,8 @@ func checkLabelMeShape(s lmShape, w, h int, maxPixels int64) (lmDrawn, error) {
 			return lmDrawn{}, fmt.Errorf("a linestrip needs 2 points or more, it has %d", n)
 		}
 	case "rectangle", "circle", "line", "point", "mask":
-		if n != want[kind] {
-			return lmDrawn{}, fmt.Errorf("a %s needs %d points, it has %d", kind, want[kind], n)
+		if n != labelMePoints[kind] {
+			return lmDrawn{}, fmt.Errorf("a %s needs %d points, it has %d", kind, labelMePoints[kind], n)
 		}
 	default:
 		return lmDrawn{}, fmt.Errorf("shape_type %q is not polygon, rectangle, circle, line, linestrip, point or mask", s.ShapeType)
@@ -347,6 +356,11 @@ func checkLabelMeShape(s lmShape, w, h int, maxPixels int64) (lmDrawn, error) {
 			return lmDrawn{}, fmt.Errorf("point %d (%v, %v) is far outside the %dx%d image", j, x, y, w, h)
 		}
 		d.xy = append(d.xy, x, y)
+	}
+	if kind == "circle" {
+		if r := math.Hypot(d.xy[0]-d.xy[2], d.xy[1]-d.xy[3]); r > maxCircleRadius {
+			return lmDrawn{}, fmt.Errorf("a circle of radius %.0f is over %d pixels", r, maxCircleRadius)
+		}
 	}
 	if kind == "mask" {
 		if s.Mask == nil {

@@ -221,6 +221,7 @@ func TestReadLabelMeRejectsHostileFiles(t *testing.T) {
 		{"point of 3 coordinates", labelMeJSON("a.png", 8, 6, "", poly(`[[1,1,1],[5,5],[2,2]]`)), "point 0 has 3 coordinates"},
 		{"NaN", labelMeJSON("a.png", 8, 6, "", poly(`[[1,1],[NaN,5],[2,2]]`)), "not a LabelMe JSON file"},
 		{"huge coordinate", labelMeJSON("a.png", 8, 6, "", poly(`[[1,1],[1e300,5],[2,2]]`)), "far outside the 8x6 image"},
+		{"huge circle", labelMeJSON("none.png", 100_000, 1000, "", lmShapeJSON("x", "circle", [2]float64{0, 0}, [2]float64{50_000, 0})), "a circle of radius 50000 is over 16384 pixels"},
 		{"unknown shape type", labelMeJSON("a.png", 8, 6, "", lmShapeJSON("x", "cuboid", [2]float64{1, 1})), `shape_type "cuboid"`},
 		{"no label", labelMeJSON("a.png", 8, 6, "", `{"points": [[1,1],[2,2],[3,1]]}`), "shape 0: has no label"},
 		{"mask without bitmap", labelMeJSON("a.png", 8, 6, "", lmShapeJSON("x", "mask", [2]float64{1, 1}, [2]float64{2, 2})), "has no mask"},
