@@ -79,16 +79,16 @@ type LabelMeOptions struct {
 	MaxPixels int64
 }
 
+// lmFile is what is read of a LabelMe file (readLabelMeJSON).
 type lmFile struct {
-	Shapes      []lmShape `json:"shapes"`
-	ImagePath   *string   `json:"imagePath"`
-	ImageHeight int       `json:"imageHeight"`
-	ImageWidth  int       `json:"imageWidth"`
+	Shapes                  []lmShape
+	ImagePath               *string
+	ImageHeight, ImageWidth int
 }
 
 type lmShape struct {
 	Label     *string     `json:"label"`
-	Points    [][]float64 `json:"points"`
+	Points    [][]float64 `json:"-"`
 	ShapeType string      `json:"shape_type"`
 	Mask      *string     `json:"mask"`
 }
@@ -225,9 +225,16 @@ func labelMeClasses(set *Set, labels [][]string, files []string, opt LabelMeOpti
 // decodeLabelMe checks one LabelMe file and returns its sample (without
 // its mask), its shapes and their labels.
 func decodeLabelMe(data []byte, name string, opt LabelMeOptions) (Sample, []lmDrawn, []string, error) {
-	var f lmFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return Sample{}, nil, nil, errorf(name, "", "not a LabelMe JSON file: %v", err)
+	maxShapes, maxVertices := opt.MaxShapes, opt.MaxVertices
+	if maxShapes <= 0 {
+		maxShapes = DefaultLabelMeMaxShapes
+	}
+	if maxVertices <= 0 {
+		maxVertices = DefaultLabelMeMaxVertices
+	}
+	f, err := readLabelMeJSON(data, maxShapes, maxVertices)
+	if err != nil {
+		return Sample{}, nil, nil, errorf(name, "", "%v", err)
 	}
 	if f.Shapes == nil || f.ImagePath == nil {
 		return Sample{}, nil, nil, errorf(name, "", "not a LabelMe JSON file: it has no shapes or no imagePath")
@@ -247,29 +254,14 @@ func decodeLabelMe(data []byte, name string, opt LabelMeOptions) (Sample, []lmDr
 	if err := checkImageSize(img, w, h, maxPixels); err != nil {
 		return Sample{}, nil, nil, errorf(name, "imagePath", "%v", err)
 	}
-	maxShapes, maxVertices := opt.MaxShapes, opt.MaxVertices
-	if maxShapes <= 0 {
-		maxShapes = DefaultLabelMeMaxShapes
-	}
-	if maxVertices <= 0 {
-		maxVertices = DefaultLabelMeMaxVertices
-	}
-	if len(f.Shapes) > maxShapes {
-		return Sample{}, nil, nil, errorf(name, "", "%d shapes, more than %d", len(f.Shapes), maxShapes)
-	}
 	shapes := make([]lmDrawn, 0, len(f.Shapes))
 	labels := make([]string, 0, len(f.Shapes))
-	vertices := 0
 	for i, s := range f.Shapes {
 		item := "shape " + strconv.Itoa(i)
 		if s.Label == nil {
 			return Sample{}, nil, nil, errorf(name, item, "has no label")
 		}
 		item += " (" + *s.Label + ")"
-		vertices += len(s.Points)
-		if vertices > maxVertices {
-			return Sample{}, nil, nil, errorf(name, item, "the shapes have more than %d points", maxVertices)
-		}
 		d, err := checkLabelMeShape(s, w, h, maxPixels)
 		if err != nil {
 			return Sample{}, nil, nil, errorf(name, item, "%v", err)
@@ -278,6 +270,76 @@ func decodeLabelMe(data []byte, name string, opt LabelMeOptions) (Sample, []lmDr
 		labels = append(labels, *s.Label)
 	}
 	return Sample{Image: img, Ref: name, Width: w, Height: h}, shapes, labels, nil
+}
+
+// readLabelMeJSON decodes the keys of a LabelMe file that matter here,
+// shape by shape, refusing more than maxShapes shapes or maxVertices
+// points before they are held: decoded, a file's numbers take several
+// times the bytes they take in the file.
+func readLabelMeJSON(data []byte, maxShapes, maxVertices int) (lmFile, error) {
+	var f lmFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	bad := func(err error) (lmFile, error) {
+		return lmFile{}, fmt.Errorf("not a LabelMe JSON file: %v", err)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return bad(fmt.Errorf("not a JSON object"))
+	}
+	vertices := 0
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		switch t {
+		case "imagePath":
+			err = dec.Decode(&f.ImagePath)
+		case "imageWidth":
+			err = dec.Decode(&f.ImageWidth)
+		case "imageHeight":
+			err = dec.Decode(&f.ImageHeight)
+		case "shapes":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return bad(fmt.Errorf("shapes is not a list"))
+			}
+			f.Shapes = []lmShape{}
+			for dec.More() {
+				if len(f.Shapes) == maxShapes {
+					return lmFile{}, fmt.Errorf("more than %d shapes", maxShapes)
+				}
+				var raw struct {
+					lmShape
+					Points json.RawMessage `json:"points"`
+				}
+				if err := dec.Decode(&raw); err != nil {
+					return bad(err)
+				}
+				// Points are [[x, y], …]: one '[' each, and the list's.
+				vertices += max(bytes.Count(raw.Points, []byte("[")), 1) - 1
+				if vertices > maxVertices {
+					return lmFile{}, fmt.Errorf("shape %d: the shapes have more than %d points", len(f.Shapes), maxVertices)
+				}
+				s := raw.lmShape
+				if err := json.Unmarshal(raw.Points, &s.Points); err != nil && len(raw.Points) > 0 {
+					return bad(fmt.Errorf("shape %d: points: %v", len(f.Shapes), err))
+				}
+				f.Shapes = append(f.Shapes, s)
+			}
+			_, err = dec.Token()
+		default:
+			err = skipValue(dec)
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return bad(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad(fmt.Errorf("data after the object"))
+	}
+	return f, nil
 }
 
 // labelMeImage joins a LabelMe imagePath to the JSON's folder, refusing
