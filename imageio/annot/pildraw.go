@@ -203,59 +203,6 @@ func (c canvas) fillPolygon(xy []float64) {
 	c.fillEdges(edges)
 }
 
-// line is Draw.c's line8: Bresenham from (x0, y0) towards (x1, y1),
-// the end point left out.
-func (c canvas) line(x0, y0, x1, y1 int) {
-	dx, xs := x1-x0, 1
-	if dx < 0 {
-		dx, xs = -dx, -1
-	}
-	dy, ys := y1-y0, 1
-	if dy < 0 {
-		dy, ys = -dy, -1
-	}
-	switch {
-	case dx == 0:
-		for range dy {
-			c.hline(x0, y0, x0)
-			y0 += ys
-		}
-	case dy == 0:
-		for range dx {
-			c.hline(x0, y0, x0)
-			x0 += xs
-		}
-	case dx > dy:
-		n := dx
-		dy += dy
-		e := dy - dx
-		dx += dx
-		for range n {
-			c.hline(x0, y0, x0)
-			if e >= 0 {
-				y0 += ys
-				e -= dx
-			}
-			e += dy
-			x0 += xs
-		}
-	default:
-		n := dy
-		dx += dx
-		e := dx - dy
-		dy += dy
-		for range n {
-			c.hline(x0, y0, x0)
-			if e >= 0 {
-				x0 += xs
-				e -= dy
-			}
-			e += dx
-			y0 += ys
-		}
-	}
-}
-
 // roundUp64 and roundDown64 are ROUND_UP and ROUND_DOWN of a double.
 func roundUp64(f float64) int {
 	if f >= 0 {
