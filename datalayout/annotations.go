@@ -177,7 +177,7 @@ func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 			set.Unmatched = append(set.Unmatched, Unmatched{Path: s.Image, Why: fmt.Sprintf("annotated in %s, but the image file is missing", filepath.Base(source))})
 			continue
 		}
-		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: source, Name: stripExt(filepath.Base(s.Image)), Decode: renderMask(s, source)})
+		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: source, Name: stripExt(filepath.Base(s.Image)), Decode: renderMask(s, source+" ("+s.Ref+")")})
 	}
 	if files, err := imageio.ListImages(imageDir); err == nil {
 		for _, f := range files {
@@ -193,14 +193,14 @@ func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 
 // renderMask reads an annotated sample's labels as a mask image would be
 // read: through imageio.MaskFromImage, so that opt's size check, label
-// map and class range apply.
-func renderMask(s annot.Sample, source string) func(imageio.MaskOptions) (*imageio.Mask, error) {
+// map and class range apply; name is the mask's name in errors.
+func renderMask(s annot.Sample, name string) func(imageio.MaskOptions) (*imageio.Mask, error) {
 	return func(opt imageio.MaskOptions) (*imageio.Mask, error) {
 		labels, err := s.Mask()
 		if err != nil {
 			return nil, err
 		}
 		img := &image.Gray{Pix: labels, Stride: s.Width, Rect: image.Rect(0, 0, s.Width, s.Height)}
-		return imageio.MaskFromImage(img, source+" ("+s.Ref+")", opt)
+		return imageio.MaskFromImage(img, name, opt)
 	}
 }

@@ -7,7 +7,7 @@
 // A layout is a [Format]. Open detects the format of a folder (or takes
 // the one asked for) and lists a split's [Sample]s. Formats that keep
 // labels in something other than a mask image (annotation files: COCO,
-// CVAT, Label Studio) plug in with [Register] and give each sample a
+// CVAT, Label Studio, LabelMe) plug in with [Register] and give each sample a
 // Decode function that rasterises its labels.
 package datalayout
 
@@ -77,6 +77,9 @@ type Set struct {
 	// COCO's categories, CVAT's labelmap.txt, Label Studio's brush
 	// labels); nil for mask folders, whose labels have no names.
 	Classes []string
+	// Note is what the summary adds about how the format read the set,
+	// e.g. where a LabelMe set's class order comes from; "" for none.
+	Note string
 }
 
 // Summary is the one line that says what was found, e.g.
@@ -89,6 +92,9 @@ func (s *Set) Summary() string {
 	line := fmt.Sprintf("%s: %s layout%s: %d image/mask pairs", s.Root, s.Format, split, len(s.Samples))
 	if n := len(s.Unmatched); n > 0 {
 		line += fmt.Sprintf(", %d unmatched %s", n, files(n))
+	}
+	if s.Note != "" {
+		line += "; " + s.Note
 	}
 	return line
 }
@@ -165,8 +171,8 @@ type Format interface {
 	// Name is what --format calls the layout.
 	Name() string
 	// Detect says what marks root as this layout (e.g. "leftImg8bit/
-	// and gtFine/"), or "" when root is not one. It only looks at
-	// names, not at file contents.
+	// and gtFine/"), or "" when root is not one. It looks at names, and
+	// at most at the start of one file (LabelMe's JSON keys).
 	Detect(root string) string
 	// Splits lists the layout's splits under root; none for a layout
 	// without splits.
@@ -180,7 +186,7 @@ var (
 	mu sync.RWMutex
 	// registered are the formats in detection order; folders, the
 	// catch-all, is tried only when no other format claims a folder.
-	registered = []Format{cityscapes{}, voc{}, ade20k{}, coco{}, cvat{}, labelStudio{}}
+	registered = []Format{cityscapes{}, voc{}, ade20k{}, coco{}, cvat{}, labelStudio{}, labelMe{}}
 	fallback   = Format(folders{})
 )
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -172,6 +173,9 @@ func buildLayouts(t *testing.T, dir string, pairs []labelled) []layoutCase {
 
 		link(t, p.image, filepath.Join(dir, "ade", "images", "validation", p.name+ext))
 		writeGray(t, filepath.Join(dir, "ade", "annotations", "validation", p.name+".png"), p, ade)
+
+		link(t, p.image, filepath.Join(dir, "labelme", "images", p.name+ext))
+		writeLabelMe(t, filepath.Join(dir, "labelme", "val", p.name+".json"), "../images/"+p.name+ext, p, i%2 == 1)
 	}
 	// Layouts carry their other splits and the files around them.
 	link(t, pairs[0].image, filepath.Join(dir, "voc", "JPEGImages", "2008_000001"+filepath.Ext(pairs[0].image))) // detection only
@@ -181,6 +185,9 @@ func buildLayouts(t *testing.T, dir string, pairs []labelled) []layoutCase {
 	writeGray(t, filepath.Join(dir, "cityscapes", "gtFine", "train", "x", "t_gtFine_labelIds.png"), pairs[0], csID)
 	link(t, pairs[0].image, filepath.Join(dir, "ade", "images", "training", "t"+filepath.Ext(pairs[0].image)))
 	writeGray(t, filepath.Join(dir, "ade", "annotations", "training", "t.png"), pairs[0], ade)
+	link(t, pairs[0].image, filepath.Join(dir, "labelme", "train", "t"+filepath.Ext(pairs[0].image)))
+	writeLabelMe(t, filepath.Join(dir, "labelme", "train", "t.json"), "t"+filepath.Ext(pairs[0].image), pairs[0], false)
+	writeFile(t, filepath.Join(dir, "labelme", "labels.txt"), []byte("__ignore__\n_background_\nred\n"))
 	return []layoutCase{
 		{"canonical folders", filepath.Join(dir, "canon"), "folders", ""},
 		{"mmseg", filepath.Join(dir, "mmseg"), "folders", ""},
@@ -188,7 +195,69 @@ func buildLayouts(t *testing.T, dir string, pairs []labelled) []layoutCase {
 		{"cityscapes", filepath.Join(dir, "cityscapes"), "cityscapes", "cityscapes"},
 		{"voc", filepath.Join(dir, "voc"), "voc", "voc"},
 		{"ade20k", filepath.Join(dir, "ade"), "ade20k", "ade20k"},
+		{"labelme", filepath.Join(dir, "labelme"), "labelme", ""},
 	}
+}
+
+// writeLabelMe writes p's labels as a LabelMe file (as labelme 5 saves
+// it) of rectangles: one per run of a label in a row, grown down over
+// rows with the same run; red (1) first, then __ignore__ (255) over it.
+// A rectangle's corners are pixels, both included.
+func writeLabelMe(t *testing.T, path, imagePath string, p labelled, embed bool) {
+	t.Helper()
+	type shape struct {
+		Label     string       `json:"label"`
+		Points    [][2]float64 `json:"points"`
+		GroupID   *int         `json:"group_id"`
+		ShapeType string       `json:"shape_type"`
+		Flags     struct{}     `json:"flags"`
+		Mask      *string      `json:"mask"`
+	}
+	var shapes []shape
+	for _, l := range []struct {
+		name  string
+		label uint8
+	}{{"red", 1}, {"__ignore__", 255}} {
+		open := map[[2]int]int{} // run x0,x1 → its rectangle, while it goes on down
+		for y := range p.h {
+			next := map[[2]int]int{}
+			for x := 0; x < p.w; x++ {
+				if p.labels[y*p.w+x] != l.label {
+					continue
+				}
+				x1 := x
+				for x1+1 < p.w && p.labels[y*p.w+x1+1] == l.label {
+					x1++
+				}
+				run := [2]int{x, x1}
+				if k, ok := open[run]; ok {
+					shapes[k].Points[1][1] = float64(y)
+					next[run] = k
+				} else {
+					next[run] = len(shapes)
+					shapes = append(shapes, shape{Label: l.name, ShapeType: "rectangle",
+						Points: [][2]float64{{float64(x), float64(y)}, {float64(x1) + 0.5, float64(y) + 0.25}}})
+				}
+				x = x1
+			}
+			open = next
+		}
+	}
+	var data *string
+	if embed {
+		img, err := os.ReadFile(p.image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := base64.StdEncoding.EncodeToString(img)
+		data = &s
+	}
+	doc, err := json.MarshalIndent(map[string]any{"version": "5.5.0", "flags": map[string]any{}, "shapes": shapes,
+		"imagePath": imagePath, "imageData": data, "imageHeight": p.h, "imageWidth": p.w}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, doc)
 }
 
 // evalIoUs runs eval with args and returns its per-class IoUs and image count.
@@ -262,7 +331,7 @@ func TestFinetuneFromDataLayouts(t *testing.T) {
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	cases := buildLayouts(t, dir, syntheticPairs(t, filepath.Join(dir, "src"), 4))
-	for _, c := range cases[3:5] { // cityscapes and voc: train and val splits, label presets
+	for _, c := range append(cases[3:5:5], cases[6]) { // cityscapes, voc, labelme: train and val splits, label presets
 		run := filepath.Join(dir, "run-"+c.format)
 		if _, err := runCLI(t, "finetune", "--model", model, "--data", c.root, "--label-map", c.labelMap,
 			"--crop", "16x16", "--batch", "1", "--epochs", "1", "--scale-min", "1", "--scale-max", "1"); err == nil {

@@ -24,6 +24,21 @@ func BenchmarkPolygonRLE(b *testing.B) {
 	}
 }
 
+// BenchmarkLabelMePolygon fills the same polygon as BenchmarkPolygonRLE
+// with Pillow's rule, as a LabelMe polygon is drawn.
+func BenchmarkLabelMePolygon(b *testing.B) {
+	xy := make([]float64, 0, 400)
+	for i := range 200 {
+		a := 2 * math.Pi * float64(i) / 200
+		r := 200 + 15*math.Sin(9*a)
+		xy = append(xy, 320+r*math.Cos(a), 240+r*math.Sin(a))
+	}
+	c := canvas{pix: make([]uint8, 640*480), w: 640, h: 480, v: 1}
+	for b.Loop() {
+		c.fillPolygon(xy)
+	}
+}
+
 // BenchmarkDecodeCOCO decodes a COCO file of 500 640×480 images with 8
 // polygon instances each, the shape of COCO's val2017 at a tenth of its
 // size.

@@ -8,7 +8,10 @@
 //   - CVAT "Segmentation mask 1.1" exports ([ReadCVAT]): RGB colour masks
 //     in SegmentationClass/ and the colours in labelmap.txt;
 //   - Label Studio JSON exports with brush labels ([ReadLabelStudio]): the
-//     RLE of @thi.ng/rle-pack that Label Studio stores per brush result.
+//     RLE of @thi.ng/rle-pack that Label Studio stores per brush result;
+//   - LabelMe JSON files, one per image ([ReadLabelMe]): polygons,
+//     rectangles, circles, lines, points and bitmap masks, drawn as
+//     labelme's shape_to_mask draws them with Pillow.
 //
 // Every decoder returns a [Set]: the class names (index i of Classes is
 // class i of the masks) and one [Sample] per annotated image, with the
@@ -22,7 +25,8 @@
 // Wiring a layout: read the export once when the data folder is opened
 // (ReadCOCO(annotationFile, COCOOptions{ImageDir: imagesFolder}),
 // ReadCVAT(exportFolder, CVATOptions{}), ReadLabelStudio(exportFile,
-// LabelStudioOptions{ImageDir: mediaFolder})), report errors before
+// LabelStudioOptions{ImageDir: mediaFolder}), ReadLabelMe(jsonFiles,
+// LabelMeOptions{Root: dataFolder})), report errors before
 // training, take Set.Classes as the class names, pair each Sample.Image
 // with Sample.Mask(), and check the decoded image's size against
 // Sample.Width and Sample.Height. Errors in the annotation data are
@@ -37,4 +41,7 @@
 // convention). CVAT: the order of labelmap.txt (background first, as CVAT
 // writes it). Label Studio: "background", then [LabelStudioOptions.Labels]
 // when given, else the brush label names sorted; NoBackground as for COCO.
+// LabelMe: labelme2voc's labels.txt ([LabelMeOptions.Labels]:
+// __ignore__ is Ignore, _background_ class 0, then the rest in order),
+// else _background_ then the shape labels sorted.
 package annot

@@ -1,6 +1,7 @@
 package annot
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -43,6 +44,34 @@ func FuzzDecodeRLEString(f *testing.F) {
 		again, err := decodeRLEString(encodeRLEString(counts), n)
 		if err != nil || !slices.Equal(again, counts) {
 			t.Fatalf("%q: round trip gave %v, %v; want %v", s, again, err, counts)
+		}
+	})
+}
+
+// FuzzDecodeLabelMe feeds arbitrary bytes to the LabelMe decoder: it
+// must refuse them or return shapes that paint a mask of the declared
+// size, never panic.
+func FuzzDecodeLabelMe(f *testing.F) {
+	for _, seed := range []string{
+		labelMeJSON("a.png", 12, 9, "", lmShapeJSON("a", "polygon", [2]float64{1, 1}, [2]float64{10.5, 3}, [2]float64{4, 8.7})),
+		labelMeJSON("a.png", 5, 5, "", lmShapeJSON("a", "circle", [2]float64{2, 2}, [2]float64{4, 4}), lmShapeJSON("b", "linestrip", [2]float64{0, 0}, [2]float64{4, 1}, [2]float64{1, 4})),
+		labelMeJSON("a.png", 3, 3, "", lmShapeJSON("a", "point", [2]float64{-3, 6})),
+		`{"shapes": [{"label": "a", "points": [[0, 0], [2, 0], [2, 2]]}], "imagePath": "x.png", "imageWidth": 3, "imageHeight": 3}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, shapes, _, err := decodeLabelMe(data, filepath.Join(dir, "a.json"), LabelMeOptions{MaxPixels: 1 << 16})
+		if err != nil {
+			return
+		}
+		for i := range shapes {
+			shapes[i].class = uint8(i%3 + 1)
+		}
+		m, err := paintLabelMe(shapes, s.Width, s.Height, "a.json")
+		if err == nil && len(m) != s.Width*s.Height {
+			t.Fatalf("mask of %d pixels for %dx%d", len(m), s.Width, s.Height)
 		}
 	})
 }
