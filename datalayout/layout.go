@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +98,19 @@ func (s *Set) Summary() string {
 		line += "; " + s.Note
 	}
 	return line
+}
+
+// LossyMasks lists the set's mask files stored as JPEG, whose lossy
+// compression turns the labels along every edge into values near them:
+// labels no class has, or a neighbouring class's.
+func (s *Set) LossyMasks() []string {
+	var out []string
+	for _, sm := range s.Samples {
+		if ext := strings.ToLower(filepath.Ext(sm.Mask)); sm.Decode == nil && (ext == ".jpg" || ext == ".jpeg") {
+			out = append(out, sm.Mask)
+		}
+	}
+	return out
 }
 
 // Err names the unmatched files (an *UnmatchedError), or is nil.

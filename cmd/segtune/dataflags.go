@@ -117,6 +117,10 @@ func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
 // need a label map preset that --label-map does not give, which one.
 func noteDataSet(c *cli.Context, set *datalayout.Set) {
 	notef(c, "segtune: %s", set.Summary())
+	if lossy := set.LossyMasks(); len(lossy) > 0 {
+		notef(c, "segtune: warning: %d masks are JPEG files (%s, …): JPEG's lossy compression changes the labels along every edge; save masks as PNG",
+			len(lossy), lossy[0])
+	}
 	if len(set.Classes) > 0 {
 		notef(c, "segtune: %s classes, label 0 up: %s", set.Format, strings.Join(set.Classes, ","))
 	}

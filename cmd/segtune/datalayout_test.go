@@ -503,3 +503,34 @@ func TestCalibrationImagesFromDataFolder(t *testing.T) {
 		t.Errorf("a folder of images: %v, %v", imgs, err)
 	}
 }
+
+// Masks saved as JPEG get a warning naming one of them whenever a data
+// folder is read: their edges hold labels no class has, which data check
+// would otherwise report as classes.
+func TestJPEGMasksAreWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	data := synthData(t, dir, 1, 2)
+	masks := filepath.Join(data, "masks", "val")
+	for _, name := range []string{"val_00000", "val_00001"} {
+		m, err := imageio.ReadImage(filepath.Join(masks, name+".png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(masks, name+".jpg"), b.Bytes())
+		if err := os.Remove(filepath.Join(masks, name+".png")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stderr, _ := runCLIStderr(t, "data", "check", "--data", data, "--split", "val")
+	if !strings.Contains(stderr, "warning: 2 masks are JPEG files ("+filepath.Join(masks, "val_00000.jpg")) {
+		t.Errorf("stderr %q; want a warning of 2 JPEG masks", stderr)
+	}
+	stderr, _ = runCLIStderr(t, "data", "check", "--data", data, "--split", "train")
+	if strings.Contains(stderr, "are JPEG files") {
+		t.Errorf("PNG masks warned of: %q", stderr)
+	}
+}
