@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -168,6 +169,24 @@ func (e *ResumeConflictError) Error() string {
 	}
 	return "a resumed run continues with its recorded settings, and these settings differ from them: " + strings.Join(refused, ", ") +
 		"; only lr, epochs, steps, device and threads may change on resume (leave the others as they were, or start a new run in another folder)"
+}
+
+// keepFixedCrop takes the crop of a resumed run whose model has a fixed
+// input size for the crop cfg asks: such a run trains at the model's size
+// whatever crop it is given (fitFixedSize), so no crop asked changes it
+// (the command that started the run included). A model that cannot be
+// read now leaves the crop to mergeResume.
+func keepFixedCrop(old Config, cfg *Config) {
+	if cfg.Height == old.Height && cfg.Width == old.Width || !slices.Contains(cfg.Explicit, "crop") {
+		return
+	}
+	m, err := old.Network.LoadNetwork("")
+	if err != nil {
+		return
+	}
+	if ct, err := readContract(m, &old); err == nil && ct.Height == int64(old.Height) && ct.Width == int64(old.Width) {
+		cfg.Height, cfg.Width = old.Height, old.Width
+	}
 }
 
 // mergeResume returns the checkpoint's configuration old with the

@@ -210,6 +210,7 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		if err := t.par.checkRanks(old, t.keeper.LastPath()); err != nil {
 			return nil, err
 		}
+		keepFixedCrop(old, &cfg)
 		if cfg, resumed, err = mergeResume(old, cfg); err != nil {
 			return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
 		}
