@@ -5,11 +5,12 @@
 // Before any work it refuses an output folder that overlaps the input,
 // two images whose masks would have one name, and (for local folders) an
 // output file that would be one of the images through a symbolic link.
-// Its masks and overlays carry imageio.OutputMark, and a file at an output's name
-// without it (an annotation mask, say) is never replaced unless
-// Options.Overwrite: a local output folder is checked before any work, a
-// bucket's output when it is written. A
-// run can be one shard of a job split by file name, can keep outputs
-// that already exist and check out, and reports the images it could not
-// segment by name instead of stopping (see pipeline.Report).
+// Its masks and overlays carry imageio.OutputMark, and a file at an
+// output's name without it (an annotation mask, say) is never replaced
+// unless Options.Overwrite: when images and outputs are both local
+// folders, before any work; otherwise when the image's output is
+// written, failing that image. A run can be one shard of a job split by
+// file name, can keep outputs that already exist and check out, and
+// reports the images it could not segment by name instead of stopping
+// (see pipeline.Report).
 package folder

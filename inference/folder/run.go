@@ -31,8 +31,9 @@ type Options struct {
 	// classes) instead of segmenting it again.
 	SkipExisting bool
 	// Overwrite replaces files at the outputs' names that the run did not
-	// write (ForeignOutputError); without it they are refused, before any
-	// work for a local output folder, else when the image is written.
+	// write (ForeignOutputError); without it they are refused: before any
+	// work when images and outputs are local folders, else when the
+	// image's output is written.
 	Overwrite bool
 	// Notef, if set, is told of outputs found but made again.
 	Notef func(format string, args ...any)
