@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"strings"
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
@@ -262,21 +263,25 @@ func CheckRuns(ref *inference.Segmenter, exp *onnx.Model, data []byte, ov contra
 }
 
 // sameContract compares what callers rely on: the input, its layout and
-// sizes, the output, its layout, kind and classes.
+// sizes, the output, its layout, kind and classes; an error names each
+// that differs.
 func sameContract(want, got *contract.Contract) error {
-	type edge struct {
-		Input               string
-		InputLayout         contract.Layout
-		Batch, Height, Wide int64
-		Output              string
-		OutputLayout        contract.Layout
-		Kind                contract.Kind
-		Classes             int
+	var diffs []string
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"input", got.Input, want.Input}, {"input layout", got.InputLayout, want.InputLayout},
+		{"batch", got.Batch, want.Batch}, {"height", got.Height, want.Height}, {"width", got.Width, want.Width},
+		{"output", got.Output, want.Output}, {"output layout", got.OutputLayout, want.OutputLayout},
+		{"output kind", got.Kind, want.Kind}, {"classes", got.Classes, want.Classes},
+	} {
+		if f.got != f.want {
+			diffs = append(diffs, fmt.Sprintf("%s %v, want %v", f.name, f.got, f.want))
+		}
 	}
-	a := edge{want.Input, want.InputLayout, want.Batch, want.Height, want.Width, want.Output, want.OutputLayout, want.Kind, want.Classes}
-	b := edge{got.Input, got.InputLayout, got.Batch, got.Height, got.Width, got.Output, got.OutputLayout, got.Kind, got.Classes}
-	if a != b {
-		return fmt.Errorf("the exported model's contract differs from the float model's: %+v, want %+v", b, a)
+	if len(diffs) > 0 {
+		return fmt.Errorf("the exported model's contract differs from the float model's: %s", strings.Join(diffs, "; "))
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -45,5 +47,11 @@ func TestFloat16KeepsSigmoidContract(t *testing.T) {
 	}
 	if b.Kind != contract.Sigmoid || sameContract(a, b) != nil {
 		t.Errorf("float16 contract %+v, float32 %+v", b, a)
+	}
+	c := *b
+	c.Classes, c.InputLayout = a.Classes+2, contract.NHWC
+	want := fmt.Sprintf("contract differs from the float model's: input layout NHWC, want %s; classes %d, want %d", a.InputLayout, a.Classes+2, a.Classes)
+	if err := sameContract(a, &c); err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("a changed contract: %v; want it to end %q", err, want)
 	}
 }
