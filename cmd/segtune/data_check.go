@@ -52,6 +52,9 @@ func runDataCheck(c *cli.Context) error {
 	for _, set := range sets {
 		noteDataSet(c, set)
 	}
+	if names == nil && masks.Map == nil && len(sets) > 0 {
+		names = sets[0].Classes // an annotation format's names (COCO's categories …), where they are the labels
+	}
 	reports, err := data.CheckSplits(c.Context, sets, data.Config{LabelMap: masks.Map, Palette: masks.Palette,
 		NumClasses: c.Int("classes"), Ignore: c.Int("ignore"), ClassNames: names})
 	if err != nil {

@@ -534,3 +534,30 @@ func TestJPEGMasksAreWarnedOf(t *testing.T) {
 		t.Errorf("PNG masks warned of: %q", stderr)
 	}
 }
+
+// data check names the classes of an annotation format as its files name
+// them, without --class-names.
+func TestDataCheckNamesAnnotationClasses(t *testing.T) {
+	dir := t.TempDir()
+	var root string
+	for _, l := range buildLayouts(t, dir, syntheticPairs(t, filepath.Join(dir, "src"), 2)) {
+		if l.format == "labelme" {
+			root = l.root
+		}
+	}
+	stdout, err := runCLI(t, "data", "check", "--data", root, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []data.Report
+	if err := json.Unmarshal([]byte(stdout), &reports); err != nil || len(reports) == 0 {
+		t.Fatalf("%q: %v", stdout, err)
+	}
+	var names []string
+	for _, c := range reports[0].Classes {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"_background_", "red"}) {
+		t.Errorf("class names %q, want the labels.txt's", names)
+	}
+}
