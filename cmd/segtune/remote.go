@@ -47,8 +47,8 @@ func skipExisting(c *cli.Context, s shard.Spec) bool {
 }
 
 // openFolderFlag opens the folder that flag names (a path or a URL); errors
-// name the flag. A local path that is a file, or an input (input) folder
-// that does not exist, is refused here, before the model is read.
+// name the flag. A local path that is a file, or a missing folder given
+// as an input (input true), is refused here, before the model is read.
 func openFolderFlag(c *cli.Context, flag string, input bool) (*storage.Folder, error) {
 	v := c.String(flag)
 	f, err := storage.OpenFolder(c.Context, v)
