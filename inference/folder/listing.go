@@ -18,6 +18,10 @@ import (
 type Listing struct {
 	Images iter.Seq2[string, error]
 	Total  int
+	// ownChecked says that List found every existing output of these
+	// images to be segment's own (checkOwnOutputs), so Run need not look
+	// again.
+	ownChecked bool
 }
 
 // Files is the listing of the local image files paths, in their order.
@@ -104,12 +108,14 @@ func listLocal(ctx context.Context, in, out *storage.Folder, opts Options) (List
 			mine = append(mine, p)
 		}
 	}
+	l := Files(mine)
 	if out.IsLocal() && !opts.Overwrite {
 		if err := checkOwnOutputs(ctx, out, mine, opts.Overlay != nil); err != nil {
 			return Listing{}, err
 		}
+		l.ownChecked = true
 	}
-	return Files(mine), nil
+	return l, nil
 }
 
 func listBucket(ctx context.Context, in *storage.Folder, spec shard.Spec) (Listing, error) {

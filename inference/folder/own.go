@@ -26,6 +26,16 @@ func (e *ForeignOutputError) Error() string {
 	return fmt.Sprintf("%s exists and was not written by segtune segment: it is not replaced", e.Path)
 }
 
+// markWindow bounds what is read of a file to find segment's mark, which
+// directly follows the PNG header in its outputs.
+const markWindow = 1 << 12
+
+// marked reports whether r starts as one of segment's outputs does.
+func marked(r io.Reader) bool {
+	mark, _, _ := imageio.ReadPNGText(io.LimitReader(r, markWindow), imageio.OutputMarkKey)
+	return mark == imageio.OutputMark
+}
+
 // checkOwn returns a *ForeignOutputError when f holds a file called name
 // that is not one of segment's outputs.
 func checkOwn(ctx context.Context, f *storage.Folder, name string) error {
@@ -34,10 +44,10 @@ func checkOwn(ctx context.Context, f *storage.Folder, name string) error {
 	}
 	r, err := f.Open(ctx, name)
 	if err != nil {
-		return &ForeignOutputError{Path: f.Path(name)} // a folder, a FIFO, a file it cannot read
+		return &ForeignOutputError{Path: f.Path(name)} // a folder, a FIFO, a dangling link, a file it cannot read
 	}
 	defer r.Close()
-	if mark, _, _ := imageio.ReadPNGText(io.LimitReader(r, 1<<17), imageio.OutputMarkKey); mark != imageio.OutputMark {
+	if !marked(r) {
 		return &ForeignOutputError{Path: f.Path(name)}
 	}
 	return nil

@@ -16,11 +16,15 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 )
 
-// annotation writes a palette PNG as a labelling tool would (no mark) at
-// path and returns its bytes.
-func annotation(t *testing.T, path string) []byte {
+// annotation writes a w×h palette PNG of labels 0 and 1 as a labelling
+// tool would (no mark) at path and returns its bytes.
+func annotation(t *testing.T, path string, w, h int) []byte {
 	t.Helper()
-	if err := imageio.WriteMaskPNG(path, []uint8{1, 0, 0, 1}, 2, 2, nil); err != nil {
+	labels := make([]uint8, w*h)
+	for i := range labels {
+		labels[i] = uint8(i % 2)
+	}
+	if err := imageio.WriteMaskPNG(path, labels, w, h, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -48,7 +52,7 @@ func TestForeignOutputsAreNotReplaced(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(foreign), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		gt := annotation(t, foreign)
+		gt := annotation(t, foreign, 2, 2)
 		opts := folder.Options{Overlay: &imageio.OverlayOptions{Alpha: 0.5}}
 		_, err := folder.Segment(ctx, seg, local(t, inDir), local(t, outDir), opts)
 		var fe *folder.ForeignOutputError
@@ -77,14 +81,15 @@ func TestForeignOutputsAreNotReplaced(t *testing.T) {
 
 // In a bucket the output is checked when it is written: the image whose
 // name holds a foreign object fails naming it, the object kept; the
-// others are written; keeping existing outputs does not keep it either.
+// others are written. Keeping existing outputs does not keep it either,
+// though it is a mask of the image's size and the model's classes.
 func TestForeignBucketOutputFailsItsImage(t *testing.T) {
 	seg := redOverGreen(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	inDir := filepath.Join(dir, "in")
 	writeImages(t, inDir, 3)
-	gt := annotation(t, filepath.Join(dir, "gt.png"))
+	gt := annotation(t, filepath.Join(dir, "gt.png"), 9, 5) // img2 is 9×5
 	for _, skip := range []bool{false, true} {
 		out := storage.NewBucketFolder(memblob.OpenBucket(nil), storage.Location{Scheme: "s3", Bucket: "b", Key: "out"}, false)
 		if err := out.Write(ctx, "img2.png", func(w io.Writer) error { _, err := w.Write(gt); return err }); err != nil {

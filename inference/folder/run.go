@@ -1,6 +1,8 @@
 package folder
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"image"
@@ -62,7 +64,7 @@ func Run(ctx context.Context, seg *inference.Segmenter, in, out *storage.Folder,
 	if err := seg.CheckPalette(opts.Palette); err != nil {
 		return pipeline.Report{}, err
 	}
-	j := &job{ctx: ctx, seg: seg, in: in, out: out, opts: opts}
+	j := &job{ctx: ctx, seg: seg, in: in, out: out, opts: opts, checkOwn: !opts.Overwrite && !l.ownChecked}
 	if err := out.MkdirAll(); err != nil {
 		return pipeline.Report{}, err
 	}
@@ -102,6 +104,9 @@ type job struct {
 	overlays *storage.Folder // nil without overlays
 	opts     Options
 	dec      imageio.Decoder
+	// checkOwn: an existing output must be segment's own (checkOwn) to
+	// be kept or replaced; List did not check them all before the run.
+	checkOwn bool
 }
 
 // read decodes the image at p: a local path, or a URL in the bucket
@@ -142,7 +147,7 @@ func (j *job) finish(r inference.Result) error {
 // file there that is not is kept, and the image fails, unless
 // opts.Overwrite.
 func (j *job) write(f *storage.Folder, name string, img image.Image) error {
-	if !j.opts.Overwrite {
+	if j.checkOwn {
 		if err := checkOwn(j.ctx, f, name); err != nil {
 			return err
 		}
@@ -158,15 +163,12 @@ func (j *job) notef(format string, args ...any) {
 
 // done reports whether the image at p already has its outputs: the mask
 // (and the overlay, if asked for) exist, were written by segment (unless
-// opts.Overwrite), decode completely, are the image's size, and the mask
-// is a palette PNG of the model's classes. The
-// name alone proves nothing: an output that does not check out is made
-// again (with a notice).
+// opts.Overwrite; decodeOutput), decode completely, are the image's size,
+// and the mask is a palette PNG of the model's classes. The name alone
+// proves nothing: an output that does not check out is made again (with a
+// notice).
 func (j *job) done(p string) bool {
 	name := maskName(p)
-	if !j.opts.Overwrite && (checkOwn(j.ctx, j.out, name) != nil || (j.overlays != nil && checkOwn(j.ctx, j.overlays, name) != nil)) {
-		return false // not this run's to keep: write refuses it
-	}
 	m, ok := j.decodeOutput(j.out, name, p)
 	if !ok {
 		return false
@@ -206,7 +208,7 @@ func (j *job) done(p string) bool {
 }
 
 // decodeOutput decodes the output name in f, telling why not (except when
-// it is missing).
+// it is missing, or, where j.checkOwn, not segment's: write refuses it).
 func (j *job) decodeOutput(f *storage.Folder, name, p string) (image.Image, bool) {
 	r, err := f.Open(j.ctx, name)
 	if err != nil {
@@ -216,7 +218,15 @@ func (j *job) decodeOutput(f *storage.Folder, name, p string) (image.Image, bool
 		return nil, false
 	}
 	defer r.Close()
-	img, err := j.dec.Decode(r, f.Path(name))
+	var src io.Reader = r
+	if j.checkOwn {
+		br := bufio.NewReaderSize(r, markWindow)
+		if head, _ := br.Peek(markWindow); !marked(bytes.NewReader(head)) {
+			return nil, false
+		}
+		src = br
+	}
+	img, err := j.dec.Decode(src, f.Path(name))
 	if err != nil {
 		j.notef("%v: segmenting %s again", err, p)
 		return nil, false
