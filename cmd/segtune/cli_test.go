@@ -55,14 +55,20 @@ func synthData(t *testing.T, dir string, train, val int) string {
 // its green one: a 1x1 Conv with logits (g-r, r-g) on any input size.
 func redModel(t *testing.T, dir string) string {
 	t.Helper()
+	return redModelSized(t, filepath.Join(dir, "red.onnx"), "h", "w")
+}
+
+// redModelSized writes redModel at path with input height h and width w:
+// numbers for a fixed size, names for a dynamic one.
+func redModelSized(t *testing.T, path string, h, w any) string {
+	t.Helper()
 	b := &onnx.Builder{}
-	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
-	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
+	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
+	b.Emit("Conv", "conv", []string{"input", wt}, []string{"logits"})
 	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("red",
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
-	path := filepath.Join(dir, "red.onnx")
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, h, w)},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, h, w)}), 17)
 	if err := m.Save(path); err != nil {
 		t.Fatal(err)
 	}

@@ -280,16 +280,7 @@ func TestFinetuneResumeFixedSizeModelWithCrop(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 4, 2)
-	b := &onnx.Builder{}
-	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))
-	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
-	m := onnx.NewModel(b.Graph("fixed",
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", onnx.Float32, "n", 3, 32, 32)},
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", onnx.Float32, "n", 2, 32, 32)}), 17)
-	model := filepath.Join(dir, "fixed.onnx")
-	if err := m.Save(model); err != nil {
-		t.Fatal(err)
-	}
+	model := redModelSized(t, filepath.Join(dir, "fixed.onnx"), 32, 32)
 	run := filepath.Join(dir, "run")
 	cmd := []string{"finetune", "--model", model, "--data", data, "--out", run, "--label-map", "1,2:1;*:0", "--crop", "16x16", "--batch", "2", "--threads", "1"}
 	if _, err := runCLI(t, append(cmd, "--epochs", "1")...); err != nil {
