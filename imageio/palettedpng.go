@@ -51,7 +51,7 @@ func encodePalettedPNG(w io.Writer, m *image.Paletted) (ok bool, err error) {
 	}
 
 	bw := bufio.NewWriter(w)
-	if _, err := bw.WriteString("\x89PNG\r\n\x1a\n"); err != nil {
+	if _, err := bw.Write(pngSignature); err != nil {
 		return true, err
 	}
 	var ihdr [13]byte
@@ -152,6 +152,7 @@ var zlibPool = sync.Pool{New: func() any {
 	return zw
 }}
 
+// writeChunk writes a PNG chunk: data's length, kind, data and their CRC.
 func writeChunk(w io.Writer, kind string, data []byte) error {
 	var head [8]byte
 	binary.BigEndian.PutUint32(head[:4], uint32(len(data)))

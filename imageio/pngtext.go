@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"image"
 	"io"
 )
@@ -45,11 +44,9 @@ func EncodePNGText(w io.Writer, img image.Image, key, value string) error {
 	if len(key) == 0 || len(key) > 79 || len(key)+1+len(value) > maxTextChunk || bytes.IndexByte([]byte(key), 0) >= 0 {
 		return fmt.Errorf("png text %q: want a key of 1 to 79 characters, and key and value within %d bytes", key, maxTextChunk)
 	}
-	data := append(append([]byte(key), 0), value...)
-	chunk := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
-	chunk = append(append(chunk, "tEXt"...), data...)
-	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
-	return EncodePNG(&afterHeader{w: w, insert: chunk}, img)
+	var chunk bytes.Buffer
+	writeChunk(&chunk, "tEXt", append(append([]byte(key), 0), value...)) // a bytes.Buffer does not fail
+	return EncodePNG(&afterHeader{w: w, insert: chunk.Bytes()}, img)
 }
 
 // afterHeader passes the bytes written to w, inserting insert after the
