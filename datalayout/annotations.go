@@ -157,7 +157,6 @@ func (labelStudio) List(root string, _ Options) (*Set, error) {
 	for _, u := range as.Unlabelled {
 		set.Unmatched = append(set.Unmatched, Unmatched{Path: u, Why: "a task of " + filepath.Base(file) + " without a brush annotation"})
 	}
-	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
 	return set, nil
 }
 
@@ -186,8 +185,6 @@ func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 			}
 		}
 	}
-	slices.SortFunc(set.Samples, func(a, b Sample) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
 	return set
 }
 

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
@@ -126,6 +125,5 @@ func (labelMe) List(root string, opt Options) (*Set, error) {
 			}
 		}
 	}
-	slices.SortFunc(set.Unmatched, func(a, b Unmatched) int { return strings.Compare(a.Path, b.Path) })
 	return set, nil
 }

@@ -3,6 +3,7 @@ package datalayout
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"image"
 	"os"
 	"path/filepath"
@@ -123,5 +124,27 @@ func TestLabelMeDetectionLeavesOtherJSON(t *testing.T) {
 	writeText(t, filepath.Join(ls, "project-1-at-2026-11-26-10-00-0f1e2d3c.json"), `[{"id": 1, "data": {"image": "a.png"}, "annotations": []}]`)
 	if f, err := Detect(ls); err != nil || f.Name() != "labelstudio" {
 		t.Errorf("Label Studio export detected as %v, %v", f, err)
+	}
+}
+
+// Open sorts every format's samples by name, as Set promises, whatever
+// the files that name them are called (here LabelMe files 0.json, 1.json
+// naming zeta.png, alpha.png).
+func TestOpenSortsSamplesByName(t *testing.T) {
+	root := t.TempDir()
+	for i, img := range []string{"zeta.png", "alpha.png"} {
+		writeImageFile(t, filepath.Join(root, img), image.NewGray(image.Rect(0, 0, 4, 3)))
+		writeText(t, filepath.Join(root, fmt.Sprintf("%d.json", i)), labelMeFile(img, "", 4, 3, "cat"))
+	}
+	set, err := Open(root, Options{Format: "labelme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range set.Samples {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"alpha", "zeta"}) {
+		t.Errorf("samples %v, want alpha then zeta", names)
 	}
 }
