@@ -145,6 +145,13 @@ type Config struct {
 	// float16 one (117 calls in a 98 ms step). GPU sessions should set it;
 	// the CPU provider's reductions need not.
 	MatrixReductions bool
+	// ConvGrad names the convolution classes whose backward pass is one
+	// ConvGrad node of segtune's own operator domain (ConvGradDomain)
+	// instead of standard operators: on CUDA a cuDNN backward-data and
+	// backward-filter call each (runtime.Options.ConvGradCUDA registers
+	// the kernels; the CPU kernel is for checks). 2-D convolutions only;
+	// other convolutions keep today's forms. Zero writes no ConvGrad node.
+	ConvGrad ConvClasses
 	// MinOpset is the lowest default-domain opset the graphs declare
 	// (targetOpset when lower): 22 for bfloat16 convolutions
 	// (autocast.BFloat16.MinOpset).
