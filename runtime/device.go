@@ -96,9 +96,24 @@ static char *dv_bind(const OrtApi *api, OrtIoBinding *b, const char *name, OrtVa
 	return dv_error(api, api->BindInput(b, name, v));
 }
 
-static char *dv_run(const OrtApi *api, OrtSession *s, OrtIoBinding *b) {
-	return dv_error(api, api->RunWithBinding(s, NULL, b));
+static char *dv_run(const OrtApi *api, OrtSession *s, OrtRunOptions *ro, OrtIoBinding *b) {
+	return dv_error(api, api->RunWithBinding(s, ro, b));
 }
+
+static char *dv_run_options(const OrtApi *api, OrtRunOptions **out) {
+	return dv_error(api, api->CreateRunOptions(out));
+}
+
+static char *dv_run_config(const OrtApi *api, OrtRunOptions *ro, const char *key, const char *value) {
+	return dv_error(api, api->AddRunConfigEntry(ro, key, value));
+}
+
+// dv_run_config_get returns the entry's value (owned by ro) or NULL.
+static const char *dv_run_config_get(const OrtApi *api, OrtRunOptions *ro, const char *key) {
+	return api->GetRunConfigEntry(ro, key);
+}
+
+static void dv_release_run_options(const OrtApi *api, OrtRunOptions *ro) { api->ReleaseRunOptions(ro); }
 */
 import "C"
 
@@ -367,6 +382,8 @@ type Binding struct {
 	s   *Session
 	api *C.OrtApi
 	b   *C.OrtIoBinding
+	// ro holds the run-option config entries every Run passes (nil: none).
+	ro *C.OrtRunOptions
 }
 
 // NewBinding returns an empty binding for the session.
@@ -418,21 +435,63 @@ func (bd *Binding) bind(name string, d *DeviceTensor, output bool) error {
 	return nil
 }
 
-// Run runs the session on the binding; the bound outputs hold the results
-// when it returns.
+// SetRunConfig adds a run-option config entry (ONNX Runtime's
+// AddRunConfigEntry) that every later Run of the binding passes: e.g.
+// "gpu_graph_id", which names the CUDA graph a session with
+// enable_cuda_graph captures and replays for this binding's fixed
+// addresses.
+func (bd *Binding) SetRunConfig(key, value string) error {
+	if bd.b == nil {
+		return errors.New("binding is closed")
+	}
+	if bd.ro == nil {
+		if err := cError(C.dv_run_options(bd.api, &bd.ro)); err != nil {
+			return fmt.Errorf("run options: %w", err)
+		}
+	}
+	k, v := C.CString(key), C.CString(value)
+	defer C.free(unsafe.Pointer(k))
+	defer C.free(unsafe.Pointer(v))
+	if err := cError(C.dv_run_config(bd.api, bd.ro, k, v)); err != nil {
+		return fmt.Errorf("run option %s=%s: %w", key, value, err)
+	}
+	return nil
+}
+
+// RunConfig reads back a run-option config entry the binding's runs pass
+// (ok false when it has none).
+func (bd *Binding) RunConfig(key string) (value string, ok bool) {
+	if bd.ro == nil {
+		return "", false
+	}
+	k := C.CString(key)
+	defer C.free(unsafe.Pointer(k))
+	v := C.dv_run_config_get(bd.api, bd.ro, k)
+	if v == nil {
+		return "", false
+	}
+	return C.GoString(v), true
+}
+
+// Run runs the session on the binding with its run options; the bound
+// outputs hold the results when it returns.
 func (bd *Binding) Run() error {
 	cs, err := bd.s.ortSession()
 	if err != nil {
 		return err
 	}
-	return cError(C.dv_run(bd.api, cs, bd.b))
+	return cError(C.dv_run(bd.api, cs, bd.ro, bd.b))
 }
 
-// Close releases the binding (not the tensors bound).
+// Close releases the binding and its run options (not the tensors bound).
 func (bd *Binding) Close() {
 	if bd.b != nil {
 		C.dv_release_binding(bd.api, bd.b)
 		bd.b = nil
+	}
+	if bd.ro != nil {
+		C.dv_release_run_options(bd.api, bd.ro)
+		bd.ro = nil
 	}
 }
 

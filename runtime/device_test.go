@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -131,5 +132,64 @@ func TestDeviceTensorRejectsMisuse(t *testing.T) {
 	}
 	if _, err := mem.Alloc(0); err == nil {
 		t.Error("a 0-byte allocation was accepted")
+	}
+}
+
+// TestBindingPassesRunOptions: a binding's run-option config entries reach
+// ONNX Runtime's RunWithBinding. An arena-shrinkage entry that names no
+// device is refused by the run itself, so the run fails with it and
+// succeeds without it; gpu_graph_id (which the CPU provider ignores) is
+// kept beside it and read back.
+func TestBindingPassesRunOptions(t *testing.T) {
+	requireORT(t)
+	s, err := NewSession(addModel(t), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mem, err := s.InputMemory("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	x, err := mem.NewTensor(Float32, []int64{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	y, err := mem.NewTensor(Float32, []int64{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Free()
+	run := func(entries ...string) error {
+		bd, err := s.NewBinding()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bd.Close()
+		if err := errors.Join(bd.Input("x", x), bd.Output("y", y)); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(entries); i += 2 {
+			if err := bd.SetRunConfig(entries[i], entries[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i+1 < len(entries); i += 2 {
+			if v, ok := bd.RunConfig(entries[i]); !ok || v != entries[i+1] {
+				t.Errorf("run option %s reads back %q, %v; want %q", entries[i], v, ok, entries[i+1])
+			}
+		}
+		if _, ok := bd.RunConfig("no.such.entry"); ok {
+			t.Error("an entry never set reads back")
+		}
+		return bd.Run()
+	}
+	if err := run("gpu_graph_id", "1"); err != nil {
+		t.Fatalf("run with gpu_graph_id on the CPU: %v", err)
+	}
+	if err := run("gpu_graph_id", "2", "memory.enable_memory_arena_shrinkage", "nowhere:7"); err == nil {
+		t.Error("a run whose options name no device's arena to shrink succeeded: the run options did not reach the run")
 	}
 }

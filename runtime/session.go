@@ -97,6 +97,9 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 			s.sess, s.Device = sess, DeviceCUDA
 			return s, nil
 		}
+		if capturesGraphs(opts) { // the caller opens it again without graphs (WithCUDAGraph)
+			return nil, err
+		}
 		fmt.Fprintln(log, cudaFallbackLine(err))
 	}
 	sess, err := s.open(model, opts, false)
