@@ -83,6 +83,14 @@ type Config struct {
 	// (finetune/resident), "off" in Go memory, "auto" or "" on the device
 	// when the steps may run on a GPU and the run is one process.
 	Resident string `json:"resident,omitempty"`
+	// CUDAGraph captures the resident training and optimiser steps as
+	// CUDA graphs (finetune/resident), one launch a step instead of one a
+	// node: the batch shape is fixed (training drops an epoch's last
+	// partial batch, graphs or not) and so is every address. Off by
+	// default until a GPU run measures it; ignored with a line where the
+	// state is not resident on a CUDA device or ONNX Runtime will not
+	// capture the graph (a node on the CPU).
+	CUDAGraph bool `json:"cuda_graph,omitempty"`
 	// Precision is fp32, tf32 (the default: float32 with TF32 in cuDNN
 	// and cuBLAS on GPUs that have it, as PyTorch's convolutions), fp16
 	// (mixed precision: onnx/autocast, float32 master weights, a dynamic

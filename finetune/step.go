@@ -87,7 +87,10 @@ func (l *lossScaler) clean() {
 // name) to its inputs; with resident, it opens the resident trainer, whose
 // extra outputs (read each step) are those named in outputs. A scaler
 // (mixed precision) feeds the graph's loss_scale input.
-func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident bool, outputs []string, scaler *lossScaler, opts runtime.Options) (*stepper, error) {
+//
+// cudaGraph asks the resident form for CUDA graphs (Config.CUDAGraph); the
+// host form, whose tensors move every step, runs without them and says so.
+func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident, cudaGraph bool, outputs []string, scaler *lossScaler, opts runtime.Options) (*stepper, error) {
 	data, err := gs.Training.Marshal()
 	if err != nil {
 		return nil, err
@@ -99,8 +102,11 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 	opts.Tuning.NoMemPattern = true
 	s := &stepper{params: params, scaler: scaler}
 	if resident {
-		err = s.openResident(data, oc, outputs, opts)
+		err = s.openResident(data, oc, outputs, cudaGraph, opts)
 	} else {
+		if cudaGraph && opts.Log != nil {
+			fmt.Fprintln(opts.Log, "segtune: CUDA graphs ignored: they need the training state resident on the device (--resident on)")
+		}
 		err = s.openHost(data, oc, opts)
 	}
 	if err != nil {
@@ -155,12 +161,12 @@ func (s *stepper) openHost(data []byte, oc optim.Config, opts runtime.Options) e
 	return nil
 }
 
-func (s *stepper) openResident(data []byte, oc optim.Config, outputs []string, opts runtime.Options) error {
+func (s *stepper) openResident(data []byte, oc optim.Config, outputs []string, cudaGraph bool, opts runtime.Options) error {
 	ps := make([]resident.Param, len(s.params))
 	for i, p := range s.params {
 		ps[i] = resident.Param{Name: p.Name, Shape: p.Shape, Data: p.Data}
 	}
-	res, err := resident.New(data, ps, oc, resident.Options{Session: opts, Outputs: outputs, GradScale: s.scaler != nil})
+	res, err := resident.New(data, ps, oc, resident.Options{Session: opts, Outputs: outputs, GradScale: s.scaler != nil, CUDAGraph: cudaGraph})
 	if err != nil {
 		return err
 	}

@@ -485,7 +485,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
 	}
 	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
-		return newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts)
+		return newStepper(gs, t.params, t.input, oc, res, cfg.CUDAGraph, outputs, t.scaler, ropts)
 	}); err != nil {
 		return err
 	}

@@ -12,6 +12,16 @@
 // buffers. The parameters and moments are ping-ponged: the optimiser reads
 // set A and writes set B, the next step trains on B and writes A, so no
 // kernel writes memory it is still reading.
+//
+// With Options.CUDAGraph each session captures a CUDA graph per binding
+// (ONNX Runtime's enable_cuda_graph, the run-config entry gpu_graph_id 1
+// and 2 for the ping-pong sets): every address a step touches is fixed —
+// the bound state, the data inputs uploaded into the same tensors, the
+// loss, the norm and the optimiser's coefficients — and so is every shape
+// (the training graph has one batch size: finetune drops an epoch's last
+// partial batch), so a replay is the step. A session that ONNX Runtime
+// will not capture (a node off the GPU) runs without graphs, with a line
+// saying so.
 package resident
 
 import (
@@ -19,6 +29,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/optim/optgraph"
@@ -57,6 +70,9 @@ type Trainer struct {
 	// bindTrain[i] trains on params[i]; bindOpt[i] reads set i, writes 1-i.
 	bindTrain, bindOpt [2]*runtime.Binding
 	cur                int
+	// graphs reports CUDA graph capture in the training and the
+	// optimiser session.
+	graphs [2]bool
 
 	loss, norm, coeffs *runtime.DeviceTensor
 	gradScale          *runtime.DeviceTensor            // nil without Options.GradScale
@@ -84,6 +100,11 @@ type Options struct {
 	// GradScale: the gradients arrive multiplied by a loss scale (mixed
 	// precision), which the optimiser divides out; SetGradScale gives it.
 	GradScale bool
+	// CUDAGraph captures each session's steps as CUDA graphs where the
+	// sessions run on the CUDA provider and it accepts them; elsewhere it
+	// is ignored with a line on Session.Log (CUDAGraphs reports the
+	// outcome).
+	CUDAGraph bool
 }
 
 // New opens the training graph (grad.Build's, serialised) and an optimiser
@@ -116,14 +137,24 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 	}()
 	so := o.Session
 	so.Tuning.NoMemPattern = true // as finetune's training sessions
-	if t.train, err = runtime.NewSession(training, so); err != nil {
+	log := so.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	graphs := o.CUDAGraph
+	if graphs && !mayUseCUDA(so.Device) {
+		fmt.Fprintf(log, "segtune: CUDA graphs ignored: device %q runs on the CPU\n", so.Device)
+		graphs = false
+	}
+	if t.train, t.graphs[0], err = open(training, so, graphs, "training graph", log); err != nil {
 		return nil, fmt.Errorf("opening the training graph: %w", err)
 	}
 	so.Log = io.Discard // the training session already said where it runs
 	if so.Tuning.ProfilePrefix != "" {
 		so.Tuning.ProfilePrefix += "-optimizer" // its own file, sorting before the training graph's
 	}
-	if t.opt, err = runtime.NewSession(odata, so); err != nil {
+	graphs = graphs && t.train.Device == runtime.DeviceCUDA
+	if t.opt, t.graphs[1], err = open(odata, so, graphs, "optimiser graph", log); err != nil {
 		return nil, fmt.Errorf("opening the optimiser graph: %w", err)
 	}
 	if t.train.Device != t.opt.Device {
@@ -178,6 +209,36 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 
 // Device is where the steps run: "cpu" or "cuda".
 func (t *Trainer) Device() string { return t.train.Device }
+
+// CUDAGraphs reports whether the training and the optimiser session
+// capture CUDA graphs (Options.CUDAGraph, where the provider took it).
+func (t *Trainer) CUDAGraphs() (training, optimiser bool) { return t.graphs[0], t.graphs[1] }
+
+// mayUseCUDA reports whether a session asked for device may run on CUDA.
+func mayUseCUDA(device string) bool {
+	d := strings.ToLower(device)
+	return d == runtime.DeviceCUDA || d == runtime.DeviceAuto
+}
+
+// open opens one of the two sessions, with CUDA graph capture when graphs
+// is set and the provider accepts it; where it does not (a node would run
+// on the CPU, which ONNX Runtime refuses to capture), one line on log says
+// why and the session opens without graphs. Where CUDA itself is missing
+// the session's own fallback line says so.
+func open(model []byte, so runtime.Options, graphs bool, what string, log io.Writer) (*runtime.Session, bool, error) {
+	if graphs {
+		if _, err := runtime.CUDADevices(); err == nil {
+			s, err := runtime.NewSession(model, runtime.WithCUDAGraph(so))
+			if err == nil {
+				return s, true, nil
+			}
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			fmt.Fprintf(log, "segtune: CUDA graphs off for the %s (%s); running without them\n", what, msg)
+		}
+	}
+	s, err := runtime.NewSession(model, so)
+	return s, false, err
+}
 
 // Steps is the number of steps taken (skipped ones not counted).
 func (t *Trainer) Steps() int64 { return t.steps }
@@ -263,6 +324,9 @@ func (t *Trainer) bind(extra []string) error {
 			return err
 		}
 		t.bindTrain[set] = b
+		if err := graphID(b, t.graphs[0], set); err != nil {
+			return err
+		}
 		for i, s := range t.layout.Slots {
 			if err := b.Input(s.Name, t.params[set].views[i]); err != nil {
 				return err
@@ -289,6 +353,9 @@ func (t *Trainer) bind(extra []string) error {
 			return err
 		}
 		t.bindOpt[set] = ob
+		if err := graphID(ob, t.graphs[1], set); err != nil {
+			return err
+		}
 		binds := []binding{
 			{optgraph.Params, t.params[set].whole, false},
 			{optgraph.Grads, t.grads.whole, false},
@@ -316,6 +383,15 @@ func (t *Trainer) bind(extra []string) error {
 		}
 	}
 	return nil
+}
+
+// graphID names binding set's CUDA graph, 1 or 2 (ONNX Runtime keeps 0),
+// in a session that captures them: each binding's addresses are its own.
+func graphID(b *runtime.Binding, graphs bool, set int) error {
+	if !graphs {
+		return nil
+	}
+	return b.SetRunConfig(runtime.CUDAGraphIDKey, strconv.Itoa(set+1))
 }
 
 // binding is one tensor of the optimiser graph's bindings.

@@ -1,8 +1,12 @@
 package resident
 
 import (
+	"bytes"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune/optim"
@@ -397,5 +401,82 @@ func TestResidentGradScaleOneMatchesHostLoop(t *testing.T) {
 	}
 	if worst > 1e-6 || math.IsNaN(worst) {
 		t.Errorf("weights differ by %.3g after %d steps", worst, steps)
+	}
+}
+
+// TestResidentCUDAGraphOnTheCPU: CUDA graphs asked for where the steps run
+// on the CPU are ignored with one line (device cpu: that they are
+// ignored; device auto without CUDA: the CPU fallback's line alone), the
+// bindings carry no graph id, and the steps are those of a trainer that
+// was not asked. Bindings that do carry the graph ids a CUDA session would
+// get (1 and 2, one per ping-pong set) pass them to every run, which the
+// CPU provider ignores: the steps stay exact.
+func TestResidentCUDAGraphOnTheCPU(t *testing.T) {
+	testassets.RequireORT(t)
+	data, params, classes := synthGraph(t)
+	const n = 4
+	b := makeBatches(n, classes)
+	cfg := configs()["sgd"]
+	run := func(o Options, ids bool) ([][]float32, *Trainer) {
+		tr, err := New(data, params, cfg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		if ids {
+			for set := range 2 {
+				if err := errors.Join(graphID(tr.bindTrain[set], true, set), graphID(tr.bindOpt[set], true, set)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		residentSteps(t, tr, cfg, b, 0, n)
+		got, err := tr.Params()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, tr
+	}
+	want, _ := run(Options{Session: runtime.Options{Threads: 1}}, false)
+	for _, device := range []string{"cpu", "auto"} {
+		var log bytes.Buffer
+		got, tr := run(Options{Session: runtime.Options{Threads: 1, Device: device, Log: &log}, CUDAGraph: true}, false)
+		if tr.Device() != runtime.DeviceCPU {
+			t.Skipf("device %s runs on %s here", device, tr.Device())
+		}
+		if tg, og := tr.CUDAGraphs(); tg || og {
+			t.Errorf("device %s: CUDA graphs reported on (%v, %v) on the CPU", device, tg, og)
+		}
+		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+		wantLine := map[string]string{"cpu": "CUDA graphs ignored", "auto": "running on the CPU"}[device]
+		if len(lines) != 1 || !strings.Contains(lines[0], wantLine) {
+			t.Errorf("device %s: log %q, want one line saying %q", device, log.String(), wantLine)
+		}
+		for set, bd := range append(tr.bindTrain[:], tr.bindOpt[:]...) {
+			if v, ok := bd.RunConfig(runtime.CUDAGraphIDKey); ok {
+				t.Errorf("device %s: binding %d carries graph id %s on the CPU", device, set, v)
+			}
+		}
+		assertSame(t, "device "+device+" with CUDA graphs asked for", got, want)
+	}
+	got, tr := run(Options{Session: runtime.Options{Threads: 1}}, true)
+	for set := range 2 {
+		for _, bd := range []*runtime.Binding{tr.bindTrain[set], tr.bindOpt[set]} {
+			if v, _ := bd.RunConfig(runtime.CUDAGraphIDKey); v != strconv.Itoa(set+1) {
+				t.Errorf("set %d's binding has graph id %q, want %d", set, v, set+1)
+			}
+		}
+	}
+	assertSame(t, "bindings with graph ids", got, want)
+}
+
+func assertSame(t *testing.T, what string, got, want [][]float32) {
+	t.Helper()
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("%s: parameter %d [%d] = %v, want %v", what, i, j, got[i][j], want[i][j])
+			}
+		}
 	}
 }
