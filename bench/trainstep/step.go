@@ -44,11 +44,19 @@ type Result struct {
 	Device  string `json:"device"`
 	// Optim is the optimiser applied in each step ("none": forward and
 	// backward only); Resident reports device-resident state (--resident).
-	Optim          string  `json:"optim"`
-	Resident       bool    `json:"resident"`
-	Precision      string  `json:"precision,omitempty"`
-	WeightGradConv bool    `json:"wgrad_conv"`
-	MedianMs       float64 `json:"median_ms"`
+	Optim          string `json:"optim"`
+	Resident       bool   `json:"resident"`
+	Precision      string `json:"precision,omitempty"`
+	WeightGradConv bool   `json:"wgrad_conv"`
+	// ConvGrad is the set of convolution classes whose backward pass is
+	// one ConvGrad node (--convgrad: "none", "all", "dense,pointwise", …).
+	ConvGrad string `json:"convgrad"`
+	// CUDAGraph reports that the training session captured CUDA graphs
+	// (--cuda-graph where the CUDA provider took it), CUDAGraphOptimizer
+	// the optimiser session.
+	CUDAGraph          bool    `json:"cuda_graph"`
+	CUDAGraphOptimizer bool    `json:"cuda_graph_optimizer"`
+	MedianMs           float64 `json:"median_ms"`
 	// UpdateMedianMs is the median time of the optimiser graph's run
 	// within a resident step.
 	UpdateMedianMs float64 `json:"update_median_ms,omitempty"`
@@ -106,7 +114,13 @@ func main() {
 	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
 	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1), fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser) or bf16 (onnx/autocast, opset 22, no loss scale; CUDA only); empty: the provider's defaults")
 	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
+	convGrad := flag.String("convgrad", "none", "convolution classes whose backward pass is one ConvGrad node (grad.Config.ConvGrad): all, none, or a list of dense, pointwise, depthwise and grouped")
+	flag.BoolVar(&CUDAGraph, "cuda-graph", false, "capture the resident step and optimiser as CUDA graphs (finetune/resident); needs --resident; ignored with one line on the CPU or where ONNX Runtime will not capture")
 	flag.Parse()
+	if err := setLevers(*convGrad); err != nil {
+		fmt.Fprintln(os.Stderr, "trainstep:", err)
+		os.Exit(2)
+	}
 	if *memPattern {
 		Tune.NoMemPattern = false
 	}
@@ -165,8 +179,8 @@ func main() {
 	if r.Profile != nil {
 		writeShares(os.Stdout, r.Profile, r.ProfileTotalMs)
 	}
-	fmt.Printf("%s batch %d %dx%d threads %d on %s: median %.1f ms/step (CPU %.1f ms/step), peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
-		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.MedianMs, r.CPUMsPerStep, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
+	fmt.Printf("%s batch %d %dx%d threads %d on %s (convgrad %s, CUDA graphs %s): median %.1f ms/step (CPU %.1f ms/step), peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
+		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.ConvGrad, onOff(r.CUDAGraph, r.CUDAGraphOptimizer), r.MedianMs, r.CPUMsPerStep, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
 }
 
 // Tune is passed to the session (flags --profile, --parallel, ...). ORT's
@@ -190,6 +204,51 @@ var EveryFloat bool
 
 // WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
 var WeightGradConv bool
+
+// ConvGrad is grad.Config.ConvGrad (flag --convgrad); CUDAGraph is
+// resident.Options.CUDAGraph (flag --cuda-graph).
+var (
+	ConvGrad  grad.ConvClasses
+	CUDAGraph bool
+)
+
+// convGradKernels registers the ConvGrad operator's kernels on the
+// sessions of a graph that holds ConvGrad nodes: the cuDNN one where the
+// step may run on CUDA (its CPU fallback gets the CPU kernel), the CPU one
+// on the CPU.
+func convGradKernels(o *runtime.Options) {
+	if ConvGrad == 0 {
+		return
+	}
+	// Enable with runtime.Options.ConvGradCUDA/ConvGradCPU (branch cg-runtime):
+	// o.ConvGradCUDA = !strings.EqualFold(o.Device, runtime.DeviceCPU)
+	// o.ConvGradCPU = strings.EqualFold(o.Device, runtime.DeviceCPU)
+}
+
+// setLevers reads --convgrad into ConvGrad and checks --cuda-graph.
+func setLevers(convGrad string) error {
+	var err error
+	if ConvGrad, err = grad.ParseConvClasses(convGrad); err != nil {
+		return fmt.Errorf("--convgrad %s: %w", convGrad, err)
+	}
+	if CUDAGraph && !Resident {
+		return errors.New("--cuda-graph needs --resident (a CUDA graph replays the fixed device addresses of the resident state)")
+	}
+	return nil
+}
+
+// onOff describes the CUDA graphs of the training and optimiser sessions.
+func onOff(training, optimiser bool) string {
+	switch {
+	case training && optimiser:
+		return "on"
+	case training:
+		return "on for the step only"
+	case optimiser:
+		return "on for the optimiser only"
+	}
+	return "off"
+}
 
 // Precision is flag --precision: fp32, tf32, fp16 or empty.
 var Precision string
@@ -280,6 +339,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		DirectConvs:      DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		MatrixReductions: !strings.EqualFold(device, "cpu"),
 		WeightGradConv:   WeightGradConv,
+		ConvGrad:         ConvGrad,
 		MinOpset:         minOpset,
 		Loss:             grad.Loss{Scale: Precision == "fp16"},
 	})
@@ -306,6 +366,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		return nil, fmt.Errorf("--resident needs --optim sgd, adam or adamw")
 	}
 	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions}
+	convGradKernels(&ropts)
 	if Resident {
 		return newResidentStepper(data, gs, cfg, batch, size, ropts)
 	}
@@ -352,7 +413,7 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 		params = append(params, resident.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
 	}
 	half := Precision == "fp16"
-	tr, err := resident.New(data, params, cfg, resident.Options{Session: opts, GradScale: half})
+	tr, err := resident.New(data, params, cfg, resident.Options{Session: opts, GradScale: half, CUDAGraph: CUDAGraph})
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +505,10 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv, Precision: Precision,
-		BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
+		ConvGrad: ConvGrad.String(), BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
+	if st.res != nil {
+		r.CUDAGraph, r.CUDAGraphOptimizer = st.res.CUDAGraphs()
+	}
 	debug.FreeOSMemory() // as finetune does after compiling
 	r.RSSBeforeStepsMiB = procStatusMiB("VmRSS:")
 	for i := 0; i < warmup; i++ {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/onnx/grad"
 )
 
 func generated(b *testing.B) string {
@@ -60,5 +63,43 @@ func TestResidentStepsLearnAtEveryPrecision(t *testing.T) {
 		if *r.Losses[0] == *r.Losses[2] {
 			t.Errorf("%s: the loss stayed %v over three steps: the updates did nothing", p, *r.Losses[0])
 		}
+	}
+}
+
+// TestLeversReported: --convgrad and --cuda-graph are read and checked
+// (a class that does not exist, CUDA graphs without the resident state),
+// and the JSON result reports them: the classes as asked, CUDA graphs as
+// they ran (off on the CPU, where they are ignored).
+func TestLeversReported(t *testing.T) {
+	defer func(o string, r, g bool, c grad.ConvClasses) { Optim, Resident, CUDAGraph, ConvGrad = o, r, g, c }(Optim, Resident, CUDAGraph, ConvGrad)
+	Resident, CUDAGraph = false, true
+	if err := setLevers("none"); err == nil || !strings.Contains(err.Error(), "--resident") {
+		t.Errorf("--cuda-graph without --resident: %v", err)
+	}
+	Resident = true
+	if err := setLevers("dense,sideways"); err == nil || !strings.Contains(err.Error(), "--convgrad dense,sideways") {
+		t.Errorf("--convgrad dense,sideways: %v", err)
+	}
+	if err := setLevers("dense,pointwise"); err != nil {
+		t.Fatal(err)
+	}
+	testassets.RequireORT(t)
+	model := testassets.Generated(t, "deeplabv3plus_mobilenetv2.onnx")
+	Optim = "sgd"
+	r, err := Run(model, 2, 64, 1, 1, 0, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["convgrad"] != "dense,pointwise" || got["cuda_graph"] != false || got["cuda_graph_optimizer"] != false {
+		t.Errorf("JSON levers: convgrad %v, cuda_graph %v, cuda_graph_optimizer %v; want dense,pointwise, false, false",
+			got["convgrad"], got["cuda_graph"], got["cuda_graph_optimizer"])
 	}
 }

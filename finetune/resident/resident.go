@@ -385,6 +385,16 @@ func (t *Trainer) bind(extra []string) error {
 	return nil
 }
 
+// graphErr adds to a failed run of session i (0 training, 1 optimiser)
+// that it captures CUDA graphs: a kernel that synchronises or allocates
+// fails only under capture, which a run without graphs tells apart.
+func (t *Trainer) graphErr(i int, err error) error {
+	if !t.graphs[i] {
+		return err
+	}
+	return fmt.Errorf("%w (this session captures CUDA graphs: run without them to tell whether capture is the cause)", err)
+}
+
 // graphID names binding set's CUDA graph, 1 or 2 (ONNX Runtime keeps 0),
 // in a session that captures them: each binding's addresses are its own.
 func graphID(b *runtime.Binding, graphs bool, set int) error {
@@ -440,7 +450,7 @@ func (t *Trainer) SetInput(name string, host any) error {
 // gradients (kept on the device) and the outputs asked for in Options.
 func (t *Trainer) Forward() (loss float64, err error) {
 	if err := t.bindTrain[t.cur].Run(); err != nil {
-		return 0, err
+		return 0, t.graphErr(0, err)
 	}
 	l := []float32{0}
 	if err := t.loss.Download(l); err != nil {
@@ -477,7 +487,7 @@ func (t *Trainer) Update(lr float64) (Result, error) {
 		return Result{}, err
 	}
 	if err := t.bindOpt[t.cur].Run(); err != nil {
-		return Result{}, err
+		return Result{}, t.graphErr(1, err)
 	}
 	n := []float32{0}
 	if err := t.norm.Download(n); err != nil {
