@@ -212,19 +212,6 @@ var (
 	CUDAGraph bool
 )
 
-// convGradKernels registers the ConvGrad operator's kernels on the
-// sessions of a graph that holds ConvGrad nodes: the cuDNN one where the
-// step may run on CUDA (its CPU fallback gets the CPU kernel), the CPU one
-// on the CPU.
-func convGradKernels(o *runtime.Options) {
-	if ConvGrad == 0 {
-		return
-	}
-	// Enable with runtime.Options.ConvGradCUDA/ConvGradCPU (branch cg-runtime):
-	// o.ConvGradCUDA = !strings.EqualFold(o.Device, runtime.DeviceCPU)
-	// o.ConvGradCPU = strings.EqualFold(o.Device, runtime.DeviceCPU)
-}
-
 // setLevers reads --convgrad into ConvGrad and checks --cuda-graph.
 func setLevers(convGrad string) error {
 	var err error
@@ -366,7 +353,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		return nil, fmt.Errorf("--resident needs --optim sgd, adam or adamw")
 	}
 	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions}
-	convGradKernels(&ropts)
+	trainfeed.ConvGradKernels(&ropts, ConvGrad)
 	if Resident {
 		return newResidentStepper(data, gs, cfg, batch, size, ropts)
 	}

@@ -43,6 +43,7 @@ type Result struct {
 	Model     string             `json:"model"`
 	Device    string             `json:"device"`
 	Precision string             `json:"precision"`
+	ConvGrad  string             `json:"convgrad"`
 	Loss      float64            `json:"loss"`
 	Loss64    float64            `json:"loss_f64"`
 	LossScale float64            `json:"loss_scale,omitempty"`
@@ -58,8 +59,14 @@ func main() {
 	inputs := flag.String("inputs", "", "the .npz torch_grad_error.py --save-inputs wrote")
 	device := flag.String("device", "cuda", "cpu or cuda")
 	precision := flag.String("precision", "fp32", "fp32, tf32, fp16 or bf16")
+	convGrad := flag.String("convgrad", "none", "convolution classes whose backward pass is one ConvGrad node (grad.Config.ConvGrad): all, none, or a list of dense, pointwise, depthwise and grouped")
 	flag.Parse()
-	r, err := run(*model, *inputs, *device, *precision)
+	classes, err := grad.ParseConvClasses(*convGrad)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "graderr: --convgrad %s: %v\n", *convGrad, err)
+		os.Exit(2)
+	}
+	r, err := run(*model, *inputs, *device, *precision, classes)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "graderr:", err)
 		os.Exit(1)
@@ -116,7 +123,7 @@ func readReference(path string) (*reference, error) {
 	return ref, nil
 }
 
-func run(model, inputs, device, precision string) (*Result, error) {
+func run(model, inputs, device, precision string, convGrad grad.ConvClasses) (*Result, error) {
 	if inputs == "" {
 		return nil, errors.New("--inputs is required")
 	}
@@ -138,6 +145,7 @@ func run(model, inputs, device, precision string) (*Result, error) {
 		InputShapes:      map[string][]int64{onnx.DataInputs(m.Graph())[0].GetName(): ref.batch.Image.Shape},
 		DirectConvs:      device != runtime.DeviceCPU, // as finetune: Winograd forms on the CPU only
 		MatrixReductions: device != runtime.DeviceCPU,
+		ConvGrad:         convGrad,
 	}
 	switch precision {
 	case "fp32", "tf32":
@@ -166,6 +174,7 @@ func run(model, inputs, device, precision string) (*Result, error) {
 	if device != runtime.DeviceCPU {
 		opts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "1", false: "0"}[precision == "tf32"]}
 	}
+	trainfeed.ConvGradKernels(&opts, convGrad)
 	s, err := runtime.NewSession(data, opts)
 	if err != nil {
 		return nil, err
@@ -193,7 +202,7 @@ func run(model, inputs, device, precision string) (*Result, error) {
 		}
 		scale /= 2
 	}
-	r := &Result{Side: "segtune", Model: model, Device: s.Device, Precision: precision, Loss64: ref.loss64,
+	r := &Result{Side: "segtune", Model: model, Device: s.Device, Precision: precision, ConvGrad: convGrad.String(), Loss64: ref.loss64,
 		RelError: map[string]float64{}}
 	if cfg.Loss.Scale {
 		r.LossScale = scale
