@@ -10,6 +10,10 @@ nvidia-smi's memory.used over each process, less the reading before it
 (CUDA context included on both sides), with torch.cuda.max_memory_allocated
 beside it. Runs that failed or were not run show their status; a time
 marked * includes steps whose gradient was not finite (the update skipped).
+The levers table lists each segtune variant (ConvGrad classes, CUDA graphs
+as captured) against the baseline resident step and PyTorch; the gradient
+table each precision's error against float64, segtune's with ConvGrad off
+and on, beside PyTorch's.
 """
 import argparse
 import json
@@ -43,7 +47,8 @@ def main():
     def mib(r, key):
         return str(r[key]) if r and r.get(key) is not None else "–"
 
-    device = next((r.get("gpu") or r.get("device") for r in runs if r.get("kind") == "pytorch" and r.get("status") == "ok"), None) or "?"
+    device = next((r.get("device_name") for r in runs if r.get("kind") == "device"), None) or \
+        next((r.get("gpu") or r.get("device") for r in runs if r.get("kind") == "pytorch" and r.get("status") == "ok"), None) or "?"
     lines = [f"# GPU check: {device}", "",
              "Training step (forward, backward, SGD momentum update), median ms; ratio = fastest segtune / PyTorch.", "",
              "| model | batch | precision | PyTorch | " + " | ".join(variants) + " | ratio | GPU MiB segtune / PyTorch (smi) | torch max_allocated MiB |",
@@ -64,6 +69,35 @@ def main():
                       "best": best["label"].split()[-1] if best else None,
                       "ratio": round(best["median_ms"] / pt["median_ms"], 3) if ratio else None})
     lines.append("")
+    # The levers: every segtune variant beside the baseline resident step
+    # (im2col weight gradients, no CUDA graphs) and PyTorch.
+    levers = []
+    for (model, batch, prec), v in steps.items():
+        base, pt = v.get("resident"), v.get("pytorch")
+        for k in variants:
+            r = v.get(k)
+            if r is None:
+                continue
+            row = {"model": model, "batch": int(batch[1:]), "precision": prec, "variant": k,
+                   "convgrad": r.get("convgrad"), "cuda_graph": r.get("cuda_graph"),
+                   "cuda_graph_optimizer": r.get("cuda_graph_optimizer"), "status": r.get("status"),
+                   "ms": r.get("median_ms"), "gpu_peak_mib_smi": r.get("gpu_peak_mib_smi")}
+            for key, ref in (("vs_resident", base), ("vs_pytorch", pt)):
+                if row["ms"] and ref and ref.get("status") == "ok" and ref.get("median_ms"):
+                    row[key] = round(row["ms"] / ref["median_ms"], 3)
+            levers.append(row)
+    if levers:
+        lines += ["Levers: segtune's step per variant (cg-CLASSES: ConvGrad for those classes, nodw: all but depthwise; "
+                  "+graph: CUDA graphs asked for, 'captured' says whether the step and optimiser sessions took them):", "",
+                  "| model | batch | precision | variant | convgrad | captured (step / optimiser) | ms | × resident | × PyTorch | GPU MiB (smi) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        yn = {True: "yes", False: "no", None: "–"}
+        for row in levers:
+            r = steps[(row["model"], f"b{row['batch']}", row["precision"])][row["variant"]]
+            lines.append(f"| {row['model']} | {row['batch']} | {row['precision']} | {row['variant']} | {row['convgrad'] or '–'} | "
+                         f"{yn[row['cuda_graph']]} / {yn[row['cuda_graph_optimizer']]} | {ms(r)} | "
+                         f"{row.get('vs_resident', '–')} | {row.get('vs_pytorch', '–')} | {mib(r, 'gpu_peak_mib_smi')} |")
+        lines.append("")
     ft = {r["label"].split()[-1]: r for r in runs if r.get("kind") == "finetune"}
     if ft:
         def best(r):
@@ -73,10 +107,11 @@ def main():
                 return r["BestMIoU"]
             seen = [v for v in r.get("val_miou_epochs") or [] if v is not None]
             return max(seen) if seen else r.get("val_miou")
-        seg, pt = ft.get("segtune"), ft.get("pytorch")
+        seg, pt = ft.get("segtune") or ft.get("segtune-graph"), ft.get("pytorch")
         lines += ["Two-epoch fine-tune (MobileNetV2, CamVid person), process wall time and best val mIoU:", "",
                   "| side | status | wall s | best val mIoU |", "| --- | --- | --- | --- |"]
-        for side, r in (("segtune", seg), ("pytorch", pt)):
+        for side in ("segtune", "segtune-graph", "pytorch"):
+            r = ft.get(side)
             if r:
                 m = best(r)
                 lines.append(f"| {side} | {r.get('status')} | {r.get('wall_s')} | {'–' if m is None else f'{m:.4f}'} |")
@@ -85,18 +120,23 @@ def main():
         lines.append("")
     # Gradient error against float64 per precision, the tolerance being
     # segtune <= 2x PyTorch's own (max and median over the parameters).
-    gerr = {}
+    gerr, pterr = {}, {}
     for r in runs:
-        if r.get("kind") in ("torchgrad", "graderr") and r.get("status") == "ok" and r.get("precision"):
-            gerr.setdefault(r["precision"], {})[r["kind"]] = r
+        if r.get("status") != "ok" or not r.get("precision"):
+            continue
+        if r.get("kind") == "torchgrad":
+            pterr[r["precision"]] = r
+        elif r.get("kind") == "graderr":
+            gerr[(r["precision"], r.get("convgrad") or "none")] = r
     grads = []
-    if gerr:
+    if gerr or pterr:
         lines += ["Gradient error against float64 (MobileNetV2, batch 2, 128², same inputs), ‖g − g64‖/‖g64‖ per parameter:", "",
-                  "| precision | PyTorch max / median | segtune max / median | ratio max / median | within 2× |",
-                  "| --- | --- | --- | --- | --- |"]
-        for prec, v in gerr.items():
-            pt, sg = v.get("torchgrad"), v.get("graderr")
-            row = {"precision": prec}
+                  "| precision | convgrad | PyTorch max / median | segtune max / median | ratio max / median | within 2× |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        keys = list(gerr) + [(p, None) for p in pterr if not any(k[0] == p for k in gerr)]
+        for prec, cg in keys:
+            pt, sg = pterr.get(prec), gerr.get((prec, cg))
+            row = {"precision": prec, "convgrad": cg}
             cells = []
             for side, r in (("pytorch", pt), ("segtune", sg)):
                 if r:
@@ -110,11 +150,11 @@ def main():
                 row["ratio_max"], row["ratio_median"] = round(rmax, 3), round(rmed, 3)
                 row["within_2x"] = rmax <= 2 and rmed <= 2
                 ratio, verdict = f"{rmax:.2f} / {rmed:.2f}", "yes" if row["within_2x"] else "no"
-            lines.append(f"| {prec} | {cells[0]} | {cells[1]} | {ratio} | {verdict} |")
+            lines.append(f"| {prec} | {cg or '–'} | {cells[0]} | {cells[1]} | {ratio} | {verdict} |")
             grads.append(row)
         lines.append("")
     for r in runs:
-        if r.get("kind") in ("pytorch", "segtune", "finetune"):
+        if r.get("kind") in ("pytorch", "segtune", "finetune", "device"):
             continue
         lines.append(f"* {r['label']}: {r.get('status')} ({r.get('wall_s', '?')} s)")
         if r.get("kind") == "segment" and r.get("status") == "ok":
@@ -129,6 +169,8 @@ def main():
                          f"(step {r.get('median_ms', 0):.1f} ms under CUDA_LAUNCH_BLOCKING):")
             for o in r["profile"][:15]:
                 lines.append(f"  * {o['op']}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")
+            # The per-role profile of the same run (bench/trainstep's
+            # grouping by what each node does) prints here.
         if r.get("kind") == "torchgrad" and r.get("status") == "ok":
             lines.append(f"  PyTorch {r.get('precision')} on {r.get('device_name') or r.get('device')} vs float64: "
                          f"max relative gradient error {r.get('rel_error_max'):.3g} ({r.get('rel_error_max_param')}), "
@@ -137,7 +179,7 @@ def main():
     with open(args.md, "w") as f:
         f.write("\n".join(lines))
     with open(args.json, "w") as f:
-        json.dump({"device": device, "steps": table, "gradients": grads, "runs": runs}, f, indent=1)
+        json.dump({"device": device, "steps": table, "levers": levers, "gradients": grads, "runs": runs}, f, indent=1)
     return 0
 
 

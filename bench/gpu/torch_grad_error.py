@@ -35,7 +35,8 @@ the device name and the precision.
 (int64), loss (float64, 0-d) and the float64 gradient of every parameter under
 its parameter name (e.g. "aspp.project.0.weight"), so the Go side can compute
 its own gradients on identical inputs. --load-inputs PATH.npz reads x and
-target from such a file (batch and size then come from the file).
+target from such a file (batch and size then come from the file), and its
+float64 loss and gradients where it has every parameter's.
 """
 import argparse
 import copy
@@ -146,12 +147,21 @@ def main():
     if clash:
         raise SystemExit(f"parameter names {sorted(clash)} clash with the npz keys {RESERVED}")
 
-    # (a) float64 on the CPU
-    m64 = copy.deepcopy(model).double()
-    loss64 = loss_of(m64, x.double(), target)
-    g64 = [g.detach() for g in torch.autograd.grad(loss64, list(m64.parameters()))]
-    loss64 = float(loss64.detach())
-    del m64
+    # (a) float64 on the CPU, or as --load-inputs's file has it (the same
+    # computation on the same inputs, which the check's later precisions
+    # need not repeat)
+    g64 = None
+    if args.load_inputs:
+        with np.load(args.load_inputs) as d:
+            if "loss" in d and all(n in d for n in names):
+                g64 = [torch.from_numpy(np.asarray(d[n], dtype=np.float64)) for n in names]
+                loss64 = float(d["loss"])
+    if g64 is None:
+        m64 = copy.deepcopy(model).double()
+        loss64 = loss_of(m64, x.double(), target)
+        g64 = [g.detach() for g in torch.autograd.grad(loss64, list(m64.parameters()))]
+        loss64 = float(loss64.detach())
+        del m64
 
     # (b) the device at the precision
     mdev = copy.deepcopy(model)
