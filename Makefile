@@ -106,17 +106,23 @@ vet:
 codecs:
 	@scripts/install-codecs.sh || echo "make: libturbojpeg0 unavailable; the native-decoder tests will skip (fail under SEGTUNE_REQUIRE_ASSETS)"
 
-# The GPU acceptance in one command (scripts/gpu-check.sh): training steps of
-# segtune against PyTorch eager at each precision, GPU memory, CUDA gradients
-# against the CPU and float64; writes bench/gpu/results.{jsonl,json,md}. Needs
-# a GPU, PyTorch with CUDA for python3, and `make ort-cuda`. On a lent GPU
-# machine without Go: scripts/gpu-pack.sh here, scripts/gpu-unpack.sh there.
+# The GPU acceptance in one command (scripts/gpu-check.sh), levers mode by
+# default (about 6 minutes): segtune's training step with ConvGrad per
+# convolution class and CUDA graphs against PyTorch eager at each
+# precision, GPU memory, the fastest variant's profile, gradient error
+# against float64, CUDA gradients against the CPU; writes
+# bench/gpu/results.{jsonl,json,md}. GPU_CHECK_FLAGS=--full runs the whole
+# precision matrix instead. Needs a GPU, PyTorch with CUDA for python3, and
+# `make ort-cuda`. On a lent GPU machine without Go: scripts/gpu-pack.sh
+# here, scripts/gpu-unpack.sh there.
+GPU_CHECK_FLAGS ?=
 gpu-check: ort-cuda torch-models
-	ONNXRUNTIME_SHARED_LIBRARY_PATH=$$(scripts/install-ort.sh --cuda | tail -n1) scripts/gpu-check.sh --out bench/gpu
+	ONNXRUNTIME_SHARED_LIBRARY_PATH=$$(scripts/install-ort.sh --cuda | tail -n1) scripts/gpu-check.sh --out bench/gpu $(GPU_CHECK_FLAGS)
 
-# Its dry run on the CPU (tiny sizes, one model; the fine-tune on 8 CamVid
-# images where the shared assets are), part of `make test` so that the check
-# cannot rot where no GPU is.
+# Its dry run on the CPU, levers mode (tiny sizes, one model, each path
+# once: --convgrad on ConvGrad's CPU kernel, --cuda-graph ignored with its
+# line; the fine-tune on 8 CamVid images where the shared assets are), part
+# of `make test` so that the check cannot rot where no GPU is.
 gpu-check-cpu: ort torch-models
 	@if /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
 		d=$$(mktemp -d) && cv=$$(scripts/camvid-subset.sh "$(SHARED)" $$d/camvid 8 3) && \

@@ -1,9 +1,11 @@
 package finetune
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,5 +257,54 @@ func TestModesCheckedBeforeWork(t *testing.T) {
 	}
 	if err := base.validate(); err != nil {
 		t.Errorf("the defaults: %v", err)
+	}
+}
+
+// TestCUDAGraphIgnoredOnTheCPU: Config.CUDAGraph on the CPU, in either
+// form of the training state, trains exactly as without it after one line
+// saying it is ignored, and the run's config.json records that it was
+// asked for.
+func TestCUDAGraphIgnoredOnTheCPU(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	base := toyConfig(t, dir)
+	base.Epochs, base.Device = 1, "cpu"
+	for _, res := range []string{"on", "off"} {
+		plain, graph := base, base
+		plain.Resident, graph.Resident, graph.CUDAGraph = res, res, true
+		var log bytes.Buffer
+		pd, gd := filepath.Join(dir, res, "plain"), filepath.Join(dir, res, "graph")
+		if _, err := Train(context.Background(), plain, pd, false, Hooks{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Train(context.Background(), graph, gd, false, Hooks{Log: &log}); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(log.String(), "CUDA graphs ignored"); n != 1 {
+			t.Errorf("resident %s: %d lines saying CUDA graphs are ignored in %q, want 1", res, n, log.String())
+		}
+		a, err := checkpoint.Load(filepath.Join(pd, "last.ckpt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := checkpoint.Load(filepath.Join(gd, "last.ckpt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Step == 0 || a.Step != b.Step {
+			t.Fatalf("resident %s: steps %d and %d", res, a.Step, b.Step)
+		}
+		for i := range a.Weights {
+			if !slices.Equal(a.Weights[i].Data, b.Weights[i].Data) {
+				t.Fatalf("resident %s: weight %d differs with CUDA graphs asked for on the CPU", res, i)
+			}
+		}
+		cfg, err := os.ReadFile(filepath.Join(gd, ConfigFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(cfg, []byte(`"cuda_graph": true`)) {
+			t.Errorf("resident %s: config.json does not record cuda_graph: %s", res, cfg)
+		}
 	}
 }

@@ -105,7 +105,11 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 		err = s.openResident(data, oc, outputs, cudaGraph, opts)
 	} else {
 		if cudaGraph && opts.Log != nil {
-			fmt.Fprintln(opts.Log, "segtune: CUDA graphs ignored: they need the training state resident on the device (--resident on)")
+			why := "they need the training state resident on the device (--resident on)"
+			if !mayRunOnGPU(opts.Device) {
+				why = fmt.Sprintf("device %q runs on the CPU", opts.Device)
+			}
+			fmt.Fprintln(opts.Log, "segtune: CUDA graphs ignored:", why)
 		}
 		err = s.openHost(data, oc, opts)
 	}
