@@ -146,7 +146,7 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 		fmt.Fprintf(log, "segtune: CUDA graphs ignored: device %q runs on the CPU\n", so.Device)
 		graphs = false
 	}
-	if t.train, t.graphs[0], err = open(training, so, graphs, "training graph", log); err != nil {
+	if t.train, t.graphs[0], err = openSession(training, so, graphs, "training graph", log); err != nil {
 		return nil, fmt.Errorf("opening the training graph: %w", err)
 	}
 	so.Log = io.Discard // the training session already said where it runs
@@ -154,7 +154,7 @@ func New(training []byte, params []Param, cfg optim.Config, o Options) (*Trainer
 		so.Tuning.ProfilePrefix += "-optimizer" // its own file, sorting before the training graph's
 	}
 	graphs = graphs && t.train.Device == runtime.DeviceCUDA
-	if t.opt, t.graphs[1], err = open(odata, so, graphs, "optimiser graph", log); err != nil {
+	if t.opt, t.graphs[1], err = openSession(odata, so, graphs, "optimiser graph", log); err != nil {
 		return nil, fmt.Errorf("opening the optimiser graph: %w", err)
 	}
 	if t.train.Device != t.opt.Device {
@@ -220,12 +220,12 @@ func mayUseCUDA(device string) bool {
 	return d == runtime.DeviceCUDA || d == runtime.DeviceAuto
 }
 
-// open opens one of the two sessions, with CUDA graph capture when graphs
+// openSession opens one of the two sessions, with CUDA graph capture when graphs
 // is set and the provider accepts it; where it does not (a node would run
 // on the CPU, which ONNX Runtime refuses to capture), one line on log says
 // why and the session opens without graphs. Where CUDA itself is missing
 // the session's own fallback line says so.
-func open(model []byte, so runtime.Options, graphs bool, what string, log io.Writer) (*runtime.Session, bool, error) {
+func openSession(model []byte, so runtime.Options, graphs bool, what string, log io.Writer) (*runtime.Session, bool, error) {
 	if graphs {
 		if _, err := runtime.CUDADevices(); err == nil {
 			s, err := runtime.NewSession(model, runtime.WithCUDAGraph(so))
