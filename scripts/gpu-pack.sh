@@ -6,8 +6,8 @@
 # their weights (bench/gpu/weights.py strip; refilled there from PyTorch) and
 # a CamVid subset for the two-epoch fine-tune (SHARED/data/camvid: the first
 # 96 training and 32 validation images as JPEG, their masks as they are), as
-# one tar split into parts of at most PART bytes under .gpu/ (which
-# .git/info/exclude must ignore). Send each part in its own call with
+# one tar split into parts of at most PART bytes under .gpu/ (which git's
+# info/exclude must ignore). Send each part in its own call with
 # `carry: [".gpu/partNN"]` and `mv .gpu/partNN /tmp/` there, back to back
 # while the machine is warm; the last call runs scripts/gpu-unpack.sh.
 #
@@ -16,7 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-50M}
 shared=${2:-../shared/assets}
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude) # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
 ort=$(scripts/install-ort.sh --cuda | tail -n1)
 make -s torch-models
 stage=$(mktemp -d)
