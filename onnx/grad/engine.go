@@ -242,9 +242,21 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	trainIns := slices.Concat(inputs, gradIns)
 	trainOuts := slices.Concat(outs, gradOuts)
 	train := mk(trainNodes, trainInits, trainIns, trainOuts, "segtune_training")
+	importConvGrad(train.Proto)
 
 	man.fill(train.Proto.Graph, eval.Proto.Graph)
 	return &Graphs{Training: train, Eval: eval, Params: ordered, Manifest: man}, nil
+}
+
+// importConvGrad declares ConvGradDomain in m's opset imports when a node
+// of its graph uses it (the training graph only: the evaluation graph has
+// no backward pass).
+func importConvGrad(m *onnx.ModelProto) {
+	if !slices.ContainsFunc(m.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == ConvGradDomain }) {
+		return
+	}
+	m.OpsetImport = append(slices.Clone(m.OpsetImport),
+		&onnx.OperatorSetIdProto{Domain: proto.String(ConvGradDomain), Version: proto.Int64(ConvGradVersion)})
 }
 
 func cloneNodes(ns []*onnx.NodeProto) []*onnx.NodeProto {
