@@ -3,8 +3,8 @@ package cliflag
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"slices"
