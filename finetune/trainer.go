@@ -430,6 +430,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	// with ONNX Runtime's own kernels rather than cuDNN's reduction.
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)
 	gc.MatrixReductions = gc.DirectConvs
+	gc.WhereMasks = gc.DirectConvs // one Where per mask on CUDA; Cast+Mul is faster on the CPU
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
