@@ -388,6 +388,9 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 		}
 	}
 	gc.Trainable = patterns
+	// The steps read the loss, the gradients and the regularizer's
+	// ExtraOutputs, never the logits: no copy of them per step.
+	gc.OmitModelOutputs = true
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	terms, err := lossTerms(cfg.Loss, cfg.FocalGamma)
 	if err != nil {

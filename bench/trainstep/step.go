@@ -302,6 +302,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		DirectConvs:      DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		MatrixReductions: !strings.EqualFold(device, "cpu"),
 		WhereMasks:       WhereMasks || !strings.EqualFold(device, "cpu"),
+		OmitModelOutputs: true, // as finetune: the steps read the loss and the gradients
 		WeightGradConv:   WeightGradConv,
 		MinOpset:         minOpset,
 		Loss:             grad.Loss{Scale: Precision == "fp16"},
@@ -412,7 +413,7 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 	return st, nil
 }
 
-// Step runs one forward+backward pass. The outputs (loss, logits, every
+// Step runs one forward+backward pass. The outputs (loss, every
 // gradient) land in Go memory, as finetune's do: ONNX Runtime writes them
 // into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {

@@ -162,6 +162,12 @@ type Config struct {
 	// ONNX Runtime's CPU Where is slower than Cast + Mul: GPU sessions
 	// should set it.
 	WhereMasks bool
+	// OmitModelOutputs leaves the model's outputs (the logits) out of the
+	// training graph's outputs unless ExtraOutputs names them, for callers
+	// that read only the loss, the gradients and their ExtraOutputs: a
+	// step then copies no logits out, and nodes only an unread output
+	// needs are pruned. The evaluation graph keeps them.
+	OmitModelOutputs bool
 }
 
 // isLiteral reports whether a Trainable entry names one tensor exactly: a

@@ -211,18 +211,23 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	if hasLoss {
 		outs = append(outs, valueInfo(LossName, c.floatType, []int64{1}))
 	}
+	trainOuts := slices.Clone(outs)
 	seen := map[string]bool{}
 	for _, o := range c.g.Output {
 		name := o.GetName()
 		if i, ok := c.info[name]; ok && !seen[name] {
 			seen[name] = true
 			outs = append(outs, valueInfo(name, i.dtype, i.shape))
+			if !c.cfg.OmitModelOutputs || slices.Contains(c.cfg.ExtraOutputs, name) {
+				trainOuts = append(trainOuts, valueInfo(name, i.dtype, i.shape))
+			}
 		}
 	}
 	for _, name := range c.cfg.ExtraOutputs {
 		if !seen[name] {
 			seen[name] = true
 			outs = append(outs, valueInfo(name, c.info[name].dtype, c.info[name].shape))
+			trainOuts = append(trainOuts, valueInfo(name, c.info[name].dtype, c.info[name].shape))
 		}
 	}
 	inputs := slices.Clone(c.g.Input)
@@ -255,7 +260,7 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	trainNodes := slices.Concat(fwd, lossB.nodes, c.b.nodes)
 	trainInits := slices.Concat(frozen, lossB.inits, c.b.inits)
 	trainIns := slices.Concat(inputs, gradIns)
-	trainOuts := slices.Concat(outs, gradOuts)
+	trainOuts = slices.Concat(trainOuts, gradOuts)
 	train := mk(trainNodes, trainInits, trainIns, trainOuts, "segtune_training")
 
 	man.fill(train.Proto.Graph, eval.Proto.Graph)
