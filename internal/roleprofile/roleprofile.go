@@ -24,8 +24,9 @@ const (
 	Forward   = "forward"
 	Optimiser = "optimiser"
 	// Copies are ONNX Runtime's device copies (MemcpyToHost/FromHost) and
-	// the layout and type conversions the compilers inserted (Cast,
-	// Transpose, Reshape, ... of the gradient compiler and of autocast).
+	// the layout and type conversions it or the compilers inserted (Cast,
+	// Transpose, Reshape, ... of ONNX Runtime's layout passes, of the
+	// gradient compiler and of autocast).
 	Copies = "copies"
 	// Other is a profiled node that is not in the training graph under
 	// its name nor under a prefix of it (one ONNX Runtime made).
@@ -63,6 +64,9 @@ func NodeRole(name, op string, byName map[string]*onnx.NodeProto) (role, class s
 	}
 	n := lookup(name, byName)
 	if n == nil {
+		if copyOps[op] { // ONNX Runtime's own layout changes ("Transpose_token_1")
+			return Copies, ""
+		}
 		return Other, ""
 	}
 	r, _ := grad.ReadNodeRole(n)

@@ -205,6 +205,7 @@ func TestRecorded(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, op, role string }{
 		{"Memcpy_token_1", "MemcpyToHost", Copies},
+		{"Transpose_token_1", "Transpose", Copies}, // ONNX Runtime's layout pass
 		{"bwd/node_Reshape_46_new_reshape", "Reshape", Copies},
 		{"stem_relu", "Relu", Forward},
 		{"stemX", "Conv", Other}, // a prefix not followed by a separator
