@@ -113,7 +113,7 @@ func main() {
 	flag.StringVar(&Optim, "optim", "none", "also apply an optimiser step: none, sgd, adam or adamw (in Go on host copies, or with --resident as a graph on the device)")
 	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
 	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1), fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser) or bf16 (onnx/autocast, opset 22, no loss scale; CUDA only); empty: the provider's defaults")
-	flag.BoolVar(&WhereMasks, "where-masks", false, "activation masks as one Where (grad.Config.WhereMasks; always on for GPU devices) instead of Cast+Mul")
+	flag.StringVar(&Masks, "masks", "auto", "activation-mask backward form: where (one Where, grad.Config.WhereMasks), castmul (Cast+Mul) or auto (where except on the CPU, as finetune)")
 	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
 	flag.Parse()
 	if *memPattern {
@@ -204,8 +204,9 @@ var DirectConvs bool
 // (scripts/gen_transformer_models.py's exports).
 var EveryFloat bool
 
-// WhereMasks forces grad.Config.WhereMasks on the CPU (flag --where-masks).
-var WhereMasks bool
+// Masks picks grad.Config.WhereMasks (flag --masks): "where", "castmul"
+// or "auto".
+var Masks = "auto"
 
 // WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
 var WeightGradConv bool
@@ -255,6 +256,15 @@ type Stepper struct {
 
 // NewStepper compiles model for training at batch×3×size×size.
 func NewStepper(model string, batch, size, threads int, device string) (*Stepper, error) {
+	var whereMasks bool
+	switch Masks {
+	case "auto", "":
+		whereMasks = !strings.EqualFold(device, "cpu")
+	case "where", "castmul":
+		whereMasks = Masks == "where"
+	default:
+		return nil, fmt.Errorf("--masks %q: want where, castmul or auto", Masks)
+	}
 	m, err := onnx.Load(model)
 	if err != nil {
 		return nil, err
@@ -301,7 +311,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		InputShapes:      map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		DirectConvs:      DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		MatrixReductions: !strings.EqualFold(device, "cpu"),
-		WhereMasks:       WhereMasks || !strings.EqualFold(device, "cpu"),
+		WhereMasks:       whereMasks,
 		OmitModelOutputs: true, // as finetune: the steps read the loss and the gradients
 		WeightGradConv:   WeightGradConv,
 		MinOpset:         minOpset,
