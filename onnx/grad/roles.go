@@ -118,22 +118,24 @@ func (c *compiler) annotateForward(fwd []*onnx.NodeProto) {
 	}
 }
 
-// inputRole is the role of the gradient of forward node n's input i.
+// inputRole is the role of the gradient of forward node n's input i: by
+// position for the layers (input 0 the data, 1 the weight, 2 the bias,
+// whatever is trainable), and elsewhere by whether the input is a
+// parameter (a bias where it is added).
 func (c *compiler) inputRole(n *onnx.NodeProto, i int) string {
+	switch n.GetOpType() {
+	case "Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization":
+		return []string{RoleDataGrad, RoleWeightGrad, RoleBiasGrad}[min(i, 2)]
+	}
 	x := input(n, i)
 	param := c.isTrain[x]
 	if p := c.producer[x]; !param && p != nil && p.GetOpType() == "Cast" {
 		param = c.isTrain[input(p, 0)] // autocast's half copy of a parameter
 	}
-	if !param {
+	switch {
+	case !param:
 		return RoleDataGrad
-	}
-	switch n.GetOpType() {
-	case "Conv", "ConvTranspose", "Gemm", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization":
-		if i == 2 {
-			return RoleBiasGrad
-		}
-	case "Add", "Sub":
+	case n.GetOpType() == "Add" || n.GetOpType() == "Sub":
 		return RoleBiasGrad
 	}
 	return RoleWeightGrad
