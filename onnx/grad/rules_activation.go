@@ -101,7 +101,6 @@ func preluRule(c *gradCtx) ([]string, error) {
 // collect the gradient of the clipped elements.
 func clipRule(c *gradCtx) ([]string, error) {
 	x := c.in(0)
-	zero := c.zeroLike(c.out(0))
 	if !c.wants(1) && !c.wants(2) && (c.in(1) != "" || c.in(2) != "") {
 		// Constant bounds: dy passes strictly between them, which the
 		// output tells as well as the input: min < y < max ⇔ min < x < max.
@@ -122,6 +121,7 @@ func clipRule(c *gradCtx) ([]string, error) {
 		dx[0] = maskGrad(c, pass, c.dY[0])
 		return dx, nil
 	}
+	zero := c.zeroLike(c.out(0))
 	pass := ""
 	and := func(m string) {
 		if pass == "" {
