@@ -195,7 +195,8 @@ done
 
 # 2. Where segtune's step spends its time: ONNX Runtime's profile of the
 # resident step (first model, first batch, fp32), kernel time per
-# op type; CUDA_LAUNCH_BLOCKING makes the profiler's node times the GPU's.
+# op type and per role (bench/gpu/report.py prints both; internal/roleprofile);
+# CUDA_LAUNCH_BLOCKING makes the profiler's node times the GPU's.
 m=${models[0]} b=${batches[0]}
 ts "$m" "$b" fp32 --resident --steps 3 --warmup 2 --profile "$out/.prof" && run profile "$m b$b fp32 resident profile" env CUDA_LAUNCH_BLOCKING=1 "${cmd[@]}"
 rm -f "$out"/.prof*
