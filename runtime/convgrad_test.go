@@ -12,10 +12,10 @@ import (
 
 // cgCase is one convolution the ConvGrad tests differentiate.
 type cgCase struct {
-	name                   string
+	name                    string
 	n, ci, h, w, co, kh, kw int64
-	strides, dil, pads     []int64 // pads: top, left, bottom, right
-	group                  int64
+	strides, dil, pads      []int64 // pads: top, left, bottom, right
+	group                   int64
 }
 
 func (c cgCase) out() (oh, ow int64) {
