@@ -209,6 +209,7 @@ typedef struct {
 	int sets;  // how many times the descriptor was set
 } cg_fake_desc;
 int cg_fake_searches(void);  // Find/Get algorithm calls since the last reset
+int cg_fake_finds(void);     // of which Find…AlgorithmEx (exhaustive) calls
 void cg_fake_reset(void);
 
 #endif

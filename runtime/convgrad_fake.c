@@ -9,10 +9,11 @@
 
 enum { FAKE_BAD_PARAM = 3 };
 
-static int fake_searches;
+static int fake_searches, fake_finds;
 
 int cg_fake_searches(void) { return fake_searches; }
-void cg_fake_reset(void) { fake_searches = 0; }
+int cg_fake_finds(void) { return fake_finds; }
+void cg_fake_reset(void) { fake_searches = fake_finds = 0; }
 
 static size_t f_version(void) { return 90800; }
 static const char *f_error(int st) { return st == FAKE_BAD_PARAM ? "CUDNN_STATUS_BAD_PARAM" : "fake cuDNN error"; }
@@ -105,6 +106,7 @@ static int f_get_data(cg_handle h, cg_desc w, cg_desc dy, cg_desc conv, cg_desc 
 static int f_find_data(cg_handle h, cg_desc w, const void *wp, cg_desc dy, const void *dyp, cg_desc conv, cg_desc dx,
                        void *dxp, int req, int *ret, cg_cudnn_perf *perf, void *ws, size_t wss) {
 	(void)wp, (void)dyp, (void)dxp, (void)ws, (void)wss;
+	fake_finds++;
 	return f_get_data(h, w, dy, conv, dx, req, ret, perf);
 }
 static int f_ws_data(cg_handle h, cg_desc w, cg_desc dy, cg_desc conv, cg_desc dx, int algo, size_t *size) {
@@ -120,6 +122,7 @@ static int f_get_filter(cg_handle h, cg_desc x, cg_desc dy, cg_desc conv, cg_des
 static int f_find_filter(cg_handle h, cg_desc x, const void *xp, cg_desc dy, const void *dyp, cg_desc conv, cg_desc dw,
                          void *dwp, int req, int *ret, cg_cudnn_perf *perf, void *ws, size_t wss) {
 	(void)xp, (void)dyp, (void)dwp, (void)ws, (void)wss;
+	fake_finds++;
 	return f_get_filter(h, x, dy, conv, dw, req, ret, perf);
 }
 static int f_ws_filter(cg_handle h, cg_desc x, cg_desc dy, cg_desc conv, cg_desc dw, int algo, size_t *size) {

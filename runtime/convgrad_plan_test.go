@@ -1,0 +1,165 @@
+package runtime
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func packedStrides(dims []int) []int {
+	s := make([]int, len(dims))
+	acc := 1
+	for i := len(dims) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= dims[i]
+	}
+	return s
+}
+
+func toInts(v []int64) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
+}
+
+// TestConvGradCUDAPlanDescriptors checks every descriptor the cuDNN kernel
+// sets, against the fake table, for each convolution class and element
+// type, with TF32 on and off.
+func TestConvGradCUDAPlanDescriptors(t *testing.T) {
+	cases := append(append([]cgCase(nil), cgCases[:6]...),
+		// Asymmetric pads that symmetric cuDNN padding expresses exactly:
+		// the end pad of 0 instead of 1 never changes the output size.
+		cgCase{"asymmetric-exact", 2, 3, 8, 8, 4, 3, 3, []int64{2, 2}, []int64{1, 1}, []int64{1, 1, 0, 0}, 1})
+	types := []struct{ elem, cudnn string }{{"float32", "FLOAT"}, {"float16", "HALF"}, {"bfloat16", "BFLOAT16"}}
+	for _, c := range cases {
+		for _, ty := range types {
+			for _, tf32 := range []bool{true, false} {
+				dy, x, w, _ := c.shapes()
+				attrs := ConvGradAttrs{KernelShape: []int64{c.kh, c.kw}, Strides: c.strides, Dilations: c.dil, Pads: c.pads, Group: c.group}
+				p, err := PlanConvGradCUDA(attrs, ConvGradCUDASettings{AllowTF32: tf32}, ty.elem, dy, x, w)
+				if err != nil {
+					t.Fatalf("%s %s tf32=%v: %v", c.name, ty.elem, tf32, err)
+				}
+				wantTensor := func(dims []int64) CUDNNTensor {
+					d := toInts(dims)
+					return CUDNNTensor{DataType: ty.cudnn, Dims: d, Strides: packedStrides(d)}
+				}
+				math := "TENSOR_OP_MATH" // half types: tensor cores, float accumulation
+				if ty.elem == "float32" {
+					math = map[bool]string{true: "DEFAULT_MATH", false: "FMA_MATH"}[tf32]
+				}
+				want := &ConvGradCUDAPlan{
+					DY: wantTensor(dy), X: wantTensor(x), DB: wantTensor([]int64{1, c.co, 1, 1}),
+					W: CUDNNFilter{DataType: ty.cudnn, Format: "NCHW", Dims: toInts(w)},
+					Conv: CUDNNConvolution{
+						Pads: []int{int(c.pads[0]), int(c.pads[1])}, Strides: toInts(c.strides), Dilations: toInts(c.dil),
+						Groups: int(c.group), Mode: "CROSS_CORRELATION", ComputeType: "FLOAT",
+					},
+					// The fake fails algorithm 0 and offers 1, whose workspace
+					// it sizes at 4096 (data) and 8192 (filter) per algo+1.
+					DataAlgo: 1, FilterAlgo: 1, DataMath: math, FilterMath: math,
+					DataWorkspace: 8192, FilterWorkspace: 16384,
+					Searches: 2,
+				}
+				if !reflect.DeepEqual(p, want) {
+					t.Errorf("%s %s tf32=%v:\n got %+v\nwant %+v", c.name, ty.elem, tf32, p, want)
+				}
+			}
+		}
+	}
+}
+
+// TestConvGradCUDAPlanCache: a shape planned before searches no more; a
+// new shape (the last, smaller batch) does; an output first asked for
+// later searches only its own algorithm.
+func TestConvGradCUDAPlanCache(t *testing.T) {
+	c := cgCases[0]
+	pl, err := NewConvGradCUDAPlanner(ConvGradAttrs{KernelShape: []int64{3, 3}, Strides: c.strides, Dilations: c.dil, Pads: c.pads, Group: 1},
+		ConvGradCUDASettings{AllowTF32: true, Exhaustive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	dy, x, w, _ := c.shapes()
+	plan := func(dy, x []int64, wantDX bool) *ConvGradCUDAPlan {
+		t.Helper()
+		p, err := pl.Plan("float16", dy, x, w, wantDX, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := plan(dy, x, false); p.Searches != 1 || p.Finds != 1 || p.FilterAlgo != 1 || p.DataAlgo != -1 {
+		t.Errorf("first call, dW only: %d searches (%d exhaustive), filter algo %d, data algo %d; want 1 (1), 1, none",
+			p.Searches, p.Finds, p.FilterAlgo, p.DataAlgo)
+	}
+	if p := plan(dy, x, false); p.Searches != 0 {
+		t.Errorf("same shape again: %d searches, want 0", p.Searches)
+	}
+	if p := plan(dy, x, true); p.Searches != 1 || p.DataAlgo != 1 {
+		t.Errorf("same shape, dX now wanted: %d searches, data algo %d; want 1 and 1", p.Searches, p.DataAlgo)
+	}
+	dy1, x1 := append([]int64{1}, dy[1:]...), append([]int64{1}, x[1:]...)
+	if p := plan(dy1, x1, true); p.Searches != 2 || p.X.Dims[0] != 1 {
+		t.Errorf("new batch size: %d searches, X dims %v; want 2 and batch 1", p.Searches, p.X.Dims)
+	}
+	if p := plan(dy, x, true); p.Searches != 0 {
+		t.Errorf("first shape again: %d searches, want 0 (still cached)", p.Searches)
+	}
+	heur, err := PlanConvGradCUDA(ConvGradAttrs{Pads: c.pads}, ConvGradCUDASettings{}, "float32", dy, x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heur.Searches != 2 || heur.Finds != 0 {
+		t.Errorf("heuristic planner: %d searches, %d exhaustive; want 2 and 0", heur.Searches, heur.Finds)
+	}
+}
+
+func TestConvGradCUDAPlanErrors(t *testing.T) {
+	c := cgCases[0]
+	dy, x, w, _ := c.shapes()
+	good := ConvGradAttrs{KernelShape: []int64{3, 3}, Strides: c.strides, Dilations: c.dil, Pads: c.pads, Group: 1}
+	for _, tc := range []struct {
+		name   string
+		attrs  ConvGradAttrs
+		elem   string
+		dy, x  []int64
+		substr string
+	}{
+		{"3-D strides", ConvGradAttrs{Strides: []int64{1, 1, 1}}, "float32", dy, x, "strides has 3 values"},
+		{"zero group", ConvGradAttrs{Group: -1}, "float32", dy, x, "group = -1"},
+		{"group not dividing", ConvGradAttrs{Group: 2, Pads: c.pads}, "float32", dy, x, "group 2 does not divide"},
+		{"3-D input", good, "float32", dy, x[:3], "input X has rank 3"},
+		{"double", good, "float64", dy, x, `element type "float64"`},
+		// pads (0, 1) with stride 2: symmetric 0 gives 3 rows, the node 4.
+		{"asymmetric pads cuDNN cannot express", ConvGradAttrs{Strides: []int64{2, 2}, Pads: []int64{0, 0, 1, 1}}, "float32",
+			[]int64{2, 4, 4, 4}, []int64{2, 3, 8, 8}, "cuDNN pads symmetrically"},
+	} {
+		_, err := PlanConvGradCUDA(tc.attrs, ConvGradCUDASettings{}, tc.elem, tc.dy, tc.x, w)
+		if err == nil || !strings.Contains(err.Error(), tc.substr) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.substr)
+		}
+	}
+}
+
+func TestConvGradCUDASettings(t *testing.T) {
+	for _, tc := range []struct {
+		opts             map[string]string
+		tf32, exhaustive bool
+		bad              bool
+	}{
+		{nil, true, true, false},
+		{map[string]string{"use_tf32": "0", "cudnn_conv_algo_search": "HEURISTIC"}, false, false, false},
+		{map[string]string{"use_tf32": "1", "cudnn_conv_algo_search": "DEFAULT"}, true, false, false},
+		{map[string]string{"cudnn_conv_algo_search": "exhaustive"}, true, true, false},
+		{map[string]string{"use_tf32": "maybe"}, false, false, true},
+		{map[string]string{"cudnn_conv_algo_search": "FAST"}, false, false, true},
+	} {
+		tf32, ex, err := convGradCUDASettings(tc.opts)
+		if (err != nil) != tc.bad || (!tc.bad && (tf32 != tc.tf32 || ex != tc.exhaustive)) {
+			t.Errorf("%v: tf32=%v exhaustive=%v err=%v; want %v %v bad=%v", tc.opts, tf32, ex, err, tc.tf32, tc.exhaustive, tc.bad)
+		}
+	}
+}
