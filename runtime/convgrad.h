@@ -210,6 +210,7 @@ typedef struct {
 } cg_fake_desc;
 int cg_fake_searches(void);  // Find/Get algorithm calls since the last reset
 int cg_fake_finds(void);     // of which Find…AlgorithmEx (exhaustive) calls
+int cg_fake_search_math(void);  // the math type the last search ran under; -1 for none
 void cg_fake_reset(void);
 
 #endif

@@ -9,11 +9,15 @@
 
 enum { FAKE_BAD_PARAM = 3 };
 
-static int fake_searches, fake_finds;
+static int fake_searches, fake_finds, fake_search_math = -1;
 
 int cg_fake_searches(void) { return fake_searches; }
 int cg_fake_finds(void) { return fake_finds; }
-void cg_fake_reset(void) { fake_searches = fake_finds = 0; }
+int cg_fake_search_math(void) { return fake_search_math; }
+void cg_fake_reset(void) {
+	fake_searches = fake_finds = 0;
+	fake_search_math = -1;
+}
 
 static size_t f_version(void) { return 90800; }
 static const char *f_error(int st) { return st == FAKE_BAD_PARAM ? "CUDNN_STATUS_BAD_PARAM" : "fake cuDNN error"; }
@@ -91,6 +95,7 @@ static int f_set_math(cg_desc d, int m) {
 static int f_perf(cg_desc conv, int requested, int *returned, cg_cudnn_perf *perf) {
 	cg_fake_desc *c = conv;
 	fake_searches++;
+	fake_search_math = c->math;
 	if (c->kind != 3 || requested < 2) return FAKE_BAD_PARAM;
 	memset(perf, 0, 2 * sizeof *perf);
 	perf[0].algo = 0, perf[0].status = FAKE_BAD_PARAM;

@@ -69,8 +69,11 @@ type ConvGradCUDAPlan struct {
 	DataMath, FilterMath           string
 	DataWorkspace, FilterWorkspace int
 	// Searches counts the algorithm searches this call ran (0 for a shape
-	// planned before); Finds those that were exhaustive (timed).
+	// planned before); Finds those that were exhaustive (timed);
+	// SearchMath is the math type the descriptor held during the last
+	// search ("" for none), which bounds what cuDNN may choose.
 	Searches, Finds int
+	SearchMath      string
 }
 
 // ConvGradCUDAPlanner is one cuDNN kernel's planner on the fake table: the
@@ -170,6 +173,9 @@ func (pl *ConvGradCUDAPlanner) Plan(elem string, dy, x, w []int64, wantDX, wantD
 		Finds:      int(C.cg_fake_finds()),
 		DataAlgo:   -1,
 		FilterAlgo: -1,
+	}
+	if m := C.cg_fake_search_math(); m >= 0 {
+		out.SearchMath = cudnnMathName(m)
 	}
 	f := (*C.cg_fake_desc)(plan.w_desc)
 	out.W = CUDNNFilter{DataType: cudnnTypeName(f.dtype), Format: "NCHW", Dims: ints(f.dims[:f.nb])}

@@ -61,7 +61,7 @@ func TestConvGradCUDAPlanDescriptors(t *testing.T) {
 					// it sizes at 4096 (data) and 8192 (filter) per algo+1.
 					DataAlgo: 1, FilterAlgo: 1, DataMath: math, FilterMath: math,
 					DataWorkspace: 8192, FilterWorkspace: 16384,
-					Searches: 2,
+					Searches: 2, SearchMath: math,
 				}
 				if !reflect.DeepEqual(p, want) {
 					t.Errorf("%s %s tf32=%v:\n got %+v\nwant %+v", c.name, ty.elem, tf32, p, want)
