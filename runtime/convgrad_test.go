@@ -1,13 +1,16 @@
 package runtime
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/internal/testassets/skip"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
+	ort "github.com/yalue/onnxruntime_go"
 )
 
 // cgCase is one convolution the ConvGrad tests differentiate.
@@ -382,5 +385,110 @@ func TestConvGradBadShapes(t *testing.T) {
 	}
 	if _, err := s.Run(zeros(dys...), zeros(xs...), zeros(ws...)); err != nil {
 		t.Errorf("good shapes after bad ones: %v", err)
+	}
+}
+
+// TestConvGradCUDAFallsBackToCPUKernel: a ConvGradCUDA session that falls
+// back to the CPU registers the CPU kernel, so its ConvGrad graph still runs.
+func TestConvGradCUDAFallsBackToCPUKernel(t *testing.T) {
+	requireORT(t)
+	if _, err := CUDADevices(); err == nil {
+		t.Skip("CUDA is available here")
+	}
+	c := cgCases[3]
+	var log bytes.Buffer
+	s, err := NewSession(convGradModel(t, c, onnxpb.TensorProto_FLOAT, [3]bool{true, true, true}, false),
+		Options{Device: DeviceCUDA, Threads: 1, Log: &log, ConvGradCUDA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Device != DeviceCPU || !strings.Contains(log.String(), "CUDA unavailable") {
+		t.Fatalf("device %s, log %q: want the CPU after the fallback line", s.Device, log.String())
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	dys, xs, ws, _ := c.shapes()
+	dy, x, w := randn(rng, dys), randn(rng, xs), randn(rng, ws)
+	out, err := s.Run(NewFloat32(dys, toF32(dy)), NewFloat32(xs, toF32(x)), NewFloat32(ws, toF32(w)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, wdb := refConvGrad(c, dy, x, w)
+	closeTo(t, "dB", asF64(out[2]), wdb, 1e-5)
+}
+
+// TestConvGradCUDANeedsCuDNN: registering the cuDNN kernel where cuDNN 9
+// cannot be loaded fails with one line naming it (the session's CUDA
+// fallback line then carries it).
+func TestConvGradCUDANeedsCuDNN(t *testing.T) {
+	requireORT(t)
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer so.Destroy()
+	reg, err := registerConvGrad(so, false, true, cudaLegacyEP, nil)
+	if err == nil {
+		reg.release()
+		t.Skip("cuDNN 9 loads here")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "libcudnn.so.9") || strings.Contains(msg, "\n") {
+		t.Errorf("err = %q, want one line naming libcudnn.so.9", msg)
+	}
+}
+
+// TestConvGradCUDAMatchesCPU runs every case's ConvGrad on the cuDNN
+// kernel (float32, TF32 off, both algorithm searches) and on the CPU
+// kernel, and compares. It needs a GPU (skipped without one, failed under
+// SEGTUNE_REQUIRE_GPU).
+func TestConvGradCUDAMatchesCPU(t *testing.T) {
+	requireORT(t)
+	if _, err := CUDADevices(); err != nil {
+		skip.GPU(t, err.Error())
+		return
+	}
+	for _, search := range []string{"HEURISTIC", "EXHAUSTIVE"} {
+		for _, c := range cgCases {
+			if c.name == "asymmetric" { // pads cuDNN cannot express: an error, checked below
+				continue
+			}
+			t.Run(search+"/"+c.name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(5, uint64(c.h)))
+				dys, xs, ws, _ := c.shapes()
+				dy, x, w := randn(rng, dys), randn(rng, xs), randn(rng, ws)
+				model := convGradModel(t, c, onnxpb.TensorProto_FLOAT, [3]bool{true, true, true}, false)
+				var log bytes.Buffer
+				s, err := NewSession(model, Options{Device: DeviceCUDA, Log: &log, ConvGradCUDA: true,
+					CUDAOptions: map[string]string{"use_tf32": "0", "cudnn_conv_algo_search": search}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if s.Device != DeviceCUDA {
+					t.Fatalf("ran on %s: %s", s.Device, log.String())
+				}
+				out, err := s.Run(NewFloat32(dys, toF32(dy)), NewFloat32(xs, toF32(x)), NewFloat32(ws, toF32(w)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := runConvGrad(t, c, onnxpb.TensorProto_FLOAT, [3]bool{true, true, true}, dy, x, w)
+				for i, name := range []string{"dX", "dW", "dB"} {
+					closeTo(t, name, asF64(out[i]), want[i], 1e-4)
+				}
+			})
+		}
+	}
+	c := cgCases[6]
+	s, err := NewSession(convGradModel(t, c, onnxpb.TensorProto_FLOAT, [3]bool{true, true, true}, false),
+		Options{Device: DeviceCUDA, ConvGradCUDA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dys, xs, ws, _ := c.shapes()
+	rng := rand.New(rand.NewPCG(6, 6))
+	_, err = s.Run(NewFloat32(dys, toF32(randn(rng, dys))), NewFloat32(xs, toF32(randn(rng, xs))), NewFloat32(ws, toF32(randn(rng, ws))))
+	if err == nil || !strings.Contains(err.Error(), "cuDNN pads symmetrically") {
+		t.Errorf("asymmetric pads on CUDA: err = %v", err)
 	}
 }
