@@ -40,17 +40,19 @@ int cg_dims_check(const cg_attrs *a, const int64_t *dy, size_t ndy, const int64_
 // cg_cpu_job is one call of the CPU kernel: any of dx, dw, db may be NULL
 // (that output is not computed); outputs are overwritten. Its work splits
 // into cg_cpu_units independent units, which cg_cpu_unit runs one at a
-// time (in any order, on any thread) and cg_cpu_run all in turn.
+// time (in any order, on any thread) and cg_cpu_run all in turn; a unit
+// that cannot allocate its buffers sets failed (cg_cpu_run returns -1).
 typedef struct {
 	cg_attrs a;
 	cg_dims d;
 	int is_double;
 	const void *dy, *x, *w;
 	void *dx, *dw, *db;
+	int failed;
 } cg_cpu_job;
 int64_t cg_cpu_units(const cg_cpu_job *j);
-void cg_cpu_unit(const cg_cpu_job *j, int64_t u);
-void cg_cpu_run(const cg_cpu_job *j);
+void cg_cpu_unit(cg_cpu_job *j, int64_t u);
+int cg_cpu_run(cg_cpu_job *j);
 
 // ---- cuDNN ----
 

@@ -291,7 +291,7 @@ static OrtStatus *kernel_compute(void *k, OrtKernelContext *ctx) {
 		return cuda_compute(kr, ctx, &d, in[0], &io);
 	}
 	cg_cpu_job job = {kr->a, d, kr->op->elem == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, ptr[0], ptr[1], ptr[2],
-	                  outs[0], outs[1], outs[2]};
+	                  outs[0], outs[1], outs[2], 0};
 	size_t units = (size_t)cg_cpu_units(&job);
 	// ONNX Runtime's intra-op pool runs the units; without it, in turn.
 	st = api->KernelContext_ParallelFor(ctx, cpu_unit, units, 0, &job);
@@ -299,6 +299,7 @@ static OrtStatus *kernel_compute(void *k, OrtKernelContext *ctx) {
 		api->ReleaseStatus(st);
 		cg_cpu_run(&job);
 	}
+	if (job.failed) return errorf(api, kr->node, "out of memory for the column buffer");
 	return NULL;
 }
 

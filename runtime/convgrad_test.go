@@ -52,7 +52,7 @@ var cgCases = []cgCase{
 // convGradModel is one ConvGrad node over graph inputs dY, X and W of
 // element type dt; outputs[i] false leaves output i unnamed (""). With
 // anyShape the graph declares no shapes, so that runs may feed any.
-func convGradModel(t *testing.T, c cgCase, dt onnxpb.TensorProto_DataType, outputs [3]bool, anyShape bool) []byte {
+func convGradModel(t testing.TB, c cgCase, dt onnxpb.TensorProto_DataType, outputs [3]bool, anyShape bool) []byte {
 	t.Helper()
 	dy, x, w, b := c.shapes()
 	info := onnx.TensorValueInfo
@@ -490,5 +490,40 @@ func TestConvGradCUDAMatchesCPU(t *testing.T) {
 	_, err = s.Run(NewFloat32(dys, toF32(randn(rng, dys))), NewFloat32(xs, toF32(randn(rng, xs))), NewFloat32(ws, toF32(randn(rng, ws))))
 	if err == nil || !strings.Contains(err.Error(), "cuDNN pads symmetrically") {
 		t.Errorf("asymmetric pads on CUDA: err = %v", err)
+	}
+}
+
+// BenchmarkConvGradCPU times the CPU kernel (one thread) on layers of
+// MobileNetV2 at a 64×64 input, batch 2, the size the tests train at.
+func BenchmarkConvGradCPU(b *testing.B) {
+	requireORT(b)
+	one, two := []int64{1, 1}, []int64{2, 2}
+	for _, c := range []cgCase{
+		{"stem-3x3-s2", 2, 3, 64, 64, 32, 3, 3, two, one, []int64{1, 1, 1, 1}, 1},
+		{"depthwise-3x3-144@16", 2, 144, 16, 16, 144, 3, 3, one, one, []int64{1, 1, 1, 1}, 144},
+		{"pointwise-144to24@16", 2, 144, 16, 16, 24, 1, 1, one, one, []int64{0, 0, 0, 0}, 1},
+		{"dense-3x3-256@16", 2, 256, 16, 16, 256, 3, 3, one, one, []int64{1, 1, 1, 1}, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := NewSession(convGradModel(b, c, onnxpb.TensorProto_FLOAT, [3]bool{true, true, true}, false),
+				Options{Threads: 1, ConvGradCPU: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			rng := rand.New(rand.NewPCG(7, 7))
+			dys, xs, ws, _ := c.shapes()
+			in := []*Tensor{NewFloat32(dys, toF32(randn(rng, dys))), NewFloat32(xs, toF32(randn(rng, xs))), NewFloat32(ws, toF32(randn(rng, ws)))}
+			oh, ow := c.out()
+			macs := float64(c.n * c.co * oh * ow * (c.ci / c.group) * c.kh * c.kw)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Run(in...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// dX and dW each take as many multiply-adds as the forward.
+			b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
 	}
 }
