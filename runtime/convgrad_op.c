@@ -84,6 +84,31 @@ static int op_end(const OrtCustomOp *op) {
 	return INT_MAX;
 }
 
+// infer_shapes gives dX X's type and shape, dW W's and dB [W's first
+// dimension], so that ONNX Runtime knows them before the first run.
+static OrtStatus *infer_shapes(const OrtCustomOp *op, OrtShapeInferContext *ctx) {
+	const OrtApi *api = ((const cg_op *)op)->api;
+	OrtTensorTypeAndShapeInfo *x = NULL, *w = NULL, *b = NULL;
+	OrtStatus *st = api->ShapeInferContext_GetInputTypeShape(ctx, 1, &x);
+	if (st == NULL) st = api->ShapeInferContext_GetInputTypeShape(ctx, 2, &w);
+	if (st == NULL) st = api->ShapeInferContext_SetOutputTypeShape(ctx, 0, x);
+	if (st == NULL) st = api->ShapeInferContext_SetOutputTypeShape(ctx, 1, w);
+	size_t nw = 0;
+	if (st == NULL) st = api->GetDimensionsCount(w, &nw);
+	if (st == NULL && nw >= 1) {
+		int64_t wd[8];
+		if (nw > 8) nw = 8;
+		ONNXTensorElementDataType e;
+		if ((st = api->GetDimensions(w, wd, nw)) == NULL && (st = api->GetTensorElementType(w, &e)) == NULL &&
+		    (st = api->CreateTensorTypeAndShapeInfo(&b)) == NULL && (st = api->SetTensorElementType(b, e)) == NULL &&
+		    (st = api->SetDimensions(b, wd, 1)) == NULL)
+			st = api->ShapeInferContext_SetOutputTypeShape(ctx, 2, b);
+	}
+	// The context owns the inputs' infos (releasing them frees them twice).
+	if (b != NULL) api->ReleaseTensorTypeAndShapeInfo(b);
+	return st;
+}
+
 // read_ints reads an int64 array attribute; *n = 0 and NULL for an absent
 // one. Arrays longer than cap are reported with their length (the caller's
 // check rejects them).
@@ -329,6 +354,7 @@ static void op_init(cg_op *o, const OrtApi *api, ONNXTensorElementDataType elem,
 	c->GetVariadicOutputHomogeneity = op_one;
 	c->CreateKernelV2 = kernel_create;
 	c->KernelComputeV2 = kernel_compute;
+	c->InferOutputShapeFn = infer_shapes;
 	c->GetStartVersion = op_start;
 	c->GetEndVersion = op_end;
 }
