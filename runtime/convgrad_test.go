@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -525,5 +526,48 @@ func BenchmarkConvGradCPU(b *testing.B) {
 			// dX and dW each take as many multiply-adds as the forward.
 			b.ReportMetric(2*macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
+	}
+}
+
+// TestConvGradInfersShapes: ONNX Runtime learns ConvGrad's output shapes at
+// session creation, dB's [Co] included: its constant folding replaces the
+// Shape of each output with a constant, which it can only do for a shape
+// known before the run.
+func TestConvGradInfersShapes(t *testing.T) {
+	requireORT(t)
+	c := cgCases[4]
+	dy, x, w, _ := c.shapes()
+	dt := onnxpb.TensorProto_FLOAT
+	g := &onnx.Builder{}
+	n := g.Emit(ConvGradOp, "cg", []string{"dY", "X", "W"}, []string{"", "dW", "dB"}, c.attrs()...)
+	domain := ConvGradDomain
+	n.Domain = &domain
+	g.Emit("Shape", "shape_w", []string{"dW"}, []string{"dW_shape"})
+	g.Emit("Shape", "shape_b", []string{"dB"}, []string{"dB_shape"})
+	m := onnx.NewModel(g.Graph("convgrad", []*onnxpb.ValueInfoProto{
+		onnx.TensorValueInfo("dY", dt, dy...), onnx.TensorValueInfo("X", dt, x...), onnx.TensorValueInfo("W", dt, w...),
+	}, []*onnxpb.ValueInfoProto{ // dW and dB themselves untyped: only inference gives their shapes
+		onnx.TensorValueInfo("dW_shape", onnxpb.TensorProto_INT64, 4), onnx.TensorValueInfo("dB_shape", onnxpb.TensorProto_INT64, 1),
+	}), 17)
+	v := int64(1)
+	m.Proto.OpsetImport = append(m.Proto.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: &domain, Version: &v})
+	model, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "optimized.onnx")
+	s, err := NewSession(model, Options{Threads: 1, ConvGradCPU: true, Tuning: Tuning{OptimizedModelPath: path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	opt, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range opt.Graph().GetNode() {
+		if n.GetOpType() == "Shape" {
+			t.Errorf("node %s (Shape of %v) was not folded: ConvGrad's output shape unknown before the run", n.GetName(), n.GetInput())
+		}
 	}
 }
