@@ -36,10 +36,14 @@ const (
 // Runtime (AppendExecutionProviderCUDA); a plugin EP's is its EP name.
 const cudaLegacyEP = "CUDAExecutionProvider"
 
-// convGradMaxWorkspace bounds the workspace an exhaustive algorithm search
-// times the algorithms with (the search halves it until an allocation
-// succeeds).
-const convGradMaxWorkspace = 1 << 30
+// The workspace an exhaustive algorithm search times the algorithms with
+// (halved until an allocation succeeds): the CUDA provider's own choice,
+// by its option cudnn_conv_use_max_workspace (default 1), between a large
+// one and its 32 MiB AlgoSearchWorkspaceSize.
+const (
+	convGradMaxWorkspace   = 1 << 30
+	convGradSmallWorkspace = 32 << 20
+)
 
 // convGradRegistration is a session's ConvGrad custom-op domain, which ONNX
 // Runtime requires to outlive the session: Session.Close releases it.
@@ -55,31 +59,43 @@ func (r *convGradRegistration) release() {
 }
 
 // convGradCUDASettings reads the settings the cuDNN kernel shares with the
-// CUDA provider from its options: use_tf32 (default on) and
-// cudnn_conv_algo_search (EXHAUSTIVE, the default, or HEURISTIC/DEFAULT).
-func convGradCUDASettings(opts map[string]string) (tf32, exhaustive bool, err error) {
-	tf32, exhaustive = true, true
-	if v, ok := opts["use_tf32"]; ok {
-		switch v {
-		case "1", "true", "True":
-			tf32 = true
+// CUDA provider from its options: use_tf32 (default on),
+// cudnn_conv_algo_search (EXHAUSTIVE, the default, or HEURISTIC/DEFAULT)
+// and cudnn_conv_use_max_workspace (default on), which sizes the search's
+// workspace.
+func convGradCUDASettings(opts map[string]string) (tf32, exhaustive bool, searchWorkspace int, err error) {
+	flag := func(key string) (bool, error) {
+		switch v := opts[key]; v {
+		case "", "1", "true", "True":
+			return true, nil
 		case "0", "false", "False":
-			tf32 = false
+			return false, nil
 		default:
-			return false, false, fmt.Errorf("CUDA option use_tf32=%q: want 0 or 1", v)
+			return false, fmt.Errorf("CUDA option %s=%q: want 0 or 1", key, v)
 		}
 	}
+	if tf32, err = flag("use_tf32"); err != nil {
+		return false, false, 0, err
+	}
+	maxWS, err := flag("cudnn_conv_use_max_workspace")
+	if err != nil {
+		return false, false, 0, err
+	}
+	searchWorkspace = convGradSmallWorkspace
+	if maxWS {
+		searchWorkspace = convGradMaxWorkspace
+	}
+	exhaustive = true
 	if v, ok := opts["cudnn_conv_algo_search"]; ok {
 		switch strings.ToUpper(v) {
 		case "EXHAUSTIVE":
-			exhaustive = true
 		case "HEURISTIC", "DEFAULT":
 			exhaustive = false
 		default:
-			return false, false, fmt.Errorf("CUDA option cudnn_conv_algo_search=%q: want EXHAUSTIVE, HEURISTIC or DEFAULT", v)
+			return false, false, 0, fmt.Errorf("CUDA option cudnn_conv_algo_search=%q: want EXHAUSTIVE, HEURISTIC or DEFAULT", v)
 		}
 	}
-	return tf32, exhaustive, nil
+	return tf32, exhaustive, searchWorkspace, nil
 }
 
 // registerConvGrad adds the ConvGrad kernels to so: the CPU kernel when cpu
@@ -90,7 +106,7 @@ func registerConvGrad(so *ort.SessionOptions, cpu, cuda bool, ep string, cudaOpt
 	if !cpu && !cuda {
 		return nil, nil
 	}
-	tf32, exhaustive, err := convGradCUDASettings(cudaOpts)
+	tf32, exhaustive, searchWS, err := convGradCUDASettings(cudaOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +121,7 @@ func registerConvGrad(so *ort.SessionOptions, cpu, cuda bool, ep string, cudaOpt
 	cep := C.CString(ep)
 	defer C.free(unsafe.Pointer(cep))
 	var cerr *C.char
-	r := C.cg_register(api, p, cBool(cpu), cBool(cuda), cep, cBool(tf32), cBool(exhaustive), C.size_t(convGradMaxWorkspace), &cerr)
+	r := C.cg_register(api, p, cBool(cpu), cBool(cuda), cep, cBool(tf32), cBool(exhaustive), C.size_t(searchWS), &cerr)
 	if err := cError(cerr); err != nil {
 		return nil, fmt.Errorf("registering the %s operator: %w", ConvGradOp, err)
 	}

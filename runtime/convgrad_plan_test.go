@@ -148,18 +148,20 @@ func TestConvGradCUDASettings(t *testing.T) {
 	for _, tc := range []struct {
 		opts             map[string]string
 		tf32, exhaustive bool
+		workspace        int
 		bad              bool
 	}{
-		{nil, true, true, false},
-		{map[string]string{"use_tf32": "0", "cudnn_conv_algo_search": "HEURISTIC"}, false, false, false},
-		{map[string]string{"use_tf32": "1", "cudnn_conv_algo_search": "DEFAULT"}, true, false, false},
-		{map[string]string{"cudnn_conv_algo_search": "exhaustive"}, true, true, false},
-		{map[string]string{"use_tf32": "maybe"}, false, false, true},
-		{map[string]string{"cudnn_conv_algo_search": "FAST"}, false, false, true},
+		{nil, true, true, 1 << 30, false},
+		{map[string]string{"use_tf32": "0", "cudnn_conv_algo_search": "HEURISTIC"}, false, false, 1 << 30, false},
+		{map[string]string{"use_tf32": "1", "cudnn_conv_algo_search": "DEFAULT", "cudnn_conv_use_max_workspace": "0"}, true, false, 32 << 20, false},
+		{map[string]string{"cudnn_conv_algo_search": "exhaustive"}, true, true, 1 << 30, false},
+		{map[string]string{"use_tf32": "maybe"}, false, false, 0, true},
+		{map[string]string{"cudnn_conv_use_max_workspace": "2"}, false, false, 0, true},
+		{map[string]string{"cudnn_conv_algo_search": "FAST"}, false, false, 0, true},
 	} {
-		tf32, ex, err := convGradCUDASettings(tc.opts)
-		if (err != nil) != tc.bad || (!tc.bad && (tf32 != tc.tf32 || ex != tc.exhaustive)) {
-			t.Errorf("%v: tf32=%v exhaustive=%v err=%v; want %v %v bad=%v", tc.opts, tf32, ex, err, tc.tf32, tc.exhaustive, tc.bad)
+		tf32, ex, ws, err := convGradCUDASettings(tc.opts)
+		if (err != nil) != tc.bad || (!tc.bad && (tf32 != tc.tf32 || ex != tc.exhaustive || ws != tc.workspace)) {
+			t.Errorf("%v: tf32=%v exhaustive=%v workspace=%d err=%v; want %v %v %d bad=%v", tc.opts, tf32, ex, ws, err, tc.tf32, tc.exhaustive, tc.workspace, tc.bad)
 		}
 	}
 }
