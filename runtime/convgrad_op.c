@@ -210,12 +210,24 @@ static void cpu_unit(void *job, size_t u) { cg_cpu_unit(job, (int64_t)u); }
 
 typedef struct {
 	const OrtApi *api;
+	OrtKernelContext *ctx;
+	const OrtMemoryInfo *mem;
 	OrtAllocator *a;
 } cg_actx;
 
+// ort_alloc takes workspace through KernelContext_GetScratchBuffer, which
+// turns an allocation failure into a status (the allocator's own Alloc
+// would throw a C++ exception through this C code); the buffer goes back
+// to the context's allocator, as the API asks.
 static void *ort_alloc(void *ctx, size_t size) {
 	cg_actx *c = ctx;
-	return c->a->Alloc(c->a, size);
+	void *p = NULL;
+	OrtStatus *st = c->api->KernelContext_GetScratchBuffer(c->ctx, c->mem, size, &p);
+	if (st != NULL) {
+		c->api->ReleaseStatus(st);
+		return NULL;
+	}
+	return p;
 }
 static void ort_free(void *ctx, void *p) {
 	cg_actx *c = ctx;
@@ -254,7 +266,7 @@ static OrtStatus *cuda_compute(cg_kernel *kr, OrtKernelContext *ctx, const cg_di
 	}
 	const OrtMemoryInfo *mem = NULL;
 	if ((st = api->GetTensorMemoryInfo(dy_v, &mem)) != NULL) return st;
-	cg_actx actx = {api, NULL};
+	cg_actx actx = {api, ctx, mem, NULL};
 	if ((st = api->KernelContext_GetAllocator(ctx, mem, &actx.a)) != NULL) return st;
 	pthread_mutex_lock(&kr->mu);
 	const cg_cudnn *t = kr->planner.t;
