@@ -10,8 +10,9 @@ package runtime
 #include "onnxruntime_c_api.h"
 
 typedef struct cg_registration cg_registration;
-cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, int cpu, int cuda, const char *ep,
-                             int allow_tf32, int exhaustive, size_t max_workspace, char **err);
+cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, const char *domain, const char *name, int cpu,
+                             int cuda, const char *ep, int allow_tf32, int exhaustive, size_t max_workspace,
+                             char **err);
 void cg_unregister(cg_registration *r);
 */
 import "C"
@@ -118,10 +119,12 @@ func registerConvGrad(so *ort.SessionOptions, cpu, cuda bool, ep string, cudaOpt
 	if err != nil {
 		return nil, err
 	}
-	cep := C.CString(ep)
+	cep, cdomain, cname := C.CString(ep), C.CString(ConvGradDomain), C.CString(ConvGradOp)
 	defer C.free(unsafe.Pointer(cep))
+	defer C.free(unsafe.Pointer(cdomain))
+	defer C.free(unsafe.Pointer(cname))
 	var cerr *C.char
-	r := C.cg_register(api, p, cBool(cpu), cBool(cuda), cep, cBool(tf32), cBool(exhaustive), C.size_t(searchWS), &cerr)
+	r := C.cg_register(api, p, cdomain, cname, cBool(cpu), cBool(cuda), cep, cBool(tf32), cBool(exhaustive), C.size_t(searchWS), &cerr)
 	if err := cError(cerr); err != nil {
 		return nil, fmt.Errorf("registering the %s operator: %w", ConvGradOp, err)
 	}

@@ -22,6 +22,7 @@ typedef struct {
 	const OrtApi *api;
 	ONNXTensorElementDataType elem;
 	int cuda;
+	char name[64];
 	char ep[128];
 	cg_cudnn_settings s;
 } cg_op;
@@ -42,10 +43,7 @@ static OrtStatus *errorf(const OrtApi *api, const char *node, const char *msg) {
 	return api->CreateStatus(ORT_INVALID_ARGUMENT, buf);
 }
 
-static const char *op_name(const OrtCustomOp *op) {
-	(void)op;
-	return "ConvGrad";
-}
+static const char *op_name(const OrtCustomOp *op) { return ((const cg_op *)op)->name; }
 static const char *op_ep(const OrtCustomOp *op) {
 	const cg_op *o = (const cg_op *)op;
 	return o->cuda ? o->ep : NULL;
@@ -340,10 +338,11 @@ static OrtStatus *kernel_compute(void *k, OrtKernelContext *ctx) {
 	return NULL;
 }
 
-static void op_init(cg_op *o, const OrtApi *api, ONNXTensorElementDataType elem, int cuda, const char *ep,
-                    const cg_cudnn_settings *s) {
+static void op_init(cg_op *o, const OrtApi *api, const char *name, ONNXTensorElementDataType elem, int cuda,
+                    const char *ep, const cg_cudnn_settings *s) {
 	memset(o, 0, sizeof *o);
 	o->api = api;
+	snprintf(o->name, sizeof o->name, "%s", name);
 	o->elem = elem;
 	o->cuda = cuda;
 	if (ep != NULL) snprintf(o->ep, sizeof o->ep, "%s", ep);
@@ -392,12 +391,14 @@ static char *status_msg(const OrtApi *api, OrtStatus *st) {
 	return m;
 }
 
-// cg_register adds domain com.segtune with the CPU kernels (float,
-// double) and/or the cuDNN kernels (float, float16, bfloat16) of provider
-// ep to so. It returns the registration to release after the session, or
-// NULL with a malloc'd message in *err.
-cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, int cpu, int cuda, const char *ep,
-                             int allow_tf32, int exhaustive, size_t max_workspace, char **err) {
+// cg_register adds the operator (domain and name as runtime's Go
+// constants give them) with the CPU kernels (float, double) and/or the
+// cuDNN kernels (float, float16, bfloat16) of provider ep to so. It
+// returns the registration to release after the session, or NULL with a
+// malloc'd message in *err.
+cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, const char *domain, const char *name, int cpu,
+                             int cuda, const char *ep, int allow_tf32, int exhaustive, size_t max_workspace,
+                             char **err) {
 	*err = NULL;
 	if (cuda) {
 		char e[CG_ERR_LEN];
@@ -412,7 +413,7 @@ cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, int cpu, 
 		return NULL;
 	}
 	r->api = api;
-	OrtStatus *st = api->CreateCustomOpDomain("com.segtune", &r->domain);
+	OrtStatus *st = api->CreateCustomOpDomain(domain, &r->domain);
 	if (st != NULL) {
 		*err = status_msg(api, st);
 		cg_unregister(r);
@@ -420,13 +421,13 @@ cg_registration *cg_register(const OrtApi *api, OrtSessionOptions *so, int cpu, 
 	}
 	cg_cudnn_settings s = {allow_tf32, exhaustive, max_workspace};
 	if (cpu) {
-		op_init(&r->ops[r->nops++], api, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 0, NULL, NULL);
-		op_init(&r->ops[r->nops++], api, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, 0, NULL, NULL);
+		op_init(&r->ops[r->nops++], api, name, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 0, NULL, NULL);
+		op_init(&r->ops[r->nops++], api, name, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, 0, NULL, NULL);
 	}
 	if (cuda) {
-		op_init(&r->ops[r->nops++], api, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 1, ep, &s);
-		op_init(&r->ops[r->nops++], api, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, 1, ep, &s);
-		op_init(&r->ops[r->nops++], api, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, 1, ep, &s);
+		op_init(&r->ops[r->nops++], api, name, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 1, ep, &s);
+		op_init(&r->ops[r->nops++], api, name, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, 1, ep, &s);
+		op_init(&r->ops[r->nops++], api, name, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, 1, ep, &s);
 	}
 	for (int i = 0; i < r->nops; i++) {
 		if ((st = api->CustomOpDomain_Add(r->domain, &r->ops[i].op)) != NULL) {

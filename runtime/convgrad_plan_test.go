@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/segtune/segtune/onnx/grad"
 )
 
 func packedStrides(dims []int) []int {
@@ -163,5 +165,15 @@ func TestConvGradCUDASettings(t *testing.T) {
 		if (err != nil) != tc.bad || (!tc.bad && (tf32 != tc.tf32 || ex != tc.exhaustive || ws != tc.workspace)) {
 			t.Errorf("%v: tf32=%v exhaustive=%v workspace=%d err=%v; want %v %v %d bad=%v", tc.opts, tf32, ex, ws, err, tc.tf32, tc.exhaustive, tc.workspace, tc.bad)
 		}
+	}
+}
+
+// TestConvGradNamesMatchCompiler: the names runtime registers are those
+// the gradient compiler emits (runtime may not import onnx/grad; its test
+// may).
+func TestConvGradNamesMatchCompiler(t *testing.T) {
+	if ConvGradDomain != grad.ConvGradDomain || ConvGradOp != grad.ConvGradOp || grad.ConvGradVersion != 1 {
+		t.Errorf("runtime registers %s/%s version 1; onnx/grad emits %s/%s version %d",
+			ConvGradDomain, ConvGradOp, grad.ConvGradDomain, grad.ConvGradOp, grad.ConvGradVersion)
 	}
 }
