@@ -214,5 +214,17 @@ int cg_fake_searches(void);  // Find/Get algorithm calls since the last reset
 int cg_fake_finds(void);     // of which Find…AlgorithmEx (exhaustive) calls
 int cg_fake_search_math(void);  // the math type the last search ran under; -1 for none
 void cg_fake_reset(void);
+// A backward call the fake received: how many, and the last one's
+// algorithm, workspace size and the convolution descriptor's math type.
+typedef struct {
+	int calls, algo, math;
+	size_t ws_size;
+} cg_fake_call;
+void cg_fake_calls(cg_fake_call *data, cg_fake_call *filter, int *bias);
+// cg_fake_compute runs cg_cudnn_compute on planner p (whose table is the
+// fake) with a recording allocator: the sizes it was asked for (at most
+// 16), how many, and how many frees.
+int cg_fake_compute(cg_planner *p, const cg_dims *d, int dtype, int want_dx, int want_dw, int want_db, size_t *allocs,
+                    int *nallocs, int *frees, char *err);
 
 #endif

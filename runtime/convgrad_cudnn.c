@@ -281,21 +281,23 @@ static cg_plan *plan_new(cg_planner *p, const cg_dims *d, int dtype, char *err) 
 	return pl;
 }
 
+// plan_find returns the cached plan for the shapes and type, or NULL.
+static cg_plan *plan_find(const cg_planner *p, const cg_dims *d, int dtype) {
+	int64_t dy[4] = {d->n, d->co, d->oh, d->ow}, x[4] = {d->n, d->ci, d->h, d->w},
+	        w[4] = {d->co, d->cig, d->kh, d->kw};
+	for (cg_plan *q = p->plans; q != NULL; q = q->next)
+		if (q->dtype == dtype && !memcmp(q->dy, dy, sizeof dy) && !memcmp(q->x, x, sizeof x) &&
+		    !memcmp(q->w, w, sizeof w))
+			return q;
+	return NULL;
+}
+
 // cg_max_plans bounds a kernel's cache: shapes beyond it evict the oldest.
 #define CG_MAX_PLANS 16
 
 cg_plan *cg_plan_get(cg_planner *p, cg_handle h, const cg_dims *d, int dtype, int want_dx, int want_dw,
                      const cg_search_buffers *buf, char *err) {
-	int64_t dy[4] = {d->n, d->co, d->oh, d->ow}, x[4] = {d->n, d->ci, d->h, d->w},
-	        w[4] = {d->co, d->cig, d->kh, d->kw};
-	cg_plan *pl = NULL;
-	for (cg_plan *q = p->plans; q != NULL; q = q->next) {
-		if (q->dtype == dtype && !memcmp(q->dy, dy, sizeof dy) && !memcmp(q->x, x, sizeof x) &&
-		    !memcmp(q->w, w, sizeof w)) {
-			pl = q;
-			break;
-		}
-	}
+	cg_plan *pl = plan_find(p, d, dtype);
 	if (pl == NULL) {
 		pl = plan_new(p, d, dtype, err);
 		if (pl == NULL) return NULL;
@@ -321,7 +323,9 @@ int cg_cudnn_compute(cg_planner *p, cg_handle h, const cg_dims *d, int dtype, co
 	const cg_cudnn *t = p->t;
 	cg_search_buffers sb = {io->dy, io->x, io->w, io->dx, io->dw, NULL, 0};
 	void *search_ws = NULL;
-	if (p->s.exhaustive) {
+	cg_plan *known = plan_find(p, d, dtype);
+	int must_search = known == NULL || (io->dx != NULL && !known->searched_data) || (io->dw != NULL && !known->searched_filter);
+	if (p->s.exhaustive && must_search) {
 		// Time the algorithms with as much workspace as the limit allows.
 		for (size_t sz = p->s.max_workspace; sz >= ((size_t)1 << 20); sz /= 2) {
 			if ((search_ws = alloc(actx, sz)) != NULL) {

@@ -10,13 +10,17 @@
 enum { FAKE_BAD_PARAM = 3 };
 
 static int fake_searches, fake_finds, fake_search_math = -1;
+static cg_fake_call fake_data, fake_filter;
+static int fake_bias;
 
 int cg_fake_searches(void) { return fake_searches; }
 int cg_fake_finds(void) { return fake_finds; }
 int cg_fake_search_math(void) { return fake_search_math; }
 void cg_fake_reset(void) {
-	fake_searches = fake_finds = 0;
+	fake_searches = fake_finds = fake_bias = 0;
 	fake_search_math = -1;
+	memset(&fake_data, 0, sizeof fake_data);
+	memset(&fake_filter, 0, sizeof fake_filter);
 }
 
 static size_t f_version(void) { return 90800; }
@@ -135,21 +139,64 @@ static int f_ws_filter(cg_handle h, cg_desc x, cg_desc dy, cg_desc conv, cg_desc
 	*size = 8192 * (size_t)(algo + 1);
 	return 0;
 }
+static int f_record(cg_fake_call *c, cg_desc conv, int algo, void *ws, size_t wss) {
+	cg_fake_desc *f = conv;
+	if (f->kind != 3 || (wss > 0 && ws == NULL)) return FAKE_BAD_PARAM;
+	c->calls++;
+	c->algo = algo;
+	c->ws_size = wss;
+	c->math = f->math;
+	return 0;
+}
 static int f_bwd_data(cg_handle h, const void *a, cg_desc w, const void *wp, cg_desc dy, const void *dyp, cg_desc conv,
                       int algo, void *ws, size_t wss, const void *b, cg_desc dx, void *dxp) {
-	(void)h, (void)a, (void)w, (void)wp, (void)dy, (void)dyp, (void)conv, (void)algo, (void)ws, (void)wss, (void)b,
-	    (void)dx, (void)dxp;
-	return FAKE_BAD_PARAM;  // the fake plans; it never computes
+	(void)h, (void)a, (void)w, (void)wp, (void)dy, (void)dyp, (void)b, (void)dx, (void)dxp;
+	return f_record(&fake_data, conv, algo, ws, wss);
 }
 static int f_bwd_filter(cg_handle h, const void *a, cg_desc x, const void *xp, cg_desc dy, const void *dyp,
                         cg_desc conv, int algo, void *ws, size_t wss, const void *b, cg_desc dw, void *dwp) {
-	(void)h, (void)a, (void)x, (void)xp, (void)dy, (void)dyp, (void)conv, (void)algo, (void)ws, (void)wss, (void)b,
-	    (void)dw, (void)dwp;
-	return FAKE_BAD_PARAM;
+	(void)h, (void)a, (void)x, (void)xp, (void)dy, (void)dyp, (void)b, (void)dw, (void)dwp;
+	return f_record(&fake_filter, conv, algo, ws, wss);
 }
 static int f_bwd_bias(cg_handle h, const void *a, cg_desc dy, const void *dyp, const void *b, cg_desc db, void *dbp) {
 	(void)h, (void)a, (void)dy, (void)dyp, (void)b, (void)db, (void)dbp;
-	return FAKE_BAD_PARAM;
+	fake_bias++;
+	return 0;
+}
+
+void cg_fake_calls(cg_fake_call *data, cg_fake_call *filter, int *bias) {
+	*data = fake_data;
+	*filter = fake_filter;
+	*bias = fake_bias;
+}
+
+// The fake allocator hands out one dummy address (nothing reads it) and
+// records the sizes asked for.
+static char fake_block;
+static size_t fake_allocs[16];
+static int fake_nallocs, fake_frees;
+
+static void *f_alloc(void *ctx, size_t size) {
+	(void)ctx;
+	if (fake_nallocs < 16) fake_allocs[fake_nallocs] = size;
+	fake_nallocs++;
+	return &fake_block;
+}
+static void f_free(void *ctx, void *p) {
+	(void)ctx, (void)p;
+	fake_frees++;
+}
+
+int cg_fake_compute(cg_planner *p, const cg_dims *d, int dtype, int want_dx, int want_dw, int want_db, size_t *allocs,
+                    int *nallocs, int *frees, char *err) {
+	cg_io io = {&fake_block, &fake_block, &fake_block, want_dx ? &fake_block : NULL, want_dw ? &fake_block : NULL,
+	            want_db ? &fake_block : NULL};
+	fake_nallocs = fake_frees = 0;
+	int rc = cg_cudnn_compute(p, NULL, d, dtype, &io, f_alloc, f_free, NULL, err);
+	*nallocs = fake_nallocs < 16 ? fake_nallocs : 16;
+	memcpy(allocs, fake_allocs, sizeof(size_t) * (size_t)*nallocs);
+	*frees = fake_frees;
+	return rc;
 }
 
 static const cg_cudnn fake = {

@@ -137,23 +137,11 @@ func setConvGradAttrs(out *C.cg_attrs, a ConvGradAttrs) error {
 // the cuDNN kernel is registered for), computing dX and dW as asked (dB
 // needs no plan).
 func (pl *ConvGradCUDAPlanner) Plan(elem string, dy, x, w []int64, wantDX, wantDW bool) (*ConvGradCUDAPlan, error) {
-	if pl.p == nil {
-		return nil, errors.New("planner closed")
-	}
-	dtype := map[string]C.int{"float32": C.CG_CUDNN_DATA_FLOAT, "float16": C.CG_CUDNN_DATA_HALF, "bfloat16": C.CG_CUDNN_DATA_BFLOAT16}
-	dt, ok := dtype[elem]
-	if !ok {
-		return nil, fmt.Errorf("%s on CUDA: element type %q: want float32, float16 or bfloat16", ConvGradOp, elem)
+	dims, dt, err := pl.check(elem, dy, x, w)
+	if err != nil {
+		return nil, err
 	}
 	var msg [C.CG_ERR_LEN]C.char
-	var dims C.cg_dims
-	cdy, cx, cw := cInt64s(dy), cInt64s(x), cInt64s(w)
-	defer C.free(unsafe.Pointer(cdy))
-	defer C.free(unsafe.Pointer(cx))
-	defer C.free(unsafe.Pointer(cw))
-	if C.cg_dims_check(&pl.p.a, cdy, C.size_t(len(dy)), cx, C.size_t(len(x)), cw, C.size_t(len(w)), &dims, &msg[0]) != 0 {
-		return nil, fmt.Errorf("%s: %s", ConvGradOp, C.GoString(&msg[0]))
-	}
 	fakeMu.Lock()
 	defer fakeMu.Unlock()
 	C.cg_fake_reset()
@@ -195,6 +183,85 @@ func (pl *ConvGradCUDAPlanner) Plan(elem string, dy, x, w []int64, wantDX, wantD
 	}
 	if plan.searched_filter != 0 {
 		out.FilterAlgo, out.FilterMath, out.FilterWorkspace = int(plan.filter_algo), cudnnMathName(plan.filter_math), int(plan.filter_ws)
+	}
+	return out, nil
+}
+
+// check checks the shapes as the kernel does at each run and maps the
+// element type to cuDNN's.
+func (pl *ConvGradCUDAPlanner) check(elem string, dy, x, w []int64) (C.cg_dims, C.int, error) {
+	var dims C.cg_dims
+	if pl.p == nil {
+		return dims, 0, errors.New("planner closed")
+	}
+	dtype := map[string]C.int{"float32": C.CG_CUDNN_DATA_FLOAT, "float16": C.CG_CUDNN_DATA_HALF, "bfloat16": C.CG_CUDNN_DATA_BFLOAT16}
+	dt, ok := dtype[elem]
+	if !ok {
+		return dims, 0, fmt.Errorf("%s on CUDA: element type %q: want float32, float16 or bfloat16", ConvGradOp, elem)
+	}
+	var msg [C.CG_ERR_LEN]C.char
+	cdy, cx, cw := cInt64s(dy), cInt64s(x), cInt64s(w)
+	defer C.free(unsafe.Pointer(cdy))
+	defer C.free(unsafe.Pointer(cx))
+	defer C.free(unsafe.Pointer(cw))
+	if C.cg_dims_check(&pl.p.a, cdy, C.size_t(len(dy)), cx, C.size_t(len(x)), cw, C.size_t(len(w)), &dims, &msg[0]) != 0 {
+		return dims, 0, fmt.Errorf("%s: %s", ConvGradOp, C.GoString(&msg[0]))
+	}
+	return dims, dt, nil
+}
+
+// CUDNNCall is what one kind of cuDNN backward call received in a Compute:
+// how many calls, and the last one's algorithm, convolution math type and
+// workspace size.
+type CUDNNCall struct {
+	Calls, Algo int
+	Math        string
+	Workspace   int
+}
+
+// ConvGradCUDACalls records one run of the cuDNN kernel's compute path on
+// the fake table.
+type ConvGradCUDACalls struct {
+	Data, Filter CUDNNCall
+	BiasCalls    int
+	// Allocations are the workspace sizes asked of the allocator, in order
+	// (an exhaustive search's first); Frees counts the buffers given back.
+	Allocations []int
+	Frees       int
+	// Searches counts the algorithm searches the run made.
+	Searches int
+}
+
+// Compute runs the cuDNN kernel's compute path (planning, workspace,
+// the backward-data, backward-filter and backward-bias calls for the
+// outputs asked for: dX, dW, dB) on the fake table and a recording
+// allocator.
+func (pl *ConvGradCUDAPlanner) Compute(elem string, dy, x, w []int64, outputs [3]bool) (*ConvGradCUDACalls, error) {
+	dims, dt, err := pl.check(elem, dy, x, w)
+	if err != nil {
+		return nil, err
+	}
+	fakeMu.Lock()
+	defer fakeMu.Unlock()
+	C.cg_fake_reset()
+	var msg [C.CG_ERR_LEN]C.char
+	var allocs [16]C.size_t
+	var nallocs, frees C.int
+	if C.cg_fake_compute(pl.p, &dims, dt, cBool(outputs[0]), cBool(outputs[1]), cBool(outputs[2]), &allocs[0], &nallocs, &frees, &msg[0]) != 0 {
+		return nil, fmt.Errorf("%s: %s", ConvGradOp, C.GoString(&msg[0]))
+	}
+	var data, filter C.cg_fake_call
+	var bias C.int
+	C.cg_fake_calls(&data, &filter, &bias)
+	call := func(c C.cg_fake_call) CUDNNCall {
+		if c.calls == 0 {
+			return CUDNNCall{Algo: -1}
+		}
+		return CUDNNCall{Calls: int(c.calls), Algo: int(c.algo), Math: cudnnMathName(c.math), Workspace: int(c.ws_size)}
+	}
+	out := &ConvGradCUDACalls{Data: call(data), Filter: call(filter), BiasCalls: int(bias), Frees: int(frees), Searches: int(C.cg_fake_searches())}
+	for _, a := range allocs[:nallocs] {
+		out.Allocations = append(out.Allocations, int(a))
 	}
 	return out, nil
 }

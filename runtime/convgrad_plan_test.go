@@ -177,3 +177,60 @@ func TestConvGradNamesMatchCompiler(t *testing.T) {
 			ConvGradDomain, ConvGradOp, grad.ConvGradDomain, grad.ConvGradOp, grad.ConvGradVersion)
 	}
 }
+
+// TestConvGradCUDACompute runs the cuDNN kernel's compute path on the fake:
+// each backward call gets the planned algorithm, its math type and a
+// workspace of the planned size, an exhaustive search's workspace is asked
+// for only while a search is due, and every buffer goes back.
+func TestConvGradCUDACompute(t *testing.T) {
+	c := cgCases[1]
+	dy, x, w, _ := c.shapes()
+	attrs := ConvGradAttrs{KernelShape: []int64{c.kh, c.kw}, Strides: c.strides, Dilations: c.dil, Pads: c.pads, Group: c.group}
+	pl, err := NewConvGradCUDAPlanner(attrs, ConvGradCUDASettings{Exhaustive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	all := [3]bool{true, true, true}
+	fma := func(ws int) CUDNNCall { return CUDNNCall{Calls: 1, Algo: 1, Math: "FMA_MATH", Workspace: ws} }
+	first, err := pl.Compute("float32", dy, x, w, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ConvGradCUDACalls{Data: fma(8192), Filter: fma(16384), BiasCalls: 1,
+		Allocations: []int{1 << 30, 8192, 16384}, Frees: 3, Searches: 2}
+	if !reflect.DeepEqual(first, want) {
+		t.Errorf("first run:\n got %+v\nwant %+v", first, want)
+	}
+	again, err := pl.Compute("float32", dy, x, w, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Allocations, want.Frees, want.Searches = []int{8192, 16384}, 2, 0
+	if !reflect.DeepEqual(again, want) {
+		t.Errorf("second run (planned):\n got %+v\nwant %+v", again, want)
+	}
+	onlyDW, err := pl.Compute("bfloat16", dy, x, w, [3]bool{false, true, false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &ConvGradCUDACalls{Data: CUDNNCall{Algo: -1}, Filter: CUDNNCall{Calls: 1, Algo: 1, Math: "TENSOR_OP_MATH", Workspace: 16384},
+		Allocations: []int{1 << 30, 16384}, Frees: 2, Searches: 1}
+	if !reflect.DeepEqual(onlyDW, want) {
+		t.Errorf("bfloat16, dW only:\n got %+v\nwant %+v", onlyDW, want)
+	}
+	heur, err := NewConvGradCUDAPlanner(attrs, ConvGradCUDASettings{AllowTF32: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heur.Close()
+	got, err := heur.Compute("float32", dy, x, w, [3]bool{true, false, true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &ConvGradCUDACalls{Data: CUDNNCall{Calls: 1, Algo: 1, Math: "DEFAULT_MATH", Workspace: 8192}, Filter: CUDNNCall{Algo: -1},
+		BiasCalls: 1, Allocations: []int{8192}, Frees: 1, Searches: 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("heuristic, TF32, dX and dB:\n got %+v\nwant %+v", got, want)
+	}
+}
