@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/ortprobe"
@@ -77,7 +78,11 @@ func Compile(s Spec) (*Compiled, error) {
 		return nil, err
 	}
 	trainable, err := finetune.TrainablePatterns(m, s.Trainable...)
-	if err != nil {
+	var quantized *network.QuantizedError
+	switch {
+	case errors.As(err, &quantized): // the model's doing, whatever --trainable says
+		return nil, &SpecError{Field: "Model", Err: err}
+	case err != nil:
 		return nil, &SpecError{Field: "Trainable", Err: err}
 	}
 	gs, err := grad.Build(m, grad.Config{

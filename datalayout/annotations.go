@@ -11,6 +11,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/annot"
+	"github.com/segtune/segtune/internal/regfile"
 )
 
 // The annotation formats: labels in an annotation file or colour masks,
@@ -101,14 +102,68 @@ func isCVAT(root string) bool {
 	return err == nil && fi.Mode().IsRegular() && isDir(filepath.Join(root, "SegmentationClass"))
 }
 
-func (cvat) Splits(string) ([]string, error) { return nil, nil }
+// Splits are the export's subsets, which CVAT lists in
+// ImageSets/Segmentation/SUBSET.txt, where there are more than its
+// "default" one: a task exported with train and val subsets is split as
+// they say; one with only its default subset (every export has it) is one
+// set, as before.
+func (cvat) Splits(root string) ([]string, error) {
+	lists, _ := filepath.Glob(filepath.Join(root, "ImageSets", "Segmentation", "*.txt"))
+	var subsets []string
+	for _, l := range lists {
+		if n := strings.TrimSuffix(filepath.Base(l), ".txt"); !strings.HasPrefix(n, ".") {
+			subsets = append(subsets, n)
+		}
+	}
+	if len(subsets) == 1 && subsets[0] == "default" {
+		return nil, nil
+	}
+	return subsets, nil
+}
 
-func (cvat) List(root string, _ Options) (*Set, error) {
+func (cvat) List(root string, opt Options) (*Set, error) {
 	as, err := annot.ReadCVAT(root, annot.CVATOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return annotatedSet(as, filepath.Join(root, "labelmap.txt"), filepath.Join(root, "JPEGImages")), nil
+	set := annotatedSet(as, filepath.Join(root, "labelmap.txt"), filepath.Join(root, "JPEGImages"))
+	if opt.Split == "" {
+		return set, nil
+	}
+	return subsetOf(set, filepath.Join(root, "ImageSets", "Segmentation", opt.Split+".txt"))
+}
+
+// subsetOf keeps the samples of set that the split list names (one id, an
+// image's name without extension, a line); an id without a sample is
+// unmatched, and so is a sample of another split no longer.
+func subsetOf(set *Set, list string) (*Set, error) {
+	text, err := regfile.ReadSmall(list, maxListBytes)
+	if err != nil {
+		return nil, fmt.Errorf("data set: split list: %w", err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			listed[f[0]] = true
+		}
+	}
+	out := &Set{Classes: set.Classes}
+	for _, s := range set.Samples {
+		if listed[s.Name] {
+			out.Samples = append(out.Samples, s)
+			delete(listed, s.Name)
+		}
+	}
+	for _, u := range set.Unmatched {
+		if id := stripExt(filepath.Base(u.Path)); listed[id] {
+			out.Unmatched = append(out.Unmatched, u)
+			delete(listed, id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(listed)) {
+		out.Unmatched = append(out.Unmatched, Unmatched{Path: list, Why: fmt.Sprintf("lists %s, which has no annotated image", id)})
+	}
+	return out, nil
 }
 
 // labelStudio is a Label Studio JSON export with brush labels

@@ -165,3 +165,55 @@ func TestCOCOCrowdOption(t *testing.T) {
 		}
 	}
 }
+
+// TestCVATSubsetsAreSplits: a CVAT export's subsets, listed in
+// ImageSets/Segmentation, are its splits; one with its default subset
+// alone (every export has it) is read whole, as before.
+func TestCVATSubsetsAreSplits(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "labelmap.txt"), "# label:color_rgb:parts:actions\nbackground:0,0,0::\ncar:250,50,83::\n")
+	mask := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	for _, id := range []string{"f0", "f1", "f2"} {
+		writeImageFile(t, filepath.Join(root, "SegmentationClass", id+".png"), mask)
+		writeImageFile(t, filepath.Join(root, "JPEGImages", id+".png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	}
+	writeImageFile(t, filepath.Join(root, "JPEGImages", "f3.png"), image.NewGray(image.Rect(0, 0, 4, 3))) // not annotated
+	sets := filepath.Join(root, "ImageSets", "Segmentation")
+	writeText(t, filepath.Join(sets, "default.txt"), "f0\nf1\nf2\nf3\n")
+	set, err := Open(root, Options{})
+	if err != nil || len(set.Samples) != 3 || set.Split != "" {
+		t.Fatalf("default subset alone: %v, %+v", err, set)
+	}
+	os.Remove(filepath.Join(sets, "default.txt"))
+	writeText(t, filepath.Join(sets, "train.txt"), "f0\nf2\n")
+	writeText(t, filepath.Join(sets, "val.txt"), "f1\nf3\nf9\n")
+	_, splits, err := Splits(root, Options{})
+	if err != nil || !slices.Equal(splits, []string{"train", "val"}) {
+		t.Fatalf("splits %v, %v", splits, err)
+	}
+	train, err := Open(root, Options{Split: "train"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := sampleNames(train); !slices.Equal(names, []string{"f0", "f2"}) || len(train.Unmatched) != 0 || train.Format != "cvat" {
+		t.Errorf("train: %v, unmatched %+v", names, train.Unmatched)
+	}
+	val, err := OpenDefault(root, Options{}, "val")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := sampleNames(val); !slices.Equal(names, []string{"f1"}) || len(val.Unmatched) != 2 {
+		t.Errorf("val: %v, unmatched %+v (want f3 without annotation and f9 listed)", names, val.Unmatched)
+	}
+	if _, err := Open(root, Options{}); err == nil {
+		t.Error("no --split of an export with train and val subsets was taken as the whole set")
+	}
+}
+
+func sampleNames(s *Set) []string {
+	var names []string
+	for _, x := range s.Samples {
+		names = append(names, x.Name)
+	}
+	return names
+}

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/onnx"
 )
 
 // exportPlan is an fp16 export of segtune-synth checked on synthSetup's
@@ -117,3 +120,23 @@ func TestPlanSettings(t *testing.T) {
 		t.Errorf("ignore label %d: %v", ignore, err)
 	}
 }
+
+// An int8 export of a model that is quantized already is refused before
+// the calibration (a hostile round saw it fail after 73 s), naming the
+// quantized operators.
+func TestPlanRefusesQuantizingAQuantizedModel(t *testing.T) {
+	m, entry := synthModel(t)
+	g := m.Proto.Graph
+	g.Node = append([]*onnx.NodeProto{{OpType: proto.String("DequantizeLinear"), Name: proto.String("dq"),
+		Input: []string{"wq", "s"}, Output: []string{"w_unused"}}}, g.Node...)
+	p := &Prepared{Request: Request{Source: "synth.onnx", Out: "o.onnx", Precision: INT8}}
+	var re *RequestError
+	if _, err := p.Plan(m, entry.Sidecar()); !errors.As(err, &re) || re.Field != "Precision" || !strings.Contains(err.Error(), "DequantizeLinear ×1") {
+		t.Fatalf("Plan: %v, want a Precision RequestError naming DequantizeLinear", err)
+	}
+	p.Precision = FP16
+	if _, err := p.Plan(m, entry.Sidecar()); errors.As(err, &re) && re.Field == "Precision" {
+		t.Fatalf("an fp16 export of a QDQ model was refused: %v", err)
+	}
+}
+

@@ -356,6 +356,9 @@ func (p *Prepared) Load() (*onnx.Model, error) {
 // read with settings. The exported model carries settings with the
 // Request's classes, label map and ignore label.
 func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
+	if q := onnx.Quantized(m); len(q) > 0 && p.Precision == INT8 {
+		return Plan{}, &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
+	}
 	written := settings.Merge(imageio.Sidecar{Classes: p.ClassNames, LabelMap: p.LabelMap, IgnoreLabel: p.IgnoreLabel})
 	if err := written.Validate(); err != nil {
 		return Plan{}, &RequestError{Field: "Settings", Err: err}

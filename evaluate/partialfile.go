@@ -90,6 +90,9 @@ func ExistingPartial(ctx context.Context, location string, want *Partial) (*Part
 	if err := f.CheckAccess(ctx); err != nil {
 		return nil, &PartialFileError{Location: f.String(), Err: err}
 	}
+	if err := f.CheckWritable(); err != nil {
+		return nil, &PartialFileError{Location: location, Err: err}
+	}
 	data, err := f.ReadAll(ctx, name, MaxPartialBytes)
 	if storage.IsNotExist(err) {
 		return nil, nil

@@ -85,3 +85,20 @@ func TestExistingPartial(t *testing.T) {
 		t.Fatalf("the refused file changed: %q, %v", data, err)
 	}
 }
+
+// TestExistingPartialRefusesAPlaceItCannotWrite: a --partial where no file
+// can be written fails before the work (a hostile round found a read-only
+// place failing only after the whole evaluation). /proc/self holds no
+// such file and takes none, for root too.
+func TestExistingPartialRefusesAPlaceItCannotWrite(t *testing.T) {
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("no /proc")
+	}
+	want := evaluate.NewPartial(shard.Spec{Index: 0, Count: 1}, evaluate.Setup{Model: "m.onnx", Classes: 2})
+	path := "/proc/self/segtune-part.json"
+	_, err := evaluate.ExistingPartial(context.Background(), path, want)
+	var pe *evaluate.PartialFileError
+	if !errors.As(err, &pe) || pe.Conflict || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Fatalf("got %v, want a *PartialFileError naming %s", err, path)
+	}
+}

@@ -388,6 +388,9 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 		}
 	}
 	gc.Trainable = patterns
+	// The steps read the loss, the gradients and the regularizer's
+	// ExtraOutputs, never the logits: no copy of them per step.
+	gc.OmitModelOutputs = true
 	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
 	terms, err := lossTerms(cfg.Loss, cfg.FocalGamma)
 	if err != nil {
@@ -430,6 +433,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	// with ONNX Runtime's own kernels rather than cuDNN's reduction.
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)
 	gc.MatrixReductions = gc.DirectConvs
+	gc.WhereMasks = gc.DirectConvs // one Where per mask on CUDA; Cast+Mul is faster on the CPU
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {

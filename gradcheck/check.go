@@ -328,7 +328,7 @@ func generate(spec grad.TensorSpec, gs *grad.Graphs, rng *rand.Rand) *runtime.Te
 	}
 	if spec.Type == "int64" {
 		classes := int64(2)
-		for _, o := range gs.Manifest.Training.Outputs {
+		for _, o := range gs.Manifest.Eval.Outputs { // the training graph may omit the model outputs
 			if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] && len(o.Shape) > 1 {
 				classes = o.Shape[1]
 			}

@@ -86,7 +86,7 @@ func writeTopConfusions(w io.Writer, m *Confusion, names []string, norm [][]floa
 // names, then one row per true class, its name first.
 func WriteConfusionCSV(w io.Writer, m *Confusion, names []string) error {
 	cw := csv.NewWriter(w)
-	header := []string{"true \\ predicted"}
+	header := []string{ConfusionCSVHeader}
 	for c := range m.Classes {
 		header = append(header, ClassName(names, c))
 	}
@@ -193,8 +193,17 @@ func RenderConfusionPNG(w io.Writer, m *Confusion, names []string) error {
 	side := 240 + min(40*k, 1600)
 	cnv := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, side, side))), vgimg.UseDPI(96))
 	p.Draw(draw.New(cnv))
-	return imageio.EncodePNG(w, cnv.Image())
+	return imageio.EncodePNGText(w, cnv.Image(), imageio.OutputMarkKey, ConfusionMark)
 }
+
+// ConfusionMark is the text chunk value of the heat maps RenderConfusionPNG
+// draws, and ConfusionCSVHeader the first cell of WriteConfusionCSV's
+// files: what tells segtune's confusion files, which a later run may
+// replace, from a user's files of the same names.
+const (
+	ConfusionMark      = "segtune eval"
+	ConfusionCSVHeader = "true \\ predicted"
+)
 
 // WriteConfusionFiles writes confusion.csv (counts) and confusion.png (the
 // heat map) into dir, creating it, each atomically.

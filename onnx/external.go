@@ -108,7 +108,7 @@ func (m *Model) loadExternalTensor(t *onnxpb.TensorProto, used map[string]int64)
 func ExternalLocations(data []byte) ([]string, error) {
 	pb := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(data, pb); err != nil {
-		return nil, fmt.Errorf("not a valid ONNX protobuf: %w", err)
+		return nil, fmt.Errorf("%w: %w", errNotProtobuf, err)
 	}
 	m := &Model{Proto: pb}
 	var out []string

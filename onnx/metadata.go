@@ -52,20 +52,21 @@ func ReadMetadata(path, key string, limit int) (value string, found bool, err er
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
+	head, _ := r.Peek(sniffBytes) // what the file looks like, should it be no model
 	for {
 		tag, err := binary.ReadUvarint(r)
 		if err == io.EOF {
 			return value, found, nil
 		}
 		if err != nil {
-			return "", false, notProtobuf(path, err)
+			return "", false, notProtobuf(path, head, err)
 		}
 		num, typ := protowire.DecodeTag(tag)
 		var n uint64
 		switch typ {
 		case protowire.VarintType:
 			if _, err = binary.ReadUvarint(r); err != nil {
-				return "", false, notProtobuf(path, err)
+				return "", false, notProtobuf(path, head, err)
 			}
 			continue
 		case protowire.Fixed64Type:
@@ -74,20 +75,20 @@ func ReadMetadata(path, key string, limit int) (value string, found bool, err er
 			n = 4
 		case protowire.BytesType:
 			if n, err = binary.ReadUvarint(r); err != nil {
-				return "", false, notProtobuf(path, err)
+				return "", false, notProtobuf(path, head, err)
 			}
 		default:
-			return "", false, notProtobuf(path, fmt.Errorf("wire type %d at the top level", typ))
+			return "", false, notProtobuf(path, head, fmt.Errorf("wire type %d at the top level", typ))
 		}
 		if num != metadataField || typ != protowire.BytesType {
 			if err := skip(r, n); err != nil {
-				return "", false, notProtobuf(path, err)
+				return "", false, notProtobuf(path, head, err)
 			}
 			continue
 		}
 		k, v, oversize, err := readEntry(r, n, limit)
 		if err != nil {
-			return "", false, notProtobuf(path, err)
+			return "", false, notProtobuf(path, head, err)
 		}
 		if k != key {
 			continue
@@ -150,9 +151,9 @@ func skip(r *bufio.Reader, n uint64) error {
 	return nil
 }
 
-func notProtobuf(path string, err error) error {
+func notProtobuf(path string, head []byte, err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return &FormatError{Path: path, Err: fmt.Errorf("not a valid ONNX protobuf: %w", err)}
+	return &FormatError{Path: path, Err: fmt.Errorf("%w: %w", errNotProtobuf, err), LooksLike: LooksLike(head)}
 }

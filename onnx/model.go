@@ -74,7 +74,7 @@ func Load(path string) (*Model, error) {
 	}
 	m, err := parse(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, &FormatError{Path: path, Err: err}
+		return nil, &FormatError{Path: path, Err: err, LooksLike: looksLikeUnless(err, data)}
 	}
 	m.Path = path
 	return m, nil
@@ -88,13 +88,21 @@ func Load(path string) (*Model, error) {
 type FormatError struct {
 	Path string // the model file; "" when the bytes came from elsewhere
 	Err  error  // what is wrong
+	// LooksLike names the kind of file the bytes are instead, with what to
+	// do about it (LooksLike's words), where they are not an ONNX protobuf
+	// and start like a kind it knows; "" otherwise.
+	LooksLike string
 }
 
 func (e *FormatError) Error() string {
-	if e.Path == "" {
-		return e.Err.Error()
+	msg := e.Err.Error()
+	if e.LooksLike != "" {
+		msg += "; it looks like " + e.LooksLike
 	}
-	return "onnx: " + e.Path + ": " + e.Err.Error()
+	if e.Path == "" {
+		return msg
+	}
+	return "onnx: " + e.Path + ": " + msg
 }
 
 func (e *FormatError) Unwrap() error { return e.Err }
@@ -105,9 +113,25 @@ func (e *FormatError) Unwrap() error { return e.Err }
 func Parse(data []byte, dir string) (*Model, error) {
 	m, err := parse(data, dir)
 	if err != nil {
-		return nil, &FormatError{Err: err}
+		return nil, &FormatError{Err: err, LooksLike: looksLikeUnless(err, data)}
 	}
 	return m, nil
+}
+
+// errNotProtobuf is bytes that do not decode as a ModelProto.
+var errNotProtobuf = errors.New("not a valid ONNX protobuf")
+
+// errNoGraph is a protobuf without a graph, which other kinds of file
+// can parse as.
+var errNoGraph = errors.New("not an ONNX model: no graph")
+
+// looksLikeUnless is LooksLike(data) where err says that the bytes are no
+// ONNX protobuf at all (not a model that is merely broken), else "".
+func looksLikeUnless(err error, data []byte) string {
+	if errors.Is(err, errNotProtobuf) || errors.Is(err, errNoGraph) {
+		return LooksLike(data)
+	}
+	return ""
 }
 
 func parse(data []byte, dir string) (*Model, error) {
@@ -116,10 +140,10 @@ func parse(data []byte, dir string) (*Model, error) {
 	}
 	pb := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(data, pb); err != nil {
-		return nil, fmt.Errorf("not a valid ONNX protobuf: %w", err)
+		return nil, fmt.Errorf("%w: %w", errNotProtobuf, err)
 	}
 	if pb.Graph == nil {
-		return nil, errors.New("not an ONNX model: no graph")
+		return nil, errNoGraph
 	}
 	m := &Model{Proto: pb, Dir: dir}
 	if err := m.validate(); err != nil {

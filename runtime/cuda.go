@@ -178,6 +178,16 @@ func appendCUDA(so *ort.SessionOptions, opts Options) error {
 	return appendEPDevice(so, devs[opts.CUDADevice], opts.CUDAOptions)
 }
 
+// cudaEPType is the provider type of the CUDA provider appendCUDA adds
+// (what a custom operator's kernel names to run on it): the plugin EP's
+// name, or the built-in provider's.
+func cudaEPType(opts Options) string {
+	if cuda.plugin && opts.CUDADevice >= 0 && opts.CUDADevice < len(cuda.devices) {
+		return cuda.devices[opts.CUDADevice].EP
+	}
+	return cudaLegacyEP
+}
+
 // cudaFallbackLine is the one line printed when a session asked for CUDA
 // runs on the CPU.
 func cudaFallbackLine(err error) string {

@@ -1,12 +1,10 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
+
+	"github.com/segtune/segtune/internal/ortprofile"
 )
 
 // Placement says where ONNX Runtime ran a session's nodes, read from its
@@ -24,41 +22,19 @@ type Placement struct {
 // ProfilePlacement reads the newest profile written under prefix (the
 // session must be closed) and tells which provider ran each node.
 func ProfilePlacement(prefix string) (*Placement, error) {
-	files, _ := filepath.Glob(prefix + "*.json")
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no ONNX Runtime profile under %s*", prefix)
-	}
-	sort.Strings(files)
-	b, err := os.ReadFile(files[len(files)-1])
+	nodes, err := ortprofile.ReadNewest(prefix)
 	if err != nil {
 		return nil, err
 	}
-	var events []struct {
-		Cat  string `json:"cat"`
-		Name string `json:"name"`
-		Args struct {
-			OpName   string `json:"op_name"`
-			Provider string `json:"provider"`
-		} `json:"args"`
-	}
-	if err := json.Unmarshal(b, &events); err != nil {
-		return nil, fmt.Errorf("profile %s: %w", files[len(files)-1], err)
-	}
 	p := &Placement{PerEP: map[string]int{}, CPUOps: map[string]int{}}
-	seen := map[string]bool{}
-	for _, e := range events {
-		if e.Cat != "Node" || e.Args.Provider == "" || !strings.HasSuffix(e.Name, "_kernel_time") {
+	for _, n := range nodes {
+		if n.Provider == "" {
 			continue
 		}
-		node := strings.TrimSuffix(e.Name, "_kernel_time")
-		if seen[node] {
-			continue
-		}
-		seen[node] = true
-		p.PerEP[e.Args.Provider]++
-		if e.Args.Provider == "CPUExecutionProvider" {
-			p.CPUNodes = append(p.CPUNodes, fmt.Sprintf("%s (%s)", node, e.Args.OpName))
-			p.CPUOps[e.Args.OpName]++
+		p.PerEP[n.Provider]++
+		if n.Provider == "CPUExecutionProvider" {
+			p.CPUNodes = append(p.CPUNodes, fmt.Sprintf("%s (%s)", n.Name, n.Op))
+			p.CPUOps[n.Op]++
 		}
 	}
 	sort.Strings(p.CPUNodes)

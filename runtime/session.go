@@ -36,6 +36,16 @@ type Options struct {
 	// Tuning holds optional performance settings (profiling, executor,
 	// arena); the zero value keeps the defaults. See tuning.go.
 	Tuning Tuning
+	// ConvGradCUDA registers the cuDNN kernel of segtune's ConvGrad
+	// operator (com.segtune) on a CUDA session, with the TF32 and algorithm
+	// search settings of CUDAOptions (use_tf32, cudnn_conv_algo_search).
+	// Without cuDNN 9 the CUDA session fails and the fallback line names
+	// it; a session that falls back to the CPU gets the CPU kernel instead,
+	// so the same graph still runs.
+	ConvGradCUDA bool
+	// ConvGradCPU registers ConvGrad's CPU kernel (float and double): for
+	// tests and CPU checks of graphs that hold ConvGrad nodes.
+	ConvGradCPU bool
 }
 
 // IOInfo describes one input or output of a session.
@@ -54,8 +64,9 @@ type Session struct {
 	Inputs  []IOInfo
 	Outputs []IOInfo
 	// Device is where the session actually runs: "cpu" or "cuda".
-	Device string
-	sess   *ort.DynamicAdvancedSession
+	Device   string
+	sess     *ort.DynamicAdvancedSession
+	convGrad *convGradRegistration // outlives sess
 }
 
 // NewSession opens a session on a serialized ONNX model. Init must have
@@ -92,9 +103,9 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", opts.Device)
 	}
 	if device != DeviceCPU {
-		sess, err := s.open(model, opts, true)
+		sess, reg, err := s.open(model, opts, true)
 		if err == nil {
-			s.sess, s.Device = sess, DeviceCUDA
+			s.sess, s.convGrad, s.Device = sess, reg, DeviceCUDA
 			return s, nil
 		}
 		if capturesGraphs(opts) { // the caller opens it again without graphs (WithCUDAGraph)
@@ -102,11 +113,11 @@ func NewSession(model []byte, opts Options) (*Session, error) {
 		}
 		fmt.Fprintln(log, cudaFallbackLine(err))
 	}
-	sess, err := s.open(model, opts, false)
+	sess, reg, err := s.open(model, opts, false)
 	if err != nil {
 		return nil, err
 	}
-	s.sess, s.Device = sess, DeviceCPU
+	s.sess, s.convGrad, s.Device = sess, reg, DeviceCPU
 	return s, nil
 }
 
@@ -126,32 +137,51 @@ func ReadIO(model []byte) (inputs, outputs []IOInfo, err error) {
 	return ioInfos(ins), ioInfos(outs), nil
 }
 
-func (s *Session) open(model []byte, opts Options, useCUDA bool) (*ort.DynamicAdvancedSession, error) {
+func (s *Session) open(model []byte, opts Options, useCUDA bool) (_ *ort.DynamicAdvancedSession, _ *convGradRegistration, err error) {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer so.Destroy()
 	if opts.Threads > 0 {
 		if err := so.SetIntraOpNumThreads(opts.Threads); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := so.SetInterOpNumThreads(1); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if opts.NoOptimize {
 		if err := so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := opts.Tuning.apply(so); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if useCUDA {
 		if err := appendCUDA(so, opts); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+	}
+	// The CPU kernel also serves a ConvGradCUDA session that fell back to
+	// the CPU, which holds the same ConvGrad nodes.
+	cgCUDA := useCUDA && opts.ConvGradCUDA
+	cgCPU := opts.ConvGradCPU || (!useCUDA && opts.ConvGradCUDA)
+	var reg *convGradRegistration
+	if cgCPU || cgCUDA {
+		ep := ""
+		if cgCUDA {
+			ep = cudaEPType(opts)
+		}
+		if reg, err = registerConvGrad(so, cgCPU, cgCUDA, ep, opts.CUDAOptions); err != nil {
+			return nil, nil, err
+		}
+		defer func() {
+			if err != nil {
+				reg.release()
+			}
+		}()
 	}
 	names := func(infos []IOInfo) []string {
 		out := make([]string, len(infos))
@@ -162,9 +192,9 @@ func (s *Session) open(model []byte, opts Options, useCUDA bool) (*ort.DynamicAd
 	}
 	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(model, names(s.Inputs), names(s.Outputs), so)
 	if err != nil {
-		return nil, fmt.Errorf("creating ONNX Runtime session: %w", err)
+		return nil, nil, fmt.Errorf("creating ONNX Runtime session: %w", err)
 	}
-	return sess, nil
+	return sess, reg, nil
 }
 
 // Close releases the session.
@@ -174,6 +204,8 @@ func (s *Session) Close() error {
 	}
 	err := s.sess.Destroy()
 	s.sess = nil
+	s.convGrad.release()
+	s.convGrad = nil
 	return err
 }
 

@@ -25,7 +25,7 @@ func addModel(t *testing.T) []byte {
 	return b
 }
 
-func requireORT(t *testing.T) {
+func requireORT(t testing.TB) {
 	t.Helper()
 	if err := Init(""); err != nil {
 		skip.OrFail(t, "ONNX Runtime not installed (%v)", err)

@@ -305,9 +305,9 @@ fi
 # fastest resident step of the first model (levers mode; its CUDA graphs
 # off, since a replayed graph has no nodes to profile) or of the resident
 # fp32 step (full mode), kernel time per op type; CUDA_LAUNCH_BLOCKING
-# makes the profiler's node times the GPU's. The per-role profile
-# (bench/trainstep's grouping of the same profile by what each node does)
-# goes in this run's JSON and report.py's profile section.
+# makes the profiler's node times the GPU's. bench/gpu/report.py prints it
+# per op type and per role (internal/roleprofile: forward, data/weight/bias
+# gradient by convolution class, loss, optimiser, copies).
 if [ -n "$full" ]; then pv=resident pp=fp32; else pv=$(fastest "$m0" "$b0" "$p0") pp=$p0; fi
 pv=${pv%+graph}
 variant_args "$pv" && ts "$m0" "$b0" "$pp" "${va[@]}" --steps 3 --warmup 2 --profile "$out/.prof" &&

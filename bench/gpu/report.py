@@ -169,8 +169,11 @@ def main():
                          f"(step {r.get('median_ms', 0):.1f} ms under CUDA_LAUNCH_BLOCKING):")
             for o in r["profile"][:15]:
                 lines.append(f"  * {o['op']}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")
-            # The per-role profile of the same run (bench/trainstep's
-            # grouping by what each node does) prints here.
+        if r.get("kind") == "profile" and r.get("profile_roles"):
+            lines.append("  The same kernel time per role (internal/roleprofile; conv roles by class):")
+            for o in r["profile_roles"]["rows"]:
+                role = o["role"] + (f" ({o['class']})" if o.get("class") else "")
+                lines.append(f"  * {role}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")
         if r.get("kind") == "torchgrad" and r.get("status") == "ok":
             lines.append(f"  PyTorch {r.get('precision')} on {r.get('device_name') or r.get('device')} vs float64: "
                          f"max relative gradient error {r.get('rel_error_max'):.3g} ({r.get('rel_error_max_param')}), "

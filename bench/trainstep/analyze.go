@@ -2,14 +2,12 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
+	"github.com/segtune/segtune/internal/ortprofile"
+	"github.com/segtune/segtune/internal/roleprofile"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -28,50 +26,21 @@ type OpShare struct {
 // preempting it, and the minimum over runs is what the node itself costs.
 // Shares are of the sum of these minima; most expensive first.
 func ProfileShares(prefix string) ([]OpShare, float64, error) {
-	files, _ := filepath.Glob(prefix + "*.json")
-	if len(files) == 0 {
-		return nil, 0, fmt.Errorf("no ONNX Runtime profile under %s*", prefix)
-	}
-	slices.Sort(files)
-	b, err := os.ReadFile(files[len(files)-1])
+	nodes, err := ortprofile.ReadNewest(prefix)
 	if err != nil {
 		return nil, 0, err
 	}
-	var events []struct {
-		Cat  string  `json:"cat"`
-		Name string  `json:"name"`
-		Dur  float64 `json:"dur"`
-		Args struct {
-			OpName string `json:"op_name"`
-		} `json:"args"`
-	}
-	if err := json.Unmarshal(b, &events); err != nil {
-		return nil, 0, err
-	}
-	runs := map[string][]float64{}
-	opOf := map[string]string{}
-	for _, e := range events {
-		if e.Cat != "Node" || !strings.HasSuffix(e.Name, "_kernel_time") {
-			continue
-		}
-		runs[e.Name] = append(runs[e.Name], e.Dur/1000)
-		opOf[e.Name] = e.Args.OpName
-	}
 	byOp := map[string]*OpShare{}
 	total := 0.0
-	for node, d := range runs {
-		if len(d) > 1 {
-			d = d[1:]
-		}
-		ms := slices.Min(d)
-		s := byOp[opOf[node]]
+	for _, n := range nodes {
+		s := byOp[n.Op]
 		if s == nil {
-			s = &OpShare{Op: opOf[node]}
-			byOp[opOf[node]] = s
+			s = &OpShare{Op: n.Op}
+			byOp[n.Op] = s
 		}
 		s.Nodes++
-		s.Ms += ms
-		total += ms
+		s.Ms += n.Ms()
+		total += n.Ms()
 	}
 	out := make([]OpShare, 0, len(byOp))
 	for _, s := range byOp {
@@ -80,6 +49,25 @@ func ProfileShares(prefix string) ([]OpShare, float64, error) {
 	}
 	slices.SortFunc(out, func(a, b OpShare) int { return cmp.Compare(b.Ms, a.Ms) })
 	return out, total, nil
+}
+
+// ProfileRoles groups the newest ORT profile under prefix by role
+// (internal/roleprofile), joined with the training graph g; a resident
+// run's optimiser session profiles under prefix+"-optimizer"
+// (finetune/resident), which adds the optimiser role.
+func ProfileRoles(prefix string, g *onnx.GraphProto) (*roleprofile.Table, error) {
+	nodes, err := ortprofile.ReadNewest(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var opt []ortprofile.Node
+	if _, err := ortprofile.Newest(prefix + "-optimizer"); err == nil {
+		if opt, err = ortprofile.ReadNewest(prefix + "-optimizer"); err != nil {
+			return nil, err
+		}
+	}
+	t := roleprofile.Group(nodes, g, opt)
+	return &t, nil
 }
 
 // OpCounts is the node histogram of a model file or graph.

@@ -28,6 +28,7 @@ import (
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/roleprofile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
@@ -81,6 +82,13 @@ type Result struct {
 	// ProfileShares), ProfileTotalMs their sum.
 	Profile        []OpShare `json:"profile,omitempty"`
 	ProfileTotalMs float64   `json:"profile_kernel_ms,omitempty"`
+	// ProfileRoles is the same kernel time per role (forward, data, weight
+	// and bias gradient by convolution class, loss, optimiser, copies;
+	// see ProfileRoles).
+	ProfileRoles *roleprofile.Table `json:"profile_roles,omitempty"`
+	// roleGraph is the training graph's nodes, which ProfileRoles joins
+	// with the profile (kept only with --profile).
+	roleGraph *onnx.GraphProto
 	// Losses is each step's loss, warm-up included (null where not
 	// finite), and SkippedSteps the steps whose gradient was not finite
 	// (no update applied): a timing of steps that all skipped would time a
@@ -113,6 +121,7 @@ func main() {
 	flag.StringVar(&Optim, "optim", "none", "also apply an optimiser step: none, sgd, adam or adamw (in Go on host copies, or with --resident as a graph on the device)")
 	flag.BoolVar(&Resident, "resident", false, "keep parameters, gradients and optimiser state in the session's device memory (finetune/resident); needs --optim")
 	flag.StringVar(&Precision, "precision", "", "fp32 (use_tf32=0), tf32 (use_tf32=1), fp16 (onnx/autocast, loss scale 1024 divided out before the optimiser) or bf16 (onnx/autocast, opset 22, no loss scale; CUDA only); empty: the provider's defaults")
+	flag.StringVar(&Masks, "masks", "auto", "activation-mask backward form: where (one Where, grad.Config.WhereMasks), castmul (Cast+Mul) or auto (where except on the CPU, as finetune)")
 	flag.BoolVar(&WeightGradConv, "wgrad-conv", false, "Conv weight gradients as one transposed-roles Conv (grad.Config.WeightGradConv) instead of im2col patches")
 	convGrad := flag.String("convgrad", "none", "convolution classes whose backward pass is one ConvGrad node (grad.Config.ConvGrad): all, none, or a list of dense, pointwise, depthwise and grouped")
 	flag.BoolVar(&CUDAGraph, "cuda-graph", false, "capture the resident step and optimiser as CUDA graphs (finetune/resident); needs --resident; ignored with one line on the CPU or where ONNX Runtime will not capture")
@@ -161,6 +170,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "trainstep:", err)
 			os.Exit(1)
 		}
+		if r.ProfileRoles, err = ProfileRoles(Tune.ProfilePrefix, r.roleGraph); err != nil {
+			fmt.Fprintln(os.Stderr, "trainstep:", err)
+			os.Exit(1)
+		}
 	}
 	if *asJSON {
 		// One line: scripts read the last line that starts with "{".
@@ -178,6 +191,9 @@ func main() {
 	}
 	if r.Profile != nil {
 		writeShares(os.Stdout, r.Profile, r.ProfileTotalMs)
+	}
+	if r.ProfileRoles != nil {
+		r.ProfileRoles.Write(os.Stdout)
 	}
 	fmt.Printf("%s batch %d %dx%d threads %d on %s (convgrad %s, CUDA graphs %s): median %.1f ms/step (CPU %.1f ms/step), peak RSS %.0f MiB (%.0f MiB before the steps; graph build %.1fs, %d nodes)\n",
 		r.Model, r.Batch, r.Size, r.Size, r.Threads, r.Device, r.ConvGrad, onOff(r.CUDAGraph, r.CUDAGraphOptimizer), r.MedianMs, r.CPUMsPerStep, r.PeakRSSMiB, r.RSSBeforeStepsMiB, r.BuildSec, r.GraphNodes)
@@ -201,6 +217,10 @@ var DirectConvs bool
 // Linear biases, layer scales or norm affines are Add/Mul constants
 // (scripts/gen_transformer_models.py's exports).
 var EveryFloat bool
+
+// Masks picks grad.Config.WhereMasks (flag --masks): "where", "castmul"
+// or "auto".
+var Masks = "auto"
 
 // WeightGradConv is grad.Config.WeightGradConv (flag --wgrad-conv).
 var WeightGradConv bool
@@ -262,8 +282,11 @@ type Stepper struct {
 	// either (the step's weights are the inputs below).
 	GraphNodes, ParamTensors int
 	Ops                      map[string]int
-	inputs                   []*runtime.Tensor
-	outs                     []*runtime.Tensor // the first step's outputs, refilled by the next ones
+	// roleGraph is the training graph's nodes without its weights, kept
+	// with --profile for ProfileRoles.
+	roleGraph *onnx.GraphProto
+	inputs    []*runtime.Tensor
+	outs      []*runtime.Tensor // the first step's outputs, refilled by the next ones
 	// opt is the Go optimiser of --optim on host copies; res the
 	// device-resident trainer of --resident.
 	opt    *optim.Optimizer
@@ -279,6 +302,15 @@ type Stepper struct {
 
 // NewStepper compiles model for training at batch×3×size×size.
 func NewStepper(model string, batch, size, threads int, device string) (*Stepper, error) {
+	var whereMasks bool
+	switch Masks {
+	case "auto", "":
+		whereMasks = !strings.EqualFold(device, "cpu")
+	case "where", "castmul":
+		whereMasks = Masks == "where"
+	default:
+		return nil, fmt.Errorf("--masks %q: want where, castmul or auto", Masks)
+	}
 	m, err := onnx.Load(model)
 	if err != nil {
 		return nil, err
@@ -325,6 +357,8 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		InputShapes:      map[string][]int64{in: {int64(batch), 3, int64(size), int64(size)}},
 		DirectConvs:      DirectConvs || !strings.EqualFold(device, "cpu"), // as finetune: Winograd convs for the CPU provider only
 		MatrixReductions: !strings.EqualFold(device, "cpu"),
+		WhereMasks:       whereMasks,
+		OmitModelOutputs: true, // as finetune: the steps read the loss and the gradients
 		WeightGradConv:   WeightGradConv,
 		ConvGrad:         ConvGrad,
 		MinOpset:         minOpset,
@@ -354,8 +388,16 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	}
 	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions}
 	trainfeed.ConvGradKernels(&ropts, ConvGrad)
+	var roleGraph *onnx.GraphProto
+	if Tune.ProfilePrefix != "" {
+		roleGraph = &onnx.GraphProto{Node: gs.Training.Proto.Graph.Node}
+	}
 	if Resident {
-		return newResidentStepper(data, gs, cfg, batch, size, ropts)
+		st, err := newResidentStepper(data, gs, cfg, batch, size, ropts)
+		if st != nil {
+			st.roleGraph = roleGraph
+		}
+		return st, err
 	}
 	s, err := runtime.NewSession(data, ropts)
 	if err != nil {
@@ -366,7 +408,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 		s.Close()
 		return nil, err
 	}
-	st := &Stepper{Session: s, Device: s.Device, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training)}
+	st := &Stepper{Session: s, Device: s.Device, GraphNodes: len(gs.Training.Proto.Graph.Node), ParamTensors: len(gs.Params), Ops: OpCounts(gs.Training), roleGraph: roleGraph}
 	st.inputs = trainfeed.Feeds(s.Inputs, params, trainfeed.NewBatch(gs, batch, size), benchLossScale)
 	if Optim != "none" {
 		for _, p := range gs.Params {
@@ -429,7 +471,7 @@ func newResidentStepper(data []byte, gs *grad.Graphs, cfg optim.Config, batch, s
 	return st, nil
 }
 
-// Step runs one forward+backward pass. The outputs (loss, logits, every
+// Step runs one forward+backward pass. The outputs (loss, every
 // gradient) land in Go memory, as finetune's do: ONNX Runtime writes them
 // into the buffers of the first step's outputs (runtime.Session.RunInto).
 func (s *Stepper) Step() error {
@@ -492,7 +534,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv, Precision: Precision,
-		ConvGrad: ConvGrad.String(), BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops}
+		ConvGrad: ConvGrad.String(), BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops, roleGraph: st.roleGraph}
 	if st.res != nil {
 		r.CUDAGraph, r.CUDAGraphOptimizer = st.res.CUDAGraphs()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -62,6 +63,9 @@ func runEval(c *cli.Context) error {
 		return err
 	}
 	if err := checkConfusionDir(c, "images", "masks"); err != nil {
+		return err
+	}
+	if err := checkConfusionDirHoldsNoData(c, set); err != nil {
 		return err
 	}
 	partial := c.String("partial")
@@ -208,6 +212,31 @@ func checkConfusionDir(c *cli.Context, inputs ...string) error {
 		return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, inputs[ce.Input]), 2)
 	} else if err != nil {
 		return cli.Exit("--confusion "+err.Error(), 2)
+	}
+	return nil
+}
+
+// checkConfusionDirHoldsNoData refuses a --confusion folder that holds
+// --data's images or masks (data/images/val, say), which the folder check
+// of the flags' own values does not see.
+func checkConfusionDirHoldsNoData(c *cli.Context, set *datalayout.Set) error {
+	dir := c.String("confusion")
+	if dir == "" || set == nil {
+		return nil
+	}
+	var folders []string
+	seen := map[string]bool{}
+	for _, s := range set.Samples {
+		for _, f := range []string{filepath.Dir(s.Image), filepath.Dir(s.Mask)} {
+			if !seen[f] {
+				seen[f] = true
+				folders = append(folders, f)
+			}
+		}
+	}
+	var ce *evaluate.ConfusionDirError
+	if err := evaluate.CheckConfusionDir(dir, folders...); errors.As(err, &ce) && ce.Input >= 0 {
+		return cli.Exit(fmt.Sprintf("--confusion %s holds --data's files; choose a folder of its own", dir), 2)
 	}
 	return nil
 }

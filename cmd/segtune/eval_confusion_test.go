@@ -80,4 +80,29 @@ func TestEvalConfusion(t *testing.T) {
 		!strings.Contains(err.Error(), "is the --masks folder") {
 		t.Errorf("--confusion on the masks: %v", err)
 	}
+	// A rerun replaces its own files; a user's confusion.csv is refused
+	// before any work and kept.
+	if _, err := runCLI(t, "eval", "--model", model, "--images", imgs, "--masks", masks, "--confusion", conf); err != nil {
+		t.Errorf("rerun into its own confusion folder: %v", err)
+	}
+	users := filepath.Join(dir, "users")
+	os.Mkdir(users, 0o755)
+	if err := os.WriteFile(filepath.Join(users, "confusion.csv"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "eval", "--model", model, "--images", imgs, "--masks", masks, "--confusion", users); err == nil ||
+		!strings.Contains(err.Error(), "confusion.csv exists and was not written by segtune eval") {
+		t.Errorf("--confusion over a user's confusion.csv: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(users, "confusion.csv")); string(b) != "mine\n" {
+		t.Errorf("the user's confusion.csv now holds %q", b)
+	}
+	// With --data, the folder of its images is refused too.
+	if _, err := runCLI(t, "eval", "--model", model, "--data", dir, "--confusion", imgs); err == nil ||
+		!strings.Contains(err.Error(), "holds --data's files") {
+		t.Errorf("--confusion on --data's image folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(imgs, "confusion.png")); err == nil {
+		t.Error("confusion.png was written into the image folder")
+	}
 }

@@ -243,7 +243,7 @@ func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 // requestFlags are the flags of the deploy.RequestError fields whose
 // message is the flag's name and the error.
 var requestFlags = map[string]string{"Source": "--checkpoint", "Settings": "--ignore/--class-names",
-	"CalibrationImages": "--calibrate", "CheckMasks": "--check-images/--check-masks"}
+	"CalibrationImages": "--calibrate", "CheckMasks": "--check-images/--check-masks", "Precision": "--precision int8"}
 
 // requestFlagError names the flags of a deploy.RequestError about r.
 func requestFlagError(r deploy.Request, err error) error {

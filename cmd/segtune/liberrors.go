@@ -105,7 +105,7 @@ func withFlagNames(err error) error {
 		}
 	}
 	var fe *onnx.FormatError
-	if errors.As(err, &fe) {
+	if errors.As(err, &fe) && fe.LooksLike == "" { // content names it better than the name
 		if hint := notONNXHint(fe.Path); hint != "" {
 			return &renamedError{err: err, msg: err.Error() + " (" + hint + ")"}
 		}

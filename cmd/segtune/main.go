@@ -55,6 +55,7 @@ func newApp() *cli.App {
 			demoCommand(),
 			versionCommand(),
 			doctorCommand(),
+			completionCommand(),
 		},
 		EnableBashCompletion: true,
 		// main reports errors and chooses the exit status; the default

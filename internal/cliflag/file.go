@@ -1,8 +1,10 @@
 package cliflag
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -16,13 +18,20 @@ import (
 // ParseFile reads the contents b of a settings file, a YAML or JSON
 // mapping of flag names to values (YAML reads JSON too). path names the
 // file in errors.
+// A file of several YAML documents is refused: only the first would be
+// read, and the settings of the others silently lost.
 func ParseFile(path string, b []byte) (map[string]any, error) {
 	var settings map[string]any
-	if err := yaml.Unmarshal(b, &settings); err != nil {
-		return nil, fmt.Errorf("%s: not a YAML or JSON mapping of flag names to values: %w", path, err)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&settings); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: not a YAML or JSON mapping of flag names to values: %s", path, firstLines(err.Error(), 4))
 	}
 	if settings == nil {
 		return nil, fmt.Errorf("%s: no settings in it", path)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: holds more than one YAML document (a line '---' starts another); put every setting in the first", path)
 	}
 	return settings, nil
 }
@@ -32,12 +41,20 @@ func ParseFile(path string, b []byte) (map[string]any, error) {
 // command, or is fileFlag (the flag that named the file), is an error
 // naming it, since a misspelt setting would otherwise be lost. Names are
 // taken in sorted order, so that the first error is always the same.
+//
+// Two names of one flag (m and model) are refused too: one of them would
+// win unseen.
 func Apply(c *cli.Context, settings map[string]any, fileFlag string) error {
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
 		flag := commandFlag(c.Command, name)
 		if flag == nil || name == fileFlag {
 			cmd := c.App.Name + " " + c.Command.Name
 			return fmt.Errorf("%q is not a flag of %s (see %s --help)", name, cmd, cmd)
+		}
+		for _, other := range flag.Names() {
+			if _, ok := settings[other]; ok && other != name {
+				return fmt.Errorf("%q and %q name the same flag: give one", min(name, other), max(name, other))
+			}
 		}
 		if slices.ContainsFunc(flag.Names(), c.IsSet) {
 			continue
@@ -126,5 +143,31 @@ func scalar(v any) (string, error) {
 	case nil:
 		return "", errors.New("no value")
 	}
-	return "", fmt.Errorf("%v is not a flag value (a string, number, boolean or list of them)", v)
+	return "", fmt.Errorf("%s is not a flag value (a string, number, boolean or list of them)", describe(v))
+}
+
+// firstLines keeps the first n lines of a message and counts the rest
+// (the YAML parser lists every fault of a file, one a line).
+func firstLines(msg string, n int) string {
+	lines := strings.Split(msg, "\n")
+	if len(lines) <= n {
+		return msg
+	}
+	return fmt.Sprintf("%s\n  (and %d more)", strings.Join(lines[:n], "\n"), len(lines)-n)
+}
+
+// describe names a value that is no flag value by its kind, without
+// printing it: a nested mapping may be kilobytes long.
+func describe(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		return fmt.Sprintf("a mapping of %d keys", len(x))
+	case []any:
+		return fmt.Sprintf("a list of %d values nested in the list", len(x))
+	}
+	s := fmt.Sprint(v)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return fmt.Sprintf("%q", s)
 }

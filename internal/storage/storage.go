@@ -272,6 +272,26 @@ func (f *Folder) MkdirAll() error {
 	return nil
 }
 
+// CheckWritable finds out before any work whether files can be written
+// into a local folder f, creating it, by creating and removing a hidden
+// file there: a read-only place then fails at once instead of after the
+// work whose result it was to hold. Bucket folders are not probed (a
+// probe object could be seen by the bucket's other readers).
+func (f *Folder) CheckWritable() error {
+	if !f.IsLocal() {
+		return nil
+	}
+	if err := f.MkdirAll(); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(f.loc.Local, ".segtune-write-check-*")
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
 // Within reports whether f is sub, or sub is inside f, in the same bucket
 // (both bucket folders); local folders are compared by the caller, which
 // resolves symbolic links.

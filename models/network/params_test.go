@@ -1,10 +1,13 @@
 package network
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
@@ -101,4 +104,23 @@ func minus(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// A quantized model asked to train is told why it cannot (its weights
+// are integers) and what to do, not that no layer has float parameters.
+func TestTrainableNamesAQuantizedModel(t *testing.T) {
+	var nodes []*onnx.NodeProto
+	var inits []*onnx.TensorProto
+	b := &onnx.Builder{Nodes: &nodes, Inits: &inits}
+	w := b.Initializer(&onnx.TensorProto{Name: proto.String("w"), Dims: []int64{4, 3, 3, 3}, DataType: proto.Int32(int32(onnx.Int8)), RawData: make([]byte, 4*3*3*3)})
+	b.Emit("DynamicQuantizeLinear", "q", []string{"x"}, []string{"xq", "xs", "xz"})
+	b.Emit("ConvInteger", "c", []string{"xq", w, "xz"}, []string{"y"})
+	x := &onnx.ValueInfoProto{Name: proto.String("x")}
+	y := &onnx.ValueInfoProto{Name: proto.String("y")}
+	m := onnx.NewModel(b.Graph("q", []*onnx.ValueInfoProto{x}, []*onnx.ValueInfoProto{y}), 13)
+	_, err := Trainable(m, "all")
+	var qe *QuantizedError
+	if !errors.As(err, &qe) || !strings.Contains(err.Error(), "ConvInteger ×1, DynamicQuantizeLinear ×1") || !strings.Contains(err.Error(), "--precision int8") {
+		t.Fatalf("Trainable: %v, want a QuantizedError naming the operators", err)
+	}
 }

@@ -12,6 +12,15 @@ import (
 // TrainableHelp describes the specs Trainable accepts, for flag usage text.
 const TrainableHelp = "all | classifier | decoder | last:N | skip:N | name patterns (glob, or re:REGEXP), comma-separated"
 
+// QuantizedError is a quantized model asked to train: its weights are
+// integers (ConvInteger, QLinearConv, QDQ pairs), which gradients cannot
+// move.
+type QuantizedError struct{ Ops onnx.Quantization }
+
+func (e *QuantizedError) Error() string {
+	return fmt.Sprintf("the model is quantized (%s): its weights are integers, which do not train; fine-tune the float model it was quantized from, then export the result with --precision int8", e.Ops)
+}
+
 // Trainable resolves a trainable-parameter spec to initializer names, in
 // the order of the layers:
 //
@@ -28,6 +37,9 @@ func Trainable(m *onnx.Model, spec string) ([]string, error) {
 		return nil, err
 	}
 	if len(layers) == 0 {
+		if q := onnx.Quantized(m); len(q) > 0 {
+			return nil, &QuantizedError{Ops: q}
+		}
 		return nil, fmt.Errorf("the model has no layers with float parameters")
 	}
 	spec = strings.TrimSpace(spec)

@@ -47,6 +47,8 @@ type compiler struct {
 	// madeConst holds initializers the compiler created (Constant nodes,
 	// upgrade constants): never trainable.
 	madeConst map[string]bool
+	// producer maps each forward tensor to its node (roles.go).
+	producer map[string]*onnx.NodeProto
 }
 
 // Build compiles model into training and evaluation graphs. The model is not

@@ -156,6 +156,18 @@ type Config struct {
 	// (targetOpset when lower): 22 for bfloat16 convolutions
 	// (autocast.BFloat16.MinOpset).
 	MinOpset int64
+	// WhereMasks writes the backward pass of Relu, Clip and the other
+	// masked activations as one Where(mask, dy, 0) instead of dy times
+	// Cast(mask): one kernel instead of two on CUDA, as PyTorch runs it.
+	// ONNX Runtime's CPU Where is slower than Cast + Mul: GPU sessions
+	// should set it.
+	WhereMasks bool
+	// OmitModelOutputs leaves the model's outputs (the logits) out of the
+	// training graph's outputs unless ExtraOutputs names them, for callers
+	// that read only the loss, the gradients and their ExtraOutputs: a
+	// step then copies no logits out, and nodes only an unread output
+	// needs are pruned. The evaluation graph keeps them.
+	OmitModelOutputs bool
 }
 
 // isLiteral reports whether a Trainable entry names one tensor exactly: a

@@ -18,6 +18,13 @@ func (c *compiler) emit() (*Graphs, error) {
 		}
 	}
 	req := c.requiresGrad(fwd)
+	c.producer = map[string]*onnx.NodeProto{}
+	for _, n := range fwd {
+		for _, o := range n.Output {
+			c.producer[o] = n
+		}
+	}
+	c.annotateForward(fwd)
 	grads := map[string][]string{}
 	lossB := newBuilder("loss/", c.floatType, c.b.taken)
 	lossB.matrixReductions = c.cfg.MatrixReductions
@@ -25,10 +32,12 @@ func (c *compiler) emit() (*Graphs, error) {
 	var hasLoss bool
 	switch c.cfg.Loss.Kind {
 	case LossCrossEntropy, LossSigmoidBCE:
+		start := len(c.b.nodes)
 		logits, dLogits, ins, err := c.loss(lossB, req)
 		if err != nil {
 			return nil, err
 		}
+		annotateRest(c.b.nodes[start:], NodeRole{Role: RoleLoss}) // the loss's gradient
 		extraIn, hasLoss = ins, true
 		if dLogits != "" {
 			grads[logits] = append(grads[logits], dLogits)
@@ -57,6 +66,8 @@ func (c *compiler) emit() (*Graphs, error) {
 			return nil, err
 		}
 	}
+	annotateRest(c.b.nodes, NodeRole{Role: RoleDataGrad}) // sums of an activation's gradient contributions
+	annotateRest(lossB.nodes, NodeRole{Role: RoleLoss})
 	man := c.manifestBase()
 	var gradOuts []*onnx.ValueInfoProto
 	for _, p := range c.trainable {
@@ -65,6 +76,7 @@ func (c *compiler) emit() (*Graphs, error) {
 			return nil, fmt.Errorf("the model already has a tensor named %q", out)
 		}
 		unused := len(grads[p]) == 0
+		start := len(c.b.nodes)
 		var g string
 		if unused {
 			g = c.b.zeros(c.info[p].shape)
@@ -72,6 +84,7 @@ func (c *compiler) emit() (*Graphs, error) {
 			g = c.accumulate(grads[p])
 		}
 		c.b.opTo("Identity", []string{g}, []string{out})
+		annotateRest(c.b.nodes[start:], NodeRole{Role: RoleWeightGrad, Of: p})
 		gradOuts = append(gradOuts, valueInfo(out, c.info[p].dtype, c.info[p].shape))
 		man.Params = append(man.Params, ParamInfo{Name: p, Grad: out, Shape: c.info[p].shape, Unused: unused})
 	}
@@ -153,10 +166,12 @@ func (c *compiler) backNode(n *onnx.NodeProto, req map[string]bool, grads map[st
 		return &UnsupportedError{Node: n.GetName(), Op: n.GetOpType(), What: "the operator has no gradient rule"}
 	}
 	ctx := &gradCtx{builder: c.b, c: c, n: n, dY: dY, need: need}
+	start := len(c.b.nodes)
 	dX, err := r(ctx)
 	if err != nil {
 		return atNode(n, err)
 	}
+	c.annotateRule(n, c.b.nodes[start:], dX)
 	for i, x := range n.Input {
 		if need[i] && i < len(dX) && dX[i] != "" {
 			grads[x] = append(grads[x], dX[i])
@@ -196,18 +211,23 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	if hasLoss {
 		outs = append(outs, valueInfo(LossName, c.floatType, []int64{1}))
 	}
+	trainOuts := slices.Clone(outs)
 	seen := map[string]bool{}
 	for _, o := range c.g.Output {
 		name := o.GetName()
 		if i, ok := c.info[name]; ok && !seen[name] {
 			seen[name] = true
 			outs = append(outs, valueInfo(name, i.dtype, i.shape))
+			if !c.cfg.OmitModelOutputs || slices.Contains(c.cfg.ExtraOutputs, name) {
+				trainOuts = append(trainOuts, valueInfo(name, i.dtype, i.shape))
+			}
 		}
 	}
 	for _, name := range c.cfg.ExtraOutputs {
 		if !seen[name] {
 			seen[name] = true
 			outs = append(outs, valueInfo(name, c.info[name].dtype, c.info[name].shape))
+			trainOuts = append(trainOuts, valueInfo(name, c.info[name].dtype, c.info[name].shape))
 		}
 	}
 	inputs := slices.Clone(c.g.Input)
@@ -240,11 +260,23 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	trainNodes := slices.Concat(fwd, lossB.nodes, c.b.nodes)
 	trainInits := slices.Concat(frozen, lossB.inits, c.b.inits)
 	trainIns := slices.Concat(inputs, gradIns)
-	trainOuts := slices.Concat(outs, gradOuts)
+	trainOuts = slices.Concat(trainOuts, gradOuts)
 	train := mk(trainNodes, trainInits, trainIns, trainOuts, "segtune_training")
+	importConvGrad(train.Proto)
 
 	man.fill(train.Proto.Graph, eval.Proto.Graph)
 	return &Graphs{Training: train, Eval: eval, Params: ordered, Manifest: man}, nil
+}
+
+// importConvGrad declares ConvGradDomain in m's opset imports when a node
+// of its graph uses it (the training graph only: the evaluation graph has
+// no backward pass).
+func importConvGrad(m *onnx.ModelProto) {
+	if !slices.ContainsFunc(m.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == ConvGradDomain }) {
+		return
+	}
+	m.OpsetImport = append(slices.Clone(m.OpsetImport),
+		&onnx.OperatorSetIdProto{Domain: proto.String(ConvGradDomain), Version: proto.Int64(ConvGradVersion)})
 }
 
 func cloneNodes(ns []*onnx.NodeProto) []*onnx.NodeProto {

@@ -1,13 +1,12 @@
 package grad_test
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/internal/ortprofile"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -99,25 +98,13 @@ func TestWeightGradsRunEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	files, _ := filepath.Glob(prefix + "*.json")
-	if len(files) != 1 {
-		t.Fatalf("profile files %v", files)
-	}
-	b, err := os.ReadFile(files[0])
+	nodes, err := ortprofile.ReadNewest(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []struct {
-		Cat, Name string
-	}
-	if err := json.Unmarshal(b, &events); err != nil {
-		t.Fatal(err)
-	}
-	var order []string
-	for _, e := range events {
-		if e.Cat == "Node" && strings.HasSuffix(e.Name, "_kernel_time") {
-			order = append(order, strings.TrimSuffix(e.Name, "_kernel_time"))
-		}
+	var order []string // one run: each node's first kernel is its place
+	for _, n := range nodes {
+		order = append(order, n.Name)
 	}
 	pos := func(p string) int {
 		i := slices.Index(order, last[p])

@@ -29,27 +29,57 @@ func init() {
 // hardtanh, whose backward also reads the output); with trainable bounds,
 // Clip keeps the bounds inside (like torch.clamp).
 
-// Masks multiply dy by Cast(mask) rather than Where(mask, dy, 0): ONNX
-// Runtime's CPU Where with a scalar operand is about 1.7× slower than the
-// Cast + Mul pair. Relu and Clip read the mask off the forward *output*, so
+// Masks: by default dy is multiplied by Cast(mask) rather than selected by
+// Where(mask, dy, 0): ONNX Runtime's CPU Where with a scalar operand is
+// about 1.7× slower than the Cast + Mul pair. Config.WhereMasks (GPU
+// sessions) selects with one Where instead, one kernel per mask as PyTorch
+// runs. Relu, Clip and LeakyRelu read the mask off the forward *output*, so
 // the forward input (typically a Conv output) is not kept alive for the
 // backward pass, and ONNX Runtime can fuse Conv + Relu/Clip.
 
 // maskGrad returns dy where mask holds and 0 elsewhere.
 func maskGrad(c *gradCtx, mask, dy string) string {
-	return c.mul(dy, c.toFloat(mask))
+	if c.c.cfg.WhereMasks {
+		return c.where(mask, dy, c.zeroLike(dy))
+	}
+	dt := c.dtype(c.forwardOf(dy))
+	return c.mul(dy, c.op1("Cast", []string{mask}, onnx.IntAttr("to", int64(dt))))
+}
+
+// zeroLike is a rank-0 zero of the element type of forward tensor x or of
+// the gradient of one (a half type in a half-precision graph).
+func (c *gradCtx) zeroLike(x string) string {
+	return c.constOf(c.dtype(c.forwardOf(x)), []float64{0}, nil)
+}
+
+// forwardOf returns the forward tensor whose element type gradient g
+// shares: the node's output whose gradient g is, else g itself.
+func (c *gradCtx) forwardOf(g string) string {
+	for j, d := range c.dY {
+		if d == g {
+			return c.out(j)
+		}
+	}
+	return g
 }
 
 func reluRule(c *gradCtx) ([]string, error) {
 	// y > 0 exactly where x > 0.
-	pos := c.op1("Greater", []string{c.out(0), c.scalar(0)})
+	pos := c.op1("Greater", []string{c.out(0), c.zeroLike(c.out(0))})
 	return []string{maskGrad(c, pos, c.dY[0])}, nil
 }
 
 func leakyReluRule(c *gradCtx) ([]string, error) {
-	alpha := attrFloat(c.n, "alpha", 0.01)
-	pos := c.op1("Greater", []string{c.in(0), c.scalar(0)})
-	return []string{c.where(pos, c.dY[0], c.mul(c.dY[0], c.scalar(float64(alpha))))}, nil
+	alpha := float64(attrFloat(c.n, "alpha", 0.01))
+	// With a positive slope y > 0 exactly where x > 0, so the mask reads
+	// the output, as Relu's does.
+	x := c.in(0)
+	if alpha > 0 {
+		x = c.out(0)
+	}
+	pos := c.op1("Greater", []string{x, c.zeroLike(x)})
+	dt := c.dtype(c.out(0))
+	return []string{c.where(pos, c.dY[0], c.mul(c.dY[0], c.constOf(dt, []float64{alpha}, nil)))}, nil
 }
 
 func preluRule(c *gradCtx) ([]string, error) {
@@ -71,7 +101,6 @@ func preluRule(c *gradCtx) ([]string, error) {
 // collect the gradient of the clipped elements.
 func clipRule(c *gradCtx) ([]string, error) {
 	x := c.in(0)
-	zero := c.scalar(0)
 	if !c.wants(1) && !c.wants(2) && (c.in(1) != "" || c.in(2) != "") {
 		// Constant bounds: dy passes strictly between them, which the
 		// output tells as well as the input: min < y < max ⇔ min < x < max.
@@ -92,6 +121,7 @@ func clipRule(c *gradCtx) ([]string, error) {
 		dx[0] = maskGrad(c, pass, c.dY[0])
 		return dx, nil
 	}
+	zero := c.zeroLike(c.out(0))
 	pass := ""
 	and := func(m string) {
 		if pass == "" {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -106,6 +108,9 @@ func convRule(c *gradCtx) ([]string, error) {
 	// and in float16 (where it was the only form) took 881 of its 936 ms
 	// of kernel time (H200).
 	same := geo.dtype == c.floatType
+	if pads, ok := convGradPads(c, ws, xs, ys, geo); ok && (c.wants(0) || c.wants(1)) {
+		return convGradNode(c, dy, x, w, geo, pads), nil
+	}
 	if c.wants(0) {
 		dx[0] = convInputGrad(c.builder, dy, w, ys, ws, xs, geo, !c.c.cfg.DirectConvs && same)
 	}
@@ -116,6 +121,51 @@ func convRule(c *gradCtx) ([]string, error) {
 		dx[2] = c.reduceSum(dy, spatialAndBatch(len(ys)), false)
 	}
 	return dx, nil
+}
+
+// convGradPads reports whether Config.ConvGrad hands this convolution to
+// the ConvGrad operator, and returns the pads it is given: the forward's
+// begin pads and, as ends, what the shapes imply (at least 0). Only 2-D
+// convolutions of the chosen classes qualify whose output cuDNN's
+// symmetric padding reproduces (floor((in + 2·begin − extent)/stride) + 1
+// is the output size on each axis); others, such as TensorFlow's SAME
+// padding with stride 2 (pads 0 and 1), keep the standard forms.
+func convGradPads(c *gradCtx, ws, xs, ys []int64, g convGeom) ([]int64, bool) {
+	if len(xs) != 4 || c.c.cfg.ConvGrad&ClassOfConv(ws, g.group) == 0 {
+		return nil, false
+	}
+	pads := make([]int64, 4)
+	for i := 0; i < 2; i++ {
+		ext := (g.k[i]-1)*g.d[i] + 1
+		if g.pb[i] < 0 || (xs[i+2]+2*g.pb[i]-ext)/g.s[i]+1 != ys[i+2] {
+			return nil, false
+		}
+		pads[i] = g.pb[i]
+		pads[i+2] = max((ys[i+2]-1)*g.s[i]+ext-xs[i+2]-g.pb[i], 0)
+	}
+	return pads, true
+}
+
+// convGradNode writes a convolution's gradients as one ConvGrad node
+// (ConvGradDomain) computing the wanted ones of dX, dW and dB; an output
+// not wanted is named "", which the kernel skips.
+func convGradNode(c *gradCtx, dy, x, w string, g convGeom, pads []int64) []string {
+	dx := c.grads()
+	outs := make([]string, 3)
+	for i := range outs {
+		if c.wants(i) {
+			outs[i] = c.fresh("convgrad_d" + []string{"x", "w", "b"}[i])
+			dx[i] = outs[i]
+		}
+	}
+	for len(outs) > 0 && outs[len(outs)-1] == "" {
+		outs = outs[:len(outs)-1]
+	}
+	n := c.OpTo(ConvGradOp, []string{dy, x, w}, outs,
+		onnx.IntsAttr("kernel_shape", g.k...), onnx.IntsAttr("strides", g.s...), onnx.IntsAttr("dilations", g.d...),
+		onnx.IntsAttr("pads", pads...), onnx.IntAttr("group", g.group))
+	n.Domain = proto.String(ConvGradDomain)
+	return dx
 }
 
 func spatialAndBatch(rank int) []int64 {

@@ -30,7 +30,7 @@ func Params(gs *grad.Graphs) (map[string]*runtime.Tensor, error) {
 // Classes is the class count of the model's first output (2 when the
 // manifest does not say).
 func Classes(gs *grad.Graphs) int64 {
-	for _, o := range gs.Manifest.Training.Outputs {
+	for _, o := range gs.Manifest.Eval.Outputs { // the training graph may omit the model outputs (grad.Config.OmitModelOutputs)
 		if len(gs.Manifest.ModelOutputs) > 0 && o.Name == gs.Manifest.ModelOutputs[0] && len(o.Shape) > 1 {
 			return o.Shape[1]
 		}
