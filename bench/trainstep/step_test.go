@@ -69,9 +69,9 @@ func TestResidentStepsLearnAtEveryPrecision(t *testing.T) {
 // TestLeversReported: --convgrad and --cuda-graph are read and checked
 // (a class that does not exist, CUDA graphs without the resident state),
 // and the JSON result reports them: the classes as asked, CUDA graphs as
-// they ran (off on the CPU, where they are ignored). MobileNetV2 has no
-// grouped convolution, so --convgrad grouped writes no ConvGrad node and
-// the step needs none of its kernels.
+// they ran (off on the CPU, where they are ignored). The ConvGrad nodes
+// run on the operator's CPU kernel, which trainfeed.ConvGradKernels
+// registers.
 func TestLeversReported(t *testing.T) {
 	defer func(o string, r, g bool, c grad.ConvClasses) { Optim, Resident, CUDAGraph, ConvGrad = o, r, g, c }(Optim, Resident, CUDAGraph, ConvGrad)
 	Resident, CUDAGraph = false, true
@@ -82,7 +82,7 @@ func TestLeversReported(t *testing.T) {
 	if err := setLevers("dense,sideways"); err == nil || !strings.Contains(err.Error(), "--convgrad dense,sideways") {
 		t.Errorf("--convgrad dense,sideways: %v", err)
 	}
-	if err := setLevers("grouped"); err != nil {
+	if err := setLevers("dense,pointwise"); err != nil {
 		t.Fatal(err)
 	}
 	testassets.RequireORT(t)
@@ -100,8 +100,11 @@ func TestLeversReported(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got["convgrad"] != "grouped" || got["cuda_graph"] != false || got["cuda_graph_optimizer"] != false {
-		t.Errorf("JSON levers: convgrad %v, cuda_graph %v, cuda_graph_optimizer %v; want grouped, false, false",
+	if r.Ops[grad.ConvGradDomain+"."+grad.ConvGradOp] == 0 {
+		t.Error("--convgrad dense,pointwise wrote no ConvGrad node")
+	}
+	if got["convgrad"] != "dense,pointwise" || got["cuda_graph"] != false || got["cuda_graph_optimizer"] != false {
+		t.Errorf("JSON levers: convgrad %v, cuda_graph %v, cuda_graph_optimizer %v; want dense,pointwise, false, false",
 			got["convgrad"], got["cuda_graph"], got["cuda_graph_optimizer"])
 	}
 }
