@@ -6,23 +6,24 @@
 # their weights (bench/gpu/weights.py strip; refilled there from PyTorch) and
 # a CamVid subset for the two-epoch fine-tune (SHARED/data/camvid: the first
 # 96 training and 32 validation images as JPEG, their masks as they are), as
-# one tar split into parts of at most PART bytes under .gpu/ (which git's
-# info/exclude must ignore). Send each part in its own call with
+# one tar split into equal parts of at most PART bytes under .gpu/ (which
+# git's info/exclude must ignore): 52M makes four parts of about 54 MB,
+# which with the 10.5 MB working tree stay under a call's 64 MiB. Send each part in its own call with
 # `carry: [".gpu/partNN"]` and `mv .gpu/partNN /tmp/` there, back to back
 # while the machine is warm; the last call runs scripts/gpu-unpack.sh.
 #
-#   scripts/gpu-pack.sh [PART [SHARED]]     (default 50M, ../shared/assets)
+#   scripts/gpu-pack.sh [PART [SHARED]]     (default 52M, ../shared/assets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-part=${1:-50M}
+part=${1:-52M}
 shared=${2:-../shared/assets}
 exclude=$(git rev-parse --git-path info/exclude) # .git is a file in a worktree
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
 ort=$(scripts/install-ort.sh --cuda | tail -n1)
 make -s torch-models
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+stage=$(mktemp -d) packed=$(mktemp)
+trap 'rm -rf "$stage" "$packed"' EXIT
 mkdir -p "$stage/bin" "$stage/models" "$stage/ort"
 ld=(-trimpath -ldflags=-s\ -w)
 go build "${ld[@]}" -o "$stage/bin/trainstep" ./bench/trainstep
@@ -52,5 +53,9 @@ done
 cp "$(dirname "$ort")"/lib*.so* "$stage/ort/"
 rm -rf .gpu
 mkdir -p .gpu
-tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T0 -3 | split -b "$part" -d - .gpu/part
+tar -C "$stage" -cf - $(cd "$stage" && ls) | xz -T0 -3 >"$packed"
+# As few parts as PART allows, of equal size (split -b would leave the
+# last one small and the others at the limit).
+max=$(numfmt --from=iec "$part") size=$(stat -c %s "$packed")
+split -n $(((size + max - 1) / max)) -d "$packed" .gpu/part
 ls -l .gpu
