@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -434,6 +435,9 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)
 	gc.MatrixReductions = gc.DirectConvs
 	gc.WhereMasks = gc.DirectConvs // one Where per mask on CUDA; Cast+Mul is faster on the CPU
+	if gc.ConvGrad, err = t.convGrad(*cfg, gc.DirectConvs); err != nil {
+		return nil, err
+	}
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
@@ -488,6 +492,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 		// convolutions, except under Precision fp32.
 		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
 	}
+	ropts.ConvGradCUDA = slices.ContainsFunc(gs.Training.Proto.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == grad.ConvGradDomain })
 	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
 		return newStepper(gs, t.params, t.input, oc, res, outputs, t.scaler, ropts)
 	}); err != nil {
@@ -972,6 +977,19 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 		mp = mixedPrecision{}
 	}
 	return mp, err
+}
+
+// convGrad returns the convolution classes the training graph hands to
+// ConvGrad (Config.ConvGrad, checked by Validate); none, with one line,
+// where the run may not use a GPU (Device auto without one).
+func (t *trainer) convGrad(cfg Config, gpu bool) (grad.ConvClasses, error) {
+	classes, err := grad.ParseConvClasses(cfg.ConvGrad)
+	if err != nil || classes == 0 || gpu {
+		return classes, err
+	}
+	t.hooks.notice(FallbackNotice{Field: "ConvGrad", Value: cfg.ConvGrad,
+		Reason: "no CUDA GPU here, and ConvGrad's kernel is cuDNN's; training with the standard forms"})
+	return 0, nil
 }
 
 // parsePrecision checks a Precision value. fp32 and tf32 differ only on

@@ -77,6 +77,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "resident", Value: d.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
 			&cli.StringFlag{Name: "loss", Value: d.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice"},
 			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
+			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU"},
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
@@ -155,6 +156,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	if err := finetune.CheckModes(c.String("precision"), c.String("resident")); err != nil {
 		return finetune.Config{}, err
 	}
+	if err := finetune.CheckConvGrad(c.String("conv-grad"), c.String("device")); err != nil {
+		return finetune.Config{}, err
+	}
 	if err := finetune.CheckLoss(c.String("loss"), c.Float64("focal-gamma")); err != nil {
 		return finetune.Config{}, fmt.Errorf("--loss %s --focal-gamma %v: %w", c.String("loss"), c.Float64("focal-gamma"), err)
 	}
@@ -166,7 +170,8 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
-		Loss: c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
+		ConvGrad: c.String("conv-grad"),
+		Loss:     c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
 		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
 		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),

@@ -29,6 +29,7 @@ import (
 var settingFlags = map[string]string{
 	"Precision": "--precision",
 	"Resident":  "--resident",
+	"ConvGrad":  "--conv-grad",
 	"Batch":     "--batch",
 	"RunDir":    "--out",
 }
