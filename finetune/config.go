@@ -89,6 +89,9 @@ type Config struct {
 	// loss scale) or bf16 (the same in bfloat16 without a loss scale;
 	// CUDA only).
 	Precision string `json:"precision,omitempty"`
+	// CUDAOptions are CUDA provider options (e.g. "cudnn_conv_algo_search":
+	// "EXHAUSTIVE") set over the ones the run picks for its Precision.
+	CUDAOptions map[string]string `json:"cuda_options,omitempty"`
 	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
 	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
 	// (the focal loss with FocalGamma), "dice" (soft Dice alone),

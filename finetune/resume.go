@@ -55,6 +55,7 @@ var runSettings = func() map[string]settingFields {
 		"device":        func(c *Config) []any { return []any{&c.Device} },
 		"threads":       func(c *Config) []any { return []any{&c.Threads} },
 		"resident":      func(c *Config) []any { return []any{&c.Resident} },
+		"cuda-opt":      func(c *Config) []any { return []any{&c.CUDAOptions} },
 	}
 	group := func(f settingFields, names ...string) {
 		for _, n := range names {
@@ -79,9 +80,10 @@ var runSettings = func() map[string]settingFields {
 
 // mayChangeOnResume are the settings a resumed run may change; they apply
 // from the resumed step on and are recorded in metrics.jsonl. Where the
-// state lives (resident) does not change the run: checkpoints hold it in
+// state lives (resident) and how cuDNN picks its algorithms (cuda-opt) do
+// not change the run: checkpoints hold it in
 // one format either way.
-var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true}
+var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "cuda-opt": true}
 
 // IsRunSetting reports whether name is a setting of the run (one that
 // resuming checks and Repeat takes from the caller's configuration).
