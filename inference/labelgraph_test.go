@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
@@ -258,4 +259,74 @@ func TestGraphLabelsRefuseNonFiniteScores(t *testing.T) {
 	if _, _, err := graph.DenseScores(make([]float32, 3*4*4), 4, 4); err == nil {
 		t.Error("a labels-only segmenter gave scores")
 	}
+}
+
+// BenchmarkGraphLabels times one image's label map both ways, alternated
+// within each iteration so that load drifts hit both alike: the host's
+// (Infer, then the arg-max over the scores in Labels) and the graph's
+// (OpenLabels: Infer returns the labels). The shared person model on a
+// CamVid image (480×360); host-ms/img and graph-ms/img are the metrics.
+//
+//	go test -run '^$' -bench GraphLabels -benchtime 20x ./inference
+func BenchmarkGraphLabels(b *testing.B) {
+	model := testassets.Require(b, "models", "deeplabv3plus_person_dynamic.onnx")
+	path := testassets.Require(b, "data", "camvid", "images", "val", "0016E5_07965.png")
+	data, err := os.ReadFile(model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, err := imageio.Decoder{}.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	person, err := models.Lookup("deeplabv3plus-person-dynamic")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pre := person.Preprocess
+	pre.Resize, pre.ScaleFactor, pre.MultipleOf, pre.PlusOne = imageio.ResizeNone, 0, 0, false
+	testassets.RequireORT(b)
+	var segs [2]*inference.Segmenter
+	for i, open := range []func([]byte, *contract.Contract, imageio.Preprocess, runtime.Options) (*inference.Segmenter, error){inference.Open, inference.OpenLabels} {
+		m, err := onnx.Parse(data, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ct, err := contract.Read(m, contract.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if segs[i], err = open(data, ct, pre, runtime.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		defer segs[i].Close()
+	}
+	var spent [2]time.Duration
+	label := func(i int) {
+		s := segs[i]
+		p, err := s.Prepare(img)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		outs, err := s.Infer(p.Input, 1, p.Shape)
+		if err == nil {
+			_, err = s.Labels(p, outs[0])
+		}
+		spent[i] += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Recycle(p.Input)
+	}
+	label(0) // warm-up
+	label(1)
+	spent = [2]time.Duration{}
+	b.ResetTimer()
+	for range b.N {
+		label(0)
+		label(1)
+	}
+	b.ReportMetric(float64(spent[0].Microseconds())/1e3/float64(b.N), "host-ms/img")
+	b.ReportMetric(float64(spent[1].Microseconds())/1e3/float64(b.N), "graph-ms/img")
 }
