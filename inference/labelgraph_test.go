@@ -330,3 +330,24 @@ func BenchmarkGraphLabels(b *testing.B) {
 	b.ReportMetric(float64(spent[0].Microseconds())/1e3/float64(b.N), "host-ms/img")
 	b.ReportMetric(float64(spent[1].Microseconds())/1e3/float64(b.N), "graph-ms/img")
 }
+
+// TestInFlight: two batches in flight on a GPU once the channel count is
+// known, one on the CPU.
+func TestInFlight(t *testing.T) {
+	for _, c := range []struct {
+		device   string
+		channels int
+		kind     contract.Kind
+		want     int
+	}{
+		{runtime.DeviceCUDA, 3, contract.Logits, 2},
+		{runtime.DeviceCUDA, 0, contract.Labels, 2},
+		{runtime.DeviceCUDA, 0, contract.Logits, 1},
+		{runtime.DeviceCPU, 3, contract.Logits, 1},
+	} {
+		s := &inference.Segmenter{Session: &runtime.Session{Device: c.device}, Contract: &contract.Contract{Channels: c.channels, Kind: c.kind}}
+		if got := s.InFlight(); got != c.want {
+			t.Errorf("%s, %d channels of %s: %d batches in flight, want %d", c.device, c.channels, c.kind, got, c.want)
+		}
+	}
+}

@@ -507,3 +507,16 @@ func scaleContent(g imageio.Geometry, h, w int) imageio.Geometry {
 // LabelsInGraph reports whether the session runs the model with its
 // arg-max appended (OpenLabels), label maps coming back instead of scores.
 func (s *Segmenter) LabelsInGraph() bool { return s.graphLabels }
+
+// InFlight is how many batches the pipeline should run at once
+// (pipeline.Config.InFlight): two on a GPU, where one batch's copies and
+// host-side checks then overlap the other's kernels; one on the CPU, where
+// a run already takes every core. Infer is safe for concurrent use once
+// the contract knows its channel count (the probe at Open learns it;
+// CheckRun would otherwise set it on the first runs).
+func (s *Segmenter) InFlight() int {
+	if s.Session.Device == runtime.DeviceCUDA && (s.Contract.Channels > 0 || s.Contract.Kind == contract.Labels) {
+		return 2
+	}
+	return 1
+}

@@ -138,7 +138,7 @@ func main() {
 		finish := func(r inference.Result) error {
 			return imageio.WriteMaskPNG(filepath.Join(out, filepath.Base(r.Path)), r.Labels, r.Width, r.Height, nil)
 		}
-		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers})
+		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers, InFlight: seg.InFlight()})
 		if err != nil || len(rep.Failures) > 0 {
 			log.Fatal(err, rep.Failures)
 		}
