@@ -39,7 +39,11 @@ var errNoLabelGraph = errors.New("no label graph")
 // enough (labels, an unknown channel count), or the opset lacks an
 // operator's form.
 func labelGraph(model []byte, ct *contract.Contract) ([]byte, error) {
-	if ct.Kind == contract.Labels || ct.Channels < 1 || ct.Channels+boolInt(ct.Thresholded()) > contract.MaxClasses {
+	classes := ct.Channels
+	if ct.Thresholded() {
+		classes++ // the threshold plane
+	}
+	if ct.Kind == contract.Labels || ct.Channels < 1 || classes > contract.MaxClasses {
 		return nil, fmt.Errorf("%w: output %q (%s, %d channels)", errNoLabelGraph, ct.Output, ct.Kind, ct.Channels)
 	}
 	m, err := onnx.Parse(model, "")
@@ -110,11 +114,4 @@ func labelGraph(model []byte, ct *contract.Contract) ([]byte, error) {
 		onnx.TensorValueInfo(graphScoreShape, onnxpb.TensorProto_INT64, 4),
 	}
 	return m.Marshal()
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

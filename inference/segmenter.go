@@ -413,7 +413,11 @@ func (s *Segmenter) graphOutputs(outs []*runtime.Tensor, n, rows, h, w int) ([]p
 	if !s.inputSized(shape, h, w) {
 		return nil, fmt.Errorf("output %q has shape %v for a %dx%d input: the arg-max inside the graph needs scores at the input's size", s.Contract.Output, shape, h, w)
 	}
-	for i, v := range outs[s.nonFinite].Float32[:n] {
+	flags := outs[s.nonFinite].Float32
+	if len(flags) != rows {
+		return nil, fmt.Errorf("the non-finite flags hold %d values for a batch of %d", len(flags), rows)
+	}
+	for i, v := range flags[:n] {
 		if v != v {
 			return nil, fmt.Errorf("output %q holds non-finite scores (NaN or ±Inf) for image %d of the batch: the model's numbers are broken for this input", s.Contract.Output, i+1)
 		}
