@@ -100,6 +100,9 @@ type Config struct {
 	// none. Device cpu refuses any other value; Device auto without a GPU
 	// says so and trains without.
 	ConvGrad string `json:"conv_grad,omitempty"`
+	// CUDAOptions are CUDA provider options (e.g. "cudnn_conv_algo_search":
+	// "EXHAUSTIVE") set over the ones the run picks for its Precision.
+	CUDAOptions map[string]string `json:"cuda_options,omitempty"`
 	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
 	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
 	// (the focal loss with FocalGamma), "dice" (soft Dice alone),

@@ -56,6 +56,7 @@ var runSettings = func() map[string]settingFields {
 		"threads":       func(c *Config) []any { return []any{&c.Threads} },
 		"resident":      func(c *Config) []any { return []any{&c.Resident} },
 		"conv-grad":     func(c *Config) []any { return []any{&c.ConvGrad} },
+		"cuda-opt":      func(c *Config) []any { return []any{&c.CUDAOptions} },
 	}
 	group := func(f settingFields, names ...string) {
 		for _, n := range names {
@@ -80,10 +81,10 @@ var runSettings = func() map[string]settingFields {
 
 // mayChangeOnResume are the settings a resumed run may change; they apply
 // from the resumed step on and are recorded in metrics.jsonl. Where the
-// state lives (resident) does not change the run: checkpoints hold it in
-// one format either way, and how convolutions' gradients are computed
-// (conv-grad) changes only their rounding.
-var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "conv-grad": true}
+// state lives (resident), how cuDNN picks its algorithms (cuda-opt) and
+// how convolutions' gradients are computed (conv-grad) do not change the
+// run beyond rounding: checkpoints hold it in one format either way.
+var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "cuda-opt": true, "conv-grad": true}
 
 // IsRunSetting reports whether name is a setting of the run (one that
 // resuming checks and Repeat takes from the caller's configuration).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -488,9 +489,12 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	}
 	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
 	if mayRunOnGPU(cfg.Device) {
-		// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
-		// convolutions, except under Precision fp32.
-		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
+		ropts.CUDAOptions = cudaOptions(*cfg)
+		if search := ropts.CUDAOptions[runtime.CUDAConvSearch]; search != "" && cfg.CUDAOptions[runtime.CUDAConvSearch] == "" {
+			t.hooks.notice(DefaultNotice{Field: "Precision", Value: cfg.Precision, Override: "CUDAOptions",
+				Chosen: fmt.Sprintf("CUDA option %s=%s", runtime.CUDAConvSearch, search),
+				Why:    "cuDNN's exhaustive search re-ran every step in half precision"})
+		}
 	}
 	ropts.ConvGradCUDA = slices.ContainsFunc(gs.Training.Proto.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == grad.ConvGradDomain })
 	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
@@ -515,6 +519,18 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 		return err
 	}
 	return nil
+}
+
+// cudaOptions are the CUDA provider options of cfg's training session:
+// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
+// convolutions, except under Precision fp32; cuDNN's heuristic convolution
+// search in half precision (runtime.HalfPrecisionCUDAOptions); then
+// cfg.CUDAOptions over them.
+func cudaOptions(cfg Config) map[string]string {
+	opts := map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
+	maps.Copy(opts, cfg.CUDAOptions)
+	_, half := autocast.ForPrecision(cfg.Precision)
+	return runtime.HalfPrecisionCUDAOptions(opts, half)
 }
 
 // dataState is the loader position stored in checkpoints, and under

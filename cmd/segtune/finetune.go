@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -79,6 +80,7 @@ func finetuneCommand() *cli.Command {
 			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
 			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU"},
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
+			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
 		Action: runFinetune,
@@ -176,6 +178,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
 			Photometric: photometricConfig(c)},
+	}
+	if cfg.CUDAOptions, err = parseCUDAOptions(c.String("cuda-opt")); err != nil {
+		return finetune.Config{}, err
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
 	if cfg.Epochs < 1 && cfg.MaxSteps < 1 {
@@ -297,3 +302,19 @@ func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) erro
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }
+
+// parseCUDAOptions reads --cuda-opt's K=V,K=V (nil for "").
+func parseCUDAOptions(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	opts := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || val == "" {
+			return nil, fmt.Errorf("--cuda-opt %q: %q is not K=V", v, kv)
+		}
+		opts[k] = val
+	}
+	return opts, nil
+}

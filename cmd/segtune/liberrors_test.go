@@ -220,6 +220,9 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 		{finetune.FallbackNotice{Field: "Precision", Value: "bf16", Reason: "no CUDA GPU here; training in float32"},
 			"segtune: --precision bf16: no CUDA GPU here; training in float32"},
 		{finetune.FallbackNotice{Field: "Unknown", Value: "v", Reason: "why"}, `segtune: Unknown "v": why`},
+		{finetune.DefaultNotice{Field: "Precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "CUDAOptions"},
+			"segtune: --precision fp16: CUDA option cudnn_conv_algo_search=HEURISTIC (cuDNN's exhaustive search re-ran every step in half precision; --cuda-opt overrides it)"},
+		{finetune.DefaultNotice{Field: "Unknown", Value: "v", Chosen: "c", Why: "w", Override: "O"}, `segtune: Unknown "v": c (w; O overrides it)`},
 	} {
 		if got := flagNotice(c.n); got != c.want {
 			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)
