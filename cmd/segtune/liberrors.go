@@ -31,6 +31,7 @@ var settingFlags = map[string]string{
 	"Resident":  "--resident",
 	"Batch":     "--batch",
 	"RunDir":    "--out",
+	"Patience":  "--patience",
 }
 
 // adviceFlags are the libraries' advice (exported constants their errors
