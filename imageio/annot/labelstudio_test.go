@@ -198,3 +198,11 @@ func TestDecodeBrushRLEEncoderOutput(t *testing.T) {
 		}
 	}
 }
+
+// repeatBrushRLE writes what decodeBrushRLE reads: a layer drawn all over.
+func TestRepeatBrushRLE(t *testing.T) {
+	m, err := decodeBrushRLE(repeatBrushRLE(300, 200, 255), 300, 200)
+	if err != nil || len(m) != 300*200 || slices.Contains(m, 0) {
+		t.Fatalf("decoded %d pixels, err %v; want 60000 drawn", len(m), err)
+	}
+}
