@@ -52,6 +52,9 @@ func runDataCheck(c *cli.Context) error {
 	for _, set := range sets {
 		noteDataSet(c, set)
 	}
+	if err := checkNotEmpty(c, sets); err != nil {
+		return err
+	}
 	if names == nil && masks.Map == nil && len(sets) > 0 {
 		names = sets[0].Classes // an annotation format's names (COCO's categories …), where they are the labels
 	}
@@ -120,6 +123,9 @@ func runDataConvert(c *cli.Context) error {
 			return dataExit(err)
 		}
 	}
+	if err := checkNotEmpty(c, sets); err != nil {
+		return err
+	}
 	var bar *progressbar.ProgressBar
 	converted, err := datalayout.Convert(sets, out, masks, func(cs datalayout.ConvertedSplit, done, total int) {
 		if done == 0 {
@@ -159,4 +165,20 @@ func openDataSplits(c *cli.Context) ([]*datalayout.Set, error) {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
 	return sets, nil
+}
+
+// checkNotEmpty refuses a data folder in which no split holds a single
+// image/mask pair: a layout was found, but nothing in it can be checked,
+// converted or trained on (exit 1, as for files that need attention).
+func checkNotEmpty(c *cli.Context, sets []*datalayout.Set) error {
+	for _, set := range sets {
+		if len(set.Samples) > 0 {
+			return nil
+		}
+	}
+	format := "no"
+	if len(sets) > 0 {
+		format = "a " + sets[0].Format
+	}
+	return cli.Exit(fmt.Sprintf("--data %s: %s layout, and not one image/mask pair in it", c.String("data"), format), 1)
 }

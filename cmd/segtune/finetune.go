@@ -269,7 +269,7 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 	if c.IsSet("val-images") || c.IsSet("val-masks") {
 		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
 	}
-	if !cfg.Train.Given() {
+	if !cfg.Train.Given() && !c.Bool("resume") { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
 	return nil

@@ -68,6 +68,8 @@ func TestWithFlagNames(t *testing.T) {
 	}{
 		{&finetune.SettingError{Field: "Batch", Value: "8", Err: errors.New("m.onnx declares a fixed batch of 1")},
 			"--batch 8: m.onnx declares a fixed batch of 1", "Batch"},
+		{&finetune.SettingError{Field: "Patience", Value: "3", Err: errors.New("early stopping needs validation data")},
+			"--patience 3: early stopping needs validation data", "Patience"},
 		{&finetune.SettingError{Field: "RunDir", Value: "/r", Err: cause},
 			"--out /r: permission denied", "RunDir"},
 		{&finetune.NotRunDirError{Dir: "/r", Files: []string{"a.txt"}},
@@ -248,6 +250,12 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 		"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"
 	if err == nil || err.Error() != want {
 		t.Errorf("a resume changing --batch and --seed: %v\nwant %q", err, want)
+	}
+	// --model without --data: the conflict is the model, not missing data.
+	other := redModelSized(t, filepath.Join(dir, "other.onnx"), "h", "w")
+	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--model", other)
+	if err == nil || !strings.Contains(err.Error(), "these flags differ from them: --model (the run has \""+model+"\")") {
+		t.Errorf("a resume with another --model: %v\nwant it refused naming --model and the run's model", err)
 	}
 	stderr, err := runCLIStderr(t, "finetune", "--out", run, "--resume", "--epochs", "2", "--lr", "0.001", "--threads", "1")
 	if want := "\nresuming with --epochs 2 (was 1), --lr 0.001 (was 0.01)\n"; err != nil || !strings.Contains("\n"+stderr, want) {

@@ -128,6 +128,7 @@ func DecodeCOCO(data []byte, name string, opt COCOOptions) (*Set, error) {
 	}
 	set := &Set{Source: name, Classes: classes}
 	imageIndex := make(map[string]int, len(f.Images))
+	fileOf := make(map[string]string, len(f.Images)) // cleaned file_name → image id
 	for _, im := range f.Images {
 		item := "image " + im.ID.String()
 		if im.ID == "" {
@@ -143,6 +144,12 @@ func DecodeCOCO(data []byte, name string, opt COCOOptions) (*Set, error) {
 		if err != nil || im.FileName == "" {
 			return nil, errorf(name, item, "file_name %q is not a relative path", im.FileName)
 		}
+		// Two images of one file would pair it with two masks, and
+		// layouts that pair by file name would lose one of them.
+		if other, dup := fileOf[p]; dup {
+			return nil, errorf(name, item, "file_name %q is also image %s's", im.FileName, other)
+		}
+		fileOf[p] = im.ID.String()
 		imageIndex[im.ID.String()] = len(set.Samples)
 		set.Samples = append(set.Samples, Sample{Image: p, Ref: im.FileName, Width: im.Width, Height: im.Height})
 	}
