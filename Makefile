@@ -138,10 +138,10 @@ test: ort mnist minio mpi codecs torch-models foreign-models transformer-models 
 	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (12 targets: about three minutes in all):
+# Every fuzz target for FUZZTIME each (13 targets: about three and a half minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
 # parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader,
-# the COCO and Label Studio RLE decoders, the Label Studio export reader (with its memory bound).
+# the COCO and Label Studio RLE decoders, the Label Studio and COCO readers (with their memory bounds).
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
@@ -155,7 +155,8 @@ FUZZ_TARGETS := \
 	./evaluate:FuzzParsePartial \
 	./imageio/annot:FuzzDecodeRLEString \
 	./imageio/annot:FuzzDecodeBrushRLE \
-	./imageio/annot:FuzzDecodeLabelStudio
+	./imageio/annot:FuzzDecodeLabelStudio \
+	./imageio/annot:FuzzDecodeCOCO
 
 fuzz-short:
 	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)

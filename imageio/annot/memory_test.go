@@ -200,3 +200,92 @@ func repeatBrushRLE(w, h int, v byte) []byte {
 	}
 	return out
 }
+
+// cocoHostileFiles are COCO files of about n bytes listing many of one
+// thing.
+func cocoHostileFiles(n int) map[string]func() []byte {
+	numbered := func(head, format, tail string) func() []byte {
+		return func() []byte {
+			var b bytes.Buffer
+			b.WriteString(head)
+			for i := 1; b.Len() < n; i++ {
+				if i > 1 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, format, i)
+			}
+			b.WriteString(tail)
+			return b.Bytes()
+		}
+	}
+	image := `{"images":[{"id":1,"file_name":"a.jpg","width":4,"height":4}],`
+	return map[string]func() []byte{
+		"images":        numbered(`{"images":[`, `{"id":%d,"file_name":"a.jpg","width":1,"height":1}`, `],"annotations":[],"categories":[]}`),
+		"unique images": numbered(`{"images":[`, `{"id":%[1]d,"file_name":"%[1]d.jpg","width":1,"height":1}`, `],"annotations":[],"categories":[]}`),
+		"empty images":  func() []byte { return repeatTo(`{"images":[`, `{}`, `]}`, n) },
+		"annotations":   func() []byte { return repeatTo(image+`"annotations":[`, `{}`, `]}`, n) },
+		"polygons":      numbered(image+`"annotations":[`, `{"id":%d,"image_id":1,"category_id":1,"segmentation":[[],[],[],[],[],[],[],[],[],[],[],[],[],[],[],[0,0,4,0,4,4]]}`, `],"categories":[{"id":1,"name":"a"}]}`),
+		"categories":    func() []byte { return repeatTo(`{"images":[],"annotations":[],"categories":[`, `{}`, `]}`, n) },
+		"other": func() []byte {
+			return repeatTo(`{"info":[`, `{}`, `],"images":[],"annotations":[],"categories":[]}`, n)
+		},
+		"images last": numbered(`{"annotations":[{"id":1,"image_id":1,"category_id":1,"segmentation":[[0,0,4,0,4,4]]}],"categories":[{"id":1,"name":"a"}],"images":[`, `{"id":%[1]d,"file_name":"%[1]d.jpg","width":4,"height":4}`, `]}`),
+		"rle counts": func() []byte {
+			return repeatTo(image+`"annotations":[{"id":1,"image_id":1,"category_id":1,"segmentation":{"size":[4,4],"counts":[`, `0`, `]}}]}`, n)
+		},
+	}
+}
+
+// A COCO file costs memory in proportion to the samples and shapes it
+// yields, as TestReadLabelStudioMemoryBounded has it for Label Studio:
+// at most five times its size for a file of 1×1 images (a sample, its
+// paths and the indices by id and file name take about that), and far
+// less for lists of what yields nothing. Reading the whole file first
+// and decoding every list took 5 to 80 times.
+func TestReadCOCOMemoryBounded(t *testing.T) {
+	dir := t.TempDir()
+	const size = 4 << 20
+	for name, file := range cocoHostileFiles(size) {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+		doc := file()
+		if err := os.WriteFile(path, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n := len(doc)
+		doc = nil
+		var err error
+		got := peakHeap(func() { _, err = ReadCOCO(path, COCOOptions{}) })
+		t.Logf("%s: heap peaked %d kB above its start for %d kB (err %.80v)", name, got>>10, n>>10, err)
+		if limit := uint64(5*n) + 1<<20; got > limit {
+			t.Errorf("%s: reading %d bytes took %d bytes of heap (over %d)", name, n, got, limit)
+		}
+	}
+}
+
+// FuzzDecodeCOCO feeds arbitrary bytes to the COCO reader: it must refuse
+// them or return samples whose masks have their declared size, never
+// panic, and allocate in proportion to its input.
+func FuzzDecodeCOCO(f *testing.F) {
+	for _, file := range cocoHostileFiles(256) {
+		f.Add(file())
+	}
+	f.Add([]byte(`{"images":[{"id":1,"file_name":"a.jpg","width":1000,"height":1000}],"annotations":[{"id":1,"image_id":1,"category_id":1,"segmentation":{"size":[1000,1000],"counts":"0` + "`" + `0"}}],"categories":[{"id":1,"name":"a"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var set *Set
+		var err error
+		if got := allocated(func() { set, err = DecodeCOCO(data, "a.json", COCOOptions{MaxPixels: 1 << 20}) }); got > fuzzAllocLimit(len(data)) {
+			t.Fatalf("%d bytes of input allocated %d", len(data), got)
+		}
+		if err != nil {
+			return
+		}
+		for _, s := range set.Samples {
+			if s.Width*s.Height > 1<<16 {
+				continue
+			}
+			if m, err := s.Mask(); err == nil && len(m) != s.Width*s.Height {
+				t.Fatalf("mask of %d pixels for %dx%d", len(m), s.Width, s.Height)
+			}
+		}
+	})
+}
