@@ -138,10 +138,11 @@ test: ort mnist minio mpi codecs torch-models foreign-models transformer-models 
 	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (13 targets: about three and a half minutes in all):
+# Every fuzz target for FUZZTIME each (15 targets: about four minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
 # parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader,
-# the COCO and Label Studio RLE decoders, the Label Studio and COCO readers (with their memory bounds).
+# the COCO and Label Studio RLE decoders, the Label Studio, COCO and LabelMe readers and the CVAT labelmap parser (with
+# their memory bounds).
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
@@ -156,7 +157,9 @@ FUZZ_TARGETS := \
 	./imageio/annot:FuzzDecodeRLEString \
 	./imageio/annot:FuzzDecodeBrushRLE \
 	./imageio/annot:FuzzDecodeLabelStudio \
-	./imageio/annot:FuzzDecodeCOCO
+	./imageio/annot:FuzzDecodeCOCO \
+	./imageio/annot:FuzzDecodeLabelMe \
+	./imageio/annot:FuzzParseCVATLabelmap
 
 fuzz-short:
 	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)

@@ -289,3 +289,30 @@ func FuzzDecodeCOCO(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCVATLabelmap feeds arbitrary bytes to the labelmap.txt parser:
+// it must refuse them or return at most MaxClasses labels of distinct
+// names and colours, allocating in proportion to its input.
+func FuzzParseCVATLabelmap(f *testing.F) {
+	f.Add([]byte("# label:color_rgb:parts:actions\nbackground:0,0,0::\ncar:250,50,83::\n"))
+	f.Add([]byte("a:1,2,3" + strings.Repeat(":", 1000) + "\n"))
+	f.Add([]byte("a:1,2,3" + strings.Repeat(",", 1000) + "\n"))
+	var many strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&many, "l%d:%d,%d,0::\n", i, i%256, i/256)
+	}
+	f.Add([]byte(many.String()))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var labels []CVATLabel
+		var err error
+		if got := allocated(func() { labels, err = parseCVATLabelmap(data, "labelmap.txt") }); got > fuzzAllocLimit(len(data)) {
+			t.Fatalf("%d bytes of input allocated %d", len(data), got)
+		}
+		if err != nil {
+			return
+		}
+		if len(labels) == 0 || len(labels) > MaxClasses {
+			t.Fatalf("%d labels", len(labels))
+		}
+	})
+}
