@@ -735,7 +735,7 @@ func (t *trainer) run(ctx context.Context) error {
 			}
 			end := epochEnd{Epoch: b.Epoch, Loss: t.part.Loss / float64(t.part.Steps), Seconds: time.Since(t.epochStart).Seconds()}
 			t.part = partialEpoch{}
-			if t.reg != nil {
+			if t.reg != nil && t.par.writes() {
 				end.Extra = t.reg.epochStats(algStats)
 			}
 			if err := t.finishEpoch(ctx, end); err != nil || t.stopped {

@@ -298,3 +298,21 @@ func TestFinetuneResumeFixedSizeModelWithCrop(t *testing.T) {
 		t.Errorf("the same command with --resume: %v", err)
 	}
 }
+
+// --patience runs with --data when the folder has a val split, and is
+// refused by name when the run has no validation at all.
+func TestFinetunePatienceWithDataFolder(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	model, data := redModel(t, dir), synthData(t, dir, 4, 2)
+	common := []string{"finetune", "--model", model, "--label-map", "1,2:1;*:0",
+		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--patience", "1", "--threads", "1"}
+	if _, err := runCLI(t, append(common, "--data", data, "--out", filepath.Join(dir, "run"))...); err != nil {
+		t.Errorf("--patience with a val split: %v", err)
+	}
+	_, err := runCLI(t, append(common, "--out", filepath.Join(dir, "run2"),
+		"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train"))...)
+	if err == nil || !strings.Contains(err.Error(), "--patience 1: early stopping needs validation data") {
+		t.Errorf("--patience without validation: %v, want it refused naming --patience", err)
+	}
+}
