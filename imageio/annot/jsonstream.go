@@ -58,21 +58,28 @@ func (s jsonStream) object(what string, key func(string) error) error {
 // list reads a list, calling elem for each element; elem must read it.
 // null is an empty list.
 func (s jsonStream) list(what string, elem func(i int) error) error {
+	_, err := s.nullableList(what, elem)
+	return err
+}
+
+// nullableList is list, reporting whether the value was a list rather
+// than null.
+func (s jsonStream) nullableList(what string, elem func(i int) error) (bool, error) {
 	t, err := s.dec.Token()
 	if err != nil || t == nil {
-		return err
+		return false, err
 	}
 	if t != json.Delim('[') {
 		s.skip(t)
-		return fmt.Errorf("%s is not a list", what)
+		return false, fmt.Errorf("%s is not a list", what)
 	}
 	for i := 0; s.dec.More(); i++ {
 		if err := elem(i); err != nil {
-			return err
+			return true, err
 		}
 	}
 	_, err = s.dec.Token()
-	return err
+	return true, err
 }
 
 // scalar reads a value that should be a string, number, bool or null; a

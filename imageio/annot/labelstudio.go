@@ -222,10 +222,9 @@ func readLSTask(s jsonStream, dataKey string, maxPixels int64) (*lsTask, error) 
 			sawData = true
 			t.ref, t.refErr, err = readLSImageRef(s, dataKey)
 		case "annotations":
-			t.hasAnnotations = true
-			t.annotations, err = readLSAnnotations(s, key, maxPixels)
+			t.annotations, t.hasAnnotations, err = readLSAnnotations(s, key, maxPixels)
 		case "completions":
-			t.completions, err = readLSAnnotations(s, key, maxPixels)
+			t.completions, _, err = readLSAnnotations(s, key, maxPixels)
 		default:
 			_, _, err = s.scalar()
 		}
@@ -275,10 +274,11 @@ func readLSImageRef(s jsonStream, key string) (string, error, error) {
 }
 
 // readLSAnnotations reads a list of annotations and returns the first
-// that was not cancelled (nil: none); the others are read past.
-func readLSAnnotations(s jsonStream, what string, maxPixels int64) (*lsAnnotation, error) {
+// that was not cancelled (nil: none), and whether there was a list (not
+// null); the others are read past.
+func readLSAnnotations(s jsonStream, what string, maxPixels int64) (*lsAnnotation, bool, error) {
 	var chosen *lsAnnotation
-	err := s.list(what, func(int) error {
+	isList, err := s.nullableList(what, func(int) error {
 		if chosen != nil {
 			_, _, err := s.scalar()
 			return err
@@ -305,7 +305,7 @@ func readLSAnnotations(s jsonStream, what string, maxPixels int64) (*lsAnnotatio
 		}
 		return err
 	})
-	return chosen, err
+	return chosen, isList, err
 }
 
 // lsResult is the part of a result that brushes use.
