@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -305,8 +306,9 @@ func TestFinetunePatienceWithDataFolder(t *testing.T) {
 	testassets.RequireORT(t)
 	dir := t.TempDir()
 	model, data := redModel(t, dir), synthData(t, dir, 4, 2)
-	common := []string{"finetune", "--model", model, "--label-map", "1,2:1;*:0",
-		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--patience", "1", "--threads", "1"}
+	base := []string{"finetune", "--model", model, "--label-map", "1,2:1;*:0",
+		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--threads", "1"}
+	common := append(slices.Clone(base), "--patience", "1")
 	if _, err := runCLI(t, append(common, "--data", data, "--out", filepath.Join(dir, "run"))...); err != nil {
 		t.Errorf("--patience with a val split: %v", err)
 	}
@@ -314,5 +316,11 @@ func TestFinetunePatienceWithDataFolder(t *testing.T) {
 		"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train"))...)
 	if err == nil || !strings.Contains(err.Error(), "--patience 1: early stopping needs validation data") {
 		t.Errorf("--patience without validation: %v, want it refused naming --patience", err)
+	}
+	// Without validation there is no best.ckpt, and the summary says so.
+	stdout, err := runCLI(t, append(base, "--out", filepath.Join(dir, "run3"),
+		"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train"))...)
+	if err != nil || !strings.Contains(stdout, "last.ckpt") || strings.Contains(stdout, "best.ckpt") {
+		t.Errorf("a run without validation: %v; stdout:\n%s\nwant last.ckpt named and no best.ckpt", err, stdout)
 	}
 }
