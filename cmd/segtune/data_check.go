@@ -52,9 +52,6 @@ func runDataCheck(c *cli.Context) error {
 	for _, set := range sets {
 		noteDataSet(c, set)
 	}
-	if err := checkNotEmpty(c, sets); err != nil {
-		return err
-	}
 	if names == nil && masks.Map == nil && len(sets) > 0 {
 		names = sets[0].Classes // an annotation format's names (COCO's categories …), where they are the labels
 	}
@@ -69,6 +66,10 @@ func runDataCheck(c *cli.Context) error {
 		}
 	} else {
 		reports.WriteText(os.Stdout)
+	}
+	// After the report, which names the files that pair with nothing.
+	if err := checkNotEmpty(c, sets); err != nil {
+		return err
 	}
 	if bad := reports.Bad(); bad > 0 {
 		return cli.Exit(fmt.Sprintf("data check: %d files named above need attention", bad), 1)
