@@ -141,8 +141,8 @@ test: ort mnist minio mpi codecs torch-models foreign-models transformer-models 
 # Every fuzz target for FUZZTIME each (15 targets: about four minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
 # parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader,
-# the COCO and Label Studio RLE decoders, the Label Studio, COCO and LabelMe readers and the CVAT labelmap parser (with
-# their memory bounds).
+# the COCO and Label Studio RLE decoders, and the Label Studio, COCO, LabelMe and CVAT labelmap
+# readers with their memory bounds.
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
