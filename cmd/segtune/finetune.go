@@ -144,8 +144,20 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
 	}
-	fmt.Printf("outputs in %s (model.onnx and its model.segtune.json, best.ckpt, last.ckpt, metrics.jsonl, curves.png)\n", res.Dir)
+	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(runOutputs(res.Dir), ", "))
 	return nil
+}
+
+// runOutputs names the outputs a run's folder holds: a run without
+// validation has no best.ckpt, and the summary names only what is there.
+func runOutputs(dir string) []string {
+	var out []string
+	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // finetuneConfig turns flags into a run configuration.
@@ -279,7 +291,7 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 	if c.IsSet("val-images") || c.IsSet("val-masks") {
 		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
 	}
-	if !cfg.Train.Given() {
+	if !cfg.Train.Given() && !c.Bool("resume") { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
 	return nil

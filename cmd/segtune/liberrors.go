@@ -32,6 +32,7 @@ var settingFlags = map[string]string{
 	"ConvGrad":  "--conv-grad",
 	"Batch":     "--batch",
 	"RunDir":    "--out",
+	"Patience":  "--patience",
 	// CUDAOptions is no SettingError's; DefaultNotice names it.
 	"CUDAOptions": "--cuda-opt",
 }
