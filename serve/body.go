@@ -33,10 +33,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, start, deadlin
 	var charged int64
 	release = func() { s.bodies.sem.Release(charged) }
 	defer func() {
-		rc.SetReadDeadline(time.Time{}) // the server's own read of what follows the body must not time out the handler
 		if herr != nil {
+			// The deadline stays: the server discards what is left of
+			// the body after the answer, and must not wait for it.
 			release()
+			return
 		}
+		rc.SetReadDeadline(time.Time{}) // the server's own read past the body must not end the request
 	}()
 	grow := func(n int64) *httpError {
 		if !s.bodies.sem.TryAcquire(n) {
