@@ -211,7 +211,9 @@ func hostileLoad(t *testing.T, b loadBodySet, prefix []string, bin, model string
 		bufio.NewReader(c).ReadString('\n')
 	})
 	// 2900×2900 bombs: refused from the header (413), or 503 while busy.
-	repeat(4, func() { send("2900×2900", "", b.bomb, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable) })
+	repeat(4, func() {
+		send("2900×2900", "", b.bomb, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable)
+	})
 	// 1200×1200 images: admitted within the memory budget a few at once.
 	repeat(2, func() { send("1200×1200", "?overlay=1", b.mid, http.StatusOK, http.StatusServiceUnavailable) })
 	// Malformed requests.
@@ -273,5 +275,3 @@ func hostileLoad(t *testing.T, b loadBodySet, prefix []string, bin, model string
 		t.Errorf("serve's stderr holds a runtime failure:\n%s", s)
 	}
 }
-
-
