@@ -137,3 +137,35 @@ func TestServeRefusesBadAddr(t *testing.T) {
 		}
 	}
 }
+
+// An image whose header says it would need more than serve's share of
+// the memory limit (decoding, segment's estimate of the model run, the
+// answer) is refused with 413 saying so, before a pixel is decoded, as
+// segment refuses it; images within it are served, several at once
+// waiting for their share. serve once ran such 2900×2900 images, and died
+// of them under an address-space limit.
+func TestServeRefusesImagesOverTheMemoryBudget(t *testing.T) {
+	testassets.RequireORT(t)
+	t.Setenv("SEGTUNE_MAX_MEMORY", "600M") // serve's share: 300M
+	model := redModel(t, t.TempDir())
+	base, stop := startServe(t, "--model", model)
+	b := loadBodies(t)
+	code, msg := post(t, base, "", b.bomb)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "2900x2900") || !strings.Contains(string(msg), "memory limit") {
+		t.Errorf("a 2900×2900 image over the budget: %d %.200q, want 413 naming its size and the memory limit", code, msg)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, msg := post(t, base, "?overlay=1", b.mid); code != http.StatusOK {
+				t.Errorf("a 1200×1200 image within the budget: %d %s", code, msg)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
