@@ -32,12 +32,16 @@ type Options struct {
 	// 40 million): 413 over it, checked before any pixel is decoded.
 	MaxPixels int64
 	// MaxPending is how many segment requests are handled at once (default
-	// 4×MaxBatch, at least 8); more get 503.
+	// 4×MaxBatch, at least 8), each taking its place once its body is in;
+	// more get 503.
 	MaxPending int
 	// MaxConns is how many connections are open at once (default 256); more get 503.
-	MaxConns     int
-	ReadTimeout  time.Duration // to read a request, headers and body (default 30s): 408 after it
-	WriteTimeout time.Duration // to answer a request once its headers are read (default 60s)
+	MaxConns    int
+	ReadTimeout time.Duration // to read a request, headers and body (default 30s): 408 after it
+	// WriteTimeout is the time to answer a request once its headers are
+	// read (default 60s): a request still waiting for memory or the model
+	// then gets 503, and its answer has 5s more to be written.
+	WriteTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests (default 30s).
 	ShutdownTimeout time.Duration
 	// MinBodyRate is the slowest a body may come, in bytes a second, once

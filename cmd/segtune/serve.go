@@ -33,7 +33,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-pending", Usage: "requests handled at once, more get 503 (0: 4 × --max-batch, at least 8)"},
 			&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "open connections at once, more get 503"},
 			&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "time to read a request (408 after it)"},
-			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in"},
+			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in (503 after it)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "time in-flight requests get to finish on SIGTERM"},
 			&cli.Int64Flag{Name: "min-body-rate", Value: 16 << 10, Usage: "slowest a request body may come in bytes/s, after its first 2s (408 below it)"},
 			deviceFlag, threadsFlag,
