@@ -301,7 +301,7 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			it := p.Meta.(Item)
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
-		Estimate: s.runEstimate, // checked against the memory limit before batching
+		Estimate: s.RunEstimate, // checked against the memory limit before batching
 	}
 }
 
@@ -339,8 +339,10 @@ func (s *Segmenter) Labels(p pipeline.Prepared, out pipeline.Output) ([]uint8, e
 	return s.restore(p.Meta.(Item).Geometry, out)
 }
 
-// runEstimate is Estimate, or its dense counterpart when tiling.
-func (s *Segmenter) runEstimate(n int, shape pipeline.Shape) int64 {
+// RunEstimate is Estimate, or its dense counterpart when tiling: what
+// segment checks before batching images of shape, and serve charges to
+// each request before running it.
+func (s *Segmenter) RunEstimate(n int, shape pipeline.Shape) int64 {
 	if s.dense != nil {
 		return s.denseEstimate(n, shape)
 	}
