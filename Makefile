@@ -144,10 +144,11 @@ test: ort mnist minio mpi codecs torch-models foreign-models transformer-models 
 	fi
 	ONNXRUNTIME_SHARED_LIBRARY_PATH=$(ORT_LIB) $(GO) test -timeout 60m ./...
 
-# Every fuzz target for FUZZTIME each (11 targets: about three minutes in all):
+# Every fuzz target for FUZZTIME each (15 targets: about four minutes in all):
 # the checkpoint reader, the model-contract reader, the sidecar/--preprocess JSON reader, the ONNX
 # parser, the image and mask decoders, the label-map parser, the projection, the eval partial reader,
-# the COCO and Label Studio RLE decoders.
+# the COCO and Label Studio RLE decoders, and the Label Studio, COCO, LabelMe and CVAT labelmap
+# readers with their memory bounds.
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./finetune/checkpoint:FuzzLoad \
@@ -160,7 +161,11 @@ FUZZ_TARGETS := \
 	./projection:FuzzProject \
 	./evaluate:FuzzParsePartial \
 	./imageio/annot:FuzzDecodeRLEString \
-	./imageio/annot:FuzzDecodeBrushRLE
+	./imageio/annot:FuzzDecodeBrushRLE \
+	./imageio/annot:FuzzDecodeLabelStudio \
+	./imageio/annot:FuzzDecodeCOCO \
+	./imageio/annot:FuzzDecodeLabelMe \
+	./imageio/annot:FuzzParseCVATLabelmap
 
 fuzz-short:
 	@GO=$(GO) scripts/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)

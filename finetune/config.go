@@ -1,11 +1,15 @@
 package finetune
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime"
 )
 
 // Config is a fine-tuning run's configuration. It is stored in every
@@ -97,6 +101,16 @@ type Config struct {
 	// loss scale) or bf16 (the same in bfloat16 without a loss scale;
 	// CUDA only).
 	Precision string `json:"precision,omitempty"`
+	// ConvGrad names the convolution classes whose backward pass runs on a
+	// GPU as one ConvGrad node, a cuDNN backward-data and backward-filter
+	// call, instead of standard operators (grad.ParseConvClasses: none,
+	// all, or a list of dense, pointwise, depthwise and grouped); "" is
+	// none. Device cpu refuses any other value; Device auto without a GPU
+	// says so and trains without.
+	ConvGrad string `json:"conv_grad,omitempty"`
+	// CUDAOptions are CUDA provider options (e.g. "cudnn_conv_algo_search":
+	// "EXHAUSTIVE") set over the ones the run picks for its Precision.
+	CUDAOptions map[string]string `json:"cuda_options,omitempty"`
 	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
 	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
 	// (the focal loss with FocalGamma), "dice" (soft Dice alone),
@@ -192,6 +206,9 @@ func (c *Config) validate() error {
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
 	}
+	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {
+		return err
+	}
 	if _, err := lossTerms(c.Loss, c.FocalGamma); err != nil {
 		return err
 	}
@@ -228,6 +245,20 @@ type SettingError struct {
 func (e *SettingError) Error() string { return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err) }
 
 func (e *SettingError) Unwrap() error { return e.Err }
+
+// CheckConvGrad checks Config's ConvGrad value against its Device, for
+// callers that want the error before any other work: ConvGrad's CPU kernel
+// is for checks, so a run on the CPU takes none.
+func CheckConvGrad(convGrad, device string) error {
+	classes, err := grad.ParseConvClasses(convGrad)
+	if err == nil && classes != 0 && strings.EqualFold(device, runtime.DeviceCPU) {
+		err = errors.New("needs a GPU (--device cuda or auto): on the CPU the standard forms are faster")
+	}
+	if err != nil {
+		return &SettingError{Field: "ConvGrad", Value: convGrad, Err: err}
+	}
+	return nil
+}
 
 // CheckModes checks Config's Precision and Resident values, for callers
 // that want the error before any other work (the CLI checks them first).

@@ -1,8 +1,10 @@
 package finetune
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/models/contract"
@@ -27,8 +29,11 @@ func (c *Config) checkEarlyStop() error {
 	switch {
 	case c.Patience < 0:
 		return fmt.Errorf("patience %d is negative", c.Patience)
-	case c.Patience > 0 && c.Val.Images == "":
-		return fmt.Errorf("early stopping (patience %d) needs validation data", c.Patience)
+	case c.Patience > 0 && !c.Val.Given():
+		// Any validation the run has will do: a data folder's val split
+		// as well as a pair of val folders.
+		return &SettingError{Field: "Patience", Value: strconv.Itoa(c.Patience),
+			Err: errors.New("early stopping needs validation data (a data folder with a val split, or val images and masks), and this run has none")}
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package finetune
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
@@ -110,5 +112,32 @@ func TestPatienceSurvivesResume(t *testing.T) {
 	}
 	if e, s := history.Filter(recs, history.KindEpoch), history.Filter(recs, KindStop); len(e) != 3 || len(s) != 1 || s[0].Epoch != 2 {
 		t.Errorf("%d epochs, stops %+v: want a stop after the third epoch", len(e), s)
+	}
+}
+
+// --patience needs validation, and a data folder's val split is
+// validation as much as a pair of val folders: only a run with neither is
+// refused, naming the setting.
+func TestPatienceAcceptsAnyValidation(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "data")
+	toyData(t, root, "train", 4, 1)
+	toyData(t, root, "val", 2, 2)
+	fd, err := OpenData(root, datalayout.Options{}, false)
+	if err != nil || !fd.Val.Given() || fd.Val.Images != "" {
+		t.Fatalf("OpenData: %+v, %v: want a val split of the folder", fd.Val, err)
+	}
+	cfg := Config{Train: fd.Train, Val: fd.Val, Patience: 2}
+	if err := cfg.checkEarlyStop(); err != nil {
+		t.Errorf("patience with the folder's val split: %v", err)
+	}
+	cfg.Val = toyData(t, filepath.Join(dir, "pair"), "val", 1, 3)
+	if err := cfg.checkEarlyStop(); err != nil {
+		t.Errorf("patience with val folders: %v", err)
+	}
+	cfg.Val = DataSpec{}
+	var se *SettingError
+	if err := cfg.checkEarlyStop(); !errors.As(err, &se) || se.Field != "Patience" || se.Value != "2" {
+		t.Errorf("patience without validation: %v, want a SettingError naming Patience", err)
 	}
 }

@@ -42,6 +42,15 @@ func (n FallbackNotice) String() string {
 	return fmt.Sprintf("segtune: %s %q: %s", n.Field, n.Value, n.Reason)
 }
 
+// DefaultNotice: for the Config field Field's Value the run chose a
+// default, Chosen, for the reason Why; the Config field Override sets
+// another.
+type DefaultNotice struct{ Field, Value, Chosen, Why, Override string }
+
+func (n DefaultNotice) String() string {
+	return fmt.Sprintf("segtune: %s %q: %s (%s; %s overrides it)", n.Field, n.Value, n.Chosen, n.Why, n.Override)
+}
+
 // notice hands n to h.Notice, or writes its words to h.Log.
 func (h Hooks) notice(n Notice) {
 	switch {

@@ -55,6 +55,8 @@ var runSettings = func() map[string]settingFields {
 		"device":        func(c *Config) []any { return []any{&c.Device} },
 		"threads":       func(c *Config) []any { return []any{&c.Threads} },
 		"resident":      func(c *Config) []any { return []any{&c.Resident} },
+		"conv-grad":     func(c *Config) []any { return []any{&c.ConvGrad} },
+		"cuda-opt":      func(c *Config) []any { return []any{&c.CUDAOptions} },
 		"cuda-graph":    func(c *Config) []any { return []any{&c.CUDAGraph} },
 	}
 	group := func(f settingFields, names ...string) {
@@ -80,9 +82,11 @@ var runSettings = func() map[string]settingFields {
 
 // mayChangeOnResume are the settings a resumed run may change; they apply
 // from the resumed step on and are recorded in metrics.jsonl. Where the
-// state lives (resident) does not change the run: checkpoints hold it in
-// one format either way.
-var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "cuda-graph": true}
+// state lives (resident), how cuDNN picks its algorithms (cuda-opt), how
+// convolutions' gradients are computed (conv-grad) and whether the steps
+// are captured as CUDA graphs (cuda-graph) do not change the run beyond
+// rounding: checkpoints hold it in one format either way.
+var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "cuda-opt": true, "conv-grad": true, "cuda-graph": true}
 
 // IsRunSetting reports whether name is a setting of the run (one that
 // resuming checks and Repeat takes from the caller's configuration).

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +60,17 @@ type Hooks struct {
 	// Notice, when set, receives the notices about the run's settings
 	// (the Notice types) instead of Log.
 	Notice func(Notice)
+
+	// phase, when set, is told each part of an epoch's end as it starts
+	// ("validate", "checkpoint", "curves"): tests interrupt the run there.
+	phase func(string)
+}
+
+// enter tells the phase hook that the run starts phase.
+func (h Hooks) enter(phase string) {
+	if h.phase != nil {
+		h.phase(phase)
+	}
 }
 
 // StepInfo describes a finished optimiser step.
@@ -138,6 +151,11 @@ type trainer struct {
 	scaler  *lossScaler // nil unless Precision fp16
 	stop    earlyStop
 	stopped bool // the monitored value stopped improving: the run ends
+	// unvalidated is the epoch whose end is under way (or, restored, was
+	// cut short), nil between epochs.
+	unvalidated *epochEnd
+	part        partialEpoch // the epoch under way
+	epochStart  time.Time    // when the epoch under way started (or resumed, less part.Seconds)
 
 	// baseDigest is the SHA-256 of the base model file, recorded in checkpoints.
 	baseDigest string
@@ -434,6 +452,9 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	gc.DirectConvs = mayRunOnGPU(cfg.Device)
 	gc.MatrixReductions = gc.DirectConvs
 	gc.WhereMasks = gc.DirectConvs // one Where per mask on CUDA; Cast+Mul is faster on the CPU
+	if gc.ConvGrad, err = t.convGrad(*cfg, gc.DirectConvs); err != nil {
+		return nil, err
+	}
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
@@ -484,10 +505,14 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	}
 	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
 	if mayRunOnGPU(cfg.Device) {
-		// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
-		// convolutions, except under Precision fp32.
-		ropts.CUDAOptions = map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
+		ropts.CUDAOptions = cudaOptions(*cfg)
+		if search := ropts.CUDAOptions[runtime.CUDAConvSearch]; search != "" && cfg.CUDAOptions[runtime.CUDAConvSearch] == "" {
+			t.hooks.notice(DefaultNotice{Field: "Precision", Value: cfg.Precision, Override: "CUDAOptions",
+				Chosen: fmt.Sprintf("CUDA option %s=%s", runtime.CUDAConvSearch, search),
+				Why:    "cuDNN's exhaustive search re-ran every step in half precision"})
+		}
 	}
+	ropts.ConvGradCUDA = slices.ContainsFunc(gs.Training.Proto.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == grad.ConvGradDomain })
 	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
 		return newStepper(gs, t.params, t.input, oc, res, cfg.CUDAGraph, outputs, t.scaler, ropts)
 	}); err != nil {
@@ -512,12 +537,48 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	return nil
 }
 
+// cudaOptions are the CUDA provider options of cfg's training session:
+// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
+// convolutions, except under Precision fp32; cuDNN's heuristic convolution
+// search in half precision (runtime.HalfPrecisionCUDAOptions); then
+// cfg.CUDAOptions over them.
+func cudaOptions(cfg Config) map[string]string {
+	opts := map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
+	maps.Copy(opts, cfg.CUDAOptions)
+	_, half := autocast.ForPrecision(cfg.Precision)
+	return runtime.HalfPrecisionCUDAOptions(opts, half)
+}
+
 // dataState is the loader position stored in checkpoints, and under
 // mixed precision the loss scale.
 type dataState struct {
 	Epoch     int         `json:"epoch"`
 	Step      int         `json:"step"`
 	LossScale *lossScaler `json:"loss_scale,omitempty"`
+	// Partial is the training of the epoch so far, when the checkpoint
+	// was written in the middle of one (an interruption).
+	Partial partialEpoch `json:"partial"`
+	// Unvalidated is the epoch whose training finished and whose end
+	// (validation, checkpoint, history line) an interruption cut short:
+	// a resumed run finishes it before it trains on.
+	Unvalidated *epochEnd `json:"unvalidated,omitempty"`
+}
+
+// partialEpoch adds up the steps of an epoch under way, so that a run
+// resumed in its middle reports the whole epoch's mean loss.
+type partialEpoch struct {
+	Loss    float64 `json:"loss_sum"`
+	Steps   int     `json:"steps"`
+	Seconds float64 `json:"seconds"`
+}
+
+// epochEnd is what an epoch's end reports besides validation: kept in the
+// checkpoint while that end is unfinished.
+type epochEnd struct {
+	Epoch   int                `json:"epoch"`
+	Loss    float64            `json:"loss"`
+	Seconds float64            `json:"seconds"`
+	Extra   map[string]float64 `json:"extra,omitempty"` // the regularizer's epoch statistics
 }
 
 func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
@@ -544,7 +605,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	if err := json.Unmarshal(ck.DataState, &ds); err != nil {
 		return fmt.Errorf("data state: %w", err)
 	}
-	t.epoch, t.inEpoch, t.steps = ds.Epoch, ds.Step, ck.Step
+	t.epoch, t.inEpoch, t.steps, t.unvalidated, t.part = ds.Epoch, ds.Step, ck.Step, ds.Unvalidated, ds.Partial
 	if t.scaler != nil && ds.LossScale != nil {
 		*t.scaler = *ds.LossScale
 	}
@@ -605,6 +666,11 @@ func rewriteHistory(path string, recs []history.Record) error {
 // run trains until the step budget is spent or ctx is cancelled.
 func (t *trainer) run(ctx context.Context) error {
 	cfg := &t.cfg
+	if t.unvalidated != nil {
+		if err := t.finishEpoch(ctx, *t.unvalidated); err != nil || t.stopped {
+			return err
+		}
+	}
 	if t.steps >= t.total {
 		return nil
 	}
@@ -638,9 +704,9 @@ func (t *trainer) run(ctx context.Context) error {
 	}
 	var ids []int64
 	epochs := int((t.total + int64(t.perEp) - 1) / int64(t.perEp))
-	epochStart := time.Now()
-	var epochLoss float64
-	var epochSteps int
+	// The epoch's time so far: a run resumed mid-epoch adds to what the
+	// interrupted one spent.
+	t.epochStart = time.Now().Add(-time.Duration(t.part.Seconds * float64(time.Second)))
 	for t.steps < t.total {
 		b, err := t.nextBatch(ctx, loader)
 		if errors.Is(err, errStop) {
@@ -677,8 +743,8 @@ func (t *trainer) run(ctx context.Context) error {
 		t.epoch, t.inEpoch = loader.Position()
 		loader.Recycle(b)
 		secs := time.Since(t0).Seconds()
-		epochLoss += loss
-		epochSteps++
+		t.part.Loss += loss
+		t.part.Steps++
 		ips := float64(t.globalBatch()) / secs
 		if err := t.hist.Write(history.Record{Kind: history.KindStep, Epoch: int64(b.Epoch), Step: t.steps, Loss: loss, LR: lr, Seconds: secs, ImagesPerSec: ips, Extra: stepExtra}); err != nil {
 			return err
@@ -692,16 +758,15 @@ func (t *trainer) run(ctx context.Context) error {
 			if err != nil {
 				return t.par.verdict(err)
 			}
-			if t.par.writes() {
-				err = t.endEpoch(ctx, b.Epoch, epochLoss/float64(epochSteps), time.Since(epochStart), algStats)
+			end := epochEnd{Epoch: b.Epoch, Loss: t.part.Loss / float64(t.part.Steps), Seconds: time.Since(t.epochStart).Seconds()}
+			t.part = partialEpoch{}
+			if t.reg != nil && t.par.writes() {
+				end.Extra = t.reg.epochStats(algStats)
 			}
-			if err := t.endEpochRanks(b.Epoch, err); err != nil {
+			if err := t.finishEpoch(ctx, end); err != nil || t.stopped {
 				return err
 			}
-			if t.stopped {
-				return nil
-			}
-			epochStart, epochLoss, epochSteps = time.Now(), 0, 0
+			t.epochStart = time.Now()
 		}
 	}
 	return nil
@@ -723,18 +788,33 @@ func (t *trainer) algorithm1() (*dual.Loop, error) {
 	return t.reg.loop(t.epoch+1, t.inEpoch, t.perEp)
 }
 
-// endEpoch validates, checkpoints and logs; alg describes the epoch of
-// Algorithm 1 that ended (after its dual step).
-func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took time.Duration, alg dual.EpochStats) error {
-	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: took.Seconds(), Groups: map[string]metrics.Report{}}
+// finishEpoch ends the epoch whose training finished (end) on every
+// rank: rank 0 validates, checkpoints and logs it. Until that is done the
+// epoch is t.unvalidated, which an interruption's checkpoint records.
+func (t *trainer) finishEpoch(ctx context.Context, end epochEnd) error {
+	t.unvalidated = &end
+	var err error
+	if t.par.writes() {
+		err = t.endEpoch(ctx, end)
+	}
+	if err = t.endEpochRanks(end.Epoch, err); err != nil {
+		return err
+	}
+	t.unvalidated = nil
+	return nil
+}
+
+// endEpoch validates, checkpoints and logs the epoch end describes.
+func (t *trainer) endEpoch(ctx context.Context, end epochEnd) error {
+	epoch, loss := end.Epoch, end.Loss
+	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: end.Seconds, Groups: map[string]metrics.Report{}}
 	extra := map[string]float64{}
 	metricsOut := map[string]float64{"train_loss": loss}
-	if t.reg != nil {
-		for k, v := range t.reg.epochStats(alg) {
-			extra[k] = v
-		}
+	for k, v := range end.Extra {
+		extra[k] = v
 	}
 	if t.val != nil {
+		t.hooks.enter("validate")
 		m, err := t.validationModel()
 		if err != nil {
 			return err
@@ -803,13 +883,17 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 		metricsOut["best_val_miou"] = *t.best
 	}
 	stop := t.stop.epochEnd(metricsOut)
+	t.hooks.enter("checkpoint")
+	// This checkpoint holds the epoch's validation: resuming from it
+	// does not validate again.
+	t.unvalidated = nil
 	best, err := t.save(metricsOut)
 	if err != nil {
 		return err
 	}
 	info.Best = best
 	if err := t.hist.Write(history.Record{Kind: history.KindEpoch, Epoch: int64(epoch), Step: t.steps, Loss: loss,
-		Seconds: took.Seconds(), Extra: extra}); err != nil {
+		Seconds: end.Seconds, Extra: extra}); err != nil {
 		return err
 	}
 	if stop {
@@ -817,6 +901,7 @@ func (t *trainer) endEpoch(ctx context.Context, epoch int, loss float64, took ti
 			return err
 		}
 	}
+	t.hooks.enter("curves")
 	if err := t.plot(); err != nil {
 		fmt.Fprintf(t.hooks.Log, "warning: plotting the curves: %v\n", err)
 	}
@@ -832,7 +917,11 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch, LossScale: t.scaler})
+	part := t.part
+	if part.Steps > 0 {
+		part.Seconds = time.Since(t.epochStart).Seconds()
+	}
+	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch, LossScale: t.scaler, Partial: part, Unvalidated: t.unvalidated})
 	if err := t.step.pull(); err != nil {
 		return false, err
 	}
@@ -972,6 +1061,19 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 		mp = mixedPrecision{}
 	}
 	return mp, err
+}
+
+// convGrad returns the convolution classes the training graph hands to
+// ConvGrad (Config.ConvGrad, checked by Validate); none, with one line,
+// where the run may not use a GPU (Device auto without one).
+func (t *trainer) convGrad(cfg Config, gpu bool) (grad.ConvClasses, error) {
+	classes, err := grad.ParseConvClasses(cfg.ConvGrad)
+	if err != nil || classes == 0 || gpu {
+		return classes, err
+	}
+	t.hooks.notice(FallbackNotice{Field: "ConvGrad", Value: cfg.ConvGrad,
+		Reason: "no CUDA GPU here, and ConvGrad's kernel is cuDNN's; training with the standard forms"})
+	return 0, nil
 }
 
 // parsePrecision checks a Precision value. fp32 and tf32 differ only on

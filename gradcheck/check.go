@@ -277,7 +277,9 @@ func (ck *checker) direction(eval *runtime.Session, tOut map[string]*runtime.Ten
 	return Direction{Analytic: analytic, Numeric: numeric, RelErr: rel}, nil
 }
 
-// openModel opens a session on m, converted to float64 when f64.
+// openModel opens a session on m, converted to float64 when f64. Sessions
+// of a check register ConvGrad's CPU kernel (float and double), so that
+// graphs compiled with grad.Config.ConvGrad are checked like any other.
 func openModel(m *onnx.Model, f64 bool, opt Options) (*runtime.Session, error) {
 	if f64 {
 		m = onnx.ToFloat64(m)
@@ -286,7 +288,7 @@ func openModel(m *onnx.Model, f64 bool, opt Options) (*runtime.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true})
+	return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true, ConvGradCPU: true})
 }
 
 // openPair opens sessions on the training and evaluation graphs, in float64
@@ -297,7 +299,7 @@ func openPair(gs *grad.Graphs, opt Options) (train, eval *runtime.Session, f64 b
 		if err != nil {
 			return nil, err
 		}
-		return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true})
+		return runtime.NewSession(data, runtime.Options{Threads: opt.Threads, NoOptimize: true, ConvGradCPU: true})
 	}
 	if !opt.Float32 {
 		t, err1 := open(onnx.ToFloat64(gs.Training))

@@ -39,7 +39,8 @@ const MaxLabel = 65535
 // A spec may also be the name of a preset (see [LabelPresets]):
 //
 //	cityscapes   Cityscapes labelIds → the 19 trainIds, every other id → 255
-//	ade20k       ADE20K's "reduce zero label": 0 → 255, 1..150 → 0..149
+//	ade20k       ADE20K's "reduce zero label": 0 → 255, 1..150 → 0..149,
+//	             255 stays the ignore label, any other label is an error
 //	voc          Pascal VOC: 0..20 kept, 255 (borders) stays the ignore label
 //
 // In JSON a LabelMap is either the spec string or an object whose keys are
@@ -59,7 +60,7 @@ type shift struct{ lo, hi, by int32 }
 // trainId 255 and −1 both the ignore label).
 var LabelPresets = map[string]string{
 	"cityscapes": "7:0;8:1;11:2;12:3;13:4;17:5;19:6;20:7;21:8;22:9;23:10;24:11;25:12;26:13;27:14;28:15;31:16;32:17;33:18;*:255",
-	"ade20k":     "0:255;1-150:-1",
+	"ade20k":     "0:255;1-150:-1;255:255;*:error",
 	"voc":        "0-20:+0;255:255;*:error",
 }
 

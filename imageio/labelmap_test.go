@@ -209,9 +209,15 @@ func TestLabelPresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for from, want := range map[int32]int32{0: 255, 1: 0, 150: 149} {
-		if got, _ := ade.Map(from); got != want {
-			t.Errorf("ade20k: %d → %d, want %d", from, got, want)
+	for from, want := range map[int32]int32{0: 255, 1: 0, 150: 149, 255: 255} {
+		if got, ok := ade.Map(from); got != want || !ok {
+			t.Errorf("ade20k: %d → %d, %v; want %d", from, got, ok, want)
+		}
+	}
+	// ADE20K has 150 classes: label 151 is none of them, not a 151st.
+	for _, from := range []int32{151, 254} {
+		if got, ok := ade.Map(from); ok {
+			t.Errorf("ade20k: %d → %d, want it refused", from, got)
 		}
 	}
 	voc, err := ParseLabelMap("voc")

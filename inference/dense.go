@@ -60,6 +60,10 @@ func (d Dense) String() string {
 // ErrDense is wrapped by every refusal of a Dense setting.
 var ErrDense = errors.New("invalid tiling or test-time augmentation")
 
+// errLabelsOnly refuses what needs scores of a segmenter OpenLabels opened
+// on its label graph.
+var errLabelsOnly = errors.New("the session gives labels only (inference.OpenLabels); open the model with inference.Open for scores, tiling or TTA")
+
 // maxScale bounds a TTA scale so that a typo cannot ask for a huge tensor.
 const maxScale = 4
 
@@ -124,6 +128,9 @@ func (s *Segmenter) SetDense(d *Dense) error {
 	if d == nil {
 		s.dense = nil
 		return nil
+	}
+	if s.graphLabels {
+		return errLabelsOnly
 	}
 	if err := d.CheckContract(s.Contract); err != nil {
 		return err
@@ -298,6 +305,9 @@ func (s *Segmenter) denseLabels(crop func(r image.Rectangle, dst []float32) erro
 // label dense inference gives. A single run's scores come back as they
 // are, up to float rounding.
 func (s *Segmenter) DenseScores(input []float32, h, w int) ([]float32, int, error) {
+	if s.graphLabels {
+		return nil, 0, errLabelsOnly
+	}
 	if h < 1 || w < 1 || len(input) != imageio.Channels*h*w {
 		return nil, 0, fmt.Errorf("an input of %d values is not a %dx%d image of %d channels", len(input), h, w, imageio.Channels)
 	}

@@ -8,6 +8,7 @@
 package inference
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"strings"
@@ -29,6 +30,11 @@ type Segmenter struct {
 	// Name names the model in errors (e.g. its path); "" reads "the model".
 	Name   string
 	output int // index of the scores (or labels) output
+	// graphLabels: the session runs labelGraph's model (OpenLabels), whose
+	// outputs are the arg-max labels (output), a non-finite flag per image
+	// and the scores' shape.
+	graphLabels           bool
+	nonFinite, scoreShape int
 	// inputs holds input tensors inference is done with (*[]float32), for
 	// the next images: a fresh one, 2 MB of new pages for a 480×360 image,
 	// took about half of the preprocessing's CPU time, on a prepare worker
@@ -57,8 +63,67 @@ func Open(model []byte, ct *contract.Contract, pre imageio.Preprocess, opts runt
 	return s, nil
 }
 
+// OpenLabels is Open for callers that need only each image's label map
+// (segment without tiling or TTA): where the arg-max inside the graph gives
+// exactly the labels the host's gives, the session runs the model with it
+// appended (labelGraph), so that one byte a pixel comes back instead of the
+// 4·C bytes of float scores and no host pass goes over the scores. That
+// holds where the tensor is the image at its own size (no resize: the host
+// would interpolate the scores to the image before its arg-max) and the
+// scores have the input's size; elsewhere (and for models that output
+// labels) OpenLabels is Open. A segmenter opened so refuses tiling and TTA
+// (SetDense) and DenseScores: they need the scores.
+func OpenLabels(model []byte, ct *contract.Contract, pre imageio.Preprocess, opts runtime.Options) (*Segmenter, error) {
+	if !nativeSize(ct, pre) {
+		return Open(model, ct, pre, opts)
+	}
+	lg, err := labelGraph(model, ct)
+	if errors.Is(err, errNoLabelGraph) {
+		return Open(model, ct, pre, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sess, err := runtime.NewSession(lg, opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSegmenterFor(sess, ct, pre, true)
+	if err != nil {
+		sess.Close()
+		if errors.Is(err, errNoLabelGraph) { // scores at a lower resolution
+			return Open(model, ct, pre, opts)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// nativeSize reports whether pre (for a model of contract ct) gives every
+// image a tensor that is the image itself: no fixed input size, and for
+// two sizes no multiple-of, scale or resize would leave alone, the
+// identity geometry.
+func nativeSize(ct *contract.Contract, pre imageio.Preprocess) bool {
+	if ct.Height > 0 && ct.Width > 0 {
+		return false
+	}
+	for _, size := range [][2]int{{97, 61}, {64, 48}} {
+		g, err := pre.Geometry(size[0], size[1])
+		if err != nil || !g.Identity() {
+			return false
+		}
+	}
+	return true
+}
+
 func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Preprocess) (*Segmenter, error) {
-	s := &Segmenter{Session: sess, Pre: pre, Contract: ct}
+	return newSegmenterFor(sess, ct, pre, false)
+}
+
+// newSegmenterFor is newSegmenter for a session on the model itself or,
+// with graphLabels, on its labelGraph.
+func newSegmenterFor(sess *runtime.Session, ct *contract.Contract, pre imageio.Preprocess, labelsOnly bool) (*Segmenter, error) {
+	s := &Segmenter{Session: sess, Pre: pre, Contract: ct, graphLabels: labelsOnly}
 	if s.Pre.Layout == "" {
 		s.Pre.Layout = imageio.Layout(ct.InputLayout)
 	}
@@ -77,7 +142,10 @@ func newSegmenter(sess *runtime.Session, ct *contract.Contract, pre imageio.Prep
 		return nil, err
 	}
 	s.output = sess.OutputIndex(ct.Output)
-	if s.output < 0 {
+	if labelsOnly {
+		s.output, s.nonFinite, s.scoreShape = sess.OutputIndex(graphLabels), sess.OutputIndex(graphNonFinite), sess.OutputIndex(graphScoreShape)
+	}
+	if s.output < 0 || s.nonFinite < 0 || s.scoreShape < 0 {
 		return nil, fmt.Errorf("the session has no output %q", ct.Output)
 	}
 	if err := s.checkDeclared(sess.Inputs[0]); err != nil { // before any buffer is allocated
@@ -101,9 +169,32 @@ func (s *Segmenter) probe() error {
 	dims := s.inputLayout().Shape(max(s.FixedBatch, 1), h, w)
 	outs, err := s.Session.Run(runtime.NewFloat32(dims, make([]float32, int(dims[0])*imageio.Channels*h*w)))
 	if err != nil {
+		if s.graphLabels { // the scores' size is not known: keep them
+			return errNoLabelGraph
+		}
 		return nil
 	}
-	return s.Contract.CheckRun(outs[s.output].Shape, h, w)
+	if !s.graphLabels {
+		return s.Contract.CheckRun(outs[s.output].Shape, h, w)
+	}
+	shape := outs[s.scoreShape].Int64
+	if err := s.Contract.CheckRun(shape, h, w); err != nil {
+		return err
+	}
+	if !s.inputSized(shape, h, w) {
+		return errNoLabelGraph
+	}
+	return nil
+}
+
+// inputSized reports whether scores of shape (NCHW or NHWC as the
+// contract says) have the input's h×w.
+func (s *Segmenter) inputSized(shape []int64, h, w int) bool {
+	sh, sw := shape[2], shape[3]
+	if s.Contract.OutputLayout == contract.NHWC {
+		sh, sw = shape[1], shape[2]
+	}
+	return sh == int64(h) && sw == int64(w)
 }
 
 // inputLayout is the layout images are fed in (the preprocessing's).
@@ -210,7 +301,7 @@ func (s *Segmenter) StagesFrom(read func(path string) (image.Image, error), fini
 			it := p.Meta.(Item)
 			return finish(Result{Path: path, Image: it.Image, Labels: labels, Width: it.Geometry.SrcWidth, Height: it.Geometry.SrcHeight})
 		},
-		Estimate: s.runEstimate, // checked against the memory limit before batching
+		Estimate: s.RunEstimate, // checked against the memory limit before batching
 	}
 }
 
@@ -248,8 +339,10 @@ func (s *Segmenter) Labels(p pipeline.Prepared, out pipeline.Output) ([]uint8, e
 	return s.restore(p.Meta.(Item).Geometry, out)
 }
 
-// runEstimate is Estimate, or its dense counterpart when tiling.
-func (s *Segmenter) runEstimate(n int, shape pipeline.Shape) int64 {
+// RunEstimate is Estimate, or its dense counterpart when tiling: what
+// segment checks before batching images of shape, and serve charges to
+// each request before running it.
+func (s *Segmenter) RunEstimate(n int, shape pipeline.Shape) int64 {
 	if s.dense != nil {
 		return s.denseEstimate(n, shape)
 	}
@@ -274,6 +367,9 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 	outs, err := s.Session.Run(runtime.NewFloat32(dims, batch))
 	if err != nil {
 		return nil, err
+	}
+	if s.graphLabels {
+		return s.graphOutputs(outs, n, rows, shape[1], shape[2])
 	}
 	o := outs[s.output]
 	if len(o.Shape) < 3 || int(o.Shape[0]) != rows {
@@ -304,6 +400,41 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 	return res, nil
 }
 
+// graphOutputs splits a label graph's outputs for a batch of n images (rows
+// with the padding) of h×w into per-item label maps (Output.Meta), after
+// the checks Infer makes of scores: the scores' shape, and no NaN or ±Inf
+// in the batch's own rows.
+func (s *Segmenter) graphOutputs(outs []*runtime.Tensor, n, rows, h, w int) ([]pipeline.Output, error) {
+	shape := outs[s.scoreShape].Int64
+	if len(shape) != 4 || int(shape[0]) != rows {
+		return nil, fmt.Errorf("model output has shape %v for a batch of %d", shape, rows)
+	}
+	if err := s.Contract.CheckRun(shape, h, w); err != nil {
+		return nil, err
+	}
+	if !s.inputSized(shape, h, w) {
+		return nil, fmt.Errorf("output %q has shape %v for a %dx%d input: the arg-max inside the graph needs scores at the input's size", s.Contract.Output, shape, h, w)
+	}
+	flags := outs[s.nonFinite].Float32
+	if len(flags) != rows {
+		return nil, fmt.Errorf("the non-finite flags hold %d values for a batch of %d", len(flags), rows)
+	}
+	for i, v := range flags[:n] {
+		if v != v {
+			return nil, fmt.Errorf("output %q holds non-finite scores (NaN or ±Inf) for image %d of the batch: the model's numbers are broken for this input", s.Contract.Output, i+1)
+		}
+	}
+	labels := outs[s.output].Uint8
+	if len(labels) != rows*h*w {
+		return nil, fmt.Errorf("the label output holds %d values for a batch of %d %dx%d images", len(labels), rows, h, w)
+	}
+	res := make([]pipeline.Output, n)
+	for i := range res {
+		res[i] = pipeline.Output{Shape: []int64{int64(h), int64(w)}, Meta: labels[i*h*w : (i+1)*h*w : (i+1)*h*w]}
+	}
+	return res, nil
+}
+
 // tensor preprocesses img into an input tensor, reusing one inference is
 // done with when it is large enough.
 func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error) {
@@ -326,9 +457,12 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 
 // restore maps one item's output back to the original image's pixels.
 func (s *Segmenter) restore(g imageio.Geometry, out pipeline.Output) ([]uint8, error) {
-	labels, dense := out.Meta.([]uint8) // dense inference's, at the tensor's size
+	labels, dense := out.Meta.([]uint8) // dense inference's or the graph's, at the tensor's size
 	if dense && g.Identity() {
 		return labels, nil
+	}
+	if s.graphLabels { // OpenLabels keeps the scores where this could happen
+		return nil, fmt.Errorf("the model's labels come from its graph, but the %dx%d image was resized to %dx%d: only scores can be restored", g.SrcWidth, g.SrcHeight, g.Width, g.Height)
 	}
 	dst := make([]uint8, g.SrcWidth*g.SrcHeight)
 	if dense {
@@ -374,4 +508,21 @@ func scaleContent(g imageio.Geometry, h, w int) imageio.Geometry {
 		g.Width, g.Height = w, h
 	}
 	return g
+}
+
+// LabelsInGraph reports whether the session runs the model with its
+// arg-max appended (OpenLabels), label maps coming back instead of scores.
+func (s *Segmenter) LabelsInGraph() bool { return s.graphLabels }
+
+// InFlight is how many batches the pipeline should run at once
+// (pipeline.Config.InFlight): two on a GPU, where one batch's copies and
+// host-side checks then overlap the other's kernels; one on the CPU, where
+// a run already takes every core. Infer is safe for concurrent use once
+// the contract knows its channel count (the probe at Open learns it;
+// CheckRun would otherwise set it on the first runs).
+func (s *Segmenter) InFlight() int {
+	if s.Session.Device == runtime.DeviceCUDA && (s.Contract.Channels > 0 || s.Contract.Kind == contract.Labels) {
+		return 2
+	}
+	return 1
 }

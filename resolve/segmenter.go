@@ -14,6 +14,9 @@ type SegmenterOptions struct {
 	// Dense, if set, switches the segmenter to tiling and TTA; a model that
 	// cannot take it is refused with an error wrapping inference.ErrDense.
 	Dense *inference.Dense
+	// LabelsOnly, without Dense, opens the model with inference.OpenLabels:
+	// its arg-max inside the graph where that gives the same labels.
+	LabelsOnly bool
 	// Notef, if set, is told what a user should know of the model before
 	// it runs (a one-channel head read as two classes).
 	Notef func(format string, args ...any)
@@ -40,7 +43,11 @@ func OpenSegmenter(path string, settings imageio.Sidecar, o SegmenterOptions) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	seg, err := inference.Open(data, ct, *settings.Preprocess, o.Session)
+	open := inference.Open
+	if o.LabelsOnly && o.Dense == nil {
+		open = inference.OpenLabels
+	}
+	seg, err := open(data, ct, *settings.Preprocess, o.Session)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -14,6 +14,9 @@ type Tensor struct {
 	Float32 []float32
 	Float64 []float64
 	Int64   []int64
+	// Uint8 holds uint8 outputs (label maps an arg-max inside the graph
+	// made): a byte a value crosses back, not eight.
+	Uint8 []uint8
 }
 
 // NewFloat32 wraps data (not copied) as a float32 tensor.
@@ -67,6 +70,11 @@ func (t *Tensor) ortValue() (ort.Value, error) {
 			return nil, fmt.Errorf("float64 tensor of shape %v holds %d values", t.Shape, len(t.Float64))
 		}
 		return ort.NewTensor(shape, t.Float64)
+	case t.Uint8 != nil:
+		if len(t.Uint8) != n {
+			return nil, fmt.Errorf("uint8 tensor of shape %v holds %d values", t.Shape, len(t.Uint8))
+		}
+		return ort.NewTensor(shape, t.Uint8)
 	case t.Int64 != nil:
 		if len(t.Int64) != n {
 			return nil, fmt.Errorf("int64 tensor of shape %v holds %d values", t.Shape, len(t.Int64))
@@ -89,6 +97,8 @@ func fromOrt(v ort.Value) (*Tensor, error) {
 		return &Tensor{Shape: shape, Float64: append([]float64(nil), x.GetData()...)}, nil
 	case *ort.Tensor[int64]:
 		return &Tensor{Shape: shape, Int64: append([]int64(nil), x.GetData()...)}, nil
+	case *ort.Tensor[uint8]:
+		return &Tensor{Shape: shape, Uint8: append([]uint8(nil), x.GetData()...)}, nil
 	case *ort.Tensor[int32]:
 		d := x.GetData()
 		out := make([]int64, len(d))

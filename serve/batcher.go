@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -14,9 +15,20 @@ var errQueueFull = errors.New("the server is busy: too many requests waiting for
 
 // job is one request's prepared image waiting for inference.
 type job struct {
+	ctx  context.Context // the request's: a job whose request is gone is not run
 	item pipeline.Prepared
 	done chan result // buffered: the batcher never blocks on a client
 }
+
+// abandonedError is a request that stopped waiting for its job (its
+// client left, or the write timeout passed) while the batcher still held
+// it: done is closed once the batcher lets go of the job's memory.
+type abandonedError struct {
+	cause error
+	done  <-chan struct{}
+}
+
+func (e *abandonedError) Error() string { return "abandoned: " + e.cause.Error() }
 
 type result struct {
 	out pipeline.Output
@@ -42,16 +54,23 @@ func newBatcher(seg *inference.Segmenter, max, queue int, wait time.Duration, ob
 	return b
 }
 
-// submit queues item and waits for its output.
-func (b *batcher) submit(item pipeline.Prepared) (pipeline.Output, error) {
-	j := &job{item: item, done: make(chan result, 1)}
+// submit queues item and waits for its output until ctx is done; then
+// it returns an *abandonedError.
+func (b *batcher) submit(ctx context.Context, item pipeline.Prepared) (pipeline.Output, error) {
+	j := &job{ctx: ctx, item: item, done: make(chan result, 1)}
 	select {
 	case b.queue <- j:
 	default:
 		return pipeline.Output{}, errQueueFull
 	}
-	r := <-j.done
-	return r.out, r.err
+	select {
+	case r := <-j.done:
+		return r.out, r.err
+	case <-ctx.Done():
+		released := make(chan struct{})
+		go func() { <-j.done; close(released) }()
+		return pipeline.Output{}, &abandonedError{cause: context.Cause(ctx), done: released}
+	}
 }
 
 // close stops the batcher once the queue is drained; no submit may follow.
@@ -115,6 +134,18 @@ func (b *batcher) loop() {
 // job. A failed batch is retried image by image, so that one image's
 // failure (say, non-finite scores) is its request's alone.
 func (b *batcher) run(batch []*job, buf []float32) []float32 {
+	live := batch[:0]
+	for _, j := range batch {
+		if err := context.Cause(j.ctx); err != nil { // no one waits for its answer
+			b.seg.Recycle(j.item.Input)
+			j.done <- result{err: err}
+			continue
+		}
+		live = append(live, j)
+	}
+	if batch = live; len(batch) == 0 {
+		return buf
+	}
 	if b.observe != nil {
 		b.observe(len(batch))
 	}

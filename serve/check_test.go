@@ -7,7 +7,7 @@ import (
 )
 
 func TestOptionsCheck(t *testing.T) {
-	good := Options{MaxBatch: 4, MaxBodyBytes: 1 << 20, MaxPixels: 1e6, MaxConns: 8,
+	good := Options{MaxBatch: 4, MaxBodyBytes: 1 << 20, MaxPixels: 1e6, MaxConns: 8, MinBodyRate: 1024,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, ShutdownTimeout: time.Second}
 	if err := good.Check(); err != nil {
 		t.Fatalf("%+v: %v", good, err)
@@ -21,6 +21,10 @@ func TestOptionsCheck(t *testing.T) {
 		{"MaxPixels", func(o *Options) { o.MaxPixels = 0 }},
 		{"MaxConns", func(o *Options) { o.MaxConns = 0 }},
 		{"MaxPending", func(o *Options) { o.MaxPending = -1 }},
+		{"MinBodyRate", func(o *Options) { o.MinBodyRate = 0 }},
+		{"MaxMemory", func(o *Options) { o.MaxMemory = -1 }},
+		{"BodyMemory", func(o *Options) { o.BodyMemory = -1 }},
+		{"BodyMemory", func(o *Options) { o.BodyMemory = o.MaxBodyBytes - 1 }},
 		{"ReadTimeout", func(o *Options) { o.ReadTimeout = 0 }},
 		{"WriteTimeout", func(o *Options) { o.WriteTimeout = -time.Second }},
 		{"ShutdownTimeout", func(o *Options) { o.ShutdownTimeout = 0 }},

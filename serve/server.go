@@ -13,14 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/memlimit"
 )
 
 // Options tune a Server; zero fields take the defaults below.
@@ -33,17 +32,35 @@ type Options struct {
 	// 40 million): 413 over it, checked before any pixel is decoded.
 	MaxPixels int64
 	// MaxPending is how many segment requests are handled at once (default
-	// 4×MaxBatch, at least 8); more get 503.
+	// 4×MaxBatch, at least 8), each taking its place once its body is in;
+	// more get 503.
 	MaxPending int
 	// MaxConns is how many connections are open at once (default 256); more get 503.
-	MaxConns     int
-	ReadTimeout  time.Duration // to read a request, headers and body (default 30s): 408 after it
-	WriteTimeout time.Duration // to answer a request once its headers are read (default 60s)
+	MaxConns    int
+	ReadTimeout time.Duration // to read a request, headers and body (default 30s): 408 after it
+	// WriteTimeout is the time to answer a request once its headers are
+	// read (default 60s): a request still waiting for memory or the model
+	// then gets 503, and its answer has 5s more to be written.
+	WriteTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests (default 30s).
 	ShutdownTimeout time.Duration
-	Palette         imageio.Palette
-	Classes         []string // class names for JSON answers, in label order; may be empty
-	Overlay         imageio.OverlayOptions
+	// MinBodyRate is the slowest a body may come, in bytes a second, once
+	// its first 2 seconds have passed (default 16 KiB/s): 408 below it, so
+	// that slow senders do not hold connections for the whole ReadTimeout.
+	MinBodyRate int64
+	// MaxMemory is the memory the requests being handled may take
+	// together, from decoding to answer, as estimated from each image's
+	// header before it is decoded (default half the memory limit of
+	// internal/memlimit, $SEGTUNE_MAX_MEMORY): a request waits for its
+	// share, and one that alone needs more gets 413.
+	MaxMemory int64
+	// BodyMemory is the memory the bodies being received or held may take
+	// together (default an eighth of the memory limit, at least
+	// MaxBodyBytes); a body that finds it taken gets 503.
+	BodyMemory int64
+	Palette    imageio.Palette
+	Classes    []string // class names for JSON answers, in label order; may be empty
+	Overlay    imageio.OverlayOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -72,6 +89,9 @@ func (o Options) withDefaults() Options {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
+	if o.MinBodyRate <= 0 {
+		o.MinBodyRate = 16 << 10
+	}
 	return o
 }
 
@@ -82,6 +102,8 @@ type Server struct {
 	dec     imageio.Decoder
 	batch   *batcher
 	pending chan struct{} // a slot per request being handled
+	work    *budget       // memory of the requests being handled (MaxMemory)
+	bodies  *budget       // memory of the bodies being received or held (BodyMemory)
 	metrics *metrics
 	mux     *http.ServeMux
 }
@@ -92,6 +114,8 @@ func New(seg *inference.Segmenter, opt Options) *Server {
 	opt.MaxBatch = seg.BatchFor(opt.MaxBatch)
 	s := &Server{seg: seg, opt: opt, dec: imageio.Decoder{MaxPixels: opt.MaxPixels},
 		pending: make(chan struct{}, opt.MaxPending), metrics: newMetrics(), mux: http.NewServeMux()}
+	work, body, workFrom, bodyFrom := defaultBudgets(opt)
+	s.work, s.bodies = newBudget(work, workFrom), newBudget(body, bodyFrom)
 	s.batch = newBatcher(seg, opt.MaxBatch, opt.MaxPending, opt.BatchWait, s.metrics.batch)
 	s.mux.HandleFunc("POST /v1/segment", s.segment)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -112,9 +136,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.mux,
 		ReadHeaderTimeout: min(s.opt.ReadTimeout, 10*time.Second),
 		ReadTimeout:       s.opt.ReadTimeout,
-		WriteTimeout:      s.opt.WriteTimeout,
-		IdleTimeout:       2 * s.opt.ReadTimeout,
-		MaxHeaderBytes:    64 << 10,
+		WriteTimeout:      s.opt.WriteTimeout + answerGrace, // the handler answers by WriteTimeout itself
+
+		IdleTimeout:    2 * s.opt.ReadTimeout,
+		MaxHeaderBytes: 64 << 10,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(&limitListener{Listener: ln, max: int64(s.opt.MaxConns)}) }()
@@ -154,11 +179,42 @@ func fail(status int, format string, args ...any) *httpError {
 	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
-func (s *Server) segment(w http.ResponseWriter, r *http.Request) {
+// answerGrace is the time an answer has to be written once the handler
+// has it: the handler stops waiting at WriteTimeout and answers 503, and
+// the connection's write deadline is this much later.
+const answerGrace = 5 * time.Second
+
+// errAnswerDeadline is the cause of a request's context once WriteTimeout
+// has passed.
+var errAnswerDeadline = errors.New("the write timeout passed")
+
+// answerWriter remembers whether the answer reached the connection, so
+// that /metrics counts an answer the client never got as lost, not by
+// its status.
+type answerWriter struct {
+	http.ResponseWriter
+	failed bool
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's deadlines.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) segment(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.metrics.begin()
+	w := &answerWriter{ResponseWriter: rw}
+	ctx, cancel := context.WithDeadlineCause(r.Context(), start.Add(s.opt.WriteTimeout), errAnswerDeadline)
+	defer cancel()
 	status := http.StatusOK
-	if err := s.answer(w, r); err != nil {
+	if err := s.answer(ctx, w, r.WithContext(ctx), start); err != nil {
 		status = err.status
 		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
@@ -166,77 +222,82 @@ func (s *Server) segment(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestEntityTooLarge || status == http.StatusRequestTimeout {
 			w.Header().Set("Connection", "close") // the rest of the body is not read
 		}
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerGrace))
 		http.Error(w, "segtune: "+err.msg, status)
 	}
-	s.metrics.end(status, time.Since(start))
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		w.failed = true
+	}
+	s.metrics.end(status, time.Since(start), !w.failed)
 }
 
-// response formats of /v1/segment.
-const (
-	formatMask    = "mask"
-	formatOverlay = "overlay"
-	formatJSON    = "json"
-)
-
-func responseFormat(r *http.Request) (string, *httpError) {
-	q := r.URL.Query()
-	f := q.Get("format")
-	if f == "" && strings.Contains(r.Header.Get("Accept"), "application/json") {
-		f = formatJSON
-	}
-	if v := q.Get("overlay"); v == "1" || v == "true" {
-		if f == formatJSON {
-			return "", fail(http.StatusBadRequest, "?overlay is a PNG answer; it does not go with JSON")
-		}
-		f = formatOverlay
-	}
-	switch f {
-	case "", formatMask:
-		return formatMask, nil
-	case formatOverlay, formatJSON:
-		return f, nil
-	}
-	return "", fail(http.StatusBadRequest, "unknown ?format=%q (mask, overlay or json)", f)
-}
-
-func (s *Server) answer(w http.ResponseWriter, r *http.Request) *httpError {
+func (s *Server) answer(ctx context.Context, w *answerWriter, r *http.Request, start time.Time) *httpError {
 	format, herr := responseFormat(r)
 	if herr != nil {
 		return herr
 	}
+	if r.ContentLength > s.opt.MaxBodyBytes {
+		return fail(http.StatusRequestEntityTooLarge, "the body is %d bytes; the limit is %d", r.ContentLength, s.opt.MaxBodyBytes)
+	}
+	deadline, _ := ctx.Deadline()
+	body, releaseBody, herr := s.readBody(w, r, start, deadline)
+	if herr != nil {
+		return herr
+	}
+	defer releaseBody()
+	if len(body) == 0 {
+		return fail(http.StatusBadRequest, "the body is empty; send the image's bytes (PNG, JPEG, …)")
+	}
+	// A place among the requests handled is taken only now that the body
+	// is in: slow senders cannot hold them all.
 	select {
 	case s.pending <- struct{}{}:
 		defer func() { <-s.pending }()
 	default:
 		return fail(http.StatusServiceUnavailable, "the server is busy (%d requests in progress); retry", s.opt.MaxPending)
 	}
-	if r.ContentLength > s.opt.MaxBodyBytes {
-		return fail(http.StatusRequestEntityTooLarge, "the body is %d bytes; the limit is %d", r.ContentLength, s.opt.MaxBodyBytes)
+	// The header says what decoding and running the image will take:
+	// it is charged before a pixel is decoded.
+	cfg, imgFormat, err := s.dec.Config(bytes.NewReader(body), "request body")
+	if herr := imageError(err); herr != nil {
+		return herr
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes))
-	if err != nil {
-		return readError(err, s.opt.MaxBodyBytes)
+	need, shape, err := s.requestBytes(cfg, imgFormat, format)
+	if herr := imageError(err); herr != nil {
+		return herr
 	}
-	if len(body) == 0 {
-		return fail(http.StatusBadRequest, "the body is empty; send the image's bytes (PNG, JPEG, …)")
+	releaseWork, herr := s.reserve(ctx, need, fmt.Sprintf("segmenting a %dx%d %s image (model input %dx%d)", cfg.Width, cfg.Height, imgFormat, shape[2], shape[1]))
+	if herr != nil {
+		return herr
 	}
+	handedOver := false // to the batcher, with a request abandoned in its queue
+	defer func() {
+		if !handedOver {
+			releaseWork()
+		}
+	}()
 	img, err := s.dec.Decode(bytes.NewReader(body), "request body")
-	if errors.Is(err, imageio.ErrTooLarge) {
-		return fail(http.StatusRequestEntityTooLarge, "%v", err)
-	}
-	if err != nil {
-		return fail(http.StatusBadRequest, "%v", err)
+	if herr := imageError(err); herr != nil {
+		return herr
 	}
 	item, err := s.seg.Prepare(img)
-	if err != nil {
-		return fail(http.StatusBadRequest, "%v", err)
+	if herr := imageError(err); herr != nil {
+		return herr
 	}
-	out, err := s.batch.submit(item)
-	if errors.Is(err, errQueueFull) {
+	out, err := s.batch.submit(ctx, item)
+	var ab *abandonedError
+	switch {
+	case errors.Is(err, errQueueFull):
 		s.seg.Recycle(item.Input)
 		return fail(http.StatusServiceUnavailable, "%v", err)
-	}
-	if err != nil {
+	case errors.As(err, &ab):
+		handedOver = true
+		go func() { <-ab.done; releaseWork() }()
+		if errors.Is(ab.cause, errAnswerDeadline) {
+			return fail(http.StatusServiceUnavailable, "the server is busy: the model did not get to this image within the write timeout (%v); retry", s.opt.WriteTimeout)
+		}
+		return fail(http.StatusServiceUnavailable, "the request was abandoned while it waited for the model: %v", ab.cause)
+	case err != nil:
 		return fail(http.StatusInternalServerError, "running the model: %v", err)
 	}
 	labels, err := s.seg.Labels(item, out)
@@ -244,21 +305,20 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) *httpError {
 		return fail(http.StatusInternalServerError, "%v", err)
 	}
 	b := img.Bounds()
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerGrace))
 	return s.write(w, format, img, labels, b.Dx(), b.Dy())
 }
 
-// readError maps a failed body read to its status: too large, too slow, or
-// cut short.
-func readError(err error, limit int64) *httpError {
-	var tooBig *http.MaxBytesError
-	var ne net.Error
+// imageError maps an error reading or preparing the request's image to
+// its status: 413 for an image over a size or memory limit, else 400.
+func imageError(err error) *httpError {
 	switch {
-	case errors.As(err, &tooBig):
-		return fail(http.StatusRequestEntityTooLarge, "the body is over the limit of %d bytes", limit)
-	case errors.As(err, &ne) && ne.Timeout():
-		return fail(http.StatusRequestTimeout, "the body was not received in time")
+	case err == nil:
+		return nil
+	case errors.Is(err, imageio.ErrTooLarge), errors.Is(err, memlimit.ErrTooLarge):
+		return fail(http.StatusRequestEntityTooLarge, "%v", err)
 	}
-	return fail(http.StatusBadRequest, "reading the body: %v", err)
+	return fail(http.StatusBadRequest, "%v", err)
 }
 
 // classCount is one class in a JSON answer.

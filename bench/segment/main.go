@@ -4,11 +4,14 @@
 // decodes the images (PNG, or with -jpeg JPEG copies of them), preprocesses,
 // runs the model, restores masks to image size and writes palette PNGs. The
 // two are run alternately -runs times; the overhead is (2)/(1) − 1 of the
-// medians. -breakdown first times each stage of the pipeline on one
-// goroutine (CPU milliseconds per image).
+// medians. Beside them (3) the model alone on the same prepared batches, as
+// the pipeline runs it (Segmenter.Infer: with its arg-max inside the graph,
+// inference.OpenLabels, unless -host-argmax): inference's own images/s.
+// -breakdown first times each stage of the pipeline on one goroutine (CPU
+// milliseconds per image).
 //
 //	go run ./bench/segment -n 24 -batch 1 -runs 7 [-jpeg] [-threads 2] [-breakdown]
-//	    [-model M -images DIR] [-device cuda] [-json]
+//	    [-model M -images DIR] [-device cuda] [-json] [-host-argmax]
 //
 // By default the model is the shared person model and the images CamVid's
 // validation set; -model and -images name others (the GPU check runs a
@@ -48,6 +51,7 @@ func main() {
 	imageDir := flag.String("images", "", "folder of images (default: the shared CamVid val)")
 	device := flag.String("device", "cpu", "cpu, cuda or auto: where both sides run")
 	asJSON := flag.Bool("json", false, "print one JSON object")
+	hostArgmax := flag.Bool("host-argmax", false, "arg-max on the host over the scores (inference.Open), as segment did before the arg-max went into the graph")
 	flag.Parse()
 	if *modelPath == "" || *imageDir == "" {
 		assets := testassets.SharedAssetsDir()
@@ -64,11 +68,12 @@ func main() {
 	if err := runtime.InitFor("", *device); err != nil {
 		log.Fatal(err)
 	}
-	seg, err := openModel(*modelPath, batch, *threads, *device, *noSpin)
+	seg, bareSess, err := openModel(*modelPath, batch, *threads, *device, *noSpin, !*hostArgmax)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer seg.Close()
+	defer bareSess.Close()
 	paths, err := imageio.ListImages(*imageDir)
 	if err != nil {
 		log.Fatal(err)
@@ -101,12 +106,23 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	per := int(3 * shape[2] * shape[3])
 	bare := func() time.Duration {
 		t0 := time.Now()
 		for _, b := range batches {
 			s := slices.Clone(shape)
-			s[0] = int64(len(b) / int(3*shape[2]*shape[3]))
-			if _, err := seg.Session.Run(runtime.NewFloat32(s, b)); err != nil {
+			s[0] = int64(len(b) / per)
+			if _, err := bareSess.Run(runtime.NewFloat32(s, b)); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	// The model alone as the pipeline runs it, on the same batches.
+	inferOnly := func() time.Duration {
+		t0 := time.Now()
+		for _, b := range batches {
+			if _, err := seg.Infer(b, len(b)/per, pipeline.Shape{3, int(shape[2]), int(shape[3])}); err != nil {
 				log.Fatal(err)
 			}
 		}
@@ -122,7 +138,7 @@ func main() {
 		finish := func(r inference.Result) error {
 			return imageio.WriteMaskPNG(filepath.Join(out, filepath.Base(r.Path)), r.Labels, r.Width, r.Height, nil)
 		}
-		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers})
+		rep, err := pipeline.Run(paths, seg.Stages(imageio.Decoder{}, finish), pipeline.Config{Batch: *batch, PrepareWorkers: *workers, FinishWorkers: *workers, InFlight: seg.InFlight()})
 		if err != nil || len(rep.Failures) > 0 {
 			log.Fatal(err, rep.Failures)
 		}
@@ -130,13 +146,16 @@ func main() {
 		return rep.Elapsed
 	}
 	bare() // warm-up: first runs allocate ORT's arena
-	var tb, tf []time.Duration
-	for r := 0; r < *runs; r++ { // interleaved so load drifts hit both alike
+	inferOnly()
+	var tb, tf, ti []time.Duration
+	for r := 0; r < *runs; r++ { // interleaved so load drifts hit all alike
 		tb = append(tb, bare())
+		ti = append(ti, inferOnly())
 		tf = append(tf, full())
 	}
 	report(result{paths: len(paths), batch: *batch, device: seg.Session.Device, runs: *runs, model: *modelPath,
-		jpeg: *useJPEG, threads: *threads, shape: shape, bare: median(tb), full: median(tf), infer: median(inferTimes)}, *asJSON)
+		jpeg: *useJPEG, threads: *threads, shape: shape, bare: median(tb), full: median(tf), infer: median(inferTimes),
+		inferOnly: median(ti), labelsInGraph: seg.LabelsInGraph()}, *asJSON)
 }
 
 func median(d []time.Duration) time.Duration {
@@ -175,9 +194,10 @@ func stackedBatches(paths []string, pre imageio.Preprocess, batch int) ([][]floa
 type result struct {
 	paths, batch, runs, threads int
 	device, model               string
-	jpeg                        bool
+	jpeg, labelsInGraph         bool
 	shape                       []int64
 	bare, full, infer           time.Duration
+	inferOnly                   time.Duration // Segmenter.Infer alone on the prepared batches
 }
 
 func report(r result, asJSON bool) {
@@ -190,6 +210,10 @@ func report(r result, asJSON bool) {
 			// Where the pipeline's time goes: inside Infer (the model's
 			// runs and their tensors' copies) against the whole.
 			"bare_s": mb.Seconds(), "segtune_s": mf.Seconds(), "segtune_infer_s": r.infer.Seconds(),
+			// The model alone as the pipeline runs it (arg-max in the
+			// graph where labels_in_graph), on the bare loop's batches.
+			"inference_s": r.inferOnly.Seconds(), "inference_images_per_s": float64(r.paths) / r.inferOnly.Seconds(),
+			"labels_in_graph": r.labelsInGraph,
 		})
 		return
 	}
@@ -198,23 +222,29 @@ func report(r result, asJSON bool) {
 		format = "JPEG q90"
 	}
 	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", r.paths, format, r.batch, r.shape[3], r.shape[2], r.runs, r.threads)
-	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s\n", mb.Seconds(), float64(r.paths)/mb.Seconds())
+	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s  (the model's scores back to Go)\n", mb.Seconds(), float64(r.paths)/mb.Seconds())
+	where := "on the host"
+	if r.labelsInGraph {
+		where = "in the graph"
+	}
+	fmt.Printf("segtune inference   %8.2f s  %6.2f images/s  (Segmenter.Infer alone, arg-max %s)\n", r.inferOnly.Seconds(), float64(r.paths)/r.inferOnly.Seconds(), where)
 	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(r.paths)/mf.Seconds())
 	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
 	fmt.Printf("  inside inference  %+7.1f %%  (the pipeline's time in Infer against bare: codecs competing for the cores)\n", 100*(r.infer.Seconds()/mb.Seconds()-1))
 }
 
-// openModel opens the model at path as segment does, fed as the person
-// model wants (values in [-1, 1]). A model with a fixed batch sets *batch:
-// the bare loop stacks that many images into one Run.
-func openModel(path string, batch *int, threads int, device string, noSpin bool) (*inference.Segmenter, error) {
+// openModel opens the model at path as segment does (with labelsOnly,
+// inference.OpenLabels), fed as the person model wants (values in [-1,
+// 1]), and a bare session on the model itself. A model with a fixed batch
+// sets *batch: the bare loop stacks that many images into one Run.
+func openModel(path string, batch *int, threads int, device string, noSpin, labelsOnly bool) (*inference.Segmenter, *runtime.Session, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ct, err := contract.Read(m, contract.Overrides{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if b := int(ct.Batch); b > 0 && *batch != b {
 		fmt.Fprintf(os.Stderr, "segment bench: %s takes batches of %d: -batch %d\n", path, b, b)
@@ -222,11 +252,24 @@ func openModel(path string, batch *int, threads int, device string, noSpin bool)
 	}
 	data, err := m.Marshal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts := runtime.Options{Threads: threads, Device: device}
 	if noSpin {
 		opts.Tuning.Config = map[string]string{"session.intra_op.allow_spinning": "0"}
 	}
-	return inference.Open(data, ct, imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}, opts)
+	open := inference.Open
+	if labelsOnly {
+		open = inference.OpenLabels
+	}
+	seg, err := open(data, ct, imageio.Preprocess{ValueScale: 1 / 127.5, ValueOffset: -1}, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	bare, err := runtime.NewSession(data, opts)
+	if err != nil {
+		seg.Close()
+		return nil, nil, err
+	}
+	return seg, bare, nil
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -45,10 +46,13 @@ type Result struct {
 	Device  string `json:"device"`
 	// Optim is the optimiser applied in each step ("none": forward and
 	// backward only); Resident reports device-resident state (--resident).
-	Optim          string `json:"optim"`
-	Resident       bool   `json:"resident"`
-	Precision      string `json:"precision,omitempty"`
-	WeightGradConv bool   `json:"wgrad_conv"`
+	Optim     string `json:"optim"`
+	Resident  bool   `json:"resident"`
+	Precision string `json:"precision,omitempty"`
+	// CUDAOptions are the CUDA provider options the session was given
+	// (SessionCUDAOptions), on the CPU too.
+	CUDAOptions    map[string]string `json:"cuda_options,omitempty"`
+	WeightGradConv bool              `json:"wgrad_conv"`
 	// ConvGrad is the set of convolution classes whose backward pass is
 	// one ConvGrad node (--convgrad: "none", "all", "dense,pointwise", …).
 	ConvGrad string `json:"convgrad"`
@@ -206,6 +210,21 @@ var Tune = runtime.Tuning{NoMemPattern: true}
 // CUDAOptions are the CUDA provider options (flag --cuda-opt).
 var CUDAOptions map[string]string
 
+// SessionCUDAOptions are the CUDA provider options of the step's session
+// at precision, opts (--cuda-opt) over the defaults: use_tf32 1 for tf32
+// and 0 for the other precisions named, and cuDNN's heuristic convolution
+// search for fp16 and bf16 (runtime.HalfPrecisionCUDAOptions). Without a
+// precision, opts as given: the provider's defaults.
+func SessionCUDAOptions(precision string, opts map[string]string) map[string]string {
+	if precision == "" {
+		return opts
+	}
+	out := map[string]string{"use_tf32": map[bool]string{true: "1", false: "0"}[precision == "tf32"]}
+	maps.Copy(out, opts)
+	_, half := autocast.ForPrecision(precision)
+	return runtime.HalfPrecisionCUDAOptions(out, half)
+}
+
 // SaveGraph, when set, is where NewStepper writes the training graph.
 var SaveGraph string
 
@@ -345,12 +364,6 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	default:
 		return nil, fmt.Errorf("--precision %q: want fp32, tf32, fp16 or bf16", Precision)
 	}
-	if Precision != "" && CUDAOptions["use_tf32"] == "" {
-		if CUDAOptions == nil {
-			CUDAOptions = map[string]string{}
-		}
-		CUDAOptions["use_tf32"] = map[bool]string{true: "1", false: "0"}[Precision == "tf32"]
-	}
 	gs, err := grad.Build(m, grad.Config{
 		Prober:           ortprobe.Prober{Threads: threads},
 		Trainable:        trainable,
@@ -386,7 +399,7 @@ func NewStepper(model string, batch, size, threads int, device string) (*Stepper
 	} else if Resident {
 		return nil, fmt.Errorf("--resident needs --optim sgd, adam or adamw")
 	}
-	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: CUDAOptions}
+	ropts := runtime.Options{Threads: threads, Device: device, Tuning: Tune, CUDAOptions: SessionCUDAOptions(Precision, CUDAOptions)}
 	trainfeed.ConvGradKernels(&ropts, ConvGrad)
 	var roleGraph *onnx.GraphProto
 	if Tune.ProfilePrefix != "" {
@@ -534,7 +547,7 @@ func Run(model string, batch, size, threads, steps, warmup int, device string) (
 	}
 	defer st.Close()
 	r := &Result{Model: model, Batch: batch, Size: size, Threads: threads, Device: st.Device, Optim: Optim, Resident: Resident, WeightGradConv: WeightGradConv, Precision: Precision,
-		ConvGrad: ConvGrad.String(), BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops, roleGraph: st.roleGraph}
+		CUDAOptions: SessionCUDAOptions(Precision, CUDAOptions), ConvGrad: ConvGrad.String(), BuildSec: time.Since(t0).Seconds(), GraphNodes: st.GraphNodes, ParamTensor: st.ParamTensors, Ops: st.Ops, roleGraph: st.roleGraph}
 	if st.res != nil {
 		r.CUDAGraph, r.CUDAGraphOptimizer = st.res.CUDAGraphs()
 	}

@@ -67,6 +67,10 @@ func runDataCheck(c *cli.Context) error {
 	} else {
 		reports.WriteText(os.Stdout)
 	}
+	// After the report, which names the files that pair with nothing.
+	if err := checkNotEmpty(c, sets); err != nil {
+		return err
+	}
 	if bad := reports.Bad(); bad > 0 {
 		return cli.Exit(fmt.Sprintf("data check: %d files named above need attention", bad), 1)
 	}
@@ -120,6 +124,9 @@ func runDataConvert(c *cli.Context) error {
 			return dataExit(err)
 		}
 	}
+	if err := checkNotEmpty(c, sets); err != nil {
+		return err
+	}
 	var bar *progressbar.ProgressBar
 	converted, err := datalayout.Convert(sets, out, masks, func(cs datalayout.ConvertedSplit, done, total int) {
 		if done == 0 {
@@ -159,4 +166,20 @@ func openDataSplits(c *cli.Context) ([]*datalayout.Set, error) {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
 	return sets, nil
+}
+
+// checkNotEmpty refuses a data folder in which no split holds a single
+// image/mask pair: a layout was found, but nothing in it can be checked,
+// converted or trained on (exit 1, as for files that need attention).
+func checkNotEmpty(c *cli.Context, sets []*datalayout.Set) error {
+	for _, set := range sets {
+		if len(set.Samples) > 0 {
+			return nil
+		}
+	}
+	format := "no"
+	if len(sets) > 0 {
+		format = "a " + sets[0].Format
+	}
+	return cli.Exit(fmt.Sprintf("--data %s: %s layout, and not one image/mask pair in it", c.String("data"), format), 1)
 }

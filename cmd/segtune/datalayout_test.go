@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -14,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune/data"
@@ -559,5 +562,30 @@ func TestDataCheckNamesAnnotationClasses(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"_background_", "red"}) {
 		t.Errorf("class names %q, want the labels.txt's", names)
+	}
+}
+
+// A data folder whose layout holds no pair is refused by check and
+// convert (exit 1, naming the folder) rather than passed as all good.
+func TestDataCheckRefusesEmptyData(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "empty")
+	for _, d := range []string{"images", "masks"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"data", "check", "--data", root},
+		{"data", "convert", "--data", root, "--out", filepath.Join(dir, "out")},
+	} {
+		_, err := runCLI(t, args...)
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != 1 || !strings.Contains(err.Error(), root) || !strings.Contains(err.Error(), "not one image/mask pair") {
+			t.Errorf("%s: %v, want exit 1 naming %s", args[1], err, root)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", "images")); err == nil {
+		t.Error("convert wrote folders for no pairs")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -78,7 +79,9 @@ func finetuneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "cuda-graph", Usage: "capture the resident training and optimiser steps as CUDA graphs (one launch a step instead of one a node; the batch shape is fixed, an epoch's last partial batch dropped as always); off by default until a GPU run measures it; ignored with one line on the CPU, with --resident off, or where ONNX Runtime will not capture the graph (a node on the CPU)"},
 			&cli.StringFlag{Name: "loss", Value: d.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice"},
 			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
+			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU"},
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
+			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
 		Action: runFinetune,
@@ -142,8 +145,20 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
 	}
-	fmt.Printf("outputs in %s (model.onnx and its model.segtune.json, best.ckpt, last.ckpt, metrics.jsonl, curves.png)\n", res.Dir)
+	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(runOutputs(res.Dir), ", "))
 	return nil
+}
+
+// runOutputs names the outputs a run's folder holds: a run without
+// validation has no best.ckpt, and the summary names only what is there.
+func runOutputs(dir string) []string {
+	var out []string
+	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // finetuneConfig turns flags into a run configuration.
@@ -154,6 +169,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return finetune.Config{}, err
 	}
 	if err := finetune.CheckModes(c.String("precision"), c.String("resident")); err != nil {
+		return finetune.Config{}, err
+	}
+	if err := finetune.CheckConvGrad(c.String("conv-grad"), c.String("device")); err != nil {
 		return finetune.Config{}, err
 	}
 	if err := finetune.CheckLoss(c.String("loss"), c.Float64("focal-gamma")); err != nil {
@@ -167,11 +185,15 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), CUDAGraph: c.Bool("cuda-graph"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
-		Loss: c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
+		ConvGrad: c.String("conv-grad"),
+		Loss:     c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
 		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
 		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
 			Photometric: photometricConfig(c)},
+	}
+	if cfg.CUDAOptions, err = parseCUDAOptions(c.String("cuda-opt")); err != nil {
+		return finetune.Config{}, err
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
 	if cfg.Epochs < 1 && cfg.MaxSteps < 1 {
@@ -270,7 +292,7 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 	if c.IsSet("val-images") || c.IsSet("val-masks") {
 		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
 	}
-	if !cfg.Train.Given() {
+	if !cfg.Train.Given() && !c.Bool("resume") { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
 	return nil
@@ -293,3 +315,19 @@ func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) erro
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }
+
+// parseCUDAOptions reads --cuda-opt's K=V,K=V (nil for "").
+func parseCUDAOptions(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	opts := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || val == "" {
+			return nil, fmt.Errorf("--cuda-opt %q: %q is not K=V", v, kv)
+		}
+		opts[k] = val
+	}
+	return opts, nil
+}

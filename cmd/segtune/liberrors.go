@@ -29,8 +29,12 @@ import (
 var settingFlags = map[string]string{
 	"Precision": "--precision",
 	"Resident":  "--resident",
+	"ConvGrad":  "--conv-grad",
 	"Batch":     "--batch",
 	"RunDir":    "--out",
+	"Patience":  "--patience",
+	// CUDAOptions is no SettingError's; DefaultNotice names it.
+	"CUDAOptions": "--cuda-opt",
 }
 
 // adviceFlags are the libraries' advice (exported constants their errors
@@ -227,6 +231,12 @@ func flagNotice(n finetune.Notice) string {
 	case finetune.FallbackNotice:
 		if flag, ok := settingFlags[n.Field]; ok {
 			return fmt.Sprintf("segtune: %s %s: %s", flag, n.Value, n.Reason)
+		}
+	case finetune.DefaultNotice:
+		flag, ok := settingFlags[n.Field]
+		override, ok2 := settingFlags[n.Override]
+		if ok && ok2 {
+			return fmt.Sprintf("segtune: %s %s: %s (%s; %s overrides it)", flag, n.Value, n.Chosen, n.Why, override)
 		}
 	}
 	return n.String()

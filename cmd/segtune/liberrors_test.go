@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,8 @@ func TestWithFlagNames(t *testing.T) {
 	}{
 		{&finetune.SettingError{Field: "Batch", Value: "8", Err: errors.New("m.onnx declares a fixed batch of 1")},
 			"--batch 8: m.onnx declares a fixed batch of 1", "Batch"},
+		{&finetune.SettingError{Field: "Patience", Value: "3", Err: errors.New("early stopping needs validation data")},
+			"--patience 3: early stopping needs validation data", "Patience"},
 		{&finetune.SettingError{Field: "RunDir", Value: "/r", Err: cause},
 			"--out /r: permission denied", "RunDir"},
 		{&finetune.NotRunDirError{Dir: "/r", Files: []string{"a.txt"}},
@@ -220,6 +223,9 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 		{finetune.FallbackNotice{Field: "Precision", Value: "bf16", Reason: "no CUDA GPU here; training in float32"},
 			"segtune: --precision bf16: no CUDA GPU here; training in float32"},
 		{finetune.FallbackNotice{Field: "Unknown", Value: "v", Reason: "why"}, `segtune: Unknown "v": why`},
+		{finetune.DefaultNotice{Field: "Precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "CUDAOptions"},
+			"segtune: --precision fp16: CUDA option cudnn_conv_algo_search=HEURISTIC (cuDNN's exhaustive search re-ran every step in half precision; --cuda-opt overrides it)"},
+		{finetune.DefaultNotice{Field: "Unknown", Value: "v", Chosen: "c", Why: "w", Override: "O"}, `segtune: Unknown "v": c (w; O overrides it)`},
 	} {
 		if got := flagNotice(c.n); got != c.want {
 			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)
@@ -248,6 +254,12 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 		"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"
 	if err == nil || err.Error() != want {
 		t.Errorf("a resume changing --batch and --seed: %v\nwant %q", err, want)
+	}
+	// --model without --data: the conflict is the model, not missing data.
+	other := redModelSized(t, filepath.Join(dir, "other.onnx"), "h", "w")
+	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--model", other)
+	if err == nil || !strings.Contains(err.Error(), "these flags differ from them: --model (the run has \""+model+"\")") {
+		t.Errorf("a resume with another --model: %v\nwant it refused naming --model and the run's model", err)
 	}
 	stderr, err := runCLIStderr(t, "finetune", "--out", run, "--resume", "--epochs", "2", "--lr", "0.001", "--threads", "1")
 	if want := "\nresuming with --epochs 2 (was 1), --lr 0.001 (was 0.01)\n"; err != nil || !strings.Contains("\n"+stderr, want) {
@@ -288,5 +300,30 @@ func TestFinetuneResumeFixedSizeModelWithCrop(t *testing.T) {
 	}
 	if _, err := runCLI(t, append(cmd, "--epochs", "2", "--resume")...); err != nil {
 		t.Errorf("the same command with --resume: %v", err)
+	}
+}
+
+// --patience runs with --data when the folder has a val split, and is
+// refused by name when the run has no validation at all.
+func TestFinetunePatienceWithDataFolder(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	model, data := redModel(t, dir), synthData(t, dir, 4, 2)
+	base := []string{"finetune", "--model", model, "--label-map", "1,2:1;*:0",
+		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--threads", "1"}
+	common := append(slices.Clone(base), "--patience", "1")
+	if _, err := runCLI(t, append(common, "--data", data, "--out", filepath.Join(dir, "run"))...); err != nil {
+		t.Errorf("--patience with a val split: %v", err)
+	}
+	_, err := runCLI(t, append(common, "--out", filepath.Join(dir, "run2"),
+		"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train"))...)
+	if err == nil || !strings.Contains(err.Error(), "--patience 1: early stopping needs validation data") {
+		t.Errorf("--patience without validation: %v, want it refused naming --patience", err)
+	}
+	// Without validation there is no best.ckpt, and the summary says so.
+	stdout, err := runCLI(t, append(base, "--out", filepath.Join(dir, "run3"),
+		"--train-images", filepath.Join(data, "images", "train"), "--train-masks", filepath.Join(data, "masks", "train"))...)
+	if err != nil || !strings.Contains(stdout, "last.ckpt") || strings.Contains(stdout, "best.ckpt") {
+		t.Errorf("a run without validation: %v; stdout:\n%s\nwant last.ckpt named and no best.ckpt", err, stdout)
 	}
 }

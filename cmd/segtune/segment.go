@@ -73,7 +73,7 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return segmentError(err)
 	}
-	seg, err := openSegmenter(c, modelPath, settings)
+	seg, err := openSegmenterFor(c, modelPath, settings, true)
 	if err != nil {
 		return err
 	}
@@ -139,11 +139,19 @@ func printSkipped(fs []pipeline.FailureRecord) {
 // openSegmenter opens the model as the command's flags say (session,
 // --tile, --tta).
 func openSegmenter(c *cli.Context, modelPath string, settings imageio.Sidecar) (*inference.Segmenter, error) {
+	return openSegmenterFor(c, modelPath, settings, false)
+}
+
+// openSegmenterFor is openSegmenter, with labelsOnly for a command that
+// needs only label maps (segment's masks and overlays): the arg-max then
+// runs inside the graph where it gives the same masks
+// (inference.OpenLabels).
+func openSegmenterFor(c *cli.Context, modelPath string, settings imageio.Sidecar, labelsOnly bool) (*inference.Segmenter, error) {
 	dense, err := denseSettings(c, "")
 	if err != nil {
 		return nil, err
 	}
-	seg, err := resolve.OpenSegmenter(modelPath, settings, resolve.SegmenterOptions{Session: sessionOptions(c), Dense: dense,
+	seg, err := resolve.OpenSegmenter(modelPath, settings, resolve.SegmenterOptions{Session: sessionOptions(c), Dense: dense, LabelsOnly: labelsOnly,
 		Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }})
 	if errors.Is(err, inference.ErrDense) {
 		return nil, fmt.Errorf("--tile/--tta: %w", err)

@@ -33,8 +33,9 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-pending", Usage: "requests handled at once, more get 503 (0: 4 × --max-batch, at least 8)"},
 			&cli.IntFlag{Name: "max-conns", Value: 256, Usage: "open connections at once, more get 503"},
 			&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "time to read a request (408 after it)"},
-			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in"},
+			&cli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "time to answer a request once its headers are in (503 after it)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "time in-flight requests get to finish on SIGTERM"},
+			&cli.Int64Flag{Name: "min-body-rate", Value: 16 << 10, Usage: "slowest a request body may come in bytes/s, after its first 2s (408 below it)"},
 			deviceFlag, threadsFlag,
 		}, append(maskColourFlags(), preprocessFlags()...)...),
 		Action: runServe,
@@ -43,16 +44,20 @@ func serveCommand() *cli.Command {
 
 // serveFlags are the flags of serve.Options' fields.
 var serveFlags = map[string]string{"MaxBatch": "max-batch", "MaxBodyBytes": "max-body", "MaxPixels": "max-pixels", "MaxConns": "max-conns",
-	"MaxPending": "max-pending", "ReadTimeout": "read-timeout", "WriteTimeout": "write-timeout", "ShutdownTimeout": "shutdown-timeout"}
+	"MaxPending": "max-pending", "ReadTimeout": "read-timeout", "WriteTimeout": "write-timeout", "ShutdownTimeout": "shutdown-timeout", "MinBodyRate": "min-body-rate"}
 
 func runServe(c *cli.Context) error {
 	opts := serve.Options{MaxBatch: c.Int("max-batch"), BatchWait: c.Duration("batch-wait"),
 		MaxBodyBytes: c.Int64("max-body"), MaxPixels: c.Int64("max-pixels"), MaxPending: c.Int("max-pending"), MaxConns: c.Int("max-conns"),
 		ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Overlay: imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}}
+		MinBodyRate: c.Int64("min-body-rate"),
+		Overlay:     imageio.OverlayOptions{Alpha: c.Float64("overlay-alpha"), Skip: []uint8{0}}}
 	var se *serve.SettingError
 	if err := opts.Check(); errors.As(err, &se) {
 		return fmt.Errorf("--%s %s", serveFlags[se.Field], se.Problem)
+	}
+	if err := checkListenAddr(c.String("addr")); err != nil {
+		return err
 	}
 	if err := initRuntime(c); err != nil {
 		return err
@@ -86,5 +91,23 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	notef(c, "segtune: stopped")
+	return nil
+}
+
+// checkListenAddr refuses an --addr that is not host:port with a port:
+// net.Listen takes "" (from --addr "$ADDR" with ADDR unset) as every
+// interface on a random port, exposing the service without a word. An
+// empty host (":8080") is every interface too, but said on purpose.
+func checkListenAddr(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("--addr is empty: give host:port, e.g. 127.0.0.1:8080 (the default; :8080 listens on every interface)")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q is not host:port (e.g. 127.0.0.1:8080): %v", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("--addr %q names no port (e.g. 127.0.0.1:8080; port 0 picks a free one)", addr)
+	}
 	return nil
 }

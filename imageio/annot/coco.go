@@ -1,10 +1,13 @@
 package annot
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -45,12 +48,6 @@ type COCOOptions struct {
 	MaxPixels int64
 }
 
-type cocoFile struct {
-	Images      []cocoImage      `json:"images"`
-	Annotations []cocoAnnotation `json:"annotations"`
-	Categories  []cocoCategory   `json:"categories"`
-}
-
 type cocoImage struct {
 	ID       json.Number `json:"id"`
 	FileName string      `json:"file_name"`
@@ -86,6 +83,15 @@ type cocoShape struct {
 	counts   []uint32
 }
 
+// cocoPending is an annotation's shape before the categories are known
+// (COCO lists them last): its image, annotation and category ids.
+type cocoPending struct {
+	shape    cocoShape
+	sample   int
+	ann, cat string
+	crowd    bool
+}
+
 // ReadCOCO reads a COCO annotation file (instances or stuff). Every
 // annotation is checked before it returns; masks are rasterised when a
 // Sample's Mask is called. Refused, with the annotation's id: RLE whose
@@ -102,75 +108,140 @@ func ReadCOCO(path string, opt COCOOptions) (*Set, error) {
 	if limit <= 0 {
 		limit = DefaultCOCOMaxBytes
 	}
-	data, err := regfile.ReadSmall(path, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read COCO annotations: %w", err)
+	var f io.ReadCloser
+	open := func() (io.Reader, error) {
+		if f != nil {
+			f.Close()
+		}
+		var err error
+		if f, err = regfile.OpenLimit(path, limit); err != nil {
+			return nil, fmt.Errorf("read COCO annotations: %w", err)
+		}
+		return bufio.NewReaderSize(f, 1<<16), nil
 	}
-	return DecodeCOCO(data, path, opt)
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	return decodeCOCO(open, path, opt)
 }
 
 // DecodeCOCO decodes COCO annotation JSON; name is the file named in
 // errors and Set.Source.
 func DecodeCOCO(data []byte, name string, opt COCOOptions) (*Set, error) {
-	var f cocoFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&f); err != nil {
-		return nil, errorf(name, "", "not COCO JSON: %v", err)
-	}
-	classes, classOf, err := cocoClasses(f.Categories, name, opt.NoBackground)
-	if err != nil {
-		return nil, err
-	}
+	return decodeCOCO(func() (io.Reader, error) { return bytes.NewReader(data), nil }, name, opt)
+}
+
+// decodeCOCO reads the COCO JSON that open gives as a stream, one image,
+// annotation or category at a time, checking each as it comes: what it
+// keeps is the samples and shapes it returns. Annotations need their
+// image's size; in the rare file that lists them before the images, they
+// are read in a second pass over the file rather than kept unread.
+func decodeCOCO(open func() (io.Reader, error), name string, opt COCOOptions) (*Set, error) {
 	maxPixels := opt.MaxPixels
 	if maxPixels <= 0 {
 		maxPixels = imageio.DefaultMaxPixels
-	}
-	set := &Set{Source: name, Classes: classes}
-	imageIndex := make(map[string]int, len(f.Images))
-	for _, im := range f.Images {
-		item := "image " + im.ID.String()
-		if im.ID == "" {
-			return nil, errorf(name, "image "+im.FileName, "has no id")
-		}
-		if _, dup := imageIndex[im.ID.String()]; dup {
-			return nil, errorf(name, item, "id appears twice")
-		}
-		if im.Width <= 0 || im.Height <= 0 || int64(im.Width)*int64(im.Height) > maxPixels {
-			return nil, errorf(name, item, "size %dx%d is not between 1x1 and %d pixels", im.Width, im.Height, maxPixels)
-		}
-		p, err := joinImage(opt.ImageDir, im.FileName)
-		if err != nil || im.FileName == "" {
-			return nil, errorf(name, item, "file_name %q is not a relative path", im.FileName)
-		}
-		imageIndex[im.ID.String()] = len(set.Samples)
-		set.Samples = append(set.Samples, Sample{Image: p, Ref: im.FileName, Width: im.Width, Height: im.Height})
 	}
 	maxVertices := opt.MaxVertices
 	if maxVertices <= 0 {
 		maxVertices = DefaultMaxVertices
 	}
+	set := &Set{Source: name}
+	imageIndex := map[string]int{}
+	fileOf := map[string]string{} // cleaned file_name → image id
+	var cats []cocoCategory
+	var pending []cocoPending
+	sawImages, later := false, false
+	pass := func(second bool) error {
+		r, err := open()
+		if err != nil {
+			return err
+		}
+		dec := json.NewDecoder(r)
+		dec.UseNumber()
+		s := jsonStream{dec}
+		err = s.object("COCO JSON", func(key string) error {
+			switch {
+			case key == "images" && !second:
+				sawImages = true
+				return s.list("images", func(int) error {
+					var im cocoImage
+					if err := dec.Decode(&im); err != nil {
+						return fmt.Errorf("an image: %w", err)
+					}
+					return cocoAddImage(set, im, imageIndex, fileOf, name, opt.ImageDir, maxPixels)
+				})
+			case key == "categories" && !second:
+				return s.list("categories", func(int) error {
+					var c cocoCategory
+					if err := dec.Decode(&c); err != nil {
+						return fmt.Errorf("a category: %w", err)
+					}
+					if len(cats) > MaxClasses {
+						return errorf(name, "categories", "more than %d categories do not fit in a byte mask", MaxClasses)
+					}
+					cats = append(cats, c)
+					return nil
+				})
+			case key == "annotations" && (second || sawImages):
+				return s.list("annotations", func(int) error {
+					var a cocoAnnotation
+					if err := dec.Decode(&a); err != nil {
+						return fmt.Errorf("an annotation: %w", err)
+					}
+					item := "annotation " + a.ID.String()
+					i, ok := imageIndex[a.ImageID.String()]
+					if !ok {
+						return errorf(name, item, "image_id %q is not in images", a.ImageID.String())
+					}
+					sm := set.Samples[i]
+					shape, err := parseSegmentation(a.Segmentation, sm.Width, sm.Height, maxVertices)
+					if err != nil {
+						return errorf(name, item, "segmentation: %v", err)
+					}
+					pending = append(pending, cocoPending{shape: shape, sample: i, ann: a.ID.String(), cat: a.CategoryID.String(), crowd: a.IsCrowd != 0})
+					return nil
+				})
+			case key == "annotations":
+				later = true // before the images: read in a second pass
+			}
+			_, _, err := s.scalar()
+			return err
+		})
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return e
+			}
+			return errorf(name, "", "not COCO JSON: %v", lsReadError(err))
+		}
+		return nil
+	}
+	if err := pass(false); err != nil {
+		return nil, err
+	}
+	if later {
+		if err := pass(true); err != nil {
+			return nil, err
+		}
+	}
+	classes, classOf, err := cocoClasses(cats, name, opt.NoBackground)
+	if err != nil {
+		return nil, err
+	}
+	set.Classes = classes
 	shapes := make([][]cocoShape, len(set.Samples))
-	for _, a := range f.Annotations {
-		item := "annotation " + a.ID.String()
-		i, ok := imageIndex[a.ImageID.String()]
+	for _, p := range pending {
+		class, ok := classOf[p.cat]
 		if !ok {
-			return nil, errorf(name, item, "image_id %q is not in images", a.ImageID.String())
+			return nil, errorf(name, "annotation "+p.ann, "category_id %q is not in categories", p.cat)
 		}
-		class, ok := classOf[a.CategoryID.String()]
-		if !ok {
-			return nil, errorf(name, item, "category_id %q is not in categories", a.CategoryID.String())
-		}
-		if a.IsCrowd != 0 && !opt.CrowdAsClass {
+		if p.crowd && !opt.CrowdAsClass {
 			class = Ignore
 		}
-		s := set.Samples[i]
-		shape, err := parseSegmentation(a.Segmentation, s.Width, s.Height, maxVertices)
-		if err != nil {
-			return nil, errorf(name, item, "segmentation: %v", err)
-		}
-		shape.class = class
-		shapes[i] = append(shapes[i], shape)
+		p.shape.class = class
+		shapes[p.sample] = append(shapes[p.sample], p.shape)
 	}
 	fill := uint8(0)
 	if opt.NoBackground {
@@ -182,6 +253,33 @@ func DecodeCOCO(data []byte, name string, opt COCOOptions) (*Set, error) {
 		s.mask = func() ([]uint8, error) { return paintCOCO(sh, w, h, fill), nil }
 	}
 	return set, nil
+}
+
+// cocoAddImage checks an image entry and adds its sample.
+func cocoAddImage(set *Set, im cocoImage, imageIndex map[string]int, fileOf map[string]string, name, dir string, maxPixels int64) error {
+	item := "image " + im.ID.String()
+	if im.ID == "" {
+		return errorf(name, "image "+im.FileName, "has no id")
+	}
+	if _, dup := imageIndex[im.ID.String()]; dup {
+		return errorf(name, item, "id appears twice")
+	}
+	if im.Width <= 0 || im.Height <= 0 || int64(im.Width)*int64(im.Height) > maxPixels {
+		return errorf(name, item, "size %dx%d is not between 1x1 and %d pixels", im.Width, im.Height, maxPixels)
+	}
+	p, err := joinImage(dir, im.FileName)
+	if err != nil || im.FileName == "" {
+		return errorf(name, item, "file_name %q is not a relative path", im.FileName)
+	}
+	// Two images of one file would pair it with two masks, and layouts
+	// that pair by file name would lose one of them.
+	if other, dup := fileOf[p]; dup {
+		return errorf(name, item, "file_name %q is also image %s's", im.FileName, other)
+	}
+	fileOf[p] = im.ID.String()
+	imageIndex[im.ID.String()] = len(set.Samples)
+	set.Samples = append(set.Samples, Sample{Image: p, Ref: im.FileName, Width: im.Width, Height: im.Height})
+	return nil
 }
 
 // cocoClasses orders the categories by id and gives each its class index
@@ -238,6 +336,11 @@ func parseSegmentation(raw json.RawMessage, w, h, maxVertices int) (cocoShape, e
 		return cocoShape{}, fmt.Errorf("missing")
 	}
 	if raw[0] == '[' {
+		// Every polygon, empty or not, costs a slice: count them with
+		// the vertices before any is made.
+		if n := bytes.Count(raw, []byte{'['}) - 1; n > maxVertices {
+			return cocoShape{}, fmt.Errorf("%d polygons are more than the %d vertices allowed", n, maxVertices)
+		}
 		var polys [][]float64
 		if err := json.Unmarshal(raw, &polys); err != nil {
 			return cocoShape{}, fmt.Errorf("polygons are not lists of numbers: %v", err)
@@ -261,6 +364,10 @@ func parseSegmentation(raw json.RawMessage, w, h, maxVertices int) (cocoShape, e
 			if per := polygonPerimeter(p); per > maxPerimeterRatio*float64(w+h) {
 				return cocoShape{}, fmt.Errorf("polygon %d's outline is %.0f pixels long, over %d times the image's width plus height", i, per, maxPerimeterRatio)
 			}
+		}
+		// Empty polygons paint nothing; keep only the others.
+		if slices.ContainsFunc(polys, func(p []float64) bool { return len(p) == 0 }) {
+			polys = slices.Clone(slices.DeleteFunc(polys, func(p []float64) bool { return len(p) == 0 }))
 		}
 		return cocoShape{polygons: polys}, nil
 	}

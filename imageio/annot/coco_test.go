@@ -303,6 +303,7 @@ func TestDecodeCOCORejectsHostileFiles(t *testing.T) {
 		{"image too large", `{"images":[{"id":1,"file_name":"x.jpg","width":1000000,"height":1000000}],"annotations":[],"categories":[]}`, "image 1: size"},
 		{"image escapes", `{"images":[{"id":1,"file_name":"../../etc/x.jpg","width":2,"height":2}],"annotations":[],"categories":[]}`, "not a relative path"},
 		{"duplicate image", `{"images":[{"id":1,"file_name":"a.jpg","width":2,"height":2},{"id":1,"file_name":"b.jpg","width":2,"height":2}],"annotations":[],"categories":[]}`, "image 1: id appears twice"},
+		{"file used twice", `{"images":[{"id":1,"file_name":"a.jpg","width":2,"height":2},{"id":2,"file_name":"./sub/../a.jpg","width":2,"height":2}],"annotations":[],"categories":[]}`, `image 2: file_name "./sub/../a.jpg" is also image 1's`},
 		{"duplicate category", `{"images":[],"annotations":[],"categories":[{"id":1,"name":"a"},{"id":1,"name":"b"}]}`, "category 1: id appears twice"},
 		{"too many categories", `{"images":[],"annotations":[],"categories":[` + manyCategories(255) + `]}`, "256 classes"},
 	}

@@ -59,6 +59,14 @@ func ReadCVATLabelmap(path string) ([]CVATLabel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CVAT labelmap: %w", err)
 	}
+	return parseCVATLabelmap(data, path)
+}
+
+// parseCVATLabelmap parses labelmap.txt's contents; path names it in
+// errors. It keeps no more than it returns: labels past MaxClasses are
+// refused as they come, and a line is split only as far as its name and
+// colour.
+func parseCVATLabelmap(data []byte, path string) ([]CVATLabel, error) {
 	var labels []CVATLabel
 	names := map[string]bool{}
 	colours := map[color.RGBA]string{}
@@ -70,7 +78,7 @@ func ReadCVATLabelmap(path string) ([]CVATLabel, error) {
 			continue
 		}
 		item := "line " + strconv.Itoa(n)
-		fields := strings.Split(line, ":")
+		fields := strings.SplitN(line, ":", 3)
 		if len(fields) < 2 || fields[0] == "" {
 			return nil, errorf(path, item, "%q is not label:r,g,b:parts:actions", line)
 		}
@@ -84,6 +92,9 @@ func ReadCVATLabelmap(path string) ([]CVATLabel, error) {
 		if other, dup := colours[c]; dup {
 			return nil, errorf(path, item, "label %q has the colour of %q", fields[0], other)
 		}
+		if len(labels) == MaxClasses {
+			return nil, errorf(path, item, "more than %d labels do not fit in a byte mask", MaxClasses)
+		}
 		names[fields[0]], colours[c] = true, fields[0]
 		labels = append(labels, CVATLabel{Name: fields[0], Colour: c})
 	}
@@ -93,14 +104,11 @@ func ReadCVATLabelmap(path string) ([]CVATLabel, error) {
 	if len(labels) == 0 {
 		return nil, errorf(path, "", "lists no labels")
 	}
-	if len(labels) > MaxClasses {
-		return nil, errorf(path, "", "%d labels do not fit in a byte mask (at most %d)", len(labels), MaxClasses)
-	}
 	return labels, nil
 }
 
 func parseRGB(s string) (color.RGBA, error) {
-	parts := strings.Split(s, ",")
+	parts := strings.SplitN(s, ",", 4)
 	if len(parts) != 3 {
 		return color.RGBA{}, fmt.Errorf("colour %q is not r,g,b", s)
 	}

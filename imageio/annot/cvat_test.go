@@ -135,7 +135,7 @@ func TestReadCVATLabelmapRejects(t *testing.T) {
 		{"duplicate name", "car:1,1,1::\ncar:2,2,2::\n", "line 2: label \"car\" appears twice"},
 		{"duplicate colour", "car:1,1,1::\nbus:1,1,1::\n", "line 2: label \"bus\" has the colour of \"car\""},
 		{"no name", ":1,1,1::\n", "is not label:r,g,b"},
-		{"too many", many.String(), "256 labels"},
+		{"too many", many.String(), "line 256: more than 255 labels"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "labelmap.txt")

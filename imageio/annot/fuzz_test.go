@@ -50,7 +50,7 @@ func FuzzDecodeRLEString(f *testing.F) {
 
 // FuzzDecodeLabelMe feeds arbitrary bytes to the LabelMe decoder: it
 // must refuse them or return shapes that paint a mask of the declared
-// size, never panic.
+// size, never panic, and allocate in proportion to its input.
 func FuzzDecodeLabelMe(f *testing.F) {
 	for _, seed := range []string{
 		labelMeJSON("a.png", 12, 9, "", lmShapeJSON("a", "polygon", [2]float64{1, 1}, [2]float64{10.5, 3}, [2]float64{4, 8.7})),
@@ -62,7 +62,14 @@ func FuzzDecodeLabelMe(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, shapes, _, err := decodeLabelMe(data, filepath.Join(dir, "a.json"), LabelMeOptions{MaxPixels: 1 << 16})
+		var s Sample
+		var shapes []lmDrawn
+		var err error
+		if got := allocated(func() {
+			s, shapes, _, err = decodeLabelMe(data, filepath.Join(dir, "a.json"), LabelMeOptions{MaxPixels: 1 << 16})
+		}); got > fuzzAllocLimit(len(data)) {
+			t.Fatalf("%d bytes of input allocated %d", len(data), got)
+		}
 		if err != nil {
 			return
 		}

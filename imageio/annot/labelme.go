@@ -533,20 +533,9 @@ func IsLabelMeJSON(r io.Reader) bool {
 // skipValue reads one JSON value token by token, so that a large value
 // is never held whole.
 func skipValue(dec *json.Decoder) error {
-	depth := 0
-	for {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
+	t, err := dec.Token()
+	if err != nil {
+		return err
 	}
+	return jsonStream{dec}.skip(t)
 }

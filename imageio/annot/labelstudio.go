@@ -1,12 +1,16 @@
 package annot
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
@@ -42,31 +46,6 @@ type LabelStudioOptions struct {
 	MaxPixels int64
 }
 
-type lsTask struct {
-	ID          json.Number    `json:"id"`
-	Data        map[string]any `json:"data"`
-	Annotations []lsAnnotation `json:"annotations"`
-	Completions []lsAnnotation `json:"completions"` // exports of Label Studio before 1.0
-}
-
-type lsAnnotation struct {
-	ID           json.Number `json:"id"`
-	WasCancelled bool        `json:"was_cancelled"`
-	Result       []lsResult  `json:"result"`
-}
-
-type lsResult struct {
-	ID             string `json:"id"`
-	Type           string `json:"type"`
-	OriginalWidth  int    `json:"original_width"`
-	OriginalHeight int    `json:"original_height"`
-	Value          struct {
-		Format      string   `json:"format"`
-		RLE         []int    `json:"rle"`
-		BrushLabels []string `json:"brushlabels"`
-	} `json:"value"`
-}
-
 // brush is one checked brush result: its label and RLE bytes.
 type brush struct {
 	label string
@@ -80,27 +59,36 @@ type brush struct {
 // annotation, or whose annotation has no brush (the export then does not
 // give the image's size), are listed in Set.Unlabelled. Region results other than brushes (polygons,
 // rectangles…) are errors; results that mark no region (choices, text)
-// are skipped.
+// are skipped. The file is read as a stream, one task at a time, and
+// checked as it is read: what it costs in memory is about the brushes it
+// keeps (a fraction of the file), whatever else the file lists.
 func ReadLabelStudio(path string, opt LabelStudioOptions) (*Set, error) {
 	limit := opt.MaxFileBytes
 	if limit <= 0 {
 		limit = DefaultLabelStudioMaxBytes
 	}
-	data, err := regfile.ReadSmall(path, limit)
+	f, err := regfile.OpenLimit(path, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read Label Studio export: %w", err)
 	}
-	return DecodeLabelStudio(data, path, opt)
+	defer f.Close()
+	return decodeLabelStudio(bufio.NewReaderSize(f, 1<<16), path, opt)
 }
 
 // DecodeLabelStudio decodes a Label Studio JSON export; name is the file
 // named in errors and Set.Source.
 func DecodeLabelStudio(data []byte, name string, opt LabelStudioOptions) (*Set, error) {
-	var tasks []lsTask
-	dec := json.NewDecoder(bytes.NewReader(data))
+	return decodeLabelStudio(bytes.NewReader(data), name, opt)
+}
+
+func decodeLabelStudio(r io.Reader, name string, opt LabelStudioOptions) (*Set, error) {
+	dec := json.NewDecoder(r)
 	dec.UseNumber()
-	if err := dec.Decode(&tasks); err != nil {
-		return nil, errorf(name, "", "not a Label Studio JSON export (a list of tasks): %v", err)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		if err == nil {
+			err = fmt.Errorf("it starts with %v", tok)
+		}
+		return nil, errorf(name, "", "not a Label Studio JSON export (a list of tasks): %v", lsReadError(err))
 	}
 	maxPixels := opt.MaxPixels
 	if maxPixels <= 0 {
@@ -109,41 +97,48 @@ func DecodeLabelStudio(data []byte, name string, opt LabelStudioOptions) (*Set, 
 	set := &Set{Source: name}
 	var brushes [][]brush
 	seen := map[string]bool{}
-	for _, t := range tasks {
-		item := "task " + t.ID.String()
-		ref, err := lsImageRef(t.Data, opt.DataKey)
+	s := jsonStream{dec}
+	for n := 1; dec.More(); n++ {
+		t, err := readLSTask(s, opt.DataKey, maxPixels)
 		if err != nil {
-			return nil, errorf(name, item, "%v", err)
+			return nil, errorf(name, fmt.Sprintf("task %d in the list", n), "%v", lsReadError(err))
 		}
-		anns := t.Annotations
-		if anns == nil {
-			anns = t.Completions
+		item := "task " + t.id
+		if t.refErr != nil {
+			return nil, errorf(name, item, "%v", t.refErr)
 		}
-		i := slices.IndexFunc(anns, func(a lsAnnotation) bool { return !a.WasCancelled })
-		if i < 0 {
-			set.Unlabelled = append(set.Unlabelled, ref)
+		a := t.annotations
+		if !t.hasAnnotations {
+			a = t.completions
+		}
+		if a == nil {
+			set.Unlabelled = append(set.Unlabelled, t.ref)
 			continue
 		}
-		a := anns[i]
-		item += " annotation " + a.ID.String()
-		w, h, bs, err := lsBrushes(a.Result, maxPixels)
-		if err != nil {
-			return nil, errorf(name, item, "%v", err)
+		item += " annotation " + a.id
+		if a.err != nil {
+			return nil, errorf(name, item, "%v", a.err)
 		}
-		if w == 0 {
+		if a.w == 0 {
 			// Without a brush the export does not give the image's size.
-			set.Unlabelled = append(set.Unlabelled, ref)
+			set.Unlabelled = append(set.Unlabelled, t.ref)
 			continue
 		}
-		for _, b := range bs {
+		for _, b := range a.brushes {
 			seen[b.label] = true
 		}
-		img, err := joinImage(opt.ImageDir, lsBaseName(ref))
+		if opt.Labels == nil && len(seen) > MaxClasses-1 {
+			return nil, errorf(name, item, "more than %d brush labels: the classes do not fit in a byte mask", MaxClasses-1)
+		}
+		img, err := joinImage(opt.ImageDir, lsBaseName(t.ref))
 		if err != nil {
 			return nil, errorf(name, item, "%v", err)
 		}
-		set.Samples = append(set.Samples, Sample{Image: img, Ref: ref, Width: w, Height: h})
-		brushes = append(brushes, bs)
+		set.Samples = append(set.Samples, Sample{Image: img, Ref: t.ref, Width: a.w, Height: a.h})
+		brushes = append(brushes, a.brushes)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errorf(name, "", "the list of tasks does not end: %v", lsReadError(err))
 	}
 	labels := opt.Labels
 	if labels == nil {
@@ -182,29 +177,255 @@ func DecodeLabelStudio(data []byte, name string, opt LabelStudioOptions) (*Set, 
 	return set, nil
 }
 
-// lsImageRef finds the image URL in a task's data.
-func lsImageRef(data map[string]any, key string) (string, error) {
-	if key == "" {
-		if _, ok := data["image"]; ok {
-			key = "image"
-		} else {
-			var only []string
-			for k, v := range data {
-				if _, ok := v.(string); ok {
-					only = append(only, k)
-				}
-			}
-			if len(only) != 1 {
-				return "", fmt.Errorf("data has no \"image\" key and %d string values; name the image's key", len(only))
-			}
-			key = only[0]
+// lsReadError unwraps the file-size error of a stream that went past its
+// limit from the decoder's, so that it reads as the size it is.
+func lsReadError(err error) error {
+	var tl *regfile.TooLargeError
+	if errors.As(err, &tl) {
+		return tl
+	}
+	return err
+}
+
+// lsTask is what a task of the export leaves: its id, image reference
+// (or why there is none) and the annotation each list chose.
+type lsTask struct {
+	id             string
+	ref            string
+	refErr         error
+	hasAnnotations bool          // "annotations" is a list (else "completions", from before Label Studio 1.0)
+	annotations    *lsAnnotation // the first not cancelled
+	completions    *lsAnnotation
+}
+
+// lsAnnotation is an annotation's brushes and image size, or what is
+// wrong with its results (reported only when it is the one used).
+type lsAnnotation struct {
+	id      string
+	w, h    int
+	brushes []brush
+	err     error
+}
+
+// readLSTask reads one task from the stream. Keys come in any order, so
+// the annotation lists are read whatever the data say, keeping only the
+// first annotation of each that was not cancelled.
+func readLSTask(s jsonStream, dataKey string, maxPixels int64) (*lsTask, error) {
+	t := &lsTask{id: "?"}
+	sawData := false
+	err := s.object("task", func(key string) error {
+		var err error
+		switch key {
+		case "id":
+			t.id, err = s.number()
+		case "data":
+			sawData = true
+			t.ref, t.refErr, err = readLSImageRef(s, dataKey)
+		case "annotations":
+			t.annotations, t.hasAnnotations, err = readLSAnnotations(s, key, maxPixels)
+		case "completions":
+			t.completions, _, err = readLSAnnotations(s, key, maxPixels)
+		default:
+			_, _, err = s.scalar()
 		}
+		return err
+	})
+	if err == nil && !sawData {
+		t.refErr = fmt.Errorf("task has no data")
 	}
-	s, ok := data[key].(string)
-	if !ok || s == "" {
-		return "", fmt.Errorf("data[%q] is not an image URL", key)
+	return t, err
+}
+
+// readLSImageRef reads a task's data object and finds the image URL in
+// it: the value of key, of "image" when key is "", or else of the only
+// string value. A data object without one is a reference error, not a
+// stream error.
+func readLSImageRef(s jsonStream, key string) (string, error, error) {
+	want := key
+	if want == "" {
+		want = "image"
 	}
-	return s, nil
+	var found, sole, soleKey string
+	hasKey, strs := false, 0
+	err := s.object("data", func(k string) error {
+		v, ok, err := s.str()
+		switch {
+		case k == want:
+			hasKey, found = true, v
+		case ok:
+			strs++
+			sole, soleKey = v, k
+		}
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	if key == "" && !hasKey {
+		if strs != 1 {
+			return "", fmt.Errorf("data has no \"image\" key and %d string values; name the image's key", strs), nil
+		}
+		hasKey, found, want = true, sole, soleKey
+	}
+	if !hasKey || found == "" {
+		return "", fmt.Errorf("data[%q] is not an image URL", want), nil
+	}
+	return found, nil, nil
+}
+
+// readLSAnnotations reads a list of annotations and returns the first
+// that was not cancelled (nil: none), and whether there was a list (not
+// null); the others are read past.
+func readLSAnnotations(s jsonStream, what string, maxPixels int64) (*lsAnnotation, bool, error) {
+	var chosen *lsAnnotation
+	isList, err := s.nullableList(what, func(int) error {
+		if chosen != nil {
+			_, _, err := s.scalar()
+			return err
+		}
+		a, cancelled := &lsAnnotation{id: "?"}, false
+		err := s.object("annotation", func(key string) error {
+			var err error
+			switch key {
+			case "id":
+				a.id, err = s.number()
+			case "was_cancelled":
+				var t json.Token
+				t, _, err = s.scalar()
+				cancelled = t == true
+			case "result":
+				err = readLSResults(s, a, maxPixels)
+			default:
+				_, _, err = s.scalar()
+			}
+			return err
+		})
+		if !cancelled {
+			chosen = a
+		}
+		return err
+	})
+	return chosen, isList, err
+}
+
+// lsResult is the part of a result that brushes use.
+type lsResult struct {
+	id, typ, format string
+	w, h            int
+	labels          int    // how many brush labels
+	label           string // the first
+	rle             []byte
+	badAt           int // index of the first RLE value that is not a byte, or −1
+	bad             string
+}
+
+// readLSResults reads an annotation's results into a, checking each
+// brush; after the first bad result it only reads past the others.
+func readLSResults(s jsonStream, a *lsAnnotation, maxPixels int64) error {
+	return s.list("result", func(int) error {
+		if a.err != nil {
+			_, _, err := s.scalar()
+			return err
+		}
+		r := lsResult{badAt: -1}
+		err := s.object("result", func(key string) error {
+			var err error
+			switch key {
+			case "id":
+				r.id, err = s.number()
+			case "type":
+				r.typ, _, err = s.str()
+			case "original_width":
+				r.w, _, err = s.int()
+			case "original_height":
+				r.h, _, err = s.int()
+			case "value":
+				err = readLSValue(s, &r)
+			default:
+				_, _, err = s.scalar()
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		a.err = a.addBrush(r, maxPixels)
+		return nil
+	})
+}
+
+// readLSValue reads a result's value: the brush format, labels and RLE,
+// the RLE straight into bytes.
+func readLSValue(s jsonStream, r *lsResult) error {
+	return s.object("value", func(key string) error {
+		switch key {
+		case "format":
+			var err error
+			r.format, _, err = s.str()
+			return err
+		case "brushlabels":
+			return s.list("brushlabels", func(int) error {
+				v, _, err := s.str()
+				if r.labels == 0 {
+					r.label = v
+				}
+				r.labels++
+				return err
+			})
+		case "rle":
+			return s.list("rle", func(i int) error {
+				t, _, err := s.scalar()
+				n, ok := t.(json.Number)
+				v, perr := strconv.Atoi(n.String())
+				if !ok || perr != nil || v < 0 || v > 255 {
+					if r.badAt < 0 {
+						r.badAt, r.bad = i, fmt.Sprint(t)
+					}
+					v = 0
+				}
+				r.rle = append(r.rle, byte(v))
+				return err
+			})
+		}
+		_, _, err := s.scalar()
+		return err
+	})
+}
+
+// addBrush checks a result and adds it to the annotation when it is a
+// brush. Results that mark no region (choices, text) are skipped; other
+// regions are errors.
+func (a *lsAnnotation) addBrush(r lsResult, maxPixels int64) error {
+	switch {
+	case r.typ == "brushlabels":
+	case r.typ == "brush" || strings.HasSuffix(r.typ, "labels"):
+		return fmt.Errorf("result %s is of type %q; only brushlabels results can be read", r.id, r.typ)
+	default:
+		return nil
+	}
+	if r.w <= 0 || r.h <= 0 || int64(r.w)*int64(r.h) > maxPixels {
+		return fmt.Errorf("result %s: size %dx%d is not between 1x1 and %d pixels", r.id, r.w, r.h, maxPixels)
+	}
+	if a.w != 0 && (r.w != a.w || r.h != a.h) {
+		return fmt.Errorf("result %s is %dx%d but an earlier one is %dx%d", r.id, r.w, r.h, a.w, a.h)
+	}
+	a.w, a.h = r.w, r.h
+	if r.format != "rle" {
+		return fmt.Errorf("result %s: brush format %q is not rle", r.id, r.format)
+	}
+	if r.labels != 1 {
+		return fmt.Errorf("result %s has %d brush labels, not one", r.id, r.labels)
+	}
+	if r.badAt >= 0 {
+		return fmt.Errorf("result %s: rle[%d] = %s is not a byte", r.id, r.badAt, r.bad)
+	}
+	// Check the brush now so that a bad one is named before any work,
+	// without painting it (that is for Mask).
+	if err := checkBrushRLE(r.rle, r.w, r.h); err != nil {
+		return fmt.Errorf("result %s: %v", r.id, err)
+	}
+	a.brushes = append(a.brushes, brush{label: r.label, rle: slices.Clip(r.rle)})
+	return nil
 }
 
 // lsBaseName is the file name at the end of an image URL or path
@@ -220,47 +441,6 @@ func lsBaseName(ref string) string {
 		}
 	}
 	return path.Base(strings.ReplaceAll(ref, `\`, "/"))
-}
-
-// lsBrushes checks an annotation's results and returns the image size and
-// its brushes in order.
-func lsBrushes(results []lsResult, maxPixels int64) (w, h int, bs []brush, err error) {
-	for _, r := range results {
-		switch {
-		case r.Type == "brushlabels":
-		case r.Type == "brush" || strings.HasSuffix(r.Type, "labels"):
-			return 0, 0, nil, fmt.Errorf("result %s is of type %q; only brushlabels results can be read", r.ID, r.Type)
-		default:
-			continue
-		}
-		rw, rh := r.OriginalWidth, r.OriginalHeight
-		if rw <= 0 || rh <= 0 || int64(rw)*int64(rh) > maxPixels {
-			return 0, 0, nil, fmt.Errorf("result %s: size %dx%d is not between 1x1 and %d pixels", r.ID, rw, rh, maxPixels)
-		}
-		if w != 0 && (rw != w || rh != h) {
-			return 0, 0, nil, fmt.Errorf("result %s is %dx%d but an earlier one is %dx%d", r.ID, rw, rh, w, h)
-		}
-		w, h = rw, rh
-		if r.Value.Format != "rle" {
-			return 0, 0, nil, fmt.Errorf("result %s: brush format %q is not rle", r.ID, r.Value.Format)
-		}
-		if len(r.Value.BrushLabels) != 1 {
-			return 0, 0, nil, fmt.Errorf("result %s has %d brush labels, not one", r.ID, len(r.Value.BrushLabels))
-		}
-		rle := make([]byte, len(r.Value.RLE))
-		for i, v := range r.Value.RLE {
-			if v < 0 || v > 255 {
-				return 0, 0, nil, fmt.Errorf("result %s: rle[%d] = %d is not a byte", r.ID, i, v)
-			}
-			rle[i] = byte(v)
-		}
-		// Decode once now so that a bad brush is named before any work.
-		if _, err := decodeBrushRLE(rle, w, h); err != nil {
-			return 0, 0, nil, fmt.Errorf("result %s: %v", r.ID, err)
-		}
-		bs = append(bs, brush{label: r.Value.BrushLabels[0], rle: rle})
-	}
-	return w, h, bs, nil
 }
 
 func paintBrushes(bs []brush, classOf map[string]uint8, w, h int, fill uint8, file string) ([]uint8, error) {

@@ -198,3 +198,35 @@ func TestDecodeBrushRLEEncoderOutput(t *testing.T) {
 		}
 	}
 }
+
+// repeatBrushRLE writes what decodeBrushRLE reads: a layer drawn all over.
+func TestRepeatBrushRLE(t *testing.T) {
+	m, err := decodeBrushRLE(repeatBrushRLE(300, 200, 255), 300, 200)
+	if err != nil || len(m) != 300*200 || slices.Contains(m, 0) {
+		t.Fatalf("decoded %d pixels, err %v; want 60000 drawn", len(m), err)
+	}
+}
+
+// Exports of Label Studio before 1.0 keep annotations as "completions":
+// they are read where "annotations" is missing or null, in any key order,
+// and the first annotation not cancelled is the one painted even where
+// was_cancelled comes after its results.
+func TestDecodeLabelStudioCompletionsAndKeyOrder(t *testing.T) {
+	brush := func(label string) string {
+		return `{"id":"r","type":"brushlabels","original_width":1,"original_height":1,"value":{"format":"rle","brushlabels":["` + label + `"],"rle":[0,0,0,4,57,27,248,96,32,64,127,224]}}`
+	}
+	for _, c := range []struct{ name, doc, want string }{
+		{"completions", `[{"completions":[{"id":1,"result":[` + brush("a") + `]}],"data":{"image":"x.png"},"id":1}]`, "a"},
+		{"null annotations", `[{"id":1,"annotations":null,"completions":[{"id":1,"result":[` + brush("b") + `]}],"data":{"image":"x.png"}}]`, "b"},
+		{"cancelled after its results", `[{"id":1,"data":{"image":"x.png"},"annotations":[{"result":[` + brush("c") + `],"was_cancelled":true,"id":1},{"id":2,"result":[` + brush("d") + `]}]}]`, "d"},
+	} {
+		set, err := DecodeLabelStudio([]byte(c.doc), "ls.json", LabelStudioOptions{})
+		if err != nil || len(set.Samples) != 1 || !slices.Equal(set.Classes, []string{"background", c.want}) {
+			t.Errorf("%s: %+v, %v; want one sample of class %q", c.name, set, err, c.want)
+			continue
+		}
+		if m, err := set.Samples[0].Mask(); err != nil || !slices.Equal(m, []uint8{1}) {
+			t.Errorf("%s: mask %v, %v", c.name, m, err)
+		}
+	}
+}

@@ -88,6 +88,7 @@ func Run(ctx context.Context, seg *inference.Segmenter, in, out *storage.Folder,
 		Batch:          seg.BatchFor(opts.Batch),
 		PrepareWorkers: pipeline.IOWorkers(!in.IsLocal()),
 		FinishWorkers:  pipeline.IOWorkers(!out.IsLocal()),
+		InFlight:       seg.InFlight(),
 		Progress: func(done, _ int) {
 			if opts.Progress != nil {
 				opts.Progress(done)

@@ -74,6 +74,12 @@ type Config struct {
 	Batch          int // items per Infer call, at least 1
 	PrepareWorkers int // default GOMAXPROCS
 	FinishWorkers  int // default GOMAXPROCS
+	// InFlight is how many Infer calls may run at once (default 1): 2 on
+	// a GPU, so that one batch's copies to and from the device and its
+	// checks on the host overlap the other's kernels. On the CPU one run
+	// already takes every core. Infer must then be safe for concurrent
+	// use (an ONNX Runtime session is).
+	InFlight int
 	// Progress, if set, is called after each finished or failed item, from
 	// one goroutine at a time.
 	Progress func(done, total int)
@@ -199,19 +205,26 @@ type runner struct {
 	listErr error
 
 	// The batch loop's own state.
+	pending []prepared
+	// slots holds cfg.InFlight stacking buffers: a batch takes one to run
+	// and gives it back when done, so that no more than InFlight batches
+	// run at once. Items are stacked into a slot's buffer, kept from
+	// batch to batch; a batch of one is passed as it is. A fresh buffer a
+	// batch, 2 MB of new pages faulted in on the inference goroutine, took
+	// 2.5 ms a 480×360 image at two threads, against about 30 ms of
+	// inference (bench/segment).
+	slots    chan *[]float32
+	inflight sync.WaitGroup
+	// inferMu guards the state the running batches share: inferErr,
+	// inferOK, failedRuns and rep.InferElapsed.
+	inferMu  sync.Mutex
 	inferErr error
-	pending  []prepared
 	// A failed model run is retried image by image, so that one image the
 	// model cannot take is reported by name and skipped like an
 	// undecodable one; only a model that has failed on every image tried
 	// (maxFirstFailures of them, before any success) stops the run.
 	inferOK    bool
 	failedRuns []string
-	// Items are stacked into one buffer kept from batch to batch; a batch
-	// of one is passed as it is. A fresh buffer a batch, 2 MB of new pages
-	// faulted in on the inference goroutine, took 2.5 ms a 480×360 image at
-	// two threads, against about 30 ms of inference (bench/segment).
-	stack []float32
 }
 
 func newRunner(total int, st Stages, cfg Config) *runner {
@@ -224,8 +237,13 @@ func newRunner(total int, st Stages, cfg Config) *runner {
 	if cfg.FinishWorkers < 1 {
 		cfg.FinishWorkers = runtime.GOMAXPROCS(0)
 	}
-	return &runner{st: st, cfg: cfg, total: total, stop: make(chan struct{}),
-		results: make(chan finished, 2*cfg.Batch), failedRuns: []string{}}
+	cfg.InFlight = max(cfg.InFlight, 1)
+	r := &runner{st: st, cfg: cfg, total: total, stop: make(chan struct{}),
+		results: make(chan finished, 2*cfg.Batch), failedRuns: []string{}, slots: make(chan *[]float32, cfg.InFlight)}
+	for range cfg.InFlight {
+		r.slots <- new([]float32)
+	}
+	return r
 }
 
 // record counts one item's outcome and reports progress.
@@ -322,7 +340,7 @@ func (r *runner) startFinish() {
 func (r *runner) batchAndInfer(ready <-chan prepared) {
 	checked := map[Shape]bool{}
 	for p := range ready {
-		if r.inferErr != nil {
+		if r.failed() {
 			continue // drain
 		}
 		if len(r.pending) > 0 && r.pending[0].Shape != p.Shape {
@@ -331,8 +349,9 @@ func (r *runner) batchAndInfer(ready <-chan prepared) {
 		if !checked[p.Shape] {
 			checked[p.Shape] = true
 			if err := checkMemory(r.st, r.cfg, p.Shape); err != nil {
-				r.inferErr = err
-				close(r.stop)
+				r.inferMu.Lock()
+				r.stopWith(err)
+				r.inferMu.Unlock()
 				continue
 			}
 		}
@@ -342,50 +361,85 @@ func (r *runner) batchAndInfer(ready <-chan prepared) {
 		}
 	}
 	r.flush()
+	r.inflight.Wait()
 }
 
-// flush runs the model on the pending batch, retrying image by image when
-// the batch fails, and recycles the batch's inputs.
+// failed reports whether the run has stopped on a model or memory failure.
+func (r *runner) failed() bool {
+	r.inferMu.Lock()
+	defer r.inferMu.Unlock()
+	return r.inferErr != nil
+}
+
+// stopWith stops the run with err, the first time only; under inferMu.
+func (r *runner) stopWith(err error) {
+	if r.inferErr == nil {
+		r.inferErr = err
+		close(r.stop)
+	}
+}
+
+// flush hands the pending batch to runBatch, waiting for a slot while
+// InFlight batches run; with one slot the batch has run when flush
+// returns.
 func (r *runner) flush() {
-	if len(r.pending) == 0 || r.inferErr != nil {
+	if len(r.pending) == 0 || r.failed() {
 		r.pending = r.pending[:0]
 		return
 	}
 	// Sorting by index keeps runs reproducible whatever order the
 	// prepare workers finished in.
 	slices.SortFunc(r.pending, func(a, b prepared) int { return a.index - b.index })
-	err := r.infer(r.pending)
-	if err != nil && len(r.pending) > 1 {
-		for _, p := range r.pending { // find the image(s) the model fails on
-			if r.inferErr != nil {
+	slot := <-r.slots
+	if r.cfg.InFlight == 1 {
+		r.runBatch(r.pending, slot)
+		r.pending = r.pending[:0]
+		return
+	}
+	items := slices.Clone(r.pending)
+	r.pending = r.pending[:0]
+	r.inflight.Add(1)
+	go func() {
+		defer r.inflight.Done()
+		r.runBatch(items, slot)
+	}()
+}
+
+// runBatch runs the model on items, retrying image by image when the
+// batch fails, recycles their inputs and gives slot back.
+func (r *runner) runBatch(items []prepared, slot *[]float32) {
+	defer func() { r.slots <- slot }()
+	err := r.infer(items, slot)
+	if err != nil && len(items) > 1 {
+		for _, p := range items { // find the image(s) the model fails on
+			if r.failed() {
 				break
 			}
-			if err := r.infer([]prepared{p}); err != nil {
+			if err := r.infer([]prepared{p}, slot); err != nil {
 				r.inferFailed(p, err)
 			}
 		}
 	} else if err != nil {
-		r.inferFailed(r.pending[0], err)
+		r.inferFailed(items[0], err)
 	}
 	if r.st.Recycle != nil {
-		for _, p := range r.pending {
+		for _, p := range items {
 			r.st.Recycle(p.Input)
 		}
 	}
-	r.pending = r.pending[:0]
 }
 
-// infer runs the model once on items and sends their outputs to the
-// finish workers.
-func (r *runner) infer(items []prepared) error {
+// infer runs the model once on items, stacked into the slot's buffer, and
+// sends their outputs to the finish workers.
+func (r *runner) infer(items []prepared, stack *[]float32) error {
 	shape, batch := items[0].Shape, items[0].Input
 	if len(items) > 1 && r.st.InferItems == nil {
 		per := shape[0] * shape[1] * shape[2]
-		r.stack = slices.Grow(r.stack[:0], len(items)*per)[:len(items)*per]
+		*stack = slices.Grow((*stack)[:0], len(items)*per)[:len(items)*per]
 		for i, p := range items {
-			copy(r.stack[i*per:], p.Input)
+			copy((*stack)[i*per:], p.Input)
 		}
-		batch = r.stack
+		batch = *stack
 	}
 	t0 := time.Now()
 	var outs []Output
@@ -399,14 +453,18 @@ func (r *runner) infer(items []prepared) error {
 	} else {
 		outs, err = r.st.Infer(batch, len(items), shape)
 	}
-	r.rep.InferElapsed += time.Since(t0)
+	r.inferMu.Lock()
+	r.rep.InferElapsed += time.Since(t0) // summed over the batches in flight
 	if err == nil && len(outs) != len(items) {
 		err = fmt.Errorf("model returned %d outputs for a batch of %d", len(outs), len(items))
 	}
+	if err == nil {
+		r.inferOK = true
+	}
+	r.inferMu.Unlock()
 	if err != nil {
 		return err
 	}
-	r.inferOK = true
 	for i, p := range items {
 		p.Input = nil // recycled once the batch is done (flush)
 		r.results <- finished{prepared: p, output: outs[i]}
@@ -419,13 +477,15 @@ func (r *runner) infer(items []prepared) error {
 const FixBatches = "lower the batch size, or the input size or scale"
 
 // checkMemory estimates what batches of shape take, the pipeline's own
-// buffers (a batch being gathered, two queued, one per prepare worker)
-// included, and refuses them over the memory limit.
+// buffers (a batch being gathered, two queued, one more for each further
+// batch in flight, one per prepare worker) included, and refuses them over
+// the memory limit.
 func checkMemory(st Stages, cfg Config, shape Shape) error {
 	per := memlimit.Product(int64(shape[0]), int64(shape[1]), int64(shape[2]), 4)
-	total := memlimit.Product(int64(3*cfg.Batch+cfg.PrepareWorkers), per)
+	inFlight := max(cfg.InFlight, 1)
+	total := memlimit.Product(int64((2+inFlight)*cfg.Batch+cfg.PrepareWorkers), per)
 	if st.Estimate != nil {
-		total = satAdd(total, st.Estimate(cfg.Batch, shape))
+		total = satAdd(total, memlimit.Product(int64(inFlight), st.Estimate(cfg.Batch, shape)))
 	}
 	what := fmt.Sprintf("batches of %d %dx%d (HxW) inputs", cfg.Batch, shape[1], shape[2])
 	return memlimit.Check(what, total, FixBatches)
@@ -447,13 +507,15 @@ const maxFirstFailures = 3
 // maxFirstFailures images, it stops the run with the model's failure
 // instead.
 func (r *runner) inferFailed(p prepared, err error) {
+	r.inferMu.Lock()
 	if !r.inferOK {
 		r.failedRuns = append(r.failedRuns, p.path)
 		if len(r.failedRuns) >= maxFirstFailures {
-			r.inferErr = fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(r.failedRuns, ", "), err)
-			close(r.stop)
+			r.stopWith(fmt.Errorf("the model failed on every image tried (%s): %w", strings.Join(r.failedRuns, ", "), err))
+			r.inferMu.Unlock()
 			return
 		}
 	}
+	r.inferMu.Unlock()
 	r.record(p.path, fmt.Errorf("inference failed: %w", err))
 }

@@ -388,3 +388,64 @@ func TestFailureRecords(t *testing.T) {
 		t.Errorf("records of no failures: %#v; want an empty list", got)
 	}
 }
+
+// TestTwoBatchesInFlight: with InFlight 2 two Infer calls run at once (the
+// fake model waits, up to a bound, for a second one to come in), never
+// more, every item gets its own output (each batch stacks into a buffer of
+// its own) and a failing image is still retried alone and named; with
+// InFlight 1 the calls never overlap.
+func TestTwoBatchesInFlight(t *testing.T) {
+	var paths []string
+	for i := 0; i < 24; i++ {
+		paths = append(paths, fmt.Sprintf("img%02d.png", i))
+	}
+	for _, inFlight := range []int{1, 2} {
+		var running, most, mismatches atomic.Int64
+		st := Stages{
+			Prepare: func(path string) (Prepared, error) {
+				var i int
+				fmt.Sscanf(path, "img%d.png", &i)
+				in := []float32{float32(i), float32(i)}
+				return Prepared{Input: in, Shape: Shape{1, 1, 2}, Meta: i}, nil
+			},
+			Infer: func(batch []float32, n int, s Shape) ([]Output, error) {
+				now := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				// Wait (boundedly) for the other batch, so that the two
+				// overlap if the pipeline lets them.
+				for deadline := time.Now().Add(200 * time.Millisecond); running.Load() < 2 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+				out := make([]Output, n)
+				for i := range out {
+					if batch[2*i] == 13 {
+						return nil, errors.New("the model cannot take image 13")
+					}
+					out[i].Data = []float32{2 * batch[2*i], 2 * batch[2*i+1]}
+				}
+				return out, nil
+			},
+			Finish: func(path string, p Prepared, out Output) error {
+				if out.Data[0] != 2*float32(p.Meta.(int)) || out.Data[1] != out.Data[0] {
+					mismatches.Add(1)
+				}
+				return nil
+			},
+		}
+		rep, err := Run(paths, st, Config{Batch: 3, InFlight: inFlight})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mismatches.Load() != 0 {
+			t.Errorf("in flight %d: %d items got another item's output", inFlight, mismatches.Load())
+		}
+		if rep.Succeeded != 23 || len(rep.Failures) != 1 || rep.Failures[0].Path != "img13.png" {
+			t.Errorf("in flight %d: succeeded %d, failures %v; want 23 and img13.png", inFlight, rep.Succeeded, rep.Failures)
+		}
+		if most.Load() != int64(inFlight) {
+			t.Errorf("in flight %d: at most %d Infer calls ran at once", inFlight, most.Load())
+		}
+	}
+}

@@ -122,3 +122,41 @@ func SHA256(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// OpenLimit opens the regular file at path for streaming, refusing one
+// larger than limit bytes: from its size when opened, and again while
+// reading, where reading past limit bytes is a *TooLargeError.
+func OpenLimit(path string, limit int64) (io.ReadCloser, error) {
+	f, fi, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		f.Close()
+		return nil, &TooLargeError{Path: path, Limit: limit}
+	}
+	return &limitReader{f: f, path: path, limit: limit, left: limit}, nil
+}
+
+type limitReader struct {
+	f           *os.File
+	path        string
+	limit, left int64
+}
+
+func (r *limitReader) Read(p []byte) (int, error) {
+	if r.left < 0 {
+		return 0, &TooLargeError{Path: r.path, Limit: r.limit}
+	}
+	if int64(len(p)) > r.left+1 { // one byte past the limit tells a larger file
+		p = p[:r.left+1]
+	}
+	n, err := r.f.Read(p)
+	r.left -= int64(n)
+	if r.left < 0 {
+		return n, &TooLargeError{Path: r.path, Limit: r.limit}
+	}
+	return n, err
+}
+
+func (r *limitReader) Close() error { return r.f.Close() }

@@ -2,6 +2,7 @@ package regfile
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -76,5 +77,27 @@ func TestSHA256(t *testing.T) {
 	}
 	if _, err := SHA256(zero); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("SHA256 of a link to /dev/zero: %v, want ErrNotRegular", err)
+	}
+}
+
+// OpenLimit refuses a file over the limit from its size, and one that
+// grows past it while read.
+func TestOpenLimit(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.json")
+	os.WriteFile(p, make([]byte, 101), 0o644)
+	var tl *TooLargeError
+	if _, err := OpenLimit(p, 100); !errors.As(err, &tl) || tl.Limit != 100 {
+		t.Errorf("err = %v, want TooLargeError", err)
+	}
+	f, err := OpenLimit(p, 101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	os.WriteFile(p, make([]byte, 150), 0o644) // grows after the open
+	b, err := io.ReadAll(f)
+	if !errors.As(err, &tl) || len(b) > 102 {
+		t.Errorf("read %d bytes, err %v; want TooLargeError after at most 102", len(b), err)
 	}
 }

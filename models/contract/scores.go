@@ -42,10 +42,7 @@ func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (sco
 	}
 	scores = buf[:classes*plane]
 	if first == 1 {
-		th := float32(c.Threshold)
-		if c.Binary { // the logit whose sigmoid is the threshold
-			th = float32(math.Log(c.Threshold / (1 - c.Threshold)))
-		}
+		th := c.ScoreThreshold()
 		for i := range scores[:plane] {
 			scores[i] = th
 		}
@@ -62,6 +59,17 @@ func (c *Contract) ClassScores(out []float32, shape []int64, buf []float32) (sco
 		}
 	}
 	return scores, classes, h, w, nil
+}
+
+// ScoreThreshold is the value of the threshold plane ClassScores puts
+// first for sigmoid and binary heads, in the output's own terms: the
+// threshold, or for a binary head's logit the logit whose sigmoid is the
+// threshold.
+func (c *Contract) ScoreThreshold() float32 {
+	if c.Binary {
+		return float32(math.Log(c.Threshold / (1 - c.Threshold)))
+	}
+	return float32(c.Threshold)
 }
 
 // checkChannels compares a run's channel count with the contract's.

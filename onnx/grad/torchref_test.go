@@ -269,7 +269,7 @@ func runTraining(t *testing.T, gs *grad.Graphs, feeds map[string]*runtime.Tensor
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := runtime.NewSession(data, runtime.Options{})
+	s, err := runtime.NewSession(data, runtime.Options{ConvGradCPU: true}) // for graphs with ConvGrad nodes
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,6 +245,9 @@ type frozenSpec struct {
 	// gradScale multiplies the analytic gradients (0: 1), for negative
 	// controls: a wrong gradient must fail the check.
 	gradScale float64
+	// convGrad is the training graph's Config.ConvGrad (with direct
+	// convolutions, the form a GPU runs).
+	convGrad grad.ConvClasses
 }
 
 func checkFrozen(t *testing.T, m *onnx.Model, input string, shape []int64, params []roleParam) {
@@ -266,6 +269,9 @@ func frozenCheck(t *testing.T, m *onnx.Model, input string, shape []int64, param
 			logits = spec.loss.Output
 		}
 		cfg.Loss, cfg.GradInputs, cfg.ExtraOutputs = *spec.loss, nil, []string{logits}
+	}
+	if spec.convGrad != 0 {
+		cfg.ConvGrad, cfg.DirectConvs = spec.convGrad, true
 	}
 	gs, err := grad.Build(m, cfg)
 	if err != nil {
