@@ -163,6 +163,11 @@ func (d *Dense) CheckContract(ct *contract.Contract) error {
 	return nil
 }
 
+// maxWindows bounds the windows of one input: a tiny tile or an overlap
+// near 1 would otherwise run the model for hours on a small image (512×512
+// tiles at overlap 0.25 make 7396 windows of a 32768×32768 input).
+const maxWindows = 1 << 14
+
 // window returns the window for a tensor of h×w and the stride in each side.
 func (d *Dense) window(h, w int) (th, tw, sy, sx int) {
 	th, tw = h, w
@@ -372,6 +377,10 @@ func (s *Segmenter) blend(d *Dense, crop func(r image.Rectangle, dst []float32) 
 	done func(band []float32, classes, th, row, r int)) error {
 	th, tw, sy, sx := d.window(h, w)
 	ys, xs := starts(h, th, sy), starts(w, tw, sx)
+	if n := len(ys) * len(xs); n > maxWindows {
+		return fmt.Errorf("%w: tiles of %dx%d every %dx%d pixels make %d windows of this %dx%d input, more than %d: use a larger tile or a smaller overlap",
+			ErrDense, th, tw, sy, sx, n, h, w, maxWindows)
+	}
 	wy, wx := ramp(th), ramp(tw)
 	var band []float32 // [classes][th][w], rows base…base+th-1
 	classes, base := 0, 0

@@ -247,6 +247,17 @@ func TestDenseRefusals(t *testing.T) {
 	if err := s.SetDense(&inference.Dense{Overlap: 2}); !errors.Is(err, inference.ErrDense) {
 		t.Errorf("SetDense with overlap 2: %v", err)
 	}
+	// 1×1 tiles of a 150×101 image would be 15150 model runs, and far
+	// more on a larger one: refused naming the window count, at once.
+	if err := s.SetDense(&inference.Dense{TileHeight: 1, TileWidth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st := s.StagesFrom(func(string) (image.Image, error) { return noise(200, 101, 1), nil }, func(inference.Result) error { return nil })
+	rep, err := pipeline.Run([]string{"img"}, st, pipeline.Config{})
+	if err != nil || len(rep.Failures) != 1 || !errors.Is(rep.Failures[0].Err, inference.ErrDense) ||
+		!strings.Contains(rep.Failures[0].Err.Error(), "20200 windows") {
+		t.Errorf("1x1 tiles: %v %+v, want the image refused for its 20200 windows", err, rep.Failures)
+	}
 }
 
 // The estimate of a tiled run of a 6000×4000 image is bounded by the
