@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
@@ -37,16 +38,22 @@ func (labelMe) Detect(root string) string {
 	return ""
 }
 
-// isLabelMeDir reports whether the first JSON file directly in dir is a
-// LabelMe file (an object with "shapes" and "imagePath"), so that a
+// sniffedLabelMeFiles is how many of a folder's JSON files detection
+// reads: one other JSON sorted first (a config, a COCO file) must not hide
+// a folder of LabelMe files, and a folder of other JSON is not read whole.
+const sniffedLabelMeFiles = 8
+
+// isLabelMeDir reports whether one of the first JSON files directly in dir
+// is a LabelMe file (an object with "shapes" and "imagePath"), so that a
 // folder of images with some other JSON beside them is not taken for
 // one.
 func isLabelMeDir(dir string) bool {
 	files := labelMeFiles(dir)
-	if len(files) == 0 {
-		return false
-	}
-	f, _, err := regfile.Open(files[0])
+	return slices.ContainsFunc(files[:min(len(files), sniffedLabelMeFiles)], isLabelMeFile)
+}
+
+func isLabelMeFile(path string) bool {
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return false
 	}
@@ -100,11 +107,20 @@ func (labelMe) List(root string, opt Options) (*Set, error) {
 		note = "classes from " + p
 		break
 	}
+	// Other JSON files beside the LabelMe ones are named, not read.
+	var others []Unmatched
+	files = slices.DeleteFunc(files, func(f string) bool {
+		if isLabelMeFile(f) {
+			return false
+		}
+		others = append(others, Unmatched{Path: f, Why: "a JSON file that is no LabelMe file (no shapes and imagePath)"})
+		return true
+	})
 	as, err := annot.ReadLabelMe(files, lopt)
 	if err != nil {
 		return nil, err
 	}
-	set := &Set{Classes: as.Classes, Note: note}
+	set := &Set{Classes: as.Classes, Note: note, Unmatched: others}
 	byImage := map[string]string{}
 	for _, s := range as.Samples {
 		img := filepath.Clean(s.Image)

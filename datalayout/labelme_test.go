@@ -120,6 +120,19 @@ func TestLabelMeDetectionLeavesOtherJSON(t *testing.T) {
 	if _, err := Detect(coco); !errors.Is(err, ErrUnknownLayout) {
 		t.Errorf("detected %v", err)
 	}
+	// A LabelMe folder whose first JSON is another file (a config sorted
+	// first) is still one; that file is named, not read as LabelMe.
+	mixed := t.TempDir()
+	writeImageFile(t, filepath.Join(mixed, "a.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	writeText(t, filepath.Join(mixed, "0_config.json"), `{"model": "unet"}`)
+	writeText(t, filepath.Join(mixed, "a.json"), labelMeFile("a.png", "", 4, 3, "cat"))
+	if f, err := Detect(mixed); err != nil || f.Name() != "labelme" {
+		t.Fatalf("a LabelMe folder with another JSON first: detected %v, %v", f, err)
+	}
+	set, err := Open(mixed, Options{})
+	if err != nil || len(set.Samples) != 1 || len(set.Unmatched) != 1 || !strings.Contains(set.Unmatched[0].Why, "no LabelMe file") {
+		t.Fatalf("mixed folder: %v, %+v", err, set)
+	}
 	ls := t.TempDir()
 	writeText(t, filepath.Join(ls, "project-1-at-2026-11-26-10-00-0f1e2d3c.json"), `[{"id": 1, "data": {"image": "a.png"}, "annotations": []}]`)
 	if f, err := Detect(ls); err != nil || f.Name() != "labelstudio" {

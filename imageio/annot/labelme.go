@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
 )
 
@@ -359,6 +360,13 @@ func labelMeImage(jsonFile, ref, root string) (string, error) {
 	r, err := filepath.Rel(root, p)
 	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
 		return "", fmt.Errorf("%q points outside the data folder %s", ref, root)
+	}
+	// The same with symbolic links followed: a link inside the folder must
+	// not lead the read out of it.
+	realP, errP := pathguard.Resolve(p)
+	realRoot, errR := pathguard.Resolve(root)
+	if errP != nil || errR != nil || !pathguard.Within(realP, realRoot) {
+		return "", fmt.Errorf("%q leads outside the data folder %s through a symbolic link", ref, root)
 	}
 	return p, nil
 }

@@ -246,6 +246,18 @@ func TestReadLabelMeRejectsHostileFiles(t *testing.T) {
 			}
 		})
 	}
+	// A symbolic link in the folder that leads out of it (a hostile round
+	// found one passing the "folder above, never further" rule).
+	outside := t.TempDir()
+	writePNG(t, filepath.Join(outside, "secret.png"), image.NewGray(image.Rect(0, 0, 8, 6)))
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(root, "linked.json")
+	writeFile(t, linked, labelMeJSON("link/secret.png", 8, 6, ""))
+	if _, err := ReadLabelMe([]string{linked}, LabelMeOptions{Root: root}); err == nil || !strings.Contains(err.Error(), "leads outside the data folder") {
+		t.Fatalf("an image through a symbolic link out of the folder: %v", err)
+	}
 	p := filepath.Join(root, "big.json")
 	writeFile(t, p, labelMeJSON("a.png", 8, 6, strings.Repeat("A", 200)))
 	if _, err := ReadLabelMe([]string{p}, LabelMeOptions{Root: root, MaxFileBytes: 100}); err == nil || !strings.Contains(err.Error(), "larger than 100 bytes") {
