@@ -231,7 +231,7 @@ func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 			set.Unmatched = append(set.Unmatched, Unmatched{Path: s.Image, Why: fmt.Sprintf("annotated in %s, but the image file is missing", filepath.Base(source))})
 			continue
 		}
-		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: source, Name: stripExt(filepath.Base(s.Image)), Decode: renderMask(s, source+" ("+s.Ref+")")})
+		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: source, Name: nameBelow(imageDir, s.Image), Decode: renderMask(s, source+" ("+s.Ref+")")})
 	}
 	if files, err := imageio.ListImages(imageDir); err == nil {
 		for _, f := range files {
@@ -241,6 +241,17 @@ func annotatedSet(as *annot.Set, source, imageDir string) *Set {
 		}
 	}
 	return set
+}
+
+// nameBelow is a sample's Name: its image's path below dir without
+// extension ("a/x" for dir/a/x.jpg), or its base name for an image
+// elsewhere, so that images of one base name in two sub-folders (COCO's
+// file_name "a/x.jpg" and "b/x.jpg") stay two samples.
+func nameBelow(dir, image string) string {
+	if rel, err := filepath.Rel(dir, image); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return filepath.ToSlash(stripExt(rel))
+	}
+	return stripExt(filepath.Base(image))
 }
 
 // renderMask reads an annotated sample's labels as a mask image would be

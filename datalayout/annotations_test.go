@@ -217,3 +217,25 @@ func sampleNames(s *Set) []string {
 	}
 	return names
 }
+
+// COCO images of one base name in two sub-folders (file_name "a/x.png"
+// and "b/x.png") are two samples with two names, so that eval's partial
+// files, which key images by name, hold both.
+func TestCOCOSubfolderNamesAreDistinct(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations", "instances_val.json"), `{
+	 "images": [{"id": 1, "file_name": "a/x.png", "width": 4, "height": 3}, {"id": 2, "file_name": "b/x.png", "width": 4, "height": 3}],
+	 "categories": [{"id": 7, "name": "cat"}],
+	 "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "iscrowd": 0, "segmentation": [[0, 0, 2, 0, 2, 3, 0, 3]]},
+	                 {"id": 2, "image_id": 2, "category_id": 7, "iscrowd": 0, "segmentation": [[0, 0, 2, 0, 2, 3, 0, 3]]}]}`)
+	for _, d := range []string{"a", "b"} {
+		writeImageFile(t, filepath.Join(root, "val", d, "x.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	}
+	set, err := Open(root, Options{Split: "val"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := sampleNames(set); !slices.Equal(names, []string{"a/x", "b/x"}) {
+		t.Errorf("names %q, want a/x and b/x", names)
+	}
+}

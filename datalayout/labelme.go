@@ -132,7 +132,7 @@ func (labelMe) List(root string, opt Options) (*Set, error) {
 			set.Unmatched = append(set.Unmatched, Unmatched{Path: s.Image, Why: fmt.Sprintf("named by %s (imagePath), but the image file is missing", filepath.Base(s.Ref))})
 			continue
 		}
-		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: s.Ref, Name: stripExt(filepath.Base(s.Image)), Decode: renderMask(s, s.Ref)})
+		set.Samples = append(set.Samples, Sample{Image: s.Image, Mask: s.Ref, Name: nameBelow(dir, s.Image), Decode: renderMask(s, s.Ref)})
 	}
 	if images, err := imageio.ListImages(dir); err == nil {
 		for _, f := range images {

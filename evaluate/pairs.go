@@ -15,6 +15,35 @@ import (
 // ErrNoPairs is the error of pairing data in which no image has a mask.
 var ErrNoPairs = errors.New("no image/mask pairs found")
 
+// SameNameError is two images of one file name in different folders (a
+// COCO export's "a/x.jpg" and "b/x.jpg", or two video sequences' frames):
+// a partial file records each image's scores by its file name, once, so
+// a run that writes one is refused before any work (eval merge refused
+// its partial after the work).
+type SameNameError struct {
+	Name   string
+	Images [2]string
+}
+
+func (e *SameNameError) Error() string {
+	return fmt.Sprintf("images %s and %s share the file name %s, by which a partial file records each image's scores; evaluate their folders one at a time, or rename one",
+		e.Images[0], e.Images[1], e.Name)
+}
+
+// UniqueNames returns a *SameNameError for the first two samples whose
+// images share a file name.
+func UniqueNames(samples []datalayout.Sample) error {
+	byName := make(map[string]string, len(samples))
+	for _, p := range samples {
+		name := filepath.Base(p.Image)
+		if other, dup := byName[name]; dup {
+			return &SameNameError{Name: name, Images: [2]string{other, p.Image}}
+		}
+		byName[name] = p.Image
+	}
+	return nil
+}
+
 // FolderError is a folder of images (Side "images") or masks (Side
 // "masks") that cannot be listed.
 type FolderError struct {

@@ -278,3 +278,18 @@ func TestPairsByKindOfData(t *testing.T) {
 		t.Errorf("an empty data set: %v; want ErrNoPairs", err)
 	}
 }
+
+// Two samples of one file name in different folders are named, both
+// (a partial file records each image by its file name, and eval merge
+// refused such partials after the run).
+func TestUniqueNames(t *testing.T) {
+	samples := []datalayout.Sample{{Image: "/d/a/x.png", Mask: "m1"}, {Image: "/d/b/y.png", Mask: "m2"}, {Image: "/d/b/x.png", Mask: "m3"}}
+	err := evaluate.UniqueNames(samples)
+	var se *evaluate.SameNameError
+	if !errors.As(err, &se) || se.Name != "x.png" || !strings.Contains(err.Error(), "/d/a/x.png and /d/b/x.png") {
+		t.Fatalf("got %v, want a SameNameError naming both images", err)
+	}
+	if err := evaluate.UniqueNames(samples[:2]); err != nil {
+		t.Fatalf("distinct names: %v", err)
+	}
+}

@@ -28,6 +28,10 @@ type Request struct {
 	Options SetupOptions
 	// Batch is the images per model run (see Plan.Batch).
 	Batch int
+	// Partial says that the scores go to a partial file (WritePartial),
+	// which records each image by its file name, once: a Set with two
+	// images of one name is refused (UniqueNames).
+	Partial bool
 	// Open opens the model at path with its settings.
 	Open func(path string, settings imageio.Sidecar) (*inference.Segmenter, error)
 }
@@ -41,6 +45,11 @@ func (r Request) Plan(ctx context.Context) (Plan, error) {
 	var err error
 	if p.Pairs, p.Total, err = Pairs(ctx, r.Set, r.Images, r.Masks, r.Shard); err != nil {
 		return Plan{}, err
+	}
+	if r.Partial && r.Set != nil {
+		if err := UniqueNames(r.Set.Samples); err != nil {
+			return Plan{}, err
+		}
 	}
 	o := r.Options
 	o.Model, o.Images, o.Masks = r.Model, r.Images.String(), r.Masks.String()

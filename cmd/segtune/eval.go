@@ -143,7 +143,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"),
+	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"), Partial: c.String("partial") != "",
 		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
 		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
 	read, _, err := maskFlags(c)

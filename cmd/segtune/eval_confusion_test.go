@@ -106,3 +106,36 @@ func TestEvalConfusion(t *testing.T) {
 		t.Error("confusion.png was written into the image folder")
 	}
 }
+
+// eval --partial of a data folder holding two images of one file name in
+// two sub-folders is refused before any work, naming both (a partial file
+// records images by file name; eval merge refused it after the run);
+// without --partial the evaluation runs.
+func TestEvalPartialRefusesOneNameTwice(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	model := redModel(t, dir)
+	data := filepath.Join(dir, "data")
+	for _, seq := range []string{"seq1", "seq2"} {
+		for _, d := range []string{"images", "masks"} {
+			if err := os.MkdirAll(filepath.Join(data, d, seq), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeImage(t, filepath.Join(data, "images", seq, "0001.png"), 20, 10)
+		if err := imageio.WriteMaskPNG(filepath.Join(data, "masks", seq, "0001.png"), make([]uint8, 20*10), 20, 10, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	part := filepath.Join(dir, "part.json")
+	if _, err := runCLI(t, "eval", "--model", model, "--data", data, "--partial", part); err == nil ||
+		!strings.Contains(err.Error(), "share the file name 0001.png") {
+		t.Fatalf("eval --partial: %v, want a refusal naming 0001.png", err)
+	}
+	if _, err := os.Stat(part); err == nil {
+		t.Error("a partial file was written for a refused run")
+	}
+	if _, err := runCLI(t, "eval", "--model", model, "--data", data); err != nil {
+		t.Errorf("eval without --partial: %v", err)
+	}
+}
