@@ -209,6 +209,17 @@ func (c *Config) validate() error {
 	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {
 		return err
 	}
+	// The values flags range-check, for a configuration that came from a
+	// file (a hand-edited config.json replayed with --config).
+	if c.Threads < 0 {
+		return fmt.Errorf("threads %d must be 0 (one per core) or more", c.Threads)
+	}
+	if t := c.Size.Threshold; !(t >= 0 && t <= 1) {
+		return fmt.Errorf("size threshold %v is not a fraction of the image in [0, 1]", t)
+	}
+	if err := c.Preprocess.Validate(); err != nil {
+		return err
+	}
 	if _, err := lossTerms(c.Loss, c.FocalGamma); err != nil {
 		return err
 	}

@@ -373,3 +373,24 @@ func TestToyRunWritesTensorBoard(t *testing.T) {
 		t.Errorf("after resuming: tags %v, restarts %v; want 3 epochs and a restart at step %d", tags, restarts, steps)
 	}
 }
+
+// A configuration from a file (a hand-edited config.json replayed with
+// --config) meets the checks its flags would: a hostile round found
+// threads −4, a size threshold of −5 and a scale factor of 0 accepted.
+func TestValidateChecksValuesFlagsRangeCheck(t *testing.T) {
+	for name, edit := range map[string]func(*Config){
+		"threads":        func(c *Config) { c.Threads = -4 },
+		"size threshold": func(c *Config) { c.Size.Threshold = -5 },
+		"NaN threshold":  func(c *Config) { c.Size.Threshold = math.NaN() },
+		"scale factor":   func(c *Config) { c.Preprocess.Resize, c.Preprocess.ScaleFactor = "scale", 0 },
+	} {
+		cfg := toyConfig(t, t.TempDir())
+		if err := cfg.validate(); err != nil {
+			t.Fatalf("the toy config: %v", err)
+		}
+		edit(&cfg)
+		if err := cfg.validate(); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}
