@@ -139,4 +139,3 @@ func TestPlanRefusesQuantizingAQuantizedModel(t *testing.T) {
 		t.Fatalf("an fp16 export of a QDQ model was refused: %v", err)
 	}
 }
-
