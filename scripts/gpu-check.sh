@@ -77,15 +77,17 @@ fi
 if [ -z "$bin" ]; then
   bin=$(mktemp -d)
   trap 'rm -rf "$bin"' EXIT
-  say "building trainstep, grad.test, nodediff, graderr, segtune and segment into $bin"
+  say "building trainstep, grad.test, runtime.test, inference.test, nodediff, graderr, segtune and segment into $bin"
   go build -o "$bin/trainstep" ./bench/trainstep &&
     go test -c -o "$bin/grad.test" ./onnx/grad &&
+    go test -c -o "$bin/runtime.test" ./runtime &&
+    go test -c -o "$bin/inference.test" ./inference &&
     go build -o "$bin/nodediff" ./bench/gpu/nodediff &&
     go build -o "$bin/graderr" ./bench/gpu/graderr &&
     go build -o "$bin/segtune" ./cmd/segtune &&
     go build -o "$bin/segment" ./bench/segment || { say "build failed"; exit 1; }
 fi
-for b in trainstep grad.test nodediff graderr segtune segment; do
+for b in trainstep grad.test runtime.test inference.test nodediff graderr segtune segment; do
   [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
 done
 bin=$(cd "$bin" && pwd) out=$(cd "$out" && pwd) # the grad test runs in onnx/grad
@@ -351,6 +353,13 @@ if [ "$device" = cuda ]; then
   run doctor "mobilenetv2 doctor placement" "$bin/segtune" doctor --model "$gen/deeplabv3plus_mobilenetv2.onnx" --size 512x512 --json
   run gradcheck "grad test" env SEGTUNE_TORCH_PYTHON="$py" SEGTUNE_REQUIRE_GPU=1 \
     bash -c "cd onnx/grad && '$bin/grad.test' -test.run 'TestTrainingStepCUDAMatchesCPU' -test.v 2>&1 | tee '$out/gradcheck.log' | grep -E '^(---|\s+\S+\.go:[0-9]+: (RESULT|.*relative error))' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
+  # ConvGrad's cuDNN kernel against its CPU kernel (the provider's handle,
+  # stream and scratch memory; fp32, TF32 off, both searches), and the
+  # labels arg-maxed in segment's graph on CUDA against the host's.
+  run cudakernels "ConvGrad cuDNN vs CPU kernel" env SEGTUNE_REQUIRE_GPU=1 \
+    bash -c "cd runtime && '$bin/runtime.test' -test.run 'TestConvGradCUDA' -test.v 2>&1 | tee '$out/convgrad-cuda.log' | grep -E '^(---|ok|FAIL)' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
+  run cudakernels "segment labels in the graph on CUDA" env SEGTUNE_REQUIRE_GPU=1 \
+    bash -c "cd inference && '$bin/inference.test' -test.run 'TestGraphLabelsOnCUDA' -test.v 2>&1 | tee '$out/labels-cuda.log' | grep -E '^(---|ok|FAIL)' >&2; st=\${PIPESTATUS[0]}; printf '{\"test_exit\":%s}\n' \$st; exit \$st"
 fi
 # Per precision, on the same inputs and float64 reference: PyTorch's own
 # gradient error and segtune's (bench/gpu/graderr, the graph finetune builds

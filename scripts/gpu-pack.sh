@@ -2,7 +2,7 @@
 # Packs what scripts/gpu-check.sh needs on a lent GPU machine that has no Go,
 # no registry and takes 64 MiB a call (the working tree included): the CUDA
 # build of ONNX Runtime (`make ort-cuda`), the stripped check binaries
-# (trainstep, grad.test, nodediff, graderr, segtune, segment), the generated models without
+# (trainstep, grad.test, runtime.test, inference.test, nodediff, graderr, segtune, segment), the generated models without
 # their weights (bench/gpu/weights.py strip; refilled there from PyTorch) and
 # a CamVid subset for the two-epoch fine-tune (SHARED/data/camvid: the first
 # 96 training and 32 validation images as JPEG, their masks as they are), as
@@ -30,6 +30,8 @@ go build "${ld[@]}" -o "$stage/bin/trainstep" ./bench/trainstep
 go build "${ld[@]}" -o "$stage/bin/nodediff" ./bench/gpu/nodediff
 go build "${ld[@]}" -o "$stage/bin/graderr" ./bench/gpu/graderr
 go test -c "${ld[@]}" -o "$stage/bin/grad.test" ./onnx/grad
+go test -c "${ld[@]}" -o "$stage/bin/runtime.test" ./runtime
+go test -c "${ld[@]}" -o "$stage/bin/inference.test" ./inference
 go build "${ld[@]}" -o "$stage/bin/segtune" ./cmd/segtune
 go build "${ld[@]}" -o "$stage/bin/segment" ./bench/segment
 if [ -d "$shared/data/camvid/images/train" ]; then
