@@ -86,7 +86,7 @@ func TestConfigFileErrors(t *testing.T) {
 	}{
 		{"unknown flag", "model: m.onnx\nlearning-rate: 1\n", nil, `"learning-rate" is not a flag of segtune segment`},
 		{"nested config", "model: m.onnx\nconfig: other.yaml\n", nil, `"config" is not a flag`},
-		{"map value", "model: m.onnx\nbatch: {a: 1}\n", nil, "batch: map["},
+		{"map value", "model: m.onnx\nbatch: {a: 1}\n", nil, "batch: a mapping of 1 key"},
 		{"null value", "model: m.onnx\nmean:\n", nil, "mean: no value"},
 		{"bad number", "model: m.onnx\nbatch: many\n", nil, `batch "many"`},
 		{"not a mapping", "- a\n- b\n", nil, "not a YAML or JSON mapping"},

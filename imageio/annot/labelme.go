@@ -361,11 +361,13 @@ func labelMeImage(jsonFile, ref, root string) (string, error) {
 	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
 		return "", fmt.Errorf("%q points outside the data folder %s", ref, root)
 	}
-	// The same with symbolic links followed: a link inside the folder must
-	// not lead the read out of it.
-	realP, errP := pathguard.Resolve(p)
+	// The same with the folders' symbolic links followed: a linked folder
+	// inside the data folder must not lead the read out of it. The image
+	// file itself may be a link, as data sets assembled from links to
+	// their images are.
+	realDir, errP := pathguard.Resolve(filepath.Dir(p))
 	realRoot, errR := pathguard.Resolve(root)
-	if errP != nil || errR != nil || !pathguard.Within(realP, realRoot) {
+	if errP != nil || errR != nil || !pathguard.Within(realDir, realRoot) {
 		return "", fmt.Errorf("%q leads outside the data folder %s through a symbolic link", ref, root)
 	}
 	return p, nil

@@ -70,7 +70,7 @@ func TestApplyRefuses(t *testing.T) {
 		"learning-rate: 1":   `"learning-rate" is not a flag of app cmd (see app cmd --help)`,
 		"config: other.yaml": `"config" is not a flag of app cmd`,
 		"batch: many":        `batch "many": `,
-		"batch: {a: 1}":      "batch: a mapping of 1 keys is not a flag value",
+		"batch: {a: 1}":      "batch: a mapping of 1 key is not a flag value",
 		"batch: [[1, 2]]":    "batch: a list of 2 values nested in the list is not a flag value",
 		"b: 2\nbatch: 3":     `"b" and "batch" name the same flag: give one`,
 		"batch:":             "batch: no value",

@@ -161,13 +161,21 @@ func firstLines(msg string, n int) string {
 func describe(v any) string {
 	switch x := v.(type) {
 	case map[string]any:
-		return fmt.Sprintf("a mapping of %d keys", len(x))
+		return "a mapping of " + count(len(x), "key")
 	case []any:
-		return fmt.Sprintf("a list of %d values nested in the list", len(x))
+		return "a list of " + count(len(x), "value") + " nested in the list"
 	}
 	s := fmt.Sprint(v)
 	if len(s) > 40 {
 		s = s[:40] + "…"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// count is "1 key", "2 keys".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
