@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -512,7 +511,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 				Why:    "cuDNN's exhaustive search re-ran every step in half precision"})
 		}
 	}
-	ropts.ConvGradCUDA = slices.ContainsFunc(gs.Training.Proto.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == grad.ConvGradDomain })
+	ropts.ConvGradCUDA = grad.UsesConvGrad(gs.Training.Proto)
 	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
 		return newStepper(gs, t.params, t.input, oc, res, cfg.CUDAGraph, outputs, t.scaler, ropts)
 	}); err != nil {

@@ -189,7 +189,7 @@ func compareForms(t *testing.T, m *onnx.Model, a, b grad.Config, tol float64) {
 		feeds := make([]*runtime.Tensor, len(s.Inputs))
 		for i, x := range s.Inputs {
 			if x.Name == grad.TargetName {
-				v := make([]int64, elemCount(x.Shape))
+				v := make([]int64, numel(x.Shape))
 				for j := range v {
 					v[j] = rng.Int64N(2)
 				}
@@ -238,19 +238,11 @@ func seededFloats(gs *grad.Graphs, x runtime.IOInfo, rng *rand.Rand) *runtime.Te
 			}
 		}
 	}
-	v := make([]float32, elemCount(x.Shape))
+	v := make([]float32, numel(x.Shape))
 	for i := range v {
 		v[i] = float32(rng.NormFloat64())
 	}
 	return runtime.NewFloat32(x.Shape, v)
-}
-
-func elemCount(shape []int64) int {
-	n := 1
-	for _, d := range shape {
-		n *= int(d)
-	}
-	return n
 }
 
 // TestConvGradWholeModels: the training graphs of the DeepLabV3+

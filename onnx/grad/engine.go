@@ -268,11 +268,18 @@ func (c *compiler) assemble(fwd []*onnx.NodeProto, lossB *builder, hasLoss bool,
 	return &Graphs{Training: train, Eval: eval, Params: ordered, Manifest: man}, nil
 }
 
+// UsesConvGrad reports whether m's graph holds ConvGrad nodes, which a
+// session runs only with the operator's kernels registered
+// (runtime.Options.ConvGradCUDA or ConvGradCPU).
+func UsesConvGrad(m *onnx.ModelProto) bool {
+	return slices.ContainsFunc(m.GetGraph().GetNode(), func(n *onnx.NodeProto) bool { return n.GetDomain() == ConvGradDomain })
+}
+
 // importConvGrad declares ConvGradDomain in m's opset imports when a node
 // of its graph uses it (the training graph only: the evaluation graph has
 // no backward pass).
 func importConvGrad(m *onnx.ModelProto) {
-	if !slices.ContainsFunc(m.Graph.Node, func(n *onnx.NodeProto) bool { return n.GetDomain() == ConvGradDomain }) {
+	if !UsesConvGrad(m) {
 		return
 	}
 	m.OpsetImport = append(slices.Clone(m.OpsetImport),
