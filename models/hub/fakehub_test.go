@@ -38,6 +38,7 @@ type fakeHub struct {
 	truncate atomic.Int32
 	corrupt  bool
 	delay    time.Duration // before a CDN body
+	stallMid time.Duration // in the middle of a full CDN body
 	down     bool          // the Hub answers every request with a 503
 }
 
@@ -92,6 +93,14 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(h.delay)
 	}
 	w.Header().Set("ETag", `"`+sha+`"`)
+	if r.Header.Get("Range") == "" && h.stallMid > 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.Write(b[:len(b)/2])
+		w.(http.Flusher).Flush()
+		time.Sleep(h.stallMid)
+		w.Write(b[len(b)/2:])
+		return
+	}
 	if r.Header.Get("Range") == "" && h.truncate.Load() > 0 {
 		h.truncate.Add(-1)
 		w.Header().Set("Content-Length", fmt.Sprint(len(b)))

@@ -133,15 +133,22 @@ func TestDownloadWrongChecksum(t *testing.T) {
 	}
 }
 
-// A body that stops coming fails after the stall timeout, not never.
+// A server that stops sending, before its answer or in the middle of
+// the body, fails the download after the stall timeout, not never.
 func TestDownloadStallTimeout(t *testing.T) {
-	h := seededHub(t)
-	c, _ := h.client(t.TempDir())
-	c.StallTimeout, c.Retries = 100*time.Millisecond, 0
-	h.delay = time.Second
-	_, err := c.Download(context.Background(), mustRef(t, "hf:acme/seg/onnx/model.onnx"))
-	if !errors.Is(err, errStalled) {
-		t.Fatalf("stalled body: %v; want errStalled", err)
+	for _, mid := range []bool{false, true} {
+		h := seededHub(t)
+		c, _ := h.client(t.TempDir())
+		c.StallTimeout, c.Retries = 100*time.Millisecond, 0
+		if mid {
+			h.stallMid = time.Second
+		} else {
+			h.delay = time.Second
+		}
+		_, err := c.Download(context.Background(), mustRef(t, "hf:acme/seg/onnx/model.onnx"))
+		if !errors.Is(err, errStalled) {
+			t.Fatalf("stalled (mid-body %v): %v; want errStalled", mid, err)
+		}
 	}
 }
 
