@@ -25,6 +25,8 @@ type Description struct {
 	Settings       *imageio.Sidecar   `json:"settings,omitempty"`
 	SettingsFrom   map[string]string  `json:"settings_from,omitempty"`
 	MetadataError  string             `json:"metadata_error,omitempty"`
+	// SettingsNotes say what a Hub repository's files lacked or got wrong.
+	SettingsNotes []string `json:"settings_notes,omitempty"`
 
 	layers  []Layer
 	metaErr error
@@ -57,6 +59,9 @@ func Describe(path string) (*Description, error) {
 	}
 	if r.metaErr != nil {
 		r.MetadataError = r.metaErr.Error()
+	}
+	for _, l := range r.layers {
+		r.SettingsNotes = append(r.SettingsNotes, l.Notes...)
 	}
 	return r, nil
 }
@@ -118,6 +123,11 @@ func writeSettings(w io.Writer, layers []Layer, metaErr error) {
 	fmt.Fprintf(w, "\nsettings:\n")
 	if metaErr != nil {
 		fmt.Fprintf(w, "  metadata_props %s ignored: %v\n", imageio.ContractKey, metaErr)
+	}
+	for _, l := range layers {
+		for _, n := range l.Notes {
+			fmt.Fprintf(w, "  note (%s): %s\n", l.From, n)
+		}
 	}
 	if len(layers) == 0 {
 		fmt.Fprintf(w, "  none: not a known model, no metadata_props %s, no sidecar %s; "+

@@ -18,6 +18,8 @@ type Layer struct {
 	Settings imageio.Sidecar
 	// Known is the registry's entry, for the registry's layer.
 	Known *models.Entry
+	// Notes say what a Hub repository's files lacked or got wrong.
+	Notes []string
 }
 
 // Notice says, in one line for a log, where the settings of the model at
@@ -37,7 +39,8 @@ const MetadataLayer = "metadata_props " + imageio.ContractKey
 
 // Layers reads the settings a model file brings with it, lowest
 // precedence first: the registry's, when the file's SHA-256 is a known
-// model's (wherever it lives and whatever it is called); those the file
+// model's (wherever it lives and whatever it is called); for a model
+// downloaded from the Hub, its repository's (hubLayer); those the file
 // carries in its metadata_props (imageio.ContractKey); its sidecar
 // MODEL.segtune.json. Unusable metadata is not a layer: it comes back as
 // metaErr for the caller to report, so that the sidecar, flags or a new
@@ -52,6 +55,9 @@ func Layers(modelPath string) (layers []Layer, metaErr error, err error) {
 	}
 	if known {
 		layers = append(layers, Layer{From: "registry (" + e.Name + ")", Settings: e.Sidecar(), Known: &e})
+	}
+	if l := hubLayer(modelPath); l != nil {
+		layers = append(layers, *l)
 	}
 	meta, found, err := models.EmbeddedSettings(modelPath)
 	var notONNX *onnx.FormatError

@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/hub"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -44,8 +45,16 @@ func (e *FetchError) Error() string { return e.URL + ": " + e.Err.Error() }
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // Model returns the local file of a model given as a path, a known
-// model's name (Local) or a bucket URL (Fetch).
+// model's name (Local), a Hub reference, a Hub catalogue name or an
+// https URL (Download), or a bucket URL (Fetch).
 func Model(ctx context.Context, v string) (string, error) {
+	if _, err := os.Stat(v); err != nil && IsRemoteModel(v) {
+		r, err := Download(ctx, v)
+		if err != nil {
+			return "", err
+		}
+		return r.Path, nil
+	}
 	if storage.IsURL(v) {
 		return Fetch(ctx, v)
 	}
@@ -151,5 +160,54 @@ func WriteModelList(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", e.Name, size, e.Classes, where)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeHubList(w)
+}
+
+// writeHubList writes the Hub catalogue (name, reference, classes,
+// licence, checksum, whether cached) and the other models the download
+// cache holds.
+func writeHubList(w io.Writer) error {
+	cached, err := hub.Cached(HubCacheDir())
+	if err != nil {
+		return err
+	}
+	isCached := map[string]string{}
+	for _, p := range cached {
+		isCached["hf:"+p.Repo+"/"+p.File+"@"+p.Commit] = p.SHA256
+	}
+	fmt.Fprintf(w, "\nFrom the Hugging Face Hub (downloaded on first use into %s):\n", HubCacheDir())
+	listed := map[string]bool{}
+	for _, e := range models.Catalogue() {
+		sum, ok := isCached[e.Ref()]
+		listed[e.Ref()] = true
+		state := "not cached"
+		if ok {
+			state = "cached"
+		}
+		switch {
+		case e.SHA256 != "":
+			sum = e.SHA256
+		case sum == "":
+			sum = "recorded on first download"
+		}
+		fmt.Fprintf(w, "%s  %s  (%s)\n    %s; %s classes; licence %s; sha256 %s\n", e.Name, e.Ref(), state, e.Task, e.Classes, e.Licence, sum)
+	}
+	var others []string
+	for _, p := range cached {
+		if p.Repo == "" {
+			others = append(others, fmt.Sprintf("%s  sha256 %s", p.URL, p.SHA256))
+		} else if ref := "hf:" + p.Repo + "/" + p.File + "@" + p.Commit; !listed[ref] {
+			others = append(others, fmt.Sprintf("%s (as %s)  sha256 %s", ref, p.Source, p.SHA256))
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintln(w, "\nAlso in the download cache:")
+		for _, o := range others {
+			fmt.Fprintln(w, "  "+o)
+		}
+	}
+	return nil
 }

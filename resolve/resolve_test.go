@@ -166,11 +166,13 @@ func TestPoisonedModelCacheIsRebuilt(t *testing.T) {
 }
 
 func TestWriteModelList(t *testing.T) {
+	isolateModelSearch(t, "")
 	var b strings.Builder
 	if err := WriteModelList(&b); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	registry, hubPart, _ := strings.Cut(b.String(), "\n\n")
+	lines := strings.Split(strings.TrimSpace(registry), "\n")
 	if !strings.HasPrefix(lines[0], "name") || !strings.Contains(lines[0], "where") {
 		t.Fatalf("header %q", lines[0])
 	}
@@ -181,6 +183,11 @@ func TestWriteModelList(t *testing.T) {
 	for i, e := range known {
 		if !strings.HasPrefix(lines[1+i], e.Name+" ") {
 			t.Errorf("row %d %q does not start with %s", i, lines[1+i], e.Name)
+		}
+	}
+	for _, e := range models.Catalogue() {
+		if !strings.Contains(hubPart, e.Name+"  "+e.Ref()+"  (not cached)") || !strings.Contains(hubPart, "recorded on first download") {
+			t.Errorf("Hub section lacks %s (%s) and its checksum state:\n%s", e.Name, e.Ref(), hubPart)
 		}
 	}
 }

@@ -19,12 +19,12 @@ func modelCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
-				Usage: "the registry of known pretrained models and where their files are",
+				Usage: "the registry of known pretrained models and where their files are, the Hugging Face Hub catalogue and what is cached",
 				Action: func(c *cli.Context) error {
 					if err := resolve.WriteModelList(os.Stdout); err != nil {
 						return err
 					}
-					fmt.Println("\nEvery --model takes these names; a file is recognised by its SHA-256 wherever it is.")
+					fmt.Println("\nEvery --model takes these names, hf:OWNER/REPO[/FILE.onnx][@REVISION] and https:// URLs; a file is recognised by its SHA-256 wherever it is.")
 					return nil
 				},
 			},

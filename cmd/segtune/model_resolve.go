@@ -31,7 +31,7 @@ func resolveModelFlags(cmds []*cli.Command) {
 		if flag == nil {
 			continue
 		}
-		flag.Usage += " (or a known model's name, see segtune model list, or an s3://, gs:// or azblob:// URL)"
+		flag.Usage += " (or a known model's name, see segtune model list, hf:OWNER/REPO[/FILE.onnx][@REVISION], an https:// URL, or an s3://, gs:// or azblob:// URL)"
 		cliflag.Before(cmd, func(c *cli.Context) error {
 			v := c.String("model")
 			if v == "" {
@@ -51,7 +51,7 @@ func resolveModelFlags(cmds []*cli.Command) {
 // --model, and info's argument, accept. Errors name --model; a bucket
 // that fails exits with status 2.
 func resolveModel(c *cli.Context, v string) (string, error) {
-	path, err := resolve.Model(c.Context, v)
+	path, err := resolve.Model(resolve.WithDownloadUI(c.Context, downloadUI(c)), v)
 	var fe *resolve.FetchError
 	switch {
 	case errors.As(err, &fe):
@@ -82,6 +82,9 @@ func noteSettings(c *cli.Context, modelPath string, s resolve.Settings) {
 			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", l.Known.LabelMaps["camvid"])
 		}
 		notef(c, "segtune: %s%s", l.Notice(modelPath), hint)
+		for _, n := range l.Notes {
+			notef(c, "segtune: note: %s (a sidecar, --preprocess or flags can set it)", n)
+		}
 	}
 	if len(s.Layers) == 0 && !s.Checkpoint && !preprocessingGiven(c) {
 		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/resolve"
 )
 
 // stepBar shows training progress: steps, loss, throughput and time left.
@@ -44,6 +45,29 @@ func (b *stepBar) clear() {
 	if b.bar != nil {
 		b.bar.Clear()
 	}
+}
+
+// downloadUI shows model downloads: a byte bar on a terminal (not with
+// --quiet or --json) and notices unless --quiet.
+func downloadUI(c *cli.Context) resolve.DownloadUI {
+	ui := resolve.DownloadUI{Note: func(s string) { notef(c, "segtune: %s", s) }}
+	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return ui
+	}
+	ui.NewBar = func(name string, size, have int64) io.WriteCloser {
+		bar := progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("downloading "+name),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionThrottle(200_000_000),
+			progressbar.OptionFullWidth(),
+		)
+		bar.Set64(have)
+		return bar
+	}
+	return ui
 }
 
 // noticeWriter is where notices go: stderr unless --quiet.
