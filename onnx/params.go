@@ -239,6 +239,15 @@ func (p *paramFinder) affine(n *onnxpb.NodeProto) (*onnxpb.NodeProto, int) {
 		return nil, 0
 	}
 	src := p.prod[n.Input[1-i]]
+	// A layer's output may reach its bias or scale through a Cast (mixed
+	// precision, fp16 storage) or a rearrangement (a Linear's output
+	// reshaped back to an image): the layer is the one before them.
+	for range p.nodes {
+		if src == nil || !defaultDomain(src) || !weightPathOps[src.GetOpType()] || p.normalised(src) {
+			break
+		}
+		src = p.prod[inputAt(src, 0)]
+	}
 	if src == nil || !defaultDomain(src) {
 		return nil, 0
 	}
