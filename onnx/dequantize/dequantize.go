@@ -133,12 +133,12 @@ func (d *rewriter) node(n *onnx.NodeProto) error {
 func (d *rewriter) dequantizeLinear(n *onnx.NodeProto) error {
 	x := at(n, 0)
 	if q := d.init[x]; q != nil {
+		if d.init[at(n, 1)] == nil {
+			return fmt.Errorf("the scale %q of weight %q is computed, not stored", at(n, 1), x)
+		}
 		w, err := d.dequant(q, d.init[at(n, 1)], d.init[at(n, 2)], attrInt(n, "axis", 1))
 		if err != nil {
 			return err
-		}
-		if d.init[at(n, 1)] == nil {
-			return fmt.Errorf("the scale %q of weight %q is computed, not stored", at(n, 1), x)
 		}
 		w.Name = proto.String(n.Output[0])
 		d.g.Initializer = append(d.g.Initializer, w)
