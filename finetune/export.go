@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/dequantize"
 )
 
 // NetworkSpec is what it takes to rebuild a run's network from its base
@@ -22,6 +23,10 @@ type NetworkSpec struct {
 	// many outputs, initialised from HeadSeed.
 	Classes  int    `json:"classes,omitempty"`
 	HeadSeed uint64 `json:"head_seed,omitempty"`
+	// Dequantize turned a quantized base model's integer weights into
+	// float ones (onnx/dequantize) before training: the run trained, and
+	// exports, the float form.
+	Dequantize bool `json:"dequantize,omitempty"`
 }
 
 // LoadNetwork loads the base model and applies the spec's structural
@@ -35,6 +40,11 @@ func (s NetworkSpec) LoadNetwork(baseOverride string) (*onnx.Model, error) {
 	m, err := onnx.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	if s.Dequantize {
+		if _, err := dequantize.Apply(m); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if s.Classes > 0 {
 		if err := network.ReplaceClassifier(m, s.Classes, s.HeadSeed); err != nil {

@@ -30,6 +30,7 @@ var runSettings = func() map[string]settingFields {
 	m := map[string]settingFields{
 		"model":         func(c *Config) []any { return []any{&c.Network.BaseModel} },
 		"classes":       func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} },
+		"dequantize":    func(c *Config) []any { return []any{&c.Network.Dequantize} },
 		"label-map":     func(c *Config) []any { return []any{&c.LabelMap} },
 		"mask-palette":  func(c *Config) []any { return []any{&c.MaskPalette} },
 		"ignore":        func(c *Config) []any { return []any{&c.Ignore} },

@@ -1,6 +1,10 @@
 package onnx
 
-import "github.com/segtune/segtune/onnx/onnxpb"
+import (
+	"strconv"
+
+	"github.com/segtune/segtune/onnx/onnxpb"
+)
 
 // What "trainable" means, in one place. A float initializer is a learned
 // parameter when a default-domain node takes it
@@ -18,6 +22,14 @@ import "github.com/segtune/segtune/onnx/onnxpb"
 //  3. as the data of a Gather: a float table of rank 2 or more (an
 //     embedding, Swin's relative-position bias table).
 //
+// "Takes it" looks through the ops exporters put between a stored weight
+// and its layer (weightPathOps: Transpose, Reshape, Cast, Identity,
+// Unsqueeze, Squeeze, Flatten, and chains of them): torch.onnx without
+// constant folding writes a Linear as MatMul(x, Transpose(W)), a bias as
+// Unsqueeze(b), an fp16-stored model Cast(W) before each layer. The
+// parameter is the stored initializer at the start of the path, which is
+// where the gradient and the update go.
+//
 // Everything else is a constant of the architecture, even when it is a
 // float initializer: scalars and size-1 constants (eps, a Pow exponent,
 // GELU's 1/√2 and 0.5), Resize scales and ROI, shapes, axes, Pad values,
@@ -34,6 +46,14 @@ var parameterInputs = map[string][]int{
 	"LayerNormalization":    {1, 2}, // scale, bias
 	"InstanceNormalization": {1, 2},
 	"GroupNormalization":    {1, 2},
+}
+
+// weightPathOps are the operators whose input 0 may hold a stored weight
+// on its way to a layer: rearrangements and copies, linear in it, so that
+// the gradient flows back to the stored tensor.
+var weightPathOps = map[string]bool{
+	"Transpose": true, "Reshape": true, "Cast": true, "Identity": true,
+	"Unsqueeze": true, "Squeeze": true, "Flatten": true,
 }
 
 // normalisations are the operators whose output an affine scale and bias
@@ -95,18 +115,18 @@ func NodeParameters(g *onnxpb.GraphProto) map[*onnxpb.NodeProto][]string {
 			continue
 		}
 		for _, i := range parameterInputs[n.GetOpType()] {
-			if i < len(n.Input) && p.isFloat(n.Input[i]) {
-				out[n] = append(out[n], n.Input[i])
+			if w := p.param(inputAt(n, i)); w != "" {
+				out[n] = appendNew(out[n], w)
 			}
 		}
 		switch n.GetOpType() {
 		case "Gather":
-			if len(n.Input) > 0 && p.isFloat(n.Input[0]) && len(p.init[n.Input[0]].GetDims()) >= 2 && numel(p.init[n.Input[0]].GetDims()) > 1 {
-				out[n] = append(out[n], n.Input[0])
+			if w := p.param(inputAt(n, 0)); w != "" && len(p.init[w].GetDims()) >= 2 && numel(p.init[w].GetDims()) > 1 {
+				out[n] = appendNew(out[n], w)
 			}
 		case "Add", "Mul":
 			if owner, i := p.affine(n); owner != nil {
-				out[owner] = append(out[owner], n.Input[i])
+				out[owner] = appendNew(out[owner], p.param(n.Input[i]))
 			}
 		}
 	}
@@ -114,6 +134,7 @@ func NodeParameters(g *onnxpb.GraphProto) map[*onnxpb.NodeProto][]string {
 }
 
 type paramFinder struct {
+	nodes int
 	init  map[string]*onnxpb.TensorProto
 	prod  map[string]*onnxpb.NodeProto
 	owner map[*onnxpb.NodeProto]*onnxpb.NodeProto // affine node → its layer; nil while being resolved
@@ -126,6 +147,7 @@ func newParamFinder(g *onnxpb.GraphProto) *paramFinder {
 		prod:  map[string]*onnxpb.NodeProto{},
 		owner: map[*onnxpb.NodeProto]*onnxpb.NodeProto{},
 		done:  map[*onnxpb.NodeProto]bool{},
+		nodes: len(g.GetNode()),
 	}
 	for _, t := range g.GetInitializer() {
 		p.init[t.GetName()] = t
@@ -145,16 +167,38 @@ func defaultDomain(n *onnxpb.NodeProto) bool {
 	return d == "" || d == "ai.onnx"
 }
 
+// stored returns the initializer that tensor name is, or is computed from
+// along a weight path (weightPathOps' input 0), or nil when name depends
+// on anything else. Chains are bounded by the node count (a cycle in a
+// hostile file ends the walk).
+func (p *paramFinder) stored(name string) *onnxpb.TensorProto {
+	for range p.nodes + 1 {
+		if t := p.init[name]; t != nil {
+			return t
+		}
+		n := p.prod[name]
+		if n == nil || !defaultDomain(n) || !weightPathOps[n.GetOpType()] || len(n.Input) == 0 {
+			return nil
+		}
+		name = n.Input[0]
+	}
+	return nil
+}
+
+// isFloat reports whether name is a float initializer or is computed from
+// one along a weight path.
 func (p *paramFinder) isFloat(name string) bool {
-	t := p.init[name]
-	if t == nil {
-		return false
+	t := p.stored(name)
+	return t != nil && isFloatType(t.GetDataType())
+}
+
+// param returns the name of the stored float initializer behind name
+// (isFloat), "" when there is none.
+func (p *paramFinder) param(name string) string {
+	if !p.isFloat(name) {
+		return ""
 	}
-	switch onnxpb.TensorProto_DataType(t.GetDataType()) {
-	case onnxpb.TensorProto_FLOAT, onnxpb.TensorProto_FLOAT16, onnxpb.TensorProto_DOUBLE, onnxpb.TensorProto_BFLOAT16:
-		return true
-	}
-	return false
+	return p.stored(name).GetName()
 }
 
 // perChannel reports whether dims hold more than one element along exactly
@@ -195,6 +239,15 @@ func (p *paramFinder) affine(n *onnxpb.NodeProto) (*onnxpb.NodeProto, int) {
 		return nil, 0
 	}
 	src := p.prod[n.Input[1-i]]
+	// A layer's output may reach its bias or scale through a Cast (mixed
+	// precision, fp16 storage) or a rearrangement (a Linear's output
+	// reshaped back to an image): the layer is the one before them.
+	for range p.nodes {
+		if src == nil || !defaultDomain(src) || !weightPathOps[src.GetOpType()] || p.normalised(src) {
+			break
+		}
+		src = p.prod[inputAt(src, 0)]
+	}
 	if src == nil || !defaultDomain(src) {
 		return nil, 0
 	}
@@ -221,11 +274,22 @@ func (p *paramFinder) affineOperand(n *onnxpb.NodeProto) int {
 		return -1
 	}
 	for i := range 2 {
-		if p.isFloat(n.Input[i]) && perChannel(p.init[n.Input[i]].GetDims()) && p.init[n.Input[1-i]] == nil {
+		if w := p.param(n.Input[i]); w != "" && perChannel(p.init[w].GetDims()) && p.stored(n.Input[1-i]) == nil {
 			return i
 		}
 	}
 	return -1
+}
+
+// appendNew appends name unless list holds it (one weight may reach a
+// layer through two paths).
+func appendNew(list []string, name string) []string {
+	for _, x := range list {
+		if x == name {
+			return list
+		}
+	}
+	return append(list, name)
 }
 
 func (p *paramFinder) hasTableParams(n *onnxpb.NodeProto) bool {
@@ -257,4 +321,70 @@ func inputAt(n *onnxpb.NodeProto, i int) string {
 		return n.Input[i]
 	}
 	return ""
+}
+
+// Frozen is a float initializer that the parameter rule leaves out, and
+// why, for `segtune info`: a weight a user expected to train and does not
+// is named, not silently fixed.
+type Frozen struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// FrozenFloats lists g's float initializers that are not parameters
+// (ParameterNames), in initializer order, each with the reason read from
+// its first consumer past any weight path.
+func FrozenFloats(g *onnxpb.GraphProto) []Frozen {
+	learned := ParameterNames(g)
+	p := newParamFinder(g)
+	uses := map[string][]use{} // stored initializer → its consumers past weight paths
+	for _, n := range g.GetNode() {
+		if defaultDomain(n) && weightPathOps[n.GetOpType()] {
+			continue
+		}
+		for i, x := range n.Input {
+			if t := p.stored(x); t != nil {
+				uses[t.GetName()] = append(uses[t.GetName()], use{n, i})
+			}
+		}
+	}
+	var out []Frozen
+	for _, t := range g.GetInitializer() {
+		if !isFloatType(t.GetDataType()) || learned[t.GetName()] {
+			continue
+		}
+		out = append(out, Frozen{Name: t.GetName(), Reason: frozenReason(t, uses[t.GetName()])})
+	}
+	return out
+}
+
+type use struct {
+	n *onnxpb.NodeProto
+	i int
+}
+
+func frozenReason(t *onnxpb.TensorProto, uses []use) string {
+	if len(uses) == 0 {
+		return "no node reads it"
+	}
+	if numel(t.GetDims()) <= 1 {
+		return "a scalar constant of the architecture"
+	}
+	u := uses[0]
+	op := u.n.GetOpType()
+	switch {
+	case !defaultDomain(u.n):
+		return "read by an operator of domain " + u.n.GetDomain()
+	case op == "BatchNormalization" && u.i >= 3:
+		return "a BatchNormalization running statistic"
+	case (op == "Add" || op == "Mul") && !perChannel(t.GetDims()):
+		return op + " operand that is not a per-channel vector"
+	case op == "Add" || op == "Mul":
+		return op + " operand on a tensor that no layer or normalisation computed (input normalisation, a mask)"
+	case op == "Sub" || op == "Div":
+		return op + " operand: only Add and Mul take a learned bias or scale (input normalisation, an offset)"
+	case op == "Gather":
+		return "Gather table of rank 1 (a lookup constant)"
+	}
+	return op + " input " + strconv.Itoa(u.i) + ", which holds no parameter"
 }

@@ -2,7 +2,10 @@ package onnx_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/onnx"
 )
@@ -127,4 +130,82 @@ func TestParameterNamesCycle(t *testing.T) {
 	if got := onnx.ParameterNames(b.Graph("cycle", nil, nil)); len(got) != 0 {
 		t.Errorf("ParameterNames = %v, want none", got)
 	}
+}
+
+// TestParameterNamesWeightPaths: a weight that reaches its layer through the
+// ops exporters write in front of it (torch.onnx without constant folding:
+// MatMul(x, Transpose(W)) + Add(b); Unsqueeze'd and Reshape'd biases; an
+// fp16-stored weight behind a Cast; chains of them) is the stored
+// initializer's parameter; a constant reshaped onto the input stays frozen,
+// with its reason.
+func TestParameterNamesWeightPaths(t *testing.T) {
+	b := &onnx.Builder{}
+	f := func(name string, dims ...int64) {
+		b.Initializer(onnx.NewFloat32Tensor(name, dims, make([]float32, numel(dims))))
+	}
+	f("mean", 3)
+	f("W", 8, 3) // torch's Linear weight [out, in]
+	f("b", 8)
+	f("convb", 4)
+	f("scale", 4)
+	f("bnmean", 4)
+	f("bnvar", 4)
+	w16 := onnx.NewFloat32Tensor("W16", []int64{4, 8, 1, 1}, make([]float32, 32))
+	w16.DataType = proto.Int32(int32(onnx.Float16))
+	if err := onnx.SetFloat32s(w16, make([]float32, 32)); err != nil {
+		t.Fatal(err)
+	}
+	b.Initializer(w16)
+	b.ConstInt64("shape_c11", []int64{3}, 4, 1, 1)
+	b.ConstInt64("axes12", []int64{2}, 1, 2)
+	b.ConstInt64("shape_mean", []int64{4}, 1, 1, 1, 3)
+	for _, n := range [][]string{
+		{"Reshape", "mean", "shape_mean", "mean4"}, // input normalisation, reshaped
+		{"Sub", "input", "mean4", "x"},
+		{"Transpose", "W", "Wt"},
+		{"MatMul", "x", "Wt", "m"},
+		{"Add", "b", "m", "lin"}, // torch writes the bias first
+		{"Transpose", "lin", "nchw"},
+		{"Cast", "W16", "W32"},
+		{"Identity", "W32", "W32i"},
+		{"Conv", "nchw", "W32i", "", "conv"},
+		{"Unsqueeze", "convb", "axes12", "convb3"},
+		{"Add", "conv", "convb3", "y"},
+		{"Reshape", "scale", "shape_c11", "scale3"},
+		{"Mul", "y", "scale3", "z"},
+		{"BatchNormalization", "z", "scale", "convb", "bnmean", "bnvar", "out"},
+	} {
+		var ins []string
+		for _, x := range n[1 : len(n)-1] {
+			ins = append(ins, x)
+		}
+		b.Emit(n[0], n[0]+"_"+n[len(n)-1], ins, []string{n[len(n)-1]})
+	}
+	g := b.Graph("paths", nil, nil)
+	var got []string
+	for name := range onnx.ParameterNames(g) {
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if want := []string{"W", "W16", "b", "convb", "scale"}; !slices.Equal(got, want) {
+		t.Errorf("ParameterNames = %v, want %v", got, want)
+	}
+	frozen := map[string]string{}
+	for _, f := range onnx.FrozenFloats(g) {
+		frozen[f.Name] = f.Reason
+	}
+	if len(frozen) != 3 || !strings.Contains(frozen["mean"], "Sub operand") || !strings.Contains(frozen["bnvar"], "running statistic") {
+		t.Errorf("FrozenFloats = %v, want mean (input normalisation) and the running statistics", frozen)
+	}
+	if txt := (onnx.Summary{Frozen: onnx.FrozenFloats(g)}).String(); !strings.Contains(txt, "2 tensors, a BatchNormalization running statistic: bnmean, bnvar") {
+		t.Errorf("info text does not list the frozen tensors by reason:\n%s", txt)
+	}
+}
+
+func numel(dims []int64) int64 {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
 }

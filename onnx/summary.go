@@ -34,6 +34,9 @@ type Summary struct {
 	// out.
 	Trainable        int64 `json:"trainable"`
 	TrainableTensors int   `json:"trainable_tensors"`
+	// Frozen lists the float initializers the rule leaves out, with the
+	// reason (FrozenFloats).
+	Frozen []Frozen `json:"frozen,omitempty"`
 }
 
 // Opset is an imported operator set; Domain "" is the default ai.onnx.
@@ -107,6 +110,7 @@ func (m *Model) Summary() Summary {
 			s.TrainableTensors++
 		}
 	}
+	s.Frozen = FrozenFloats(g)
 	return s
 }
 

@@ -34,6 +34,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	line("initializers\t%d (%s)", s.Initializers, humanBytes(s.InitializerBytes))
 	line("parameters\t%s (%s)", groupDigits(s.Parameters), humanBytes(s.ParameterBytes))
 	line("trainable\t%s in %d tensors", groupDigits(s.Trainable), s.TrainableTensors)
+	for _, f := range frozenGroups(s.Frozen) {
+		line("frozen\t%s", f)
+	}
 	line("")
 	line("\tname\ttype\tshape")
 	for _, v := range s.Inputs {
@@ -103,4 +106,35 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// frozenShown is how many names of one reason the text form lists.
+const frozenShown = 4
+
+// frozenGroups writes the frozen float initializers one line per reason,
+// in order of first appearance: "2 tensors, a BatchNormalization running
+// statistic: bn.mean, bn.var".
+func frozenGroups(fs []Frozen) []string {
+	var reasons []string
+	names := map[string][]string{}
+	for _, f := range fs {
+		if names[f.Reason] == nil {
+			reasons = append(reasons, f.Reason)
+		}
+		names[f.Reason] = append(names[f.Reason], f.Name)
+	}
+	out := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		ns := names[r]
+		list := strings.Join(ns[:min(len(ns), frozenShown)], ", ")
+		if len(ns) > frozenShown {
+			list += fmt.Sprintf(" and %d more", len(ns)-frozenShown)
+		}
+		unit := "tensors"
+		if len(ns) == 1 {
+			unit = "tensor"
+		}
+		out = append(out, fmt.Sprintf("%d %s, %s: %s", len(ns), unit, r, list))
+	}
+	return out
 }

@@ -28,6 +28,11 @@ Each one at opset 13 (LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div, GEL
 and 17 (LayerNormalization), N/H/W dynamic ("_dynamic") and fixed 2x3x64x64 ("_fixed"):
   <family>_op<13|17>_<dynamic|fixed>.onnx   input "input" [N,3,H,W] float32, output
                                             "logits" [N,3,H,W]; H, W multiples of 32
+and once more at opset 17, fixed, without constant folding and with the initializers
+listed as graph inputs (keep_initializers_as_inputs), as older pipelines write it:
+  <family>_op17_fixed_nofold.onnx           each Linear's weight and bias reached through
+                                            Reshape and Unsqueeze: MatMul(x, Reshape(W)) +
+                                            Unsqueeze(b) (same parameters)
 and per family one reference (the same weights in every export):
   <family>.ref_input.f32    input [2,3,64,64], raw little-endian float32
   <family>.ref_target.i64   targets [2,64,64], raw little-endian int64: classes 0..2,
@@ -93,7 +98,16 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.randn(cin, cout) / cin ** 0.5)
         self.bias = nn.Parameter(torch.randn(cout) * 0.1)
 
+    # as_torch: for the export without constant folding, reach the weight
+    # and bias through the ops exporters leave in front of parameters
+    # (MatMul(x, Reshape(W)) + Unsqueeze(b)): the parameters, and so the
+    # reference gradients, stay the same. (torch 1.13 cancels or folds a
+    # Transpose of a parameter even without constant folding.)
+    as_torch = False
+
     def forward(self, x):
+        if Linear.as_torch:
+            return torch.matmul(x, self.weight.reshape(self.weight.shape[0], -1)) + self.bias.unsqueeze(0)
         return x @ self.weight + self.bias
 
 
@@ -408,8 +422,8 @@ def build(family, seed=SEED):
 
 # ---------------------------------------------------------------- export
 
-def file_name(family, opset, dynamic):
-    return f"{family}_op{opset}_{'dynamic' if dynamic else 'fixed'}.onnx"
+def file_name(family, opset, dynamic, nofold=False):
+    return f"{family}_op{opset}_{'dynamic' if dynamic else 'fixed'}{'_nofold' if nofold else ''}.onnx"
 
 
 def param_map(proto, model):
@@ -434,16 +448,28 @@ def param_map(proto, model):
     return out
 
 
-def export(model, family, opset, dynamic, out_dir):
-    path = os.path.join(out_dir, file_name(family, opset, dynamic))
+def export(model, family, opset, dynamic, out_dir, nofold=False):
+    """nofold: the export as older or hand-rolled pipelines write it, without
+    constant folding (each Linear's weight behind a Reshape, its bias behind
+    an Unsqueeze: Linear.as_torch) and with every initializer also listed as
+    a graph input (keep_initializers_as_inputs, the IR < 4 form)."""
+    path = os.path.join(out_dir, file_name(family, opset, dynamic, nofold))
     tmp = path + ".tmp"
     dummy = torch.randn(*REF_SHAPE, generator=torch.Generator().manual_seed(SEED + 2))
     dyn = {0: "N", 2: "H", 3: "W"}
     # Constant folding would fold the Gather of Swin's relative position bias
     # table into a constant: the table would no longer be trainable.
-    torch.onnx.export(model, dummy, tmp, opset_version=opset, do_constant_folding=not family.startswith("swin"),
-                      input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": dyn, "logits": dyn} if dynamic else None)
+    # TrainingMode.PRESERVE (the module is in eval mode) skips the eval
+    # peephole pass, which would fold the weights' Transposes too.
+    Linear.as_torch = nofold
+    try:
+        torch.onnx.export(model, dummy, tmp, opset_version=opset, do_constant_folding=not (nofold or family.startswith("swin")),
+                          keep_initializers_as_inputs=nofold,
+                          training=torch.onnx.TrainingMode.PRESERVE if nofold else torch.onnx.TrainingMode.EVAL,
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": dyn, "logits": dyn} if dynamic else None)
+    finally:
+        Linear.as_torch = False
     proto = onnx.load(tmp)
     out_dims = proto.graph.output[0].type.tensor_type.shape.dim
     out_dims[1].Clear()
@@ -471,7 +497,7 @@ def export(model, family, opset, dynamic, out_dir):
     os.replace(tmp, path)
     ops = collections.Counter(n.op_type for n in proto.graph.node)
     return {
-        "file": os.path.basename(path), "family": family, "opset": opset, "dynamic": dynamic,
+        "file": os.path.basename(path), "family": family, "opset": opset, "dynamic": dynamic, "nofold": nofold,
         "bytes": size, "op_histogram": dict(sorted(ops.items())),
         "max_abs_diff_onnx_vs_module": diffs,
         "params": {init: p for init, (p, _) in sorted(pmap.items())},
@@ -610,6 +636,7 @@ def main():
         model = build(fam)
         exports = [export(model, fam, opset, dynamic, args.out)
                    for opset in OPSETS for dynamic in (True, False)]
+        exports.append(export(model, fam, OPSETS[-1], False, args.out, nofold=True))
         ref = reference(fam, args.out)
         x = torch.from_numpy(np.fromfile(os.path.join(args.out, ref["input"]), "<f4").reshape(REF_SHAPE)).double()
         target = torch.from_numpy(np.fromfile(os.path.join(args.out, ref["target"]), "<i8").reshape(ref["target_shape"]))

@@ -55,6 +55,7 @@ func finetuneCommand() *cli.Command {
 			maskPaletteFlag,
 			&cli.IntFlag{Name: "ignore", Value: d.Ignore, Usage: "mask label left out of the loss and scores"},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
+			&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names"},
 			&cli.StringFlag{Name: "trainable", Value: d.Trainable, Usage: network.TrainableHelp},
 			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "epochs to train"},
@@ -247,6 +248,7 @@ func finetuneModelConfig(c *cli.Context, cfg *finetune.Config) (err error) {
 	if k := c.Int("classes"); k > 0 {
 		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
 	}
+	cfg.Network.Dequantize = c.Bool("dequantize")
 	if err := applyModelSettings(c, cfg, model); err != nil {
 		return err
 	}

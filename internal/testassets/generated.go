@@ -43,6 +43,9 @@ type TransformerExport struct {
 	Family  string `json:"family"`
 	Opset   int    `json:"opset"`
 	Dynamic bool   `json:"dynamic"`
+	// NoFold: exported without constant folding and with the initializers
+	// also listed as graph inputs (keep_initializers_as_inputs).
+	NoFold bool `json:"nofold"`
 	// Params maps each float initializer to the PyTorch parameter it
 	// holds, the name of its gradient in the family's reference.
 	Params map[string]string `json:"params"`

@@ -44,6 +44,9 @@ func TestTrainableTransformerParameters(t *testing.T) {
 			pattern := map[string]string{
 				"segformer": "*attn.q.bias", "convnext_upernet": "*gamma", "swin": "*bias_table", "swin_shifted": "*bias_table", "unet_gn": "onnx::Add_*",
 			}[e.Family]
+			if e.NoFold && e.Family == "unet_gn" {
+				pattern = "*.1.weight" // GroupNorm's scale, stored as itself (behind a Reshape) without folding
+			}
 			if e.Opset == 13 && e.Family != "unet_gn" {
 				pattern += ",*.norm*.weight"
 			}
@@ -122,5 +125,49 @@ func TestTrainableNamesAQuantizedModel(t *testing.T) {
 	var qe *QuantizedError
 	if !errors.As(err, &qe) || !strings.Contains(err.Error(), "ConvInteger ×1, DynamicQuantizeLinear ×1") || !strings.Contains(err.Error(), "--precision int8") {
 		t.Fatalf("Trainable: %v, want a QuantizedError naming the operators", err)
+	}
+}
+
+// TestTrainableSameWithoutConstantFolding: one network exported with and
+// without constant folding (each Linear then MatMul(x, Transpose(W)) +
+// Add(b), every initializer also a graph input) has the same trainable
+// count in info's summary and the same trainable tensors for finetune's
+// "all", and info leaves no float initializer of it frozen.
+func TestTrainableSameWithoutConstantFolding(t *testing.T) {
+	dir, exports := testassets.TransformerCorpus(t)
+	found := 0
+	for _, e := range exports {
+		if !e.NoFold {
+			continue
+		}
+		found++
+		t.Run(strings.TrimSuffix(e.File, ".onnx"), func(t *testing.T) {
+			folded, err := onnx.Load(filepath.Join(dir, strings.Replace(e.File, "_nofold", "", 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nofold, err := onnx.Load(filepath.Join(dir, e.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := folded.Summary(), nofold.Summary()
+			if a.Trainable != b.Trainable || a.TrainableTensors != b.TrainableTensors || b.TrainableTensors != len(e.Params) {
+				t.Errorf("trainable: %d in %d tensors folded, %d in %d without folding; the module has %d tensors",
+					a.Trainable, a.TrainableTensors, b.Trainable, b.TrainableTensors, len(e.Params))
+			}
+			if len(b.Frozen) != 0 {
+				t.Errorf("info leaves float initializers frozen: %v", b.Frozen)
+			}
+			all, err := Trainable(nofold, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != len(e.Params) {
+				t.Errorf(`"all" trains %d tensors, the module has %d`, len(all), len(e.Params))
+			}
+		})
+	}
+	if found == 0 {
+		testassets.SkipOrFail(t, "%s has no export without constant folding: rerun make transformer-models", dir)
 	}
 }

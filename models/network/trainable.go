@@ -18,7 +18,7 @@ const TrainableHelp = "all | classifier | decoder | last:N | skip:N | name patte
 type QuantizedError struct{ Ops onnx.Quantization }
 
 func (e *QuantizedError) Error() string {
-	return fmt.Sprintf("the model is quantized (%s): its weights are integers, which do not train; fine-tune the float model it was quantized from, then export the result with --precision int8", e.Ops)
+	return fmt.Sprintf("the model is quantized (%s): its weights are integers, which do not train; finetune --dequantize trains it with them turned into float weights (scale × (q − zero point)), or fine-tune the float model it was quantized from; export --precision int8 quantizes the result again", e.Ops)
 }
 
 // Trainable resolves a trainable-parameter spec to initializer names, in

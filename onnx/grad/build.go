@@ -226,8 +226,7 @@ func (c *compiler) selectTrainable() error {
 	// the float initializer it names, whatever consumes it.
 	params := onnx.ParameterNames(c.g)
 	for _, t := range c.g.Initializer {
-		dt := t.GetDataType()
-		if dt != int32(onnx.Float32) && dt != int32(onnx.Float64) || c.madeConst[t.GetName()] {
+		if !trainableType(t.GetDataType()) || c.madeConst[t.GetName()] {
 			continue
 		}
 		for i, re := range pats {
@@ -245,17 +244,114 @@ func (c *compiler) selectTrainable() error {
 	}
 	for i, h := range hits {
 		if h == 0 {
-			what := "parameter (" + onnx.ParameterRule + ")"
-			if isLiteral(c.cfg.Trainable[i]) {
-				what = "float initializer"
-			}
-			return &UnsupportedError{What: fmt.Sprintf("trainable pattern %q matches no %s", c.cfg.Trainable[i], what)}
+			return c.selectsNothing(c.cfg.Trainable[i])
 		}
 	}
 	if len(c.trainable) == 0 {
 		return errors.New("no trainable parameters selected")
 	}
+	return c.widenHalfParams()
+}
+
+// trainableType reports the element types a parameter may be stored in:
+// float16 and bfloat16 ones train as float32 masters (widenHalfParams).
+func trainableType(dt int32) bool {
+	switch onnx.DataType(dt) {
+	case onnx.Float32, onnx.Float64, onnx.Float16, onnx.BFloat16:
+		return true
+	}
+	return false
+}
+
+// selectsNothing is the error of Trainable entry p, which selects nothing.
+// A literal entry is usually a caller's exact-name pattern
+// ("re:"+QuoteMeta(name)) that its user never wrote: the error names the
+// tensor and what it is, not the pattern.
+func (c *compiler) selectsNothing(p string) error {
+	if !isLiteral(p) {
+		return &UnsupportedError{What: fmt.Sprintf("trainable pattern %q matches no parameter (%s)", p, onnx.ParameterRule)}
+	}
+	name := literalName(p)
+	var t *onnx.TensorProto
+	for _, x := range c.g.Initializer {
+		if x.GetName() == name {
+			t = x
+		}
+	}
+	switch {
+	case t == nil:
+		return &UnsupportedError{What: fmt.Sprintf("the model has no initializer %q to train", name)}
+	case c.madeConst[name]:
+		return &UnsupportedError{What: fmt.Sprintf("%q is a Constant node's value, not a stored weight: it cannot train", name)}
+	}
+	return &UnsupportedError{What: fmt.Sprintf("initializer %q holds %s values, which cannot train (float32, float64, float16 and bfloat16 weights can)",
+		name, onnx.DataType(t.GetDataType()))}
+}
+
+// widenHalfParams turns each float16 or bfloat16 parameter into a float32
+// master of the same name, which the training graph takes as its input.
+// A consumer that casts the stored weight to float32 (how exporters write
+// fp16-stored models that compute in float32) reads the master directly,
+// so its forward value at the start is the stored one and its gradient
+// stays float32 (a half gradient would flush small values to zero); any
+// other consumer reads a Cast of the master back to the stored type. The
+// caller writes the updated master back in the model's own storage type
+// (onnx.SetFloat32s rounds it).
+func (c *compiler) widenHalfParams() error {
+	var casts []*onnx.NodeProto
+	for _, name := range c.trainable {
+		t := c.inits[name]
+		dt := t.GetDataType()
+		if dt != int32(onnx.Float16) && dt != int32(onnx.BFloat16) {
+			continue
+		}
+		for _, o := range c.g.Output {
+			if o.GetName() == name {
+				return fmt.Errorf("parameter %q is also a graph output, which a %s parameter cannot be while it trains as float32", name, onnx.DataType(dt))
+			}
+		}
+		v, err := onnx.Float32s(t)
+		if err != nil {
+			return fmt.Errorf("initializer %q: %w", name, err)
+		}
+		stored := ""
+		for _, n := range c.g.Node {
+			if n.GetOpType() == "Cast" && attrInt(n, "to", 0) == int64(onnx.Float32) {
+				continue // reads the master: Cast to float32 of float32
+			}
+			for i, x := range n.Input {
+				if x != name {
+					continue
+				}
+				if stored == "" {
+					stored = c.unique(name + "/stored")
+					casts = append(casts, &onnx.NodeProto{Name: proto.String(stored), OpType: proto.String("Cast"),
+						Input: []string{name}, Output: []string{stored}, Attribute: []*onnx.AttributeProto{onnx.IntAttr("to", int64(dt))}})
+				}
+				n.Input[i] = stored
+			}
+		}
+		master := onnx.NewFloat32Tensor(name, t.GetDims(), v)
+		c.inits[name] = master
+		for i, x := range c.g.Initializer {
+			if x == t {
+				c.g.Initializer[i] = master
+			}
+		}
+	}
+	c.g.Node = append(casts, c.g.Node...)
 	return nil
+}
+
+// unique returns base, or base with a numeric suffix, unused in the graph,
+// and reserves it.
+func (c *compiler) unique(base string) string {
+	name := base
+	for i := 1; c.names[name]; i++ {
+		name = fmt.Sprintf("%s_%d", base, i)
+	}
+	c.names[name] = true
+	return name
 }
 
 // inputShape returns the static training shape of graph input v.

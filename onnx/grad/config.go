@@ -186,6 +186,17 @@ func isLiteral(p string) bool {
 	return !strings.ContainsAny(p, "*?[")
 }
 
+// literalName is the tensor name a literal entry (isLiteral) names.
+func literalName(p string) string {
+	if rest, ok := strings.CutPrefix(p, "re:"); ok {
+		if re, err := regexp.Compile(rest); err == nil {
+			name, _ := re.LiteralPrefix()
+			return name
+		}
+	}
+	return p
+}
+
 // compilePatterns turns the Trainable patterns into anchored regexps.
 func compilePatterns(pats []string) ([]*regexp.Regexp, error) {
 	out := make([]*regexp.Regexp, 0, len(pats))
