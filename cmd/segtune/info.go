@@ -17,8 +17,8 @@ func infoCommand() *cli.Command {
 		Description: "With --find-preprocessing (flags before MODEL), scores candidate preprocessings on a sample\n" +
 			"of labelled images and prints them best first, saying which tie within the noise of the sample;\n" +
 			"--write-sidecar writes the chosen one as the model's sidecar.",
-		Flags: append([]cli.Flag{jsonFlag}, findPreprocessingFlags()...),
-		Action:    runInfo,
+		Flags:  append([]cli.Flag{jsonFlag}, findPreprocessingFlags()...),
+		Action: runInfo,
 	}
 }
 
