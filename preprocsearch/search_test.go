@@ -2,11 +2,8 @@ package preprocsearch
 
 import (
 	"context"
-	"fmt"
 	"image"
 	"image/color"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,69 +11,9 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/preprocsearch/searchtest"
 	"github.com/segtune/segtune/resolve"
 )
-
-// thresholdModel writes a model whose class-1 logit is its first input
-// channel minus t (class 0's is 0): a pixel is class 1 where that
-// channel's tensor value exceeds t, so the labels it gives depend on the
-// channel order and the value mapping it is fed with.
-func thresholdModel(t testing.TB, path string, threshold float32) string {
-	t.Helper()
-	b := &onnx.Builder{}
-	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{0, 0, 0, 1, 0, 0}))
-	bias := b.Initializer(onnx.NewFloat32Tensor("b", []int64{2}, []float32{0, -threshold}))
-	b.Emit("Conv", "conv", []string{"input", w, bias}, []string{"logits"})
-	f32 := onnx.Float32
-	m := onnx.NewModel(b.Graph("threshold",
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
-		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17)
-	if err := m.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// labelledNoise writes n w×h images of random colours into dir/images and
-// the labels the threshold model gives them under pre into dir/masks:
-// the data of a model trained with pre.
-func labelledNoise(t testing.TB, dir string, pre imageio.Preprocess, threshold float32, n, w, h int) (images, masks string) {
-	t.Helper()
-	images, masks = filepath.Join(dir, "images"), filepath.Join(dir, "masks")
-	for _, d := range []string{images, masks} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rng := rand.New(rand.NewPCG(uint64(n), 43))
-	x := make([]float32, 3*w*h)
-	for i := range n {
-		img := image.NewRGBA(image.Rect(0, 0, w, h))
-		for y := range h {
-			for xx := range w {
-				img.Set(xx, y, color.RGBA{uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(rng.IntN(256)), 255})
-			}
-		}
-		if _, err := pre.Tensor(img, x); err != nil {
-			t.Fatal(err)
-		}
-		labels := make([]uint8, w*h)
-		for p := range labels {
-			if x[p] > threshold { // the first channel, NCHW
-				labels[p] = 1
-			}
-		}
-		name := fmt.Sprintf("%02d.png", i)
-		if err := imageio.WritePNG(filepath.Join(images, name), img); err != nil {
-			t.Fatal(err)
-		}
-		if err := imageio.WriteMaskPNG(filepath.Join(masks, name), labels, w, h, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return images, masks
-}
 
 // The search finds, from 8 labelled images, the preprocessing each of
 // four models was made for, ahead of the others beyond the noise: the
@@ -126,8 +63,8 @@ func TestSearchSaysTies(t *testing.T) {
 	}
 }
 
-// searchThreshold searches the preprocessing of a thresholdModel made for
-// pre, its threshold the tensor value of byte b under pre, on 8 of 10
+// searchThreshold searches the preprocessing of a searchtest.ThresholdModel made for
+// pre (its threshold the tensor value of byte b under pre) on 8 of 10
 // labelled noise images, from the default settings.
 func searchThreshold(t *testing.T, pre imageio.Preprocess, b uint8) *Result {
 	t.Helper()
@@ -138,8 +75,8 @@ func searchThreshold(t *testing.T, pre imageio.Preprocess, b uint8) *Result {
 	if _, err := pre.Tensor(probe, x); err != nil {
 		t.Fatal(err)
 	}
-	model := thresholdModel(t, filepath.Join(dir, "m.onnx"), x[0])
-	images, masks := labelledNoise(t, dir, pre, x[0], 10, 24, 16)
+	model := searchtest.ThresholdModel(t, filepath.Join(dir, "m.onnx"), x[0])
+	images, masks := searchtest.LabelledNoise(t, dir, pre, x[0], 10, 24, 16)
 	ctx := context.Background()
 	imgs, err := storage.OpenFolder(ctx, images)
 	if err != nil {

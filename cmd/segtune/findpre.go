@@ -108,6 +108,9 @@ func searchPreprocessing(c *cli.Context, path, sidecar string, set *datalayout.S
 		return err
 	}
 	settings := own.Sidecar
+	if settings.Preprocess == nil { // segtune's defaults
+		settings.Preprocess = &imageio.Preprocess{}
+	}
 	read, _, err := maskFlags(c)
 	if err != nil {
 		return err
@@ -165,7 +168,7 @@ func searchPreprocessing(c *cli.Context, path, sidecar string, set *datalayout.S
 // printPreprocessingSearch prints the candidates best first, which tie
 // with the best, and the choice.
 func printPreprocessingSearch(res *preprocsearch.Result) {
-	t := &history.Table{Header: []string{"rank", "preprocessing", "mIoU", ""}}
+	t := &history.Table{Header: []string{"rank", "preprocessing", "mIoU", "note"}}
 	for i, s := range res.Scores {
 		miou, note := "-", ""
 		if s.Err != "" {
