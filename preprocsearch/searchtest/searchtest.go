@@ -74,4 +74,3 @@ func LabelledNoise(t testing.TB, dir string, pre imageio.Preprocess, threshold f
 	}
 	return images, masks
 }
-
