@@ -25,8 +25,10 @@ func finetuneCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "finetune",
 		Usage: "fine-tune a segmentation model on a folder of labelled images",
-		Description: "Compiles the model into a training graph, trains it on ONNX Runtime with augmented\n" +
-			"batches, validates every epoch and writes, in --out: last.ckpt and best.ckpt\n" +
+		Description: "Starts from the base model's whole contract (its scale and value mapping; preprocessing flags\n" +
+			"win), validates the base model first (epoch 0), compiles the model into a training graph, trains it\n" +
+			"on ONNX Runtime with augmented batches, validates every epoch, ends saying whether the best epoch\n" +
+			"beat the base, and writes, in --out: last.ckpt and best.ckpt\n" +
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
