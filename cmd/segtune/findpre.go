@@ -207,8 +207,10 @@ func printPreprocessingSearch(res *preprocsearch.Result) {
 	}
 	chosen := res.Scores[res.Chosen]
 	switch {
+	case chosen.Current && res.Chosen > 0:
+		fmt.Printf("chosen: the current settings (%s, mIoU %.4f), which tie with the best: nothing here shows another to be better\n", chosen.Name, chosen.MeanIoU)
 	case chosen.Current:
-		fmt.Printf("chosen: the current settings (%s, mIoU %.4f): nothing here shows another to be better\n", chosen.Name, chosen.MeanIoU)
+		fmt.Printf("chosen: %s (mIoU %.4f), the current settings\n", chosen.Name, chosen.MeanIoU)
 	default:
 		fmt.Printf("chosen: %s (mIoU %.4f)\n", chosen.Name, chosen.MeanIoU)
 	}
