@@ -32,7 +32,7 @@ func TestSearchFindsTheTrainedContract(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
-			res := searchThreshold(t, tc.pre, 200)
+			res := searchThreshold(t, tc.pre, 200, imageio.Preprocess{})
 			if res.Images != 8 || res.Available != 10 {
 				t.Errorf("scored %d of %d images; want 8 of 10", res.Images, res.Available)
 			}
@@ -49,10 +49,12 @@ func TestSearchFindsTheTrainedContract(t *testing.T) {
 
 // Two mappings that label the images alike tie, and the search says so:
 // a model thresholding red at byte 160 on 0..1 values gives the labels
-// that ImageNet mean/std (threshold 160.3) gives.
+// that ImageNet mean/std (threshold 160.3) gives; with the latter the
+// current settings, they stay.
 func TestSearchSaysTies(t *testing.T) {
 	testassets.RequireORT(t)
-	res := searchThreshold(t, imageio.Preprocess{ValueScale: 1.0 / 255}, 160)
+	imagenet := imageio.Preprocess{Mean: imagenetMean, Std: imagenetStd}
+	res := searchThreshold(t, imageio.Preprocess{ValueScale: 1.0 / 255}, 160, imagenet)
 	tied := res.Tied()
 	if len(tied) != 2 || tied[0].MeanIoU != 1 || tied[1].MeanIoU != 1 {
 		t.Fatalf("tied %+v; want RGB 0..1 and RGB ImageNet mean/std at 1", tied)
@@ -61,12 +63,16 @@ func TestSearchSaysTies(t *testing.T) {
 	if !names["RGB 0..1, own size"] || !names["RGB ImageNet mean/std, own size"] {
 		t.Errorf("tied %v", names)
 	}
+	// Nothing shows a change from the current settings would help.
+	if c := res.Scores[res.Chosen]; !c.Current || c.Name != "RGB ImageNet mean/std, own size" {
+		t.Errorf("chose %+v; want the current settings, which tie with the best", c.Candidate)
+	}
 }
 
 // searchThreshold searches the preprocessing of a searchtest.ThresholdModel made for
 // pre (its threshold the tensor value of byte b under pre) on 8 of 10
-// labelled noise images, from the default settings.
-func searchThreshold(t *testing.T, pre imageio.Preprocess, b uint8) *Result {
+// labelled noise images, from the current settings.
+func searchThreshold(t *testing.T, pre imageio.Preprocess, b uint8, current imageio.Preprocess) *Result {
 	t.Helper()
 	dir := t.TempDir()
 	probe := image.NewRGBA(image.Rect(0, 0, 1, 1))
@@ -91,7 +97,7 @@ func searchThreshold(t *testing.T, pre imageio.Preprocess, b uint8) *Result {
 	open := func(m string, s imageio.Sidecar) (*inference.Segmenter, error) {
 		return resolve.OpenSegmenter(m, s, resolve.SegmenterOptions{})
 	}
-	res, err := Search(ctx, Request{Model: model, Images: imgs, Masks: mks, Sample: 8, Open: open}, Candidates(imageio.Preprocess{}, 0, 0))
+	res, err := Search(ctx, Request{Model: model, Images: imgs, Masks: mks, Sample: 8, Open: open}, Candidates(current, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
