@@ -184,7 +184,7 @@ func valueMapping(p imageio.Preprocess) string {
 	if s == 0 {
 		s = 1
 	}
-	return fmt.Sprintf("%s, %g·x%+g on 0..255 (%g..%g)", order, s, p.ValueOffset, p.ValueOffset, 255*s+p.ValueOffset)
+	return fmt.Sprintf("%s, %.4g·x%+.4g on 0..255 (%.4g..%.4g)", order, s, p.ValueOffset, p.ValueOffset, 255*s+p.ValueOffset)
 }
 
 func orDefault(s, d string) string {
