@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,42 @@ func TestBaseValidatedFirstAndKeptOnResume(t *testing.T) {
 	}
 	if res.Base == nil || res.Base.Metric != "val_miou" || res.Base.Base != *bases[0].Val.MeanIoU || res.Base.BestEpoch < 1 {
 		t.Errorf("comparison %+v", res.Base)
+	}
+}
+
+// A run interrupted while it validates the base model validates it when
+// resumed; one interrupted after that validation, before its first step,
+// keeps the record and does not validate again.
+func TestBaseValidationSurvivesInterruption(t *testing.T) {
+	testassets.RequireORT(t)
+	for _, during := range []bool{true, false} {
+		dir := t.TempDir()
+		cfg := toyConfig(t, dir)
+		cfg.Epochs = 1
+		out := filepath.Join(dir, "run")
+		ctx, cancel := context.WithCancel(context.Background())
+		bases := 0
+		hooks := Hooks{OnBase: func(EpochInfo) { bases++; cancel() }}
+		if during {
+			hooks.phase = func(p string) {
+				if p == "base" {
+					cancel()
+				}
+			}
+		}
+		if _, err := Train(ctx, cfg, out, false, hooks); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("during %v: %v; want ErrInterrupted", during, err)
+		}
+		hooks.phase = nil
+		if _, err := Train(context.Background(), cfg, out, true, hooks); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := history.Read(filepath.Join(out, HistoryFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(history.Filter(recs, history.KindBase)); n != 1 || bases != 1 {
+			t.Errorf("interrupted during the base's validation %v: %d base records, %d validations; want 1 and 1", during, n, bases)
+		}
 	}
 }
