@@ -1,6 +1,7 @@
 package finetune
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune/schedule"
@@ -30,30 +31,60 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	}
 }
 
-// A base model's scale factor is set aside unless kept; its classes,
-// names and palette come with it only while the run keeps its classes.
+// A base model's scale factor is kept, as the rest of its contract; its
+// classes, names and palette come with it only while the run keeps its
+// classes.
 func TestApplyModelSettings(t *testing.T) {
 	lm, err := imageio.ParseLabelMap("11:255")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := imageio.Sidecar{
-		Preprocess: &imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2},
+		Preprocess: &imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2, ValueScale: 1.0 / 127.5, ValueOffset: -1},
 		Classes:    []string{"bg", "person"}, Palette: imageio.Palette{{0, 0, 0, 255}, {255, 0, 0, 255}}, LabelMap: lm,
 	}
 	cfg := DefaultConfig()
-	if f, dropped := cfg.ApplyModelSettings(s, false); !dropped || f != 2 || cfg.Preprocess.ScaleFactor != 1 {
-		t.Errorf("scale factor: dropped %v %v, kept %v", f, dropped, cfg.Preprocess.ScaleFactor)
+	cfg.ApplyModelSettings(s)
+	if cfg.Preprocess.Resize != imageio.ResizeScale || cfg.Preprocess.ScaleFactor != 2 || cfg.Preprocess.ValueOffset != -1 {
+		t.Errorf("the model's contract was not kept: %+v", cfg.Preprocess)
 	}
-	if cfg.LabelMap != "11:255" || len(cfg.ClassNames) != 2 || len(cfg.Palette) != 2 || s.Preprocess.ScaleFactor != 2 {
-		t.Errorf("settings not taken: %q %v %v (model's scale %v)", cfg.LabelMap, cfg.ClassNames, cfg.Palette, s.Preprocess.ScaleFactor)
+	if cfg.LabelMap != "11:255" || len(cfg.ClassNames) != 2 || len(cfg.Palette) != 2 {
+		t.Errorf("settings not taken: %q %v %v", cfg.LabelMap, cfg.ClassNames, cfg.Palette)
 	}
 	cfg = DefaultConfig()
 	cfg.Network.Classes, cfg.LabelMap = 3, "*:0"
-	if _, dropped := cfg.ApplyModelSettings(s, true); dropped || cfg.Preprocess.ScaleFactor != 2 {
-		t.Errorf("kept scale: dropped %v, factor %v", dropped, cfg.Preprocess.ScaleFactor)
-	}
+	cfg.ApplyModelSettings(s)
 	if cfg.LabelMap != "*:0" || cfg.ClassNames != nil || cfg.Palette != nil {
 		t.Errorf("a new head took the model's classes: %q %v %v", cfg.LabelMap, cfg.ClassNames, cfg.Palette)
+	}
+}
+
+// Training rescales images about the model's scale factor, so crops show
+// objects at the size validation and the exported model see them; a
+// whole-frame run and a model at its images' own scale keep the range.
+func TestTrainingAugmentAtModelScale(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Preprocess = imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2}
+	aug, err := trainingAugment(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aug.ScaleMin != 1 || aug.ScaleMax != 4 || aug.Height != cfg.Height || aug.Width != cfg.Width {
+		t.Errorf("at ×2: rescale %v..%v, crop %dx%d; want 1..4 at %dx%d", aug.ScaleMin, aug.ScaleMax, aug.Height, aug.Width, cfg.Height, cfg.Width)
+	}
+	if op := cfg.OperatingPoint(); !strings.Contains(op, "×2") || !strings.Contains(op, "1–4×") {
+		t.Errorf("operating point %q does not say ×2 and 1–4×", op)
+	}
+	cfg.Preprocess.ScaleFactor = 1
+	if aug, _ := trainingAugment(cfg); aug.ScaleMin != 0.5 || aug.ScaleMax != 2 {
+		t.Errorf("at ×1: rescale %v..%v; want 0.5..2", aug.ScaleMin, aug.ScaleMax)
+	}
+	cfg.Preprocess.ScaleFactor, cfg.Augment.WholeFrame = 2, true
+	if aug, _ := trainingAugment(cfg); aug.ScaleMin != 0.5 || aug.ScaleMax != 2 {
+		t.Errorf("whole frame: rescale %v..%v; want 0.5..2", aug.ScaleMin, aug.ScaleMax)
+	}
+	cfg.Preprocess.ScaleFactor, cfg.Augment.WholeFrame = 10, false
+	if _, err := trainingAugment(cfg); err == nil || !strings.Contains(err.Error(), "scale factor 10") {
+		t.Errorf("×10 with rescales up to 2: %v; want a refusal naming the scale factor", err)
 	}
 }

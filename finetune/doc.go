@@ -18,7 +18,10 @@
 //     setupStepper opens it in a session: a stepper (step.go) whose state
 //     lives in Go memory or in the session's device memory
 //     (finetune/resident).
-//   - run (trainer.go) is the loop of steps. Every step goes through
+//   - run (trainer.go) first validates the base model (validate.go's
+//     validateBase: epoch 0, a history.KindBase record), then loops over
+//     steps; trainingAugment (contract.go) takes the random rescale about
+//     the model's scale factor. Every step goes through
 //     Algorithm 1 of docs/method.md, dual.Loop: algorithm1 returns the
 //     regularizer's loop, or for a baseline a loop with no dual state.
 //     Loop.Step calls back trainStep (step.go): Forward runs the training
@@ -33,7 +36,8 @@
 //     metrics.jsonl, TensorBoard events and curves.png (finetune/history),
 //     and applies early stopping (earlystop.go).
 //   - finish exports the best checkpoint as model.onnx (export.go), a clean
-//     inference graph carrying the run's settings.
+//     inference graph carrying the run's settings, and compares the best
+//     epoch with the base model (compareWithBase).
 //
 // Config is the run's configuration, stored in every checkpoint and in
 // config.json; Repeat turns a recorded one into a new run.

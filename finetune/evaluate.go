@@ -71,6 +71,7 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 	var lossPixels int64
 	pred := []uint8{}
 	target := []uint8{}
+	var native nativeScratch
 	for {
 		b, err := loader.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -100,13 +101,48 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 			s, n := crossEntropy(scores, classes, h*w, target, ds.Ignore(), lossKind)
 			lossSum, lossPixels = lossSum+s, lossPixels+n
 		}
-		one, err := metrics.ScoreImage(pred, target, classes, ds.Ignore())
+		scoredPred, scoredTarget := pred, target
+		if g := b.Geometries[0]; !g.Identity() {
+			if scoredPred, scoredTarget, err = onImagePixels(ds, b.IDs[0], g, scores, pred, classes, vs.seg != nil, &native); err != nil {
+				return nil, fmt.Errorf("%s: %w", example.Mask, err)
+			}
+		}
+		one, err := metrics.ScoreImage(scoredPred, scoredTarget, classes, ds.Ignore())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", example.Mask, err)
 		}
 		ev.add(one, groupOf, b.IDs[0], classes, ds.Ignore())
 		loader.Recycle(b)
 	}
+}
+
+// nativeScratch holds the prediction of one example at its own size.
+type nativeScratch struct{ pred []uint8 }
+
+// onImagePixels maps one example's prediction back onto the image's own
+// pixels as segment and eval do (the scores upsampled before the arg-max;
+// dense inference's labels by nearest neighbour), with the example's own
+// mask as the target: a model run at a scale or a fixed size then
+// validates with the numbers eval gives it. The loss stays at the model's
+// input size.
+func onImagePixels(ds *data.Dataset, id int, g imageio.Geometry, scores []float32, pred []uint8, classes int, dense bool, sc *nativeScratch) (p, t []uint8, err error) {
+	s, err := ds.Load(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Width != g.SrcWidth || s.Height != g.SrcHeight {
+		return nil, nil, fmt.Errorf("example is %dx%d, its geometry %dx%d", s.Width, s.Height, g.SrcWidth, g.SrcHeight)
+	}
+	sc.pred = grow(sc.pred, s.Width*s.Height)
+	if dense {
+		err = imageio.RestoreLabels(g, pred, sc.pred)
+	} else {
+		err = g.RestoreLogits(scores, classes, sc.pred)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc.pred, s.Labels, nil
 }
 
 // add merges one example's confusion into the totals and its group's.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,6 +53,9 @@ const (
 type Hooks struct {
 	OnStep  func(StepInfo)
 	OnEpoch func(EpochInfo)
+	// OnBase receives the base model's validation before the first step
+	// (an EpochInfo with Base set, epoch 0 in the progress lines).
+	OnBase func(EpochInfo)
 	// Log receives notices (resuming, data problems, exports).
 	Log io.Writer
 	// Notice, when set, receives the notices about the run's settings
@@ -89,12 +91,18 @@ type EpochInfo struct {
 	Val    *metrics.Report
 	Groups map[string]metrics.Report
 	Best   bool
+	// Base marks the base model's validation before any step: epoch 0,
+	// no training loss.
+	Base bool
 }
 
 // String is the epoch's line in a run's log: loss, time, val mIoU (with
 // each class's IoU when there are at most four) and whether it is the best.
 func (e EpochInfo) String() string {
 	line := fmt.Sprintf("epoch %3d  loss %.4f  %6.1fs", e.Epoch+1, e.Loss, e.Seconds)
+	if e.Base {
+		line = fmt.Sprintf("epoch %3d  base model    %6.1fs", 0, e.Seconds)
+	}
 	if e.Val != nil && e.Val.MeanIoU != nil {
 		line += fmt.Sprintf("  val mIoU %.4f", *e.Val.MeanIoU)
 		var parts []string
@@ -121,6 +129,10 @@ type Result struct {
 	Dir      string
 	Model    string // exported inference model
 	Table    *history.Table
+	// Base compares the best trained epoch with the base model (nil
+	// without validation, or for a run resumed from before base
+	// validation existed).
+	Base *BaseComparison `json:",omitempty"`
 }
 
 // trainer is one run's state.
@@ -677,11 +689,22 @@ func (t *trainer) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if cfg.Val.Given() && t.steps == 0 { // epoch 0: the base model
+		var err error
+		if t.par.writes() {
+			err = t.validateBase(ctx)
+		}
+		if err = t.endEpochRanks(-1, err); err != nil {
+			return err
+		}
+	}
 	if t.steps >= t.total {
 		return nil
 	}
-	aug := cfg.Augment
-	aug.Height, aug.Width = cfg.Height, cfg.Width
+	aug, err := trainingAugment(*cfg)
+	if err != nil {
+		return err
+	}
 	lc := data.LoaderConfig{
 		BatchSize: t.globalBatch(), Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
 		StartEpoch: t.epoch, StartStep: t.inEpoch,
@@ -821,68 +844,21 @@ func (t *trainer) endEpoch(ctx context.Context, end epochEnd) error {
 	}
 	if t.val != nil {
 		t.hooks.enter("validate")
-		m, err := t.validationModel()
+		v, err := t.validate(ctx)
 		if err != nil {
 			return err
 		}
-		var groupOf func(int) string
-		if t.sizer != nil {
-			groupOf = func(id int) string { return t.sizer.group(t.val, id) }
-		}
-		ev, err := Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, t.cfg.ValDense, groupOf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return t.interrupt()
-			}
-			return fmt.Errorf("validation: %w", err)
-		}
-		rep := metrics.NewReport(ev.Overall, t.cfg.ClassNames)
-		info.Val = &rep
-		if rep.MeanIoU != nil {
-			extra["val_miou"] = *rep.MeanIoU
-			metricsOut["val_miou"] = *rep.MeanIoU
-			if t.best == nil || *rep.MeanIoU > *t.best {
-				v := *rep.MeanIoU
-				t.best = &v
+		info.Val, info.Groups = &v.rep, v.groups
+		maps.Copy(extra, v.extra)
+		if m := v.rep.MeanIoU; m != nil {
+			metricsOut["val_miou"] = *m
+			if t.best == nil || *m > *t.best {
+				best := *m
+				t.best = &best
 			}
 		}
-		if rep.PixelAccuracy != nil {
-			extra["val_pixel_acc"] = *rep.PixelAccuracy
-		}
-		if !math.IsNaN(ev.Loss) {
-			extra["val_loss"] = ev.Loss
-			metricsOut["val_loss"] = ev.Loss
-		}
-		for _, c := range rep.Classes {
-			if c.IoU != nil {
-				extra["val_iou_"+c.Name] = *c.IoU
-			}
-		}
-		for g, conf := range ev.Groups {
-			gr := metrics.NewReport(conf, t.cfg.ClassNames)
-			info.Groups[g] = gr
-			if gr.MeanIoU != nil {
-				extra["val_miou_"+g] = *gr.MeanIoU
-			}
-		}
-		if s, okS := extra["val_miou_small"]; okS {
-			if l, okL := extra["val_miou_large"]; okL {
-				extra["val_miou_gap"] = l - s
-			}
-		}
-		if t.reg != nil && ev.Scores != nil {
-			classes := make([]int, t.val.Len())
-			seen := make([]bool, t.val.Len())
-			scores := make([]float64, t.val.Len()*t.reg.heads)
-			for id, sc := range ev.Scores {
-				classes[id], seen[id] = t.sizer.class(t.val, id), true
-				for h, v := range sc {
-					scores[id*t.reg.heads+h] = float64(v)
-				}
-			}
-			if f1, ok := sizeF1(scores, seen, classes, t.reg.heads); ok {
-				extra["size_f1_val"] = f1
-			}
+		if l, ok := v.extra["val_loss"]; ok {
+			metricsOut["val_loss"] = l
 		}
 	}
 	if t.best != nil {
@@ -1022,6 +998,8 @@ func (t *trainer) finish() (*Result, error) {
 	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
 	if err == nil {
 		res.Table = history.EpochTable(recs)
+		_, key, lower := t.cfg.monitor()
+		res.Base = compareWithBase(recs, key, lower)
 	}
 	return res, nil
 }

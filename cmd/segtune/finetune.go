@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
+	"github.com/segtune/segtune/resolve"
 )
 
 func finetuneCommand() *cli.Command {
@@ -24,8 +25,10 @@ func finetuneCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "finetune",
 		Usage: "fine-tune a segmentation model on a folder of labelled images",
-		Description: "Compiles the model into a training graph, trains it on ONNX Runtime with augmented\n" +
-			"batches, validates every epoch and writes, in --out: last.ckpt and best.ckpt\n" +
+		Description: "Starts from the base model's whole contract (its scale and value mapping; preprocessing flags\n" +
+			"win), validates the base model first (epoch 0), compiles the model into a training graph, trains it\n" +
+			"on ONNX Runtime with augmented batches, validates every epoch, ends saying whether the best epoch\n" +
+			"beat the base, and writes, in --out: last.ckpt and best.ckpt\n" +
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
@@ -127,6 +130,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 				printEpoch(e)
 			}
 		}
+		hooks.OnBase = hooks.OnEpoch // epoch 0: the base model
 	}
 	res, err := finetune.TrainParallel(ctx, w, cfg, c.String("out"), c.Bool("resume"), hooks)
 	if bar != nil {
@@ -142,6 +146,9 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	if res.Table != nil {
 		fmt.Println()
 		res.Table.WriteTo(os.Stdout)
+	}
+	if res.Base != nil {
+		fmt.Printf("\n%s\n", res.Base)
 	}
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
@@ -302,18 +309,42 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 
 // applyModelSettings takes the preprocessing, output reading, label map,
 // class names and palette the base model brings (registry,
-// metadata_props, sidecar, flags) into cfg, at the images' own scale
-// unless a flag keeps the model's.
+// metadata_props, sidecar, flags) into cfg, the model's scale included,
+// and says once where the run trains and where that comes from.
 func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) error {
-	settings, err := modelSettings(c, model)
+	settings, err := modelSettingsFrom(c, model)
 	if err != nil {
 		return err
 	}
-	keep := c.IsSet("scale") || c.IsSet("resize") || c.IsSet("preprocess")
-	if f, dropped := cfg.ApplyModelSettings(settings, keep); dropped {
-		notef(c, "segtune: %s scales images by %g for inference; fine-tuning trains, validates and exports at the images' own scale (--scale %g keeps the model's)", filepath.Base(model), f, f)
-	}
+	cfg.ApplyModelSettings(settings.Sidecar)
+	notef(c, "segtune: fine-tuning at %s (%s)", cfg.OperatingPoint(), contractSource(c, settings))
 	return nil
+}
+
+// contractSource names where a run's preprocessing comes from: the
+// preprocessing flags set, over the highest of the model's settings that
+// has any.
+func contractSource(c *cli.Context, s resolve.Settings) string {
+	from := "segtune's defaults: the model brings no preprocessing"
+	for i := len(s.Layers) - 1; i >= 0; i-- {
+		if s.Layers[i].Settings.Preprocess != nil {
+			from = "from " + s.Layers[i].From
+			break
+		}
+	}
+	var flags []string
+	for _, f := range preprocessFlags() {
+		if name := f.Names()[0]; c.IsSet(name) {
+			flags = append(flags, "--"+name)
+		}
+	}
+	if len(flags) > 0 {
+		return strings.Join(flags, ", ") + " over " + strings.TrimPrefix(from, "from ")
+	}
+	if p := s.Preprocess; p != nil && p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 {
+		return from + "; --scale 1 trains at the images' own scale"
+	}
+	return from
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }

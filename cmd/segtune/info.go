@@ -14,8 +14,11 @@ func infoCommand() *cli.Command {
 		Name:      "info",
 		Usage:     "describe an ONNX model: inputs, outputs, opsets, operators, parameters",
 		ArgsUsage: "MODEL.onnx (or a known model's name, see segtune model list, or a bucket URL)",
-		Flags:     []cli.Flag{jsonFlag},
-		Action:    runInfo,
+		Description: "With --find-preprocessing (flags before MODEL), scores candidate preprocessings on a sample\n" +
+			"of labelled images and prints them best first, saying which tie within the noise of the sample;\n" +
+			"--write-sidecar writes the chosen one as the model's sidecar.",
+		Flags:  append([]cli.Flag{jsonFlag}, findPreprocessingFlags()...),
+		Action: runInfo,
 	}
 }
 
@@ -25,11 +28,17 @@ func runInfo(c *cli.Context) error {
 	paths := slices.DeleteFunc(c.Args().Slice(), func(a string) bool { return a == "--json" || a == "-json" })
 	asJSON := c.Bool("json") || len(paths) < c.NArg()
 	if len(paths) != 1 {
-		return cli.Exit("usage: segtune info MODEL.onnx [--json]", 2)
+		return cli.Exit("usage: segtune info [--find-preprocessing --images DIR --masks DIR | --data DIR] MODEL.onnx [--json]", 2)
+	}
+	if err := checkFindPreprocessingFlags(c); err != nil {
+		return err
 	}
 	path, err := resolveModel(c, paths[0])
 	if err != nil {
 		return err
+	}
+	if c.Bool("find-preprocessing") {
+		return findPreprocessing(c, path, asJSON)
 	}
 	r, err := resolve.Describe(path)
 	if err != nil {

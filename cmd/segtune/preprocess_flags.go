@@ -38,16 +38,22 @@ func preprocessFlags() []cli.Flag {
 // preprocessing flags, in increasing precedence; noteSettings says where
 // they came from.
 func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
+	s, err := modelSettingsFrom(c, modelPath)
+	return s.Sidecar, err
+}
+
+// modelSettingsFrom is modelSettings with the layers they came from.
+func modelSettingsFrom(c *cli.Context, modelPath string) (resolve.Settings, error) {
 	flags, err := preprocessSettings(c)
 	if err != nil {
-		return imageio.Sidecar{}, err
+		return resolve.Settings{}, err
 	}
 	s, err := resolve.ModelSettings(modelPath, c.String("preprocess"), flags)
 	if err != nil {
-		return imageio.Sidecar{}, err
+		return resolve.Settings{}, err
 	}
 	noteSettings(c, modelPath, s)
-	return s.Sidecar, nil
+	return s, nil
 }
 
 // preprocessSettings reads the preprocessing and output flags.

@@ -2,7 +2,7 @@
 // reads them back, plots training curves to PNG and prints summary tables.
 //
 // Each line of a run's metrics.jsonl is one Record: a JSON object with the
-// fields kind ("step" or "epoch"), epoch, step and loss, optionally lr,
+// fields kind ("step", "epoch", or "base" for the base model's validation), epoch, step and loss, optionally lr,
 // seconds and images_per_s, and any number of extra numeric fields such as
 // val_miou or val_iou_person. NaN and infinities, which JSON lacks, are
 // written as the strings "NaN", "Inf" and "-Inf", so a diverging loss is
@@ -31,11 +31,17 @@ import (
 const (
 	KindStep  = "step"  // one optimiser step (or an average over a few)
 	KindEpoch = "epoch" // the end of an epoch, usually with validation metrics
+	// KindBase is the base model's validation before the first step:
+	// epoch -1 (people see epoch 0), step 0, no loss (reads back as NaN:
+	// the base was not trained), and the validation fields of an epoch
+	// record. It is the reference
+	// the trained epochs are compared with.
+	KindBase = "base"
 )
 
 // Record is one line of the metrics log.
 type Record struct {
-	Kind         string  // KindStep or KindEpoch
+	Kind         string  // KindStep, KindEpoch or KindBase
 	Epoch        int64   // epoch index from 0 (people see Epoch+1)
 	Step         int64   // optimiser steps completed
 	Loss         float64 // training loss (mean over the epoch for epoch records)
@@ -81,9 +87,13 @@ type namedValue struct {
 }
 
 // numbers are r's numeric core fields as its line holds them, in order:
-// loss always, lr, seconds and images_per_s when they are not 0.
+// loss always (but for a base record, which has none), lr, seconds and
+// images_per_s when they are not 0.
 func (r Record) numbers() []namedValue {
-	out := []namedValue{{"loss", r.Loss}}
+	var out []namedValue
+	if r.Kind != KindBase {
+		out = append(out, namedValue{"loss", r.Loss})
+	}
 	for _, f := range []namedValue{{"lr", r.LR}, {"seconds", r.Seconds}, {"images_per_s", r.ImagesPerSec}} {
 		if f.v != 0 {
 			out = append(out, f)
@@ -154,6 +164,9 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 	}
 	if err := json.Unmarshal(kind, &r.Kind); err != nil {
 		return fmt.Errorf("kind: %v", err)
+	}
+	if r.Kind == KindBase {
+		r.Loss = math.NaN() // a base record has no training loss
 	}
 	for k, v := range raw {
 		if k == "kind" {

@@ -311,11 +311,12 @@ func lossPoints(recs []Record) plotter.XYs {
 }
 
 // metricPoints returns (epoch, value) of the epoch records with the metric,
-// epochs numbered from 1 as the run's progress lines and table number them.
+// epochs numbered from 1 as the run's progress lines and table number them,
+// and the base model's record at epoch 0.
 func metricPoints(recs []Record, name string) plotter.XYs {
 	var pts plotter.XYs
 	for _, r := range recs {
-		if r.Kind != KindEpoch {
+		if r.Kind != KindEpoch && r.Kind != KindBase {
 			continue
 		}
 		if v, ok := r.Value(name); ok && finiteXY(float64(r.Epoch+1), v) {

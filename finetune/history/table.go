@@ -114,12 +114,18 @@ func FormatNumber(v float64) string {
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
-// EpochTable returns one row per epoch record: epoch (numbered from 1, as
-// the run's progress lines number them), step, loss, lr,
+// EpochTable returns one row per epoch record, after the base model's row
+// (epoch 0, no training loss) where the run validated it: epoch (numbered
+// from 1, as the run's progress lines number them), step, loss, lr,
 // seconds, images/s, then every extra field that any epoch has, the
 // validation mIoU first and the rest by name. Missing values print as "-".
 func EpochTable(recs []Record) *Table {
-	epochs := Filter(recs, KindEpoch)
+	var epochs []Record
+	for _, r := range recs {
+		if r.Kind == KindEpoch || r.Kind == KindBase {
+			epochs = append(epochs, r)
+		}
+	}
 	var extras []string
 	seen := map[string]bool{}
 	for _, r := range epochs {
@@ -140,9 +146,13 @@ func EpochTable(recs []Record) *Table {
 	})
 	t := &Table{Header: append([]string{"epoch", "step", "loss", "lr", "seconds", "images/s"}, extras...)}
 	for _, r := range epochs {
+		loss := FormatNumber(r.Loss)
+		if r.Kind == KindBase {
+			loss = "-" // the base model was not trained
+		}
 		row := []string{
 			strconv.FormatInt(r.Epoch+1, 10), strconv.FormatInt(r.Step, 10),
-			FormatNumber(r.Loss), optional(r.LR), optional(r.Seconds), optional(r.ImagesPerSec),
+			loss, optional(r.LR), optional(r.Seconds), optional(r.ImagesPerSec),
 		}
 		for _, k := range extras {
 			if v, ok := r.Extra[k]; ok {
