@@ -34,6 +34,10 @@ type Model struct {
 	Path string
 	// Dir is the folder external data paths are relative to.
 	Dir string
+	// WeightInputs counts the graph inputs that were also initializers
+	// (the IR<4 convention) and that Load, Parse or DropWeightInputs
+	// removed.
+	WeightInputs int
 }
 
 // Graph returns the model's main graph, creating an empty one if absent.
@@ -152,6 +156,7 @@ func parse(data []byte, dir string) (*Model, error) {
 	if err := m.LoadExternalData(); err != nil {
 		return nil, err
 	}
+	m.DropWeightInputs()
 	return m, nil
 }
 
@@ -179,5 +184,5 @@ func (m *Model) Save(path string) error {
 
 // Clone returns a deep copy of the model.
 func (m *Model) Clone() *Model {
-	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir}
+	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir, WeightInputs: m.WeightInputs}
 }
