@@ -16,9 +16,9 @@ type editor struct {
 	// out collects the helper nodes placed before the node being
 	// rewritten, after those placed after it.
 	out, after []*onnxpb.NodeProto
-	consts    map[string]*onnxpb.TensorProto
-	consumers map[string][]*onnxpb.NodeProto
-	outputs   map[string]bool
+	consts     map[string]*onnxpb.TensorProto
+	consumers  map[string][]*onnxpb.NodeProto
+	outputs    map[string]bool
 }
 
 func newEditor(g *onnxpb.GraphProto) *editor {
