@@ -38,6 +38,10 @@ type Request struct {
 	// Out is the ONNX file written.
 	Out       string
 	Precision Precision
+	// Opset is the opset the model is written at (0: its own, raised to
+	// 13 for an int8 export of a model older than opset 10); the model's
+	// operators are upgraded to it (onnx/upgrade).
+	Opset int64
 	// CalibrationImages (int8) are the images of CalibrationDir that
 	// activation ranges may be measured on: CalibrationCount of them
 	// (0: all), spread over the list, of which at least MinCalibration
@@ -92,8 +96,8 @@ type Prepared struct {
 // ErrNegativeMinimum), CalibrationCount (ErrBelowMinimum), CheckImages
 // (the folder cannot be listed, or ErrNoCheckImages), CheckMasks (the
 // folders cannot be paired), CheckPairs (images without masks or masks
-// without images) or Settings (the settings the exported model would
-// carry are invalid).
+// without images), Settings (the settings the exported model would
+// carry are invalid) or Opset (the model cannot be written at it).
 type RequestError struct {
 	Field string
 	Path  string
@@ -359,6 +363,10 @@ func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
 	if q := onnx.Quantized(m); len(q) > 0 && p.Precision == INT8 {
 		return Plan{}, &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
 	}
+	upgraded, opset, err := upgradeFor(m, p.Opset, p.Precision)
+	if err != nil {
+		return Plan{}, &RequestError{Field: "Opset", Err: err}
+	}
 	written := settings.Merge(imageio.Sidecar{Classes: p.ClassNames, LabelMap: p.LabelMap, IgnoreLabel: p.IgnoreLabel})
 	if err := written.Validate(); err != nil {
 		return Plan{}, &RequestError{Field: "Settings", Err: err}
@@ -376,7 +384,7 @@ func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
 		pre = *settings.Preprocess
 	}
 	return Plan{
-		Source: p.Source, Model: m, Contract: ct, Preprocess: pre,
+		Source: p.Source, Model: m, Upgraded: upgraded, Opset: opset, Contract: ct, Preprocess: pre,
 		Overrides: resolve.Overrides(settings), Settings: written, Out: p.Out,
 		Convert: Options{Precision: p.Precision, Quant: p.Quant, Calib: p.Calib, CalibImages: p.Calibration, Keep: p.Keep},
 		Check: CheckOptions{Images: p.Checks, Source: p.checkFrom, Masks: p.Masks, LabelMap: written.LabelMap, MaskPalette: p.MaskPalette,

@@ -68,8 +68,7 @@ type UnsupportedError struct {
 }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("cannot upgrade the model from opset %d to %d: %s; export it at its own opset (leave out --opset)",
-		e.From, e.To, strings.Join(e.Problems, "; "))
+	return fmt.Sprintf("cannot upgrade the model from opset %d to %d: %s", e.From, e.To, strings.Join(e.Problems, "; "))
 }
 
 // CheckTarget says whether a model of opset from can be raised to to.
