@@ -57,6 +57,9 @@ func Load(path string) (*Model, error) {
 	f, st, err := regfile.Open(path)
 	if err != nil {
 		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			if hint := lookInFolder(path); hint != "" {
+				return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file; %s", path, hint)
+			}
 			return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
 		}
 		return nil, fmt.Errorf("onnx: %w", err)
@@ -78,7 +81,11 @@ func Load(path string) (*Model, error) {
 	}
 	m, err := parse(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, &FormatError{Path: path, Err: err, LooksLike: looksLikeUnless(err, data)}
+		fe := &FormatError{Path: path, Err: err, LooksLike: looksLikeUnless(err, data)}
+		if fe.LooksLike == "" && errors.Is(err, errNoGraph) {
+			fe.LooksLike = looksLikeByName(path)
+		}
+		return nil, fe
 	}
 	m.Path = path
 	return m, nil
