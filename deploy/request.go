@@ -87,6 +87,8 @@ type Prepared struct {
 	Warning   string
 	calibSet  *ImageSet
 	checkFrom string
+	// model is the float model where Prepare loaded it already.
+	model *onnx.Model
 }
 
 // RequestError is a setting, file or folder of a Request that cannot be
@@ -164,6 +166,17 @@ func (p *Prepared) prepareCalibration() error {
 	}
 	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
 		return &RequestError{Field: "CalibrationCount", Err: ErrBelowMinimum}
+	}
+	if !r.Checkpoint {
+		// A quantized model is refused before its calibration images are
+		// read. The model loaded for that is the one Load returns; one
+		// that cannot be loaded is Load's to report.
+		if m, err := onnx.Load(r.Source); err == nil {
+			if err := refuseQuantized(m); err != nil {
+				return err
+			}
+			p.model = m
+		}
 	}
 	heldOut := false
 	if r.CheckImages != "" {
@@ -349,19 +362,33 @@ func (r Request) CheckOutputs(extra ...File) error {
 // Load loads the float model: a checkpoint's network in its base graph,
 // or the model.
 func (p *Prepared) Load() (*onnx.Model, error) {
-	if p.Checkpoint {
+	switch {
+	case p.model != nil:
+		return p.model, nil
+	case p.Checkpoint:
 		m, _, err := resolve.LoadCheckpoint(p.Source, p.Base)
 		return m, err
 	}
 	return onnx.Load(p.Source)
 }
 
+// refuseQuantized refuses an int8 export of a model that is quantized
+// already (a hostile round saw one fail after 73 s of calibration).
+func refuseQuantized(m *onnx.Model) error {
+	if q := onnx.Quantized(m); len(q) > 0 {
+		return &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
+	}
+	return nil
+}
+
 // Plan returns the export's plan for m, the float model (Load), fed and
 // read with settings. The exported model carries settings with the
 // Request's classes, label map and ignore label.
 func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
-	if q := onnx.Quantized(m); len(q) > 0 && p.Precision == INT8 {
-		return Plan{}, &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
+	if p.Precision == INT8 {
+		if err := refuseQuantized(m); err != nil {
+			return Plan{}, err
+		}
 	}
 	upgraded, opset, err := upgradeFor(m, p.Opset, p.Precision)
 	if err != nil {
