@@ -148,3 +148,75 @@ func TestNotAModelIsNamedByEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// legacySegmenter writes a 3-class segmenter the way old exporters wrote
+// them: IR version 3 with every initializer also a graph input, opset 7,
+// attribute-form Clip, Upsample. input [1,3,32,32] → logits [1,3,32,32].
+func legacySegmenter(t *testing.T, path string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, 43))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = r.Float32()*2 - 1
+		}
+		return v
+	}
+	b := &onnx.Builder{}
+	b.Initializer(onnx.NewFloat32Tensor("w1", []int64{6, 3, 3, 3}, rnd(6*27)))
+	b.Initializer(onnx.NewFloat32Tensor("w2", []int64{3, 6, 1, 1}, rnd(18)))
+	b.Emit("Conv", "conv1", []string{"input", "w1"}, []string{"c1"}, onnx.IntsAttr("pads", 1, 1, 1, 1))
+	b.Emit("Clip", "relu6", []string{"c1"}, []string{"a1"}, onnx.FloatAttr("min", 0), onnx.FloatAttr("max", 6))
+	b.Emit("MaxPool", "pool", []string{"a1"}, []string{"p1"}, onnx.IntsAttr("kernel_shape", 2, 2), onnx.IntsAttr("strides", 2, 2))
+	b.Emit("Conv", "classifier", []string{"p1", "w2"}, []string{"low"})
+	b.Emit("Upsample", "up", []string{"low"}, []string{"logits"}, onnx.FloatsAttr("scales", 1, 1, 2, 2))
+	in := []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("input", onnxpb.TensorProto_FLOAT, 1, 3, 32, 32)}
+	g := b.Graph("legacy", in, []*onnxpb.ValueInfoProto{onnx.TensorValueInfo("logits", onnxpb.TensorProto_FLOAT, 1, 3, 32, 32)})
+	for _, init := range g.Initializer {
+		g.Input = append(g.Input, onnx.TensorValueInfo(init.GetName(), onnxpb.TensorProto_FLOAT, init.GetDims()...))
+	}
+	m := onnx.NewModel(g, 7)
+	ir := int64(3)
+	m.Proto.IrVersion = &ir
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An IR-3, opset-7 export exports in fp16 (its weight inputs read as
+// weights, which the report says) and at --opset 13 (its Clip and
+// Upsample rewritten, which the report says), each checked on images; an
+// opset segtune cannot write is refused naming --opset; and its training
+// graph compiles.
+func TestOldExportExportsAndTrains(t *testing.T) {
+	testassets.RequireORT(t)
+	isolateModelSearch(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "legacy.onnx")
+	legacySegmenter(t, model)
+	data := synthData(t, dir, 2, 4)
+	val := filepath.Join(data, "images", "val")
+	out, err := runCLI(t, "export", "--model", model, "--out", filepath.Join(dir, "fp16.onnx"), "--precision", "fp16", "--check-images", val)
+	if err != nil || !strings.Contains(out, "note          the model listed 2 of its initializers as graph inputs too") {
+		t.Errorf("export --precision fp16: %v\n%s", err, out)
+	}
+	up := filepath.Join(dir, "op13.onnx")
+	out, err = runCLI(t, "export", "--model", model, "--out", up, "--opset", "13", "--check-images", val)
+	if err != nil || !strings.Contains(out, "opset         opset 7 → 13 (rewrote Clip ×1, Upsample ×1)") {
+		t.Fatalf("export --opset 13: %v\n%s", err, out)
+	}
+	if m, err := onnx.Load(up); err != nil || m.Opset("") != 13 || m.WeightInputs != 0 {
+		t.Errorf("%s: opset %d, weight inputs %d, %v", up, m.Opset(""), m.WeightInputs, err)
+	}
+	_, err = runCLI(t, "export", "--model", model, "--out", filepath.Join(dir, "op5.onnx"), "--opset", "5")
+	if err == nil || !strings.Contains(err.Error(), "--opset 5: opset 5 is older than the model's opset 7") {
+		t.Errorf("export --opset 5: %v", err)
+	}
+	if _, err := runCLI(t, "artifacts", "--model", model, "--out", filepath.Join(dir, "art")); err != nil {
+		t.Fatalf("artifacts: %v", err)
+	}
+	params, err := onnx.Load(filepath.Join(dir, "art", "params.onnx"))
+	if err != nil || len(params.Proto.Graph.GetInitializer()) != 2 {
+		t.Errorf("artifacts' params.onnx: %v; want w1 and w2", err)
+	}
+}
