@@ -74,21 +74,10 @@ func legacyModel(t *testing.T) []byte {
 	return data
 }
 
-// An IR-3, opset-7 export passes its fp16 and int8 exports' agreement
-// checks: its weight inputs are read as weights (fp16 conversion failed on
-// them in ONNX Runtime), and int8 raises it to opset 13 (QDQ needs 10),
-// said in the report.
-func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
-	testassets.RequireORT(t)
-	data := legacyModel(t)
-	m, err := onnx.Parse(data, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := contract.Read(m, contract.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+// legacyImages writes synthetic 48×64 images: 8 to calibrate on, 6 to
+// check on.
+func legacyImages(t *testing.T) (calib, checks []string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := synth.DefaultConfig()
 	cfg.Seed, cfg.Train, cfg.Val, cfg.Height, cfg.Width = 9, 8, 6, 48, 64
@@ -99,39 +88,71 @@ func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks, err := imageio.ListImages(filepath.Join(dir, "images", "val"))
+	checks, err = imageio.ListImages(filepath.Join(dir, "images", "val"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calib, checks
+}
+
+// exportLegacy plans and runs an export of m at precision (and opset,
+// 0: the model's own), calibrated and checked on the images, and fails
+// the test unless it passes its agreement check.
+func exportLegacy(t *testing.T, m *onnx.Model, precision Precision, opset int64, calib, checks []string) *Exported {
+	t.Helper()
+	ct, err := contract.Read(m, contract.Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := runtime.Options{Threads: 2}
 	pre := imageio.Preprocess{}
+	p := &Prepared{Request: Request{Source: "legacy.onnx", Out: filepath.Join(t.TempDir(), "out.onnx"), Precision: precision, Opset: opset}}
+	plan, err := p.Plan(m, imageio.Sidecar{Preprocess: &pre})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Convert.Session, plan.Convert.CalibImages = opts, calib
+	plan.Check = CheckOptions{Images: checks, Source: "synth val", Session: opts, Ignore: 255}
+	plan.MinAgreement = DefaultMinAgreement[precision]
+	plan.Contract = ct
+	e, err := Export(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Report.Passed {
+		t.Fatalf("%s export failed its check: %v", precision, e.Report.Problems)
+	}
+	if got := e.Model.Proto.Graph.GetInput(); len(got) != 1 {
+		t.Errorf("the exported model has %d inputs, want the image alone", len(got))
+	}
+	var text strings.Builder
+	e.Report.WriteText(&text)
+	t.Logf("agreement %.4f\n%s", e.Report.Check.PixelAgreement, text.String())
+	return e
+}
+
+// An IR-3, opset-7 export passes its fp16 and int8 exports' agreement
+// checks: its weight inputs are read as weights (fp16 conversion failed on
+// them in ONNX Runtime), and int8 raises it to opset 13 (QDQ needs 10),
+// said in the report; --opset 21 rewrites each of its old operators.
+func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
+	testassets.RequireORT(t)
+	m, err := onnx.Parse(legacyModel(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calib, checks := legacyImages(t)
 	for _, c := range []struct {
 		precision Precision
 		opset     int64
 	}{{FP16, 0}, {INT8, 0}, {FP32, upgrade.MaxOpset}} {
-		precision := c.precision
-		t.Run(string(precision), func(t *testing.T) {
-			p := &Prepared{Request: Request{Source: "legacy.onnx", Out: filepath.Join(t.TempDir(), "out.onnx"), Precision: precision, Opset: c.opset}}
-			plan, err := p.Plan(m, imageio.Sidecar{Preprocess: &pre})
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan.Convert.Session, plan.Convert.CalibImages = opts, calib
-			plan.Check = CheckOptions{Images: checks, Source: "synth val", Session: opts, Ignore: 255}
-			plan.MinAgreement = DefaultMinAgreement[precision]
-			plan.Contract = ct
-			e, err := Export(plan)
-			if err != nil {
-				t.Fatal(err)
-			}
+		t.Run(string(c.precision), func(t *testing.T) {
+			e := exportLegacy(t, m, c.precision, c.opset, calib, checks)
 			rep := e.Report
-			if !rep.Passed || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "listed 10 of its initializers as graph inputs") {
-				t.Fatalf("passed %v, notes %q", rep.Passed, rep.Notes)
+			if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "listed 10 of its initializers as graph inputs") {
+				t.Fatalf("notes %q", rep.Notes)
 			}
-			if got := e.Model.Proto.Graph.GetInput(); len(got) != 1 {
-				t.Errorf("the exported model has %d inputs, want X alone", len(got))
-			}
-			switch precision {
+			switch c.precision {
 			case FP16:
 				if rep.Opset != nil || e.Model.Opset("") != 7 {
 					t.Errorf("fp16: opset %d, upgrade %v; want the model's own 7", e.Model.Opset(""), rep.Opset)
@@ -148,10 +169,35 @@ func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
 					t.Errorf("fp32 --opset %d: opset %d, upgrade %v", upgrade.MaxOpset, e.Model.Opset(""), rep.Opset)
 				}
 			}
-			var text strings.Builder
-			rep.WriteText(&text)
-			t.Logf("agreement %.4f\n%s", rep.Check.PixelAgreement, text.String())
 		})
+	}
+}
+
+// PyTorch's own old exports (scripts/gen_legacy_models.py: opset 7 at IR
+// 3, and opset 9, weights listed as inputs) pass fp16, int8 and --opset
+// exports.
+func TestTorchLegacyExports(t *testing.T) {
+	testassets.RequireORT(t)
+	calib, checks := legacyImages(t)
+	for _, name := range []string{"legacy_op7_ir3", "legacy_op9"} {
+		m, err := onnx.Load(testassets.Generated(t, "legacy", name+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.WeightInputs == 0 || m.Opset("") >= 10 {
+			t.Fatalf("%s: %d weight inputs at opset %d; want an old export", name, m.WeightInputs, m.Opset(""))
+		}
+		for _, c := range []struct {
+			precision Precision
+			opset     int64
+		}{{FP16, 0}, {INT8, 0}, {FP32, 17}} {
+			t.Run(name+"/"+string(c.precision), func(t *testing.T) {
+				e := exportLegacy(t, m, c.precision, c.opset, calib, checks)
+				if c.opset != 0 && (e.Report.Opset == nil || e.Report.Opset.Rewritten["Upsample"] != 1) {
+					t.Errorf("--opset %d: %v", c.opset, e.Report.Opset)
+				}
+			})
+		}
 	}
 }
 
