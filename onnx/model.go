@@ -36,8 +36,10 @@ type Model struct {
 	Dir string
 	// WeightInputs counts the graph inputs that were also initializers
 	// (the IR<4 convention) and that Load, Parse or DropWeightInputs
-	// removed.
-	WeightInputs int
+	// removed; FileIRVersion is the IR version the file declared where
+	// that raised it (to WeightInputIRVersion), else 0.
+	WeightInputs  int
+	FileIRVersion int64
 }
 
 // Graph returns the model's main graph, creating an empty one if absent.
@@ -191,5 +193,5 @@ func (m *Model) Save(path string) error {
 
 // Clone returns a deep copy of the model.
 func (m *Model) Clone() *Model {
-	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir, WeightInputs: m.WeightInputs}
+	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir, WeightInputs: m.WeightInputs, FileIRVersion: m.FileIRVersion}
 }

@@ -39,6 +39,7 @@ func (m *Model) DropWeightInputs() int {
 	clear(g.Input[len(kept):])
 	g.Input = kept
 	if dropped > 0 && m.Proto.GetIrVersion() < WeightInputIRVersion {
+		m.FileIRVersion = m.Proto.GetIrVersion()
 		ir := int64(WeightInputIRVersion)
 		m.Proto.IrVersion = &ir
 	}

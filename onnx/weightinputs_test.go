@@ -35,8 +35,12 @@ func TestLoadDropsInitializersListedAsInputs(t *testing.T) {
 		if len(l.Proto.Graph.GetInitializer()) != 2 || !strings.Contains(l.WeightInputsNote(), "2 of its initializers") {
 			t.Errorf("%s: initializers %d, note %q", what, len(l.Proto.Graph.GetInitializer()), l.WeightInputsNote())
 		}
-		if c := l.Clone(); c.WeightInputs != 2 {
-			t.Errorf("%s: Clone lost WeightInputs", what)
+		if c := l.Clone(); c.WeightInputs != 2 || c.FileIRVersion != 3 {
+			t.Errorf("%s: Clone lost WeightInputs or FileIRVersion", what)
+		}
+		var text strings.Builder
+		if err := l.Summary().WriteText(&text); err != nil || !strings.Contains(text.String(), "ir version    4 (the file's 3, which listed its 2 weights as graph inputs too; read as weights)") {
+			t.Errorf("%s: summary %v\n%s", what, err, text.String())
 		}
 	}
 	plain, err := Parse(marshal(t, tinyModel()), "")
