@@ -63,11 +63,13 @@ torch-models: python-deps
 		/usr/bin/python3 scripts/gen_torch_models.py --out testdata/generated; fi
 
 # Foreign-style segmenters (torchvision exports; tf2onnx, PINTO, SMP and
-# fixed-size rewrites; rewrites of segtune-synth) with a manifest, for the
+# fixed-size rewrites; rewrites of segtune-synth) with a manifest, and old
+# exports (opset 7 at IR 3, opset 9, weights listed as inputs), for the
 # tests of models nobody on the project made; skipped quietly without PyTorch.
 foreign-models: python-deps
 	@if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then \
-		/usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign >/dev/null; fi
+		/usr/bin/python3 scripts/gen_foreign_models.py --out testdata/generated/foreign >/dev/null && \
+		/usr/bin/python3 scripts/gen_legacy_models.py --out testdata/generated/legacy >/dev/null; fi
 
 # Tiny transformer and modern-CNN segmenters (SegFormer, ConvNeXt-UperNet,
 # Swin blocks with and without shifted windows, GroupNorm U-Net) at opset 13

@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/upgrade"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -23,6 +24,11 @@ type Plan struct {
 	Source   string
 	Model    *onnx.Model
 	Contract *contract.Contract
+	// Upgraded, where set, is Model raised to a newer opset (Opset says
+	// how): it is what is converted, and the result is checked against
+	// Model.
+	Upgraded *onnx.Model
+	Opset    *upgrade.Summary
 	// Preprocess is how images are fed to both models; Overrides are the
 	// settings the exported model's contract is read with.
 	Preprocess imageio.Preprocess
@@ -82,7 +88,11 @@ func Export(p Plan) (*Exported, error) {
 		return nil, fmt.Errorf("%s: %w", p.Source, err)
 	}
 	defer ref.Close()
-	conv, err := Convert(p.Model, ref, p.Convert)
+	src := p.Model
+	if p.Upgraded != nil {
+		src = p.Upgraded
+	}
+	conv, err := Convert(src, ref, p.Convert)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Source, err)
 	}
@@ -100,6 +110,10 @@ func Export(p Plan) (*Exported, error) {
 	rep := &Report{
 		Precision: precision, Source: p.Source, Output: p.Out, SourceBytes: len(floatData), OutputBytes: len(data),
 		Quantization: conv.Quant, Calibration: conv.Calibration, Float16: conv.Float16, MinAgreement: p.MinAgreement,
+		Opset: p.Opset,
+	}
+	if note := p.Model.WeightInputsNote(); note != "" {
+		rep.Notes = append(rep.Notes, note)
 	}
 	rep.ORTVersion, _ = runtime.Version()
 	e := &Exported{Report: rep, Model: conv.Model, Data: data, settings: p.Settings, out: p.Out}

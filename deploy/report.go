@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/onnx/quantize"
+	"github.com/segtune/segtune/onnx/upgrade"
 )
 
 // Report is what `segtune export` prints and saves next to the model.
@@ -23,6 +24,11 @@ type Report struct {
 	Calibration  *CalibrationInfo         `json:"calibration,omitempty"`
 	Float16      *quantize.Float16Summary `json:"float16,omitempty"`
 	Check        *Check                   `json:"check,omitempty"`
+	// Opset says how the model was raised to a newer opset, if it was.
+	Opset *upgrade.Summary `json:"opset,omitempty"`
+	// Notes are what the export did to the model besides its precision
+	// (weights an old exporter listed as inputs, say), one line each.
+	Notes []string `json:"notes,omitempty"`
 
 	// MinAgreement is the pixel agreement the export had to reach;
 	// Passed whether it did (and every other check passed).
@@ -78,6 +84,12 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  size          %s -> %s (%.0f%%)\n", mib(r.SourceBytes), mib(r.OutputBytes), 100*float64(r.OutputBytes)/float64(max(r.SourceBytes, 1)))
 	if r.ORTVersion != "" {
 		fmt.Fprintf(w, "  ONNX Runtime  %s\n", r.ORTVersion)
+	}
+	if r.Opset != nil {
+		fmt.Fprintf(w, "  opset         %s\n", r.Opset)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note          %s\n", n)
 	}
 	if q := r.Quantization; q != nil {
 		ch := "per channel"

@@ -38,6 +38,10 @@ type Request struct {
 	// Out is the ONNX file written.
 	Out       string
 	Precision Precision
+	// Opset is the opset the model is written at (0: its own, raised to
+	// 13 for an int8 export of a model older than opset 10); the model's
+	// operators are upgraded to it (onnx/upgrade).
+	Opset int64
 	// CalibrationImages (int8) are the images of CalibrationDir that
 	// activation ranges may be measured on: CalibrationCount of them
 	// (0: all), spread over the list, of which at least MinCalibration
@@ -83,6 +87,8 @@ type Prepared struct {
 	Warning   string
 	calibSet  *ImageSet
 	checkFrom string
+	// model is the float model where Prepare loaded it already.
+	model *onnx.Model
 }
 
 // RequestError is a setting, file or folder of a Request that cannot be
@@ -92,8 +98,8 @@ type Prepared struct {
 // ErrNegativeMinimum), CalibrationCount (ErrBelowMinimum), CheckImages
 // (the folder cannot be listed, or ErrNoCheckImages), CheckMasks (the
 // folders cannot be paired), CheckPairs (images without masks or masks
-// without images) or Settings (the settings the exported model would
-// carry are invalid).
+// without images), Settings (the settings the exported model would
+// carry are invalid) or Opset (the model cannot be written at it).
 type RequestError struct {
 	Field string
 	Path  string
@@ -160,6 +166,17 @@ func (p *Prepared) prepareCalibration() error {
 	}
 	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
 		return &RequestError{Field: "CalibrationCount", Err: ErrBelowMinimum}
+	}
+	if !r.Checkpoint {
+		// A quantized model is refused before its calibration images are
+		// read. The model loaded for that is the one Load returns; one
+		// that cannot be loaded is Load's to report.
+		if m, err := onnx.Load(r.Source); err == nil {
+			if err := refuseQuantized(m); err != nil {
+				return err
+			}
+			p.model = m
+		}
 	}
 	heldOut := false
 	if r.CheckImages != "" {
@@ -345,19 +362,37 @@ func (r Request) CheckOutputs(extra ...File) error {
 // Load loads the float model: a checkpoint's network in its base graph,
 // or the model.
 func (p *Prepared) Load() (*onnx.Model, error) {
-	if p.Checkpoint {
+	switch {
+	case p.model != nil:
+		return p.model, nil
+	case p.Checkpoint:
 		m, _, err := resolve.LoadCheckpoint(p.Source, p.Base)
 		return m, err
 	}
 	return onnx.Load(p.Source)
 }
 
+// refuseQuantized refuses an int8 export of a model that is quantized
+// already (a hostile round saw one fail after 73 s of calibration).
+func refuseQuantized(m *onnx.Model) error {
+	if q := onnx.Quantized(m); len(q) > 0 {
+		return &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
+	}
+	return nil
+}
+
 // Plan returns the export's plan for m, the float model (Load), fed and
 // read with settings. The exported model carries settings with the
 // Request's classes, label map and ignore label.
 func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
-	if q := onnx.Quantized(m); len(q) > 0 && p.Precision == INT8 {
-		return Plan{}, &RequestError{Field: "Precision", Err: fmt.Errorf("the model is quantized already (%s): give the float model it was quantized from", q)}
+	if p.Precision == INT8 {
+		if err := refuseQuantized(m); err != nil {
+			return Plan{}, err
+		}
+	}
+	upgraded, opset, err := upgradeFor(m, p.Opset, p.Precision)
+	if err != nil {
+		return Plan{}, &RequestError{Field: "Opset", Err: err}
 	}
 	written := settings.Merge(imageio.Sidecar{Classes: p.ClassNames, LabelMap: p.LabelMap, IgnoreLabel: p.IgnoreLabel})
 	if err := written.Validate(); err != nil {
@@ -376,7 +411,7 @@ func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
 		pre = *settings.Preprocess
 	}
 	return Plan{
-		Source: p.Source, Model: m, Contract: ct, Preprocess: pre,
+		Source: p.Source, Model: m, Upgraded: upgraded, Opset: opset, Contract: ct, Preprocess: pre,
 		Overrides: resolve.Overrides(settings), Settings: written, Out: p.Out,
 		Convert: Options{Precision: p.Precision, Quant: p.Quant, Calib: p.Calib, CalibImages: p.Calibration, Keep: p.Keep},
 		Check: CheckOptions{Images: p.Checks, Source: p.checkFrom, Masks: p.Masks, LabelMap: written.LabelMap, MaskPalette: p.MaskPalette,

@@ -34,6 +34,12 @@ type Model struct {
 	Path string
 	// Dir is the folder external data paths are relative to.
 	Dir string
+	// WeightInputs counts the graph inputs that were also initializers
+	// (the IR<4 convention) and that Load, Parse or DropWeightInputs
+	// removed; FileIRVersion is the IR version the file declared where
+	// that raised it (to WeightInputIRVersion), else 0.
+	WeightInputs  int
+	FileIRVersion int64
 }
 
 // Graph returns the model's main graph, creating an empty one if absent.
@@ -53,6 +59,9 @@ func Load(path string) (*Model, error) {
 	f, st, err := regfile.Open(path)
 	if err != nil {
 		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			if hint := lookInFolder(path); hint != "" {
+				return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file; %s", path, hint)
+			}
 			return nil, fmt.Errorf("onnx: %s is a directory, not an ONNX file", path)
 		}
 		return nil, fmt.Errorf("onnx: %w", err)
@@ -74,7 +83,11 @@ func Load(path string) (*Model, error) {
 	}
 	m, err := parse(data, filepath.Dir(abs))
 	if err != nil {
-		return nil, &FormatError{Path: path, Err: err, LooksLike: looksLikeUnless(err, data)}
+		fe := &FormatError{Path: path, Err: err, LooksLike: looksLikeUnless(err, data)}
+		if fe.LooksLike == "" && errors.Is(err, errNoGraph) {
+			fe.LooksLike = looksLikeByName(path)
+		}
+		return nil, fe
 	}
 	m.Path = path
 	return m, nil
@@ -152,6 +165,7 @@ func parse(data []byte, dir string) (*Model, error) {
 	if err := m.LoadExternalData(); err != nil {
 		return nil, err
 	}
+	m.DropWeightInputs()
 	return m, nil
 }
 
@@ -179,5 +193,5 @@ func (m *Model) Save(path string) error {
 
 // Clone returns a deep copy of the model.
 func (m *Model) Clone() *Model {
-	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir}
+	return &Model{Proto: proto.Clone(m.Proto).(*onnxpb.ModelProto), Path: m.Path, Dir: m.Dir, WeightInputs: m.WeightInputs, FileIRVersion: m.FileIRVersion}
 }

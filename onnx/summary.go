@@ -37,6 +37,11 @@ type Summary struct {
 	// Frozen lists the float initializers the rule leaves out, with the
 	// reason (FrozenFloats).
 	Frozen []Frozen `json:"frozen,omitempty"`
+	// WeightInputs counts the initializers the file also listed as graph
+	// inputs (IR < 4), read as weights; FileIRVersion is the IR version
+	// the file declared where reading them so raised it.
+	WeightInputs  int   `json:"weight_inputs,omitempty"`
+	FileIRVersion int64 `json:"file_ir_version,omitempty"`
 }
 
 // Opset is an imported operator set; Domain "" is the default ai.onnx.
@@ -76,6 +81,8 @@ func (m *Model) Summary() Summary {
 		Opsets:          []Opset{},
 		Inputs:          values(DataInputs(g)),
 		Outputs:         values(g.GetOutput()),
+		WeightInputs:    m.WeightInputs,
+		FileIRVersion:   m.FileIRVersion,
 	}
 	for _, o := range p.GetOpsetImport() {
 		s.Opsets = append(s.Opsets, Opset{Domain: o.GetDomain(), Version: o.GetVersion()})

@@ -16,7 +16,14 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.Path != "" {
 		line("path\t%s", s.Path)
 	}
-	line("ir version\t%d", s.IRVersion)
+	switch {
+	case s.FileIRVersion != 0:
+		line("ir version\t%d (the file's %d, which listed its %d weights as graph inputs too; read as weights)", s.IRVersion, s.FileIRVersion, s.WeightInputs)
+	case s.WeightInputs > 0:
+		line("ir version\t%d (%d weights also listed as graph inputs; read as weights)", s.IRVersion, s.WeightInputs)
+	default:
+		line("ir version\t%d", s.IRVersion)
+	}
 	var opsets []string
 	for _, o := range s.Opsets {
 		d := o.Domain

@@ -9,6 +9,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -20,6 +21,7 @@ type Description struct {
 	Family         string             `json:"family"`
 	FamilyEvidence []string           `json:"family_evidence,omitempty"`
 	UnsupportedOps []string           `json:"unsupported_ops,omitempty"`
+	Quantized      onnx.Quantization  `json:"quantized,omitempty"`
 	Contract       *contract.Contract `json:"contract,omitempty"`
 	ContractError  string             `json:"contract_error,omitempty"`
 	Settings       *imageio.Sidecar   `json:"settings,omitempty"`
@@ -45,6 +47,7 @@ func Describe(path string) (*Description, error) {
 	// Read from the graph alone, so that a model fine-tuning would refuse
 	// is named before any work starts.
 	r.UnsupportedOps = grad.Unsupported(m)
+	r.Quantized = onnx.Quantized(m)
 	if r.layers, r.metaErr, err = Layers(path); err != nil {
 		return nil, err
 	}
@@ -75,9 +78,12 @@ func (r *Description) WriteText(w io.Writer) error {
 	if len(r.FamilyEvidence) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(r.FamilyEvidence, ", "))
 	}
-	if len(r.UnsupportedOps) > 0 {
+	switch {
+	case len(r.Quantized) > 0: // the cause, before the operators it brings
+		fmt.Fprintf(w, "\nfine-tuning  refused: %s\n", &network.QuantizedError{Ops: r.Quantized})
+	case len(r.UnsupportedOps) > 0:
 		fmt.Fprintf(w, "\nfine-tuning  refused: no gradient rule for %s (artifacts and finetune stop there)\n", strings.Join(r.UnsupportedOps, ", "))
-	} else {
+	default:
 		fmt.Fprintf(w, "\nfine-tuning  every operator on a gradient path has a rule\n")
 	}
 	if r.ContractError != "" {

@@ -36,6 +36,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write"},
 			&cli.StringFlag{Name: "precision", Value: "fp32", Usage: "fp32, fp16 or int8"},
+			&cli.IntFlag{Name: "opset", DefaultText: "the model's own; 13 for int8 of a model older than opset 10", Usage: "write the model at this ONNX opset, its operators upgraded (Upsample → Resize, attributes that became inputs …) and checked against the original"},
 			&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see), or a labelled data folder in any known layout (its training split's images)"},
 			&cli.IntFlag{Name: "calibrate-count", Value: 64, Usage: "int8: calibrate on this many images, spread over the folder (0: all)"},
 			&cli.IntFlag{Name: "calibrate-min-images", Value: deploy.MinCalibrationImages, Usage: "int8: refuse to calibrate on fewer distinct, not near-constant (blank) images"},
@@ -169,6 +170,7 @@ func exportRequest(c *cli.Context) (*deploy.Request, error) {
 	if r.Precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
 		return nil, fmt.Errorf("--precision: %w", err)
 	}
+	r.Opset = int64(c.Int("opset"))
 	if err := checkPrecisionFlags(c, r.Precision); err != nil {
 		return nil, err
 	}
@@ -266,6 +268,10 @@ func requestFlagError(r deploy.Request, err error) error {
 		return renamed(err, re.Error(), imageDirError("--check-images", re.Err).Error())
 	case re.Field == "CheckPairs":
 		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", r.CheckImages, r.CheckMasks, re.Err))
+	case re.Field == "Opset" && r.Opset == 0:
+		return renamed(err, re.Error(), "--precision int8: "+re.Err.Error())
+	case re.Field == "Opset":
+		return renamed(err, re.Error(), fmt.Sprintf("--opset %d: %v", r.Opset, re.Err))
 	case requestFlags[re.Field] != "":
 		return renamed(err, re.Error(), requestFlags[re.Field]+": "+re.Err.Error())
 	}

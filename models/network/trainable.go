@@ -32,14 +32,16 @@ func (e *QuantizedError) Error() string {
 //	skip:N        all but the first N layers
 //	PATTERN,...   parameters whose names match a glob (*, ?) or re:REGEXP
 func Trainable(m *onnx.Model, spec string) ([]string, error) {
+	// A quantized model is named before its layers are looked at: the
+	// float biases or activations some keep would train on their own.
+	if q := onnx.Quantized(m); len(q) > 0 {
+		return nil, &QuantizedError{Ops: q}
+	}
 	layers, err := Layers(m)
 	if err != nil {
 		return nil, err
 	}
 	if len(layers) == 0 {
-		if q := onnx.Quantized(m); len(q) > 0 {
-			return nil, &QuantizedError{Ops: q}
-		}
 		return nil, fmt.Errorf("the model has no layers with float parameters")
 	}
 	spec = strings.TrimSpace(spec)

@@ -112,6 +112,9 @@ func (ap *applier) foldActivations() {
 					prod.Output[k] = out
 				}
 			}
+			// A folded activation after this one (Relu then Clip) finds
+			// the node that now writes its input.
+			producers[out] = prod
 			dropVI[in] = true
 			continue
 		}

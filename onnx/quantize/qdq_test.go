@@ -229,3 +229,49 @@ func TestShapeReadsQuantizedTensor(t *testing.T) {
 		t.Errorf("Shape reads %q, produced by %v; want the QuantizeLinear output", shape.GetInput()[0], src)
 	}
 }
+
+// Two activations in a row after a Conv (Relu then a ReLU6 Clip, as
+// torch.onnx writes F.relu6 after F.relu) are both folded: the Conv
+// writes the Clip's output, and every tensor a node reads is still
+// written (the Clip's output was left to the dropped Relu).
+func TestFoldActivationChain(t *testing.T) {
+	m, types := tinyNet(13)
+	g := m.Graph()
+	g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor("lo", nil, []float32{0}), onnx.NewFloat32Tensor("hi", nil, []float32{6}))
+	clip := node("Clip", "relu6", []string{"r1", "lo", "hi"}, []string{"k1"})
+	g.Node = []*onnx.NodeProto{g.Node[0], g.Node[1], clip, g.Node[2]}
+	g.Node[3].Input[0] = "k1"
+	types["k1"], types["lo"], types["hi"] = onnx.Float32, onnx.Float32, onnx.Float32
+	p, err := NewPlan(m, types, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.FusedActivations != 2 {
+		t.Fatalf("fused %d activations, want the Relu and the Clip", p.FusedActivations)
+	}
+	q, _, err := p.Apply(map[string]Range{"X": {-1, 1}, "k1": {0, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qg := q.Graph()
+	if c := producer(qg, "k1"); c == nil || c.GetOpType() != "Conv" {
+		t.Fatalf("k1 is produced by %v, want conv1", c)
+	}
+	known := map[string]bool{}
+	for _, v := range qg.GetInput() {
+		known[v.GetName()] = true
+	}
+	for _, init := range qg.GetInitializer() {
+		known[init.GetName()] = true
+	}
+	for _, n := range qg.GetNode() {
+		for _, in := range n.GetInput() {
+			if in != "" && !known[in] {
+				t.Errorf("%s reads %s, which nothing writes before it", n.GetName(), in)
+			}
+		}
+		for _, o := range n.GetOutput() {
+			known[o] = true
+		}
+	}
+}
