@@ -91,6 +91,14 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 	if err := d.checkBytes(cfg, format); err != nil {
 		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
+	if format == "jpeg" {
+		if _, err := rs.Seek(start, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read image %s: %w", name, err)
+		}
+		if err := d.checkJPEGScans(rs, cfg.Width, cfg.Height, DecodedBytes(cfg, format)); err != nil {
+			return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+		}
+	}
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read image %s: %w", name, err)
 	}
