@@ -277,11 +277,19 @@ func (f folders) List(root string, opt Options) (*Set, error) {
 }
 
 // present returns those of names that are folders in dir.
+// present returns the folders of dir that names name, as they are
+// named, in the order of names. Case is ignored: a data set made on macOS
+// or Windows, whose file systems ignore it, often has Images/ and Masks/,
+// and is found as it is there; two folders whose names differ only in
+// case are two finds (an ambiguity the caller refuses).
 func present(dir string, names []string) []string {
 	var out []string
+	subs := subdirs(dir)
 	for _, n := range names {
-		if isDir(filepath.Join(dir, n)) {
-			out = append(out, n)
+		for _, d := range subs {
+			if strings.EqualFold(d, n) {
+				out = append(out, d)
+			}
 		}
 	}
 	return out
