@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -216,11 +217,43 @@ func TestFinetuneConfigReplaysFromAnotherFolder(t *testing.T) {
 		t.Fatalf("resuming the run from another folder: %v", err)
 	}
 
+	// A checkpoint of an older segtune, which recorded the paths as
+	// given: resumed from where it ran, it goes on; from elsewhere it is
+	// refused naming the checkpoint and the key.
+	last := filepath.Join(first, "last.ckpt")
+	ck, err := checkpoint.Load(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ckCfg finetune.Config
+	if err := json.Unmarshal(ck.Config, &ckCfg); err != nil {
+		t.Fatal(err)
+	}
+	ckCfg.Train.Data, ckCfg.Network.BaseModel = "synth", "red.onnx"
+	if ck.Config, err = json.Marshal(ckCfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Save(last, ck); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	t.Chdir(empty)
+	_, err = runCLI(t, "finetune", "--resume", "--out", first, "--epochs", "3")
+	if err == nil || !strings.Contains(err.Error(), last) || !strings.Contains(err.Error(), `"red.onnx"`) || !strings.Contains(err.Error(), empty) {
+		t.Errorf("resuming an older checkpoint's relative paths elsewhere: error %v, want one naming %s, the path and %s", err, last, empty)
+	}
+	t.Chdir(dir)
+	if _, err := runCLI(t, "finetune", "--resume", "--out", first, "--epochs", "3"); err != nil {
+		t.Errorf("resuming an older checkpoint where it ran: %v", err)
+	}
+	t.Chdir(elsewhere)
+
 	// A config.json whose paths are relative, as an older segtune wrote it.
 	rec.Train.Data, rec.Network.BaseModel = "synth-moved", "red.onnx"
 	b, _ := json.Marshal(rec)
 	old := writeText(t, filepath.Join(dir, "old.json"), string(b))
-	_, err := runCLI(t, "finetune", "--config", old, "--out", filepath.Join(dir, "old"))
+	_, err = runCLI(t, "finetune", "--config", old, "--out", filepath.Join(dir, "old"))
 	if err == nil || !strings.Contains(err.Error(), old) || !strings.Contains(err.Error(), `network.base_model "red.onnx"`) ||
 		!strings.Contains(err.Error(), elsewhere) {
 		t.Errorf("a relative path that names nothing here: error %v, want one naming %s, network.base_model and %s", err, old, elsewhere)
