@@ -147,11 +147,19 @@ func (d Decoder) checkSize(w, h int) error {
 // decodeConfig and decode turn a panic inside a third-party decoder into an
 // error: hostile input must never crash a long-running pipeline.
 func decodeConfig(r io.Reader) (cfg image.Config, format string, err error) {
+	r, isTIFF := sniffTIFF(r)
+	if isTIFF {
+		return decodeTIFFConfig(r)
+	}
 	defer recoverDecode(&err)
 	return image.DecodeConfig(r)
 }
 
 func decode(r io.Reader) (img image.Image, format string, err error) {
+	r, isTIFF := sniffTIFF(r)
+	if isTIFF {
+		return decodeTIFF(r)
+	}
 	defer recoverDecode(&err)
 	return image.Decode(r)
 }
