@@ -277,14 +277,38 @@ func (f folders) List(root string, opt Options) (*Set, error) {
 }
 
 // present returns those of names that are folders in dir.
+// present returns the folders of dir that names name, as they are
+// named, in the order of names. Case is ignored where no folder has one
+// of names exactly: a data set made on macOS or Windows, whose file
+// systems ignore it, often has Images/ and Masks/, and is found as it is
+// there. A folder named exactly wins over other names in another case
+// (VOC's Annotations/ of XML files beside SegmentationClass/), but not
+// over its own name in another case (images/ and Images/: both are
+// returned, an ambiguity the caller refuses).
 func present(dir string, names []string) []string {
-	var out []string
+	var exact, folded []string
+	foldedOf := map[string]string{}
+	subs := subdirs(dir)
 	for _, n := range names {
-		if isDir(filepath.Join(dir, n)) {
-			out = append(out, n)
+		for _, d := range subs {
+			switch {
+			case d == n:
+				exact = append(exact, d)
+			case strings.EqualFold(d, n):
+				folded = append(folded, d)
+				foldedOf[d] = n
+			}
 		}
 	}
-	return out
+	if len(exact) == 0 {
+		return folded
+	}
+	for _, d := range folded {
+		if slices.Contains(exact, foldedOf[d]) {
+			exact = append(exact, d)
+		}
+	}
+	return exact
 }
 
 func slashed(names []string) []string {

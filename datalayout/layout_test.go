@@ -332,3 +332,47 @@ func TestVOCPaletteMaskReadsIndices(t *testing.T) {
 		t.Errorf("index 15 has colour %d,%d,%d; VOC's person is 192,128,128", r>>8, g>>8, b>>8)
 	}
 }
+
+// Folder names are found whatever their case, as on macOS and Windows,
+// whose file systems ignore it (a set made there has Images/ and Masks/);
+// file names pair as spelled, on every system, and an image whose mask
+// differs from it only in case is named with it (#45).
+func TestCaseOfNames(t *testing.T) {
+	cases := []struct {
+		name, split string
+		files       []string
+		want        []string
+		unmatched   []string
+	}{
+		{"capitalised folders", "", []string{"Images/a.jpg", "Masks/a.png"}, []string{"a"}, nil},
+		{"capitalised per split", "train", []string{"IMAGES/train/a.JPG", "Labels/train/a.PNG", "IMAGES/val/b.jpg", "Labels/val/b.png"}, []string{"a"}, nil},
+		{"capitalised split first", "val", []string{"Val/Images/a.jpeg", "Val/Masks/a.png"}, []string{"a"}, nil},
+		{"upper-case extensions", "", []string{"images/a.JPEG", "images/b.Png", "masks/a.PNG", "masks/b_MASK.png", "masks/b_mask.PNG"}, []string{"a", "b"}, []string{"b_MASK.png"}},
+		{"names differ in case", "", []string{"images/Frame1.jpg", "masks/frame1.png"}, nil, []string{"Frame1.jpg", "frame1.png"}},
+	}
+	for _, c := range cases {
+		root := t.TempDir()
+		touch(t, root, c.files...)
+		set, err := Open(root, Options{Split: c.split})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if set.Format != "folders" || !slices.Equal(names(set), c.want) || !slices.Equal(unmatched(set), c.unmatched) {
+			t.Errorf("%s: %s %v, unmatched %v; want %v, %v", c.name, set.Format, names(set), unmatched(set), c.want, c.unmatched)
+		}
+		if c.name == "names differ in case" {
+			if why := set.Unmatched[0].Why; !strings.Contains(why, "frame1.png differs from it only in case") {
+				t.Errorf("%s: %q, want the mask named as differing only in case", c.name, why)
+			}
+		}
+	}
+	// Two folders whose names differ only in case (possible on Linux
+	// alone) are refused as ambiguous, never one of them silently taken.
+	root := t.TempDir()
+	touch(t, root, "images/a.jpg", "Images/a.jpg", "masks/a.png")
+	var ae *AmbiguousError
+	if _, err := Open(root, Options{}); !errors.As(err, &ae) {
+		t.Errorf("images/ and Images/: error %v, want an AmbiguousError", err)
+	}
+}

@@ -70,6 +70,7 @@ func pairTrees(imageDir, maskDir string, r pairRule) (*Set, error) {
 		}
 	}
 	set := &Set{}
+	var folded map[string]string // by foldedIndex, for the first image without a mask
 	images := map[string]string{}
 	used := map[string]bool{}
 	for _, rel := range imgFiles {
@@ -88,7 +89,14 @@ func pairTrees(imageDir, maskDir string, r pairRule) (*Set, error) {
 		}
 		switch {
 		case len(cands) == 0:
-			set.Unmatched = append(set.Unmatched, Unmatched{Path: p, Why: fmt.Sprintf("image without a mask (no %s in %s)", wantMask(key, r), maskDir)})
+			why := fmt.Sprintf("image without a mask (no %s in %s)", wantMask(key, r), maskDir)
+			if folded == nil {
+				folded = foldedIndex(exact, suffixed)
+			}
+			if other := folded[strings.ToLower(key)]; other != "" {
+				why += fmt.Sprintf("; %s differs from it only in case: names pair as they are spelled, on every system, so rename one", other)
+			}
+			set.Unmatched = append(set.Unmatched, Unmatched{Path: p, Why: why})
 			continue
 		case len(cands) > 1:
 			return nil, fmt.Errorf("data set: image %s has several masks: %s; pairing would be ambiguous", p, strings.Join(cands, ", "))
@@ -106,6 +114,23 @@ func pairTrees(imageDir, maskDir string, r pairRule) (*Set, error) {
 		}
 	}
 	return set, nil
+}
+
+// foldedIndex maps the lower-case names of indexes to a mask of that
+// name, for saying that an image's mask differs from its name only in
+// case. Names pair as spelled: a folder on Linux may hold a.png and
+// A.png, and a data set pairs the same on every system; naming the mask
+// tells the user why theirs (made where case is ignored) did not pair.
+func foldedIndex(indexes ...map[string][]string) map[string]string {
+	out := map[string]string{}
+	for _, index := range indexes {
+		for k, masks := range index {
+			if _, ok := out[strings.ToLower(k)]; !ok {
+				out[strings.ToLower(k)] = masks[0]
+			}
+		}
+	}
+	return out
 }
 
 func wantMask(key string, r pairRule) string {

@@ -239,6 +239,15 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		if err := t.par.checkRanks(old, t.keeper.LastPath()); err != nil {
 			return nil, err
 		}
+		// An older segtune recorded paths as given: relative ones are
+		// read against the working directory, and refused, naming the
+		// checkpoint, where they name nothing here.
+		if err := old.CheckPaths(); err != nil {
+			return nil, fmt.Errorf("finetune: %s records %w: the run was started in another folder, or its files moved", t.keeper.LastPath(), err)
+		}
+		if err := errors.Join(old.absPaths(), cfg.absPaths()); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
 		keepFixedCrop(old, &cfg)
 		if cfg, resumed, err = mergeResume(old, cfg); err != nil {
 			return nil, fmt.Errorf("finetune: %s: %w", t.keeper.LastPath(), err)
@@ -249,6 +258,14 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		cfg.Ranks = 0
 		if t.par.parallel() {
 			cfg.Ranks = t.par.size()
+		}
+		// The run records its paths absolute: its config.json and
+		// checkpoints are then repeated and resumed from any folder.
+		if err := cfg.CheckPaths(); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
+		if err := cfg.absPaths(); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
 		}
 	}
 	if t.par.writes() {

@@ -92,7 +92,26 @@ func (p *Pairing) Err() error {
 	if n := len(p.MasksWithoutImage); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d mask(s) without an image: %s", n, listSome(p.MasksWithoutImage)))
 	}
+	if img, mask := caseOnlyPair(p.ImagesWithoutMask, p.MasksWithoutImage); img != "" {
+		parts = append(parts, fmt.Sprintf("%s and %s differ only in case: names pair as they are spelled, on every system, so rename one", img, mask))
+	}
 	return fmt.Errorf("data set pairing: %s", strings.Join(parts, "; "))
+}
+
+// caseOnlyPair returns an unmatched image and mask whose names, without
+// extension, differ only in case (as datalayout names them), or "".
+func caseOnlyPair(images, masks []string) (string, string) {
+	stem := func(p string) string { return strings.ToLower(strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))) }
+	byStem := make(map[string]string, len(masks))
+	for _, m := range masks {
+		byStem[stem(m)] = m
+	}
+	for _, img := range images {
+		if m, ok := byStem[stem(img)]; ok {
+			return img, m
+		}
+	}
+	return "", ""
 }
 
 func listSome(paths []string) string {

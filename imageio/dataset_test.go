@@ -73,3 +73,28 @@ func TestPairingErrTruncates(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// Names pair as spelled, on every system; an image and a mask whose names
+// differ only in case (a set made where case is ignored) are named
+// together in the error, as datalayout names them (#45).
+func TestPairingNamesCaseOnlyDifferences(t *testing.T) {
+	root := t.TempDir()
+	imgs, masks := filepath.Join(root, "images"), filepath.Join(root, "masks")
+	os.MkdirAll(imgs, 0o755)
+	os.MkdirAll(masks, 0o755)
+	writeTemp(t, imgs, "Frame1.JPG", nil)
+	writeTemp(t, imgs, "frame2.jpg", nil)
+	writeTemp(t, masks, "frame1.png", nil)
+	writeTemp(t, masks, "frame2.png", nil)
+	p, err := PairDataset(imgs, masks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Pairs) != 1 {
+		t.Errorf("pairs %v, want frame2 alone", p.Pairs)
+	}
+	want := filepath.Join(imgs, "Frame1.JPG") + " and " + filepath.Join(masks, "frame1.png") + " differ only in case"
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one containing %q", err, want)
+	}
+}

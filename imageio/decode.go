@@ -91,6 +91,14 @@ func (d Decoder) Decode(r io.Reader, name string) (image.Image, error) {
 	if err := d.checkBytes(cfg, format); err != nil {
 		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
+	if format == "jpeg" {
+		if _, err := rs.Seek(start, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read image %s: %w", name, err)
+		}
+		if err := d.checkJPEGScans(rs, cfg.Width, cfg.Height, DecodedBytes(cfg, format)); err != nil {
+			return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+		}
+	}
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read image %s: %w", name, err)
 	}
@@ -139,11 +147,19 @@ func (d Decoder) checkSize(w, h int) error {
 // decodeConfig and decode turn a panic inside a third-party decoder into an
 // error: hostile input must never crash a long-running pipeline.
 func decodeConfig(r io.Reader) (cfg image.Config, format string, err error) {
+	r, isTIFF := sniffTIFF(r)
+	if isTIFF {
+		return decodeTIFFConfig(r)
+	}
 	defer recoverDecode(&err)
 	return image.DecodeConfig(r)
 }
 
 func decode(r io.Reader) (img image.Image, format string, err error) {
+	r, isTIFF := sniffTIFF(r)
+	if isTIFF {
+		return decodeTIFF(r)
+	}
 	defer recoverDecode(&err)
 	return image.Decode(r)
 }

@@ -41,6 +41,8 @@ type Segmenter struct {
 	// competing with ONNX Runtime for the cores.
 	inputs sync.Pool
 	dense  *Dense // sliding-window / TTA inference, when set (SetDense)
+	// modelDigest is the SHA-256 of the model's bytes (MaskIdentity).
+	modelDigest []byte
 }
 
 // Open loads the model into a session and checks its contract ct (see
@@ -60,6 +62,7 @@ func Open(model []byte, ct *contract.Contract, pre imageio.Preprocess, opts runt
 		sess.Close()
 		return nil, err
 	}
+	s.modelDigest = digest(model)
 	return s, nil
 }
 
@@ -96,6 +99,7 @@ func OpenLabels(model []byte, ct *contract.Contract, pre imageio.Preprocess, opt
 		}
 		return nil, err
 	}
+	s.modelDigest = digest(model)
 	return s, nil
 }
 

@@ -343,12 +343,12 @@ func (s *Server) write(w http.ResponseWriter, format string, img image.Image, la
 	if format == formatOverlay {
 		var ov *image.RGBA
 		if ov, err = imageio.Overlay(img, labels, s.opt.Palette, s.opt.Overlay); err == nil {
-			err = imageio.EncodeOutputPNG(&png, ov)
+			err = imageio.EncodeOutputPNG(&png, ov, s.seg.MaskIdentity())
 		}
 	} else {
 		var mask *image.Paletted
 		if mask, err = imageio.MaskImage(labels, width, height, s.opt.Palette); err == nil {
-			err = imageio.EncodeOutputPNG(&png, mask)
+			err = imageio.EncodeOutputPNG(&png, mask, s.seg.MaskIdentity())
 		}
 	}
 	if err != nil {

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/storage"
 )
 
 // configCommands take --config FILE.
@@ -20,7 +25,8 @@ const maxConfigBytes = 1 << 20
 func configFlag() cli.Flag {
 	return &cli.StringFlag{Name: "config", Usage: "read flag values from `FILE`: YAML or JSON, flag names to values " +
 		"(e.g. `lr: 3e-4` or `mean: [0.485, 0.456, 0.406]`); flags on the command line win; paths are read as on the " +
-		"command line. finetune also takes an earlier run's config.json and repeats that run (flags given change it)"}
+		"command line, against the working directory. finetune also takes an earlier run's config.json and repeats that run " +
+		"(flags given change it; a run records its paths absolute)"}
 }
 
 // installConfigFiles gives the commands of configCommands a --config flag
@@ -74,10 +80,58 @@ func applyConfigFile(c *cli.Context) error {
 		_, err := parseRecordedRun(path, b)
 		return err
 	}
+	unset := map[string]bool{}
+	for _, name := range configPathFlags {
+		unset[name] = !c.IsSet(name)
+	}
 	if err := cliflag.Apply(c, settings, "config"); err != nil {
 		return cli.Exit(fmt.Sprintf("--config %s: %v", path, err), 2)
 	}
+	for _, name := range configPathFlags {
+		if v := c.String(name); unset[name] && c.IsSet(name) && isLocalPath(name, v) {
+			if _, err := os.Stat(v); err != nil {
+				return cli.Exit(fmt.Sprintf("--config %s: %s %q: %v (%s)", path, name, v, statReason(err), relativeRule(v)), 2)
+			}
+		}
+	}
 	return nil
+}
+
+// configPathFlags are the flags that name files or folders a command
+// reads. Set from a --config file, they are read as on the command line,
+// against the working directory (the rule finetune's config.json follows
+// too, whose paths a run records absolute), and one that names nothing
+// is refused naming the file and the key, before any work.
+var configPathFlags = []string{"model", "data", "images", "masks", "input", "train-images", "train-masks",
+	"val-images", "val-masks", "calibrate", "check-images", "palette"}
+
+// isLocalPath reports whether the value v of flag name is a local path:
+// not a bucket URL, and for --model not a registry name (a model's file
+// has a folder or the .onnx extension).
+func isLocalPath(name, v string) bool {
+	if v == "" || storage.IsURL(v) {
+		return false
+	}
+	return name != "model" || strings.ContainsRune(v, filepath.Separator) || strings.ContainsRune(v, '/') ||
+		strings.EqualFold(filepath.Ext(v), ".onnx")
+}
+
+// statReason is os.Stat's error without the path, which the caller names.
+func statReason(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// relativeRule says how a path from a config file was read.
+func relativeRule(p string) string {
+	if filepath.IsAbs(p) {
+		return "paths in a config file are read as on the command line"
+	}
+	wd, _ := os.Getwd()
+	return "paths in a config file are read as on the command line, a relative one against the working directory, " + wd
 }
 
 // parseRecordedRun reads a run's config.json (finetune.ParseRecordedRun).
@@ -100,6 +154,9 @@ func recordedRun(c *cli.Context) (*finetune.Config, error) {
 	}
 	rec, err := parseRecordedRun(c.String("config"), b)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRecordedPaths(c, *rec); err != nil {
 		return nil, err
 	}
 	set := func(flag, v string) error {
@@ -130,4 +187,21 @@ func recordedRun(c *cli.Context) (*finetune.Config, error) {
 		}
 	}
 	return rec, nil
+}
+
+// checkRecordedPaths refuses a recorded run whose paths, those the
+// command line does not replace, name nothing: runs record them absolute,
+// and a relative one (a hand-edited config.json, or one of an older
+// segtune) is read against the working directory, not the file's folder.
+func checkRecordedPaths(c *cli.Context, rec finetune.Config) error {
+	if c.IsSet("model") || c.Bool("resume") {
+		rec.Network.BaseModel = ""
+	}
+	if slices.ContainsFunc([]string{"data", "train-images", "train-masks", "val-images", "val-masks"}, c.IsSet) {
+		rec.Train, rec.Val = finetune.DataSpec{}, finetune.DataSpec{}
+	}
+	if err := rec.CheckPaths(); err != nil {
+		return cli.Exit(fmt.Sprintf("--config %s: %v", c.String("config"), err), 2)
+	}
+	return nil
 }

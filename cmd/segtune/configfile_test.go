@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -53,6 +54,8 @@ func writeText(t *testing.T, path, text string) string {
 
 func TestConfigFileSetsUnsetFlags(t *testing.T) {
 	dir := t.TempDir()
+	t.Chdir(dir) // m.onnx, relative, is read against the working directory
+	writeText(t, filepath.Join(dir, "m.onnx"), "a model")
 	yamlFile := writeText(t, filepath.Join(dir, "c.yaml"),
 		"model: m.onnx\nmean: [0.485, 0.456, 0.406]\nlr: 3e-4\nbatch: 2\nno-flip: true\nclass: [a, b]\n")
 	jsonFile := writeText(t, filepath.Join(dir, "c.json"),
@@ -148,6 +151,119 @@ func TestFinetuneConfigRepeatsRun(t *testing.T) {
 	}
 	if sameWeights(t, filepath.Join(first, "model.onnx"), filepath.Join(varied, "model.onnx")) {
 		t.Error("another learning rate trained the same weights")
+	}
+}
+
+// Paths in a --config file are read as on the command line, against the
+// working directory; one that names nothing is refused naming the file,
+// the key and the folder it was read against, before any work (#45).
+func TestConfigFilePathsNameTheirKey(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeText(t, filepath.Join(dir, "m.onnx"), "a model")
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	for _, tc := range []struct{ text, want string }{
+		{"model: sub/missing.onnx\n", `model "sub/missing.onnx"`},
+		{"model: missing.onnx\n", `model "missing.onnx"`},
+	} {
+		file := writeText(t, filepath.Join(dir, "sub", "c.yaml"), tc.text)
+		err := configApp(map[string]any{}).Run([]string{"segtune", "segment", "--config", file})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%q: error %v, want one naming %s, the key and the working directory", tc.text, err, file)
+		}
+	}
+	// A model's name (the registry's) is no path; m.onnx is found here
+	// though the file is in sub/.
+	for _, text := range []string{"model: deeplabv3-person\n", "model: m.onnx\n"} {
+		file := writeText(t, filepath.Join(dir, "sub", "c.yaml"), text)
+		if err := configApp(map[string]any{}).Run([]string{"segtune", "segment", "--config", file}); err != nil {
+			t.Errorf("%q: %v", text, err)
+		}
+	}
+}
+
+// A run records its paths absolute: its config.json repeats it from
+// another folder, and --resume continues it after cd. A config.json with
+// a relative path that names nothing from here (hand-edited, or of an
+// older segtune) is refused naming the file and the key before any work;
+// so is a checkpoint's (#45).
+func TestFinetuneConfigReplaysFromAnotherFolder(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	synthData(t, dir, 4, 2)
+	redModel(t, dir)
+	first := filepath.Join(dir, "first")
+	if _, err := runCLI(t, "finetune", "--model", "red.onnx", "--data", "synth", "--out", first, "--label-map", "1,2:1;*:0",
+		"--crop", "32x32", "--batch", "2", "--epochs", "1", "--lr", "1e-2", "--seed", "7", "--threads", "1"); err != nil {
+		t.Fatal(err)
+	}
+	rec := readRunConfig(t, first)
+	if rec.Train.Data != filepath.Join(dir, "synth") || rec.Network.BaseModel != filepath.Join(dir, "red.onnx") {
+		t.Fatalf("the run recorded data %q and model %q, want them absolute", rec.Train.Data, rec.Network.BaseModel)
+	}
+	elsewhere := filepath.Join(dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o755)
+	os.Mkdir(filepath.Join(elsewhere, "synth"), 0o755) // a folder of the same name here is not the run's data
+	t.Chdir(elsewhere)
+	again := filepath.Join(dir, "again")
+	if _, err := runCLI(t, "finetune", "--config", filepath.Join(first, "config.json"), "--out", again); err != nil {
+		t.Fatalf("replaying the run from another folder: %v", err)
+	}
+	if a, b := readRunConfig(t, first), readRunConfig(t, again); !reflect.DeepEqual(a, b) {
+		t.Errorf("the replayed run's configuration differs:\n%+v\n%+v", a, b)
+	}
+	if _, err := runCLI(t, "finetune", "--resume", "--out", first, "--epochs", "2"); err != nil {
+		t.Fatalf("resuming the run from another folder: %v", err)
+	}
+
+	// A checkpoint of an older segtune, which recorded the paths as
+	// given: resumed from where it ran, it goes on; from elsewhere it is
+	// refused naming the checkpoint and the key.
+	last := filepath.Join(first, "last.ckpt")
+	ck, err := checkpoint.Load(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ckCfg finetune.Config
+	if err := json.Unmarshal(ck.Config, &ckCfg); err != nil {
+		t.Fatal(err)
+	}
+	ckCfg.Train.Data, ckCfg.Network.BaseModel = "synth", "red.onnx"
+	if ck.Config, err = json.Marshal(ckCfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Save(last, ck); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	t.Chdir(empty)
+	_, err = runCLI(t, "finetune", "--resume", "--out", first, "--epochs", "3")
+	if err == nil || !strings.Contains(err.Error(), last) || !strings.Contains(err.Error(), `"red.onnx"`) || !strings.Contains(err.Error(), empty) {
+		t.Errorf("resuming an older checkpoint's relative paths elsewhere: error %v, want one naming %s, the path and %s", err, last, empty)
+	}
+	t.Chdir(dir)
+	if _, err := runCLI(t, "finetune", "--resume", "--out", first, "--epochs", "3"); err != nil {
+		t.Errorf("resuming an older checkpoint where it ran: %v", err)
+	}
+	t.Chdir(elsewhere)
+
+	// A config.json whose paths are relative, as an older segtune wrote it.
+	rec.Train.Data, rec.Network.BaseModel = "synth-moved", "red.onnx"
+	b, _ := json.Marshal(rec)
+	old := writeText(t, filepath.Join(dir, "old.json"), string(b))
+	_, err = runCLI(t, "finetune", "--config", old, "--out", filepath.Join(dir, "old"))
+	if err == nil || !strings.Contains(err.Error(), old) || !strings.Contains(err.Error(), `network.base_model "red.onnx"`) ||
+		!strings.Contains(err.Error(), elsewhere) {
+		t.Errorf("a relative path that names nothing here: error %v, want one naming %s, network.base_model and %s", err, old, elsewhere)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "old")); err == nil {
+		t.Error("the refused run made its folder")
+	}
+	_, err = runCLI(t, "finetune", "--config", old, "--model", filepath.Join(dir, "red.onnx"), "--out", filepath.Join(dir, "old"))
+	if err == nil || !strings.Contains(err.Error(), `train.data "synth-moved"`) {
+		t.Errorf("relative data that names nothing here: error %v, want one naming train.data", err)
 	}
 }
 

@@ -180,7 +180,8 @@ func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
 	os.WriteFile(filepath.Join(three, a), want[a][:len(want[a])/2], 0o644)
 	small, _ := imageio.MaskImage(make([]uint8, 6), 3, 2, nil) // segment's own, of an image since replaced
 	var sb bytes.Buffer
-	imageio.EncodeOutputPNG(&sb, small)
+	id, _, _ := imageio.ReadPNGText(bytes.NewReader(want[b]), imageio.OutputModelKey)
+	imageio.EncodeOutputPNG(&sb, small, id)
 	os.WriteFile(filepath.Join(three, b), sb.Bytes(), 0o644)
 	os.Remove(filepath.Join(three, "overlays", c))
 	// A temporary file of another shard's output is another machine's

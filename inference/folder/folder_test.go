@@ -19,6 +19,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
@@ -32,9 +33,16 @@ import (
 // where it is redder than green.
 func redOverGreen(t *testing.T) *inference.Segmenter {
 	t.Helper()
+	return convSegmenter(t, []float32{0, 0, 0, 1, -1, 0})
+}
+
+// convSegmenter opens a model of one 1×1 convolution of weights w (2×3):
+// class c's logit is w[3c:3c+3] · (r, g, b).
+func convSegmenter(t *testing.T, weights []float32) *inference.Segmenter {
+	t.Helper()
 	testassets.RequireORT(t)
 	b := &onnx.Builder{}
-	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{0, 0, 0, 1, -1, 0}))
+	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, weights))
 	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})
 	f32 := onnx.Float32
 	m := onnx.NewModel(b.Graph("conv",
@@ -193,6 +201,96 @@ func TestSegmentFolderAndSkipExisting(t *testing.T) {
 	}
 	if again, err := os.ReadFile(cut); err != nil || !bytes.Equal(again, whole) {
 		t.Errorf("img2.png made again differs from the first run's (%v)", err)
+	}
+}
+
+// A shard rerun with another model makes every mask again: the masks of
+// the first model are complete, of the images' sizes and of the classes
+// the second model has, and were kept as done (#45). One notice says so.
+// A mask of an older segtune, which did not record its model, is made
+// again too; a rerun with the same model keeps its masks, byte for byte.
+func TestSkipExistingRemakesOtherModelsMasks(t *testing.T) {
+	red := redOverGreen(t)
+	green := convSegmenter(t, []float32{0, 0, 0, -1, 1, 0}) // class 1 where greener than red
+	if a, b := red.MaskIdentity(), redOverGreen(t).MaskIdentity(); a == "" || a != b {
+		t.Fatalf("one model opened twice has identities %q and %q", a, b)
+	}
+	if red.MaskIdentity() == green.MaskIdentity() {
+		t.Fatal("two models have one identity")
+	}
+	dir := t.TempDir()
+	inDir, outDir := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	writeImages(t, inDir, 6)
+	os.Remove(filepath.Join(inDir, "bad.png"))
+	var notes []string
+	opts := folder.Options{Shard: shard.Spec{Index: 0, Count: 2}, SkipExisting: true,
+		Notef: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }}
+	run := func(seg *inference.Segmenter) pipeline.Report {
+		t.Helper()
+		notes = nil
+		rep, err := folder.Segment(context.Background(), seg, local(t, inDir), local(t, outDir), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	first := run(red)
+	owned := first.Succeeded
+	if owned == 0 || owned == 6 || first.Skipped != 0 {
+		t.Fatalf("first shard run %+v: want some of the 6 images, none skipped", first)
+	}
+	if rep := run(green); rep.Succeeded != owned || rep.Skipped != 0 {
+		t.Errorf("rerun with another model %+v: want all %d masks made again, none kept", rep, owned)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "another model") {
+		t.Errorf("notices %q, want one about another model's masks", notes)
+	}
+	masks, _ := filepath.Glob(filepath.Join(outDir, "*.png"))
+	if len(masks) != owned {
+		t.Fatalf("%d masks, want %d", len(masks), owned)
+	}
+	before := map[string][]byte{}
+	for _, m := range masks {
+		b, _ := os.ReadFile(m)
+		before[m] = b
+		img, err := imageio.ReadImage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k int
+		fmt.Sscanf(filepath.Base(m), "img%d.png", &k)
+		want := wantLabels(7+k, 5, k)
+		for i := range want {
+			want[i] = 1 - want[i]
+		}
+		if p, ok := img.(*image.Paletted); !ok || !slices.Equal(p.Pix, want) {
+			t.Errorf("%s is not the second model's mask", m)
+		}
+	}
+	if rep := run(green); rep.Skipped != owned || rep.Succeeded != 0 || len(notes) != 0 {
+		t.Errorf("rerun with the same model %+v, notices %q: want every mask kept, silently", rep, notes)
+	}
+	// An older segtune's mask: the same pixels, marked without a model.
+	old := masks[0]
+	img, err := imageio.ReadImage(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := imageio.EncodeOutputPNG(&b, img, ""); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(old, b.Bytes(), 0o644)
+	if rep := run(green); rep.Succeeded != 1 || rep.Skipped != owned-1 {
+		t.Errorf("rerun over an older segtune's mask %+v: want it made again, the rest kept", rep)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "older segtune") {
+		t.Errorf("notices %q, want one about an older segtune's mask", notes)
+	}
+	for _, m := range masks {
+		if after, _ := os.ReadFile(m); !bytes.Equal(after, before[m]) {
+			t.Errorf("%s differs from the same model's first mask", m)
+		}
 	}
 }
 

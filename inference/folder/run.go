@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"sync"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, seg *inference.Segmenter, in, out *storage.Folder,
 	if err := seg.CheckPalette(opts.Palette); err != nil {
 		return pipeline.Report{}, err
 	}
-	j := &job{ctx: ctx, seg: seg, in: in, out: out, opts: opts, checkOwn: !opts.Overwrite && !l.ownChecked}
+	j := &job{ctx: ctx, seg: seg, in: in, out: out, opts: opts, checkOwn: !opts.Overwrite && !l.ownChecked, model: seg.MaskIdentity()}
 	if err := out.MkdirAll(); err != nil {
 		return pipeline.Report{}, err
 	}
@@ -108,6 +109,11 @@ type job struct {
 	// checkOwn: an existing output must be segment's own (checkOwn) to
 	// be kept or replaced; List did not check them all before the run.
 	checkOwn bool
+	// model is seg's MaskIdentity, which the outputs carry: an earlier
+	// output is kept only where it carries the same.
+	model string
+	// otherModel says once that outputs of another model are made again.
+	otherModel sync.Once
 }
 
 // read decodes the image at p: a local path, or a URL in the bucket
@@ -153,7 +159,7 @@ func (j *job) write(f *storage.Folder, name string, img image.Image) error {
 			return err
 		}
 	}
-	return f.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodeOutputPNG(w, img) })
+	return f.Write(j.ctx, name, func(w io.Writer) error { return imageio.EncodeOutputPNG(w, img, j.model) })
 }
 
 func (j *job) notef(format string, args ...any) {
@@ -163,8 +169,8 @@ func (j *job) notef(format string, args ...any) {
 }
 
 // done reports whether the image at p already has its outputs: the mask
-// (and the overlay, if asked for) exist, were written by segment (unless
-// opts.Overwrite; decodeOutput), decode completely, are the image's size,
+// (and the overlay, if asked for) exist, were written by segment with
+// this model and these settings (decodeOutput), decode completely, are the image's size,
 // and the mask is a palette PNG of the model's classes. The name alone
 // proves nothing: an output that does not check out is made again (with a
 // notice).
@@ -209,7 +215,10 @@ func (j *job) done(p string) bool {
 }
 
 // decodeOutput decodes the output name in f, telling why not (except when
-// it is missing, or, where j.checkOwn, not segment's: write refuses it).
+// it is missing, or not segment's: write refuses it, or with
+// opts.Overwrite replaces it). An output segment wrote for another model
+// or other settings (another MaskIdentity), or before outputs named them,
+// is made again, as the masks may differ; one notice says so.
 func (j *job) decodeOutput(f *storage.Folder, name, p string) (image.Image, bool) {
 	r, err := f.Open(j.ctx, name)
 	if err != nil {
@@ -219,15 +228,23 @@ func (j *job) decodeOutput(f *storage.Folder, name, p string) (image.Image, bool
 		return nil, false
 	}
 	defer r.Close()
-	var src io.Reader = r
-	if j.checkOwn {
-		br := bufio.NewReaderSize(r, markWindow)
-		if head, _ := br.Peek(markWindow); !marked(bytes.NewReader(head)) {
-			return nil, false
-		}
-		src = br
+	br := bufio.NewReaderSize(r, markWindow)
+	head, _ := br.Peek(markWindow)
+	texts, _ := imageio.ReadPNGTexts(bytes.NewReader(head), imageio.OutputMarkKey, imageio.OutputModelKey)
+	if texts[imageio.OutputMarkKey] != imageio.OutputMark {
+		return nil, false
 	}
-	img, err := j.dec.Decode(src, f.Path(name))
+	if model, ok := texts[imageio.OutputModelKey]; model != j.model {
+		j.otherModel.Do(func() {
+			why := "was made by another model or with other settings"
+			if !ok {
+				why = "was made by an older segtune, which did not record its model"
+			}
+			j.notef("%s %s: segmenting its image %s again, and every image whose outputs are such", f.Path(name), why, p)
+		})
+		return nil, false
+	}
+	img, err := j.dec.Decode(br, f.Path(name))
 	if err != nil {
 		j.notef("%v: segmenting %s again", err, p)
 		return nil, false
