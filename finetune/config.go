@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
@@ -175,6 +176,10 @@ type DataSpec struct {
 	// CrowdAsClass: COCO's crowd regions take their class (ignored by
 	// default).
 	CrowdAsClass bool `json:"crowd_as_class,omitempty"`
+	// ValSplit, when set, divides the data: the spec reads the samples
+	// held out for validation when HeldOut is set, the rest otherwise.
+	ValSplit *datalayout.ValSplit `json:"val_split,omitempty"`
+	HeldOut  bool                 `json:"held_out,omitempty"`
 }
 
 // Given reports whether the spec names any data.
@@ -182,7 +187,8 @@ func (s DataSpec) Given() bool { return s.Data != "" || s.Images != "" && s.Mask
 
 // DataConfig is a data.Config reading the spec's data.
 func (s DataSpec) DataConfig() data.Config {
-	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split, CrowdAsClass: s.CrowdAsClass}
+	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split, CrowdAsClass: s.CrowdAsClass,
+		ValSplit: s.ValSplit, HeldOut: s.HeldOut}
 }
 
 // validate checks what can be checked before any file is read.
@@ -216,6 +222,13 @@ func (c *Config) validate() error {
 	}
 	if t := c.Size.Threshold; !(t >= 0 && t <= 1) {
 		return fmt.Errorf("size threshold %v is not a fraction of the image in [0, 1]", t)
+	}
+	for _, s := range []DataSpec{c.Train, c.Val} {
+		if s.ValSplit != nil {
+			if err := s.ValSplit.Check(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.Preprocess.Validate(); err != nil {
 		return err

@@ -65,7 +65,8 @@ var runSettings = func() map[string]settingFields {
 		}
 	}
 	group(func(c *Config) []any { return []any{&c.Train, &c.Val} },
-		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks")
+		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks",
+		"val-split", "split-seed", "split-by")
 	group(func(c *Config) []any { return []any{&c.Augment} },
 		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur")
 	group(func(c *Config) []any { return []any{&c.Regularizer} },

@@ -270,6 +270,9 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 	} else if err := t.startHistory(); err != nil {
 		return nil, err
 	}
+	if err := t.writeSplitList(ck != nil); err != nil {
+		return nil, err
+	}
 	if t.hist, err = history.Open(filepath.Join(t.dir, HistoryFile)); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,9 @@ func finetuneCommand() *cli.Command {
 			"Data: --data DIR in any known layout (images/{train,val} with masks/{train,val}, mmseg's\n" +
 			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, nested folders; --format names it, --split the\n" +
 			"training split, default train; validation reads val where the layout has it), or explicit\n" +
-			"--train-images/--train-masks/--val-images/--val-masks.\n\n" +
+			"--train-images/--train-masks/--val-images/--val-masks. Data without a val split (CVAT, Label Studio and\n" +
+			"LabelMe exports) validates on --val-split F of its images, held out the same way every run (--split-seed,\n" +
+			"--split-by folder|prefix keeps a video sequence's frames together) and listed in OUT/split.json.\n\n" +
 			"Several processes (data-parallel, MPI): `mpirun -np P segtune-mpi finetune ...` (also srun\n" +
 			"--mpi=pmix, Kubeflow's MPIJob; bin/segtune-mpi from `make build-mpi`). Every process trains on\n" +
 			"--batch images of each step, so a step's global batch is P × --batch, drawn as one process with\n" +
@@ -83,7 +85,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
+		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
 		Action: runFinetune,
 	}
 }
@@ -280,14 +282,24 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
 		}
 	}
+	vs, err := valSplitSetting(c, "val-split")
+	if err != nil {
+		return err
+	}
+	if vs != nil && c.IsSet("val-images") {
+		return cli.Exit("--val-split and --val-images: give validation data, or a fraction of the training data to hold out for it, not both", 2)
+	}
 	if root := c.String("data"); root != "" {
-		var err error
-		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {
+		if cfg.Train, cfg.Val, err = finetuneData(c, root, vs); err != nil {
 			return err
 		}
 	}
 	if c.IsSet("train-images") || c.IsSet("train-masks") {
-		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks")}
+		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks"), ValSplit: vs}
+		if vs != nil {
+			cfg.Val = cfg.Train
+			cfg.Val.HeldOut = true
+		}
 	}
 	if c.IsSet("val-images") || c.IsSet("val-masks") {
 		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
