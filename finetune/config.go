@@ -3,6 +3,7 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/segtune/segtune/datalayout"
@@ -44,6 +45,13 @@ type Config struct {
 	// train the run, each on Batch examples of every step; 0 is one. It is
 	// set by the run, not by the caller, and fixed on resume.
 	Ranks int `json:"ranks,omitempty"`
+	// Accumulate, when > 1, sums the gradients of that many batches
+	// before each optimiser step: the update of a batch Accumulate times
+	// larger (each batch's mean loss counting equally) in the memory of
+	// one batch. Steps, epochs and the schedule count optimiser steps.
+	// The host form only (Resident off; auto picks it), without the size
+	// regularizer, whose per-step state follows one batch.
+	Accumulate int `json:"accumulate,omitempty"`
 	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
 	Epochs   int   `json:"epochs"`
 	MaxSteps int64 `json:"max_steps,omitempty"`
@@ -212,6 +220,9 @@ func (c *Config) validate() error {
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
 	}
+	if err := CheckAccumulate(c.Accumulate, c.Resident, c.Regularizer); err != nil {
+		return err
+	}
 	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {
 		return err
 	}
@@ -291,4 +302,25 @@ func CheckModes(precision, resident string) error {
 		return err
 	}
 	return checkResident(resident)
+}
+
+// CheckAccumulate checks Config's Accumulate against its Resident and
+// Regularizer values, for callers that want the error before any other
+// work.
+func CheckAccumulate(n int, resident string, reg *RegularizerConfig) error {
+	var err error
+	switch {
+	case n < 0:
+		err = errors.New("must be 1 or more (0 and 1: no accumulation)")
+	case n <= 1:
+		return nil
+	case strings.EqualFold(resident, "on"):
+		err = errors.New("sums gradients in host memory, and --resident on keeps them on the device and updates after every batch: use --resident off or auto")
+	case reg != nil && reg.Alpha > 0:
+		err = errors.New("the size regularizer's state follows every batch: train with it at the larger batch instead")
+	}
+	if err != nil {
+		return &SettingError{Field: "Accumulate", Value: strconv.Itoa(n), Err: err}
+	}
+	return nil
 }

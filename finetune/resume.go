@@ -36,6 +36,7 @@ var runSettings = func() map[string]settingFields {
 		"class-names":   func(c *Config) []any { return []any{&c.ClassNames} },
 		"trainable":     func(c *Config) []any { return []any{&c.Trainable} },
 		"batch":         func(c *Config) []any { return []any{&c.Batch} },
+		"accumulate":    func(c *Config) []any { return []any{&c.Accumulate} },
 		"crop":          func(c *Config) []any { return []any{&c.Height, &c.Width} },
 		"optimizer":     func(c *Config) []any { return []any{&c.Optimizer} },
 		"momentum":      func(c *Config) []any { return []any{&c.Momentum} },

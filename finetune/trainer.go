@@ -373,7 +373,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
-		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch, Processes: t.par.size()}
+		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch * t.accumulate(), Processes: t.par.size()}
 	}
 	t.total = int64(cfg.Epochs) * int64(t.perEp)
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
@@ -1109,7 +1109,7 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	case "off":
 		return false, nil
 	}
-	return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
+	return mayRunOnGPU(cfg.Device) && !t.par.parallel() && t.accumulate() == 1, nil // accumulation sums on the host
 }
 
 // checkResident checks a Resident value.

@@ -62,6 +62,7 @@ func finetuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "epochs to train"},
 			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
 			&cli.IntFlag{Name: "batch", Value: d.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
+			&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha"},
 			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", d.Height, d.Width), Usage: "training crop HxW (the training graph's input size)"},
 			&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
 			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
@@ -183,7 +184,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return finetune.Config{}, err
 	}
 	cfg := finetune.Config{
-		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"),
+		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"), Accumulate: c.Int("accumulate"),
 		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), CUDAGraph: c.Bool("cuda-graph"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
@@ -209,6 +210,9 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	}
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err
+	}
+	if err := finetune.CheckAccumulate(cfg.Accumulate, cfg.Resident, cfg.Regularizer); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	cfg.Momentum, cfg.WeightDecay = ifSet(c, "momentum", c.Float64), ifSet(c, "weight-decay", c.Float64)
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {

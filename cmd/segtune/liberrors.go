@@ -27,12 +27,13 @@ import (
 // settingFlags maps finetune.SettingError's fields to the flags that set
 // them.
 var settingFlags = map[string]string{
-	"Precision": "--precision",
-	"Resident":  "--resident",
-	"ConvGrad":  "--conv-grad",
-	"Batch":     "--batch",
-	"RunDir":    "--out",
-	"Patience":  "--patience",
+	"Precision":  "--precision",
+	"Resident":   "--resident",
+	"ConvGrad":   "--conv-grad",
+	"Batch":      "--batch",
+	"Accumulate": "--accumulate",
+	"RunDir":     "--out",
+	"Patience":   "--patience",
 	// CUDAOptions is no SettingError's; DefaultNotice names it.
 	"CUDAOptions": "--cuda-opt",
 }
