@@ -52,6 +52,11 @@ type Config struct {
 	// The host form only (Resident off; auto picks it), without the size
 	// regularizer, whose per-step state follows one batch.
 	Accumulate int `json:"accumulate,omitempty"`
+	// EMA, in (0, 1), keeps an exponential moving average of the trained
+	// weights with this decay (0.999: about the last 1000 steps):
+	// validation, best.ckpt and the exported model use the average, and
+	// checkpoints keep both (EMAPrefix). 0 is none.
+	EMA float64 `json:"ema,omitempty"`
 	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
 	Epochs   int   `json:"epochs"`
 	MaxSteps int64 `json:"max_steps,omitempty"`
@@ -221,6 +226,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := CheckAccumulate(c.Accumulate, c.Resident, c.Regularizer); err != nil {
+		return err
+	}
+	if err := CheckEMA(c.EMA); err != nil {
 		return err
 	}
 	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {

@@ -37,6 +37,7 @@ var runSettings = func() map[string]settingFields {
 		"trainable":     func(c *Config) []any { return []any{&c.Trainable} },
 		"batch":         func(c *Config) []any { return []any{&c.Batch} },
 		"accumulate":    func(c *Config) []any { return []any{&c.Accumulate} },
+		"ema":           func(c *Config) []any { return []any{&c.EMA} },
 		"crop":          func(c *Config) []any { return []any{&c.Height, &c.Width} },
 		"optimizer":     func(c *Config) []any { return []any{&c.Optimizer} },
 		"momentum":      func(c *Config) []any { return []any{&c.Momentum} },

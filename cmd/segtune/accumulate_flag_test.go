@@ -34,3 +34,15 @@ func TestFinetuneAccumulateFlag(t *testing.T) {
 		t.Errorf("%d steps in the epoch, want 3 (12 images, 2 batches of 2 a step)", n)
 	}
 }
+
+// --ema outside (0, 1) is refused, naming the flag, before any work.
+func TestFinetuneEMAFlagRange(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	for _, v := range []string{"1", "-0.5"} {
+		_, err := runCLI(t, "finetune", "--model", filepath.Join(dir, "none.onnx"), "--data", dir, "--out", filepath.Join(dir, "run"), "--ema", v)
+		if err == nil || !strings.Contains(err.Error(), "--ema "+v+": the decay must be in (0, 1)") {
+			t.Errorf("--ema %s: %v", v, err)
+		}
+	}
+}

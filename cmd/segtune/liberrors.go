@@ -32,6 +32,7 @@ var settingFlags = map[string]string{
 	"ConvGrad":   "--conv-grad",
 	"Batch":      "--batch",
 	"Accumulate": "--accumulate",
+	"EMA":        "--ema",
 	"RunDir":     "--out",
 	"Patience":   "--patience",
 	// CUDAOptions is no SettingError's; DefaultNotice names it.
