@@ -70,7 +70,8 @@ var runSettings = func() map[string]settingFields {
 		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks",
 		"val-split", "split-seed", "split-by")
 	group(func(c *Config) []any { return []any{&c.Augment} },
-		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur")
+		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur",
+		"rotate", "shear", "translate", "cutout")
 	group(func(c *Config) []any { return []any{&c.Regularizer} },
 		"alpha", "objective", "beta", "level", "grid", "normalization", "projection", "feasibility", "dual-every",
 		"lambda-init", "score-bound", "train-view", "feature", "dual-lr", "c-lambda", "c-mu")

@@ -88,7 +88,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
+		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags()...), append(photometricFlags(), geometricFlags()...)...), denseFlags("val-")...)...),
 		Action: runFinetune,
 	}
 }
@@ -195,7 +195,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
 		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
-			Photometric: photometricConfig(c)},
+			Photometric: photometricConfig(c), Geometric: geometricConfig(c)},
 	}
 	if cfg.CUDAOptions, err = parseCUDAOptions(c.String("cuda-opt")); err != nil {
 		return finetune.Config{}, err
