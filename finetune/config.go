@@ -144,6 +144,12 @@ type Config struct {
 	// paper does (with or without the regularizer, so that a baseline can
 	// be sampled like the regularised run); otherwise batches are shuffled.
 	Balanced bool `json:"balanced,omitempty"`
+	// SampleBy "class" draws each epoch's images by LVIS's repeat factors
+	// (classsampling.go): images holding classes found in fewer than
+	// RepeatThreshold of the images (0: DefaultRepeatThreshold) come up
+	// more often. "" shuffles (or balances sizes, with Balanced).
+	SampleBy        string  `json:"sample_by,omitempty"`
+	RepeatThreshold float64 `json:"repeat_threshold,omitempty"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
 
@@ -229,6 +235,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := CheckEMA(c.EMA); err != nil {
+		return err
+	}
+	if err := CheckSampleBy(c.SampleBy, c.RepeatThreshold, c.Balanced); err != nil {
 		return err
 	}
 	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {

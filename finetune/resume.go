@@ -76,6 +76,7 @@ var runSettings = func() map[string]settingFields {
 		"alpha", "objective", "beta", "level", "grid", "normalization", "projection", "feasibility", "dual-every",
 		"lambda-init", "score-bound", "train-view", "feature", "dual-lr", "c-lambda", "c-mu")
 	group(func(c *Config) []any { return []any{&c.Balanced} }, "balance", "no-balance")
+	group(func(c *Config) []any { return []any{&c.SampleBy, &c.RepeatThreshold} }, "sample-by", "repeat-threshold")
 	group(func(c *Config) []any { return []any{&c.ValDense} }, "val-tile", "val-overlap", "val-tta")
 	group(func(c *Config) []any { return []any{&c.Size} }, "size-classes", "size-threshold", "size-vote", "size-bins")
 	group(func(c *Config) []any { return []any{&c.Preprocess, &c.Output} },

@@ -710,6 +710,13 @@ func (t *trainer) run(ctx context.Context) error {
 		}
 		lc.Order = balancedOrder(classes, cfg.Seed, t.globalBatch(), t.perEp)
 	}
+	if cfg.SampleBy == SampleByClass {
+		th := cfg.RepeatThreshold
+		if th == 0 {
+			th = DefaultRepeatThreshold
+		}
+		lc.Order = repeatFactorOrder(repeatFactors(t.train, th), cfg.Seed, t.perEp*t.globalBatch())
+	}
 	loader, err := data.NewLoader(ctx, t.train, lc)
 	if err != nil {
 		return err

@@ -46,3 +46,27 @@ func TestFinetuneEMAFlagRange(t *testing.T) {
 		}
 	}
 }
+
+// --sample-by class trains and is recorded; another sampler with it, or
+// another value, is refused naming the flag.
+func TestFinetuneSampleByClass(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	data := synthData(t, dir, 8, 2)
+	model := redModel(t, dir)
+	args := []string{"finetune", "--model", model, "--data", data, "--label-map", "1,2:1;*:0", "--crop", "32x32",
+		"--batch", "4", "--epochs", "1", "--lr", "1e-3"}
+	for _, bad := range [][]string{{"--sample-by", "class", "--balance"}, {"--sample-by", "size"}} {
+		if _, err := runCLI(t, append(append(args, "--out", filepath.Join(dir, "bad")), bad...)...); err == nil || !strings.Contains(err.Error(), "--sample-by "+bad[1]+": ") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	out := filepath.Join(dir, "run")
+	if _, err := runCLI(t, append(args, "--out", out, "--sample-by", "class", "--repeat-threshold", "0.5")...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "config.json"))
+	if err != nil || !strings.Contains(string(b), `"sample_by": "class"`) || !strings.Contains(string(b), `"repeat_threshold": 0.5`) {
+		t.Errorf("config.json %s (%v): want the sampler recorded", b, err)
+	}
+}

@@ -65,6 +65,8 @@ func finetuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: d.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
 			&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha"},
 			&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step"},
+			&cli.StringFlag{Name: "sample-by", Usage: "class: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)"},
+			&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images"},
 			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", d.Height, d.Width), Usage: "training crop HxW (the training graph's input size)"},
 			&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
 			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
@@ -217,6 +219,13 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if err := finetune.CheckEMA(cfg.EMA); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	cfg.SampleBy, cfg.RepeatThreshold = c.String("sample-by"), c.Float64("repeat-threshold")
+	if cfg.SampleBy == "" {
+		cfg.RepeatThreshold = 0 // not recorded for runs that do not use it
+	}
+	if err := finetune.CheckSampleBy(cfg.SampleBy, cfg.RepeatThreshold, cfg.Balanced); err != nil {
 		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	cfg.Momentum, cfg.WeightDecay = ifSet(c, "momentum", c.Float64), ifSet(c, "weight-decay", c.Float64)

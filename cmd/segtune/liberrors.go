@@ -33,6 +33,7 @@ var settingFlags = map[string]string{
 	"Batch":      "--batch",
 	"Accumulate": "--accumulate",
 	"EMA":        "--ema",
+	"SampleBy":   "--sample-by",
 	"RunDir":     "--out",
 	"Patience":   "--patience",
 	// CUDAOptions is no SettingError's; DefaultNotice names it.
