@@ -27,7 +27,7 @@ func CheckSampleBy(sampleBy string, threshold float64, balanced bool) error {
 	case sampleBy == "":
 		return nil
 	case balanced:
-		err = errors.New("balanced batches (--balance, or the size regularizer's default) are another sampler: give --no-balance to sample by class")
+		err = errors.New("Balanced batches (half small, half large objects) are another sampler: turn Balanced off to sample by class")
 	case !(threshold >= 0 && threshold <= 1):
 		err = errors.New("the repeat threshold " + strconv.FormatFloat(threshold, 'g', -1, 64) + " is not a fraction of the images in [0, 1]")
 	}

@@ -332,7 +332,7 @@ func CheckAccumulate(n int, resident string, reg *RegularizerConfig) error {
 	case n <= 1:
 		return nil
 	case strings.EqualFold(resident, "on"):
-		err = errors.New("sums gradients in host memory, and --resident on keeps them on the device and updates after every batch: use --resident off or auto")
+		err = errors.New("sums the gradients in host memory, and Resident on keeps the training state on the device, updated after every batch: use Resident off or auto")
 	case reg != nil && reg.Alpha > 0:
 		err = errors.New("the size regularizer's state follows every batch: train with it at the larger batch instead")
 	}
