@@ -43,7 +43,7 @@ var settingFlags = map[string]string{
 // settingWords name, by flag, the settings that finetune's checks of
 // --accumulate and --sample-by name in their own words.
 var settingWords = strings.NewReplacer("Resident on", "--resident on", "Resident off or auto", "--resident off or auto",
-	"Balanced batches", "Balanced batches (--balance, or --alpha's default)", "turn Balanced off", "give --no-balance")
+	"Balanced batches (half small, half large objects)", "balanced batches (--balance, or --alpha's default: half small, half large objects)", "turn Balanced off", "give --no-balance")
 
 // adviceFlags are the libraries' advice (exported constants their errors
 // carry), by flag.
