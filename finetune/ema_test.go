@@ -125,3 +125,32 @@ func TestEMAValidatesTheAverage(t *testing.T) {
 		t.Errorf("val mIoU without EMA %v: the weights did not learn, the test tells nothing", plain)
 	}
 }
+
+// With the training state resident on the device the average follows the
+// weights read back every step: it ends where the host run's does.
+func TestEMAResidentMatchesHost(t *testing.T) {
+	testassets.RequireORT(t)
+	dir := t.TempDir()
+	cfg := toyConfig(t, dir)
+	cfg.Epochs, cfg.EMA = 2, 0.8
+	got := map[string][]checkpoint.Tensor{}
+	for _, form := range []string{"off", "on"} {
+		c := cfg
+		c.Resident = form
+		if _, err := Train(context.Background(), c, filepath.Join(dir, form), false, Hooks{}); err != nil {
+			t.Fatal(err)
+		}
+		got[form] = lastWeights(t, filepath.Join(dir, form))
+	}
+	host, dev := got["off"], got["on"]
+	if len(host) != len(dev) || !strings.HasPrefix(dev[len(dev)-1].Name, EMAPrefix) {
+		t.Fatalf("%d and %d tensors, the last %s", len(host), len(dev), dev[len(dev)-1].Name)
+	}
+	for i, w := range host {
+		for j := range w.Data {
+			if d := math.Abs(float64(w.Data[j] - dev[i].Data[j])); d > 1e-5 || math.IsNaN(d) {
+				t.Fatalf("%s[%d]: host %v, resident %v", w.Name, j, w.Data[j], dev[i].Data[j])
+			}
+		}
+	}
+}
