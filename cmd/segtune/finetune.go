@@ -160,7 +160,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 // validation has no best.ckpt, and the summary names only what is there.
 func runOutputs(dir string) []string {
 	var out []string
-	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png"} {
+	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png", finetune.SplitFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			out = append(out, f)
 		}

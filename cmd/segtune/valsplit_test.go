@@ -93,8 +93,12 @@ func TestFinetuneValSplit(t *testing.T) {
 	}
 	run := filepath.Join(dir, "run")
 	args := append(append([]string{"finetune", "--out", run}, common...), append(trainFolders, "--val-split", "0.25", "--split-seed", "7")...)
-	if _, err := runCLI(t, args...); err != nil {
+	printed, err := runCLI(t, args...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(printed, "split.json") {
+		t.Errorf("the summary does not name split.json: %s", printed)
 	}
 	want, err := os.ReadFile(filepath.Join(run, "split.json"))
 	if err != nil {
