@@ -47,8 +47,12 @@ func TestEMAResumesExactly(t *testing.T) {
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.EMA = 2, 0.8 // 3 steps an epoch
 	full := filepath.Join(dir, "full")
-	if _, err := Train(context.Background(), cfg, full, false, Hooks{}); err != nil {
+	var log strings.Builder
+	if _, err := Train(context.Background(), cfg, full, false, Hooks{Log: &log}); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "(the moving average of the weights)") {
+		t.Errorf("the export does not say it holds the average: %s", log.String())
 	}
 	out := filepath.Join(dir, "resumed")
 	ctx, cancel := context.WithCancel(context.Background())

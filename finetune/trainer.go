@@ -1049,7 +1049,11 @@ func (t *trainer) finish() (*Result, error) {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)
 		}
 		res.Model = out
-		fmt.Fprintf(t.hooks.Log, "exported %s from %s\n", out, src)
+		what := ""
+		if t.cfg.EMA > 0 {
+			what = " (the moving average of the weights)"
+		}
+		fmt.Fprintf(t.hooks.Log, "exported %s from %s%s\n", out, src, what)
 	}
 	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
 	if err == nil {
