@@ -27,17 +27,18 @@ import (
 // settingFlags maps finetune.SettingError's fields to the flags that set
 // them.
 var settingFlags = map[string]string{
-	"Precision":  "--precision",
-	"Resident":   "--resident",
-	"ConvGrad":   "--conv-grad",
-	"Batch":      "--batch",
+	"Precision": "--precision",
+	"Resident":  "--resident",
+	"ConvGrad":  "--conv-grad",
+	"Batch":     "--batch",
+	"RunDir":    "--out",
+	"Patience":  "--patience",
+	// CUDAOptions is no SettingError's; DefaultNotice names it.
+	"CUDAOptions": "--cuda-opt",
+
 	"Accumulate": "--accumulate",
 	"EMA":        "--ema",
 	"SampleBy":   "--sample-by",
-	"RunDir":     "--out",
-	"Patience":   "--patience",
-	// CUDAOptions is no SettingError's; DefaultNotice names it.
-	"CUDAOptions": "--cuda-opt",
 }
 
 // settingWords name, by flag, the settings that finetune's checks of
