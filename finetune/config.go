@@ -3,8 +3,10 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
@@ -43,6 +45,18 @@ type Config struct {
 	// train the run, each on Batch examples of every step; 0 is one. It is
 	// set by the run, not by the caller, and fixed on resume.
 	Ranks int `json:"ranks,omitempty"`
+	// Accumulate, when > 1, sums the gradients of that many batches
+	// before each optimiser step: the update of a batch Accumulate times
+	// larger (each batch's mean loss counting equally) in the memory of
+	// one batch. Steps, epochs and the schedule count optimiser steps.
+	// The host form only (Resident off; auto picks it), without the size
+	// regularizer, whose per-step state follows one batch.
+	Accumulate int `json:"accumulate,omitempty"`
+	// EMA, in (0, 1), keeps an exponential moving average of the trained
+	// weights with this decay (0.999: about the last 1000 steps):
+	// validation, best.ckpt and the exported model use the average, and
+	// checkpoints keep both (EMAPrefix). 0 is none.
+	EMA float64 `json:"ema,omitempty"`
 	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
 	Epochs   int   `json:"epochs"`
 	MaxSteps int64 `json:"max_steps,omitempty"`
@@ -130,6 +144,12 @@ type Config struct {
 	// paper does (with or without the regularizer, so that a baseline can
 	// be sampled like the regularised run); otherwise batches are shuffled.
 	Balanced bool `json:"balanced,omitempty"`
+	// SampleBy "class" draws each epoch's images by LVIS's repeat factors
+	// (classsampling.go): images holding classes found in fewer than
+	// RepeatThreshold of the images (0: DefaultRepeatThreshold) come up
+	// more often. "" shuffles (or balances sizes, with Balanced).
+	SampleBy        string  `json:"sample_by,omitempty"`
+	RepeatThreshold float64 `json:"repeat_threshold,omitempty"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
 	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
 
@@ -175,6 +195,10 @@ type DataSpec struct {
 	// CrowdAsClass: COCO's crowd regions take their class (ignored by
 	// default).
 	CrowdAsClass bool `json:"crowd_as_class,omitempty"`
+	// ValSplit, when set, divides the data: the spec reads the samples
+	// held out for validation when HeldOut is set, the rest otherwise.
+	ValSplit *datalayout.ValSplit `json:"val_split,omitempty"`
+	HeldOut  bool                 `json:"held_out,omitempty"`
 }
 
 // Given reports whether the spec names any data.
@@ -182,7 +206,8 @@ func (s DataSpec) Given() bool { return s.Data != "" || s.Images != "" && s.Mask
 
 // DataConfig is a data.Config reading the spec's data.
 func (s DataSpec) DataConfig() data.Config {
-	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split, CrowdAsClass: s.CrowdAsClass}
+	return data.Config{ImageDir: s.Images, MaskDir: s.Masks, Data: s.Data, Format: s.Format, Split: s.Split, CrowdAsClass: s.CrowdAsClass,
+		ValSplit: s.ValSplit, HeldOut: s.HeldOut}
 }
 
 // validate checks what can be checked before any file is read.
@@ -206,6 +231,15 @@ func (c *Config) validate() error {
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
 	}
+	if err := CheckAccumulate(c.Accumulate, c.Resident, c.Regularizer); err != nil {
+		return err
+	}
+	if err := CheckEMA(c.EMA); err != nil {
+		return err
+	}
+	if err := CheckSampleBy(c.SampleBy, c.RepeatThreshold, c.Balanced); err != nil {
+		return err
+	}
 	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {
 		return err
 	}
@@ -216,6 +250,13 @@ func (c *Config) validate() error {
 	}
 	if t := c.Size.Threshold; !(t >= 0 && t <= 1) {
 		return fmt.Errorf("size threshold %v is not a fraction of the image in [0, 1]", t)
+	}
+	for _, s := range []DataSpec{c.Train, c.Val} {
+		if s.ValSplit != nil {
+			if err := s.ValSplit.Check(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.Preprocess.Validate(); err != nil {
 		return err
@@ -278,4 +319,25 @@ func CheckModes(precision, resident string) error {
 		return err
 	}
 	return checkResident(resident)
+}
+
+// CheckAccumulate checks Config's Accumulate against its Resident and
+// Regularizer values, for callers that want the error before any other
+// work.
+func CheckAccumulate(n int, resident string, reg *RegularizerConfig) error {
+	var err error
+	switch {
+	case n < 0:
+		err = errors.New("must be 1 or more (0 and 1: no accumulation)")
+	case n <= 1:
+		return nil
+	case strings.EqualFold(resident, "on"):
+		err = errors.New("sums the gradients in host memory, and Resident on keeps the training state on the device, updated after every batch: use Resident off or auto")
+	case reg != nil && reg.Alpha > 0:
+		err = errors.New("the size regularizer's state follows every batch: train with it at the larger batch instead")
+	}
+	if err != nil {
+		return &SettingError{Field: "Accumulate", Value: strconv.Itoa(n), Err: err}
+	}
+	return nil
 }

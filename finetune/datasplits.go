@@ -1,6 +1,10 @@
 package finetune
 
-import "github.com/segtune/segtune/datalayout"
+import (
+	"fmt"
+
+	"github.com/segtune/segtune/datalayout"
+)
 
 // FolderData is what a run reads from one data folder.
 type FolderData struct {
@@ -10,6 +14,17 @@ type FolderData struct {
 	// Sets are the sets listed, training first, for the caller to report
 	// (also those listed before an error).
 	Sets []*datalayout.Set
+	// Kept and HeldOut count the training split's samples a ValSplit
+	// keeps for training and holds out for validation.
+	Kept, HeldOut int
+}
+
+// ValSplitExistsError refuses a ValSplit of data that has a validation
+// split of its own.
+type ValSplitExistsError struct{ Root, Split string }
+
+func (e *ValSplitExistsError) Error() string {
+	return fmt.Sprintf("%s has a validation split (%s) already: validate on it (no split of the training data), or train on the whole of one split with the split named", e.Root, e.Split)
 }
 
 // OpenData finds the data of a run in the data folder root: the training
@@ -17,6 +32,13 @@ type FolderData struct {
 // the layout has one, the val split for validation. A split with
 // unmatched files is a *datalayout.UnmatchedError unless skipBad.
 func OpenData(root string, opt datalayout.Options, skipBad bool) (FolderData, error) {
+	return OpenDataSplit(root, opt, nil, skipBad)
+}
+
+// OpenDataSplit is OpenData that, with vs, validates on a fraction of the
+// training split held out by vs instead of a split of the layout's; data
+// with a val split of its own is a *ValSplitExistsError.
+func OpenDataSplit(root string, opt datalayout.Options, vs *datalayout.ValSplit, skipBad bool) (FolderData, error) {
 	var fd FolderData
 	_, splits, err := datalayout.Splits(root, opt)
 	if err != nil {
@@ -38,6 +60,22 @@ func OpenData(root string, opt datalayout.Options, skipBad bool) (FolderData, er
 	}
 	if fd.Train, err = open(opt); err != nil {
 		return fd, err
+	}
+	if vs != nil {
+		if datalayout.HasSplit(splits, "val") && !datalayout.HasSplit([]string{fd.Train.Split}, "val") {
+			return fd, &ValSplitExistsError{Root: root, Split: "val"}
+		}
+		// Divided now, so that data the split cannot divide stops the
+		// run before any work.
+		train, val, err := vs.Divide(fd.Sets[0].Samples)
+		if err != nil {
+			return fd, fmt.Errorf("%s: %w", root, err)
+		}
+		fd.Kept, fd.HeldOut = len(train), len(val)
+		fd.Train.ValSplit = vs
+		fd.Val = fd.Train
+		fd.Val.HeldOut = true
+		return fd, nil
 	}
 	if !datalayout.HasSplit(splits, "val") || datalayout.HasSplit([]string{fd.Train.Split}, "val") {
 		return fd, nil

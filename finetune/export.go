@@ -131,7 +131,7 @@ func InferenceModel(ck *checkpoint.Checkpoint, baseOverride string) (*onnx.Model
 		return nil, err
 	}
 	var ws []network.Weight
-	for _, t := range ck.Weights {
+	for _, t := range withEMA(ck.Weights) { // a run with EMA exports the averages
 		if strings.HasPrefix(t.Name, SizeHeadPrefix) {
 			continue // the size regularizer's head is not part of the network
 		}

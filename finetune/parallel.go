@@ -85,7 +85,14 @@ func (p *dataParallel) parallel() bool { return p.c.Size() > 1 }
 func (p *dataParallel) writes() bool { return p.c.Rank() == 0 }
 
 // globalBatch is the number of examples of a step, all ranks together.
-func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.size() }
+//
+// With Accumulate > 1 it is the examples of one optimiser step: the
+// loader draws them as one batch and each rank's stepper runs its share
+// in Accumulate parts of Batch (stepper.stepAccumulated).
+func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.size() * t.accumulate() }
+
+// accumulate is the batches summed in each optimiser step (1: none).
+func (t *trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
 
 // NoBatchError refuses training data too small for one batch: Examples
 // examples for a step of Processes processes with Batch examples each.

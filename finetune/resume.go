@@ -37,6 +37,8 @@ var runSettings = func() map[string]settingFields {
 		"class-names":   func(c *Config) []any { return []any{&c.ClassNames} },
 		"trainable":     func(c *Config) []any { return []any{&c.Trainable} },
 		"batch":         func(c *Config) []any { return []any{&c.Batch} },
+		"accumulate":    func(c *Config) []any { return []any{&c.Accumulate} },
+		"ema":           func(c *Config) []any { return []any{&c.EMA} },
 		"crop":          func(c *Config) []any { return []any{&c.Height, &c.Width} },
 		"optimizer":     func(c *Config) []any { return []any{&c.Optimizer} },
 		"momentum":      func(c *Config) []any { return []any{&c.Momentum} },
@@ -66,13 +68,16 @@ var runSettings = func() map[string]settingFields {
 		}
 	}
 	group(func(c *Config) []any { return []any{&c.Train, &c.Val} },
-		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks")
+		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks",
+		"val-split", "split-seed", "split-by")
 	group(func(c *Config) []any { return []any{&c.Augment} },
-		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur")
+		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur",
+		"rotate", "shear", "translate", "cutout")
 	group(func(c *Config) []any { return []any{&c.Regularizer} },
 		"alpha", "objective", "beta", "level", "grid", "normalization", "projection", "feasibility", "dual-every",
 		"lambda-init", "score-bound", "train-view", "feature", "dual-lr", "c-lambda", "c-mu")
 	group(func(c *Config) []any { return []any{&c.Balanced} }, "balance", "no-balance")
+	group(func(c *Config) []any { return []any{&c.SampleBy, &c.RepeatThreshold} }, "sample-by", "repeat-threshold")
 	group(func(c *Config) []any { return []any{&c.ValDense} }, "val-tile", "val-overlap", "val-tta")
 	group(func(c *Config) []any { return []any{&c.Size} }, "size-classes", "size-threshold", "size-vote", "size-bins")
 	group(func(c *Config) []any { return []any{&c.Preprocess, &c.Output} },

@@ -49,6 +49,9 @@ type stepper struct {
 	// the loss_scale input through scaleIn.
 	scaler  *lossScaler
 	scaleIn []float32
+	// acc sums the parameters' gradients over an accumulated step's
+	// batches (stepAccumulated), in the host form.
+	acc [][]float32
 }
 
 // lossScaler is mixed precision's dynamic loss scale, with PyTorch's
@@ -228,6 +231,51 @@ func (s *stepper) step(images []float32, targets []int64) (float64, []*runtime.T
 	return loss, s.outs, nil
 }
 
+// stepAccumulated runs a batch of n times the graph's batch as n steps and
+// leaves in each parameter's Grad the mean of their gradients, returning
+// the mean of their losses: the gradient of the whole batch where every
+// part has as many labelled pixels (the loss is a mean over them).
+func (s *stepper) stepAccumulated(images []float32, targets []int64, n int) (float64, []*runtime.Tensor, error) {
+	if n <= 1 {
+		return s.step(images, targets)
+	}
+	if s.res != nil {
+		return 0, nil, errors.New("gradient accumulation needs the training state in host memory (Resident off)")
+	}
+	if s.acc == nil {
+		s.acc = make([][]float32, len(s.params))
+		for i, p := range s.params {
+			s.acc[i] = make([]float32, len(p.Data))
+		}
+	}
+	ni, nt := len(images)/n, len(targets)/n
+	var sum float64
+	for k := range n {
+		loss, outs, err := s.step(images[k*ni:(k+1)*ni], targets[k*nt:(k+1)*nt])
+		if err != nil {
+			return loss, outs, err
+		}
+		sum += loss
+		for i, p := range s.params {
+			if k == 0 {
+				copy(s.acc[i], p.Grad)
+				continue
+			}
+			for j, g := range p.Grad {
+				s.acc[i][j] += g
+			}
+		}
+	}
+	inv := float32(1 / float64(n))
+	for i, p := range s.params {
+		for j := range s.acc[i] {
+			s.acc[i][j] *= inv
+		}
+		p.Grad = s.acc[i]
+	}
+	return sum / float64(n), s.outs, nil
+}
+
 func (s *stepper) stepHost() (float64, error) {
 	for i, p := range s.params {
 		s.feeds[s.paramIn[i]].Float32 = p.Data
@@ -395,7 +443,7 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 	if t.reg != nil {
 		t.reg.feed(share)
 	}
-	loss, outs, err := t.step.step(s.batch.Images, s.batch.Masks)
+	loss, outs, err := t.step.stepAccumulated(s.batch.Images, s.batch.Masks, t.accumulate())
 	if err == nil && t.reg != nil {
 		t.reg.readScores(outs, share.Scores)
 	}

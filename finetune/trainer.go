@@ -157,6 +157,7 @@ type trainer struct {
 	steps   int64 // optimiser steps done
 	best    *float64
 	sizer   *sizer       // nil when size groups cannot be formed
+	ema     *ema         // nil without Config.EMA
 	reg     *regularizer // nil for the baseline
 	par     *dataParallel
 	scaler  *lossScaler // nil unless Precision fp16
@@ -299,6 +300,9 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 	} else if err := t.startHistory(); err != nil {
 		return nil, err
 	}
+	if err := t.writeSplitList(ck != nil); err != nil {
+		return nil, err
+	}
 	if t.hist, err = history.Open(filepath.Join(t.dir, HistoryFile)); err != nil {
 		return nil, err
 	}
@@ -326,7 +330,13 @@ func (t *trainer) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return t.setupStepper(gs)
+	if err := t.setupStepper(gs); err != nil {
+		return err
+	}
+	if t.cfg.EMA > 0 {
+		t.ema = newEMA(t.cfg.EMA, t.params) // a resumed run's comes from the checkpoint
+	}
+	return nil
 }
 
 // setupData reads the base model and its contract, opens the training
@@ -406,7 +416,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
-		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch, Processes: t.par.size()}
+		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch * t.accumulate(), Processes: t.par.size()}
 	}
 	t.total = int64(cfg.Epochs) * int64(t.perEp)
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
@@ -622,6 +632,9 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		byName[p.Name] = p
 	}
 	for _, w := range ck.Weights {
+		if strings.HasPrefix(w.Name, EMAPrefix) {
+			continue // the moving average, restored below
+		}
 		p := byName[w.Name]
 		if p == nil || len(p.Data) != len(w.Data) {
 			return fmt.Errorf("weights %q do not fit the training graph", w.Name)
@@ -630,6 +643,11 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 	}
 	if err := t.step.push(); err != nil {
 		return err
+	}
+	if t.ema != nil {
+		if err := t.ema.restore(t.params, ck.Weights); err != nil {
+			return err
+		}
 	}
 	if ck.Optimizer != nil {
 		if err := t.step.setOptimState(ck.Optimizer); err != nil {
@@ -739,6 +757,13 @@ func (t *trainer) run(ctx context.Context) error {
 		}
 		lc.Order = balancedOrder(classes, cfg.Seed, t.globalBatch(), t.perEp)
 	}
+	if cfg.SampleBy == SampleByClass {
+		th := cfg.RepeatThreshold
+		if th == 0 {
+			th = DefaultRepeatThreshold
+		}
+		lc.Order = repeatFactorOrder(repeatFactors(t.train, th), cfg.Seed, t.perEp*t.globalBatch())
+	}
 	loader, err := data.NewLoader(ctx, t.train, lc)
 	if err != nil {
 		return err
@@ -769,6 +794,12 @@ func (t *trainer) run(ctx context.Context) error {
 		v, err := alg.Step(ids, st)
 		if err != nil {
 			return t.par.verdict(t.diverged(err))
+		}
+		if t.ema != nil {
+			if err := t.step.pull(); err != nil { // the resident form's weights, every step
+				return err
+			}
+			t.ema.update(t.params)
 		}
 		var stepExtra map[string]float64
 		if t.reg != nil {
@@ -935,6 +966,9 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	for _, p := range t.params {
 		ck.Weights = append(ck.Weights, checkpoint.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Data})
 	}
+	if t.ema != nil {
+		ck.Weights = append(ck.Weights, t.ema.tensors(t.params)...)
+	}
 	if t.reg != nil {
 		if ck.RegularizerState, err = t.reg.state(); err != nil {
 			return false, err
@@ -960,7 +994,8 @@ func (t *trainer) interrupt() error {
 	return ErrInterrupted
 }
 
-// validationModel writes the current weights into a copy of the network;
+// validationModel writes the current weights (their moving average, with
+// Config.EMA) into a copy of the network;
 // with the regularizer, the size head is appended as a second output so
 // that validation can score the size predictor too.
 func (t *trainer) validationModel() (*onnx.Model, error) {
@@ -970,12 +1005,16 @@ func (t *trainer) validationModel() (*onnx.Model, error) {
 	m := t.base.Clone()
 	var ws []network.Weight
 	var head []*optim.Param
-	for _, p := range t.params {
+	for i, p := range t.params {
 		if strings.HasPrefix(p.Name, SizeHeadPrefix) {
 			head = append(head, p)
 			continue
 		}
-		ws = append(ws, network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data})
+		w := network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data}
+		if t.ema != nil {
+			w.Data = t.ema.avg[i]
+		}
+		ws = append(ws, w)
 	}
 	if err := network.SetWeights(m, ws); err != nil {
 		return nil, err
@@ -1010,7 +1049,11 @@ func (t *trainer) finish() (*Result, error) {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)
 		}
 		res.Model = out
-		fmt.Fprintf(t.hooks.Log, "exported %s from %s\n", out, src)
+		what := ""
+		if t.cfg.EMA > 0 {
+			what = " (the moving average of the weights)"
+		}
+		fmt.Fprintf(t.hooks.Log, "exported %s from %s%s\n", out, src, what)
 	}
 	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
 	if err == nil {
@@ -1108,7 +1151,7 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	case "off":
 		return false, nil
 	}
-	return mayRunOnGPU(cfg.Device) && !t.par.parallel(), nil
+	return mayRunOnGPU(cfg.Device) && !t.par.parallel() && t.accumulate() == 1, nil // accumulation sums on the host
 }
 
 // checkResident checks a Resident value.

@@ -28,6 +28,11 @@ func TestMessagesNameNoFlag(t *testing.T) {
 		errorText{&BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: "ab", Recorded: ""}}, // a caller's short digests
 		errorText{&BaseModelError{Err: cause}},
 		errorText{&BaseModelError{Err: cause, Given: true}},
+		errorText{CheckAccumulate(4, "on", nil)},
+		errorText{CheckAccumulate(4, "off", &RegularizerConfig{Alpha: 1})},
+		errorText{CheckEMA(2)},
+		errorText{CheckSampleBy("class", 0.1, true)},
+		errorText{&ValSplitExistsError{Root: "/d", Split: "val"}},
 	} {
 		if s := m.String(); s == "" || strings.Contains(s, "--") {
 			t.Errorf("%T: %q", m, s)

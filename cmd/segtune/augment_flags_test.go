@@ -27,3 +27,23 @@ func TestPhotometricFlags(t *testing.T) {
 		t.Errorf("defaults %+v: want everything off", got)
 	}
 }
+
+func TestGeometricFlags(t *testing.T) {
+	var got data.Geometric
+	app := &cli.App{Flags: geometricFlags(), Action: func(c *cli.Context) error {
+		got = geometricConfig(c)
+		return nil
+	}}
+	if err := app.Run([]string{"segtune", "--rotate", "15", "--shear", "5", "--translate", "0.1", "--cutout", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (data.Geometric{Rotate: 15, Shear: 5, Translate: 0.1, Cutout: 2}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if err := app.Run([]string{"segtune"}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Enabled() {
+		t.Errorf("defaults %+v: want everything off", got)
+	}
+}

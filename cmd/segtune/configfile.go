@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -173,10 +174,22 @@ func recordedRun(c *cli.Context) (*finetune.Config, error) {
 	if slices.ContainsFunc([]string{"data", "train-images", "train-masks", "val-images", "val-masks"}, c.IsSet) {
 		return rec, nil
 	}
+	val := rec.Val
+	if val.HeldOut { // --val-split's, set below
+		val = finetune.DataSpec{}
+	}
 	for flag, v := range map[string]string{"train-images": rec.Train.Images, "train-masks": rec.Train.Masks,
-		"val-images": rec.Val.Images, "val-masks": rec.Val.Masks} {
+		"val-images": val.Images, "val-masks": val.Masks} {
 		if err := set(flag, v); err != nil {
 			return nil, err
+		}
+	}
+	if vs := rec.Train.ValSplit; vs != nil { // the same held-out validation images
+		for flag, v := range map[string]string{"val-split": strconv.FormatFloat(vs.Fraction, 'g', -1, 64),
+			"split-seed": strconv.FormatUint(vs.Seed, 10), "split-by": vs.By} {
+			if err := set(flag, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if rec.Train.Images == "" { // a data folder in a layout

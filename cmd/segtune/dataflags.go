@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -182,17 +183,25 @@ func setFlags(c *cli.Context, values map[string]string) error {
 // default train where the layout has splits) and, where the layout has
 // one, the val split for validation. Unmatched files stop the run before
 // any work unless --skip-bad.
-func finetuneData(c *cli.Context, root string) (train, val finetune.DataSpec, err error) {
+func finetuneData(c *cli.Context, root string, vs *datalayout.ValSplit) (train, val finetune.DataSpec, err error) {
 	opt, err := layoutOptions(c)
 	if err != nil {
 		return train, val, err
 	}
-	fd, err := finetune.OpenData(root, opt, c.Bool("skip-bad"))
+	fd, err := finetune.OpenDataSplit(root, opt, vs, c.Bool("skip-bad"))
 	for _, set := range fd.Sets {
 		noteDataSet(c, set)
 	}
+	var ve *finetune.ValSplitExistsError
+	if errors.As(err, &ve) {
+		return train, val, cli.Exit(fmt.Sprintf("--val-split: %v", err), 2)
+	}
 	if err != nil {
 		return train, val, dataExit(err)
+	}
+	if vs != nil {
+		notef(c, "segtune: --val-split %g: %d of %d images held out for validation (by %s, seed %d), listed in %s",
+			vs.Fraction, fd.HeldOut, fd.Kept+fd.HeldOut, vs.By, vs.Seed, filepath.Join(c.String("out"), finetune.SplitFile))
 	}
 	if !fd.Val.Given() {
 		notef(c, "segtune: %s has no validation split other than the training data: training without validation", root)

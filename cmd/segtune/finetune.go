@@ -32,13 +32,16 @@ func finetuneCommand() *cli.Command {
 			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
-			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped.\n" +
+			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped. With --ema D,\n" +
+			"validation, best.ckpt and model.onnx use an exponential moving average of the weights.\n" +
 			"Validation runs each image whole, or, with --val-tile/--val-overlap/--val-tta, as segment's\n" +
 			"--tile/--overlap/--tta do (blended scores); val mIoU, val loss, best.ckpt and --patience follow it.\n\n" +
 			"Data: --data DIR in any known layout (images/{train,val} with masks/{train,val}, mmseg's\n" +
 			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, nested folders; --format names it, --split the\n" +
 			"training split, default train; validation reads val where the layout has it), or explicit\n" +
-			"--train-images/--train-masks/--val-images/--val-masks.\n\n" +
+			"--train-images/--train-masks/--val-images/--val-masks. Data without a val split (CVAT, Label Studio and\n" +
+			"LabelMe exports) validates on --val-split F of its images, held out the same way every run (--split-seed,\n" +
+			"--split-by folder|prefix keeps a video sequence's frames together) and listed in OUT/split.json.\n\n" +
 			"Several processes (data-parallel, MPI): `mpirun -np P segtune-mpi finetune ...` (also srun\n" +
 			"--mpi=pmix, Kubeflow's MPIJob; bin/segtune-mpi from `make build-mpi`). Every process trains on\n" +
 			"--batch images of each step, so a step's global batch is P × --batch, drawn as one process with\n" +
@@ -64,6 +67,10 @@ func finetuneCommand() *cli.Command {
 			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "epochs to train"},
 			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
 			&cli.IntFlag{Name: "batch", Value: d.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
+			&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha"},
+			&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step"},
+			&cli.StringFlag{Name: "sample-by", Usage: "`class`: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)"},
+			&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images"},
 			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", d.Height, d.Width), Usage: "training crop HxW (the training graph's input size)"},
 			&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
 			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
@@ -87,7 +94,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
 			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(append(dataLayoutFlags("--data"), regularizerFlags()...), preprocessFlags()...), photometricFlags()...), denseFlags("val-")...)...),
+		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags()...), append(photometricFlags(), geometricFlags()...)...), denseFlags("val-")...)...),
 		Action: runFinetune,
 	}
 }
@@ -161,7 +168,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 // validation has no best.ckpt, and the summary names only what is there.
 func runOutputs(dir string) []string {
 	var out []string
-	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png"} {
+	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png", finetune.SplitFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			out = append(out, f)
 		}
@@ -189,7 +196,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return finetune.Config{}, err
 	}
 	cfg := finetune.Config{
-		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"),
+		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"), Accumulate: c.Int("accumulate"), EMA: c.Float64("ema"),
 		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
 		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
 		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), CUDAGraph: c.Bool("cuda-graph"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
@@ -198,7 +205,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
 		Patience: c.Int("patience"), Monitor: c.String("monitor"),
 		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
-			Photometric: photometricConfig(c)},
+			Photometric: photometricConfig(c), Geometric: geometricConfig(c)},
 	}
 	if cfg.CUDAOptions, err = parseCUDAOptions(c.String("cuda-opt")); err != nil {
 		return finetune.Config{}, err
@@ -215,6 +222,19 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	}
 	if err := regularizerConfig(c, &cfg); err != nil {
 		return cfg, err
+	}
+	if err := finetune.CheckAccumulate(cfg.Accumulate, cfg.Resident, cfg.Regularizer); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	if err := finetune.CheckEMA(cfg.EMA); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	cfg.SampleBy, cfg.RepeatThreshold = c.String("sample-by"), c.Float64("repeat-threshold")
+	if cfg.SampleBy == "" {
+		cfg.RepeatThreshold = 0 // not recorded for runs that do not use it
+	}
+	if err := finetune.CheckSampleBy(cfg.SampleBy, cfg.RepeatThreshold, cfg.Balanced); err != nil {
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	cfg.Momentum, cfg.WeightDecay = ifSet(c, "momentum", c.Float64), ifSet(c, "weight-decay", c.Float64)
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
@@ -289,14 +309,24 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
 		}
 	}
+	vs, err := valSplitSetting(c, "val-split")
+	if err != nil {
+		return err
+	}
+	if vs != nil && c.IsSet("val-images") {
+		return cli.Exit("--val-split and --val-images: give validation data, or a fraction of the training data to hold out for it, not both", 2)
+	}
 	if root := c.String("data"); root != "" {
-		var err error
-		if cfg.Train, cfg.Val, err = finetuneData(c, root); err != nil {
+		if cfg.Train, cfg.Val, err = finetuneData(c, root, vs); err != nil {
 			return err
 		}
 	}
 	if c.IsSet("train-images") || c.IsSet("train-masks") {
-		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks")}
+		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks"), ValSplit: vs}
+		if vs != nil {
+			cfg.Val = cfg.Train
+			cfg.Val.HeldOut = true
+		}
 	}
 	if c.IsSet("val-images") || c.IsSet("val-masks") {
 		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}

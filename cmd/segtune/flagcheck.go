@@ -60,11 +60,21 @@ func flagRanges() map[string]cliflag.Range {
 		"check-count":     {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
 		"percentile":      {Min: 0, MinOpen: true, Max: 100},
 		"min-agreement":   {Min: 0, Max: 1, Why: "a share of pixels"},
+
+		// finetune's accumulation, geometric augmentation and class sampling
+		"accumulate":       {Min: 1, Max: 1 << 16, Zero: true, Why: "0 or 1: none"},
+		"rotate":           {Min: 0, Max: 180, Why: "degrees either way"},
+		"shear":            {Min: 0, Max: 45, Why: "degrees either way"},
+		"translate":        {Min: 0, Max: 0.5, Why: "a share of the crop's side"},
+		"cutout":           {Min: 0, Max: 16},
+		"repeat-threshold": {Min: 0, Max: 1, Why: "a share of the training images"},
 	}
 }
 
 var commandRanges = map[string]cliflag.Range{
 	"new classes": {Min: 2, Max: 65536},
+
+	"split val": {Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"},
 }
 
 // checkNumericFlags sets the memory limit (--max-memory) and validates

@@ -35,7 +35,16 @@ var settingFlags = map[string]string{
 	"Patience":  "--patience",
 	// CUDAOptions is no SettingError's; DefaultNotice names it.
 	"CUDAOptions": "--cuda-opt",
+
+	"Accumulate": "--accumulate",
+	"EMA":        "--ema",
+	"SampleBy":   "--sample-by",
 }
+
+// settingWords name, by flag, the settings that finetune's checks of
+// --accumulate and --sample-by name in their own words.
+var settingWords = strings.NewReplacer("Resident on", "--resident on", "Resident off or auto", "--resident off or auto",
+	"Balanced batches (half small, half large objects)", "balanced batches (--balance, or --alpha's default: half small, half large objects)", "turn Balanced off", "give --no-balance")
 
 // adviceFlags are the libraries' advice (exported constants their errors
 // carry), by flag.
@@ -72,7 +81,7 @@ func withFlagNames(err error) error {
 	var se *finetune.SettingError
 	if errors.As(err, &se) {
 		if flag, ok := settingFlags[se.Field]; ok {
-			return renamed(err, se.Error(), fmt.Sprintf("%s %s: %v", flag, se.Value, se.Err))
+			return renamed(err, se.Error(), fmt.Sprintf("%s %s: %v", flag, se.Value, settingWords.Replace(se.Err.Error())))
 		}
 	}
 	var ke *quantize.UnmatchedKeepError

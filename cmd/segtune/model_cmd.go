@@ -58,7 +58,7 @@ func dataCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "data",
 		Usage: "generate, check and convert data sets",
-		Subcommands: []*cli.Command{dataCheckCommand(), dataConvertCommand(), {
+		Subcommands: []*cli.Command{dataCheckCommand(), dataConvertCommand(), dataSplitCommand(), {
 			Name: "synth",
 			Usage: "a synthetic segmentation set (discs and squares on textured backgrounds) whose objects\n" +
 				"range over two orders of magnitude in size, deterministic from --seed",

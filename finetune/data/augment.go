@@ -44,6 +44,10 @@ type Augment struct {
 	// Photometric holds the colour and blur augmentations (photometric.go);
 	// its zero value turns them off and leaves every batch as it was.
 	Photometric
+	// Geometric holds the rotation, shear, translation and cutout of the
+	// crop (geometric.go), applied before Photometric; its zero value
+	// turns them off and leaves every batch as it was.
+	Geometric
 }
 
 // maxCropSide bounds crop sides like imageio bounds tensor sides.
@@ -66,6 +70,9 @@ func (a *Augment) validate() error {
 	lo, hi := a.scales()
 	if !(lo > 0) || !(hi >= lo) || hi > maxScale {
 		return fmt.Errorf("augment: scale range %v..%v must satisfy 0 < min <= max <= %d", a.ScaleMin, a.ScaleMax, maxScale)
+	}
+	if err := a.Geometric.validate(); err != nil {
+		return err
 	}
 	return a.Photometric.validate()
 }
@@ -170,6 +177,9 @@ func grow[T any](s []T, n int) []T {
 type augmentScratch struct {
 	xt, yt taps
 	img    *image.RGBA
+	// srcPix and srcMask hold the crop that Geometric warps.
+	srcPix  []uint8
+	srcMask []int64
 }
 
 // render writes the crop c of sample s into sc.img (Width×Height RGBA,

@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 
+	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/memlimit"
 )
@@ -27,6 +28,10 @@ type Config struct {
 	// CrowdAsClass paints COCO's crowd regions with their class instead
 	// of ignoring them (datalayout.Options).
 	CrowdAsClass bool
+	// ValSplit, when set, divides the samples: HeldOut reads those held
+	// out for validation, otherwise the rest are read.
+	ValSplit *datalayout.ValSplit
+	HeldOut  bool
 	// LabelMap remaps mask labels after reading, e.g. "11:255" to make
 	// CamVid's Unlabelled the ignore label; nil keeps them.
 	LabelMap *imageio.LabelMap

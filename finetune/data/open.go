@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -100,13 +102,32 @@ func listSamples(cfg *Config) ([]datalayout.Sample, []Problem, error) {
 			problems = append(problems, Problem{Path: f, Err: fmt.Errorf("mask %s has no image", f)})
 		}
 		for _, p := range pairing.Pairs {
-			samples = append(samples, datalayout.Sample{Image: p.Image, Mask: p.Mask})
+			samples = append(samples, datalayout.Sample{Image: p.Image, Mask: p.Mask, Name: sampleName(cfg.ImageDir, p.Image)})
+		}
+	}
+	if cfg.ValSplit != nil && len(samples) > 0 {
+		train, val, err := cfg.ValSplit.Divide(samples)
+		if err != nil {
+			return nil, problems, fmt.Errorf("data set: %s: %w", cfg.source(), err)
+		}
+		if samples = train; cfg.HeldOut {
+			samples = val
 		}
 	}
 	if len(samples) == 0 {
 		return nil, problems, fmt.Errorf("data set: no image/mask pairs in %s", cfg.source())
 	}
 	return samples, problems, nil
+}
+
+// sampleName names an image of a folder pair as datalayout names samples:
+// its path below dir, without extension, slash separated.
+func sampleName(dir, image string) string {
+	rel, err := filepath.Rel(dir, image)
+	if err != nil {
+		rel = filepath.Base(image)
+	}
+	return filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel)))
 }
 
 // decoded is the outcome of decoding one pair at open.

@@ -68,6 +68,7 @@ func (p *pipeline) apply(s Sample, r *rng, img []float32, mask []int64, sc *slot
 	if p.aug != nil {
 		c := p.aug.draw(r, s.Width, s.Height)
 		crop := p.aug.render(s, c, p.pad, p.ignore, &sc.augmentScratch, mask)
+		p.aug.geometric(r, crop, mask, p.pad, p.ignore, &sc.augmentScratch)
 		p.aug.photometric(r, crop)
 		return p.pre.Tensor(crop, img)
 	}

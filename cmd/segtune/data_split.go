@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/internal/atomicfile"
+)
+
+func dataSplitCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "split",
+		Usage: "hold out a fraction of a labelled data folder for validation, written as train and val folders or as lists",
+		Description: "Divides one split of --data (--split, default train where the layout has one, else the whole set)\n" +
+			"as finetune --val-split divides it: the same --val, --split-seed and --split-by hold out the same images.\n" +
+			"Writes in --out, new or empty and outside --data: OUT/images/{train,val} (the image files as they are)\n" +
+			"and OUT/masks/{train,val} (the labels as palette PNGs, after --label-map), every file atomically;\n" +
+			"with --lists, only OUT/train.txt and OUT/val.txt, the image paths below --data, one a line.",
+		Flags: append(append([]cli.Flag{
+			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)"},
+			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data"},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
+			maskPaletteFlag,
+		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
+		Action: runDataSplit,
+	}
+}
+
+func runDataSplit(c *cli.Context) error {
+	root, out := c.String("data"), c.String("out")
+	if !c.IsSet("val") {
+		return cli.Exit("data split: give --val F, the fraction of the images to hold out for validation", 2)
+	}
+	vs, err := valSplitSetting(c, "val")
+	if err != nil {
+		return err
+	}
+	masks, _, err := maskFlags(c)
+	if err != nil {
+		return err
+	}
+	if err := datalayout.CheckConvertOutput(root, out); err != nil {
+		var oe *datalayout.OverlapError
+		if errors.As(err, &oe) {
+			return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap: choose an output folder outside the data", out, root), 2)
+		}
+		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
+	}
+	set, err := openDataFlag(c, "train")
+	if err != nil {
+		return err
+	}
+	if err := set.Err(); err != nil {
+		return dataExit(err)
+	}
+	train, val, err := vs.Divide(set.Samples)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("--data %s: %v", root, err), 1)
+	}
+	notef(c, "segtune: %d of %d images held out for validation (by %s, seed %d)", len(val), len(set.Samples), vs.By, vs.Seed)
+	if c.Bool("lists") {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		for _, l := range []struct {
+			name    string
+			samples []datalayout.Sample
+		}{{"train.txt", train}, {"val.txt", val}} {
+			if err := atomicfile.Write(filepath.Join(out, l.name), []byte(imageList(root, l.samples)), 0o644); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("wrote %s and %s (%d and %d images)\n", filepath.Join(out, "train.txt"), filepath.Join(out, "val.txt"), len(train), len(val))
+		return nil
+	}
+	sides := []*datalayout.Set{withSamples(set, "train", train), withSamples(set, "val", val)}
+	if _, err := datalayout.Convert(sides, out, masks, nil); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %d training and %d validation pairs to %s (images/{train,val}, masks/{train,val})\n", len(train), len(val), out)
+	return nil
+}
+
+// withSamples is set with only samples, as split.
+func withSamples(set *datalayout.Set, split string, samples []datalayout.Sample) *datalayout.Set {
+	s := *set
+	s.Split, s.Samples, s.Unmatched = split, samples, nil
+	return &s
+}
+
+// imageList is the samples' image paths below root, one a line.
+func imageList(root string, samples []datalayout.Sample) string {
+	var b strings.Builder
+	for _, s := range samples {
+		rel, err := filepath.Rel(root, s.Image)
+		if err != nil {
+			rel = s.Image
+		}
+		b.WriteString(filepath.ToSlash(rel) + "\n")
+	}
+	return b.String()
+}

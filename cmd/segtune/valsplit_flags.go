@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/finetune"
+)
+
+// valSplitUsage is finetune's --val-split.
+const valSplitUsage = "hold out fraction `F` of the training data for validation, for data without a val split (CVAT, Label Studio, LabelMe exports; refused where the data has one): the same images every run and on --resume, listed in OUT/" + finetune.SplitFile
+
+// valSplitFlags hold out part of one split for validation: --val-split
+// (named fraction by the command, --val for data split), --split-seed
+// and --split-by.
+func valSplitFlags(fraction, usage string) []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: fraction, Usage: usage},
+		&cli.Uint64Flag{Name: "split-seed", Usage: "seed that picks the held-out images of --" + fraction + " (the same data, seed and --split-by always split the same way)"},
+		&cli.StringFlag{Name: "split-by", Value: "image", Usage: "what --" + fraction + " keeps together on one side: " + strings.Join(datalayout.ValSplitGroupings, ", ") +
+			" (folder: the images of one sub-folder, e.g. a video sequence; prefix: names that differ only in a trailing frame number, e.g. seq01_000120 and seq01_000121)"},
+	}
+}
+
+// valSplitSetting reads valSplitFlags: nil without the fraction flag; its
+// companions without it are refused.
+func valSplitSetting(c *cli.Context, fraction string) (*datalayout.ValSplit, error) {
+	if !c.IsSet(fraction) {
+		for _, f := range []string{"split-seed", "split-by"} {
+			if c.IsSet(f) {
+				return nil, cli.Exit(fmt.Sprintf("--%s goes with --%s F (the fraction to hold out for validation)", f, fraction), 2)
+			}
+		}
+		return nil, nil
+	}
+	vs := &datalayout.ValSplit{Fraction: c.Float64(fraction), Seed: c.Uint64("split-seed"), By: c.String("split-by")}
+	if err := vs.Check(); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--%s %s --split-by %s: %v", fraction, strconv.FormatFloat(vs.Fraction, 'g', -1, 64), vs.By, err), 2)
+	}
+	return vs, nil
+}
