@@ -8,6 +8,7 @@ import (
 
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // maxThreads bounds --threads: ONNX Runtime crashes on absurd counts, and
@@ -17,9 +18,9 @@ func maxThreads() int { return max(16, 4*goruntime.NumCPU()) }
 // flagRanges are the valid values of segtune's numeric flags, by flag
 // name; commandRanges override them where one name means different things
 // in different commands (keyed "command flag").
-func flagRanges() map[string]cliflag.Range {
+func flagRanges() map[string]setting.Range {
 	inf := math.Inf(1)
-	return map[string]cliflag.Range{
+	return map[string]setting.Range{
 		"threads":         {Min: 1, Max: float64(maxThreads()), Zero: true, Why: "0 picks one per core"},
 		"batch":           {Min: 1, Max: 1 << 16},
 		"epochs":          {Min: 0, Max: 1 << 24},
@@ -63,7 +64,7 @@ func flagRanges() map[string]cliflag.Range {
 	}
 }
 
-var commandRanges = map[string]cliflag.Range{
+var commandRanges = map[string]setting.Range{
 	"new classes": {Min: 2, Max: 65536},
 }
 
@@ -82,7 +83,7 @@ func checkNumericFlags(c *cli.Context) error {
 	memlimit.SetGoLimit()
 	memlimit.FitAddressSpace()
 	ranges := flagRanges()
-	err := cliflag.CheckRanges(c, func(name string) (cliflag.Range, bool) {
+	err := cliflag.CheckRanges(c, func(name string) (setting.Range, bool) {
 		if r, ok := commandRanges[c.Command.Name+" "+name]; ok {
 			return r, true
 		}
@@ -90,7 +91,7 @@ func checkNumericFlags(c *cli.Context) error {
 		return r, ok
 	})
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return cli.Exit(byFlag(err).Error(), 2)
 	}
 	return nil
 }
