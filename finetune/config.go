@@ -8,6 +8,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
@@ -244,19 +245,6 @@ func CheckLoss(loss string, gamma float64) error {
 	return err
 }
 
-// SettingError is a setting the run cannot use: Field names the Config
-// field (Precision, Resident, Batch), or RunDir for Train's run folder,
-// and Value its value, so that a caller can name the setting its own way
-// (the CLI names its flag).
-type SettingError struct {
-	Field, Value string
-	Err          error
-}
-
-func (e *SettingError) Error() string { return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err) }
-
-func (e *SettingError) Unwrap() error { return e.Err }
-
 // CheckConvGrad checks Config's ConvGrad value against its Device, for
 // callers that want the error before any other work: ConvGrad's CPU kernel
 // is for checks, so a run on the CPU takes none.
@@ -266,7 +254,7 @@ func CheckConvGrad(convGrad, device string) error {
 		err = errors.New("needs a GPU (--device cuda or auto): on the CPU the standard forms are faster")
 	}
 	if err != nil {
-		return &SettingError{Field: "ConvGrad", Value: convGrad, Err: err}
+		return &setting.Error{Setting: "conv_grad", Value: convGrad, Err: err}
 	}
 	return nil
 }

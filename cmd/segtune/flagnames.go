@@ -12,7 +12,9 @@ import (
 
 // keyFlags are the keys whose flag is not the key with - for _.
 var keyFlags = map[string]string{
-	"max_steps": "steps",
+	"max_steps":    "steps",
+	"run_dir":      "out",
+	"cuda_options": "cuda-opt",
 }
 
 // flagOf is the flag that sets the setting key.
