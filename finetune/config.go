@@ -232,7 +232,7 @@ func (c *Config) validate() error {
 	}
 	if c.ValDense != nil {
 		if err := c.ValDense.Validate(); err != nil {
-			return fmt.Errorf("validation tiling or TTA: %w", err)
+			return &setting.Error{Setting: "val_dense", Err: err}
 		}
 	}
 	return c.checkMemory()

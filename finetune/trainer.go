@@ -318,7 +318,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	if cfg.ValDense != nil {
 		if err := cfg.ValDense.CheckContract(t.ct); err != nil {
-			return fmt.Errorf("validation tiling or TTA: %s: %w", cfg.Network.BaseModel, err)
+			return &setting.Error{Setting: "val_dense", Err: fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)}
 		}
 	}
 	if note := t.ct.BinaryNote(); note != "" {

@@ -15,6 +15,7 @@ var keyFlags = map[string]string{
 	"max_steps":    "steps",
 	"run_dir":      "out",
 	"cuda_options": "cuda-opt",
+	"val_dense":    "val-tile/--val-tta", // finetune's tiling and TTA of validation
 }
 
 // flagOf is the flag that sets the setting key.

@@ -95,9 +95,6 @@ func withFlagNames(err error) error {
 			return &renamedError{err: err, msg: err.Error() + " (" + hint + ")"}
 		}
 	}
-	if errors.Is(err, inference.ErrDense) { // finetune's validation setting
-		return renamed(err, "validation tiling or TTA", "--val-tile/--val-tta")
-	}
 	var sp *datalayout.SplitError
 	if errors.As(err, &sp) {
 		switch {

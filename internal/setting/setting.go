@@ -50,22 +50,29 @@ func Errorf(key, value, format string, args ...any) *Error {
 
 // Rename is err with the message of each *Error in its chain written by
 // Named(name); the wrappers' own words around it are kept, and err stays
-// reachable (errors.As, errors.Is). It is err itself when no *Error is in
-// the chain.
+// reachable (errors.As, errors.Is). It is err itself when that changes
+// nothing: no *Error in the chain, or one Rename named already.
 func Rename(err error, name func(key string) string) error {
 	var se *Error
 	if !errors.As(err, &se) {
 		return err
 	}
-	return &renamed{err: err, msg: rewrite(err, name)}
+	msg := rewrite(err, name)
+	if msg == err.Error() {
+		return err
+	}
+	return &renamed{err: err, msg: msg}
 }
 
 // rewrite is err's message with its *Errors named by name: a wrapper's
 // message holds its inner error's message once (fmt.Errorf's %w), so the
 // words before and after it are the wrapper's own.
 func rewrite(err error, name func(key string) string) string {
-	if se, ok := err.(*Error); ok {
-		return se.Named(name)
+	switch e := err.(type) {
+	case *Error:
+		return e.Named(name)
+	case *renamed: // named already
+		return e.msg
 	}
 	inner := errors.Unwrap(err)
 	if inner == nil {

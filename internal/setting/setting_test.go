@@ -67,6 +67,10 @@ func TestRename(t *testing.T) {
 		if !errors.As(got, &se) || !errors.Is(got, c.err) {
 			t.Errorf("%q: the setting's error is not reachable", got)
 		}
+		again := fmt.Errorf("segtune: %w", got)
+		if twice := Rename(again, flag); twice.Error() != "segtune: "+c.named {
+			t.Errorf("renamed twice %q, want the names of the first", twice)
+		}
 	}
 	plain := errors.New("no such file")
 	if got := Rename(plain, flag); got != plain {
