@@ -3,6 +3,7 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/segtune/segtune/finetune/data"
@@ -197,12 +198,11 @@ func (c *Config) validate() error {
 		return fmt.Errorf("batch %d must be at least 1", c.Batch)
 	case c.Height < 1 || c.Width < 1:
 		return fmt.Errorf("training size %dx%d must be positive", c.Height, c.Width)
-	case c.Epochs < 1 && c.MaxSteps < 1:
-		return fmt.Errorf("set a number of epochs or steps")
-	case !(c.LR > 0):
-		return fmt.Errorf("learning rate %v must be positive", c.LR)
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
+	}
+	if err := CheckLength(c.Epochs, c.MaxSteps, c.LR); err != nil {
+		return err
 	}
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
@@ -236,6 +236,20 @@ func (c *Config) validate() error {
 		}
 	}
 	return c.checkMemory()
+}
+
+// LRRange is the learning rates a run takes: positive and at most 10
+// (more is a typo, and diverges at the first step).
+var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
+
+// CheckLength checks how long a run trains and at what learning rate
+// (Config's Epochs, MaxSteps and LR), for callers that want the error
+// before any other work: a run needs epochs or a step count.
+func CheckLength(epochs int, maxSteps int64, lr float64) error {
+	if epochs < 1 && maxSteps < 1 {
+		return &setting.Error{Setting: "epochs", Value: strconv.Itoa(epochs), Needs: "max_steps"}
+	}
+	return LRRange.Check("lr", lr, false)
 }
 
 // CheckLoss checks a loss name and focal γ (Config.Loss, FocalGamma),

@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
@@ -26,14 +28,14 @@ func flagRanges() map[string]setting.Range {
 		"epochs":          {Min: 0, Max: 1 << 24},
 		"patience":        {Min: 0, Max: 1 << 24},
 		"steps":           {Min: 0, Max: 1 << 40},
-		"lr":              {Min: 0, MinOpen: true, Max: 10},
+		"lr":              finetune.LRRange,
 		"momentum":        {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
 		"weight-decay":    {Min: 0, Max: inf},
 		"scale-min":       {Min: 0, MinOpen: true, Max: 100},
 		"scale-max":       {Min: 0, MinOpen: true, Max: 100},
 		"ignore":          {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
 		"classes":         {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
-		"alpha":           {Min: 0, Max: inf},
+		"alpha":           dual.AlphaRange,
 		"overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
 		"beta":            {Min: 0, MinOpen: true, Max: 1},
 		"level":           {Min: 0, Max: 1},
