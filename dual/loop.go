@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Projection says when Π_C is applied in Algorithm 1.
@@ -168,6 +170,10 @@ type Loop struct {
 	negEvals, negActive int // reg's counters at the start of the epoch
 }
 
+// AlphaRange is the regularizer weights α a loop takes: finite and ≥ 0 (0
+// trains the baseline).
+var AlphaRange = setting.Range{Min: 0, Max: math.Inf(1)}
+
 // NewLoop returns a Loop over reg and cache (cache must be reg's; reg may
 // be nil for the baseline, and then cache may be nil too).
 func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error) {
@@ -177,8 +183,8 @@ func NewLoop(reg *Regularizer, cache *ScoreCache, cfg LoopConfig) (*Loop, error)
 	if cfg.Projection != ProjectionEpoch && cfg.Projection != ProjectionStep && cfg.Projection != ProjectionGraph {
 		return nil, fmt.Errorf("dual: unknown schedule %q", cfg.Projection)
 	}
-	if !(cfg.Alpha >= 0) || math.IsInf(cfg.Alpha, 1) {
-		return nil, fmt.Errorf("dual: NewLoop: alpha %g must be finite and ≥ 0", cfg.Alpha)
+	if err := AlphaRange.Check("alpha", cfg.Alpha, false); err != nil {
+		return nil, fmt.Errorf("dual: NewLoop: %w", err)
 	}
 	if cfg.Epoch < 0 || cfg.StepInEpoch < 0 || cfg.StepsPerEpoch < 0 {
 		return nil, fmt.Errorf("dual: NewLoop: epoch %d, step %d, steps per epoch %d must not be negative", cfg.Epoch, cfg.StepInEpoch, cfg.StepsPerEpoch)

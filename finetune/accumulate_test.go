@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -92,8 +93,8 @@ func TestAccumulateMatchesTheLargerBatch(t *testing.T) {
 // Accumulation refuses the resident form and the size regularizer, and
 // a run with it resumes with it.
 func TestAccumulateRefusals(t *testing.T) {
-	var se *SettingError
-	if err := CheckAccumulate(4, "on", nil); !errors.As(err, &se) || se.Field != "Accumulate" {
+	var se *setting.Error
+	if err := CheckAccumulate(4, "on", nil); !errors.As(err, &se) || se.Setting != "accumulate" {
 		t.Errorf("resident on: %v", err)
 	}
 	if err := CheckAccumulate(4, "auto", &RegularizerConfig{Alpha: 0.1}); err == nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // SampleByClass is the Config.SampleBy value that samples images holding
@@ -27,12 +28,12 @@ func CheckSampleBy(sampleBy string, threshold float64, balanced bool) error {
 	case sampleBy == "":
 		return nil
 	case balanced:
-		err = errors.New("Balanced batches (half small, half large objects) are another sampler: turn Balanced off to sample by class")
+		err = errors.New("size-balanced batches (balance: half small, half large objects) are another sampler: turn balance off to sample by class")
 	case !(threshold >= 0 && threshold <= 1):
 		err = errors.New("the repeat threshold " + strconv.FormatFloat(threshold, 'g', -1, 64) + " is not a fraction of the images in [0, 1]")
 	}
 	if err != nil {
-		return &SettingError{Field: "SampleBy", Value: sampleBy, Err: err}
+		return &setting.Error{Setting: "sample_by", Value: sampleBy, Err: err}
 	}
 	return nil
 }

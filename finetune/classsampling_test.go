@@ -13,6 +13,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // rareClassData is 10 images of class 0, of which image 3 also holds
@@ -84,13 +85,13 @@ func TestRepeatFactorSampling(t *testing.T) {
 }
 
 func TestCheckSampleBy(t *testing.T) {
-	var se *SettingError
+	var se *setting.Error
 	for _, c := range []struct {
 		by       string
 		th       float64
 		balanced bool
 	}{{"size", 0.1, false}, {"class", 0.1, true}, {"class", 1.5, false}} {
-		if err := CheckSampleBy(c.by, c.th, c.balanced); !errors.As(err, &se) || se.Field != "SampleBy" {
+		if err := CheckSampleBy(c.by, c.th, c.balanced); !errors.As(err, &se) || se.Setting != "sample_by" {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
@@ -221,12 +222,11 @@ func (c *Config) validate() error {
 		return fmt.Errorf("batch %d must be at least 1", c.Batch)
 	case c.Height < 1 || c.Width < 1:
 		return fmt.Errorf("training size %dx%d must be positive", c.Height, c.Width)
-	case c.Epochs < 1 && c.MaxSteps < 1:
-		return fmt.Errorf("set a number of epochs or steps")
-	case !(c.LR > 0):
-		return fmt.Errorf("learning rate %v must be positive", c.LR)
 	case c.Ignore < 1 || c.Ignore > 255:
 		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
+	}
+	if err := CheckLength(c.Epochs, c.MaxSteps, c.LR); err != nil {
+		return err
 	}
 	if err := CheckModes(c.Precision, c.Resident); err != nil {
 		return err
@@ -272,10 +272,24 @@ func (c *Config) validate() error {
 	}
 	if c.ValDense != nil {
 		if err := c.ValDense.Validate(); err != nil {
-			return fmt.Errorf("validation tiling or TTA: %w", err)
+			return &setting.Error{Setting: "val_dense", Err: err}
 		}
 	}
 	return c.checkMemory()
+}
+
+// LRRange is the learning rates a run takes: positive and at most 10
+// (more is a typo, and diverges at the first step).
+var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
+
+// CheckLength checks how long a run trains and at what learning rate
+// (Config's Epochs, MaxSteps and LR), for callers that want the error
+// before any other work: a run needs epochs or a step count.
+func CheckLength(epochs int, maxSteps int64, lr float64) error {
+	if epochs < 1 && maxSteps < 1 {
+		return &setting.Error{Setting: "epochs", Value: strconv.Itoa(epochs), Needs: "max_steps"}
+	}
+	return LRRange.Check("lr", lr, false)
 }
 
 // CheckLoss checks a loss name and focal γ (Config.Loss, FocalGamma),
@@ -284,19 +298,6 @@ func CheckLoss(loss string, gamma float64) error {
 	_, err := lossTerms(loss, gamma)
 	return err
 }
-
-// SettingError is a setting the run cannot use: Field names the Config
-// field (Precision, Resident, Batch), or RunDir for Train's run folder,
-// and Value its value, so that a caller can name the setting its own way
-// (the CLI names its flag).
-type SettingError struct {
-	Field, Value string
-	Err          error
-}
-
-func (e *SettingError) Error() string { return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err) }
-
-func (e *SettingError) Unwrap() error { return e.Err }
 
 // CheckConvGrad checks Config's ConvGrad value against its Device, for
 // callers that want the error before any other work: ConvGrad's CPU kernel
@@ -307,7 +308,7 @@ func CheckConvGrad(convGrad, device string) error {
 		err = errors.New("needs a GPU (--device cuda or auto): on the CPU the standard forms are faster")
 	}
 	if err != nil {
-		return &SettingError{Field: "ConvGrad", Value: convGrad, Err: err}
+		return &setting.Error{Setting: "conv_grad", Value: convGrad, Err: err}
 	}
 	return nil
 }
@@ -332,12 +333,12 @@ func CheckAccumulate(n int, resident string, reg *RegularizerConfig) error {
 	case n <= 1:
 		return nil
 	case strings.EqualFold(resident, "on"):
-		err = errors.New("sums the gradients in host memory, and Resident on keeps the training state on the device, updated after every batch: use Resident off or auto")
+		err = errors.New("sums the gradients in host memory, and resident on keeps the training state on the device, updated after every batch: use resident off or auto")
 	case reg != nil && reg.Alpha > 0:
 		err = errors.New("the size regularizer's state follows every batch: train with it at the larger batch instead")
 	}
 	if err != nil {
-		return &SettingError{Field: "Accumulate", Value: strconv.Itoa(n), Err: err}
+		return &setting.Error{Setting: "accumulate", Value: strconv.Itoa(n), Err: err}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -134,7 +135,7 @@ func trainingAugment(cfg Config) (data.Augment, error) {
 	}
 	aug.ScaleMin, aug.ScaleMax = lo*f, hi*f
 	if aug.ScaleMax > maxTrainingScale {
-		return aug, &SettingError{Field: "Augment", Value: fmt.Sprintf("%g..%g", lo, hi),
+		return aug, &setting.Error{Setting: "scale_max", Value: fmt.Sprintf("%g..%g", lo, hi),
 			Err: fmt.Errorf("at the model's scale factor %g the training rescale reaches %g, more than %d: lower the largest rescale or the scale factor", f, aug.ScaleMax, maxTrainingScale)}
 	}
 	return aug, nil

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/contract"
 )
 
@@ -32,7 +33,7 @@ func (c *Config) checkEarlyStop() error {
 	case c.Patience > 0 && !c.Val.Given():
 		// Any validation the run has will do: a data folder's val split
 		// as well as a pair of val folders.
-		return &SettingError{Field: "Patience", Value: strconv.Itoa(c.Patience),
+		return &setting.Error{Setting: "patience", Value: strconv.Itoa(c.Patience),
 			Err: errors.New("early stopping needs validation data (a data folder with a val split, or val images and masks), and this run has none")}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 )
@@ -136,8 +137,8 @@ func TestPatienceAcceptsAnyValidation(t *testing.T) {
 		t.Errorf("patience with val folders: %v", err)
 	}
 	cfg.Val = DataSpec{}
-	var se *SettingError
-	if err := cfg.checkEarlyStop(); !errors.As(err, &se) || se.Field != "Patience" || se.Value != "2" {
-		t.Errorf("patience without validation: %v, want a SettingError naming Patience", err)
+	var se *setting.Error
+	if err := cfg.checkEarlyStop(); !errors.As(err, &se) || se.Setting != "patience" || se.Value != "2" {
+		t.Errorf("patience without validation: %v, want a setting.Error naming patience", err)
 	}
 }

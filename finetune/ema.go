@@ -7,6 +7,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // EMAPrefix names, in a checkpoint of a run with Config.EMA, the
@@ -28,7 +29,7 @@ type ema struct {
 // before any other work.
 func CheckEMA(decay float64) error {
 	if decay != 0 && !(decay > 0 && decay < 1) {
-		return &SettingError{Field: "EMA", Value: strconv.FormatFloat(decay, 'g', -1, 64),
+		return &setting.Error{Setting: "ema", Value: strconv.FormatFloat(decay, 'g', -1, 64),
 			Err: fmt.Errorf("the decay must be in (0, 1), e.g. 0.999 (0: no average)")}
 	}
 	return nil

@@ -33,22 +33,22 @@ func (n InterruptedNotice) String() string {
 	return fmt.Sprintf("interrupted: saved %s at step %d; resume the run to continue", n.Checkpoint, n.Step)
 }
 
-// FallbackNotice: the Config field Field's Value cannot be honoured here,
-// and the run goes on without it; Reason says why and what it does
-// instead.
-type FallbackNotice struct{ Field, Value, Reason string }
+// FallbackNotice: the Value of the setting Setting (its config key)
+// cannot be honoured here, and the run goes on without it; Reason says why
+// and what it does instead.
+type FallbackNotice struct{ Setting, Value, Reason string }
 
 func (n FallbackNotice) String() string {
-	return fmt.Sprintf("segtune: %s %q: %s", n.Field, n.Value, n.Reason)
+	return fmt.Sprintf("segtune: %s %q: %s", n.Setting, n.Value, n.Reason)
 }
 
-// DefaultNotice: for the Config field Field's Value the run chose a
-// default, Chosen, for the reason Why; the Config field Override sets
-// another.
-type DefaultNotice struct{ Field, Value, Chosen, Why, Override string }
+// DefaultNotice: for the Value of the setting Setting the run chose a
+// default, Chosen, for the reason Why; the setting Override sets another
+// (both config keys).
+type DefaultNotice struct{ Setting, Value, Chosen, Why, Override string }
 
 func (n DefaultNotice) String() string {
-	return fmt.Sprintf("segtune: %s %q: %s (%s; %s overrides it)", n.Field, n.Value, n.Chosen, n.Why, n.Override)
+	return fmt.Sprintf("segtune: %s %q: %s (%s; %s overrides it)", n.Setting, n.Value, n.Chosen, n.Why, n.Override)
 }
 
 // notice hands n to h.Notice, or writes its words to h.Log.

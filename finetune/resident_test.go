@@ -13,6 +13,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/runtime"
@@ -224,7 +225,7 @@ func TestResidentAutoFallsBack(t *testing.T) {
 		t.Fatalf("auto: %v, tried %v", err, tried)
 	}
 	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") ||
-		!strings.Contains(got, `Resident "auto"`) || strings.Contains(got, "--") {
+		!strings.Contains(got, `resident "auto"`) || strings.Contains(got, "--") {
 		t.Errorf("fallback line %q", got)
 	}
 	tried, log = nil, strings.Builder{}
@@ -244,15 +245,15 @@ func TestModesCheckedBeforeWork(t *testing.T) {
 	base := Config{Network: NetworkSpec{BaseModel: "m.onnx"}, Train: DataSpec{Images: "i", Masks: "m"},
 		Batch: 1, Height: 8, Width: 8, Epochs: 1, LR: 1e-3, Ignore: 255}
 	for _, c := range []struct{ precision, resident, want string }{
-		{"fp8", "", `"fp8"`},
-		{"", "sometimes", `"sometimes"`},
+		{"fp8", "", "precision fp8: "},
+		{"", "sometimes", "resident sometimes: "},
 	} {
 		cfg := base
 		cfg.Precision, cfg.Resident = c.precision, c.resident
 		err := cfg.validate()
-		var se *SettingError
+		var se *setting.Error
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &se) {
-			t.Errorf("precision %q resident %q: %v, want a SettingError naming %s", c.precision, c.resident, err, c.want)
+			t.Errorf("precision %q resident %q: %v, want a setting.Error naming %s", c.precision, c.resident, err, c.want)
 		}
 	}
 	if err := base.validate(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // LockFile is the file in a run folder that a running finetune holds an
@@ -45,7 +46,7 @@ func claimRunDir(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return &SettingError{Field: "RunDir", Value: dir, Err: err}
+		return &setting.Error{Setting: "run_dir", Value: dir, Err: err}
 	}
 	var names []string
 	for _, e := range entries {

@@ -240,7 +240,7 @@ func (s *stepper) stepAccumulated(images []float32, targets []int64, n int) (flo
 		return s.step(images, targets)
 	}
 	if s.res != nil {
-		return 0, nil, errors.New("gradient accumulation needs the training state in host memory (Resident off)")
+		return 0, nil, errors.New("gradient accumulation needs the training state in host memory (resident off)")
 	}
 	if s.acc == nil {
 		s.acc = make([][]float32, len(s.params))

@@ -24,6 +24,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/mpi"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/network"
@@ -363,7 +364,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	if cfg.ValDense != nil {
 		if err := cfg.ValDense.CheckContract(t.ct); err != nil {
-			return fmt.Errorf("validation tiling or TTA: %s: %w", cfg.Network.BaseModel, err)
+			return &setting.Error{Setting: "val_dense", Err: fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)}
 		}
 	}
 	if note := t.ct.BinaryNote(); note != "" {
@@ -482,7 +483,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 		// Casts (the parameters stay float32 masters); float16 scales
 		// the loss.
 		if _, err := autocast.Apply(trainModel, mp.typ); err != nil {
-			return nil, &SettingError{Field: "Precision", Value: cfg.Precision, Err: err}
+			return nil, &setting.Error{Setting: "precision", Value: cfg.Precision, Err: err}
 		}
 		gc.MinOpset = mp.typ.MinOpset()
 		if mp.typ == autocast.Float16 {
@@ -503,7 +504,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 	gs, err := grad.Build(trainModel, gc)
 	if err != nil {
 		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
-			return nil, &SettingError{Field: "Batch", Value: strconv.Itoa(cfg.Batch), Err: fmt.Errorf("%s declares a fixed batch of %d and training at this batch failed: %w; its graph may bake the batch size in: train with a batch of %d",
+			return nil, &setting.Error{Setting: "batch", Value: strconv.Itoa(cfg.Batch), Err: fmt.Errorf("%s declares a fixed batch of %d and training at this batch failed: %w; its graph may bake the batch size in: train with a batch of %d",
 				cfg.Network.BaseModel, b, err, b)}
 		}
 		return nil, err
@@ -552,7 +553,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	if mayRunOnGPU(cfg.Device) {
 		ropts.CUDAOptions = cudaOptions(*cfg)
 		if search := ropts.CUDAOptions[runtime.CUDAConvSearch]; search != "" && cfg.CUDAOptions[runtime.CUDAConvSearch] == "" {
-			t.hooks.notice(DefaultNotice{Field: "Precision", Value: cfg.Precision, Override: "CUDAOptions",
+			t.hooks.notice(DefaultNotice{Setting: "precision", Value: cfg.Precision, Override: "cuda_options",
 				Chosen: fmt.Sprintf("CUDA option %s=%s", runtime.CUDAConvSearch, search),
 				Why:    "cuDNN's exhaustive search re-ran every step in half precision"})
 		}
@@ -1074,7 +1075,7 @@ func openStepper(notice func(Notice), setting string, resident bool, open func(r
 		return s, err
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	notice(FallbackNotice{Field: "Resident", Value: "auto", Reason: msg + "; keeping the training state in host memory"})
+	notice(FallbackNotice{Setting: "resident", Value: "auto", Reason: msg + "; keeping the training state in host memory"})
 	return open(false)
 }
 
@@ -1094,13 +1095,13 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 	switch {
 	case err != nil:
 	case mp.half && mp.typ == autocast.Float16 && t.par.parallel():
-		err = &SettingError{Field: "Precision", Value: cfg.Precision, Err: errors.New("data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")}
+		err = &setting.Error{Setting: "precision", Value: cfg.Precision, Err: errors.New("data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")}
 	case mp.half && mp.typ == autocast.BFloat16 && !mayRunOnGPU(cfg.Device):
 		if strings.EqualFold(cfg.Device, runtime.DeviceCPU) {
-			err = &SettingError{Field: "Precision", Value: cfg.Precision, Err: errors.New("on the CPU (Device cpu): ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")}
+			err = &setting.Error{Setting: "precision", Value: cfg.Precision, Err: errors.New("on the CPU (Device cpu): ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")}
 			break
 		}
-		t.hooks.notice(FallbackNotice{Field: "Precision", Value: "bf16",
+		t.hooks.notice(FallbackNotice{Setting: "precision", Value: "bf16",
 			Reason: "no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32"})
 		mp = mixedPrecision{}
 	}
@@ -1115,7 +1116,7 @@ func (t *trainer) convGrad(cfg Config, gpu bool) (grad.ConvClasses, error) {
 	if err != nil || classes == 0 || gpu {
 		return classes, err
 	}
-	t.hooks.notice(FallbackNotice{Field: "ConvGrad", Value: cfg.ConvGrad,
+	t.hooks.notice(FallbackNotice{Setting: "conv_grad", Value: cfg.ConvGrad,
 		Reason: "no CUDA GPU here, and ConvGrad's kernel is cuDNN's; training with the standard forms"})
 	return 0, nil
 }
@@ -1130,7 +1131,7 @@ func parsePrecision(s string) (mixedPrecision, error) {
 	case "", "tf32", "fp32":
 		return mixedPrecision{}, nil
 	}
-	return mixedPrecision{}, &SettingError{Field: "Precision", Value: s, Err: errors.New("want fp32, tf32, fp16 or bf16")}
+	return mixedPrecision{}, &setting.Error{Setting: "precision", Value: s, Err: errors.New("want fp32, tf32, fp16 or bf16")}
 }
 
 // residentState says whether the training state lives on the device
@@ -1145,7 +1146,7 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	switch strings.ToLower(cfg.Resident) {
 	case "on":
 		if t.par.parallel() {
-			return false, &SettingError{Field: "Resident", Value: cfg.Resident, Err: errors.New("data-parallel runs sum their gradients across ranks in host memory; use off or auto")}
+			return false, &setting.Error{Setting: "resident", Value: cfg.Resident, Err: errors.New("data-parallel runs sum their gradients across ranks in host memory; use off or auto")}
 		}
 		return true, nil
 	case "off":
@@ -1160,7 +1161,7 @@ func checkResident(s string) error {
 	case "", "auto", "on", "off":
 		return nil
 	}
-	return &SettingError{Field: "Resident", Value: s, Err: errors.New("want auto, on or off")}
+	return &setting.Error{Setting: "resident", Value: s, Err: errors.New("want auto, on or off")}
 }
 
 // mayRunOnGPU reports whether sessions for device may run on the CUDA

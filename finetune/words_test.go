@@ -15,7 +15,7 @@ func TestMessagesNameNoFlag(t *testing.T) {
 	for _, m := range []interface{ String() string }{
 		ResumedNotice{Changes: changes},
 		InterruptedNotice{Checkpoint: "/r/last.ckpt", Step: 7},
-		FallbackNotice{Field: "Resident", Value: "auto", Reason: "no data transfer; keeping the training state in host memory"},
+		FallbackNotice{Setting: "resident", Value: "auto", Reason: "no data transfer; keeping the training state in host memory"},
 		errorText{&ResumeConflictError{Refused: changes}},
 		errorText{&DivergedError{Step: 3, Err: cause, LR: 0.001}},
 		errorText{&DivergedError{Step: 3, Err: cause, LR: 0.001, Checkpoint: "/r/last.ckpt", CheckpointStep: 2, Dir: "/r"}},

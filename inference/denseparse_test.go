@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 func TestParseDense(t *testing.T) {
@@ -40,12 +41,12 @@ func TestParseDense(t *testing.T) {
 			}
 			continue
 		}
-		var de *inference.DenseSettingError
-		if !errors.As(err, &de) || de.Setting != c.setting || d != nil {
-			t.Errorf("%s: ParseDense = %+v, %v; want a *DenseSettingError about %s", c.name, d, err, c.setting)
+		var se *setting.Error
+		if !errors.As(err, &se) || se.Setting != c.setting || d != nil {
+			t.Errorf("%s: ParseDense = %+v, %v; want a *setting.Error about %s", c.name, d, err, c.setting)
 			continue
 		}
-		if got := de.Named(flag); got != c.named {
+		if got := se.Named(flag); got != c.named {
 			t.Errorf("%s: named %q; want %q", c.name, got, c.named)
 		}
 	}

@@ -211,8 +211,8 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 		return finetune.Config{}, err
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
-	if cfg.Epochs < 1 && cfg.MaxSteps < 1 {
-		return cfg, cli.Exit(fmt.Sprintf("--epochs %d and --steps %d: nothing to train; give --epochs N or --steps N", cfg.Epochs, cfg.MaxSteps), 2)
+	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
+		return cfg, cli.Exit(byFlag(err).Error(), 2)
 	}
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)

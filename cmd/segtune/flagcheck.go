@@ -6,8 +6,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // maxThreads bounds --threads: ONNX Runtime crashes on absurd counts, and
@@ -17,22 +20,22 @@ func maxThreads() int { return max(16, 4*goruntime.NumCPU()) }
 // flagRanges are the valid values of segtune's numeric flags, by flag
 // name; commandRanges override them where one name means different things
 // in different commands (keyed "command flag").
-func flagRanges() map[string]cliflag.Range {
+func flagRanges() map[string]setting.Range {
 	inf := math.Inf(1)
-	return map[string]cliflag.Range{
+	return map[string]setting.Range{
 		"threads":         {Min: 1, Max: float64(maxThreads()), Zero: true, Why: "0 picks one per core"},
 		"batch":           {Min: 1, Max: 1 << 16},
 		"epochs":          {Min: 0, Max: 1 << 24},
 		"patience":        {Min: 0, Max: 1 << 24},
 		"steps":           {Min: 0, Max: 1 << 40},
-		"lr":              {Min: 0, MinOpen: true, Max: 10},
+		"lr":              finetune.LRRange,
 		"momentum":        {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
 		"weight-decay":    {Min: 0, Max: inf},
 		"scale-min":       {Min: 0, MinOpen: true, Max: 100},
 		"scale-max":       {Min: 0, MinOpen: true, Max: 100},
 		"ignore":          {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
 		"classes":         {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
-		"alpha":           {Min: 0, Max: inf},
+		"alpha":           dual.AlphaRange,
 		"overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
 		"beta":            {Min: 0, MinOpen: true, Max: 1},
 		"level":           {Min: 0, Max: 1},
@@ -71,7 +74,7 @@ func flagRanges() map[string]cliflag.Range {
 	}
 }
 
-var commandRanges = map[string]cliflag.Range{
+var commandRanges = map[string]setting.Range{
 	"new classes": {Min: 2, Max: 65536},
 
 	"split val": {Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"},
@@ -92,7 +95,7 @@ func checkNumericFlags(c *cli.Context) error {
 	memlimit.SetGoLimit()
 	memlimit.FitAddressSpace()
 	ranges := flagRanges()
-	err := cliflag.CheckRanges(c, func(name string) (cliflag.Range, bool) {
+	err := cliflag.CheckRanges(c, func(name string) (setting.Range, bool) {
 		if r, ok := commandRanges[c.Command.Name+" "+name]; ok {
 			return r, true
 		}
@@ -100,7 +103,7 @@ func checkNumericFlags(c *cli.Context) error {
 		return r, ok
 	})
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return cli.Exit(byFlag(err).Error(), 2)
 	}
 	return nil
 }

@@ -193,7 +193,7 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		{append(ft, "--beta", "0"), "--beta 0: must be in (0, 1]"},
 		{append(ft, "--classes", "-1"), "--classes -1"},
 		{append(ft, "--steps", "-5"), "--steps -5"},
-		{append(ft, "--epochs", "0"), "--epochs 0 and --steps 0: nothing to train"},
+		{append(ft, "--epochs", "0"), "--epochs 0: needs --steps"},
 		{append(ft, "--ignore", "-5"), "--ignore -5"},
 		{append(ft, "--size-threshold", "nan"), "--size-threshold: NaN"},
 		{append(ft, "--lr", "nan"), "--lr: NaN"},

@@ -24,28 +24,6 @@ import (
 // set it with a flag. nameFlags wraps every command's action so that its
 // errors name the flag instead.
 
-// settingFlags maps finetune.SettingError's fields to the flags that set
-// them.
-var settingFlags = map[string]string{
-	"Precision": "--precision",
-	"Resident":  "--resident",
-	"ConvGrad":  "--conv-grad",
-	"Batch":     "--batch",
-	"RunDir":    "--out",
-	"Patience":  "--patience",
-	// CUDAOptions is no SettingError's; DefaultNotice names it.
-	"CUDAOptions": "--cuda-opt",
-
-	"Accumulate": "--accumulate",
-	"EMA":        "--ema",
-	"SampleBy":   "--sample-by",
-}
-
-// settingWords name, by flag, the settings that finetune's checks of
-// --accumulate and --sample-by name in their own words.
-var settingWords = strings.NewReplacer("Resident on", "--resident on", "Resident off or auto", "--resident off or auto",
-	"Balanced batches (half small, half large objects)", "balanced batches (--balance, or --alpha's default: half small, half large objects)", "turn Balanced off", "give --no-balance")
-
 // adviceFlags are the libraries' advice (exported constants their errors
 // carry), by flag.
 var adviceFlags = map[string]string{
@@ -77,13 +55,7 @@ func withFlagNames(err error) error {
 	if err == nil {
 		return nil
 	}
-	err = finetuneFlagNames(err)
-	var se *finetune.SettingError
-	if errors.As(err, &se) {
-		if flag, ok := settingFlags[se.Field]; ok {
-			return renamed(err, se.Error(), fmt.Sprintf("%s %s: %v", flag, se.Value, settingWords.Replace(se.Err.Error())))
-		}
-	}
+	err = finetuneFlagNames(byFlag(err))
 	var ke *quantize.UnmatchedKeepError
 	if errors.As(err, &ke) {
 		return renamed(err, ke.Error(), fmt.Sprintf("--keep-float names %s, which no node of the model has as op type, name or output", strings.Join(ke.Names, ", ")))
@@ -122,9 +94,6 @@ func withFlagNames(err error) error {
 		if hint := notONNXHint(fe.Path); hint != "" {
 			return &renamedError{err: err, msg: err.Error() + " (" + hint + ")"}
 		}
-	}
-	if errors.Is(err, inference.ErrDense) { // finetune's validation setting
-		return renamed(err, "validation tiling or TTA", "--val-tile/--val-tta")
 	}
 	var sp *datalayout.SplitError
 	if errors.As(err, &sp) {
@@ -238,15 +207,9 @@ func flagNotice(n finetune.Notice) string {
 	case finetune.InterruptedNotice:
 		return fmt.Sprintf("interrupted: saved %s at step %d; continue with --resume", n.Checkpoint, n.Step)
 	case finetune.FallbackNotice:
-		if flag, ok := settingFlags[n.Field]; ok {
-			return fmt.Sprintf("segtune: %s %s: %s", flag, n.Value, n.Reason)
-		}
+		return fmt.Sprintf("segtune: %s %s: %s", flagOf(n.Setting), n.Value, n.Reason)
 	case finetune.DefaultNotice:
-		flag, ok := settingFlags[n.Field]
-		override, ok2 := settingFlags[n.Override]
-		if ok && ok2 {
-			return fmt.Sprintf("segtune: %s %s: %s (%s; %s overrides it)", flag, n.Value, n.Chosen, n.Why, override)
-		}
+		return fmt.Sprintf("segtune: %s %s: %s (%s; %s overrides it)", flagOf(n.Setting), n.Value, n.Chosen, n.Why, flagOf(n.Override))
 	}
 	return n.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -30,7 +31,7 @@ func TestLibraryErrorsNameTheFlag(t *testing.T) {
 		{"--resident", "maybe", "--resident maybe: want auto, on or off"},
 	} {
 		_, err := runCLI(t, "finetune", "--model", "segtune-synth", "--data", t.TempDir(), "--out", out, c.flag, c.value)
-		var se *finetune.SettingError
+		var se *setting.Error
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &se) {
 			t.Errorf("finetune %s %s: %v; want %q", c.flag, c.value, err, c.want)
 		}
@@ -67,12 +68,14 @@ func TestWithFlagNames(t *testing.T) {
 		err        error
 		want, gone string
 	}{
-		{&finetune.SettingError{Field: "Batch", Value: "8", Err: errors.New("m.onnx declares a fixed batch of 1")},
-			"--batch 8: m.onnx declares a fixed batch of 1", "Batch"},
-		{&finetune.SettingError{Field: "Patience", Value: "3", Err: errors.New("early stopping needs validation data")},
-			"--patience 3: early stopping needs validation data", "Patience"},
-		{&finetune.SettingError{Field: "RunDir", Value: "/r", Err: cause},
-			"--out /r: permission denied", "RunDir"},
+		{&setting.Error{Setting: "batch", Value: "8", Err: errors.New("m.onnx declares a fixed batch of 1")},
+			"finetune: --batch 8: m.onnx declares a fixed batch of 1", "finetune: batch"},
+		{&setting.Error{Setting: "patience", Value: "3", Err: errors.New("early stopping needs validation data")},
+			"--patience 3: early stopping needs validation data", "finetune: patience"},
+		{&setting.Error{Setting: "run_dir", Value: "/r", Err: cause},
+			"--out /r: permission denied", "run_dir"},
+		{&setting.Error{Setting: "max_steps", Value: "-1", Err: cause},
+			"--steps -1: permission denied", "max_steps"},
 		{&finetune.NotRunDirError{Dir: "/r", Files: []string{"a.txt"}},
 			"finetune: --out /r is not empty (it holds a.txt)", "run folder /r"},
 		{&datalayout.AmbiguousError{Root: "/d", Found: []string{"voc", "coco"}},
@@ -209,7 +212,7 @@ func TestFinetuneErrorsReadAsBefore(t *testing.T) {
 }
 
 // finetune's notices read by flag, exactly as the library wrote them when
-// it named the flags itself; others keep the library's words.
+// it named the flags itself.
 func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 	for _, c := range []struct {
 		n    finetune.Notice
@@ -218,14 +221,13 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 		{finetune.ResumedNotice{Changes: []finetune.SettingChange{{Setting: "epochs", Value: "2", Was: "1"}, {Setting: "lr", Value: "0.001", Was: "0.02"}}},
 			"resuming with --epochs 2 (was 1), --lr 0.001 (was 0.02)"},
 		{finetune.InterruptedNotice{Checkpoint: "/r/last.ckpt", Step: 7}, "interrupted: saved /r/last.ckpt at step 7; continue with --resume"},
-		{finetune.FallbackNotice{Field: "Resident", Value: "auto", Reason: "CopyTensors: no data transfer; keeping the training state in host memory"},
+		{finetune.FallbackNotice{Setting: "resident", Value: "auto", Reason: "CopyTensors: no data transfer; keeping the training state in host memory"},
 			"segtune: --resident auto: CopyTensors: no data transfer; keeping the training state in host memory"},
-		{finetune.FallbackNotice{Field: "Precision", Value: "bf16", Reason: "no CUDA GPU here; training in float32"},
+		{finetune.FallbackNotice{Setting: "precision", Value: "bf16", Reason: "no CUDA GPU here; training in float32"},
 			"segtune: --precision bf16: no CUDA GPU here; training in float32"},
-		{finetune.FallbackNotice{Field: "Unknown", Value: "v", Reason: "why"}, `segtune: Unknown "v": why`},
-		{finetune.DefaultNotice{Field: "Precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "CUDAOptions"},
+		{finetune.FallbackNotice{Setting: "conv_grad", Value: "all", Reason: "why"}, `segtune: --conv-grad all: why`},
+		{finetune.DefaultNotice{Setting: "precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "cuda_options"},
 			"segtune: --precision fp16: CUDA option cudnn_conv_algo_search=HEURISTIC (cuDNN's exhaustive search re-ran every step in half precision; --cuda-opt overrides it)"},
-		{finetune.DefaultNotice{Field: "Unknown", Value: "v", Chosen: "c", Why: "w", Override: "O"}, `segtune: Unknown "v": c (w; O overrides it)`},
 	} {
 		if got := flagNotice(c.n); got != c.want {
 			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)

@@ -13,6 +13,10 @@ import (
 )
 
 func modelCommand() *cli.Command {
+	var (
+		net models.DeepLabConfig
+		out string
+	)
 	return &cli.Command{
 		Name:  "model",
 		Usage: "list known pretrained models, or build a new network to train from scratch",
@@ -31,18 +35,9 @@ func modelCommand() *cli.Command {
 			{
 				Name:  "new",
 				Usage: "write a freshly initialised DeepLabV3+ (MobileNetV2-style backbone) and its sidecar",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write"},
-					&cli.IntFlag{Name: "classes", Value: 3, Usage: "output classes"},
-					&cli.Float64Flag{Name: "width", Value: 0.5, Usage: "width multiplier of the backbone"},
-					&cli.IntFlag{Name: "output-stride", Value: 16, Usage: "encoder stride, 16 or 8"},
-					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial weights"},
-				},
+				Flags: deepLabFlags(&net, &out),
 				Action: func(c *cli.Context) error {
-					cfg := models.DefaultDeepLabConfig()
-					cfg.Classes, cfg.Width, cfg.OutputStride, cfg.Seed = c.Int("classes"), c.Float64("width"), c.Int("output-stride"), c.Uint64("seed")
-					out := c.String("out")
-					params, side, err := models.WriteNewDeepLab(out, cfg)
+					params, side, err := models.WriteNewDeepLab(out, net)
 					if err != nil {
 						return err
 					}
@@ -55,6 +50,10 @@ func modelCommand() *cli.Command {
 }
 
 func dataCommand() *cli.Command {
+	var (
+		cfg       synth.Config
+		out, size string
+	)
 	return &cli.Command{
 		Name:  "data",
 		Usage: "generate, check and convert data sets",
@@ -62,24 +61,16 @@ func dataCommand() *cli.Command {
 			Name: "synth",
 			Usage: "a synthetic segmentation set (discs and squares on textured backgrounds) whose objects\n" +
 				"range over two orders of magnitude in size, deterministic from --seed",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "folder (images/{train,val}, masks/{train,val})"},
-				&cli.Uint64Flag{Name: "seed", Value: 1},
-				&cli.IntFlag{Name: "train", Value: 300, Usage: "training images"},
-				&cli.IntFlag{Name: "val", Value: 100, Usage: "validation images"},
-				&cli.StringFlag{Name: "size", Value: "96x128", Usage: "image size HxW"},
-			},
+			Flags: synthFlags(&cfg, &out, &size),
 			Action: func(c *cli.Context) error {
-				cfg := synth.DefaultConfig()
-				cfg.Seed, cfg.Train, cfg.Val = c.Uint64("seed"), c.Int("train"), c.Int("val")
 				var err error
-				if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("size")); err != nil {
+				if cfg.Height, cfg.Width, err = imageio.ParseSize(size); err != nil {
 					return err
 				}
-				if _, err := synth.Generate(c.String("out"), cfg); err != nil {
+				if _, err := synth.Generate(out, cfg); err != nil {
 					return err
 				}
-				fmt.Printf("wrote %d training and %d validation images with masks to %s (classes %v)\n", cfg.Train, cfg.Val, c.String("out"), synth.ClassNames)
+				fmt.Printf("wrote %d training and %d validation images with masks to %s (classes %v)\n", cfg.Train, cfg.Val, out, synth.ClassNames)
 				return nil
 			},
 		}},

@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -210,9 +211,8 @@ func denseSettings(c *cli.Context, prefix string) (*inference.Dense, error) {
 		overlap = &v
 	}
 	d, err := inference.ParseDense(c.String(prefix+"tile"), overlap, c.String(prefix+"tta"))
-	var de *inference.DenseSettingError
-	if errors.As(err, &de) {
-		return nil, renamed(err, de.Error(), de.Named(func(s string) string { return "--" + prefix + s }))
+	if err != nil { // its keys are the flags' without the prefix
+		return nil, setting.Rename(err, func(key string) string { return flagOf(prefix + key) })
 	}
-	return d, err
+	return d, nil
 }

@@ -1,6 +1,7 @@
 package cliflag
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // run runs one command named "cmd" of an app named "app" with args, after
@@ -113,38 +116,9 @@ func TestUnrequireThenRequire(t *testing.T) {
 	}
 }
 
-func TestRangeCheck(t *testing.T) {
-	inf := math.Inf(1)
-	for _, tc := range []struct {
-		r     Range
-		v     float64
-		isInt bool
-		want  string // "" for valid
-	}{
-		{Range{Min: 1, Max: 64, Zero: true, Why: "0 picks one per core"}, 0, true, ""},
-		{Range{Min: 1, Max: 64, Zero: true, Why: "0 picks one per core"}, 65, true, "--f 65: must be from 1 to 64, or 0 (0 picks one per core)"},
-		{Range{Min: 0, MinOpen: true, Max: 10}, 0, false, "--f 0: must be in (0, 10]"},
-		{Range{Min: 0, MinOpen: true, Max: 10}, 10, false, ""},
-		{Range{Min: 0, Max: inf}, inf, false, "--f +Inf: must be at least 0"},
-		{Range{Min: 0, MinOpen: true, Max: inf}, -1, false, "--f -1: must be greater than 0"},
-		{Range{Min: -inf, Max: inf}, math.NaN(), false, "--f: NaN is not a valid value"},
-		{Range{Min: -inf, Max: inf}, -inf, false, "--f -Inf: must be a finite number"},
-	} {
-		err := tc.r.Check("f", tc.v, tc.isInt)
-		if got := ""; err != nil {
-			got = err.Error()
-			if got != tc.want {
-				t.Errorf("%+v.Check(%v) = %q, want %q", tc.r, tc.v, got, tc.want)
-			}
-		} else if tc.want != "" {
-			t.Errorf("%+v.Check(%v) passed, want %q", tc.r, tc.v, tc.want)
-		}
-	}
-}
-
 func TestCheckRanges(t *testing.T) {
-	ranges := map[string]Range{"batch": {Min: 1, Max: 8}, "std": {Min: 0, MinOpen: true, Max: math.Inf(1), List: true}}
-	lookup := func(name string) (Range, bool) { r, ok := ranges[name]; return r, ok }
+	ranges := map[string]setting.Range{"batch": {Min: 1, Max: 8}, "std": {Min: 0, MinOpen: true, Max: math.Inf(1), List: true}}
+	lookup := func(name string) (setting.Range, bool) { r, ok := ranges[name]; return r, ok }
 	flags := func() []cli.Flag {
 		return []cli.Flag{&cli.IntFlag{Name: "batch", Value: 1}, &cli.StringFlag{Name: "std"}, &cli.IntFlag{Name: "free", Value: -5}}
 	}
@@ -152,12 +126,16 @@ func TestCheckRanges(t *testing.T) {
 	for args, want := range map[string]string{
 		"":                  "",
 		"--std 0.2,0.3":     "",
-		"--batch 9":         "--batch 9: must be from 1 to 8",
-		"--std 0.2,0":       "--std 0: must be greater than 0",
-		"--std 0.2,x":       `--std: "x" is not a number`,
-		"--batch 0 --std 1": "--batch 0: must be from 1 to 8",
+		"--batch 9":         "batch 9: must be from 1 to 8",
+		"--std 0.2,0":       "std 0: must be greater than 0",
+		"--std 0.2,x":       `std: "x" is not a number`,
+		"--batch 0 --std 1": "batch 0: must be from 1 to 8",
 	} {
 		_, err := run(t, flags(), check, strings.Fields(args)...)
+		var se *setting.Error
+		if err != nil && !errors.As(err, &se) {
+			t.Errorf("%q: %v is no *setting.Error", args, err)
+		}
 		if got := ""; err != nil {
 			got = err.Error()
 			if got != want {

@@ -1,31 +1,15 @@
 package cliflag
 
 import (
-	"fmt"
-	"math"
-	"strconv"
-
 	"github.com/segtune/segtune/internal/listflag"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/urfave/cli/v2"
 )
 
-// Range is the valid range of a numeric flag: [Min, Max], with MinOpen
-// excluding Min itself; Zero also allows 0 (meaning "default"). No flag
-// takes NaN or an infinity.
-type Range struct {
-	Min, Max float64
-	MinOpen  bool
-	Zero     bool
-	// List marks a string flag holding comma-separated numbers.
-	List bool
-	// Why is appended to the error (e.g. "0: one per core").
-	Why string
-}
-
 // CheckRanges checks every numeric flag of c's command that ranges gives a
 // Range for (by flag name), defaults included: a NaN, an infinity or a
-// value out of range is an error naming the flag.
-func CheckRanges(c *cli.Context, ranges func(name string) (Range, bool)) error {
+// value out of range is a *setting.Error keyed by the flag's name.
+func CheckRanges(c *cli.Context, ranges func(name string) (setting.Range, bool)) error {
 	if c.Command == nil {
 		return nil
 	}
@@ -37,7 +21,7 @@ func CheckRanges(c *cli.Context, ranges func(name string) (Range, bool)) error {
 		}
 		vals, isInt, err := numbers(c.Value(name), r.List)
 		if err != nil {
-			return fmt.Errorf("--%s: %w", name, err)
+			return &setting.Error{Setting: name, Err: err}
 		}
 		for _, v := range vals {
 			if err := r.Check(name, v, isInt); err != nil {
@@ -67,44 +51,4 @@ func numbers(value any, list bool) ([]float64, bool, error) {
 		return vals, false, err
 	}
 	return nil, false, nil
-}
-
-// Check returns an error naming flag name when v is outside r; isInt
-// writes the numbers as integers.
-func (r Range) Check(name string, v float64, isInt bool) error {
-	if math.IsNaN(v) {
-		return fmt.Errorf("--%s: NaN is not a valid value", name)
-	}
-	if v == 0 && r.Zero {
-		return nil
-	}
-	if !math.IsInf(v, 0) && v <= r.Max && (v > r.Min || !r.MinOpen && v == r.Min) {
-		return nil
-	}
-	num := func(x float64) string {
-		if isInt {
-			return strconv.FormatFloat(x, 'f', -1, 64)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	var want string
-	switch {
-	case math.IsInf(r.Min, -1) && math.IsInf(r.Max, 1):
-		want = "a finite number"
-	case math.IsInf(r.Max, 1) && r.MinOpen:
-		want = "greater than " + num(r.Min)
-	case math.IsInf(r.Max, 1):
-		want = "at least " + num(r.Min)
-	case r.MinOpen:
-		want = fmt.Sprintf("in (%s, %s]", num(r.Min), num(r.Max))
-	default:
-		want = fmt.Sprintf("from %s to %s", num(r.Min), num(r.Max))
-	}
-	if r.Zero {
-		want += ", or 0"
-	}
-	if r.Why != "" {
-		want += " (" + r.Why + ")"
-	}
-	return fmt.Errorf("--%s %s: must be %s", name, num(v), want)
 }

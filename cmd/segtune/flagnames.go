@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/segtune/segtune/internal/setting"
+)
+
+// The libraries name a setting they refuse by its key (*setting.Error),
+// as config files and a run's config.json do; the user set it with a flag.
+// This is the one place that maps a key to its flag.
+
+// keyFlags are the keys whose flag is not the key with - for _.
+var keyFlags = map[string]string{
+	"max_steps":    "steps",
+	"run_dir":      "out",
+	"cuda_options": "cuda-opt",
+	"val_dense":    "val-tile/--val-tta", // finetune's tiling and TTA of validation
+}
+
+// flagOf is the flag that sets the setting key.
+func flagOf(key string) string {
+	if flag, ok := keyFlags[key]; ok {
+		return "--" + flag
+	}
+	return "--" + strings.ReplaceAll(key, "_", "-")
+}
+
+// byFlag is err with the settings it names called by their flags.
+func byFlag(err error) error { return setting.Rename(err, flagOf) }
