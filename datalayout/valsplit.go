@@ -7,7 +7,10 @@ import (
 	"math"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // ValSplit holds out a fraction of one split's samples for validation, for
@@ -33,13 +36,13 @@ type ValSplit struct {
 var ValSplitGroupings = []string{"image", "folder", "prefix"}
 
 // Check says what is wrong with the split's settings, before any file is
-// read.
+// read: a *setting.Error of val_split (the fraction) or split_by.
 func (v ValSplit) Check() error {
 	if !(v.Fraction > 0 && v.Fraction < 1) {
-		return fmt.Errorf("validation fraction %v is not in (0, 1)", v.Fraction)
+		return setting.Errorf("val_split", strconv.FormatFloat(v.Fraction, 'g', -1, 64), "the fraction of the images held out for validation must be in (0, 1)")
 	}
 	if v.By != "" && !slices.Contains(ValSplitGroupings, v.By) {
-		return fmt.Errorf("validation split by %q: want one of %s", v.By, strings.Join(ValSplitGroupings, ", "))
+		return setting.Errorf("split_by", v.By, "want one of %s", strings.Join(ValSplitGroupings, ", "))
 	}
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // A run's paths (its base model and data) are read as on the command
@@ -29,25 +32,8 @@ func (c *Config) paths() []pathField {
 	}
 }
 
-// MissingPathError is a path of a configuration that does not exist.
-type MissingPathError struct {
-	Key, Path string // the config.json key, the path as recorded
-	Dir       string // the working directory a relative Path was read against
-	Err       error
-}
-
-func (e *MissingPathError) Error() string {
-	msg := fmt.Sprintf("%s %q: %v", e.Key, e.Path, e.Err)
-	if !filepath.IsAbs(e.Path) {
-		msg += fmt.Sprintf(" (a relative path is read against the working directory, %s)", e.Dir)
-	}
-	return msg
-}
-
-func (e *MissingPathError) Unwrap() error { return e.Err }
-
-// CheckPaths returns a *MissingPathError for the first path of c that
-// names nothing (an empty one is not given).
+// CheckPaths returns a *setting.Error, of the path's config.json key, for
+// the first path of c that names nothing (an empty one is not given).
 func (c *Config) CheckPaths() error {
 	for _, f := range c.paths() {
 		if *f.Path == "" {
@@ -58,7 +44,10 @@ func (c *Config) CheckPaths() error {
 			if pe, ok := err.(*os.PathError); ok {
 				err = pe.Err // the path is in the message already
 			}
-			return &MissingPathError{Key: f.Key, Path: *f.Path, Dir: wd, Err: err}
+			if !filepath.IsAbs(*f.Path) {
+				err = fmt.Errorf("%w (a relative path is read against the working directory, %s)", err, wd)
+			}
+			return &setting.Error{Setting: f.Key, Value: strconv.Quote(*f.Path), Err: err}
 		}
 	}
 	return nil

@@ -245,7 +245,7 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		// read against the working directory, and refused, naming the
 		// checkpoint, where they name nothing here.
 		if err := old.CheckPaths(); err != nil {
-			return nil, fmt.Errorf("finetune: %s records %w: the run was started in another folder, or its files moved", t.keeper.LastPath(), err)
+			return nil, fmt.Errorf("finetune: %s records %v: the run was started in another folder, or its files moved", t.keeper.LastPath(), err) // the key as recorded: no flag gave it
 		}
 		if err := errors.Join(old.absPaths(), cfg.absPaths()); err != nil {
 			return nil, fmt.Errorf("finetune: %w", err)

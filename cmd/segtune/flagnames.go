@@ -16,6 +16,14 @@ var keyFlags = map[string]string{
 	"run_dir":      "out",
 	"cuda_options": "cuda-opt",
 	"val_dense":    "val-tile/--val-tta", // finetune's tiling and TTA of validation
+	// finetune's paths, by their config.json keys
+	"network.base_model": "model",
+	"train.data":         "data",
+	"train.images":       "train-images",
+	"train.masks":        "train-masks",
+	"val.images":         "val-images",
+	"val.masks":          "val-masks",
+	"val.data":           "data",
 }
 
 // flagOf is the flag that sets the setting key.

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // valSplitUsage is finetune's --val-split.
@@ -39,7 +39,13 @@ func valSplitSetting(c *cli.Context, fraction string) (*datalayout.ValSplit, err
 	}
 	vs := &datalayout.ValSplit{Fraction: c.Float64(fraction), Seed: c.Uint64("split-seed"), By: c.String("split-by")}
 	if err := vs.Check(); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--%s %s --split-by %s: %v", fraction, strconv.FormatFloat(vs.Fraction, 'g', -1, 64), vs.By, err), 2)
+		// data split's fraction flag is --val
+		return nil, cli.Exit(setting.Rename(err, func(key string) string {
+			if key == "val_split" {
+				return "--" + fraction
+			}
+			return flagOf(key)
+		}).Error(), 2)
 	}
 	return vs, nil
 }
