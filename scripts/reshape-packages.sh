@@ -102,17 +102,30 @@ for r in "${renames[@]}"; do
 	done
 done
 
+# Files whose name says what the package called them before.
+filemoves=(
+	"deploy/trainingraph/artifacts.go deploy/trainingraph/compile.go"
+	"deploy/trainingraph/artifacts_test.go deploy/trainingraph/compile_test.go"
+)
+for m in "${filemoves[@]}"; do
+	read -r old new <<<"$m"
+	if [ -n "$(git ls-files "$old")" ] && [ ! -e "$new" ]; then
+		git mv "$old" "$new"
+		echo "moved $old -> $new"
+	fi
+done
+
 # The README's package table names each moved folder by its new path.
 readme_rows=(
-	"| \`ortprobe\`, \`gradcheck\` |=| \`onnx/grad/ortprobe\`, \`onnx/grad/gradcheck\` |"
-	"| \`placement\` |=| \`internal/doctor/placement\` |"
-	"| \`doctor\` |=| \`internal/doctor\` |"
-	"| \`demo/\` |=| \`cmd/segtune/demo\` |"
-	"| \`datalayout/\` |=| \`imageio/datalayout\` |"
-	"| \`artifacts\` |=| \`deploy/trainingraph\` |"
+	"| \`ortprobe\`, \`gradcheck\` @@ \`onnx/grad/ortprobe\`, \`onnx/grad/gradcheck\` |"
+	"| \`placement\` @@ \`internal/doctor/placement\` |"
+	"| \`doctor\` @@ \`internal/doctor\` |"
+	"| \`demo/\` @@ \`cmd/segtune/demo\` |"
+	"| \`datalayout/\` @@ \`imageio/datalayout\` |"
+	"| \`artifacts\` @@ \`deploy/trainingraph\` |"
 )
 for row in "${readme_rows[@]}"; do
-	export FROM="${row%%|=|*}" TO="${row#*|=|}"
+	export FROM="${row%% @@ *}" TO="${row#* @@ }"
 	perl -pi -e 's/^\Q$ENV{FROM}\E/$ENV{TO}/' README.md
 done
 
