@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -351,7 +352,7 @@ func (r *regularizer) epochStats(st dual.EpochStats) map[string]float64 {
 		out["reg_lagrangian"] = st.Lagrangian
 	}
 	out["reg_violation"] = r.violation()
-	if f1, ok := sizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
+	if f1, ok := metrics.SizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
 		out["size_f1_train"] = f1
 	}
 	return out
@@ -382,41 +383,6 @@ func (r *regularizer) violation() float64 {
 		v /= float64(n)
 	}
 	return v
-}
-
-// sizeF1 is the F1 of the size predictor (score > 0 predicts "large", or
-// the class of the arg-max head) over the examples seen.
-func sizeF1(scores []float64, seen []bool, classes []int, heads int) (float64, bool) {
-	var tp, fp, fn float64
-	for i, c := range classes {
-		if !seen[i] {
-			continue
-		}
-		pred := 0
-		if heads == 1 {
-			if scores[i] > 0 {
-				pred = 1
-			}
-		} else {
-			for h := 1; h < heads; h++ {
-				if scores[i*heads+h] > scores[i*heads+pred] {
-					pred = h
-				}
-			}
-		}
-		switch {
-		case pred != 0 && pred == c:
-			tp++
-		case pred != 0:
-			fp++
-		case c != 0:
-			fn++
-		}
-	}
-	if tp+fp+fn == 0 {
-		return 0, false
-	}
-	return 2 * tp / (2*tp + fp + fn), true
 }
 
 // balancedOrder draws each epoch's batches with about the same number of
