@@ -14,7 +14,7 @@
 //     object-size classes (size.go); compile builds the training graph —
 //     the network with its trainable parameters (models/network), the loss
 //     (onnx/grad.Loss: cross entropy, focal, Dice, Lovász; classweights.go)
-//     and, with a regularizer, the size head grafted onto a feature tap (regularizer.go's addToGraph) — and
+//     and, with a regularizer, the size head grafted onto a feature tap (sizeregularizer.go's addToGraph, sizehead's surgery) — and
 //     setupStepper opens it in a session: a stepper (step.go) whose state
 //     lives in Go memory or in the session's device memory
 //     (finetune/resident).

@@ -22,6 +22,7 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/schedule"
+	"github.com/segtune/segtune/finetune/sizehead"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/mpi"
@@ -500,7 +501,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	}
 	var outputs []string
 	if t.reg != nil {
-		outputs = append(outputs, sizeScores)
+		outputs = append(outputs, sizehead.Scores)
 	}
 	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
 	if mayRunOnGPU(cfg.Device) {
@@ -981,7 +982,7 @@ func (t *trainer) validationModel() (*onnx.Model, error) {
 		return nil, err
 	}
 	if t.reg != nil {
-		if err := appendSizeHead(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
+		if err := sizehead.Append(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
 			return nil, err
 		}
 	}
