@@ -23,7 +23,7 @@
 //     regularizer's loop, or for a baseline a loop with no dual state.
 //     Loop.Step calls back trainStep (step.go): Forward runs the training
 //     graph on the batch (stepper.step: loss, gradients, the size scores the
-//     dual state needs), summing gradients across ranks (parallel.go);
+//     dual state needs), summing gradients across ranks (parallel.go, finetune/dataparallel);
 //     Update takes the schedule's learning rate and steps the optimiser
 //     (stepper.update), then keeps the size head in its box. The dual
 //     ascent and the projection happen inside dual.Loop, at the points

@@ -20,9 +20,10 @@ const (
 	// ones notTopLevel names; scripts/reshape-packages.sh lowers it to 13
 	// when it moves the helpers under the packages they serve.
 	maxTopLevel = 20
-	// maxFinetuneImports is the most project packages the finetune root
-	// imports (the acceptance of issue #42: 14).
-	maxFinetuneImports = 25
+	// maxFinetuneImports is the most project packages outside finetune/
+	// that the finetune root imports: its own sub-packages are its parts,
+	// the others make it a hub. Today's count; issue #42 aims at 14 in all.
+	maxFinetuneImports = 19
 )
 
 // notTopLevel are the folders that are no library of the pipeline.
@@ -49,12 +50,13 @@ func TestFinetuneRootImports(t *testing.T) {
 	imports := packages(t, root)["finetune"]
 	var project []string
 	for _, p := range imports {
-		if strings.HasPrefix(p, module+"/") {
-			project = append(project, strings.TrimPrefix(p, module+"/"))
+		rel, ok := strings.CutPrefix(p, module+"/")
+		if ok && !strings.HasPrefix(rel, "finetune/") {
+			project = append(project, rel)
 		}
 	}
 	if len(project) > maxFinetuneImports {
-		t.Errorf("the finetune root imports %d project packages (%s); at most %d: move a job into the package that owns it",
+		t.Errorf("the finetune root imports %d project packages outside finetune/ (%s); at most %d: move a job into the package that owns it",
 			len(project), strings.Join(project, " "), maxFinetuneImports)
 	}
 }
