@@ -17,8 +17,10 @@
 #   gradcheck, ortprobe -> onnx/grad/…: both run the gradient compiler's
 #     graphs in ONNX Runtime; under runtime/ they would make the ground floor
 #     import onnx/ (3 new back-arrows).
-#   doctor -> internal/doctor, placement -> internal/doctor/placement: the
-#     machine check of `segtune doctor` and the placement report it prints.
+#   doctor -> cmd/segtune/doctor, placement -> cmd/segtune/doctor/placement:
+#     the machine check of `segtune doctor` and the placement report it
+#     prints, the CLI's alone; under internal/ they would lift internal/
+#     above onnx/, whose imports of internal/ would then run back up.
 #   demo -> cmd/segtune/demo: the workflow of `segtune demo`, the CLI's alone.
 #   datalayout -> imageio/datalayout: how data folders pair images and masks.
 #   artifacts -> deploy/trainingraph: ORT training graphs compiled for one
@@ -35,8 +37,8 @@ module=$(go list -m)
 moves=(
 	"gradcheck onnx/grad/gradcheck"
 	"ortprobe onnx/grad/ortprobe"
-	"doctor internal/doctor"
-	"placement internal/doctor/placement"
+	"doctor cmd/segtune/doctor"
+	"placement cmd/segtune/doctor/placement"
 	"demo cmd/segtune/demo"
 	"datalayout imageio/datalayout"
 	"artifacts deploy/trainingraph"
@@ -118,8 +120,8 @@ done
 # The README's package table names each moved folder by its new path.
 readme_rows=(
 	"| \`ortprobe\`, \`gradcheck\` @@ \`onnx/grad/ortprobe\`, \`onnx/grad/gradcheck\` |"
-	"| \`placement\` @@ \`internal/doctor/placement\` |"
-	"| \`doctor\` @@ \`internal/doctor\` |"
+	"| \`placement\` @@ \`cmd/segtune/doctor/placement\` |"
+	"| \`doctor\` @@ \`cmd/segtune/doctor\` |"
 	"| \`demo/\` @@ \`cmd/segtune/demo\` |"
 	"| \`datalayout/\` @@ \`imageio/datalayout\` |"
 	"| \`artifacts\` @@ \`deploy/trainingraph\` |"
