@@ -62,6 +62,16 @@ for m in "${moves[@]}"; do
 		if [ -d "$old" ]; then
 			cp -a "$old/." "$new/" && rm -rf "$old"
 		fi
+		# Tests that reach the repository's root with filepath.Join("..", …)
+		# climb one folder more for each level the package went down.
+		depth=$(awk -F/ '{print NF}' <<<"$new")
+		if [ "$depth" -gt 1 ]; then
+			export UPS
+			UPS=$(printf '"..", %.0s' $(seq "$depth"))
+			for f in $(grep -lF 'filepath.Join("..", ' "$new"/*.go 2>/dev/null || true); do
+				perl -pi -e 's/filepath\.Join\("\.\.", /filepath.Join($ENV{UPS}/g' "$f"
+			done
+		fi
 		echo "moved $old -> $new"
 		moved=$((moved + 1))
 	fi
