@@ -129,12 +129,12 @@ done
 
 # The README's package table names each moved folder by its new path.
 readme_rows=(
-	"| \`ortprobe\`, \`gradcheck\` @@ \`onnx/grad/ortprobe\`, \`onnx/grad/gradcheck\` |"
-	"| \`placement\` @@ \`cmd/segtune/doctor/placement\` |"
-	"| \`doctor\` @@ \`cmd/segtune/doctor\` |"
-	"| \`demo/\` @@ \`cmd/segtune/demo\` |"
-	"| \`datalayout/\` @@ \`imageio/datalayout\` |"
-	"| \`artifacts\` @@ \`deploy/trainingraph\` |"
+	"| \`ortprobe\`, \`gradcheck\` | @@ | \`onnx/grad/ortprobe\`, \`onnx/grad/gradcheck\` |"
+	"| \`placement\` | @@ | \`cmd/segtune/doctor/placement\` |"
+	"| \`doctor\` | @@ | \`cmd/segtune/doctor\` |"
+	"| \`demo/\` | @@ | \`cmd/segtune/demo\` |"
+	"| \`datalayout/\` | @@ | \`imageio/datalayout\` |"
+	"| \`artifacts\` | @@ | \`deploy/trainingraph\` |"
 )
 for row in "${readme_rows[@]}"; do
 	export FROM="${row%% @@ *}" TO="${row#* @@ }"
