@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
@@ -18,6 +17,7 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/stats"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/synth"
 )
 
@@ -159,7 +159,7 @@ func segmentAndExport(ctx context.Context, w io.Writer, o Options, dataDir strin
 }
 
 // PairedIoU scores models a and b image by image on cfg's validation set
-// (evaluate.PairedMeanIoU), predicting with predict: each image's mean
+// (metrics.PairedMeanIoU), predicting with predict: each image's mean
 // IoU under b minus under a, with the 95 % t interval over the images.
 func PairedIoU(ctx context.Context, cfg finetune.Config, a, b string, predict samples.Predictor) (stats.Interval, error) {
 	dc := cfg.Val.DataConfig()
@@ -181,19 +181,19 @@ func PairedIoU(ctx context.Context, cfg finetune.Config, a, b string, predict sa
 	if err != nil {
 		return stats.Interval{}, fmt.Errorf("%s: %w", b, err)
 	}
-	images := func(yield func(evaluate.PairedPrediction, error) bool) {
+	images := func(yield func(metrics.PairedPrediction, error) bool) {
 		for id, path := range paths {
 			s, err := ds.Load(id)
 			if err != nil {
-				yield(evaluate.PairedPrediction{}, err)
+				yield(metrics.PairedPrediction{}, err)
 				return
 			}
-			if !yield(evaluate.PairedPrediction{Name: path, A: pa[path], B: pb[path], Target: s.Labels}, nil) {
+			if !yield(metrics.PairedPrediction{Name: path, A: pa[path], B: pb[path], Target: s.Labels}, nil) {
 				return
 			}
 		}
 	}
-	return evaluate.PairedMeanIoU(images, ds.NumClasses(), ds.Ignore())
+	return metrics.PairedMeanIoU(images, ds.NumClasses(), ds.Ignore())
 }
 
 // Verdict is the demo's last word on the regularizer: what it changed on

@@ -5,7 +5,8 @@
 // with metrics' confusion matrix, and keeps one shard's scores in a
 // Partial, whose Summary is the report. Merge combines the partial files
 // of every shard of a sharded evaluation into the report one run over
-// every image gives; PairedMeanIoU compares two models image by image.
+// every image gives (metrics.PairedMeanIoU compares two models image
+// by image).
 //
 // A Go program fills a Request, whose Plan pairs the data and opens the
 // model (or builds a Plan itself: pairs, NewSetup, Plan.ReadFolders),

@@ -14,7 +14,7 @@
 //     object-size classes (size.go); compile builds the training graph —
 //     the network with its trainable parameters (models/network), the loss
 //     (onnx/grad.Loss: cross entropy, focal, Dice, Lovász; classweights.go)
-//     and, with a regularizer, the size head grafted onto a feature tap (regularizer.go's addToGraph) — and
+//     and, with a regularizer, the size head grafted onto a feature tap (sizeregularizer.go's addToGraph, sizehead's surgery) — and
 //     setupStepper opens it in a session: a stepper (step.go) whose state
 //     lives in Go memory or in the session's device memory
 //     (finetune/resident).
@@ -26,7 +26,7 @@
 //     regularizer's loop, or for a baseline a loop with no dual state.
 //     Loop.Step calls back trainStep (step.go): Forward runs the training
 //     graph on the batch (stepper.step: loss, gradients, the size scores the
-//     dual state needs), summing gradients across ranks (parallel.go);
+//     dual state needs), summing gradients across ranks (parallel.go, finetune/dataparallel);
 //     Update takes the schedule's learning rate and steps the optimiser
 //     (stepper.update), then keeps the size head in its box. The dual
 //     ascent and the projection happen inside dual.Loop, at the points

@@ -145,8 +145,8 @@ func (t *trainer) setupEarlyStop() error {
 	if t.cfg.Monitor == MonitorLoss && !hasValidationLoss(t.ct) {
 		return fmt.Errorf("%s: monitoring %s needs a head of class logits or probabilities, and this one is %s", t.cfg.Network.BaseModel, MonitorLoss, t.ct.Kind)
 	}
-	if t.cfg.Patience > 0 && t.par.parallel() {
-		return fmt.Errorf("early stopping (patience %d) runs in one process, not on %d ranks", t.cfg.Patience, t.par.size())
+	if t.cfg.Patience > 0 && t.par.Parallel() {
+		return fmt.Errorf("early stopping (patience %d) runs in one process, not on %d ranks", t.cfg.Patience, t.par.Size())
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/sizehead"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/metrics"
@@ -22,7 +23,7 @@ type Evaluation struct {
 	Overall *metrics.Confusion
 	Groups  map[string]*metrics.Confusion
 	// Scores holds each example's size-head scores when the model has the
-	// size head's output (see appendSizeHead) and validation runs on whole
+	// size head's output (see sizehead.Append) and validation runs on whole
 	// images; nil under dense validation, which blends the class scores
 	// only.
 	Scores map[int][]float32
@@ -193,7 +194,7 @@ func openValScorer(m *onnx.Model, ct *contract.Contract, pre imageio.Preprocess,
 		vs.close()
 		return nil, fmt.Errorf("the model has no output %q", ct.Output)
 	}
-	vs.scoresOut = vs.sess.OutputIndex(sizeScores)
+	vs.scoresOut = vs.sess.OutputIndex(sizehead.Scores)
 	return vs, nil
 }
 

@@ -1,7 +1,6 @@
 package finetune
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,12 +11,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
@@ -52,44 +49,12 @@ func TrainParallel(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, 
 	return train(ctx, comm, cfg, dir, resume, hooks)
 }
 
-// dataParallel is a run's side of the data-parallel ranks: a world of one
-// for an ordinary run, where every method is the identity.
-type dataParallel struct {
-	c *mpi.Comm
-	// scale feeds the training graph's grad.LossScaleName: this rank's
-	// share of the step's labelled pixels.
-	scale []float32
-	// counts is this step's [labelled pixels, stop] before the sum.
-	counts [2]float64
-	// buf is the step's reduction: gradients, scores, loss, one failure
-	// flag per rank.
-	buf []float32
-	// share is this rank's view of the step's dual.Batch.
-	share dual.Batch
-	// wait is the time the step spent in its collectives (waiting for the
-	// slowest rank included).
-	wait time.Duration
-}
-
-func newDataParallel(c *mpi.Comm) *dataParallel {
-	if c == nil {
-		c = mpi.Single()
-	}
-	return &dataParallel{c: c}
-}
-
-func (p *dataParallel) size() int      { return p.c.Size() }
-func (p *dataParallel) parallel() bool { return p.c.Size() > 1 }
-
-// writes says whether this rank writes the run's files (rank 0).
-func (p *dataParallel) writes() bool { return p.c.Rank() == 0 }
-
 // globalBatch is the number of examples of a step, all ranks together.
 //
 // With Accumulate > 1 it is the examples of one optimiser step: the
 // loader draws them as one batch and each rank's stepper runs its share
 // in Accumulate parts of Batch (stepper.stepAccumulated).
-func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.size() * t.accumulate() }
+func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.Size() * t.accumulate() }
 
 // accumulate is the batches summed in each optimiser step (1: none).
 func (t *trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
@@ -104,14 +69,6 @@ func (e *NoBatchError) Error() string {
 		msg += fmt.Sprintf(" (%d processes × batch %d)", e.Processes, e.Batch)
 	}
 	return msg
-}
-
-// agree turns a stage's outcome into every rank's verdict (see mpi.Agree).
-func (p *dataParallel) agree(err error) error {
-	if !p.parallel() {
-		return err
-	}
-	return p.c.Agree(err, false)
 }
 
 // RunExistsError refuses to start a new run in Dir, which holds a run
@@ -151,30 +108,6 @@ func (t *trainer) openRunDir(resume bool) (*runLock, *checkpoint.Checkpoint, err
 	}
 }
 
-// shareCheckpoint hands rank 0's outcome of openRunDir to every rank: its
-// failure, or the checkpoint to resume from (broadcast, so that the other
-// ranks need not see rank 0's folder).
-func (p *dataParallel) shareCheckpoint(ck *checkpoint.Checkpoint, err error) (*checkpoint.Checkpoint, error) {
-	if !p.parallel() {
-		return ck, err
-	}
-	var buf bytes.Buffer
-	if err == nil && p.writes() && ck != nil {
-		err = checkpoint.Write(&buf, ck)
-	}
-	if err := p.c.Agree(err, false); err != nil {
-		return nil, err
-	}
-	b, err := p.c.Broadcast(buf.Bytes(), 0)
-	if err != nil {
-		return nil, err
-	}
-	if p.writes() || len(b) == 0 {
-		return ck, nil
-	}
-	return checkpoint.Read(bytes.NewReader(b), int64(len(b)))
-}
-
 // RanksError refuses to resume the run of Checkpoint, trained by Was
 // processes of Batch examples each, with another number (Now): the number
 // fixes the batches every epoch is drawn in.
@@ -194,25 +127,24 @@ func (e *RanksError) Error() string {
 
 // checkRanks refuses to resume a run with another number of ranks
 // (RanksError).
-func (p *dataParallel) checkRanks(old Config, ckpt string) error {
-	if was := max(old.Ranks, 1); was != p.size() {
-		return &RanksError{Checkpoint: ckpt, Was: was, Now: p.size(), Batch: old.Batch}
+func checkRanks(p *dataparallel.Group, old Config, ckpt string) error {
+	if was := max(old.Ranks, 1); was != p.Size() {
+		return &RanksError{Checkpoint: ckpt, Was: was, Now: p.Size(), Batch: old.Batch}
 	}
 	return nil
 }
 
-// bind feeds the training graph's loss scale (present when the graph was
-// built for several ranks).
-func (p *dataParallel) bind(s *stepper) error {
-	if !p.parallel() {
+// bindLossScale feeds the training graph's loss scale (present when the
+// graph was built for several ranks).
+func bindLossScale(p *dataparallel.Group, s *stepper) error {
+	if !p.Parallel() {
 		return nil
 	}
 	i := s.inputIndex(grad.LossScaleName)
 	if i < 0 {
 		return fmt.Errorf("training graph lacks its %q input", grad.LossScaleName)
 	}
-	p.scale = []float32{1}
-	s.setInput(i, runtime.NewFloat32(s.inputs[i].Shape, p.scale))
+	s.setInput(i, runtime.NewFloat32(s.inputs[i].Shape, p.NewLossScale()))
 	return nil
 }
 
@@ -233,36 +165,27 @@ func (t *trainer) nextBatch(ctx context.Context, loader *data.Loader) (*data.Bat
 			stop = true
 		}
 	}
-	if !p.parallel() {
+	if !p.Parallel() {
 		if stop {
 			return nil, errStop
 		}
 		return b, nil
 	}
-	p.counts = [2]float64{0, 0}
-	if stop {
-		p.counts[1] = 1
-	} else {
+	labelled := 0.0
+	if !stop {
 		ignore := int64(t.cfg.Ignore)
 		for _, m := range b.Masks {
 			if m != ignore {
-				p.counts[0]++
+				labelled++
 			}
 		}
 	}
-	mine := p.counts[0]
-	t0 := time.Now()
-	err := p.c.AllreduceFloat64(p.counts[:])
-	p.wait = time.Since(t0)
+	stopAll, err := p.Weigh(stop, labelled)
 	if err != nil {
 		return nil, err
 	}
-	if p.counts[1] > 0 {
+	if stopAll {
 		return nil, errStop
-	}
-	p.scale[0] = 0
-	if p.counts[0] > 0 {
-		p.scale[0] = float32(mine / p.counts[0])
 	}
 	return b, nil
 }
@@ -270,126 +193,13 @@ func (t *trainer) nextBatch(ctx context.Context, loader *data.Loader) (*data.Bat
 // errStop says the ranks agreed to stop at this step.
 var errStop = errors.New("stop")
 
-// shareOf returns this rank's rows of the step's dual.Batch b (b itself
-// alone): its examples' coefficients and the slots for their scores.
-func (p *dataParallel) shareOf(b *dual.Batch, n int) *dual.Batch {
-	if !p.parallel() {
-		return b
-	}
-	lo, hi := p.c.Rank()*n, (p.c.Rank()+1)*n
-	s := &p.share
-	*s = dual.Batch{IDs: b.IDs[lo:hi], Eps: b.Eps, DScores: nil}
-	if b.Scores != nil {
-		h := len(b.Scores) / len(b.IDs)
-		s.Scores = b.Scores[lo*h : hi*h]
-	}
-	if b.Pos != nil {
-		k := len(b.Pos) / len(b.IDs)
-		s.Pos, s.Neg = b.Pos[lo*k:hi*k], b.Neg[lo*k:hi*k]
-	}
-	return s
-}
-
-// reduce is the step's one collective: it sums every rank's gradients
-// (params' Grad, replaced by the sums), gathers the batch's scores into
-// scores (this rank's rows in share.Scores) and the loss, and tells every
-// rank which ranks' forward pass failed (stepErr, this rank's). It returns
-// the whole batch's loss, or the failure, the same on every rank.
-func (p *dataParallel) reduce(params []*optim.Param, loss float64, stepErr error, scores []float64, share *dual.Batch) (float64, error) {
-	n := len(scores) + 1 + p.size()
-	for _, q := range params {
-		n += len(q.Data)
-	}
-	if cap(p.buf) < n {
-		p.buf = make([]float32, n)
-	}
-	buf := p.buf[:n]
-	off := 0
-	for _, q := range params {
-		if stepErr == nil {
-			copy(buf[off:off+len(q.Data)], q.Grad)
-		} else {
-			clear(buf[off : off+len(q.Data)])
-		}
-		off += len(q.Data)
-	}
-	sc := buf[off : off+len(scores)]
-	clear(sc)
-	if stepErr == nil && len(share.Scores) > 0 {
-		lo := p.c.Rank() * len(share.Scores)
-		for i, v := range share.Scores {
-			sc[lo+i] = float32(v)
-		}
-	}
-	off += len(scores)
-	flags := buf[off+1:]
-	clear(flags)
-	buf[off] = 0
-	if stepErr == nil {
-		buf[off] = float32(loss) * p.scale[0]
-	} else {
-		flags[p.c.Rank()] = 1
-	}
-	t0 := time.Now()
-	err := p.c.AllreduceFloat32(buf)
-	p.wait += time.Since(t0)
-	if err != nil {
-		return 0, err
-	}
-	var failed []int
-	for r, f := range flags {
-		if f != 0 {
-			failed = append(failed, r)
-		}
-	}
-	if len(failed) > 0 {
-		if stepErr == nil {
-			stepErr = fmt.Errorf("the loss is not finite on rank %v of %d", failed, p.size())
-		}
-		return 0, stepErr
-	}
-	off = 0
-	for _, q := range params {
-		q.Grad = buf[off : off+len(q.Data)]
-		off += len(q.Data)
-	}
-	for i, v := range sc {
-		scores[i] = float64(v)
-	}
-	return float64(buf[off+len(scores)]), nil
-}
-
-// stepStats adds the step's time in collectives, "allreduce_ms", to a
-// step record's extra fields (nothing alone).
-func (p *dataParallel) stepStats(extra map[string]float64) map[string]float64 {
-	if !p.parallel() {
-		return extra
-	}
-	if extra == nil {
-		extra = map[string]float64{}
-	}
-	extra["allreduce_ms"] = p.wait.Seconds() * 1e3
-	return extra
-}
-
-// verdict marks an error that every rank met at the same step (a failed
-// forward pass on some rank, told to all by reduce, or a failure of the
-// replicated dual state) as every rank's, reported by rank 0, which knows
-// the checkpoint to go back to.
-func (p *dataParallel) verdict(err error) error {
-	if !p.parallel() || err == nil {
-		return err
-	}
-	return &mpi.Failure{Err: err, Rank: p.c.Rank(), Size: p.size(), Report: p.writes(), Everywhere: true}
-}
-
 // endEpoch ends an epoch on every rank: rank 0 has validated and saved (its
 // outcome is err); the ranks learn it, stop together when it was
 // interrupted, and check that their weights and dual states are still the
 // same replicas.
 func (t *trainer) endEpochRanks(epoch int, err error) error {
 	p := t.par
-	if !p.parallel() {
+	if !p.Parallel() {
 		return err
 	}
 	stop := errors.Is(err, ErrInterrupted)
@@ -397,26 +207,23 @@ func (t *trainer) endEpochRanks(epoch int, err error) error {
 		err = nil
 	}
 	var f *mpi.Failure
-	if v := p.c.Agree(err, stop); errors.As(v, &f) && f.Stopped {
+	if v := p.Comm().Agree(err, stop); errors.As(v, &f) && f.Stopped {
 		return ErrInterrupted
 	} else if v != nil {
 		return v
 	}
 	fp, err := t.fingerprint()
 	if err != nil {
-		return p.c.Agree(err, false)
+		return p.Agree(err)
 	}
-	all, err := p.c.AllgatherUint64(fp[:])
+	r, k, err := p.Differs(fp[:])
 	if err != nil {
 		return err
 	}
-	for r := 1; r < p.size(); r++ {
-		for k, what := range []string{"weights", "size regularizer's state"} {
-			if all[2*r+k] != all[k] {
-				return &mpi.Failure{Err: fmt.Errorf("after epoch %d the %s on rank %d differ from rank 0's: the ranks no longer train one model (an MPI library whose sums differ between ranks?)",
-					epoch+1, what, r), Rank: p.c.Rank(), Size: p.size(), Report: p.writes(), Everywhere: true}
-			}
-		}
+	if r > 0 {
+		what := []string{"weights", "size regularizer's state"}[k]
+		return p.Verdict(fmt.Errorf("after epoch %d the %s on rank %d differ from rank 0's: the ranks no longer train one model (an MPI library whose sums differ between ranks?)",
+			epoch+1, what, r))
 	}
 	return nil
 }
@@ -461,7 +268,7 @@ func (e *RankMismatchError) Error() string {
 // a difference would silently mix different problems.
 func (t *trainer) checkSameRun() error {
 	p := t.par
-	if !p.parallel() {
+	if !p.Parallel() {
 		return nil
 	}
 	cfg := t.cfg
@@ -470,7 +277,7 @@ func (t *trainer) checkSameRun() error {
 	cfg.Network.BaseModel, cfg.Train, cfg.Val, cfg.Device, cfg.Threads, cfg.CacheBytes = "", DataSpec{}, DataSpec{}, "", 0, 0
 	settings, err := json.Marshal(cfg)
 	if err != nil {
-		return p.c.Agree(err, false)
+		return p.Agree(err)
 	}
 	h := sha256.New()
 	for id := range t.train.Len() {
@@ -480,17 +287,13 @@ func (t *trainer) checkSameRun() error {
 	sum := func(b []byte) uint64 { s := sha256.Sum256(b); return binary.LittleEndian.Uint64(s[:]) }
 	// Data first: the settings include what setup derived from the data.
 	mine := []uint64{binary.LittleEndian.Uint64(h.Sum(nil)), sum([]byte(t.baseDigest)), sum(settings)}
-	all, err := p.c.AllgatherUint64(mine)
+	r, k, err := p.Differs(mine)
 	if err != nil {
 		return err
 	}
-	for r := 1; r < p.size(); r++ {
-		for k, what := range []string{"training data (file names or image sizes)", "base model (SHA-256)", "settings"} {
-			if all[3*r+k] != all[k] {
-				return &mpi.Failure{Err: &RankMismatchError{Rank: r, What: what},
-					Rank: p.c.Rank(), Size: p.size(), Report: p.writes(), Everywhere: true}
-			}
-		}
+	if r > 0 {
+		what := []string{"training data (file names or image sizes)", "base model (SHA-256)", "settings"}[k]
+		return p.Verdict(&RankMismatchError{Rank: r, What: what})
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
@@ -93,7 +94,7 @@ func TestResidentRegularized(t *testing.T) {
 }
 
 func TestResidentRejectsBadSetting(t *testing.T) {
-	tr := &trainer{par: newDataParallel(nil)}
+	tr := &trainer{par: dataparallel.New(nil)}
 	if _, err := tr.residentState(Config{Resident: "maybe"}); err == nil {
 		t.Error(`--resident "maybe" was accepted`)
 	}
@@ -178,7 +179,7 @@ func TestLossScalerPolicy(t *testing.T) {
 
 func TestPrecisionSetting(t *testing.T) {
 	var log strings.Builder
-	tr := &trainer{par: newDataParallel(nil), hooks: Hooks{Log: &log}}
+	tr := &trainer{par: dataparallel.New(nil), hooks: Hooks{Log: &log}}
 	for setting, want := range map[string]mixedPrecision{
 		"": {}, "fp32": {}, "TF32": {}, "fp16": {half: true, typ: autocast.Float16},
 	} {

@@ -439,7 +439,7 @@ type trainStep struct {
 
 func (s *trainStep) Forward(b *dual.Batch) error {
 	t := s.t
-	share := t.par.shareOf(b, len(s.batch.IDs)) // b alone; this rank's rows of the global batch
+	share := t.par.ShareOf(b, len(s.batch.IDs)) // b alone; this rank's rows of the global batch
 	if t.reg != nil {
 		t.reg.feed(share)
 	}
@@ -447,8 +447,8 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 	if err == nil && t.reg != nil {
 		t.reg.readScores(outs, share.Scores)
 	}
-	if t.par.parallel() { // sum the gradients, gather the scores
-		loss, err = t.par.reduce(t.params, loss, err, b.Scores, share)
+	if t.par.Parallel() { // sum the gradients, gather the scores
+		loss, err = t.par.Reduce(t.params, loss, err, b.Scores, share)
 	}
 	if err != nil {
 		return err

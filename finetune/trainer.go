@@ -18,9 +18,11 @@ import (
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/schedule"
+	"github.com/segtune/segtune/finetune/sizehead"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/mpi"
@@ -160,7 +162,7 @@ type trainer struct {
 	sizer   *sizer       // nil when size groups cannot be formed
 	ema     *ema         // nil without Config.EMA
 	reg     *regularizer // nil for the baseline
-	par     *dataParallel
+	par     *dataparallel.Group
 	scaler  *lossScaler // nil unless Precision fp16
 	stop    earlyStop
 	stopped bool // the monitored value stopped improving: the run ends
@@ -188,15 +190,15 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 		hooks.Log = io.Discard
 	}
 	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log},
-		par: newDataParallel(comm)}
+		par: dataparallel.New(comm)}
 	var lock *runLock
 	var ck *checkpoint.Checkpoint
 	var err error
-	if t.par.writes() { // rank 0 alone touches the folder
+	if t.par.Writes() { // rank 0 alone touches the folder
 		lock, ck, err = t.openRunDir(resume)
 	}
 	defer lock.release()
-	if ck, err = t.par.shareCheckpoint(ck, err); err != nil {
+	if ck, err = t.par.ShareCheckpoint(ck, err); err != nil {
 		return nil, err
 	}
 	resumed, err := t.prepare(ctx, cfg, ck)
@@ -209,7 +211,7 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 	if t.hist != nil {
 		defer t.hist.Close()
 	}
-	if err = t.par.agree(err); err != nil {
+	if err = t.par.Agree(err); err != nil {
 		return nil, err
 	}
 	if err := t.checkSameRun(); err != nil {
@@ -223,7 +225,7 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 		return nil, runErr
 	}
 	res, err := t.finish()
-	if err = t.par.agree(err); err != nil {
+	if err = t.par.Agree(err); err != nil {
 		return nil, err
 	}
 	return res, runErr
@@ -238,7 +240,7 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		if err := json.Unmarshal(ck.Config, &old); err != nil {
 			return nil, fmt.Errorf("%s: config: %w", t.keeper.LastPath(), err)
 		}
-		if err := t.par.checkRanks(old, t.keeper.LastPath()); err != nil {
+		if err := checkRanks(t.par, old, t.keeper.LastPath()); err != nil {
 			return nil, err
 		}
 		// An older segtune recorded paths as given: relative ones are
@@ -258,8 +260,8 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 		fmt.Fprintf(t.hooks.Log, "resuming from %s (epoch %d, step %d)\n", t.keeper.LastPath(), ck.Epoch+1, ck.Step)
 	} else {
 		cfg.Ranks = 0
-		if t.par.parallel() {
-			cfg.Ranks = t.par.size()
+		if t.par.Parallel() {
+			cfg.Ranks = t.par.Size()
 		}
 		// The run records its paths absolute: its config.json and
 		// checkpoints are then repeated and resumed from any folder.
@@ -270,7 +272,7 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 			return nil, fmt.Errorf("finetune: %w", err)
 		}
 	}
-	if t.par.writes() {
+	if t.par.Writes() {
 		if err := t.identify(ck); err != nil {
 			return nil, err
 		}
@@ -290,7 +292,7 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 			return nil, fmt.Errorf("%s: %w", t.keeper.LastPath(), err)
 		}
 	}
-	if !t.par.writes() {
+	if !t.par.Writes() {
 		t.hist = history.Discard()
 		return resumed, nil
 	}
@@ -395,7 +397,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	if t.train, err = open(cfg.Train); err != nil {
 		return err
 	}
-	if cfg.Val.Given() && t.par.writes() { // rank 0 validates
+	if cfg.Val.Given() && t.par.Writes() { // rank 0 validates
 		if t.val, err = open(cfg.Val); err != nil {
 			return err
 		}
@@ -417,7 +419,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 	}
 	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
-		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch * t.accumulate(), Processes: t.par.size()}
+		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch * t.accumulate(), Processes: t.par.Size()}
 	}
 	t.total = int64(cfg.Epochs) * int64(t.perEp)
 	if cfg.MaxSteps > 0 && (t.total == 0 || cfg.MaxSteps < t.total) {
@@ -490,7 +492,7 @@ func (t *trainer) compile() (*grad.Graphs, error) {
 			t.scaler = &lossScaler{Scale: initialLossScale}
 		}
 	}
-	gc.Loss.Scale = t.par.parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
+	gc.Loss.Scale = t.par.Parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
 	gc.Prober = ortprobe.Prober{Threads: cfg.Threads}
 	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
 	// chooses its own convolution algorithms, and CUDA sums contiguous axes
@@ -547,7 +549,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 	}
 	var outputs []string
 	if t.reg != nil {
-		outputs = append(outputs, sizeScores)
+		outputs = append(outputs, sizehead.Scores)
 	}
 	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
 	if mayRunOnGPU(cfg.Device) {
@@ -569,7 +571,7 @@ func (t *trainer) setupStepper(gs *grad.Graphs) error {
 			return err
 		}
 	}
-	if err := t.par.bind(t.step); err != nil {
+	if err := bindLossScale(t.par, t.step); err != nil {
 		return err
 	}
 	// Compiling left Go's heap at its peak (the model, its clones, the
@@ -727,7 +729,7 @@ func (t *trainer) run(ctx context.Context) error {
 	}
 	if cfg.Val.Given() && t.steps == 0 { // epoch 0: the base model
 		var err error
-		if t.par.writes() {
+		if t.par.Writes() {
 			err = t.validateBase(ctx)
 		}
 		if err = t.endEpochRanks(-1, err); err != nil {
@@ -745,8 +747,8 @@ func (t *trainer) run(ctx context.Context) error {
 		BatchSize: t.globalBatch(), Preprocess: normalisationOnly(cfg.Preprocess), Augment: &aug, Seed: cfg.Seed,
 		StartEpoch: t.epoch, StartStep: t.inEpoch,
 	}
-	if t.par.parallel() { // this rank's share of every batch
-		lc.Parts, lc.Part = t.par.size(), t.par.c.Rank()
+	if t.par.Parallel() { // this rank's share of every batch
+		lc.Parts, lc.Part = t.par.Size(), t.par.Rank()
 	}
 	if cfg.Balanced {
 		if t.sizer == nil {
@@ -794,7 +796,7 @@ func (t *trainer) run(ctx context.Context) error {
 		st := &trainStep{t: t, batch: b}
 		v, err := alg.Step(ids, st)
 		if err != nil {
-			return t.par.verdict(t.diverged(err))
+			return t.par.Verdict(t.diverged(err))
 		}
 		if t.ema != nil {
 			if err := t.step.pull(); err != nil { // the resident form's weights, every step
@@ -806,7 +808,7 @@ func (t *trainer) run(ctx context.Context) error {
 		if t.reg != nil {
 			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
 		}
-		stepExtra = t.par.stepStats(stepExtra)
+		stepExtra = t.par.StepStats(stepExtra)
 		if t.scaler != nil {
 			if stepExtra == nil {
 				stepExtra = map[string]float64{}
@@ -834,11 +836,11 @@ func (t *trainer) run(ctx context.Context) error {
 		if t.inEpoch == 0 || t.steps == t.total { // the epoch (or the run) is complete
 			algStats, err := alg.EndEpoch(b.Epoch + 1)
 			if err != nil {
-				return t.par.verdict(err)
+				return t.par.Verdict(err)
 			}
 			end := epochEnd{Epoch: b.Epoch, Loss: t.part.Loss / float64(t.part.Steps), Seconds: time.Since(t.epochStart).Seconds()}
 			t.part = partialEpoch{}
-			if t.reg != nil && t.par.writes() {
+			if t.reg != nil && t.par.Writes() {
 				end.Extra = t.reg.epochStats(algStats)
 			}
 			if err := t.finishEpoch(ctx, end); err != nil || t.stopped {
@@ -872,7 +874,7 @@ func (t *trainer) algorithm1() (*dual.Loop, error) {
 func (t *trainer) finishEpoch(ctx context.Context, end epochEnd) error {
 	t.unvalidated = &end
 	var err error
-	if t.par.writes() {
+	if t.par.Writes() {
 		err = t.endEpoch(ctx, end)
 	}
 	if err = t.endEpochRanks(end.Epoch, err); err != nil {
@@ -980,7 +982,7 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 
 // interrupt saves the current step and reports the interruption.
 func (t *trainer) interrupt() error {
-	if !t.par.writes() {
+	if !t.par.Writes() {
 		return ErrInterrupted // rank 0 saves
 	}
 	m := map[string]float64{}
@@ -1021,7 +1023,7 @@ func (t *trainer) validationModel() (*onnx.Model, error) {
 		return nil, err
 	}
 	if t.reg != nil {
-		if err := appendSizeHead(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
+		if err := sizehead.Append(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
 			return nil, err
 		}
 	}
@@ -1040,7 +1042,7 @@ func (t *trainer) plot() error {
 // finish exports the best checkpoint (or the last) and builds the summary.
 func (t *trainer) finish() (*Result, error) {
 	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
-	if !t.par.writes() {
+	if !t.par.Writes() {
 		return res, nil // rank 0 exports
 	}
 	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
@@ -1094,7 +1096,7 @@ func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
 	mp, err := parsePrecision(cfg.Precision)
 	switch {
 	case err != nil:
-	case mp.half && mp.typ == autocast.Float16 && t.par.parallel():
+	case mp.half && mp.typ == autocast.Float16 && t.par.Parallel():
 		err = &setting.Error{Setting: "precision", Value: cfg.Precision, Err: errors.New("data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")}
 	case mp.half && mp.typ == autocast.BFloat16 && !mayRunOnGPU(cfg.Device):
 		if strings.EqualFold(cfg.Device, runtime.DeviceCPU) {
@@ -1145,14 +1147,14 @@ func (t *trainer) residentState(cfg Config) (bool, error) {
 	}
 	switch strings.ToLower(cfg.Resident) {
 	case "on":
-		if t.par.parallel() {
+		if t.par.Parallel() {
 			return false, &setting.Error{Setting: "resident", Value: cfg.Resident, Err: errors.New("data-parallel runs sum their gradients across ranks in host memory; use off or auto")}
 		}
 		return true, nil
 	case "off":
 		return false, nil
 	}
-	return mayRunOnGPU(cfg.Device) && !t.par.parallel() && t.accumulate() == 1, nil // accumulation sums on the host
+	return mayRunOnGPU(cfg.Device) && !t.par.Parallel() && t.accumulate() == 1, nil // accumulation sums on the host
 }
 
 // checkResident checks a Resident value.

@@ -79,7 +79,7 @@ func (t *trainer) validate(ctx context.Context) (*validation, error) {
 				scores[id*t.reg.heads+h] = float64(v)
 			}
 		}
-		if f1, ok := sizeF1(scores, seen, classes, t.reg.heads); ok {
+		if f1, ok := metrics.SizeF1(scores, seen, classes, t.reg.heads); ok {
 			extra["size_f1_val"] = f1
 		}
 	}

@@ -18,7 +18,7 @@
 // Run appends reg_term = Σ α·pos·s + α·neg·relu(ε + s) on the S-measure
 // output and compiles it with grad_in/reg_term fed 1, so one ONNX Runtime
 // call returns ∂(CE + α·L̂)/∂θ for every parameter. This is the route of
-// finetune/regularizer.go; it needs no second forward pass and no
+// finetune/sizeregularizer.go; it needs no second forward pass and no
 // hand-written gradient, and it stays correct whatever feeds the S-measure
 // node. dual.Loop drives the steps (InGraph): it fills the coefficients
 // before the pass, evaluates L̂ on the returned scores for the primal Adam

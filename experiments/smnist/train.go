@@ -8,6 +8,7 @@ import (
 
 	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -337,7 +338,7 @@ func Run(cfg Config, d *Data) (*Results, error) {
 			ProjectionMS: st.ProjectionTime.Seconds() * 1e3, TrainLoss: net.lossSum / float64(res.Steps),
 			DualSteps: st.DualSteps, LambdaMean: st.LambdaMean, LambdaMax: st.LambdaMax, TauSum: st.TauSum,
 			EpsBefore: st.EpsBefore, EpsAfter: st.EpsAfter, HingeActive: st.HingeActive}
-		rec.SizeF1Train = sizeF1(cache.Scores, cache.Seen, d.TrainClass)
+		rec.SizeF1Train, _ = metrics.SizeF1(cache.Scores, cache.Seen, d.TrainClass, 1)
 		if err := evaluate(ef, eval, d, B, net.x, net.target, &rec); err != nil {
 			return nil, fmt.Errorf("smnist: epoch %d: evaluation: %w", e, err)
 		}
@@ -593,30 +594,6 @@ func evaluate(f *feeder, s *runtime.Session, d *Data, B int, x []float32, target
 	rec.TestAcc = float64(right) / float64(n)
 	rec.TestAccOriginal = float64(rightOrig) / float64(max(1, nOrig))
 	rec.TestAccDoubled = float64(rightDbl) / float64(max(1, nDbl))
-	rec.SizeF1Test = sizeF1(scores, nil, d.TestClass)
+	rec.SizeF1Test, _ = metrics.SizeF1(scores, nil, d.TestClass, 1)
 	return nil
-}
-
-// sizeF1 is the F1 of the size predictor (score > 0 ⇒ S+) over the examples
-// seen (all when seen is nil); 0 when nothing is predicted or present.
-func sizeF1(scores []float64, seen []bool, classes []int) float64 {
-	var tp, fp, fn float64
-	for i, c := range classes {
-		if seen != nil && !seen[i] {
-			continue
-		}
-		pred := scores[i] > 0
-		switch {
-		case pred && c == 1:
-			tp++
-		case pred:
-			fp++
-		case c == 1:
-			fn++
-		}
-	}
-	if tp+fp+fn == 0 {
-		return 0
-	}
-	return 2 * tp / (2*tp + fp + fn)
 }

@@ -1,4 +1,4 @@
-package evaluate_test
+package metrics_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/metrics"
 )
 
 // PairedMeanIoU's per-image differences and interval are those of an
@@ -16,21 +16,21 @@ import (
 // every pixel is ignored is left out.
 func TestPairedMeanIoUMatchesReference(t *testing.T) {
 	ign := []uint8{255, 255, 255, 255, 255, 255}
-	images := []evaluate.PairedPrediction{
+	images := []metrics.PairedPrediction{
 		{"1", []uint8{0, 1, 1, 2, 0, 0}, []uint8{0, 1, 1, 1, 0, 0}, []uint8{0, 1, 1, 1, 0, 255}},
 		{"2", []uint8{2, 2, 0, 0, 1, 1}, []uint8{2, 2, 0, 0, 1, 0}, []uint8{2, 2, 0, 0, 0, 0}},
 		{"3", []uint8{0, 0, 0, 0, 0, 0}, []uint8{1, 1, 0, 0, 0, 0}, []uint8{1, 1, 0, 0, 0, 0}},
 		{"4", []uint8{1, 2, 1, 2, 1, 2}, []uint8{1, 2, 1, 1, 1, 2}, []uint8{1, 2, 1, 1, 1, 1}},
 		{"5", []uint8{0, 1, 2, 0, 1, 2}, []uint8{2, 1, 0, 2, 1, 0}, ign},
 	}
-	seq := func(yield func(evaluate.PairedPrediction, error) bool) {
+	seq := func(yield func(metrics.PairedPrediction, error) bool) {
 		for _, p := range images {
 			if !yield(p, nil) {
 				return
 			}
 		}
 	}
-	d, err := evaluate.PairedMeanIoU(seq, 3, 255)
+	d, err := metrics.PairedMeanIoU(seq, 3, 255)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +39,15 @@ func TestPairedMeanIoUMatchesReference(t *testing.T) {
 		t.Fatalf("got n=%d %v [%v, %v], want n=4 %v [%v, %v]", d.N, d.Mean, d.Lo, d.Hi, mean, lo, hi)
 	}
 
-	bad := func(yield func(evaluate.PairedPrediction, error) bool) {
-		yield(evaluate.PairedPrediction{Name: "short.png", A: []uint8{0}, B: []uint8{0, 1}, Target: []uint8{0, 1}}, nil)
+	bad := func(yield func(metrics.PairedPrediction, error) bool) {
+		yield(metrics.PairedPrediction{Name: "short.png", A: []uint8{0}, B: []uint8{0, 1}, Target: []uint8{0, 1}}, nil)
 	}
-	if _, err := evaluate.PairedMeanIoU(bad, 3, 255); err == nil || !strings.HasPrefix(err.Error(), "short.png: ") {
+	if _, err := metrics.PairedMeanIoU(bad, 3, 255); err == nil || !strings.HasPrefix(err.Error(), "short.png: ") {
 		t.Fatalf("a prediction of the wrong size: got %v", err)
 	}
 	broken := errors.New("disk gone")
-	failing := func(yield func(evaluate.PairedPrediction, error) bool) { yield(evaluate.PairedPrediction{}, broken) }
-	if _, err := evaluate.PairedMeanIoU(failing, 3, 255); !errors.Is(err, broken) {
+	failing := func(yield func(metrics.PairedPrediction, error) bool) { yield(metrics.PairedPrediction{}, broken) }
+	if _, err := metrics.PairedMeanIoU(failing, 3, 255); !errors.Is(err, broken) {
 		t.Fatalf("a failing sequence: got %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/optim"
+	"github.com/segtune/segtune/finetune/sizehead"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
@@ -74,9 +75,9 @@ func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
 	for _, w := range ck.Weights {
 		box := float32(1)
 		switch w.Name {
-		case sizeW:
+		case sizehead.Weight:
 			box /= float32(w.Shape[0])
-		case sizeB:
+		case sizehead.Bias:
 		default:
 			continue
 		}
@@ -240,9 +241,9 @@ func TestBoundedSizeHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	const C = 8
-	w := &optim.Param{Name: sizeW, Shape: []int64{C, 1}, Data: []float32{0.125, -0.125, 0.1, 0, 0.125, 0.125, -0.05, 0.125}}
-	b := &optim.Param{Name: sizeB, Shape: []int64{1}, Data: []float32{0.3}}
-	if err := appendSizeHead(m, "", 1, []*optim.Param{w, b}); err != nil {
+	w := &optim.Param{Name: sizehead.Weight, Shape: []int64{C, 1}, Data: []float32{0.125, -0.125, 0.1, 0, 0.125, 0.125, -0.05, 0.125}}
+	b := &optim.Param{Name: sizehead.Bias, Shape: []int64{1}, Data: []float32{0.3}}
+	if err := sizehead.Append(m, "", 1, []*optim.Param{w, b}); err != nil {
 		t.Fatal(err)
 	}
 	g := m.Graph()
@@ -266,7 +267,7 @@ func TestBoundedSizeHead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		scores, feats := outs[sess.OutputIndex(sizeScores)].Float32, outs[sess.OutputIndex("segtune/size_features")].Float32
+		scores, feats := outs[sess.OutputIndex(sizehead.Scores)].Float32, outs[sess.OutputIndex("segtune/size_features")].Float32
 		for n := range 2 {
 			a := feats[n*C : (n+1)*C]
 			mean := 0.0

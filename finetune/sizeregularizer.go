@@ -10,7 +10,8 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/optim"
-	"github.com/segtune/segtune/models/network"
+	"github.com/segtune/segtune/finetune/sizehead"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/projection/onnxgraph"
@@ -72,13 +73,6 @@ func AlphaDefaults(alpha float64) (balanced, wholeFrame bool) {
 
 // Names of what the regularizer adds to the training graph.
 const (
-	sizeW      = "segtune/size_w"
-	sizeB      = "segtune/size_b"
-	sizeScores = "segtune/size_scores"
-	regPos     = "segtune/reg_pos"
-	regNeg     = "segtune/reg_neg"
-	regEps     = "segtune/reg_eps"
-	regTerm    = "segtune/reg_term"
 	// SizeHeadPrefix marks parameters that belong to the size head, which
 	// export leaves out.
 	SizeHeadPrefix = "segtune/"
@@ -177,15 +171,10 @@ func (r *regularizer) close() {
 // Feeding 1 as the term's upstream gradient adds ∂term/∂θ to every
 // parameter's gradient, the size head included.
 func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainable []string, gc grad.Config, err error) {
-	pooled, err := network.TapFeatures(m, r.cfg.Feature)
+	pooled, channels, err := sizehead.Tap(m, r.cfg.Feature)
 	if err != nil {
 		return nil, gc, err
 	}
-	channels, err := featureChannels(m, r.cfg.Feature)
-	if err != nil {
-		return nil, gc, err
-	}
-	g := m.Graph()
 	r.channels = channels
 	rng := rand.New(rand.NewPCG(seed, 0x512e))
 	w := make([]float32, channels*r.heads)
@@ -201,73 +190,24 @@ func (r *regularizer) addToGraph(m *onnx.Model, batch int, seed uint64) (trainab
 	for t, term := range r.reg.Terms() {
 		heads[t] = int64(term.Head)
 	}
-	g.Initializer = append(g.Initializer,
-		onnx.NewFloat32Tensor(sizeW, []int64{int64(channels), int64(r.heads)}, w),
-		onnx.NewFloat32Tensor(sizeB, []int64{int64(r.heads)}, make([]float32, r.heads)),
-		onnx.NewInt64Tensor("segtune/term_heads", []int64{int64(r.terms)}, heads),
-		onnx.NewInt64Tensor("segtune/term_shape", []int64{1}, []int64{1}),
-	)
-	B, T := int64(batch), int64(r.terms)
-	g.Input = append(g.Input, onnx.TensorValueInfo(regPos, onnx.Float32, B, T), onnx.TensorValueInfo(regNeg, onnx.Float32, B, T), onnx.TensorValueInfo(regEps, onnx.Float32, 1, T))
-	node := func(op string, out string, in []string, attrs ...*onnx.AttributeProto) {
-		name := out + "/" + op
-		g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: in, Output: []string{out}, Attribute: attrs})
-	}
-	addHeadNodes(g, pooled, channels, r.cfg.ScoreBound)
-	node("Gather", "segtune/term_scores", []string{sizeScores, "segtune/term_heads"}, onnx.IntAttr("axis", 1))
-	node("Mul", "segtune/reg_lin", []string{"segtune/term_scores", regPos})
-	node("Add", "segtune/reg_z", []string{"segtune/term_scores", regEps})
-	node("Relu", "segtune/reg_hinge", []string{"segtune/reg_z"})
-	node("Mul", "segtune/reg_negterm", []string{"segtune/reg_hinge", regNeg})
-	node("Add", "segtune/reg_sum", []string{"segtune/reg_lin", "segtune/reg_negterm"})
-	node("ReduceSum", "segtune/reg_total", []string{"segtune/reg_sum"}, onnx.IntAttr("keepdims", 0))
-	node("Reshape", regTerm, []string{"segtune/reg_total", "segtune/term_shape"})
-	gc = grad.Config{
-		ExtraOutputs: []string{sizeScores},
-		GradInputs:   []string{regTerm},
-		InputShapes:  map[string][]int64{regPos: {B, T}, regNeg: {B, T}, regEps: {1, T}},
-	}
+	gc = sizehead.AddTerm(m, pooled, channels, r.heads, r.cfg.ScoreBound, w, heads, batch)
 	r.posT, r.negT, r.epsT = make([]float32, batch*r.terms), make([]float32, batch*r.terms), make([]float32, r.terms)
-	return []string{sizeW, sizeB}, gc, nil
-}
-
-// featureChannels returns the channel count of the pooled feature: the
-// classifier's input width by default.
-func featureChannels(m *onnx.Model, feature string) (int, error) {
-	cls, err := network.Classifier(m)
-	if err != nil {
-		return 0, err
-	}
-	if feature == "" || feature == cls.Node.Input[0] {
-		w := m.Initializer(cls.Node.Input[1])
-		return int(w.Dims[1]), nil
-	}
-	for _, l := range mustLayers(m) {
-		if len(l.Node.Output) > 0 && l.Node.Output[0] == feature && l.Node.GetOpType() == "Conv" {
-			return int(m.Initializer(l.Node.Input[1]).Dims[0]), nil
-		}
-	}
-	return 0, fmt.Errorf("feature %q: name the output of a Conv layer (or leave it empty for the classifier's input)", feature)
-}
-
-func mustLayers(m *onnx.Model) []network.Layer {
-	l, _ := network.Layers(m)
-	return l
+	return []string{sizehead.Weight, sizehead.Bias}, gc, nil
 }
 
 // bind finds the regularizer's inputs and outputs in the training session.
 func (r *regularizer) bind(s *stepper) error {
-	r.in.pos, r.in.neg, r.in.eps = s.inputIndex(regPos), s.inputIndex(regNeg), s.inputIndex(regEps)
-	r.in.gradIn = s.inputIndex(grad.GradInPrefix + regTerm)
-	r.scoresOut = s.outputIndex(sizeScores)
+	r.in.pos, r.in.neg, r.in.eps = s.inputIndex(sizehead.Pos), s.inputIndex(sizehead.Neg), s.inputIndex(sizehead.Eps)
+	r.in.gradIn = s.inputIndex(grad.GradInPrefix + sizehead.Term)
+	r.scoresOut = s.outputIndex(sizehead.Scores)
 	if r.in.pos < 0 || r.in.neg < 0 || r.in.eps < 0 || r.in.gradIn < 0 || r.scoresOut < 0 {
 		return fmt.Errorf("training graph lacks the regularizer's inputs or outputs")
 	}
 	for _, p := range s.params {
 		switch p.Name {
-		case sizeW:
+		case sizehead.Weight:
 			r.headW = p
-		case sizeB:
+		case sizehead.Bias:
 			r.headB = p
 		}
 	}
@@ -351,7 +291,7 @@ func (r *regularizer) epochStats(st dual.EpochStats) map[string]float64 {
 		out["reg_lagrangian"] = st.Lagrangian
 	}
 	out["reg_violation"] = r.violation()
-	if f1, ok := sizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
+	if f1, ok := metrics.SizeF1(r.cache.Scores, r.cache.Seen, r.classes, r.heads); ok {
 		out["size_f1_train"] = f1
 	}
 	return out
@@ -382,41 +322,6 @@ func (r *regularizer) violation() float64 {
 		v /= float64(n)
 	}
 	return v
-}
-
-// sizeF1 is the F1 of the size predictor (score > 0 predicts "large", or
-// the class of the arg-max head) over the examples seen.
-func sizeF1(scores []float64, seen []bool, classes []int, heads int) (float64, bool) {
-	var tp, fp, fn float64
-	for i, c := range classes {
-		if !seen[i] {
-			continue
-		}
-		pred := 0
-		if heads == 1 {
-			if scores[i] > 0 {
-				pred = 1
-			}
-		} else {
-			for h := 1; h < heads; h++ {
-				if scores[i*heads+h] > scores[i*heads+pred] {
-					pred = h
-				}
-			}
-		}
-		switch {
-		case pred != 0 && pred == c:
-			tp++
-		case pred != 0:
-			fp++
-		case c != 0:
-			fn++
-		}
-	}
-	if tp+fp+fn == 0 {
-		return 0, false
-	}
-	return 2 * tp / (2*tp + fp + fn), true
 }
 
 // balancedOrder draws each epoch's batches with about the same number of
@@ -503,65 +408,4 @@ func (r *regularizer) restore(b []byte) error {
 		return r.projectThrough()
 	}
 	return nil
-}
-
-// appendSizeHead adds the trained size head to an inference model as a
-// second output, sizeScores [N, heads]: validation reads it to score the
-// size predictor. Exported models never carry it.
-func appendSizeHead(m *onnx.Model, feature string, bound float64, head []*optim.Param) error {
-	pooled, err := network.TapFeatures(m, feature)
-	if err != nil {
-		return err
-	}
-	g := m.Graph()
-	channels := 0
-	for _, p := range head {
-		g.Initializer = append(g.Initializer, onnx.NewFloat32Tensor(p.Name, p.Shape, p.Data))
-		if p.Name == sizeW {
-			channels = int(p.Shape[0])
-		}
-	}
-	addHeadNodes(g, pooled, channels, bound)
-	name := sizeScores
-	g.Output = append(g.Output, &onnx.ValueInfoProto{Name: &name})
-	return nil
-}
-
-// addHeadNodes appends the size head, scores = Flatten(pooled)·W + b, to
-// g; with bound > 0 the C = channels pooled features are first divided by
-// their mean absolute value (plus 1e-6), so that Σ_k |â_k| ≤ C and
-// |â·W_h| ≤ bound inside the box |W_kh| ≤ bound/C. The operators (Neg,
-// Max, MatMul, Add, Div) are valid at every opset the models use and have
-// gradients in onnx/grad.
-func addHeadNodes(g *onnx.GraphProto, pooled string, channels int, bound float64) {
-	type nodeSpec struct {
-		op, out string
-		in      []string
-		attrs   []*onnx.AttributeProto
-	}
-	feat := "segtune/size_flat"
-	nodes := []nodeSpec{{"Flatten", feat, []string{pooled}, []*onnx.AttributeProto{onnx.IntAttr("axis", 1)}}}
-	if bound > 0 {
-		mean := make([]float32, channels)
-		for i := range mean {
-			mean[i] = 1 / float32(channels)
-		}
-		g.Initializer = append(g.Initializer,
-			onnx.NewFloat32Tensor("segtune/size_mean_w", []int64{int64(channels), 1}, mean),
-			onnx.NewFloat32Tensor("segtune/size_delta", []int64{1}, []float32{1e-6}))
-		nodes = append(nodes,
-			nodeSpec{"Neg", "segtune/size_neg", []string{feat}, nil},
-			nodeSpec{"Max", "segtune/size_abs", []string{feat, "segtune/size_neg"}, nil},
-			nodeSpec{"MatMul", "segtune/size_l1", []string{"segtune/size_abs", "segtune/size_mean_w"}, nil},
-			nodeSpec{"Add", "segtune/size_den", []string{"segtune/size_l1", "segtune/size_delta"}, nil},
-			nodeSpec{"Div", "segtune/size_normed", []string{feat, "segtune/size_den"}, nil})
-		feat = "segtune/size_normed"
-	}
-	nodes = append(nodes,
-		nodeSpec{"MatMul", "segtune/size_mm", []string{feat, sizeW}, nil},
-		nodeSpec{"Add", sizeScores, []string{"segtune/size_mm", sizeB}, nil})
-	for _, n := range nodes {
-		name, op := n.out+"/"+n.op, n.op
-		g.Node = append(g.Node, &onnx.NodeProto{Name: &name, OpType: &op, Input: n.in, Output: []string{n.out}, Attribute: n.attrs})
-	}
 }

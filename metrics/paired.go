@@ -1,4 +1,4 @@
-package evaluate
+package metrics
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/segtune/segtune/internal/stats"
-	"github.com/segtune/segtune/metrics"
 )
 
 // PairedPrediction is one labelled image predicted by two models: Name
@@ -18,7 +17,7 @@ type PairedPrediction struct {
 }
 
 // PairedMeanIoU compares two models image by image: each image's mean IoU
-// (over the classes in its mask or either prediction, metrics.ScoreImage)
+// (over the classes in its mask or either prediction, ScoreImage)
 // under B minus under A, with the 95 % t interval over the images. An
 // image whose every pixel is ignored is left out.
 func PairedMeanIoU(images iter.Seq2[PairedPrediction, error], classes, ignore int) (stats.Interval, error) {
@@ -45,7 +44,7 @@ func PairedMeanIoU(images iter.Seq2[PairedPrediction, error], classes, ignore in
 // imageMeanIoU is one image's mean IoU over the classes in its mask or its
 // prediction (NaN when every pixel is ignored).
 func imageMeanIoU(pred, target []uint8, classes, ignore int) (float64, error) {
-	m, err := metrics.ScoreImage(pred, target, classes, ignore)
+	m, err := ScoreImage(pred, target, classes, ignore)
 	if err != nil {
 		return 0, err
 	}
