@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"

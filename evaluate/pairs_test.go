@@ -12,9 +12,9 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx/grad"

@@ -3,7 +3,7 @@ package finetune
 import (
 	"fmt"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // FolderData is what a run reads from one data folder.

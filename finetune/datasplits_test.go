@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 func touchFiles(t *testing.T, root string, files ...string) {

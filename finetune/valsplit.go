@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/atomicfile"
 )
 

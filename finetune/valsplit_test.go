@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/testassets"
 )
 

@@ -26,6 +26,8 @@
 #   artifacts -> deploy/trainingraph: ORT training graphs compiled for one
 #     input size, an export for on-device training; "artifacts" named several
 #     things, the package is renamed trainingraph.
+#   preprocsearch -> evaluate/preprocsearch: scores candidate preprocessings
+#     with evaluate's runs, on the user's labelled images.
 set -euo pipefail
 
 cd "$(git rev-parse --show-toplevel)"
@@ -42,6 +44,7 @@ moves=(
 	"demo cmd/segtune/demo"
 	"datalayout imageio/datalayout"
 	"artifacts deploy/trainingraph"
+	"preprocsearch evaluate/preprocsearch"
 )
 # folder -> package name, where the folder's new name differs from its package's.
 renames=(

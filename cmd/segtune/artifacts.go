@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/artifacts"
+	"github.com/segtune/segtune/deploy/trainingraph"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx/grad"
@@ -48,12 +48,12 @@ func runArtifacts(c *cli.Context) error {
 	if err := initRuntime(c); err != nil {
 		return err
 	}
-	h, w, err := artifacts.ParseSize(c.String("size"))
+	h, w, err := trainingraph.ParseSize(c.String("size"))
 	if err != nil {
 		return cli.Exit("--size: "+err.Error(), 2)
 	}
 	loss := grad.Loss{Output: c.String("logits"), ClassAxis: c.Int("class-axis"), Scale: c.Bool("loss-scale")}
-	if loss.Kind, err = artifacts.ParseLoss(c.String("loss")); err != nil {
+	if loss.Kind, err = trainingraph.ParseLoss(c.String("loss")); err != nil {
 		return cli.Exit("--loss "+err.Error(), 2)
 	}
 	if ign := c.Int64("classes-ignore"); ign < 0 {
@@ -66,13 +66,13 @@ func runArtifacts(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--class-weights: %v", err), 2)
 		}
 	}
-	compiled, err := artifacts.Compile(artifacts.Spec{
+	compiled, err := trainingraph.Compile(trainingraph.Spec{
 		Model: c.String("model"), Trainable: c.StringSlice("trainable"), Batch: c.Int("batch"), Height: h, Width: w,
 		Input: c.String("input"), Loss: loss, ExtraOutputs: c.StringSlice("extra-output"), GradInputs: c.StringSlice("grad-input"),
 		Given:   finetune.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")},
 		Threads: c.Int("threads"), OnMetadataError: warnMetadata,
 	})
-	var se *artifacts.SpecError
+	var se *trainingraph.SpecError
 	switch {
 	case errors.As(err, &se) && se.Field == "Trainable":
 		return cli.Exit("--trainable: "+se.Err.Error(), 2)

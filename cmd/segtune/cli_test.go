@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/demo"
+	"github.com/segtune/segtune/cmd/segtune/demo"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"

@@ -8,8 +8,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 func dataCheckCommand() *cli.Command {

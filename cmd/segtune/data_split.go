@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/atomicfile"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/storage"
 )
 

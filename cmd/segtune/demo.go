@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/demo"
+	"github.com/segtune/segtune/cmd/segtune/demo"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 )

@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/doctor"
-	"github.com/segtune/segtune/placement"
+	"github.com/segtune/segtune/cmd/segtune/doctor"
+	"github.com/segtune/segtune/cmd/segtune/doctor/placement"
 )
 
 func doctorCommand() *cli.Command {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/doctor"
+	"github.com/segtune/segtune/cmd/segtune/doctor"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
 )

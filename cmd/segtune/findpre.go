@@ -9,12 +9,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/evaluate/preprocsearch"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/preprocsearch"
 	"github.com/segtune/segtune/resolve"
 )
 

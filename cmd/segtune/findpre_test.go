@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/evaluate/preprocsearch/searchtest"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/preprocsearch/searchtest"
 )
 
 // info --find-preprocessing finds the BGR -1..1 a model was made for from

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"

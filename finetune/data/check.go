@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // Report is a check of one split of a data set as training reads it: the

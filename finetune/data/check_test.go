@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // Check names a mask with a label outside the classes, and counts the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // Reports are the checks of a data set's splits, in order.

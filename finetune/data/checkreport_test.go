@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // The text form names each unmatched and bad file, and gives each class

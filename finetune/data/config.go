@@ -3,8 +3,8 @@ package data
 import (
 	"fmt"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/memlimit"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/segtune/segtune/datalayout"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // Dataset is an opened, validated data set. Its methods are safe for

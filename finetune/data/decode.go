@@ -5,8 +5,8 @@ import (
 	"image"
 	"image/draw"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 )
 
 // decodePair decodes an image into packed RGB and its mask into mapped,

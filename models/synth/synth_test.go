@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/models/synth"
 )
 

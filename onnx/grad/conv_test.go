@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/gradcheck"
+	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 

@@ -4,9 +4,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/gradcheck"
+	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
 )
 

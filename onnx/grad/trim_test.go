@@ -6,7 +6,7 @@ import (
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/ortprobe"
 )
 
 // TestTrimDeadTaps: convolutions whose outer taps read only padding run as

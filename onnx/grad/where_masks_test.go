@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/gradcheck"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/gradcheck"
+	"github.com/segtune/segtune/onnx/grad/ortprobe"
 )
 
 // convRelu6 is Conv → Clip(0, 6) (MobileNetV2's ReLU6) with trainable

@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/segtune/segtune/cmd/segtune/doctor/placement"
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/placement"
 	"github.com/segtune/segtune/runtime"
 )
 

@@ -21,9 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/segtune/segtune/datalayout"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"

@@ -1,4 +1,4 @@
-package artifacts
+package trainingraph
 
 import (
 	"errors"

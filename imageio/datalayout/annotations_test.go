@@ -113,7 +113,7 @@ func TestCVATLayout(t *testing.T) {
 // annotated tasks, and the tasks without annotation named.
 func TestLabelStudioLayout(t *testing.T) {
 	root := t.TempDir()
-	data, err := os.ReadFile(filepath.Join("..", "imageio", "annot", "testdata", "labelstudio_export.json"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "imageio", "annot", "testdata", "labelstudio_export.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

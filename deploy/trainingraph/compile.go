@@ -1,7 +1,7 @@
-// Package artifacts compiles an inference model file into ONNX training
+// Package trainingraph compiles an inference model file into ONNX training
 // artifacts (grad.Build): the training and evaluation graphs, the
 // trainable parameters and their manifest, sized for one input shape.
-package artifacts
+package trainingraph
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/resolve"
 )
 

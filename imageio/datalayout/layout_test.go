@@ -301,7 +301,7 @@ func TestVOCPaletteMaskReadsIndices(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "ImageSets/Segmentation/val.txt"), []byte("2007_000032\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile(filepath.Join("..", "testdata", "voc", "voc_palette_mask.png"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "voc", "voc_palette_mask.png"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/segtune/segtune/evaluate/preprocsearch/searchtest"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/preprocsearch/searchtest"
 	"github.com/segtune/segtune/resolve"
 )
 

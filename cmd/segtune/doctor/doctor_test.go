@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/placement"
+	"github.com/segtune/segtune/cmd/segtune/doctor/placement"
 	"github.com/segtune/segtune/runtime"
 )
 
