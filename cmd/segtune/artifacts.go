@@ -33,7 +33,7 @@ func artifactsCommand() *cli.Command {
 			&cli.StringFlag{Name: "logits", Usage: "tensor holding the logits, an output or e.g. the input of a final Softmax (default: the first output)"},
 			&cli.IntFlag{Name: "class-axis", Value: 1, Usage: "the logits' class axis: 1 for NCHW, -1 for NHWC (default: the contract's)"},
 			&cli.StringFlag{Name: "loss", Value: "ce", Usage: "ce (softmax cross entropy) or bce (sigmoid multi-label, no background channel)"},
-			&cli.Int64Flag{Name: "classes-ignore", Value: grad.DefaultIgnoreIndex, Usage: "target value the loss ignores (-1: none)"},
+			&cli.Int64Flag{Name: "ignore", Aliases: []string{"classes-ignore"}, Value: grad.DefaultIgnoreIndex, Usage: "mask label the loss ignores, as --ignore of the other commands (-1: none)"},
 			&cli.StringFlag{Name: "class-weights", Usage: "comma-separated per-class loss weights"},
 			&cli.BoolFlag{Name: "loss-scale", Usage: "add the loss_scale input"},
 			&cli.StringSliceFlag{Name: "extra-output", Usage: "intermediate tensor to expose as an output; repeatable"},
@@ -56,7 +56,7 @@ func runArtifacts(c *cli.Context) error {
 	if loss.Kind, err = trainingraph.ParseLoss(c.String("loss")); err != nil {
 		return cli.Exit("--loss "+err.Error(), 2)
 	}
-	if ign := c.Int64("classes-ignore"); ign < 0 {
+	if ign := c.Int64("ignore"); ign < 0 {
 		loss.NoIgnore = true
 	} else {
 		loss.IgnoreIndex = &ign

@@ -23,11 +23,17 @@ var configCommands = map[string]bool{"finetune": true, "segment": true, "eval": 
 // maxConfigBytes bounds a --config file: flag values, not data.
 const maxConfigBytes = 1 << 20
 
-func configFlag() cli.Flag {
+// configFlag is command's --config; its example names only flags the
+// command has.
+func configFlag(command string) cli.Flag {
+	example, replay := "`mean: [0.485, 0.456, 0.406]`", ""
+	if command == "finetune" {
+		example = "`lr: 3e-4` or " + example
+		replay = " An earlier run's config.json repeats that run (flags given change it; a run records its paths absolute)."
+	}
 	return &cli.StringFlag{Name: "config", Usage: "read flag values from `FILE`: YAML or JSON, flag names to values " +
-		"(e.g. `lr: 3e-4` or `mean: [0.485, 0.456, 0.406]`); flags on the command line win; paths are read as on the " +
-		"command line, against the working directory. finetune also takes an earlier run's config.json and repeats that run " +
-		"(flags given change it; a run records its paths absolute)"}
+		"(e.g. " + example + "); flags on the command line win; paths are read as on the " +
+		"command line, against the working directory." + replay}
 }
 
 // installConfigFiles gives the commands of configCommands a --config flag
@@ -39,7 +45,7 @@ func installConfigFiles(cmds []*cli.Command) {
 		if !configCommands[cmd.Name] {
 			continue
 		}
-		cmd.Flags = append(cmd.Flags, configFlag())
+		cmd.Flags = append(cmd.Flags, configFlag(cmd.Name))
 		required := cliflag.Unrequire(cmd.Flags)
 		cliflag.Before(cmd, func(c *cli.Context) error {
 			if err := applyConfigFile(c); err != nil {

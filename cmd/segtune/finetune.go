@@ -29,7 +29,9 @@ func finetuneCommand() *cli.Command {
 			"win), validates the base model first (epoch 0), compiles the model into a training graph, trains it\n" +
 			"on ONNX Runtime with augmented batches, validates every epoch, ends saying whether the best epoch\n" +
 			"beat the base, and writes, in --out: last.ckpt and best.ckpt\n" +
-			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png,\n" +
+			"(atomic checkpoints), metrics.jsonl (per-step and per-epoch metrics), curves.png, tb/\n" +
+			"(TensorBoard logs), samples.png (a contact sheet of the validation images with\n" +
+			"the smallest and largest objects),\n" +
 			"config.json and model.onnx (the best weights, exported, carrying the run's settings in its\n" +
 			"metadata_props and in model.segtune.json: preprocessing, classes, palette, label map).\n" +
 			"Ctrl-C saves a checkpoint and exits; --resume continues exactly where the run stopped. With --ema D,\n" +
@@ -37,7 +39,8 @@ func finetuneCommand() *cli.Command {
 			"Validation runs each image whole, or, with --val-tile/--val-overlap/--val-tta, as segment's\n" +
 			"--tile/--overlap/--tta do (blended scores); val mIoU, val loss, best.ckpt and --patience follow it.\n\n" +
 			"Data: --data DIR in any known layout (images/{train,val} with masks/{train,val}, mmseg's\n" +
-			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, nested folders; --format names it, --split the\n" +
+			"img_dir/ann_dir, Cityscapes, Pascal VOC, ADE20K, COCO JSON, CVAT, Label Studio and LabelMe exports,\n" +
+			"nested folders; docs/data.md; --format names it, --split the\n" +
 			"training split, default train; validation reads val where the layout has it), or explicit\n" +
 			"--train-images/--train-masks/--val-images/--val-masks. Data without a val split (CVAT, Label Studio and\n" +
 			"LabelMe exports) validates on --val-split F of its images, held out the same way every run (--split-seed,\n" +

@@ -54,7 +54,6 @@ func flagRanges() map[string]setting.Range {
 		"output-stride":   {Min: 8, Max: 16},
 		"train":           {Min: 1, Max: 1 << 20},
 		"val":             {Min: 0, Max: 1 << 20},
-		"classes-ignore":  {Min: -1, Max: 1 << 31, Why: "-1: none"},
 		"grid":            {Min: 0, Max: 1, List: true},
 		"size-bins":       {Min: 0, Max: 1, List: true},
 		"mean":            {Min: -inf, Max: inf, List: true},
@@ -75,7 +74,8 @@ func flagRanges() map[string]setting.Range {
 }
 
 var commandRanges = map[string]setting.Range{
-	"new classes": {Min: 2, Max: 65536},
+	"new classes":      {Min: 2, Max: 65536},
+	"artifacts ignore": {Min: -1, Max: 1 << 31, Why: "-1: none"},
 
 	"split val": {Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"},
 }
