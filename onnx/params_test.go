@@ -175,10 +175,7 @@ func TestParameterNamesWeightPaths(t *testing.T) {
 		{"Mul", "y", "scale3", "z"},
 		{"BatchNormalization", "z", "scale", "convb", "bnmean", "bnvar", "out"},
 	} {
-		var ins []string
-		for _, x := range n[1 : len(n)-1] {
-			ins = append(ins, x)
-		}
+		ins := append([]string(nil), n[1:len(n)-1]...)
 		b.Emit(n[0], n[0]+"_"+n[len(n)-1], ins, []string{n[len(n)-1]})
 	}
 	g := b.Graph("paths", nil, nil)

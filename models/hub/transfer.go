@@ -182,11 +182,10 @@ func (c *Client) fetchOnce(ctx context.Context, u, part, name string, want expec
 		w = io.MultiWriter(f, bar)
 	}
 	n, copyErr := io.Copy(w, &stallReader{r: resp.Body, timer: timer, d: c.StallTimeout})
-	syncErr := f.Sync()
-	if err := f.Close(); err == nil {
-		err = syncErr
-	} else if copyErr == nil {
-		copyErr = err
+	// A part file that did not reach the disk is no progress to resume.
+	syncErr, closeErr := f.Sync(), f.Close()
+	if copyErr == nil {
+		copyErr = errors.Join(syncErr, closeErr)
 	}
 	if stalled.Load() {
 		return false, errStalled
