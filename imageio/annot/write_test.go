@@ -232,9 +232,9 @@ func TestWritersRefuseBadPredictions(t *testing.T) {
 
 // A run of more than 2^16 values takes several chunks.
 func TestBrushRLELongRuns(t *testing.T) {
-	w, h := 130, 130
+	w, h := 200, 200
 	labels := make([]uint8, w*h)
-	labels[w*h/2] = 1
+	labels[w*h/2] = 1 // 80,000 values of 0 before it
 	labels[w*h-1] = 1
 	got, err := decodeBrushRLE(toBytes(encodeBrushRLE(labels, 1)), w, h)
 	if err != nil {
