@@ -76,7 +76,11 @@ func TestSegmentAnnotationsReadBackAsTheMasks(t *testing.T) {
 	}
 	var tasks []struct {
 		Data        map[string]string
-		Predictions []struct{ Result []struct{ Value struct{ BrushLabels []string } } }
+		Predictions []struct {
+			Result []struct {
+				Value struct{ BrushLabels []string }
+			}
+		}
 	}
 	if err := json.Unmarshal(data, &tasks); err != nil || len(tasks) != 2 {
 		t.Fatalf("labelstudio tasks %s: %v", data, err)
