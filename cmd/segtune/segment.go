@@ -4,15 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/annot"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/setting"
+	"github.com/segtune/segtune/internal/shard"
+	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -22,7 +28,11 @@ func segmentCommand() *cli.Command {
 		Usage: "segment every image in a folder and write palette-PNG masks (and overlays)",
 		Description: "Writes OUTPUT/NAME.png, a palette PNG whose pixel values are class indices, for every\n" +
 			"image in INPUT, at the image's own size; with --overlay also OUTPUT/overlays/NAME.png.\n" +
-			"Unreadable images are reported by name and skipped; the exit status is 1 if any failed.",
+			"Unreadable images are reported by name and skipped; the exit status is 1 if any failed.\n" +
+			"With --annotations the masks are also written as pre-annotations for a labelling tool, named by\n" +
+			"the model's class names (background is not exported): OUTPUT/coco/annotations.json (RLE),\n" +
+			"OUTPUT/labelstudio/tasks.json (brushlabels, images as /data/local-files/?d=NAME),\n" +
+			"OUTPUT/cvat/ (Segmentation mask 1.1) and OUTPUT/labelme/NAME.json (mask shapes).",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Required: true, Usage: "ONNX model or segtune checkpoint"},
 			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
@@ -30,6 +40,8 @@ func segmentCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images"},
 			&cli.BoolFlag{Name: "overwrite", Usage: "replace files at the outputs' names that segment did not write (without it such a file, an annotation mask say, is kept and named)"},
+			&cli.StringFlag{Name: "annotations", Usage: "also write the masks as pre-annotations: " + strings.Join(annot.WriteFormats, ", ") + " (comma-separated), in OUTPUT/FORMAT/; local folders, unsharded"},
+			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for --annotations (default: the model's sidecar)"},
 			deviceFlag, threadsFlag, jsonFlag,
 		}, append(append(append(maskColourFlags(), shardFlags()...), preprocessFlags()...), denseFlags("")...)...),
 		Action: runSegment,
@@ -62,6 +74,10 @@ func runSegment(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	exp, err := annotationsPlan(c, in, out, spec, settings)
+	if err != nil {
+		return err
+	}
 	opts := folder.Options{Shard: spec, SkipExisting: skipExisting(c, spec), Overwrite: c.Bool("overwrite"),
 		Notef: func(f string, a ...any) { notef(c, "segtune: "+f, a...) }}
 	if opts.Palette, err = outputPalette(c, settings); err != nil {
@@ -83,6 +99,9 @@ func runSegment(c *cli.Context) error {
 	if err := seg.CheckPalette(opts.Palette); err != nil {
 		return err
 	}
+	if n := seg.Contract.Classes; exp != nil && n > 0 && n != len(exp.Classes) {
+		return cli.Exit(fmt.Sprintf("--annotations: %d class names (%s) for a model of %d classes", len(exp.Classes), strings.Join(exp.Classes, ","), n), 2)
+	}
 	if !c.Bool("quiet") && term.IsTerminal(int(os.Stderr.Fd())) { // with the progress bar
 		fmt.Fprintln(os.Stderr, "segtune:", imageio.DecoderInfo())
 	}
@@ -96,6 +115,12 @@ func runSegment(c *cli.Context) error {
 	for i, f := range rep.Failures {
 		rep.Failures[i].Err = withFlagNames(f.Err) // their advice by flag
 	}
+	if exp != nil {
+		exp.Palette = opts.Palette
+		if err := writeAnnotations(c, in, out, *exp); err != nil {
+			return err
+		}
+	}
 	sum := folder.Summarize(rep, seg.Session.Device, opts.Batch, c.String("output"), spec)
 	if c.Bool("json") {
 		err = printJSON(os.Stdout, sum)
@@ -107,6 +132,68 @@ func runSegment(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
 	}
 	return err
+}
+
+// annotationsPlan checks --annotations before any work (nil without
+// it): its formats, local unsharded folders, the class names, and that
+// its files would replace none that is there without --overwrite.
+func annotationsPlan(c *cli.Context, in, out *storage.Folder, spec shard.Spec, settings imageio.Sidecar) (*annot.ExportOptions, error) {
+	if !c.IsSet("annotations") {
+		return nil, nil
+	}
+	formats, err := annot.ParseWriteFormats(c.String("annotations"))
+	if err != nil {
+		return nil, cli.Exit("--annotations: "+err.Error(), 2)
+	}
+	switch {
+	case spec.Source != "":
+		return nil, cli.Exit("--annotations with --shard: each shard would write its own annotation files; segment the shards without it, then run segment --annotations unsharded, which keeps their masks (--skip-existing)", 2)
+	case !in.IsLocal() || !out.IsLocal():
+		return nil, cli.Exit("--annotations needs local --input and --output folders", 2)
+	}
+	names := classNames(c)
+	if names == nil {
+		names = settings.Classes
+	}
+	if slices.Contains(names, "") {
+		return nil, cli.Exit(fmt.Sprintf("--class-names %s: a class name is empty", c.String("class-names")), 2)
+	}
+	if names == nil {
+		return nil, cli.Exit("--annotations names each class: give --class-names (background first) or a model whose sidecar lists its classes", 2)
+	}
+	for _, t := range annot.ExportTargets(out.Path(""), formats) {
+		if _, err := os.Lstat(t); err == nil && !c.Bool("overwrite") {
+			return nil, cli.Exit(fmt.Sprintf("--annotations: %s is there already; give --overwrite to replace it, or choose another --output", t), 2)
+		}
+	}
+	// Absolute, so that LabelMe's imagePath can lead from one to the other.
+	dir, err := filepath.Abs(out.Path(""))
+	if err != nil {
+		return nil, err
+	}
+	images, err := filepath.Abs(in.Path(""))
+	if err != nil {
+		return nil, err
+	}
+	return &annot.ExportOptions{WriteOptions: annot.WriteOptions{Classes: names}, Formats: formats, Dir: dir, ImageDir: images}, nil
+}
+
+// writeAnnotations writes exp's formats from the masks in out of the
+// images in in (those that failed have none and are left out).
+func writeAnnotations(c *cli.Context, in, out *storage.Folder, exp annot.ExportOptions) error {
+	w, err := annot.NewExport(exp)
+	if err != nil {
+		return fmt.Errorf("--annotations: %w", err)
+	}
+	n, err := annot.AddMasks(w, folder.ImageNames(c.Context, in), func(image string) string { return out.Path(folder.Stem(image) + ".png") })
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("--annotations: %w", err)
+	}
+	notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(exp.Formats, ", "), out.Path(""))
+	return nil
 }
 
 // segmentError names the flag of the folder a listing error is about.

@@ -52,31 +52,6 @@ func loadCOCOReference(t *testing.T) *cocoReference {
 	return &ref
 }
 
-// encodeRLEString is pycocotools' rleToString, for round trips.
-func encodeRLEString(counts []uint32) string {
-	var b strings.Builder
-	for i, c := range counts {
-		x := int64(c)
-		if i > 2 {
-			x -= int64(counts[i-2])
-		}
-		for more := true; more; {
-			ch := byte(x & 0x1f)
-			x >>= 5
-			if ch&0x10 != 0 {
-				more = x != -1
-			} else {
-				more = x != 0
-			}
-			if more {
-				ch |= 0x20
-			}
-			b.WriteByte(ch + '0')
-		}
-	}
-	return b.String()
-}
-
 func maskRows(m []uint8, w, h int) []string {
 	rows := make([]string, h)
 	for y := range h {
