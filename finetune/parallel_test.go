@@ -233,7 +233,7 @@ func TestParallelFailuresAreAgreed(t *testing.T) {
 	bad.LR = -1
 	_, errs := trainRanks(t, 2, bad, filepath.Join(dir, "bad"), false)
 	for r, err := range errs {
-		if err == nil || !mpi.Agreed(err) || mpi.Reported(err) != (r == 0) || !strings.Contains(err.Error(), "learning rate") {
+		if err == nil || !mpi.Agreed(err) || mpi.Reported(err) != (r == 0) || !strings.Contains(err.Error(), "lr -1: must be in (0, 10]") {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}

@@ -19,7 +19,7 @@ func TestFinetuneAccumulateFlag(t *testing.T) {
 	args := []string{"finetune", "--model", model, "--data", data, "--label-map", "1,2:1;*:0", "--crop", "32x32",
 		"--batch", "2", "--accumulate", "2", "--epochs", "1", "--lr", "1e-3"}
 	_, err := runCLI(t, append(args, "--out", filepath.Join(dir, "bad"), "--resident", "on")...)
-	if err == nil || !strings.Contains(err.Error(), "--accumulate 2: ") || !strings.Contains(err.Error(), "--resident off or auto") {
+	if err == nil || !strings.Contains(err.Error(), "--accumulate 2: ") || !strings.Contains(err.Error(), "resident off or auto") {
 		t.Errorf("--accumulate with --resident on: %v", err)
 	}
 	out := filepath.Join(dir, "run")

@@ -84,7 +84,7 @@ func TestFinetuneValSplit(t *testing.T) {
 		{[]string{"--data", data, "--val-split", "0.2"}, "--val-split: " + data + " has a validation split (val) already"},
 		{append(slices.Clone(trainFolders), "--val-split", "0.2", "--val-images", filepath.Join(data, "images", "val"), "--val-masks", filepath.Join(data, "masks", "val")), "--val-split and --val-images"},
 		{append(slices.Clone(trainFolders), "--split-by", "folder"), "--split-by goes with --val-split"},
-		{append(slices.Clone(trainFolders), "--val-split", "1.5"), "not in (0, 1)"},
+		{append(slices.Clone(trainFolders), "--val-split", "1.5"), "--val-split 1.5: the fraction of the images held out for validation must be in (0, 1)"},
 	} {
 		args := append(append([]string{"finetune", "--out", filepath.Join(dir, "bad")}, common...), bad.args...)
 		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), bad.want) {
