@@ -55,7 +55,7 @@ func withFlagNames(err error) error {
 	if err == nil {
 		return nil
 	}
-	err = finetuneFlagNames(byFlag(err))
+	err = byFlag(err)
 	var ke *quantize.UnmatchedKeepError
 	if errors.As(err, &ke) {
 		return renamed(err, ke.Error(), fmt.Sprintf("--keep-float names %s, which no node of the model has as op type, name or output", strings.Join(ke.Names, ", ")))
@@ -155,50 +155,6 @@ func renamedWithin(err, inner error, pairs ...string) error {
 	return renamed(err, inner.Error(), strings.NewReplacer(pairs...).Replace(inner.Error()))
 }
 
-// finetuneFlagNames rewrites finetune's errors that name settings of the
-// run, or how to go on, to name flags.
-func finetuneFlagNames(err error) error {
-	var (
-		rc *finetune.ResumeConflictError
-		de *finetune.DivergedError
-		nb *finetune.NoBatchError
-		re *finetune.RunExistsError
-		ra *finetune.RanksError
-		rm *finetune.RankMismatchError
-		lc *finetune.LeftoverCheckpointsError
-		bd *finetune.BaseDigestError
-		bm *finetune.BaseModelError
-	)
-	switch {
-	case errors.As(err, &rc):
-		return renamed(err, rc.Error(), "--resume continues the run with its recorded settings, and these flags differ from them: "+
-			flagChanges(rc.Refused, "%s (the run has %[3]s)")+
-			"; only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)")
-	case errors.As(err, &de) && de.Checkpoint != "":
-		return renamed(err, de.Advice(), fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: segtune finetune --out %s --resume --lr %.3g",
-			de.Checkpoint, de.CheckpointStep, de.Dir, de.LR))
-	case de != nil:
-		return renamed(err, de.Advice(), fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr %.3g)", de.LR))
-	case errors.As(err, &nb):
-		return renamedWithin(err, nb, "× batch", "× --batch")
-	case errors.As(err, &re):
-		return renamedWithin(err, re, "(resume)", "(--resume)")
-	case errors.As(err, &ra):
-		return renamedWithin(err, ra, " of batch ", " of --batch ", "another folder", "another --out")
-	case errors.As(err, &rm):
-		return renamedWithin(err, rm, "the same settings, model and data", "the same command line, model and --data")
-	case errors.As(err, &lc):
-		return renamedWithin(err, lc, "another run folder", "another --out")
-	case errors.As(err, &bd):
-		return renamedWithin(err, bd, "or another model was given", "or --model names another model")
-	case errors.As(err, &bm) && bm.Given:
-		return renamed(err, bm.Which(), "the base model given with --model")
-	case bm != nil:
-		return renamed(err, bm.Which(), "the base model of the checkpoint; pass --model to point at it")
-	}
-	return err
-}
-
 // flagNotice is finetune's notice n as the CLI words it: by flag.
 func flagNotice(n finetune.Notice) string {
 	switch n := n.(type) {
@@ -219,7 +175,7 @@ func flagNotice(n finetune.Notice) string {
 func flagChanges(changes []finetune.SettingChange, format string) string {
 	var parts []string
 	for _, c := range changes {
-		parts = append(parts, fmt.Sprintf(format, "--"+c.Setting, c.Value, c.Was))
+		parts = append(parts, fmt.Sprintf(format, flagOf(c.Setting), c.Value, c.Was))
 	}
 	return strings.Join(parts, ", ")
 }

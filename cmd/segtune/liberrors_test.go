@@ -177,10 +177,10 @@ func TestFinetuneErrorsReadAsBefore(t *testing.T) {
 		want string
 	}{
 		{&finetune.ResumeConflictError{Refused: []finetune.SettingChange{{Setting: "batch", Value: "2", Was: "8"}, {Setting: "val-tile", Value: "none", Was: "tile 16x16"}}},
-			"--resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 8), --val-tile (the run has tile 16x16); " +
+			"--resume continues the run with its recorded settings, and these settings differ from them: --batch (the run has 8), --val-tile (the run has tile 16x16); " +
 				"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"},
 		{&finetune.DivergedError{Step: 5, Err: cause, LR: 0.001, Checkpoint: "/r/last.ckpt", CheckpointStep: 4, Dir: "/r"},
-			"training diverged at step 5 (loss is NaN); the last good checkpoint is /r/last.ckpt (step 4): continue from it with a lower learning rate: segtune finetune --out /r --resume --lr 0.001"},
+			"training diverged at step 5 (loss is NaN); the last good checkpoint is /r/last.ckpt (step 4): continue from it with a lower learning rate: --out /r, --resume, --lr 0.001"},
 		{&finetune.DivergedError{Step: 1, Err: cause, LR: 1e29},
 			"training diverged at step 1 (loss is NaN); no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr 1e+29)"},
 		{&finetune.NoBatchError{Examples: 3, Batch: 2, Processes: 2}, "3 training examples make no batch of 4 (2 processes × --batch 2)"},
@@ -193,7 +193,7 @@ func TestFinetuneErrorsReadAsBefore(t *testing.T) {
 			"finetune: /r/last.ckpt: the run was trained by 1 process(es) of --batch 4 (4 examples a step) and this one has 2: the number of processes fixes the batches the data is drawn in, " +
 				"so resume it in one process (without mpirun or srun), or start a new run in another --out"},
 		{&finetune.RankMismatchError{Rank: 1, What: "settings"},
-			"rank 1's settings differ from rank 0's: every process must train the same run on the same files (the same command line, model and --data on every machine)"},
+			"rank 1's settings differ from rank 0's: every process must train the same run on the same files (the same settings, model and --data on every machine)"},
 		{&finetune.LeftoverCheckpointsError{Dir: "/r", Found: []string{"best.ckpt", "old.ckpt"}},
 			"finetune: /r holds checkpoints of an earlier run (best.ckpt, old.ckpt) but no last.ckpt to continue from: move them elsewhere or choose another --out (segtune neither reuses nor deletes them)"},
 		{&finetune.BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: sha("a"), Recorded: sha("b")},
@@ -252,7 +252,7 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 		t.Errorf("a second run into %s: %v\nwant %q", run, err, want)
 	}
 	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--batch", "1", "--seed", "4", "--lr", "0.001")
-	want := "finetune: " + filepath.Join(run, "last.ckpt") + ": --resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 2), --seed (the run has 3); " +
+	want := "finetune: " + filepath.Join(run, "last.ckpt") + ": --resume continues the run with its recorded settings, and these settings differ from them: --batch (the run has 2), --seed (the run has 3); " +
 		"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"
 	if err == nil || err.Error() != want {
 		t.Errorf("a resume changing --batch and --seed: %v\nwant %q", err, want)
@@ -260,7 +260,7 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 	// --model without --data: the conflict is the model, not missing data.
 	other := redModelSized(t, filepath.Join(dir, "other.onnx"), "h", "w")
 	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--model", other)
-	if err == nil || !strings.Contains(err.Error(), "these flags differ from them: --model (the run has \""+model+"\")") {
+	if err == nil || !strings.Contains(err.Error(), "these settings differ from them: --model (the run has \""+model+"\")") {
 		t.Errorf("a resume with another --model: %v\nwant it refused naming --model and the run's model", err)
 	}
 	stderr, err := runCLIStderr(t, "finetune", "--out", run, "--resume", "--epochs", "2", "--lr", "0.001", "--threads", "1")
