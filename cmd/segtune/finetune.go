@@ -215,7 +215,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
 	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
-		return cfg, cli.Exit(byFlag(err).Error(), 2)
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)

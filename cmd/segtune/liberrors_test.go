@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
@@ -132,16 +135,25 @@ func TestSegmentModelThatIsNotONNX(t *testing.T) {
 	}
 }
 
-// Each library's advice is given by flag.
+// Each library's advice, written by setting key, reads by flag, as the
+// CLI wrote it when it kept a list of them.
 func TestAdviceNamesFlags(t *testing.T) {
-	for fix, want := range adviceFlags {
-		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "--max-memory", Fix: fix})
+	for fix, want := range map[setting.Advice]string{
+		finetune.FixMemory:         "lower --batch or --crop, or raise --max-memory if the machine has the memory",
+		finetune.FixAddressSpace:   "lower --batch, --crop or --threads, or raise the limit",
+		inference.FixDeclared:      "the model's fixed batch or input size, or --size, is too large for this machine",
+		pipeline.FixBatches:        "lower --batch, or --size/--scale",
+		imageio.FixTensors:         "lower --size or --scale",
+		deploy.FixCalibration:      "calibrate at a smaller size (--size/--scale), or leave its layer in float with --keep-float",
+		datalayout.FixNoSplitLists: "--format folders pairs JPEGImages/ with SegmentationClass/ by name",
+	} {
+		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "{max_memory}", Fix: fix})
 		got := withFlagNames(err).Error()
-		if !strings.Contains(got, want) || strings.Contains(got, fix) || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
-			t.Errorf("%q renamed to %q, want %q in it", err, got, want)
+		if want = "x.png: work would need about 2.0 GiB, more than the memory limit of 1.0 GiB (--max-memory): " + want + ": over the memory limit"; got != want || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
+			t.Errorf("%q named by flag:\n got %q\nwant %q", err, got, want)
 		}
-		if !strings.Contains(want, "--") || strings.Contains(fix, "--") {
-			t.Errorf("advice %q names a flag, or its CLI text %q none", fix, want)
+		if strings.Contains(string(fix), "--") {
+			t.Errorf("advice %q names a flag", fix)
 		}
 	}
 	if withFlagNames(nil) != nil {
@@ -157,13 +169,13 @@ func TestORTLibErrorNamesFlag(t *testing.T) {
 	t.Setenv(runtime.LibraryEnv, "")
 	missing := filepath.Join(dir, "libonnxruntime.so")
 	_, err := runtime.FindLibrary(missing)
-	if want := "ONNX Runtime library " + missing + " (from --ort-lib): "; err == nil || !strings.HasPrefix(ortLibError(missing, err).Error(), want) {
-		t.Errorf("--ort-lib %s: %v; want it to start %q", missing, ortLibError(missing, err), want)
+	if want := "ONNX Runtime library " + missing + " (from --ort-lib): "; err == nil || !strings.HasPrefix(withFlagNames(err).Error(), want) {
+		t.Errorf("--ort-lib %s: %v; want it to start %q", missing, withFlagNames(err), want)
 	}
 	_, err = runtime.FindLibrary("")
-	if want := "or point " + runtime.LibraryEnv + " or --ort-lib at your own"; err == nil || !strings.Contains(ortLibError("", err).Error(), want) ||
-		!errors.Is(ortLibError("", err), runtime.ErrNoLibrary) {
-		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", ortLibError("", err), want)
+	if want := "or point " + runtime.LibraryEnv + " or --ort-lib at your own"; err == nil || !strings.Contains(withFlagNames(err).Error(), want) ||
+		!errors.Is(withFlagNames(err), runtime.ErrNoLibrary) {
+		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", withFlagNames(err), want)
 	}
 }
 

@@ -1,6 +1,7 @@
 package setting
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -21,9 +22,7 @@ func Key(key string) string { return key }
 // braces, written as name(key) first; the arguments are not searched, so a
 // path holding braces stays as it is.
 func Sprintf(name func(key string) string, format string, args ...any) string {
-	return fmt.Sprintf(expand(format, func(key string) string {
-		return strings.ReplaceAll(name(key), "%", "%%")
-	}), args...)
+	return fmt.Sprintf(expand(format, escaped(name)), args...)
 }
 
 // expand is s with each {key} written as name(key).
@@ -72,4 +71,29 @@ func (a Advice) String() string { return a.Named(Key) }
 // Named is the advice with each setting called name(key).
 func (a Advice) Named(name func(key string) string) string {
 	return expand(string(a), name)
+}
+
+// Messagef is fmt.Errorf whose format names settings by {key}: its
+// message names them by key, and Rename names them its caller's way. The
+// arguments are not searched for keys; format wraps at most one error (%w).
+func Messagef(format string, args ...any) error {
+	return &message{format: format, args: args, err: fmt.Errorf(expand(format, escaped(Key)), args...)}
+}
+
+type message struct {
+	format string
+	args   []any
+	err    error // the message by key, wrapping what format's %w wraps
+}
+
+func (e *message) Error() string { return e.err.Error() }
+func (e *message) Unwrap() error { return errors.Unwrap(e.err) }
+
+func (e *message) Named(name func(key string) string) string {
+	return fmt.Errorf(expand(e.format, escaped(name)), e.args...).Error()
+}
+
+// escaped is name with its names' % written %% for a format.
+func escaped(name func(key string) string) func(string) string {
+	return func(key string) string { return strings.ReplaceAll(name(key), "%", "%%") }
 }
