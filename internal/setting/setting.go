@@ -36,6 +36,8 @@ func (e *Error) Named(name func(key string) string) string {
 	b.WriteString(": ")
 	if e.Needs != "" {
 		b.WriteString("needs " + name(e.Needs))
+	} else if n, ok := e.Err.(Namer); ok { // what is wrong names settings too
+		b.WriteString(n.Named(name))
 	} else if e.Err != nil {
 		b.WriteString(e.Err.Error())
 	}
