@@ -94,7 +94,7 @@ func runEval(c *cli.Context) error {
 	}
 	bar := progress(c, plan.Total, "eval")
 	plan.Progress = func(done, _ int) { bar.Set(done) }
-	plan.Explain = withFlagNames
+	plan.Name = flagOf
 	acc, err := evaluate.Run(c.Context, plan)
 	bar.Finish()
 	if err != nil {
