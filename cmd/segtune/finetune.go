@@ -124,7 +124,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	defer stop()
 	var bar *stepBar
 	log := noticeWriter(c)
-	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, flagNotice(n)) }}
+	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, n.Named(flagOf)) }}
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {

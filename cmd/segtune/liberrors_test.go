@@ -241,7 +241,7 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 		{finetune.DefaultNotice{Setting: "precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "cuda_options"},
 			"segtune: --precision fp16: CUDA option cudnn_conv_algo_search=HEURISTIC (cuDNN's exhaustive search re-ran every step in half precision; --cuda-opt overrides it)"},
 	} {
-		if got := flagNotice(c.n); got != c.want {
+		if got := c.n.Named(flagOf); got != c.want {
 			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)
 		}
 	}
