@@ -8,6 +8,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
@@ -179,9 +180,8 @@ func newCalibrationPass(m *onnx.Model, tensors []string, opts runtime.Options) (
 }
 
 // FixCalibration is the advice on a calibrated tensor over its share of
-// the memory limit; a program whose users set these with flags can give
-// it by flag.
-const FixCalibration = "calibrate at a smaller input size or scale, or leave its layer in float"
+// the memory limit, naming the settings by {key} (setting.Messagef).
+const FixCalibration = "calibrate at a smaller size ({size}/{scale}), or leave its layer in float with {keep_float}"
 
 // calibrationPasses splits tensors into groups whose values for one input
 // like first fit in a quarter of the memory limit. The size of each
@@ -214,8 +214,8 @@ func calibrationPasses(m *onnx.Model, ref *inference.Segmenter, tensors []string
 		bytes := int64(float64(len(outs[probe.index[j]].Float32))*scale) * 4
 		if bytes > budget {
 			_, from := memlimit.Limit()
-			return nil, fmt.Errorf("calibration: tensor %q of a %dx%d input takes about %s, more than a quarter of the memory limit of %s (%s): %s: %w",
-				t, first.w, first.h, memlimit.Human(bytes), memlimit.Human(limit), from, FixCalibration, memlimit.ErrTooLarge)
+			return nil, setting.Messagef("calibration: tensor %q of a %dx%d input takes about %s, more than a quarter of the memory limit of %s ("+strings.ReplaceAll(string(from), "%", "%%")+"): "+FixCalibration+": %w",
+				t, first.w, first.h, memlimit.Human(bytes), memlimit.Human(limit), memlimit.ErrTooLarge)
 		}
 		if used+bytes > budget && len(cur) > 0 {
 			groups, cur, used = append(groups, cur), nil, 0

@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/resolve"
@@ -100,13 +101,59 @@ type Prepared struct {
 // folders cannot be paired), CheckPairs (images without masks or masks
 // without images), Settings (the settings the exported model would
 // carry are invalid) or Opset (the model cannot be written at it).
+//
+// Its message names the Request's settings by their keys (Named).
 type RequestError struct {
 	Field string
 	Path  string
+	// Masks is the masks folder of CheckPairs (Path: the images').
+	Masks string
+	// Opset is the opset asked for, of Opset (0: the one int8 needs).
+	Opset int64
 	Err   error
 }
 
-func (e *RequestError) Error() string {
+func (e *RequestError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with the Request's settings called name(key).
+func (e *RequestError) Named(name func(key string) string) string {
+	say := func(format string, args ...any) string {
+		return setting.Sprintf(name, format, append(args, e.Err)...)
+	}
+	var fe *FolderError
+	switch e.Field {
+	case "Source":
+		return say("{checkpoint}: %v")
+	case "CalibrationImages":
+		return say("{calibrate}: %v")
+	case "MinCalibration":
+		if e.Path != "" {
+			return say("{calibrate} %s: %v ({calibrate_min_images} sets the bar)", e.Path)
+		}
+	case "CheckImages":
+		switch {
+		case !errors.As(e.Err, &fe):
+			return say("{check_images}: %v")
+		case errors.Is(fe.Err, ErrNotFolder):
+			return setting.Sprintf(name, "{check_images} %s is not a folder of images", fe.Dir)
+		case errors.Is(fe.Err, ErrNoImages):
+			return setting.Sprintf(name, "{check_images} %s %v", fe.Dir, fe.Err)
+		}
+		return setting.Sprintf(name, "{check_images} %s: %v", fe.Dir, fe.Err)
+	case "CheckMasks":
+		return say("{check_images}/{check_masks}: %v")
+	case "CheckPairs":
+		return say("{check_images} %s / {check_masks} %s: %v", e.Path, e.Masks)
+	case "Opset":
+		if e.Opset != 0 {
+			return say("{opset} %d: %v", e.Opset)
+		}
+		return say("{precision} int8: %v")
+	case "Precision":
+		return say("{precision} int8: %v")
+	case "Settings":
+		return say("{ignore}/{class_names}: %v")
+	}
 	if e.Path == "" {
 		return e.Field + ": " + e.Err.Error()
 	}
@@ -213,7 +260,7 @@ func (p *Prepared) prepareChecks() error {
 			return &RequestError{Field: "CheckMasks", Path: mdir, Err: err}
 		}
 		if err := pairing.Err(); err != nil {
-			return &RequestError{Field: "CheckPairs", Path: dir + " / " + mdir, Err: err}
+			return &RequestError{Field: "CheckPairs", Path: dir, Masks: mdir, Err: err}
 		}
 		p.Masks = map[string]string{}
 		imgs = imgs[:0]
@@ -264,7 +311,8 @@ func ListImageDir(dir string) ([]string, error) {
 	return imgs, nil
 }
 
-// File is a file an export reads or writes, and what it is to the export.
+// File is a file an export reads or writes, and what it is to the export
+// (naming settings by {key}, setting.Advice).
 type File struct {
 	Path, What string
 }
@@ -303,7 +351,7 @@ func (r Request) Inputs() []File {
 func Outputs(out string) []File {
 	jsonPath, textPath := ReportPaths(out)
 	return []File{
-		{out, "the model"}, {imageio.SidecarPath(out), "the sidecar of the model"},
+		{out, "{out}"}, {imageio.SidecarPath(out), "the sidecar of {out}"},
 		{jsonPath, "the JSON report"}, {textPath, "the text report"},
 	}
 }
@@ -316,8 +364,12 @@ type ReplaceError struct {
 	Input string
 }
 
-func (e *ReplaceError) Error() string {
-	return fmt.Sprintf("%s (%s) would replace %s; choose another output file", e.Output.What, e.Output.Path, e.Input)
+func (e *ReplaceError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with the settings it names called name(key).
+func (e *ReplaceError) Named(name func(key string) string) string {
+	return fmt.Sprintf("%s (%s) would replace %s; choose another output file",
+		setting.Advice(e.Output.What).Named(name), e.Output.Path, setting.Advice(e.Input).Named(name))
 }
 
 // CheckOutputs refuses, before any work, an export whose outputs
@@ -392,7 +444,7 @@ func (p *Prepared) Plan(m *onnx.Model, settings imageio.Sidecar) (Plan, error) {
 	}
 	upgraded, opset, err := upgradeFor(m, p.Opset, p.Precision)
 	if err != nil {
-		return Plan{}, &RequestError{Field: "Opset", Err: err}
+		return Plan{}, &RequestError{Field: "Opset", Opset: p.Opset, Err: err}
 	}
 	written := settings.Merge(imageio.Sidecar{Classes: p.ClassNames, LabelMap: p.LabelMap, IgnoreLabel: p.IgnoreLabel})
 	if err := written.Validate(); err != nil {

@@ -170,10 +170,10 @@ func TestCheckOutputs(t *testing.T) {
 		out, output, input string
 		extra              File
 	}{
-		{model, "the model", "the model being exported", File{}},
-		{filepath.Join(dir, "link.onnx"), "the model", "the model being exported", File{}},
+		{model, "{out}", "the model being exported", File{}},
+		{filepath.Join(dir, "link.onnx"), "{out}", "the model being exported", File{}},
 		{filepath.Join(dir, "m.segtune.json.onnx"), "the JSON report", "the pre file", File{filepath.Join(dir, "m.segtune.json.report.json"), "the pre file"}},
-		{filepath.Join(dir, "x.onnx"), "the sidecar of the model", "the pre file", File{filepath.Join(dir, "x.segtune.json"), "the pre file"}},
+		{filepath.Join(dir, "x.onnx"), "the sidecar of {out}", "the pre file", File{filepath.Join(dir, "x.segtune.json"), "the pre file"}},
 	} {
 		r := Request{Source: model, Out: c.out}
 		var re *ReplaceError
@@ -187,7 +187,7 @@ func TestCheckOutputs(t *testing.T) {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, content, 0o644)
 		var re *ReplaceError
-		if err := (Request{Source: model, Out: p}).CheckOutputs(); !errors.As(err, &re) || re.Output.What != "the model" || !strings.Contains(err.Error(), "not an ONNX model") {
+		if err := (Request{Source: model, Out: p}).CheckOutputs(); !errors.As(err, &re) || re.Output.What != "{out}" || !strings.Contains(err.Error(), "not an ONNX model") {
 			t.Errorf("out %s: %v; want it refused as no ONNX model", name, err)
 		}
 		if b, _ := os.ReadFile(p); !bytes.Equal(b, content) {

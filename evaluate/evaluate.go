@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -39,10 +40,9 @@ type Plan struct {
 	Batch, PrepareWorkers int
 	// Progress, if set, is told the images done.
 	Progress func(done, total int)
-	// Explain, if set, rewrites each failed image's error before it is
-	// recorded: a program that names its settings otherwise (flags) says
-	// the advice its own way.
-	Explain func(error) error
+	// Name, if set, is what the program's users call a setting (by its
+	// key): each failed image's error is recorded naming them so.
+	Name func(key string) string
 }
 
 // Run scores p's pairs and returns the shard's partial: the scored images'
@@ -116,9 +116,9 @@ func Run(ctx context.Context, p Plan) (*Partial, error) {
 		return nil, err
 	}
 	acc.Images, acc.Seconds, acc.Device = rep.Total, rep.Elapsed.Seconds(), p.Segmenter.Session.Device
-	if p.Explain != nil {
+	if p.Name != nil {
 		for i, f := range rep.Failures {
-			rep.Failures[i].Err = p.Explain(f.Err)
+			rep.Failures[i].Err = setting.Rename(f.Err, p.Name)
 		}
 	}
 	acc.Failures = append(acc.Failures, pipeline.FailureRecords(rep.Failures)...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
@@ -182,16 +182,18 @@ func TestRunRecordsAnUnreadableMaskAsThatImagesFailure(t *testing.T) {
 	if !strings.Contains(sum.Failures[0].Error, bad) {
 		t.Errorf("failure %q does not name the mask", sum.Failures[0].Error)
 	}
-	// Explain rewrites the recorded failures, and only them.
+	// Name calls the settings the recorded failures name (here the memory
+	// limit, each image over it) its program's way.
 	plan, samples = synthPlan(t)
-	samples[1].Mask = bad
 	plan = pairsOf(t, plan, samples, shard.All)
-	plan.Explain = func(err error) error { return fmt.Errorf("explained: %w", err) }
+	plan.Name = func(key string) string { return "--" + key }
+	memlimit.Set(1 << 10)
+	defer memlimit.Set(0)
 	if acc, err = evaluate.Run(context.Background(), plan); err != nil {
 		t.Fatal(err)
 	}
-	if f := acc.Summary().Failures; len(f) != 1 || !strings.HasPrefix(f[0].Error, "explained: ") || !strings.Contains(f[0].Error, bad) {
-		t.Errorf("explained failures %+v", f)
+	if f := acc.Summary().Failures; len(f) == 0 || !strings.Contains(f[0].Error, "(--max_memory): lower --size or --scale") {
+		t.Errorf("failures %+v, want them naming --max_memory", f)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // DefaultIgnore is the mask label left out of scoring when neither the
@@ -33,8 +34,9 @@ type SetupOptions struct {
 	MaskPalette imageio.Palette
 }
 
-// ClassNamesAre is how a *ClassNamesError speaks of the class names.
-const ClassNamesAre = "the class names are"
+// classNamesAre is how a *ClassNamesError speaks of the class names: by
+// their setting's key (setting.Advice).
+const classNamesAre = "{class_names} names"
 
 // ClassNamesError is class names that do not fit the model's class count.
 type ClassNamesError struct {
@@ -42,7 +44,13 @@ type ClassNamesError struct {
 	Err   error
 }
 
-func (e *ClassNamesError) Error() string { return e.Model + ": " + e.Err.Error() }
+func (e *ClassNamesError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its setting called name(key); Err is
+// contract's wording around classNamesAre, which holds no other braces.
+func (e *ClassNamesError) Named(name func(key string) string) string {
+	return e.Model + ": " + setting.Advice(e.Err.Error()).Named(name)
+}
 
 func (e *ClassNamesError) Unwrap() error { return e.Err }
 
@@ -66,7 +74,7 @@ func NewSetup(seg *inference.Segmenter, settings imageio.Sidecar, o SetupOptions
 	if classes == 0 {
 		classes = max(len(names), 2)
 	}
-	if err := seg.Contract.CheckClasses(len(names), ClassNamesAre); err != nil {
+	if err := seg.Contract.CheckClasses(len(names), classNamesAre); err != nil {
 		return Setup{}, &ClassNamesError{Model: o.Model, Err: err}
 	}
 	digest, err := regfile.SHA256(o.Model)

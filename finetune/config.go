@@ -305,7 +305,7 @@ func CheckLoss(loss string, gamma float64) error {
 func CheckConvGrad(convGrad, device string) error {
 	classes, err := grad.ParseConvClasses(convGrad)
 	if err == nil && classes != 0 && strings.EqualFold(device, runtime.DeviceCPU) {
-		err = errors.New("needs a GPU (--device cuda or auto): on the CPU the standard forms are faster")
+		err = setting.Messagef("needs a GPU ({device} cuda or auto): on the CPU the standard forms are faster")
 	}
 	if err != nil {
 		return &setting.Error{Setting: "conv_grad", Value: convGrad, Err: err}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
@@ -97,17 +98,22 @@ type BaseModelError struct {
 	Given bool
 }
 
-func (e *BaseModelError) Error() string { return fmt.Sprintf("%v (%s)", e.Err, e.Which()) }
+func (e *BaseModelError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *BaseModelError) Named(name func(key string) string) string {
+	return fmt.Sprintf("%v (%s)", e.Err, e.which(name))
+}
 
 func (e *BaseModelError) Unwrap() error { return e.Err }
 
-// Which says which base model it was, and for the checkpoint's how to
+// which says which base model it was, and for the checkpoint's how to
 // point at it.
-func (e *BaseModelError) Which() string {
+func (e *BaseModelError) which(name func(key string) string) string {
 	if e.Given {
-		return "the base model given in place of the checkpoint's"
+		return setting.Sprintf(name, "the base model given with {network.base_model}")
 	}
-	return "the base model of the checkpoint; give its path to point at it"
+	return setting.Sprintf(name, "the base model of the checkpoint; pass {network.base_model} to point at it")
 }
 
 // InferenceModel rebuilds the clean inference model of a checkpoint: the

@@ -246,7 +246,7 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 	wild.Epochs, wild.LR, wild.Explicit = 2, 10, []string{"lr", "epochs"}
 	_, err = Train(context.Background(), wild, out, true, Hooks{})
 	if !errors.As(err, &de) || de.Checkpoint != filepath.Join(out, "last.ckpt") || de.Dir != out ||
-		!strings.Contains(err.Error(), "resume the run in "+out+" with learning rate 1") || strings.Contains(err.Error(), "--") {
+		!strings.Contains(err.Error(), "run_dir "+out+", resume, lr 1") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("diverging after a checkpoint: err = %v", err)
 	}
 	// The advice works: --resume with a lower --lr continues.

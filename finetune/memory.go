@@ -39,11 +39,10 @@ const trainFixedBytes = 256 << 20
 const trainAddressSpaceFixed = 2304 << 20
 
 // The advice a run over the memory limit, or the address-space limit,
-// gives (memlimit.TooLargeError's Fix); a program whose users set these
-// with flags can give it by flag.
+// gives (memlimit.TooLargeError's Fix), naming the settings by {key}.
 const (
-	FixMemory       = "lower the batch size or the crop, or raise the memory limit if the machine has the memory"
-	FixAddressSpace = "lower the batch size, the crop or the thread count, or raise the limit"
+	FixMemory       = "lower {batch} or {crop}, or raise {max_memory} if the machine has the memory"
+	FixAddressSpace = "lower {batch}, {crop} or {threads}, or raise the limit"
 )
 
 // checkMemory refuses a batch and crop whose training step could not fit

@@ -41,7 +41,7 @@ func TestCheckMemoryAddressSpace(t *testing.T) {
 	if !errors.As(err, &tl) || !tl.AddressSpace || tl.Fix != FixAddressSpace {
 		t.Fatalf("refusal %#v: want an address-space TooLargeError with FixAddressSpace", err)
 	}
-	for _, want := range []string{"address-space limit of 3.7 GiB", "RLIMIT_AS", "the batch size, the crop or the thread count", "16 threads"} {
+	for _, want := range []string{"address-space limit of 3.7 GiB", "RLIMIT_AS", "lower batch, crop or threads", "16 threads"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("refusal %q does not say %q", err, want)
 		}

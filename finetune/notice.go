@@ -3,21 +3,27 @@ package finetune
 import (
 	"fmt"
 	"strings"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Notice is a line a run tells its user as it goes about its settings: one
-// it changed, one it could not honour here, or how to continue it. String
-// words it in this package's terms; a caller that names settings its own
-// way (a command line, by flag) takes the typed value from Hooks.Notice.
-type Notice interface{ String() string }
+// it changed, one it could not honour here, or how to continue it. Named
+// words it with each setting called name(key); String names them by key.
+type Notice interface {
+	String() string
+	Named(name func(key string) string) string
+}
 
 // ResumedNotice: a resumed run applies settings that may change on resume.
 type ResumedNotice struct{ Changes []SettingChange }
 
-func (n ResumedNotice) String() string {
+func (n ResumedNotice) String() string { return n.Named(setting.Key) }
+
+func (n ResumedNotice) Named(name func(key string) string) string {
 	var parts []string
 	for _, c := range n.Changes {
-		parts = append(parts, fmt.Sprintf("%s %s (was %s)", c.Setting, c.Value, c.Was))
+		parts = append(parts, fmt.Sprintf("%s %s (was %s)", name(c.Setting), c.Value, c.Was))
 	}
 	return "resuming with " + strings.Join(parts, ", ")
 }
@@ -29,8 +35,10 @@ type InterruptedNotice struct {
 	Step       int64
 }
 
-func (n InterruptedNotice) String() string {
-	return fmt.Sprintf("interrupted: saved %s at step %d; resume the run to continue", n.Checkpoint, n.Step)
+func (n InterruptedNotice) String() string { return n.Named(setting.Key) }
+
+func (n InterruptedNotice) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "interrupted: saved %s at step %d; continue with {resume}", n.Checkpoint, n.Step)
 }
 
 // FallbackNotice: the Value of the setting Setting (its config key)
@@ -38,8 +46,10 @@ func (n InterruptedNotice) String() string {
 // and what it does instead.
 type FallbackNotice struct{ Setting, Value, Reason string }
 
-func (n FallbackNotice) String() string {
-	return fmt.Sprintf("segtune: %s %q: %s", n.Setting, n.Value, n.Reason)
+func (n FallbackNotice) String() string { return n.Named(setting.Key) }
+
+func (n FallbackNotice) Named(name func(key string) string) string {
+	return fmt.Sprintf("segtune: %s %s: %s", name(n.Setting), n.Value, n.Reason)
 }
 
 // DefaultNotice: for the Value of the setting Setting the run chose a
@@ -47,8 +57,10 @@ func (n FallbackNotice) String() string {
 // (both config keys).
 type DefaultNotice struct{ Setting, Value, Chosen, Why, Override string }
 
-func (n DefaultNotice) String() string {
-	return fmt.Sprintf("segtune: %s %q: %s (%s; %s overrides it)", n.Setting, n.Value, n.Chosen, n.Why, n.Override)
+func (n DefaultNotice) String() string { return n.Named(setting.Key) }
+
+func (n DefaultNotice) Named(name func(key string) string) string {
+	return fmt.Sprintf("segtune: %s %s: %s (%s; %s overrides it)", name(n.Setting), n.Value, n.Chosen, n.Why, name(n.Override))
 }
 
 // notice hands n to h.Notice, or writes its words to h.Log.

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/internal/mpi"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
 )
@@ -63,10 +64,13 @@ func (t *trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
 // examples for a step of Processes processes with Batch examples each.
 type NoBatchError struct{ Examples, Batch, Processes int }
 
-func (e *NoBatchError) Error() string {
+func (e *NoBatchError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *NoBatchError) Named(name func(key string) string) string {
 	msg := fmt.Sprintf("%d training examples make no batch of %d", e.Examples, e.Batch*e.Processes)
 	if e.Processes > 1 {
-		msg += fmt.Sprintf(" (%d processes × batch %d)", e.Processes, e.Batch)
+		msg += setting.Sprintf(name, " (%d processes × {batch} %d)", e.Processes, e.Batch)
 	}
 	return msg
 }
@@ -75,8 +79,11 @@ func (e *NoBatchError) Error() string {
 // (its last checkpoint) that would be overwritten.
 type RunExistsError struct{ Dir string }
 
-func (e *RunExistsError) Error() string {
-	return fmt.Sprintf("finetune: %s already holds a run (%s): continue it (resume) or choose another folder", e.Dir, checkpoint.LastName)
+func (e *RunExistsError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *RunExistsError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "finetune: %s already holds a run (%s): continue it ({resume}) or choose another folder", e.Dir, checkpoint.LastName)
 }
 
 // openRunDir is the first thing a run does in its folder (on rank 0): lock
@@ -116,12 +123,15 @@ type RanksError struct {
 	Was, Now, Batch int
 }
 
-func (e *RanksError) Error() string {
+func (e *RanksError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *RanksError) Named(name func(key string) string) string {
 	how := fmt.Sprintf("launch it again with %d processes (mpirun -np %d, srun -n %d)", e.Was, e.Was, e.Was)
 	if e.Was == 1 {
 		how = "resume it in one process (without mpirun or srun)"
 	}
-	return fmt.Sprintf("finetune: %s: the run was trained by %d process(es) of batch %d (%d examples a step) and this one has %d: the number of processes fixes the batches the data is drawn in, so %s, or start a new run in another folder",
+	return setting.Sprintf(name, "finetune: %s: the run was trained by %d process(es) of {batch} %d (%d examples a step) and this one has %d: the number of processes fixes the batches the data is drawn in, so %s, or start a new run in another {run_dir}",
 		e.Checkpoint, e.Was, e.Batch, e.Was*e.Batch, e.Now, how)
 }
 
@@ -259,8 +269,11 @@ type RankMismatchError struct {
 	What string
 }
 
-func (e *RankMismatchError) Error() string {
-	return fmt.Sprintf("rank %d's %s differ from rank 0's: every process must train the same run on the same files (the same settings, model and data on every machine)", e.Rank, e.What)
+func (e *RankMismatchError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *RankMismatchError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "rank %d's %s differ from rank 0's: every process must train the same run on the same files (the same settings, model and {train.data} on every machine)", e.Rank, e.What)
 }
 
 // checkSameRun makes sure every rank trains the same run: the same

@@ -11,6 +11,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // KindResume marks the metrics.jsonl line a resumed run writes when it
@@ -173,13 +174,16 @@ type ResumeConflictError struct {
 	Refused []SettingChange // sorted by setting
 }
 
-func (e *ResumeConflictError) Error() string {
+func (e *ResumeConflictError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *ResumeConflictError) Named(name func(key string) string) string {
 	var refused []string
 	for _, c := range e.Refused {
-		refused = append(refused, fmt.Sprintf("%s (the run has %s)", c.Setting, c.Was))
+		refused = append(refused, fmt.Sprintf("%s (the run has %s)", name(c.Setting), c.Was))
 	}
-	return "a resumed run continues with its recorded settings, and these settings differ from them: " + strings.Join(refused, ", ") +
-		"; only lr, epochs, steps, device and threads may change on resume (leave the others as they were, or start a new run in another folder)"
+	return setting.Sprintf(name, "{resume} continues the run with its recorded settings, and these settings differ from them: %s"+
+		"; only {lr}, {epochs}, {max_steps}, {device} and {threads} may change on resume (drop the others, or start a new run in another {run_dir})", strings.Join(refused, ", "))
 }
 
 // keepFixedCrop takes the crop of a resumed run whose model has a fixed
@@ -337,21 +341,24 @@ type DivergedError struct {
 	CheckpointStep  int64
 }
 
-func (e *DivergedError) Error() string {
-	return fmt.Sprintf("training diverged at step %d (%v); %s", e.Step, e.Err, e.Advice())
+func (e *DivergedError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *DivergedError) Named(name func(key string) string) string {
+	return fmt.Sprintf("training diverged at step %d (%v); %s", e.Step, e.Err, e.advice(name))
 }
 
 func (e *DivergedError) Unwrap() error { return e.Err }
 
-// Advice says how to go on, naming only a checkpoint that exists: resume
+// advice says how to go on, naming only a checkpoint that exists: resume
 // from it with a lower learning rate (which resuming applies), or, when
 // none was written, start again with one.
-func (e *DivergedError) Advice() string {
+func (e *DivergedError) advice(name func(key string) string) string {
 	if e.Checkpoint != "" {
-		return fmt.Sprintf("the last good checkpoint is %s (step %d): continue from it with a lower learning rate: resume the run in %s with learning rate %.3g",
+		return setting.Sprintf(name, "the last good checkpoint is %s (step %d): continue from it with a lower learning rate: {run_dir} %s, {resume}, {lr} %.3g",
 			e.Checkpoint, e.CheckpointStep, e.Dir, e.LR)
 	}
-	return fmt.Sprintf("no checkpoint was written before it diverged: run again with a lower learning rate (e.g. %.3g)", e.LR)
+	return setting.Sprintf(name, "no checkpoint was written before it diverged: run again with a lower learning rate (e.g. {lr} %.3g)", e.LR)
 }
 
 // diverged is the DivergedError of the coming step, failing with err.

@@ -1,10 +1,10 @@
 package finetune
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/segtune/segtune/internal/pathguard"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // RunDirOverlapError is a run folder that is a folder the run reads (the
@@ -18,11 +18,14 @@ type RunDirOverlapError struct {
 	Inside bool // Dir lies inside the data folder What names
 }
 
-func (e *RunDirOverlapError) Error() string {
+func (e *RunDirOverlapError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *RunDirOverlapError) Named(name func(key string) string) string {
 	if e.Inside {
-		return fmt.Sprintf("finetune: run folder %s is inside %s: the run's images (curves.png, samples.png) would mix with the data; choose a folder outside it", e.Dir, e.What)
+		return setting.Sprintf(name, "finetune: {run_dir} %s is inside %s: the run's images (curves.png, samples.png) would mix with the data; choose a folder outside it", e.Dir, e.What)
 	}
-	return fmt.Sprintf("finetune: run folder %s is %s: the run writes %s, %s, %s, %s and checkpoints there; choose another folder",
+	return setting.Sprintf(name, "finetune: {run_dir} %s is %s: the run writes %s, %s, %s, %s and checkpoints there; choose another folder",
 		e.Dir, e.What, ModelFile, ConfigFile, HistoryFile, PlotFile)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Warnings receives the package's warnings that have no run log to go
@@ -58,9 +59,12 @@ type LeftoverCheckpointsError struct {
 	Found []string
 }
 
-func (e *LeftoverCheckpointsError) Error() string {
-	return fmt.Sprintf("finetune: %s holds checkpoints of an earlier run (%s) but no %s to continue from: "+
-		"move them elsewhere or choose another run folder (segtune neither reuses nor deletes them)",
+func (e *LeftoverCheckpointsError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *LeftoverCheckpointsError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "finetune: %s holds checkpoints of an earlier run (%s) but no %s to continue from: "+
+		"move them elsewhere or choose another {run_dir} (segtune neither reuses nor deletes them)",
 		e.Dir, strings.Join(e.Found, ", "), checkpoint.LastName)
 }
 
@@ -69,8 +73,11 @@ func (e *LeftoverCheckpointsError) Error() string {
 // replaced, or it is another model.
 type BaseDigestError struct{ Path, Checkpoint, Got, Recorded string }
 
-func (e *BaseDigestError) Error() string {
-	return fmt.Sprintf("%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or another model was given)",
+func (e *BaseDigestError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *BaseDigestError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or {network.base_model} names another model)",
 		e.Path, e.Checkpoint, e.Got[:min(12, len(e.Got))]+"…", e.Recorded[:min(12, len(e.Recorded))]+"…")
 }
 

@@ -28,8 +28,11 @@ type NotRunDirError struct {
 	Files []string // a few of the names it holds
 }
 
-func (e *NotRunDirError) Error() string {
-	return fmt.Sprintf("finetune: run folder %s is not empty (it holds %s) and is not a segtune run folder (no %s): "+
+func (e *NotRunDirError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *NotRunDirError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "finetune: {run_dir} %s is not empty (it holds %s) and is not a segtune run folder (no %s): "+
 		"finetune writes %s, %s, %s, %s and checkpoints there and would replace files of the same names; "+
 		"choose a new or empty folder, or move its files elsewhere",
 		e.Dir, strings.Join(e.Files, ", "), LockFile, ModelFile, ConfigFile, HistoryFile, PlotFile)

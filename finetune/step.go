@@ -108,7 +108,7 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 		err = s.openResident(data, oc, outputs, cudaGraph, opts)
 	} else {
 		if cudaGraph && opts.Log != nil {
-			why := "they need the training state resident on the device (--resident on)"
+			why := "they need the training state resident on the device (resident on)"
 			if !mayRunOnGPU(opts.Device) {
 				why = fmt.Sprintf("device %q runs on the CPU", opts.Device)
 			}

@@ -355,7 +355,7 @@ func (t *trainer) setupData(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, &network.QuantizedError{Ops: q})
 	}
 	if cfg.Network.Dequantize {
-		fmt.Fprintf(t.hooks.Log, "dequantize: %s trains with its integer weights turned into float ones (scale × (q − zero point)); %s will be a float model (export --precision int8 quantizes it again)\n",
+		fmt.Fprintf(t.hooks.Log, "dequantize: %s trains with its integer weights turned into float ones (scale × (q − zero point)); %s will be a float model (an int8 export quantizes it again)\n",
 			filepath.Base(cfg.Network.BaseModel), ModelFile)
 	}
 	if t.ct, err = readContract(t.base, cfg); err != nil {

@@ -50,7 +50,7 @@ func TestNoticesGoToNoticeOrLog(t *testing.T) {
 	var log strings.Builder
 	n := InterruptedNotice{Checkpoint: "/r/last.ckpt", Step: 7}
 	Hooks{Log: &log}.notice(n)
-	if want := "interrupted: saved /r/last.ckpt at step 7; resume the run to continue\n"; log.String() != want {
+	if want := "interrupted: saved /r/last.ckpt at step 7; continue with resume\n"; log.String() != want {
 		t.Errorf("Log got %q, want %q", log.String(), want)
 	}
 	log.Reset()

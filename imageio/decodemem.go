@@ -1,11 +1,11 @@
 package imageio
 
 import (
-	"fmt"
 	"image"
 	"image/color"
 
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Bounds on the memory one decoded image may take (see
@@ -77,8 +77,8 @@ func (d Decoder) checkBytes(cfg image.Config, format string) error {
 	if need <= limit {
 		return nil
 	}
-	return fmt.Errorf("%w: %dx%d %s pixels would take about %s decoded (with the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by %s)",
-		ErrTooLarge, cfg.Width, cfg.Height, modelName(cfg.ColorModel), memlimit.Human(need), memlimit.Human(limit), memlimit.HowToSet())
+	return setting.Messagef("%w: %dx%d %s pixels would take about %s decoded (with the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by "+string(memlimit.HowToSet())+")",
+		ErrTooLarge, cfg.Width, cfg.Height, modelName(cfg.ColorModel), memlimit.Human(need), memlimit.Human(limit))
 }
 
 func modelName(m color.Model) string {

@@ -106,7 +106,7 @@ const tensorsInFlight = 4
 
 // FixTensors is the advice on input tensors over the memory limit
 // (memlimit.TooLargeError's Fix).
-const FixTensors = "lower the input size or scale"
+const FixTensors = "lower {size} or {scale}"
 
 // checkTensorMemory refuses a tensor geometry whose float32 tensors, a few
 // at a time, would exceed the memory limit.

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // MaxJPEGScans bounds the scans of a progressive JPEG. Go's decoder
@@ -152,8 +153,8 @@ func (d Decoder) checkJPEGScans(rs io.Reader, width, height int, decoded int64) 
 	}
 	coefficients := int64(width) * int64(height) * int64(max(l.components, 1)) * progressiveCoefficientBytes
 	if limit := d.maxBytes(); decoded+coefficients > limit {
-		return fmt.Errorf("%w: a progressive %dx%d JPEG would take about %s decoded (its coefficients, the pixels and the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by %s)",
-			ErrTooLarge, width, height, memlimit.Human(decoded+coefficients), memlimit.Human(limit), memlimit.HowToSet())
+		return setting.Messagef("%w: a progressive %dx%d JPEG would take about %s decoded (its coefficients, the pixels and the float tensor), more than the %s allowed per image (an eighth of the memory limit, set by "+string(memlimit.HowToSet())+")",
+			ErrTooLarge, width, height, memlimit.Human(decoded+coefficients), memlimit.Human(limit))
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (s *Segmenter) Estimate(n int, shape pipeline.Shape) int64 {
 
 // FixDeclared is the advice on a model whose declared input is over the
 // memory limit (memlimit.TooLargeError's Fix).
-const FixDeclared = "the model's fixed batch or input size, or the input size asked for, is too large for this machine"
+const FixDeclared = "the model's fixed batch or input size, or {size}, is too large for this machine"
 
 // checkDeclared refuses a model whose declared fixed input (batch and size)
 // could not run within the memory limit, before anything is allocated.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/runtime"
 )
@@ -217,17 +218,15 @@ func (s *Segmenter) BatchFor(n int) int {
 }
 
 // FixedSizeError reports preprocessing at another size than the fixed
-// input size the model takes. Advice says how to fix it in the library's
-// words (Segmenter.Pre's fields); a program with flags puts its own.
+// input size the model takes; its advice names the settings size and
+// resize.
 type FixedSizeError struct{ Height, Width int }
 
-func (e *FixedSizeError) Error() string {
-	return fmt.Sprintf("the model takes a fixed %dx%d (HxW) input; %s", e.Height, e.Width, e.Advice())
-}
+func (e *FixedSizeError) Error() string { return e.Named(setting.Key) }
 
-// Advice is the last part of the message: the preprocessing that fits.
-func (e *FixedSizeError) Advice() string {
-	return fmt.Sprintf("preprocess to %dx%d, resized by stretching or letterboxing", e.Height, e.Width)
+// Named is the message with its settings called name(key).
+func (e *FixedSizeError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "the model takes a fixed %dx%d (HxW) input; use {size} %dx%d with {resize} stretch or letterbox", e.Height, e.Width, e.Height, e.Width)
 }
 
 // PaletteError is a palette with fewer colours than the model (Model:

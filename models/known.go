@@ -96,7 +96,7 @@ var known = []Entry{
 			"the MIT-licensed mobile-deeplab-v3-plus release with its int8 weights turned back into float32), " +
 			"2.25 M parameters, opset 15. Height and width are dynamic; DeepLab's 8k+1 sizes suit it, " +
 			"and small people gain from upscaling (CamVid: person IoU 0.13 at 360×480, 0.53 at 721×961), so its " +
-			"preprocessing doubles each image's size, rounded to 8k+1 (--resize none feeds images at their own size).",
+			"preprocessing doubles each image's size, rounded to 8k+1 (the resize setting none feeds images at their own size).",
 		Architecture: "DeepLabV3+ (MobileNetV2, ASPP, decoder)",
 		Height:       513, Width: 513, Dynamic: true,
 		Preprocess: imageio.Preprocess{Resize: imageio.ResizeScale, ScaleFactor: 2, MultipleOf: 8, PlusOne: true,

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -115,7 +116,25 @@ func (e *FormatError) Error() string {
 	if e.Path == "" {
 		return msg
 	}
+	if hint := nameHint(e.Path); hint != "" && e.LooksLike == "" { // content names it better than the name
+		msg += " (" + hint + ")"
+	}
 	return "onnx: " + e.Path + ": " + msg
+}
+
+// nameHint says, for a file that is no ONNX model, what its name suggests
+// it is and how to get an ONNX model from it ("" when the name says
+// nothing).
+func nameHint(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pt", ".pth", ".ckpt", ".bin", ".safetensors":
+		return "a PyTorch file? export the model with torch.onnx.export, as README's quickstart shows"
+	case ".pb", ".h5", ".keras", ".tflite":
+		return "a TensorFlow or Keras model? convert it with tf2onnx: python3 -m tf2onnx.convert"
+	case ".xml":
+		return "an OpenVINO IR? export its source model to ONNX instead"
+	}
+	return ""
 }
 
 func (e *FormatError) Unwrap() error { return e.Err }

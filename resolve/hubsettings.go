@@ -100,7 +100,7 @@ func (pc preprocessorConfig) preprocess(note func(string, ...any)) (imageio.Prep
 	if on(pc.DoResize) && len(pc.Size) > 0 {
 		h, w, err := sizeOf(pc.Size)
 		if err != nil {
-			note("size %s: %v; set --size", pc.Size, err)
+			note("size %s: %v; set the size yourself", pc.Size, err)
 		} else {
 			p.Height, p.Width, p.Resize = h, w, imageio.ResizeStretch
 		}

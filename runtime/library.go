@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // LibraryEnv names the environment variable that points at a user's own
@@ -69,18 +71,20 @@ func FindLibraryFor(explicit, device string) (string, error) {
 }
 
 func findLibrary(explicit, device string) (string, error) {
+	// from says where path came from, naming the setting by {key}
+	// (setting.Messagef).
 	check := func(path, from string) (string, error) {
 		st, err := os.Stat(path)
 		if err != nil {
-			return "", fmt.Errorf("ONNX Runtime library %s%s: %w", path, from, err)
+			return "", setting.Messagef("ONNX Runtime library %s"+from+": %w", path, err)
 		}
 		if st.IsDir() {
-			return "", fmt.Errorf("ONNX Runtime library %s%s is a directory", path, from)
+			return "", setting.Messagef("ONNX Runtime library %s"+from+" is a directory", path)
 		}
 		return path, nil
 	}
 	if explicit != "" {
-		return check(explicit, "")
+		return check(explicit, " (from {ort_lib})")
 	}
 	if env := os.Getenv(LibraryEnv); env != "" {
 		return check(env, " (from "+LibraryEnv+")")
@@ -94,7 +98,7 @@ func findLibrary(explicit, device string) (string, error) {
 	if _, err := os.Stat(cached); err == nil {
 		return cached, nil
 	}
-	return "", fmt.Errorf("%w: run `make ort` (scripts/install-ort.sh) to install ONNX Runtime %s into %s, or point %s at your own libonnxruntime.so", ErrNoLibrary, ORTVersion, cached, LibraryEnv)
+	return "", setting.Messagef("%w: run `make ort` (scripts/install-ort.sh) to install ONNX Runtime %s into %s, or point %s or {ort_lib} at your own libonnxruntime.so", ErrNoLibrary, ORTVersion, cached, LibraryEnv)
 }
 
 // ErrNoLibrary is the error of a search for the ONNX Runtime library,

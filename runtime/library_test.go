@@ -25,8 +25,8 @@ func TestFindLibrary(t *testing.T) {
 	}{
 		{explicit: lib, want: ""},
 		{env: lib, want: ""},
-		{explicit: missing, want: "ONNX Runtime library " + missing + ": "},
-		{explicit: dir, want: "ONNX Runtime library " + dir + " is a directory"},
+		{explicit: missing, want: "ONNX Runtime library " + missing + " (from ort_lib): "},
+		{explicit: dir, want: "ONNX Runtime library " + dir + " (from ort_lib) is a directory"},
 		{env: missing, want: "ONNX Runtime library " + missing + " (from " + LibraryEnv + "): "},
 		{explicit: lib, env: missing, want: ""}, // the caller's path comes first
 		{want: "ONNX Runtime library not found: run `make ort`"},

@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // budget is memory that requests hold together, charged before the work
@@ -37,7 +38,8 @@ const (
 
 // defaultBudgets are the work and body budgets Options leave at 0.
 func defaultBudgets(o Options) (work, body int64, workFrom, bodyFrom string) {
-	limit, from := memlimit.Limit()
+	limit, advice := memlimit.Limit()
+	from := advice.String() // a client cannot set it: named by key
 	work, body = o.MaxMemory, o.BodyMemory
 	workFrom, bodyFrom = "MaxMemory", "BodyMemory"
 	if work <= 0 {
@@ -84,7 +86,7 @@ func satAdd(a, b int64) int64 {
 // 413 and the estimate; one that waited too long with 503.
 func (s *Server) reserve(ctx context.Context, need int64, what string) (release func(), herr *httpError) {
 	if need > s.work.size {
-		err := &memlimit.TooLargeError{What: what, Need: need, Limit: s.work.size, From: s.work.from,
+		err := &memlimit.TooLargeError{What: what, Need: need, Limit: s.work.size, From: setting.Advice(s.work.from),
 			Fix: "send a smaller image"}
 		return nil, fail(http.StatusRequestEntityTooLarge, "%v", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,21 +25,9 @@ var (
 func initRuntime(c *cli.Context) error {
 	lib := c.String("ort-lib")
 	if err := runtime.InitFor(lib, c.String("device")); err != nil {
-		return cli.Exit(ortLibError(lib, err).Error(), 2)
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return nil
-}
-
-// ortLibError is runtime's error on loading the library lib ("" for none
-// given) naming --ort-lib.
-func ortLibError(lib string, err error) error {
-	switch {
-	case errors.Is(err, runtime.ErrNoLibrary):
-		return renamed(err, "or point "+runtime.LibraryEnv, "or point "+runtime.LibraryEnv+" or --ort-lib")
-	case lib != "":
-		return renamed(err, "library "+lib, "library "+lib+" (from --ort-lib)")
-	}
-	return err
 }
 
 func sessionOptions(c *cli.Context) runtime.Options {

@@ -108,7 +108,7 @@ func runDataConvert(c *cli.Context) error {
 		var ne *datalayout.NotEmptyError
 		switch {
 		case errors.As(err, &oe):
-			return cli.Exit(renamed(err, fmt.Sprintf("output %s and data %s", out, root), fmt.Sprintf("--out %s and --data %s", out, root)).Error(), 2)
+			return cli.Exit(withFlagNames(err).Error(), 2)
 		case errors.As(err, &ne):
 			return cli.Exit("--out "+err.Error(), 2)
 		}

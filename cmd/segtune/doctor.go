@@ -26,9 +26,9 @@ func doctorCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			lib := c.String("ort-lib")
-			r := doctor.Run(lib)
+			r := doctor.Run(lib, flagOf)
 			if r.LoadErr != nil {
-				r.ORTError = ortLibError(lib, r.LoadErr).Error()
+				r.ORTError = withFlagNames(r.LoadErr).Error()
 			}
 			if model := c.String("model"); model != "" {
 				var h, w int64

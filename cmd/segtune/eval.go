@@ -94,7 +94,7 @@ func runEval(c *cli.Context) error {
 	}
 	bar := progress(c, plan.Total, "eval")
 	plan.Progress = func(done, _ int) { bar.Set(done) }
-	plan.Explain = withFlagNames
+	plan.Name = flagOf
 	acc, err := evaluate.Run(c.Context, plan)
 	bar.Finish()
 	if err != nil {
@@ -170,7 +170,7 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 	case errors.As(err, &fe):
 		return plan, flagError(fe.Side, fe.Folder, fe.Err)
 	case errors.As(err, &ce):
-		return plan, renamed(err, evaluate.ClassNamesAre, "--class-names names")
+		return plan, withFlagNames(err)
 	case err != nil:
 		return plan, err
 	}

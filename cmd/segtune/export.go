@@ -135,18 +135,11 @@ func planExport(c *cli.Context) (*deploy.Prepared, error) {
 	if p.Warning != "" {
 		notef(c, "segtune: warning: %s", p.Warning)
 	}
-	if err := r.CheckOutputs(deploy.File{Path: c.String("preprocess"), What: "the --preprocess file"}); err != nil {
-		var re *deploy.ReplaceError
-		if errors.As(err, &re) && exportOutputs[re.Output.What] != "" {
-			err = renamed(err, re.Output.What, exportOutputs[re.Output.What])
-		}
-		return nil, fmt.Errorf("--out %s: %w", r.Out, err)
+	if err := r.CheckOutputs(deploy.File{Path: c.String("preprocess"), What: "the {preprocess} file"}); err != nil {
+		return nil, withFlagNames(fmt.Errorf("--out %s: %w", r.Out, err))
 	}
 	return p, nil
 }
-
-// exportOutputs names export's outputs (deploy.Outputs) for its messages.
-var exportOutputs = map[string]string{"the model": "--out", "the sidecar of the model": "the sidecar of --out"}
 
 // int8Only are export's flags for --precision int8 alone.
 var int8Only = []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range",
@@ -242,11 +235,6 @@ func calibrationRequest(c *cli.Context, r *deploy.Request) error {
 	return nil
 }
 
-// requestFlags are the flags of the deploy.RequestError fields whose
-// message is the flag's name and the error.
-var requestFlags = map[string]string{"Source": "--checkpoint", "Settings": "--ignore/--class-names",
-	"CalibrationImages": "--calibrate", "CheckMasks": "--check-images/--check-masks", "Precision": "--precision int8"}
-
 // requestFlagError names the flags of a deploy.RequestError about r.
 func requestFlagError(r deploy.Request, err error) error {
 	var re *deploy.RequestError
@@ -262,20 +250,8 @@ func requestFlagError(r deploy.Request, err error) error {
 		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: %v", r.CalibrationCount, r.MinCalibration, re.Err)
 	case errors.Is(err, deploy.ErrNoCheckImages):
 		return errors.New("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
-	case re.Field == "MinCalibration":
-		return renamed(err, re.Error(), fmt.Sprintf("--calibrate %s: %v (--calibrate-min-images sets the bar)", re.Path, re.Err))
-	case re.Field == "CheckImages":
-		return renamed(err, re.Error(), imageDirError("--check-images", re.Err).Error())
-	case re.Field == "CheckPairs":
-		return renamed(err, re.Error(), fmt.Sprintf("--check-images %s / --check-masks %s: %v", r.CheckImages, r.CheckMasks, re.Err))
-	case re.Field == "Opset" && r.Opset == 0:
-		return renamed(err, re.Error(), "--precision int8: "+re.Err.Error())
-	case re.Field == "Opset":
-		return renamed(err, re.Error(), fmt.Sprintf("--opset %d: %v", r.Opset, re.Err))
-	case requestFlags[re.Field] != "":
-		return renamed(err, re.Error(), requestFlags[re.Field]+": "+re.Err.Error())
 	}
-	return err
+	return withFlagNames(err)
 }
 
 // imageDirError is deploy.ListImageDir's error naming flag.

@@ -124,7 +124,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	defer stop()
 	var bar *stepBar
 	log := noticeWriter(c)
-	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, flagNotice(n)) }}
+	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, n.Named(flagOf)) }}
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {
@@ -215,7 +215,7 @@ func finetuneConfig(c *cli.Context) (finetune.Config, error) {
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
 	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
-		return cfg, cli.Exit(byFlag(err).Error(), 2)
+		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)

@@ -103,7 +103,7 @@ func checkNumericFlags(c *cli.Context) error {
 		return r, ok
 	})
 	if err != nil {
-		return cli.Exit(byFlag(err).Error(), 2)
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return nil
 }

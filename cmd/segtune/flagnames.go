@@ -34,5 +34,5 @@ func flagOf(key string) string {
 	return "--" + strings.ReplaceAll(key, "_", "-")
 }
 
-// byFlag is err with the settings it names called by their flags.
-func byFlag(err error) error { return setting.Rename(err, flagOf) }
+// withFlagNames is err with the settings it names called by their flags.
+func withFlagNames(err error) error { return setting.Rename(err, flagOf) }

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
@@ -132,16 +135,25 @@ func TestSegmentModelThatIsNotONNX(t *testing.T) {
 	}
 }
 
-// Each library's advice is given by flag.
+// Each library's advice, written by setting key, reads by flag, as the
+// CLI wrote it when it kept a list of them.
 func TestAdviceNamesFlags(t *testing.T) {
-	for fix, want := range adviceFlags {
-		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "--max-memory", Fix: fix})
+	for fix, want := range map[setting.Advice]string{
+		finetune.FixMemory:         "lower --batch or --crop, or raise --max-memory if the machine has the memory",
+		finetune.FixAddressSpace:   "lower --batch, --crop or --threads, or raise the limit",
+		inference.FixDeclared:      "the model's fixed batch or input size, or --size, is too large for this machine",
+		pipeline.FixBatches:        "lower --batch, or --size/--scale",
+		imageio.FixTensors:         "lower --size or --scale",
+		deploy.FixCalibration:      "calibrate at a smaller size (--size/--scale), or leave its layer in float with --keep-float",
+		datalayout.FixNoSplitLists: "--format folders pairs JPEGImages/ with SegmentationClass/ by name",
+	} {
+		err := fmt.Errorf("x.png: %w", &memlimit.TooLargeError{What: "work", Need: 2 << 30, Limit: 1 << 30, From: "{max_memory}", Fix: fix})
 		got := withFlagNames(err).Error()
-		if !strings.Contains(got, want) || strings.Contains(got, fix) || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
-			t.Errorf("%q renamed to %q, want %q in it", err, got, want)
+		if want = "x.png: work would need about 2.0 GiB, more than the memory limit of 1.0 GiB (--max-memory): " + want + ": over the memory limit"; got != want || !errors.Is(withFlagNames(err), memlimit.ErrTooLarge) {
+			t.Errorf("%q named by flag:\n got %q\nwant %q", err, got, want)
 		}
-		if !strings.Contains(want, "--") || strings.Contains(fix, "--") {
-			t.Errorf("advice %q names a flag, or its CLI text %q none", fix, want)
+		if strings.Contains(string(fix), "--") {
+			t.Errorf("advice %q names a flag", fix)
 		}
 	}
 	if withFlagNames(nil) != nil {
@@ -157,13 +169,13 @@ func TestORTLibErrorNamesFlag(t *testing.T) {
 	t.Setenv(runtime.LibraryEnv, "")
 	missing := filepath.Join(dir, "libonnxruntime.so")
 	_, err := runtime.FindLibrary(missing)
-	if want := "ONNX Runtime library " + missing + " (from --ort-lib): "; err == nil || !strings.HasPrefix(ortLibError(missing, err).Error(), want) {
-		t.Errorf("--ort-lib %s: %v; want it to start %q", missing, ortLibError(missing, err), want)
+	if want := "ONNX Runtime library " + missing + " (from --ort-lib): "; err == nil || !strings.HasPrefix(withFlagNames(err).Error(), want) {
+		t.Errorf("--ort-lib %s: %v; want it to start %q", missing, withFlagNames(err), want)
 	}
 	_, err = runtime.FindLibrary("")
-	if want := "or point " + runtime.LibraryEnv + " or --ort-lib at your own"; err == nil || !strings.Contains(ortLibError("", err).Error(), want) ||
-		!errors.Is(ortLibError("", err), runtime.ErrNoLibrary) {
-		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", ortLibError("", err), want)
+	if want := "or point " + runtime.LibraryEnv + " or --ort-lib at your own"; err == nil || !strings.Contains(withFlagNames(err).Error(), want) ||
+		!errors.Is(withFlagNames(err), runtime.ErrNoLibrary) {
+		t.Errorf("no library: %v; want %q in it, and runtime.ErrNoLibrary", withFlagNames(err), want)
 	}
 }
 
@@ -177,10 +189,10 @@ func TestFinetuneErrorsReadAsBefore(t *testing.T) {
 		want string
 	}{
 		{&finetune.ResumeConflictError{Refused: []finetune.SettingChange{{Setting: "batch", Value: "2", Was: "8"}, {Setting: "val-tile", Value: "none", Was: "tile 16x16"}}},
-			"--resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 8), --val-tile (the run has tile 16x16); " +
+			"--resume continues the run with its recorded settings, and these settings differ from them: --batch (the run has 8), --val-tile (the run has tile 16x16); " +
 				"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"},
 		{&finetune.DivergedError{Step: 5, Err: cause, LR: 0.001, Checkpoint: "/r/last.ckpt", CheckpointStep: 4, Dir: "/r"},
-			"training diverged at step 5 (loss is NaN); the last good checkpoint is /r/last.ckpt (step 4): continue from it with a lower learning rate: segtune finetune --out /r --resume --lr 0.001"},
+			"training diverged at step 5 (loss is NaN); the last good checkpoint is /r/last.ckpt (step 4): continue from it with a lower learning rate: --out /r, --resume, --lr 0.001"},
 		{&finetune.DivergedError{Step: 1, Err: cause, LR: 1e29},
 			"training diverged at step 1 (loss is NaN); no checkpoint was written before it diverged: run again with a lower learning rate (e.g. --lr 1e+29)"},
 		{&finetune.NoBatchError{Examples: 3, Batch: 2, Processes: 2}, "3 training examples make no batch of 4 (2 processes × --batch 2)"},
@@ -193,7 +205,7 @@ func TestFinetuneErrorsReadAsBefore(t *testing.T) {
 			"finetune: /r/last.ckpt: the run was trained by 1 process(es) of --batch 4 (4 examples a step) and this one has 2: the number of processes fixes the batches the data is drawn in, " +
 				"so resume it in one process (without mpirun or srun), or start a new run in another --out"},
 		{&finetune.RankMismatchError{Rank: 1, What: "settings"},
-			"rank 1's settings differ from rank 0's: every process must train the same run on the same files (the same command line, model and --data on every machine)"},
+			"rank 1's settings differ from rank 0's: every process must train the same run on the same files (the same settings, model and --data on every machine)"},
 		{&finetune.LeftoverCheckpointsError{Dir: "/r", Found: []string{"best.ckpt", "old.ckpt"}},
 			"finetune: /r holds checkpoints of an earlier run (best.ckpt, old.ckpt) but no last.ckpt to continue from: move them elsewhere or choose another --out (segtune neither reuses nor deletes them)"},
 		{&finetune.BaseDigestError{Path: "/m.onnx", Checkpoint: "last.ckpt", Got: sha("a"), Recorded: sha("b")},
@@ -229,7 +241,7 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 		{finetune.DefaultNotice{Setting: "precision", Value: "fp16", Chosen: "CUDA option cudnn_conv_algo_search=HEURISTIC", Why: "cuDNN's exhaustive search re-ran every step in half precision", Override: "cuda_options"},
 			"segtune: --precision fp16: CUDA option cudnn_conv_algo_search=HEURISTIC (cuDNN's exhaustive search re-ran every step in half precision; --cuda-opt overrides it)"},
 	} {
-		if got := flagNotice(c.n); got != c.want {
+		if got := c.n.Named(flagOf); got != c.want {
 			t.Errorf("%T:\n got %q\nwant %q", c.n, got, c.want)
 		}
 	}
@@ -252,7 +264,7 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 		t.Errorf("a second run into %s: %v\nwant %q", run, err, want)
 	}
 	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--batch", "1", "--seed", "4", "--lr", "0.001")
-	want := "finetune: " + filepath.Join(run, "last.ckpt") + ": --resume continues the run with its recorded settings, and these flags differ from them: --batch (the run has 2), --seed (the run has 3); " +
+	want := "finetune: " + filepath.Join(run, "last.ckpt") + ": --resume continues the run with its recorded settings, and these settings differ from them: --batch (the run has 2), --seed (the run has 3); " +
 		"only --lr, --epochs, --steps, --device and --threads may change on resume (drop the others, or start a new run in another --out)"
 	if err == nil || err.Error() != want {
 		t.Errorf("a resume changing --batch and --seed: %v\nwant %q", err, want)
@@ -260,7 +272,7 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 	// --model without --data: the conflict is the model, not missing data.
 	other := redModelSized(t, filepath.Join(dir, "other.onnx"), "h", "w")
 	_, err = runCLI(t, "finetune", "--out", run, "--resume", "--model", other)
-	if err == nil || !strings.Contains(err.Error(), "these flags differ from them: --model (the run has \""+model+"\")") {
+	if err == nil || !strings.Contains(err.Error(), "these settings differ from them: --model (the run has \""+model+"\")") {
 		t.Errorf("a resume with another --model: %v\nwant it refused naming --model and the run's model", err)
 	}
 	stderr, err := runCLIStderr(t, "finetune", "--out", run, "--resume", "--epochs", "2", "--lr", "0.001", "--threads", "1")

@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/cliflag"
-	"github.com/segtune/segtune/internal/memlimit"
 )
 
 func main() {
@@ -29,7 +28,6 @@ func main() {
 }
 
 func newApp() *cli.App {
-	memlimit.SetName("--max-memory") // the libraries' messages name the flag
 	app := &cli.App{
 		Name:  "segtune",
 		Usage: "fine-tune, run and export ONNX semantic-segmentation models",

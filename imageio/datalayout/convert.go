@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // NotEmptyError is an output folder that already holds files: a
@@ -41,8 +42,11 @@ func CheckOutput(out string) error {
 // inputs.
 type OverlapError struct{ Data, Out string }
 
-func (e *OverlapError) Error() string {
-	return fmt.Sprintf("output %s and data %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", e.Out, e.Data)
+func (e *OverlapError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *OverlapError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "{out} %s and {data} %s overlap (one is inside the other, or they are the same folder); choose an output folder outside the data", e.Out, e.Data)
 }
 
 // CheckConvertOutput refuses an output folder for converting the data

@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Folder names of the canonical layout, in order of preference.
@@ -63,15 +64,15 @@ func (voc) Detect(root string) string {
 	return ""
 }
 
-// FixNoSplitLists is the advice on a VOC data set without split lists; a
-// program whose users name layouts with a flag can give it by flag.
-const FixNoSplitLists = "the folders layout pairs JPEGImages/ with SegmentationClass/ by name"
+// FixNoSplitLists is the advice on a VOC data set without split lists,
+// naming the setting by {key} (setting.Messagef).
+const FixNoSplitLists = "{format} folders pairs JPEGImages/ with SegmentationClass/ by name"
 
 func (voc) Splits(root string) ([]string, error) {
 	dir := filepath.Join(root, "ImageSets", "Segmentation")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("data set %s (voc layout): the split lists: %w; %s", root, err, FixNoSplitLists)
+		return nil, setting.Messagef("data set %s (voc layout): the split lists: %w; "+FixNoSplitLists, root, err)
 	}
 	var out []string
 	for _, e := range entries {
@@ -80,7 +81,7 @@ func (voc) Splits(root string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("data set %s (voc layout): no split lists (*.txt) in %s; %s", root, dir, FixNoSplitLists)
+		return nil, setting.Messagef("data set %s (voc layout): no split lists (*.txt) in %s; "+FixNoSplitLists, root, dir)
 	}
 	return out, nil
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Sample is one labelled image.
@@ -155,8 +156,11 @@ type AmbiguousError struct {
 	Found []string
 }
 
-func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("data set %s is ambiguous: it holds %s; name its layout, or point at one of them",
+func (e *AmbiguousError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *AmbiguousError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "data set %s is ambiguous: it holds %s; name the layout with {format}, or point {data} at one of them",
 		e.Root, strings.Join(e.Found, " and "))
 }
 
@@ -167,12 +171,15 @@ type SplitError struct {
 	Have                []string
 }
 
-func (e *SplitError) Error() string {
+func (e *SplitError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its setting called name(key).
+func (e *SplitError) Named(name func(key string) string) string {
 	if e.Split == "" {
-		return fmt.Sprintf("data set %s (%s layout) has splits %s: pick one", e.Root, e.Format, strings.Join(e.Have, ", "))
+		return setting.Sprintf(name, "data set %s (%s layout) has splits %s: pick one with {split}", e.Root, e.Format, strings.Join(e.Have, ", "))
 	}
 	if len(e.Have) == 0 {
-		return fmt.Sprintf("data set %s (%s layout) has no splits, and split %s was asked for", e.Root, e.Format, e.Split)
+		return setting.Sprintf(name, "data set %s (%s layout) has no splits, and {split} %s names one", e.Root, e.Format, e.Split)
 	}
 	return fmt.Sprintf("data set %s (%s layout) has no split %q; it has %s", e.Root, e.Format, e.Split, strings.Join(e.Have, ", "))
 }

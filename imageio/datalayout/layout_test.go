@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // touch creates empty files (layouts are found by names alone).
@@ -128,7 +129,7 @@ func TestVOC(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "ImageSets")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(root, Options{Split: "train"}); err == nil || !strings.Contains(err.Error(), FixNoSplitLists) {
+	if _, err := Open(root, Options{Split: "train"}); err == nil || !strings.Contains(err.Error(), setting.Advice(FixNoSplitLists).String()) {
 		t.Errorf("no lists: %v", err)
 	}
 	all, err := Open(root, Options{Format: "folders"})

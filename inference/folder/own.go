@@ -3,10 +3,10 @@ package folder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
 )
 
@@ -19,11 +19,15 @@ type ForeignOutputError struct {
 	More int // other such files found with it
 }
 
-func (e *ForeignOutputError) Error() string {
+func (e *ForeignOutputError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its settings called name(key).
+func (e *ForeignOutputError) Named(name func(key string) string) string {
+	const fix = " (a mask of yours? choose another {output}, or {overwrite} replaces it)"
 	if e.More > 0 {
-		return fmt.Sprintf("%s and %d more files at the outputs' names exist and were not written by segtune segment: they are not replaced", e.Path, e.More)
+		return setting.Sprintf(name, "%s and %d more files at the outputs' names exist and were not written by segtune segment: they are not replaced"+fix, e.Path, e.More)
 	}
-	return fmt.Sprintf("%s exists and was not written by segtune segment: it is not replaced", e.Path)
+	return setting.Sprintf(name, "%s exists and was not written by segtune segment: it is not replaced"+fix, e.Path)
 }
 
 // markWindow bounds what is read of a file to find segment's mark, which

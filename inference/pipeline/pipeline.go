@@ -474,7 +474,7 @@ func (r *runner) infer(items []prepared, stack *[]float32) error {
 
 // FixBatches is the advice on batches over the memory limit
 // (memlimit.TooLargeError's Fix).
-const FixBatches = "lower the batch size, or the input size or scale"
+const FixBatches = "lower {batch}, or {size}/{scale}"
 
 // checkMemory estimates what batches of shape take, the pipeline's own
 // buffers (a batch being gathered, two queued, one more for each further

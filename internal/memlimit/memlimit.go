@@ -24,36 +24,25 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // EnvVar names the environment variable holding the limit.
 const EnvVar = "SEGTUNE_MAX_MEMORY"
 
+// Key is the setting that sets the limit (Set), as a message names it:
+// {max_memory} (setting.Advice), which a program names its own way.
+const Key = "max_memory"
+
 var (
 	mu       sync.Mutex
-	override int64  // set by Set; 0: none
-	setting  string // how the program's users set the limit (SetName)
+	override int64 // set by Set; 0: none
 )
 
-// SetName names, for messages, how the program's users set the limit (a
-// command-line flag, say): the source of a limit given to Set, and the way
-// to raise the default, beside $SEGTUNE_MAX_MEMORY. Call it before any work.
-func SetName(name string) {
-	mu.Lock()
-	setting = name
-	mu.Unlock()
-}
-
-// HowToSet says how a user sets the limit: the name given to SetName, or
-// the environment variable.
-func HowToSet() string {
-	mu.Lock()
-	defer mu.Unlock()
-	if setting == "" {
-		return "$" + EnvVar
-	}
-	return setting + " or $" + EnvVar
-}
+// HowToSet says how a user sets the limit, naming the setting by {key}
+// (setting.Advice).
+func HowToSet() setting.Advice { return "{" + Key + "} or $" + EnvVar }
 
 // ErrTooLarge is wrapped by the errors Check returns.
 var ErrTooLarge = errors.New("over the memory limit")
@@ -68,16 +57,14 @@ func Set(limit int64) {
 	mu.Unlock()
 }
 
-// Limit returns the memory limit in bytes and where it comes from.
-func Limit() (int64, string) {
+// Limit returns the memory limit in bytes and where it comes from, naming
+// the setting by {key} (setting.Advice).
+func Limit() (int64, setting.Advice) {
 	mu.Lock()
-	o, name := override, setting
+	o := override
 	mu.Unlock()
 	if o > 0 {
-		if name == "" {
-			return o, "the limit set by the program"
-		}
-		return o, name
+		return o, "{" + Key + "}"
 	}
 	if v := os.Getenv(EnvVar); v != "" {
 		if n, err := ParseBytes(v); err == nil && n > 0 {
@@ -127,9 +114,9 @@ var System = Sources{
 
 // defaultLimit is read once, its description built once: Limit is called
 // on paths that must not allocate (imageio's Tensor).
-var defaultLimit = sync.OnceValues(func() (int64, string) {
+var defaultLimit = sync.OnceValues(func() (int64, setting.Advice) {
 	d := System.Default()
-	return d.Bytes, "the default, 3/4 of " + d.From + "; set " + HowToSet()
+	return d.Bytes, setting.Advice("the default, 3/4 of " + d.From + "; set " + string(HowToSet()))
 })
 
 // Default is three quarters of the smallest bound on this process's
@@ -308,23 +295,26 @@ func Exceeds(bytes int64) bool {
 // TooLargeError is work refused because it would need more memory, or
 // more address space, than this process may take. It matches ErrTooLarge.
 type TooLargeError struct {
-	What         string // the work
-	Need, Limit  int64  // bytes
-	From         string // where Limit comes from
-	AddressSpace bool   // Limit is RLIMIT_AS, not the memory limit
-	Fix          string // what to change, as the caller says it ("" for nothing)
+	What         string         // the work
+	Need, Limit  int64          // bytes
+	From         setting.Advice // where Limit comes from, naming the setting by {key}
+	AddressSpace bool           // Limit is RLIMIT_AS, not the memory limit
+	Fix          setting.Advice // what to change, naming settings by {key} ("" for nothing)
 }
 
-func (e *TooLargeError) Error() string {
+func (e *TooLargeError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with the settings its Fix names called name(key).
+func (e *TooLargeError) Named(name func(key string) string) string {
 	var msg string
 	if e.AddressSpace {
 		msg = fmt.Sprintf("%s would map about %s of address space, more than the address-space limit of %s (RLIMIT_AS: ulimit -v, prlimit --as)",
 			e.What, Human(e.Need), Human(e.Limit))
 	} else {
-		msg = fmt.Sprintf("%s would need about %s, more than the memory limit of %s (%s)", e.What, Human(e.Need), Human(e.Limit), e.From)
+		msg = fmt.Sprintf("%s would need about %s, more than the memory limit of %s (%s)", e.What, Human(e.Need), Human(e.Limit), e.From.Named(name))
 	}
 	if e.Fix != "" {
-		msg += ": " + e.Fix
+		msg += ": " + e.Fix.Named(name)
 	}
 	return msg + ": " + ErrTooLarge.Error()
 }
@@ -335,7 +325,7 @@ func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 // names the thing (e.g. "the input tensor of model.onnx,
 // [1000000000,3,512,512] float32") and fix says what to change (e.g. "use
 // a model with a smaller fixed batch").
-func Check(what string, bytes int64, fix string) error {
+func Check(what string, bytes int64, fix setting.Advice) error {
 	limit, from := Limit()
 	if bytes <= limit {
 		return nil
@@ -397,7 +387,7 @@ func ThreadAddressSpace() int64 {
 // one is set: past it an allocation fails, and Go's runtime then ends the
 // process with a goroutine dump instead of an error. what and fix are as
 // for Check.
-func CheckAddressSpace(what string, bytes int64, fix string) error {
+func CheckAddressSpace(what string, bytes int64, fix setting.Advice) error {
 	as, ok := AddressSpace()
 	if !ok || bytes <= as {
 		return nil

@@ -49,13 +49,14 @@ func TestCheck(t *testing.T) {
 	}
 	Set(4 << 30)
 	defer Set(0)
-	if l, from := Limit(); l != 4<<30 || from != "the limit set by the program" {
-		t.Errorf("limit %d from %s", l, from)
+	// A limit set is the setting max_memory's, which a program names.
+	if l, from := Limit(); l != 4<<30 || from != "{max_memory}" || HowToSet() != "{max_memory} or $SEGTUNE_MAX_MEMORY" {
+		t.Errorf("limit %d from %s, how to set %q", l, from, HowToSet())
 	}
-	SetName("--limit")
-	defer SetName("")
-	if _, from := Limit(); from != "--limit" || HowToSet() != "--limit or $SEGTUNE_MAX_MEMORY" {
-		t.Errorf("with a name: from %q, how to set %q", from, HowToSet())
+	err = Check("the input", 8<<30, "lower {batch}")
+	flag := func(key string) string { return "--" + key }
+	if !errors.As(err, &tl) || tl.Named(flag) != "the input would need about 8.0 GiB, more than the memory limit of 4.0 GiB (--max_memory): lower --batch: over the memory limit" {
+		t.Errorf("named by flag: %v", err)
 	}
 	t.Setenv(EnvVar, "")
 	Set(0)

@@ -22,7 +22,7 @@ type Error struct {
 	Needs   string
 }
 
-func (e *Error) Error() string { return e.Named(func(key string) string { return key }) }
+func (e *Error) Error() string { return e.Named(Key) }
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -36,6 +36,8 @@ func (e *Error) Named(name func(key string) string) string {
 	b.WriteString(": ")
 	if e.Needs != "" {
 		b.WriteString("needs " + name(e.Needs))
+	} else if n, ok := e.Err.(Namer); ok { // what is wrong names settings too
+		b.WriteString(n.Named(name))
 	} else if e.Err != nil {
 		b.WriteString(e.Err.Error())
 	}
@@ -48,13 +50,14 @@ func Errorf(key, value, format string, args ...any) *Error {
 	return &Error{Setting: key, Value: value, Err: fmt.Errorf(format, args...)}
 }
 
-// Rename is err with the message of each *Error in its chain written by
-// Named(name); the wrappers' own words around it are kept, and err stays
-// reachable (errors.As, errors.Is). It is err itself when that changes
-// nothing: no *Error in the chain, or one Rename named already.
+// Rename is err with the message of the first Namer (an *Error, say) in
+// its chain written by Named(name); the wrappers' own words around it are
+// kept, and err stays reachable (errors.As, errors.Is). It is err itself
+// when that changes nothing: no Namer in the chain, or one Rename named
+// already.
 func Rename(err error, name func(key string) string) error {
-	var se *Error
-	if !errors.As(err, &se) {
+	var n Namer
+	if !errors.As(err, &n) {
 		return err
 	}
 	msg := rewrite(err, name)
@@ -64,15 +67,15 @@ func Rename(err error, name func(key string) string) error {
 	return &renamed{err: err, msg: msg}
 }
 
-// rewrite is err's message with its *Errors named by name: a wrapper's
+// rewrite is err's message with its Namer named by name: a wrapper's
 // message holds its inner error's message once (fmt.Errorf's %w), so the
 // words before and after it are the wrapper's own.
 func rewrite(err error, name func(key string) string) string {
 	switch e := err.(type) {
-	case *Error:
-		return e.Named(name)
 	case *renamed: // named already
 		return e.msg
+	case Namer:
+		return e.Named(name)
 	}
 	inner := errors.Unwrap(err)
 	if inner == nil {

@@ -151,7 +151,7 @@ func TestCheckRun(t *testing.T) {
 	// [1, 64, 64, 3] read as NCHW: spatial 64×3 does not follow a 64×64 input.
 	var le *LayoutError
 	if err := c.CheckRun([]int64{1, 64, 64, 3}, 64, 64); !errors.As(err, &le) || le.Try != NHWC ||
-		!strings.HasSuffix(err.Error(), "if the output is NHWC, set its layout to nhwc") || strings.Contains(err.Error(), "--") {
+		!strings.HasSuffix(err.Error(), "if the output is NHWC, pass output_layout nhwc") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("misread NHWC output: %v, want a LayoutError advising NHWC in the library's words", err)
 	}
 	// 257 channels are more than a mask holds.

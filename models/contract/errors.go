@@ -1,28 +1,34 @@
 package contract
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/segtune/segtune/internal/setting"
+)
 
 // LayoutError reports a tensor whose axes may be misread in the layout
-// taken for it; naming the layout (Overrides.InputLayout or OutputLayout)
-// is the fix. Advice says so in the library's words; a program with its
-// own name for that setting (a flag) puts it in their place.
+// taken for it; naming the layout (Overrides.InputLayout, the setting
+// nhwc, or OutputLayout, output_layout) is the fix.
 type LayoutError struct {
 	Input bool   // the input's layout, else the output's
 	Try   Layout // the layout to try; "" when it cannot tell
 	Msg   string // what was seen
 }
 
-func (e *LayoutError) Error() string { return e.Msg + "; " + e.Advice() }
+func (e *LayoutError) Error() string { return e.Named(setting.Key) }
 
-// Advice is the last part of the message: which layout to set.
-func (e *LayoutError) Advice() string {
+// Named is the message with its settings called name(key); its last part
+// says which layout to set.
+func (e *LayoutError) Named(name func(key string) string) string {
 	switch {
+	case e.Input && e.Try == NHWC:
+		return setting.Sprintf(name, "%s; the model may want {nhwc}", e.Msg)
 	case e.Input:
-		return fmt.Sprintf("the model may want the %s input layout", lower(e.Try))
+		return setting.Sprintf(name, "%s; the model may want no {nhwc}", e.Msg)
 	case e.Try != "":
-		return fmt.Sprintf("if the output is %s, set its layout to %s", e.Try, lower(e.Try))
+		return setting.Sprintf(name, "%s; if the output is %s, pass {output_layout} %s", e.Msg, e.Try, lower(e.Try))
 	}
-	return "set the output layout (nchw or nhwc)"
+	return setting.Sprintf(name, "%s; pass {output_layout} nchw|nhwc", e.Msg)
 }
 
 // UnsupportedError reports a model segtune cannot run as a segmenter at

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -17,8 +18,11 @@ const TrainableHelp = "all | classifier | decoder | last:N | skip:N | name patte
 // move.
 type QuantizedError struct{ Ops onnx.Quantization }
 
-func (e *QuantizedError) Error() string {
-	return fmt.Sprintf("the model is quantized (%s): its weights are integers, which do not train; finetune --dequantize trains it with them turned into float weights (scale × (q − zero point)), or fine-tune the float model it was quantized from; export --precision int8 quantizes the result again", e.Ops)
+func (e *QuantizedError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its setting called name(key).
+func (e *QuantizedError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "the model is quantized (%s): its weights are integers, which do not train; fine-tuning with {dequantize} trains it with them turned into float weights (scale × (q − zero point)), or fine-tune the float model it was quantized from; an int8 export quantizes the result again", e.Ops)
 }
 
 // Trainable resolves a trainable-parameter spec to initializer names, in

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -240,11 +241,14 @@ func sortNodes(g *onnx.GraphProto) error {
 
 // UnmatchedKeepError reports names in the list of nodes to keep in float32
 // (Keep of the options) that no node of the model has as op type, name or
-// output, so that a caller can name the list its own way.
+// output; the list is the setting keep_float.
 type UnmatchedKeepError struct {
 	Names []string // sorted
 }
 
-func (e *UnmatchedKeepError) Error() string {
-	return fmt.Sprintf("the nodes to keep in float32 name %s, which no node of the model has as op type, name or output", strings.Join(e.Names, ", "))
+func (e *UnmatchedKeepError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with its setting called name(key).
+func (e *UnmatchedKeepError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "{keep_float} names %s, which no node of the model has as op type, name or output", strings.Join(e.Names, ", "))
 }

@@ -39,10 +39,12 @@ type Report struct {
 
 // Run loads ONNX Runtime from ortLib ("": the environment or the
 // installer's cache) as for the CUDA device and reports what it finds.
-// What cannot be loaded is recorded in the report, not returned.
-func Run(ortLib string) *Report {
+// What cannot be loaded is recorded in the report, not returned; name
+// calls the settings the report names what their users type.
+func Run(ortLib string, name func(key string) string) *Report {
 	r := &Report{}
-	r.MemoryLimit, r.MemoryFrom = memlimit.Limit()
+	limit, from := memlimit.Limit()
+	r.MemoryLimit, r.MemoryFrom = limit, from.Named(name)
 	libs := runtime.FindCUDALibraries()
 	r.CUDALibs, r.CUDAMissing, r.CUDASearch = libs.Libs, libs.Missing(), libs.Searched
 	if r.CUDAMissing == nil {
