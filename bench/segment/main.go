@@ -52,6 +52,8 @@ func main() {
 	device := flag.String("device", "cpu", "cpu, cuda or auto: where both sides run")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	hostArgmax := flag.Bool("host-argmax", false, "arg-max on the host over the scores (inference.Open), as segment did before the arg-max went into the graph")
+	bareOnly := flag.Bool("bare-only", false, "run only the bare session, -n times on a zero batch of the model's fixed input size, and exit: "+
+		"its peak memory (/usr/bin/time -v) against segment's on the same model")
 	flag.Parse()
 	if *modelPath == "" || *imageDir == "" {
 		assets := testassets.SharedAssetsDir()
@@ -67,6 +69,12 @@ func main() {
 	}
 	if err := runtime.InitFor("", *device); err != nil {
 		log.Fatal(err)
+	}
+	if *bareOnly {
+		if err := runBare(*modelPath, *n, *threads, *device); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	seg, bareSess, err := openModel(*modelPath, batch, *threads, *device, *noSpin, !*hostArgmax)
 	if err != nil {
@@ -272,4 +280,38 @@ func openModel(path string, batch *int, threads int, device string, noSpin, labe
 		return nil, nil, err
 	}
 	return seg, bare, nil
+}
+
+// runBare runs the model alone in a bare session, n times on a zero batch
+// of its fixed input size (-bare-only): ONNX Runtime's own peak memory.
+func runBare(path string, n, threads int, device string) error {
+	m, err := onnx.Load(path)
+	if err != nil {
+		return err
+	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		return err
+	}
+	if ct.Height <= 0 || ct.Width <= 0 {
+		return fmt.Errorf("%s has no fixed input size: -bare-only runs fixed-size models", path)
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	sess, err := runtime.NewSession(data, runtime.Options{Threads: threads, Device: device})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	shape := []int64{1, 3, ct.Height, ct.Width}
+	t0 := time.Now()
+	for range n {
+		if _, err := sess.Run(runtime.NewFloat32(shape, make([]float32, 3*ct.Height*ct.Width))); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("bare ONNX Runtime: %d runs of %v in %v\n", n, shape, time.Since(t0).Round(time.Millisecond))
+	return nil
 }
