@@ -226,7 +226,7 @@ func TestResidentAutoFallsBack(t *testing.T) {
 		t.Fatalf("auto: %v, tried %v", err, tried)
 	}
 	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") ||
-		!strings.Contains(got, `resident "auto"`) || strings.Contains(got, "--") {
+		!strings.Contains(got, "resident auto: ") || strings.Contains(got, "--") {
 		t.Errorf("fallback line %q", got)
 	}
 	tried, log = nil, strings.Builder{}
