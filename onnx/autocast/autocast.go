@@ -176,7 +176,7 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 	}
 	g.Node = out
 	if r.Nodes == 0 && r.Already == 0 {
-		return r, fmt.Errorf("autocast: no %s with float32 or %s inputs of known type", t, strings.Join(slices.Sorted(maps.Keys(ops)), ", "))
+		return r, fmt.Errorf("autocast: no %s with float32 or %s inputs of known type", strings.Join(slices.Sorted(maps.Keys(ops)), ", "), t)
 	}
 	return r, nil
 }
