@@ -12,6 +12,7 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/internal/testmodels"
@@ -122,11 +123,42 @@ func weightTypes(t *testing.T, path string, base *onnx.Model) (map[string]onnx.D
 	return types, changed
 }
 
+// infoTrainable is the number of tensors info says fine-tuning trains.
+func infoTrainable(t *testing.T, model string) int {
+	t.Helper()
+	out, err := runCLI(t, "info", model, "--json")
+	if err != nil {
+		t.Fatalf("info %s: %v", model, err)
+	}
+	var s struct {
+		TrainableTensors int `json:"trainable_tensors"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("info output %q: %v", out, err)
+	}
+	return s.TrainableTensors
+}
+
+// checkpointWeights names the tensors a run trained (its last.ckpt's).
+func checkpointWeights(t *testing.T, run string) []string {
+	t.Helper()
+	ck, err := checkpoint.Load(filepath.Join(run, "last.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ck.Weights {
+		names = append(names, w.Name)
+	}
+	return names
+}
+
 // A model stored in float16 (weights behind Casts to float32, or read in
 // float16 by a float16 graph) fine-tunes through the CLI, in fp32 and under
-// --precision fp16; the run's model.onnx stores its trained weights in
-// float16 again and scores what the run's validation said; and exports of
-// it at fp16 and fp32 pass their agreement checks.
+// --precision fp16, training every weight info counts as trainable; the
+// run's model.onnx stores its trained weights in float16 again and scores
+// what the run's validation said; and exports of it at fp16 and fp32 pass
+// their agreement checks.
 func TestHalfStoredModelFineTunesAndExports(t *testing.T) {
 	testassets.RequireORT(t)
 	isolateModelSearch(t)
@@ -151,6 +183,9 @@ func TestHalfStoredModelFineTunesAndExports(t *testing.T) {
 			base, err := onnx.Load(model)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if info, trained := infoTrainable(t, model), checkpointWeights(t, run); info != len(trained) || len(trained) != 4 {
+				t.Errorf("info says %d tensors are trainable; the run trained %v (want w1, b1, w2, b2)", info, trained)
 			}
 			trained := filepath.Join(run, finetune.ModelFile)
 			types, changed := weightTypes(t, trained, base)
