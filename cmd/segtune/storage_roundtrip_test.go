@@ -272,3 +272,51 @@ func TestDequantizedFineTuneExportsInt8(t *testing.T) {
 		})
 	}
 }
+
+// An IR-3, opset-7 export (weights listed as graph inputs, Upsample,
+// attribute Clip) fine-tunes through the CLI, which says what became of
+// the weight inputs; its model.onnx holds the trained weights as
+// initializers only, and exports at fp16 and at int8 (raised to opset 13)
+// pass their agreement checks.
+func TestOldExportFineTunesAndExports(t *testing.T) {
+	testassets.RequireORT(t)
+	isolateModelSearch(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "legacy.onnx")
+	legacySegmenter(t, model)
+	data := synthData(t, dir, 8, 4)
+	train, val := filepath.Join(data, "images", "train"), filepath.Join(data, "images", "val")
+	run := filepath.Join(dir, "run")
+	stderr, err := runCLIStderr(t, "finetune", "--model", model, "--data", data, "--out", run, "--steps", "2", "--batch", "1",
+		"--lr", "0.01", "--value-scale", "0.0039", "--threads", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "note: legacy.onnx: the model listed 2 of its initializers as graph inputs too") {
+		t.Errorf("finetune does not say what became of the weight inputs:\n%s", stderr)
+	}
+	trained := filepath.Join(run, finetune.ModelFile)
+	m, err := onnx.Load(trained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := onnx.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.WeightInputs != 0 || len(m.Proto.Graph.GetInput()) != 1 {
+		t.Errorf("model.onnx lists %d weights among its %d inputs; want the image input alone", m.WeightInputs, len(m.Proto.Graph.GetInput()))
+	}
+	for _, name := range []string{"w1", "w2"} {
+		a, _ := onnx.Float32s(m.Initializer(name))
+		b, _ := onnx.Float32s(base.Initializer(name))
+		if len(a) == 0 || slices.Equal(a, b) {
+			t.Errorf("model.onnx's %s is the base model's: the run did not train it", name)
+		}
+	}
+	exportReport(t, "--model", trained, "--out", filepath.Join(dir, "fp16.onnx"), "--precision", "fp16", "--check-images", val)
+	rep := exportReport(t, "--model", trained, "--out", filepath.Join(dir, "int8.onnx"), "--precision", "int8", "--calibrate", train, "--check-images", val)
+	if rep.Opset == nil || rep.Opset.To != 13 || rep.Check.PixelAgreement < 0.95 {
+		t.Errorf("int8 export: opset %+v, agreement %.4f; want raised to 13 and agreeing", rep.Opset, rep.Check.PixelAgreement)
+	}
+}
