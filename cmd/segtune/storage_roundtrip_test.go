@@ -242,14 +242,18 @@ func TestDequantizedFineTuneExportsInt8(t *testing.T) {
 			if got, want := evalMeanIoU(t, trained, data), runBestMIoU(t, run); math.Abs(got-want) > 1e-9 {
 				t.Errorf("eval of model.onnx: mean IoU %.6f; the run validated its best epoch at %.6f", got, want)
 			}
-			out := filepath.Join(dir, string(kind)+".int8.onnx")
-			rep := exportReport(t, "--model", trained, "--out", out, "--precision", "int8", "--calibrate", train, "--check-images", val)
-			if rep.Check.PixelAgreement < 0.95 || rep.Quantization == nil || rep.Quantization.QuantizedNodes["Conv"] != 2 {
-				t.Errorf("int8 export: agreement %.4f, quantization %+v", rep.Check.PixelAgreement, rep.Quantization)
-			}
-			q, err := onnx.Load(out)
-			if err != nil || len(onnx.Quantized(q)) == 0 {
-				t.Errorf("the int8 export is not quantized (%v)", err)
+			// From model.onnx, and from the run's checkpoint (which
+			// rebuilds the float form from the quantized base).
+			for from, src := range map[string][]string{"model": {"--model", trained}, "checkpoint": {"--checkpoint", filepath.Join(run, "best.ckpt")}} {
+				out := filepath.Join(dir, string(kind)+"."+from+".int8.onnx")
+				rep := exportReport(t, append(src, "--out", out, "--precision", "int8", "--calibrate", train, "--check-images", val)...)
+				if rep.Check.PixelAgreement < 0.95 || rep.Quantization == nil || rep.Quantization.QuantizedNodes["Conv"] != 2 {
+					t.Errorf("int8 export from the %s: agreement %.4f, quantization %+v", from, rep.Check.PixelAgreement, rep.Quantization)
+				}
+				q, err := onnx.Load(out)
+				if err != nil || len(onnx.Quantized(q)) == 0 {
+					t.Errorf("the int8 export from the %s is not quantized (%v)", from, err)
+				}
 			}
 
 			// The quantized base itself: refused before its calibration
