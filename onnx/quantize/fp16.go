@@ -244,10 +244,23 @@ func insertCasts(g *onnx.GraphProto, nm *names, types ElemTypes, half map[*onnx.
 		is16[h] = true
 		casts = append(casts, node("Cast", nm.fresh(name+"_Cast"), []string{h}, []string{name}, onnx.IntAttr("to", int64(onnx.Float32))))
 	}
+	// A float16 tensor that one of the model's own Casts widens to float32
+	// (float16-stored weights behind Casts) is read as it is stored:
+	// float16 → float32 → float16 is exact, so no Cast back is added, and
+	// the model's Cast goes once nothing reads it.
+	widened := map[string]string{} // Cast(float16 → float32) output → its input
+	for _, n := range g.GetNode() {
+		if n.GetOpType() == "Cast" && isDefaultDomain(n) && len(n.Input) == 1 && len(n.Output) == 1 &&
+			onnx.AttrInt(n, "to", 0) == int64(onnx.Float32) && types[n.Input[0]] == onnx.Float16 {
+			widened[n.Output[0]] = n.Input[0]
+		}
+	}
 	for _, n := range g.GetNode() {
 		for i, in := range n.Input {
 			switch {
 			case in == "":
+			case half[n] && float16Data(n, i) && widened[in] != "":
+				n.Input[i] = widened[in]
 			case half[n] && float16Data(n, i) && types.isFloat32(in) && !is16[in]:
 				n.Input[i] = cast(in, onnx.Float16)
 			case !(half[n] && float16Data(n, i)) && is16[in]:
@@ -255,6 +268,25 @@ func insertCasts(g *onnx.GraphProto, nm *names, types ElemTypes, half map[*onnx.
 			}
 		}
 	}
-	g.Node = append(g.Node, casts...)
+	g.Node = append(dropUnreadCasts(g, widened), casts...)
 	return len(casts)
+}
+
+// dropUnreadCasts returns g's nodes without the Casts producing tensors
+// of widened that no node and no graph output reads any more.
+func dropUnreadCasts(g *onnx.GraphProto, widened map[string]string) []*onnx.NodeProto {
+	read := graphOutputs(g)
+	for _, n := range g.GetNode() {
+		for _, in := range n.GetInput() {
+			read[in] = true
+		}
+	}
+	kept := g.Node[:0]
+	for _, n := range g.GetNode() {
+		if n.GetOpType() == "Cast" && len(n.Output) == 1 && widened[n.Output[0]] != "" && !read[n.Output[0]] {
+			continue
+		}
+		kept = append(kept, n)
+	}
+	return kept
 }
