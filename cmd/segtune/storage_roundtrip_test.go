@@ -123,6 +123,22 @@ func weightTypes(t *testing.T, path string, base *onnx.Model) (map[string]onnx.D
 	return types, changed
 }
 
+// opCount is the number of op nodes in the model at path.
+func opCount(t *testing.T, path, op string) int {
+	t.Helper()
+	m, err := onnx.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range m.Proto.Graph.GetNode() {
+		if x.GetOpType() == op {
+			n++
+		}
+	}
+	return n
+}
+
 // infoTrainable is the number of tensors info says fine-tuning trains.
 func infoTrainable(t *testing.T, model string) int {
 	t.Helper()
@@ -211,6 +227,11 @@ func TestHalfStoredModelFineTunesAndExports(t *testing.T) {
 				if prec == "fp16" {
 					if types, _ := weightTypes(t, out, base); types["w1"] != onnx.Float16 || types["w2"] != onnx.Float16 {
 						t.Errorf("fp16 export stores its weights as %v", types)
+					}
+					// Its weights are read as stored: the input's and the
+					// logits' Casts are the only ones.
+					if casts := opCount(t, out, "Cast"); casts != 2 {
+						t.Errorf("fp16 export has %d Casts, want 2", casts)
 					}
 				}
 			}
