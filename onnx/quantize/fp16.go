@@ -49,7 +49,8 @@ type Float16Options struct {
 
 // Float16Summary describes a float16 model.
 type Float16Summary struct {
-	// Float16Nodes counts the nodes computing in float16, by op type.
+	// Float16Nodes counts the nodes computing in float16, by op type
+	// (those the model computed in float16 itself included).
 	Float16Nodes map[string]int `json:"float16_nodes"`
 	// Float32Nodes lists the nodes with float inputs kept in float32.
 	Float32Nodes []KeptNode `json:"float32_nodes,omitempty"`
@@ -151,6 +152,8 @@ func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Su
 			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: KeptOnRequest})
 		case half[n]:
 			sum.Float16Nodes[n.GetOpType()]++
+		case readsFloat16(n, types):
+			sum.Float16Nodes[n.GetOpType()]++ // a float16 model's own: counted, left as it is
 		case hasFloat:
 			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: "float32 operator"})
 		}
@@ -159,6 +162,17 @@ func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Su
 		}
 	}
 	return half
+}
+
+// readsFloat16 says whether n, an operator ToFloat16 runs in float16,
+// already reads a float16 tensor at one of its float16 positions.
+func readsFloat16(n *onnx.NodeProto, types ElemTypes) bool {
+	for i, in := range n.GetInput() {
+		if in != "" && float16Data(n, i) && types[in] == onnx.Float16 {
+			return true
+		}
+	}
+	return false
 }
 
 // float16Homes returns the tensors whose home is float16: float32

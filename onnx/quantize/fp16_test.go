@@ -2,12 +2,14 @@ package quantize
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -197,5 +199,27 @@ func TestToFloat16ReadsHalfWeightsAsStored(t *testing.T) {
 	}
 	if _, err := onnx.TopoSort(hg); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestToFloat16CountsAFloat16ModelsOwn: a model that computes in float16
+// already (its weights read in float16 between Casts of its input and
+// output) is left as it is, and the summary counts its float16 operators
+// rather than saying nothing is in float16.
+func TestToFloat16CountsAFloat16ModelsOwn(t *testing.T) {
+	m := testmodels.Build(testmodels.HalfGraph)
+	types := ElemTypes{"input": onnx.Float32, "logits": onnx.Float32}
+	for _, name := range []string{"x16", "w1", "b1", "h", "hr", "w2", "b2", "logits16"} {
+		types[name] = onnx.Float16
+	}
+	h, sum, err := ToFloat16(m, types, Float16Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(sum.Float16Nodes, map[string]int{"Conv": 2, "Relu": 1}) || sum.Casts != 0 || sum.Initializers != 0 {
+		t.Errorf("summary %+v; want Conv 2, Relu 1 in float16 and nothing changed", sum)
+	}
+	if len(h.Graph().GetNode()) != len(m.Graph().GetNode()) {
+		t.Errorf("%d nodes, the model had %d", len(h.Graph().GetNode()), len(m.Graph().GetNode()))
 	}
 }
