@@ -358,6 +358,9 @@ func (t *trainer) setupData(ctx context.Context) error {
 		fmt.Fprintf(t.hooks.Log, "dequantize: %s trains with its integer weights turned into float ones (scale × (q − zero point)); %s will be a float model (an int8 export quantizes it again)\n",
 			filepath.Base(cfg.Network.BaseModel), ModelFile)
 	}
+	if note := t.base.WeightInputsNote(); note != "" { // as export says it
+		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", filepath.Base(cfg.Network.BaseModel), note)
+	}
 	if t.ct, err = readContract(t.base, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
 	}

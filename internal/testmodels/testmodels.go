@@ -29,6 +29,11 @@ const (
 	// Half stores every weight in float16, each Cast to float32 before its
 	// layer.
 	Half Kind = "fp16"
+	// HalfGraph stores every weight in float16 and reads it so, without a
+	// Cast: the whole network runs in float16 between a Cast of the input
+	// and one of the logits back to float32 (a float16 converter's
+	// keep_io_types form).
+	HalfGraph Kind = "fp16graph"
 	// ConvInteger is onnxruntime's dynamic quantization: DynamicQuantizeLinear
 	// → ConvInteger (uint8 weights, zero point 128) → Cast → Mul(scale) →
 	// Add(bias).
@@ -42,7 +47,7 @@ const (
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Float, NoFold, Half, ConvInteger, QDQ, QLinear}
+var Kinds = []Kind{Float, NoFold, Half, HalfGraph, ConvInteger, QDQ, QLinear}
 
 type weights struct {
 	w1, b1, w2, b2 []float32
@@ -69,6 +74,20 @@ func Build(kind Kind) *onnx.Model {
 	switch kind {
 	case Float, NoFold, Half:
 		floatNet(b, w, kind, pads)
+	case HalfGraph:
+		half := func(name string, dims []int64, v []float32) string {
+			t := onnx.NewFloat32Tensor(name, dims, v)
+			t.DataType = proto.Int32(int32(onnx.Float16))
+			if err := onnx.SetFloat32s(t, v); err != nil {
+				panic(err)
+			}
+			return b.Initializer(t)
+		}
+		b.Emit("Cast", "input_f16", []string{"input"}, []string{"x16"}, onnx.IntAttr("to", int64(onnx.Float16)))
+		b.Emit("Conv", "conv1", []string{"x16", half("w1", []int64{8, 3, 3, 3}, w.w1), half("b1", []int64{8}, w.b1)}, []string{"h"}, pads...)
+		b.Emit("Relu", "relu", []string{"h"}, []string{"hr"})
+		b.Emit("Conv", "classifier", []string{"hr", half("w2", []int64{2, 8, 1, 1}, w.w2), half("b2", []int64{2}, w.b2)}, []string{"logits16"})
+		b.Emit("Cast", "logits_f32", []string{"logits16"}, []string{"logits"}, onnx.IntAttr("to", int64(f32)))
 	case ConvInteger:
 		dynamicLayer(b, "conv1", "input", "h", w.w1, []int64{8, 3, 3, 3}, w.b1, pads)
 		b.Emit("Relu", "relu", []string{"h"}, []string{"hr"})

@@ -96,12 +96,17 @@ func (t Type) Ops() map[string]bool {
 type Report struct {
 	Nodes int // operators moved to half precision
 	Casts int // Cast nodes inserted
+	// Already counts the operators the model computes in type t itself
+	// (a model converted to float16 whole, its weights read in float16):
+	// left as they are, they make the run a half-precision one too.
+	Already int
 }
 
 // Apply rewrites m in place: every node of t.Ops() whose inputs are
 // float32 computes in type t. An input that several such nodes read is cast
 // once. Element types come from the graph's inputs, initializers and
-// value_info, and are carried through the other nodes by elemTypes.
+// value_info, and are carried through the other nodes by elemTypes. A
+// graph with none of t.Ops() in float32 or in type t is an error.
 func Apply(m *onnx.Model, t Type) (Report, error) {
 	g := m.Graph()
 	if g == nil {
@@ -142,6 +147,9 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 	out := make([]*onnx.NodeProto, 0, len(g.Node))
 	for _, n := range g.Node {
 		if !ops[n.GetOpType()] || n.GetDomain() != "" || !allF32(n.Input, isF32) {
+			if ops[n.GetOpType()] && n.GetDomain() == "" && allOf(n.Input, types, t.Elem()) {
+				r.Already++
+			}
 			out = append(out, n)
 			continue
 		}
@@ -167,8 +175,8 @@ func Apply(m *onnx.Model, t Type) (Report, error) {
 		r.Nodes++
 	}
 	g.Node = out
-	if r.Nodes == 0 {
-		return r, fmt.Errorf("autocast: no %s with float32 inputs of known type", strings.Join(slices.Sorted(maps.Keys(ops)), ", "))
+	if r.Nodes == 0 && r.Already == 0 {
+		return r, fmt.Errorf("autocast: no %s with float32 or %s inputs of known type", strings.Join(slices.Sorted(maps.Keys(ops)), ", "), t)
 	}
 	return r, nil
 }
@@ -216,6 +224,16 @@ func elemTypes(g *onnx.GraphProto) map[string]onnx.DataType {
 		}
 	}
 	return t
+}
+
+// allOf says whether every input of ins has element type dt.
+func allOf(ins []string, types map[string]onnx.DataType, dt onnx.DataType) bool {
+	for _, in := range ins {
+		if in != "" && types[in] != dt {
+			return false
+		}
+	}
+	return true
 }
 
 // allF32 reports whether every named input is a float32 tensor.

@@ -5,11 +5,13 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
@@ -101,6 +103,25 @@ func TestApplyRefusesWhatItCannotCast(t *testing.T) {
 		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("y", onnx.Float32, 1, 4)}), 18)
 	if _, err := autocast.Apply(m, autocast.Float16); err == nil {
 		t.Error("a graph without Conv/MatMul/Gemm was accepted")
+	}
+}
+
+// TestApplyLeavesAHalfModelAsItIs: a model converted to float16 whole
+// (its weights read in float16) already computes its Convs in float16:
+// Apply counts them and changes nothing; in bfloat16 it has nothing to
+// cast and says so.
+func TestApplyLeavesAHalfModelAsItIs(t *testing.T) {
+	m := testmodels.Build(testmodels.HalfGraph)
+	before := proto.Clone(m.Proto)
+	r, err := autocast.Apply(m, autocast.Float16)
+	if err != nil || r.Already != 2 || r.Nodes != 0 || r.Casts != 0 {
+		t.Errorf("Apply(float16) of a float16 model: %+v, %v; want its 2 Convs counted as already float16", r, err)
+	}
+	if !proto.Equal(before, m.Proto) {
+		t.Error("Apply changed a model it had nothing to cast in")
+	}
+	if _, err := autocast.Apply(m, autocast.BFloat16); err == nil || !strings.Contains(err.Error(), "no Conv, Gemm, MatMul with float32 or bfloat16 inputs") {
+		t.Errorf("Apply(bfloat16) of a float16 model: %v; want no operator to cast named", err)
 	}
 }
 

@@ -49,7 +49,8 @@ type Float16Options struct {
 
 // Float16Summary describes a float16 model.
 type Float16Summary struct {
-	// Float16Nodes counts the nodes computing in float16, by op type.
+	// Float16Nodes counts the nodes computing in float16, by op type
+	// (those the model computed in float16 itself included).
 	Float16Nodes map[string]int `json:"float16_nodes"`
 	// Float32Nodes lists the nodes with float inputs kept in float32.
 	Float32Nodes []KeptNode `json:"float32_nodes,omitempty"`
@@ -151,6 +152,8 @@ func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Su
 			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: KeptOnRequest})
 		case half[n]:
 			sum.Float16Nodes[n.GetOpType()]++
+		case readsFloat16(n, types):
+			sum.Float16Nodes[n.GetOpType()]++ // a float16 model's own: counted, left as it is
 		case hasFloat:
 			sum.Float32Nodes = append(sum.Float32Nodes, KeptNode{Node: onnx.NodeLabel(g, n), Op: n.GetOpType(), Reason: "float32 operator"})
 		}
@@ -159,6 +162,17 @@ func halfNodes(g *onnx.GraphProto, types ElemTypes, keep matcher, sum *Float16Su
 		}
 	}
 	return half
+}
+
+// readsFloat16 says whether n, an operator ToFloat16 runs in float16,
+// already reads a float16 tensor at one of its float16 positions.
+func readsFloat16(n *onnx.NodeProto, types ElemTypes) bool {
+	for i, in := range n.GetInput() {
+		if in != "" && float16Data(n, i) && types[in] == onnx.Float16 {
+			return true
+		}
+	}
+	return false
 }
 
 // float16Homes returns the tensors whose home is float16: float32
@@ -244,10 +258,23 @@ func insertCasts(g *onnx.GraphProto, nm *names, types ElemTypes, half map[*onnx.
 		is16[h] = true
 		casts = append(casts, node("Cast", nm.fresh(name+"_Cast"), []string{h}, []string{name}, onnx.IntAttr("to", int64(onnx.Float32))))
 	}
+	// A float16 tensor that one of the model's own Casts widens to float32
+	// (float16-stored weights behind Casts) is read as it is stored:
+	// float16 → float32 → float16 is exact, so no Cast back is added, and
+	// the model's Cast goes once nothing reads it.
+	widened := map[string]string{} // Cast(float16 → float32) output → its input
+	for _, n := range g.GetNode() {
+		if n.GetOpType() == "Cast" && isDefaultDomain(n) && len(n.Input) == 1 && len(n.Output) == 1 &&
+			onnx.AttrInt(n, "to", 0) == int64(onnx.Float32) && types[n.Input[0]] == onnx.Float16 {
+			widened[n.Output[0]] = n.Input[0]
+		}
+	}
 	for _, n := range g.GetNode() {
 		for i, in := range n.Input {
 			switch {
 			case in == "":
+			case half[n] && float16Data(n, i) && widened[in] != "":
+				n.Input[i] = widened[in]
 			case half[n] && float16Data(n, i) && types.isFloat32(in) && !is16[in]:
 				n.Input[i] = cast(in, onnx.Float16)
 			case !(half[n] && float16Data(n, i)) && is16[in]:
@@ -255,6 +282,25 @@ func insertCasts(g *onnx.GraphProto, nm *names, types ElemTypes, half map[*onnx.
 			}
 		}
 	}
-	g.Node = append(g.Node, casts...)
+	g.Node = append(dropUnreadCasts(g, widened), casts...)
 	return len(casts)
+}
+
+// dropUnreadCasts returns g's nodes without the Casts producing tensors
+// of widened that no node and no graph output reads any more.
+func dropUnreadCasts(g *onnx.GraphProto, widened map[string]string) []*onnx.NodeProto {
+	read := graphOutputs(g)
+	for _, n := range g.GetNode() {
+		for _, in := range n.GetInput() {
+			read[in] = true
+		}
+	}
+	kept := g.Node[:0]
+	for _, n := range g.GetNode() {
+		if n.GetOpType() == "Cast" && len(n.Output) == 1 && widened[n.Output[0]] != "" && !read[n.Output[0]] {
+			continue
+		}
+		kept = append(kept, n)
+	}
+	return kept
 }

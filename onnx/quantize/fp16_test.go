@@ -2,12 +2,14 @@ package quantize
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -150,5 +152,74 @@ func TestFloat16SaturatesLargeWeights(t *testing.T) {
 	got, _ := onnx.Float32s(initializer(h.Graph(), "W2"))
 	if sum.Saturated != 1 || got[0] != 65504 {
 		t.Errorf("saturated %d, value %v", sum.Saturated, got[0])
+	}
+}
+
+// TestToFloat16ReadsHalfWeightsAsStored: weights stored in float16 behind
+// the model's own Casts to float32 are read by the float16 layers as
+// stored, with no Cast back to float16 and the model's Cast gone; a
+// widened weight that a float32 node reads too keeps its Cast for it.
+func TestToFloat16ReadsHalfWeightsAsStored(t *testing.T) {
+	m, types := tinyNet(13)
+	g := m.Graph()
+	for _, name := range []string{"W1", "B1", "W2"} {
+		w := initializer(g, name)
+		v, _ := onnx.Float32s(w)
+		w.DataType = proto.Int32(int32(onnx.Float16))
+		if err := onnx.SetFloat32s(w, v); err != nil {
+			t.Fatal(err)
+		}
+		types[name], types[name+"_f32"] = onnx.Float16, onnx.Float32
+		g.Node = append([]*onnx.NodeProto{node("Cast", name+"_cast", []string{name}, []string{name + "_f32"}, onnx.IntAttr("to", int64(onnx.Float32)))}, g.Node...)
+		replaceInput(g, name, name+"_f32")
+		g.Node[0].Input[0] = name
+	}
+	// W2's float32 form is a graph output as well: its Cast stays.
+	g.Output = append(g.Output, onnx.TensorValueInfo("W2_f32", onnx.Float32, 2, 4, 1, 1))
+	h, sum, err := ToFloat16(m, types, Float16Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg := h.Graph()
+	for name, conv := range map[string]string{"W1": "conv1", "B1": "conv1", "W2": "conv2"} {
+		for _, n := range hg.GetNode() {
+			if n.GetName() == conv && !slices.Contains(n.GetInput(), name) {
+				t.Errorf("%s reads %v, want %s as stored", conv, n.GetInput(), name)
+			}
+		}
+	}
+	if producer(hg, "W1_f32") != nil || producer(hg, "B1_f32") != nil {
+		t.Error("the model's Casts of W1 and B1 are left with nothing reading them")
+	}
+	if p := producer(hg, "W2_f32"); p == nil || p.GetOpType() != "Cast" {
+		t.Error("the Cast making the graph output W2_f32 was dropped")
+	}
+	if sum.Casts != 2 { // X in, Y out
+		t.Errorf("%d Casts added, want 2 (the input's and the output's)", sum.Casts)
+	}
+	if _, err := onnx.TopoSort(hg); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestToFloat16CountsAFloat16ModelsOwn: a model that computes in float16
+// already (its weights read in float16 between Casts of its input and
+// output) is left as it is, and the summary counts its float16 operators
+// rather than saying nothing is in float16.
+func TestToFloat16CountsAFloat16ModelsOwn(t *testing.T) {
+	m := testmodels.Build(testmodels.HalfGraph)
+	types := ElemTypes{"input": onnx.Float32, "logits": onnx.Float32}
+	for _, name := range []string{"x16", "w1", "b1", "h", "hr", "w2", "b2", "logits16"} {
+		types[name] = onnx.Float16
+	}
+	h, sum, err := ToFloat16(m, types, Float16Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(sum.Float16Nodes, map[string]int{"Conv": 2, "Relu": 1}) || sum.Casts != 0 || sum.Initializers != 0 {
+		t.Errorf("summary %+v; want Conv 2, Relu 1 in float16 and nothing changed", sum)
+	}
+	if len(h.Graph().GetNode()) != len(m.Graph().GetNode()) {
+		t.Errorf("%d nodes, the model had %d", len(h.Graph().GetNode()), len(m.Graph().GetNode()))
 	}
 }
