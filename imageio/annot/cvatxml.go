@@ -649,3 +649,18 @@ func paintCVATXML(shapes []cvatShape, w, h int) []uint8 {
 	}
 	return m
 }
+
+// IsCVATXML reports whether the XML in r has <annotations> as its root
+// element, reading no further than that element's start.
+func IsCVATXML(r io.Reader) bool {
+	dec := xml.NewDecoder(r)
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if el, ok := t.(xml.StartElement); ok {
+			return el.Name.Local == "annotations"
+		}
+	}
+}

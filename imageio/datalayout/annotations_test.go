@@ -109,6 +109,32 @@ func TestCVATLayout(t *testing.T) {
 	}
 }
 
+// CVAT's "CVAT for images" export: annotations.xml and images/; a
+// polygon is drawn as a mask, and an image the XML does not list is named.
+func TestCVATXMLLayout(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations.xml"), `<?xml version="1.0" encoding="utf-8"?>
+<annotations><version>1.1</version>
+<meta><task><labels><label><name>car</name></label></labels></task></meta>
+<image id="0" name="a/f0.png" width="4" height="3"><polygon label="car" points="2,0;4,0;4,3;2,3" occluded="0" z_order="0"/></image>
+</annotations>`)
+	writeImageFile(t, filepath.Join(root, "images", "a", "f0.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	writeImageFile(t, filepath.Join(root, "images", "extra.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	set, err := Open(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Format != "cvat-xml" || len(set.Samples) != 1 || set.Samples[0].Name != "a/f0" || !slices.Equal(set.Classes, []string{"background", "car"}) {
+		t.Fatalf("format %s, samples %+v, classes %v", set.Format, set.Samples, set.Classes)
+	}
+	if want := []int32{0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1}; !slices.Equal(labelsOf(t, set.Samples[0]), want) {
+		t.Errorf("mask %v, want %v", labelsOf(t, set.Samples[0]), want)
+	}
+	if len(set.Unmatched) != 1 || !strings.HasSuffix(set.Unmatched[0].Path, "extra.png") {
+		t.Errorf("unmatched %+v, want extra.png", set.Unmatched)
+	}
+}
+
 // A Label Studio export beside its images: the brush masks of the
 // annotated tasks, and the tasks without annotation named.
 func TestLabelStudioLayout(t *testing.T) {
