@@ -42,8 +42,8 @@ func TestReadCVATXMLMaskOrderAndZOrder(t *testing.T) {
  <label><name>1</name><type>points</type><parent>s</parent></label>
 </labels></task></meta>
 <image id="0" name="x.png" width="4" height="3">
+ <mask label="a" source="manual" occluded="0" rle="1, 2, 3" left="1" top="0" width="3" height="2" z_order="2"></mask>
  <polygon label="b" points="0,0;4,0;4,3;0,3" occluded="1" z_order="1"></polygon>
- <mask label="a" source="manual" occluded="0" rle="1, 2, 1" left="1" top="0" width="2" height="2" z_order="2"></mask>
  <polyline label="b" points="0,0;3,2" z_order="9"></polyline>
  <skeleton label="s" z_order="9"><points label="1" points="1,1" occluded="0" outside="0"></points></skeleton>
 </image>
@@ -56,11 +56,12 @@ func TestReadCVATXMLMaskOrderAndZOrder(t *testing.T) {
 		t.Errorf("classes %q, want %q", set.Classes, want)
 	}
 	m, _ := set.Samples[0].Mask()
-	// The polygon covers the image; the mask, over it by z_order, sets
-	// its box's (1,0) and (0,1): pixels (2,0) and (1,1).
+	// The polygon covers the image; the mask, over it by z_order though
+	// before it in the file, sets its 3x2 box's (1,0) and (2,0): pixels
+	// (2,0) and (3,0). Down the columns, it would set (1,1) and (2,0).
 	want := []uint8{
-		2, 2, 1, 2,
-		2, 1, 2, 2,
+		2, 2, 1, 1,
+		2, 2, 2, 2,
 		2, 2, 2, 2,
 	}
 	if !slices.Equal(m, want) {
