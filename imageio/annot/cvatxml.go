@@ -40,6 +40,10 @@ type CVATXMLOptions struct {
 	// MaxPixels limits an image's width×height; 0 means
 	// imageio.DefaultMaxPixels.
 	MaxPixels int64
+	// Subset, when set, keeps only the images of that subset (the
+	// subset attribute of a project export's images); the others are
+	// checked, not kept.
+	Subset string
 }
 
 // cvatShape is one region shape of an image, ready to paint.
@@ -136,6 +140,9 @@ func decodeCVATXML(r io.Reader, file string, opt CVATXMLOptions) (*Set, error) {
 			if err != nil {
 				return nil, err
 			}
+			if subset, _ := attr(el, "subset"); opt.Subset != "" && subset != opt.Subset {
+				continue
+			}
 			set.Samples = append(set.Samples, s)
 			shapes = append(shapes, ss)
 		case "track":
@@ -147,6 +154,9 @@ func decodeCVATXML(r io.Reader, file string, opt CVATXMLOptions) (*Set, error) {
 		}
 	}
 	if len(set.Samples) == 0 {
+		if opt.Subset != "" {
+			return nil, errorf(file, "", "has no <image> of subset %q", opt.Subset)
+		}
 		return nil, errorf(file, "", "has no <image> elements")
 	}
 	classOf, err := cvatXMLClasses(set, labels, shapes)
@@ -346,7 +356,12 @@ func (x *cvatXMLReader) image(el xml.StartElement) (Sample, []cvatShape, error) 
 	if name == "" {
 		return Sample{}, nil, errorf(x.file, item, "has no name")
 	}
-	img, err := joinImage(x.opt.ImageDir, name)
+	// A project export keeps each subset's images in images/SUBSET/.
+	ref := name
+	if subset, _ := attr(el, "subset"); subset != "" {
+		ref = subset + "/" + name
+	}
+	img, err := joinImage(x.opt.ImageDir, ref)
 	if err != nil {
 		return Sample{}, nil, errorf(x.file, item, "name: %v", err)
 	}
@@ -661,6 +676,39 @@ func IsCVATXML(r io.Reader) bool {
 		}
 		if el, ok := t.(xml.StartElement); ok {
 			return el.Name.Local == "annotations"
+		}
+	}
+}
+
+// CVATXMLSubsets lists the subsets that a CVAT XML file's images name
+// (a project export's train, val …), in order of appearance, reading
+// the file as a stream; a task export's images name none.
+func CVATXMLSubsets(path string) ([]string, error) {
+	f, err := regfile.OpenLimit(path, DefaultCVATXMLMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read CVAT XML: %w", err)
+	}
+	defer f.Close()
+	x := &cvatXMLReader{file: path, dec: xml.NewDecoder(f)}
+	var subsets []string
+	for {
+		t, err := x.dec.Token()
+		if err == io.EOF {
+			return subsets, nil
+		}
+		if err != nil {
+			return nil, x.xmlError(err)
+		}
+		switch t := t.(type) {
+		case xml.StartElement:
+			if err := x.enter(); err != nil {
+				return nil, err
+			}
+			if s, ok := attr(t, "subset"); ok && t.Name.Local == "image" && !slices.Contains(subsets, s) {
+				subsets = append(subsets, s)
+			}
+		case xml.EndElement:
+			x.depth--
 		}
 	}
 }

@@ -193,17 +193,29 @@ func isCVATXML(path string) bool {
 	return annot.IsCVATXML(io.LimitReader(f, sniffedXMLBytes))
 }
 
-func (cvatXML) Splits(string) ([]string, error) { return nil, nil }
+// Splits are the subsets of a project export, which names each image's
+// (and keeps its images in images/SUBSET/), where there are more than
+// CVAT's "default" one; a task export has none.
+func (cvatXML) Splits(root string) ([]string, error) {
+	subsets, err := annot.CVATXMLSubsets(filepath.Join(root, "annotations.xml"))
+	if err != nil || (len(subsets) == 1 && subsets[0] == "default") {
+		return nil, err
+	}
+	return subsets, nil
+}
 
-func (cvatXML) List(root string, _ Options) (*Set, error) {
+func (cvatXML) List(root string, opt Options) (*Set, error) {
 	file := filepath.Join(root, "annotations.xml")
 	dir := root
 	if d := filepath.Join(root, "images"); isDir(d) {
 		dir = d
 	}
-	as, err := annot.ReadCVATXML(file, annot.CVATXMLOptions{ImageDir: dir})
+	as, err := annot.ReadCVATXML(file, annot.CVATXMLOptions{ImageDir: dir, Subset: opt.Split})
 	if err != nil {
 		return nil, err
+	}
+	if opt.Split != "" {
+		dir = filepath.Join(dir, opt.Split)
 	}
 	return annotatedSet(as, file, dir), nil
 }
