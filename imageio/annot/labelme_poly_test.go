@@ -61,7 +61,7 @@ func TestLabelMeWriterPolygons(t *testing.T) {
 		if s.ShapeType != "polygon" {
 			t.Errorf("blob: a %s shape, want polygons only", s.ShapeType)
 		}
-		// The ring's outline has 64 boundary pixels.
+		// The ring's outline has 56 boundary pixels (it is written with 20).
 		if s.Label == "car" && len(s.Points) > 32 {
 			t.Errorf("blob: the ring has %d points, want it simplified to 32 or fewer", len(s.Points))
 		}
