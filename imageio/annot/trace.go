@@ -274,15 +274,21 @@ func (t *tracer) raster(id int32, poly []int, want []bool) (same, covers bool, e
 	for len(xy) < 6 { // LabelMe wants 3 points: repeat the last
 		xy = append(xy, xy[len(xy)-2], xy[len(xy)-1])
 	}
+	// Pillow's corner rule can move a span's end past the vertices: look
+	// at every pixel painted, as well as the region's box.
+	touched := [4]int{r.x0, r.y0, r.x1, r.y1}
+	t.scratch.touched = &touched
 	t.scratch.fillPolygon(xy)
+	t.scratch.touched = nil
 	same, covers = true, true
 	bw := r.x1 - r.x0 + 1
-	for y := r.y0; y <= r.y1; y++ {
-		for x := r.x0; x <= r.x1; x++ {
+	for y := touched[1]; y <= touched[3]; y++ {
+		for x := touched[0]; x <= touched[2]; x++ {
 			i := y*t.w + x
 			painted := t.scratch.pix[i] != 0
 			t.scratch.pix[i] = 0
-			same = same && painted == want[(y-r.y0)*bw+x-r.x0]
+			inBox := x >= r.x0 && x <= r.x1 && y >= r.y0 && y <= r.y1
+			same = same && painted == (inBox && want[(y-r.y0)*bw+x-r.x0])
 			if t.comp[i] == id {
 				covers = covers && painted
 			} else if painted {
