@@ -292,10 +292,9 @@ func (x *cvatXMLReader) meta() ([]string, error) {
 			switch {
 			case name == "" || parent != "":
 			case kind == "tag" || kind == "points" || kind == "polyline" || kind == "skeleton" || kind == "cuboid":
+			case slices.Contains(labels, name):
+				// A project's meta may list its labels again per task.
 			default:
-				if slices.Contains(labels, name) {
-					return errorf(x.file, "meta", "label %q is listed twice", name)
-				}
 				labels = append(labels, name)
 			}
 		}
