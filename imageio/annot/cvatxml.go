@@ -66,7 +66,7 @@ type cvatShape struct {
 // The region shapes are drawn as CVAT's own mask exports draw them:
 // polygons and boxes (rotated about their centre) filled as pycocotools
 // fills polygons, <mask> as its RLE says (row-major over its box, a run
-// of 0s first), ellipses by their pixel centres; in z_order, and in file
+// of 0s first), ellipses as 72-point outlines; in z_order, and in file
 // order within one z_order. Polylines, points, tags, skeletons and
 // cuboids draw nothing; occluded changes nothing. Everything is checked
 // before it returns: the XML (no DTD entities, nesting at most 32 deep),
@@ -528,7 +528,7 @@ const ellipseVertices = 72
 // ellipse reads cx, cy, rx, ry and rotation as CVAT writes them, and
 // returns the outline as a polygon: centre and radii rounded to whole
 // pixels as CVAT's EllipsesToMasks rounds them before OpenCV fills the
-// ellipse, which this follows to within about a pixel.
+// ellipse. OpenCV's own fill is not reproduced: edge pixels may differ.
 func (x *cvatXMLReader) ellipse(el xml.StartElement, w, h int) ([]float64, error) {
 	var v [4]float64
 	for i, name := range []string{"cx", "cy", "rx", "ry"} {
