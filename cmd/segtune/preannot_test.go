@@ -22,7 +22,7 @@ func TestSegmentAnnotationsReadBackAsTheMasks(t *testing.T) {
 	os.WriteFile(filepath.Join(in, "broken.png"), []byte("\x89PNG\r\n\x1a\nnot really"), 0o644)
 	out := filepath.Join(dir, "out")
 	args := []string{"segment", "--model", model, "--input", in, "--output", out,
-		"--annotations", "coco,labelstudio,cvat,labelme", "--class-names", "background,red"}
+		"--annotations", "coco,labelstudio,cvat,cvat-xml,labelme", "--class-names", "background,red"}
 	if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "1 of 3 images failed") {
 		t.Fatalf("err = %v, want the broken image's failure", err)
 	}
@@ -62,6 +62,10 @@ func TestSegmentAnnotationsReadBackAsTheMasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("cvat", set, stem)
+	if set, err = annot.ReadCVATXML(filepath.Join(out, "cvat-xml", "annotations.xml"), annot.CVATXMLOptions{ImageDir: in}); err != nil {
+		t.Fatal(err)
+	}
+	same("cvat-xml", set, stem)
 	lm := []string{filepath.Join(out, "labelme", "a.json"), filepath.Join(out, "labelme", "b.json")}
 	if set, err = annot.ReadLabelMe(lm, annot.LabelMeOptions{Root: dir}); err != nil {
 		t.Fatal(err)
@@ -105,7 +109,7 @@ func TestSegmentAnnotationsRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--annotations", "coco,yolo", "--class-names", "bg,red"}, `--annotations: "yolo" is not one of coco, cvat, labelme, labelstudio`},
+		{[]string{"--annotations", "coco,yolo", "--class-names", "bg,red"}, `--annotations: "yolo" is not one of coco, cvat, cvat-xml, labelme, labelstudio`},
 		{[]string{"--annotations", "coco"}, "give --class-names"},
 		{[]string{"--annotations", "coco", "--class-names", "bg,red", "--shard", "1/2"}, "--annotations with --shard"},
 		{[]string{"--annotations", "coco", "--class-names", "bg,red,green"}, "3 class names (bg,red,green) for a model of 2 classes"},

@@ -86,3 +86,26 @@ func BenchmarkLabelStudioMask(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLabelMeShapes traces a 512×512 predicted map of 40 overlapping
+// discs of 3 classes, some in others' holes, into LabelMe polygons.
+func BenchmarkLabelMeShapes(b *testing.B) {
+	w, h := 512, 512
+	p := Prediction{Image: "a.png", Width: w, Height: h, Labels: make([]uint8, w*h)}
+	for i := range 40 {
+		cx, cy, r := (i*97)%w, (i*61)%h, 10+(i*37)%60
+		for y := max(cy-r, 0); y < min(cy+r, h); y++ {
+			for x := max(cx-r, 0); x < min(cx+r, w); x++ {
+				if (x-cx)*(x-cx)+(y-cy)*(y-cy) < r*r {
+					p.Labels[y*w+x] = uint8(i % 4)
+				}
+			}
+		}
+	}
+	lw := &labelMeWriter{opt: WriteOptions{Classes: []string{"bg", "a", "b", "c"}}}
+	for b.Loop() {
+		if _, err := lw.shapes(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,8 @@
 //     (pycocotools' maskApi.c) does;
 //   - CVAT "Segmentation mask 1.1" exports ([ReadCVAT]): RGB colour masks
 //     in SegmentationClass/ and the colours in labelmap.txt;
+//   - CVAT "CVAT for images 1.1" XML ([ReadCVATXML]): polygons, boxes,
+//     ellipses and CVAT's mask RLE, drawn in z_order;
 //   - Label Studio JSON exports with brush labels ([ReadLabelStudio]): the
 //     RLE of @thi.ng/rle-pack that Label Studio stores per brush result;
 //   - LabelMe JSON files, one per image ([ReadLabelMe]): polygons,
@@ -39,7 +41,7 @@
 // pixels; with [COCOOptions.NoBackground] there is no background class,
 // categories are 0..K−1 and uncovered pixels are Ignore (COCO-Stuff's
 // convention). CVAT: the order of labelmap.txt (background first, as CVAT
-// writes it). Label Studio: "background", then [LabelStudioOptions.Labels]
+// writes it); CVAT XML: "background", then <meta>'s labels. Label Studio: "background", then [LabelStudioOptions.Labels]
 // when given, else the brush label names sorted; NoBackground as for COCO.
 // LabelMe: labelme2voc's labels.txt ([LabelMeOptions.Labels]:
 // __ignore__ is Ignore, _background_ class 0, then the rest in order),

@@ -12,8 +12,54 @@ import (
 	"github.com/segtune/segtune/imageio"
 )
 
+// writeFormat is one pre-annotation format of the registry below: its
+// name, what it writes below the export folder (slash-separated), and how
+// its writer is made for that target.
+type writeFormat struct {
+	name, target string
+	open         func(target string, opt ExportOptions) (Writer, error)
+}
+
+// writeFormats are the writers, by name. "cvat" is CVAT's "Segmentation
+// mask 1.1" (colour masks), "cvat-xml" its "CVAT for images 1.1" XML.
+var writeFormats = []writeFormat{
+	{"coco", "coco/annotations.json", func(t string, o ExportOptions) (Writer, error) {
+		return NewCOCOWriter(t, o.WriteOptions), nil
+	}},
+	{"cvat", "cvat", func(t string, o ExportOptions) (Writer, error) {
+		return NewCVATWriter(t, o.Palette, o.WriteOptions)
+	}},
+	{"cvat-xml", "cvat-xml/annotations.xml", func(t string, o ExportOptions) (Writer, error) {
+		return NewCVATXMLWriter(t, o.WriteOptions), nil
+	}},
+	{"labelme", "labelme", func(t string, o ExportOptions) (Writer, error) {
+		return NewLabelMeWriter(t, o.ImageDir, o.WriteOptions), nil
+	}},
+	{"labelstudio", "labelstudio/tasks.json", func(t string, o ExportOptions) (Writer, error) {
+		prefix := o.LabelStudioPrefix
+		if prefix == "" {
+			prefix = DefaultLabelStudioPrefix
+		}
+		return NewLabelStudioWriter(t, prefix, o.WriteOptions), nil
+	}},
+}
+
 // WriteFormats are the pre-annotation formats the writers write.
-var WriteFormats = []string{"coco", "cvat", "labelme", "labelstudio"}
+var WriteFormats = func() []string {
+	var out []string
+	for _, f := range writeFormats {
+		out = append(out, f.name)
+	}
+	return out
+}()
+
+func lookupWriteFormat(name string) (writeFormat, bool) {
+	i := slices.IndexFunc(writeFormats, func(f writeFormat) bool { return f.name == name })
+	if i < 0 {
+		return writeFormat{}, false
+	}
+	return writeFormats[i], true
+}
 
 // ParseWriteFormats reads a comma-separated list of WriteFormats.
 func ParseWriteFormats(list string) ([]string, error) {
@@ -49,19 +95,17 @@ type ExportOptions struct {
 	LabelStudioPrefix string
 }
 
-// ExportTargets are the files and folders that the formats write in dir:
-// coco/annotations.json, labelstudio/tasks.json, cvat/ and labelme/.
+// ExportTargets are the files and folders that the formats write in dir
+// (coco/annotations.json, cvat-xml/annotations.xml, labelstudio/tasks.json,
+// cvat/, labelme/); an unknown format's is dir/FORMAT.
 func ExportTargets(dir string, formats []string) []string {
 	var out []string
-	for _, f := range formats {
-		switch f {
-		case "coco":
-			out = append(out, filepath.Join(dir, "coco", "annotations.json"))
-		case "labelstudio":
-			out = append(out, filepath.Join(dir, "labelstudio", "tasks.json"))
-		default:
-			out = append(out, filepath.Join(dir, f))
+	for _, name := range formats {
+		target := name
+		if f, ok := lookupWriteFormat(name); ok {
+			target = f.target
 		}
+		out = append(out, filepath.Join(dir, filepath.FromSlash(target)))
 	}
 	return out
 }
@@ -73,27 +117,16 @@ func NewExport(opt ExportOptions) (Writer, error) {
 	}
 	var ws multiWriter
 	targets := ExportTargets(opt.Dir, opt.Formats)
-	for i, f := range opt.Formats {
-		switch f {
-		case "coco":
-			ws = append(ws, NewCOCOWriter(targets[i], opt.WriteOptions))
-		case "labelstudio":
-			prefix := opt.LabelStudioPrefix
-			if prefix == "" {
-				prefix = DefaultLabelStudioPrefix
-			}
-			ws = append(ws, NewLabelStudioWriter(targets[i], prefix, opt.WriteOptions))
-		case "cvat":
-			w, err := NewCVATWriter(targets[i], opt.Palette, opt.WriteOptions)
-			if err != nil {
-				return nil, err
-			}
-			ws = append(ws, w)
-		case "labelme":
-			ws = append(ws, NewLabelMeWriter(targets[i], opt.ImageDir, opt.WriteOptions))
-		default:
-			return nil, fmt.Errorf("write annotations: unknown format %q", f)
+	for i, name := range opt.Formats {
+		f, ok := lookupWriteFormat(name)
+		if !ok {
+			return nil, fmt.Errorf("write annotations: unknown format %q", name)
 		}
+		w, err := f.open(targets[i], opt)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
 	}
 	return ws, nil
 }

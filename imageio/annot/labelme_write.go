@@ -13,10 +13,19 @@ import (
 )
 
 // labelMeWriter writes a LabelMe file per image, DIR/NAME.json, with a
-// "mask" shape per exported class (LabelMe 5.3 and later): the class's
-// bounding box as its two points and the pixels inside it as a PNG, as
-// LabelMe saves its own masks. A mask is exact, holes and all, where
-// traced polygons would not be.
+// polygon per connected region (trace.go), which every LabelMe version
+// and converter reads: the outline through the region's boundary pixels,
+// simplified within half a pixel where labelme's fill still gives back
+// the same pixels. A polygon paints its region's holes too, so what is in
+// a hole is drawn after it, background as a "_background_" polygon
+// (labelme2voc's class 0). The few regions that no polygon reproduces
+// (and regions that would have to come both before and after another)
+// are "mask" shapes (LabelMe 5.3 and later): the bounding box as two
+// points and the pixels inside it as a PNG, as LabelMe saves its own. So
+// labelme2voc and segtune's reader give back the label map exactly. An
+// image whose polygons would pass the reader's default limits
+// (DefaultLabelMeMaxShapes shapes, DefaultLabelMeMaxVertices points) is
+// written as one mask per class instead, as a noisy map's speckles would.
 type labelMeWriter struct {
 	dir, imageDir string
 	opt           WriteOptions
@@ -34,11 +43,11 @@ type lmFileOut struct {
 
 type lmShapeOut struct {
 	Label     string          `json:"label"`
-	Points    [2][2]int       `json:"points"`
+	Points    [][2]int        `json:"points"`
 	GroupID   *int            `json:"group_id"`
 	ShapeType string          `json:"shape_type"`
 	Flags     map[string]bool `json:"flags"`
-	Mask      string          `json:"mask"`
+	Mask      *string         `json:"mask"`
 }
 
 // NewLabelMeWriter writes into dir; a file's imagePath is the image
@@ -56,14 +65,9 @@ func (w *labelMeWriter) Add(p Prediction) error {
 	if err != nil {
 		return err
 	}
-	out := lmFileOut{Version: "5.5.0", Flags: map[string]bool{}, Shapes: []lmShapeOut{}, ImagePath: filepath.ToSlash(rel), ImageHeight: p.Height, ImageWidth: p.Width}
-	for _, c := range exported(p.Labels) {
-		s, err := labelMeMask(p, c)
-		if err != nil {
-			return err
-		}
-		s.Label = w.opt.Classes[c]
-		out.Shapes = append(out.Shapes, s)
+	out := lmFileOut{Version: "5.5.0", Flags: map[string]bool{}, ImagePath: filepath.ToSlash(rel), ImageHeight: p.Height, ImageWidth: p.Width}
+	if out.Shapes, err = w.shapes(p); err != nil {
+		return err
 	}
 	if err := makeParent(file); err != nil {
 		return err
@@ -77,13 +81,70 @@ func (w *labelMeWriter) Add(p Prediction) error {
 
 func (w *labelMeWriter) Close() error { return nil }
 
-// labelMeMask is class c's mask shape: its bounding box and a grey PNG
-// of the box, 255 where the class is.
-func labelMeMask(p Prediction, c uint8) (lmShapeOut, error) {
-	x0, y0, x1, y1 := p.Width, p.Height, -1, -1
-	for y := range p.Height {
-		for x := range p.Width {
-			if p.Labels[y*p.Width+x] == c {
+// shapes are the shapes that redraw p's label map (Ignore as
+// background): traced polygons in drawing order, or one mask per class
+// where those would pass the reader's default limits.
+func (w *labelMeWriter) shapes(p Prediction) ([]lmShapeOut, error) {
+	labels := p.Labels
+	if indexOf(labels, Ignore) >= 0 {
+		labels = append([]uint8(nil), labels...)
+		for i, v := range labels {
+			if v == Ignore {
+				labels[i] = 0
+			}
+		}
+	}
+	name := func(c uint8) string {
+		if c == 0 {
+			return LabelMeBackground
+		}
+		return w.opt.Classes[c]
+	}
+	t := newTracer(labels, p.Width, p.Height)
+	planned := t.plan()
+	vertices := 0
+	for _, s := range planned {
+		vertices += max(len(s.poly)/2, 3)
+	}
+	shapes := []lmShapeOut{}
+	if len(planned) > DefaultLabelMeMaxShapes || vertices > DefaultLabelMeMaxVertices {
+		for _, c := range exported(labels) {
+			s, err := labelMeMask(p.Width, p.Height, func(i int) bool { return labels[i] == c })
+			if err != nil {
+				return nil, err
+			}
+			s.Label = name(c)
+			shapes = append(shapes, s)
+		}
+		return shapes, nil
+	}
+	for _, ps := range planned {
+		s := lmShapeOut{Label: name(t.regions[ps.id].label), ShapeType: "polygon", Flags: map[string]bool{}}
+		if ps.poly == nil {
+			var err error
+			if s, err = labelMeMask(p.Width, p.Height, func(i int) bool { return t.comp[i] == ps.id }); err != nil {
+				return nil, err
+			}
+			s.Label = name(t.regions[ps.id].label)
+		}
+		for i := 0; i < len(ps.poly); i += 2 {
+			s.Points = append(s.Points, [2]int{ps.poly[i], ps.poly[i+1]})
+		}
+		for s.ShapeType == "polygon" && len(s.Points) < 3 { // a polygon has 3 points
+			s.Points = append(s.Points, s.Points[len(s.Points)-1])
+		}
+		shapes = append(shapes, s)
+	}
+	return shapes, nil
+}
+
+// labelMeMask is the mask shape of the pixels of a w×h map that in
+// picks: their bounding box and a grey PNG of the box, 255 where in.
+func labelMeMask(w, h int, in func(i int) bool) (lmShapeOut, error) {
+	x0, y0, x1, y1 := w, h, -1, -1
+	for y := range h {
+		for x := range w {
+			if in(y*w + x) {
 				x0, y0, x1, y1 = min(x0, x), min(y0, y), max(x1, x), max(y1, y)
 			}
 		}
@@ -91,7 +152,7 @@ func labelMeMask(p Prediction, c uint8) (lmShapeOut, error) {
 	img := image.NewGray(image.Rect(0, 0, x1-x0+1, y1-y0+1))
 	for y := y0; y <= y1; y++ {
 		for x := x0; x <= x1; x++ {
-			if p.Labels[y*p.Width+x] == c {
+			if in(y*w + x) {
 				img.Pix[(y-y0)*img.Stride+x-x0] = 255
 			}
 		}
@@ -100,5 +161,6 @@ func labelMeMask(p Prediction, c uint8) (lmShapeOut, error) {
 	if err := imageio.EncodePNG(&buf, img); err != nil {
 		return lmShapeOut{}, err
 	}
-	return lmShapeOut{Points: [2][2]int{{x0, y0}, {x1, y1}}, ShapeType: "mask", Flags: map[string]bool{}, Mask: base64.StdEncoding.EncodeToString(buf.Bytes())}, nil
+	png := base64.StdEncoding.EncodeToString(buf.Bytes())
+	return lmShapeOut{Points: [][2]int{{x0, y0}, {x1, y1}}, ShapeType: "mask", Flags: map[string]bool{}, Mask: &png}, nil
 }

@@ -21,6 +21,9 @@ type canvas struct {
 	pix  []uint8
 	w, h int
 	v    uint8
+	// touched, when set, grows to the box (x0, y0, x1, y1) of the
+	// pixels painted, for a caller that must look at all of them.
+	touched *[4]int
 }
 
 // hline paints pixels x0..x1 of row y, clipped to the canvas. As in
@@ -35,6 +38,9 @@ func (c canvas) hline(x0, y, x1 int) {
 		x0, x1 = x1, x0
 	}
 	x0, x1 = max(x0, 0), min(x1, c.w-1)
+	if t := c.touched; t != nil && x0 <= x1 {
+		t[0], t[1], t[2], t[3] = min(t[0], x0), min(t[1], y), max(t[2], x1), max(t[3], y)
+	}
 	for x := x0; x <= x1; x++ {
 		c.pix[y*c.w+x] = c.v
 	}

@@ -3,6 +3,7 @@ package datalayout
 import (
 	"fmt"
 	"image"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -164,6 +165,59 @@ func subsetOf(set *Set, list string) (*Set, error) {
 		out.Unmatched = append(out.Unmatched, Unmatched{Path: list, Why: fmt.Sprintf("lists %s, which has no annotated image", id)})
 	}
 	return out, nil
+}
+
+// cvatXML is CVAT's "CVAT for images 1.1" export: annotations.xml, with
+// the images (when exported) in images/, named as the XML names them.
+type cvatXML struct{}
+
+func (cvatXML) Name() string { return "cvat-xml" }
+
+func (cvatXML) Detect(root string) string {
+	if isCVATXML(filepath.Join(root, "annotations.xml")) {
+		return "annotations.xml from CVAT"
+	}
+	return ""
+}
+
+// sniffedXMLBytes is how much of an annotations.xml detection reads: its
+// root element starts within CVAT's first line or two.
+const sniffedXMLBytes = 64 << 10
+
+func isCVATXML(path string) bool {
+	f, _, err := regfile.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return annot.IsCVATXML(io.LimitReader(f, sniffedXMLBytes))
+}
+
+// Splits are the subsets of a project export, which names each image's
+// (and keeps its images in images/SUBSET/), where there are more than
+// CVAT's "default" one; a task export has none.
+func (cvatXML) Splits(root string) ([]string, error) {
+	subsets, err := annot.CVATXMLSubsets(filepath.Join(root, "annotations.xml"))
+	if err != nil || (len(subsets) == 1 && subsets[0] == "default") {
+		return nil, err
+	}
+	return subsets, nil
+}
+
+func (cvatXML) List(root string, opt Options) (*Set, error) {
+	file := filepath.Join(root, "annotations.xml")
+	dir := root
+	if d := filepath.Join(root, "images"); isDir(d) {
+		dir = d
+	}
+	as, err := annot.ReadCVATXML(file, annot.CVATXMLOptions{ImageDir: dir, Subset: opt.Split})
+	if err != nil {
+		return nil, err
+	}
+	if opt.Split != "" {
+		dir = filepath.Join(dir, opt.Split)
+	}
+	return annotatedSet(as, file, dir), nil
 }
 
 // labelStudio is a Label Studio JSON export with brush labels

@@ -109,6 +109,65 @@ func TestCVATLayout(t *testing.T) {
 	}
 }
 
+// CVAT's "CVAT for images" export: annotations.xml and images/; a
+// polygon is drawn as a mask, and an image the XML does not list is named.
+func TestCVATXMLLayout(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations.xml"), `<?xml version="1.0" encoding="utf-8"?>
+<annotations><version>1.1</version>
+<meta><task><labels><label><name>car</name></label></labels></task></meta>
+<image id="0" name="a/f0.png" width="4" height="3"><polygon label="car" points="2,0;4,0;4,3;2,3" occluded="0" z_order="0"/></image>
+</annotations>`)
+	writeImageFile(t, filepath.Join(root, "images", "a", "f0.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	writeImageFile(t, filepath.Join(root, "images", "extra.png"), image.NewGray(image.Rect(0, 0, 4, 3)))
+	set, err := Open(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Format != "cvat-xml" || len(set.Samples) != 1 || set.Samples[0].Name != "a/f0" || !slices.Equal(set.Classes, []string{"background", "car"}) {
+		t.Fatalf("format %s, samples %+v, classes %v", set.Format, set.Samples, set.Classes)
+	}
+	if want := []int32{0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1}; !slices.Equal(labelsOf(t, set.Samples[0]), want) {
+		t.Errorf("mask %v, want %v", labelsOf(t, set.Samples[0]), want)
+	}
+	if len(set.Unmatched) != 1 || !strings.HasSuffix(set.Unmatched[0].Path, "extra.png") {
+		t.Errorf("unmatched %+v, want extra.png", set.Unmatched)
+	}
+}
+
+// A CVAT project export names each image's subset and keeps its images
+// in images/SUBSET/: the subsets are the splits.
+func TestCVATXMLSubsetsAreSplits(t *testing.T) {
+	root := t.TempDir()
+	writeText(t, filepath.Join(root, "annotations.xml"), `<?xml version="1.0" encoding="utf-8"?>
+<annotations><version>1.1</version>
+<meta><project><labels><label><name>car</name></label></labels></project></meta>
+<image id="0" name="f0.png" subset="Train" task_id="1" width="4" height="3"><box label="car" xtl="0" ytl="0" xbr="2" ybr="3"/></image>
+<image id="1" name="f1.png" subset="Validation" task_id="2" width="4" height="3"></image>
+<image id="2" name="f2.png" subset="Train" task_id="1" width="4" height="3"></image>
+</annotations>`)
+	for _, f := range []string{"Train/f0.png", "Train/f2.png", "Validation/f1.png"} {
+		writeImageFile(t, filepath.Join(root, "images", filepath.FromSlash(f)), image.NewGray(image.Rect(0, 0, 4, 3)))
+	}
+	_, splits, err := Splits(root, Options{})
+	if err != nil || !slices.Equal(splits, []string{"Train", "Validation"}) {
+		t.Fatalf("splits %q, %v; want Train, Validation", splits, err)
+	}
+	set, err := Open(root, Options{Split: "val"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Samples) != 1 || set.Samples[0].Name != "f1" || len(set.Unmatched) != 0 {
+		t.Errorf("val: samples %+v, unmatched %+v; want f1 alone", set.Samples, set.Unmatched)
+	}
+	if set, err = Open(root, Options{Split: "train"}); err != nil || len(set.Samples) != 2 {
+		t.Fatalf("train: %+v, %v", set, err)
+	}
+	if want := []int32{1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0}; !slices.Equal(labelsOf(t, set.Samples[0]), want) {
+		t.Errorf("f0 %v, want %v", labelsOf(t, set.Samples[0]), want)
+	}
+}
+
 // A Label Studio export beside its images: the brush masks of the
 // annotated tasks, and the tasks without annotation named.
 func TestLabelStudioLayout(t *testing.T) {

@@ -207,7 +207,7 @@ var (
 	mu sync.RWMutex
 	// registered are the formats in detection order; folders, the
 	// catch-all, is tried only when no other format claims a folder.
-	registered = []Format{cityscapes{}, voc{}, ade20k{}, coco{}, cvat{}, labelStudio{}, labelMe{}}
+	registered = []Format{cityscapes{}, voc{}, ade20k{}, coco{}, cvat{}, cvatXML{}, labelStudio{}, labelMe{}}
 	fallback   = Format(folders{})
 )
 

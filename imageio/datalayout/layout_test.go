@@ -223,7 +223,7 @@ func TestLayoutErrors(t *testing.T) {
 	if _, err := Open(t.TempDir(), Options{}); !errors.Is(err, ErrUnknownLayout) {
 		t.Errorf("empty folder: %v", err)
 	}
-	if _, err := Open(both, Options{Format: "kitti"}); err == nil || !strings.Contains(err.Error(), "cityscapes, voc, ade20k, coco, cvat, labelstudio, labelme, folders") {
+	if _, err := Open(both, Options{Format: "kitti"}); err == nil || !strings.Contains(err.Error(), "cityscapes, voc, ade20k, coco, cvat, cvat-xml, labelstudio, labelme, folders") {
 		t.Errorf("unknown format: %v", err)
 	}
 	dupImages := t.TempDir()
