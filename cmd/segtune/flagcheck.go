@@ -85,7 +85,7 @@ var commandRanges = map[string]setting.Range{
 // command does any work (cliflag.CheckRanges).
 func checkNumericFlags(c *cli.Context) error {
 	memlimit.Set(0)
-	if v := c.String("max-memory"); v != "" {
+	if v := globals(c).MaxMemory; v != "" {
 		n, err := memlimit.ParseBytes(v)
 		if err != nil {
 			return cli.Exit("--max-memory: "+err.Error(), 2)
