@@ -50,7 +50,20 @@ func deviceFlag(device *string) cli.Flag {
 }
 
 func threadsFlag(threads *int) cli.Flag {
-	return &cli.IntFlag{Name: "threads", Usage: "ONNX Runtime intra-op threads (0: one per core)", Destination: threads}
+	return &cli.IntFlag{Name: "threads", Usage: "ONNX Runtime intra-op threads (0: one per core)", Destination: threads,
+		Action: checkedBy[int](func() error { return runtime.Options{Threads: *threads}.Validate() })}
+}
+
+// checkedBy is a flag Action that runs check once the flag is set (on the
+// command line or by a --config file; before the command's action): a
+// value its library refuses exits with status 2, named by its flag.
+func checkedBy[T any](check func() error) func(*cli.Context, T) error {
+	return func(*cli.Context, T) error {
+		if err := check(); err != nil {
+			return cli.Exit(withFlagNames(err).Error(), 2)
+		}
+		return nil
+	}
 }
 
 func jsonFlag(asJSON *bool) cli.Flag {
@@ -72,11 +85,10 @@ func loadRuntime(c *cli.Context, device string) error {
 	return nil
 }
 
-// sessionFor is o with notices on stderr unless --quiet; the range
-// of --threads is checked here, before any work.
-func sessionFor(c *cli.Context, o runtime.Options) (runtime.Options, error) {
+// sessionFor is o with notices on stderr unless --quiet.
+func sessionFor(c *cli.Context, o runtime.Options) runtime.Options {
 	o.Log = noticeWriter(c)
-	return o, o.Validate()
+	return o
 }
 
 // progress returns a progress bar on stderr when it is a terminal and the

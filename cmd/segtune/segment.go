@@ -122,9 +122,7 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 // prepareSegment checks segment's flags and lists its work before the
 // model is opened; the folders it opened are in the result, error or not.
 func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error) {
-	if r.session, err = sessionFor(c, o.Session); err != nil {
-		return r, err
-	}
+	r.session = sessionFor(c, o.Session)
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return r, err
 	}
@@ -303,7 +301,8 @@ func maskColourFlags(o *colourOptions) []cli.Flag {
 	o.Alpha = 0.5
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "overlay-alpha", Aliases: []string{"alpha"}, Value: o.Alpha, Destination: &o.Alpha,
-			Usage: "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
+			Action: checkedBy[float64](func() error { return imageio.OverlayOptions{Alpha: o.Alpha}.Validate() }),
+			Usage:  "overlay opacity of the mask colours (--alpha is the regularizer's weight in finetune)"},
 		&cli.StringFlag{Name: "palette", Usage: "palette image (e.g. camvid12_palette.png); default: the model's sidecar, else Pascal VOC colours", Destination: &o.Palette},
 	}
 }

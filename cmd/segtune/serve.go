@@ -65,10 +65,7 @@ func runServe(c *cli.Context, o *serveCommandOptions) error {
 	if err := checkListenAddr(o.Addr); err != nil {
 		return err
 	}
-	session, err := sessionFor(c, o.Session)
-	if err != nil {
-		return err
-	}
+	session := sessionFor(c, o.Session)
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
