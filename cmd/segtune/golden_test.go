@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/runtime"
 )
@@ -142,7 +143,7 @@ func goldenRun(t *testing.T, dir string, args ...string) string {
 	os.Stdout, os.Stderr = out, out
 	app := newApp()
 	app.Writer, app.ErrWriter = out, out
-	runErr := app.Run(append([]string{"segtune"}, args...))
+	runErr := cliflag.Run(app, append([]string{"segtune"}, args...))
 	os.Stdout, os.Stderr = stdout, stderr
 	printed, _ := os.ReadFile(out.Name())
 	var b strings.Builder

@@ -13,8 +13,7 @@ import (
 )
 
 func main() {
-	app := newApp()
-	if err := app.Run(os.Args); err != nil {
+	if err := cliflag.Run(newApp(), os.Args); err != nil {
 		var exit cli.ExitCoder
 		if errors.As(err, &exit) {
 			if msg := err.Error(); msg != "" {

@@ -2,7 +2,6 @@ package cliflag
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -72,27 +71,37 @@ func OneLineUsageErrors(app *cli.App) {
 
 func oneLineUsageError(command string) cli.OnUsageErrorFunc {
 	return func(c *cli.Context, err error, isSubcommand bool) error {
-		// The flag package's error is text only; a command's arguments
-		// are its parent's, parsed already, so parse them again to learn
-		// which flag failed and why. (The app's own arguments are kept
-		// nowhere: its rare errors keep the flag package's words.)
+		// The flag package's error is text only: parse the arguments again
+		// to learn which flag failed and why. A command's are its
+		// parent's, parsed already; the app's own are kept by Run.
+		var flags []cli.Flag
+		var args []string
 		if isSubcommand && c.Command != nil {
-			if pe := FindParseError(c.Command.Flags, c.Lineage()[1].Args().Tail()); pe != nil {
-				err = pe
+			flags, args = c.Command.Flags, c.Lineage()[1].Args().Tail()
+		} else if a, ok := c.App.Metadata[argsKey].([]string); ok && len(a) > 0 {
+			flags, args = c.App.Flags, a[1:]
+		}
+		if pe := FindParseError(flags, args); pe != nil {
+			if pe.Generic {
+				return cli.Exit(pe.Error(), 2)
 			}
+			err = pe
 		}
-		pe, ok := err.(*ParseError)
-		if ok && pe.Generic {
-			return cli.Exit(pe.Error(), 2)
-		}
-		msg := err.Error()
-		if !ok {
-			msg = goFlagDash.ReplaceAllString(msg, "$1--")
-		}
-		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", msg, command), 2)
+		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", err, command), 2)
 	}
 }
 
-// goFlagDash finds the single dash before a flag's name in the flag
-// package's messages, for the app's own flags only (see above).
-var goFlagDash = regexp.MustCompile(`((?:flag|defined:|argument:|for) )-\b`)
+// argsKey holds, in an app's Metadata, the arguments Run gave it.
+const argsKey = "cliflag.args"
+
+// Run runs app with args (os.Args for a program), keeping them where
+// OneLineUsageErrors finds them for the app's own flags: urfave keeps no
+// copy. (Run by app.Run, an app's own flag that does not parse is told in
+// the flag package's words.)
+func Run(app *cli.App, args []string) error {
+	if app.Metadata == nil {
+		app.Metadata = map[string]any{}
+	}
+	app.Metadata[argsKey] = args
+	return app.Run(args)
+}

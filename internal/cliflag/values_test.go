@@ -108,3 +108,22 @@ func (keyedValue) Set(v string) error {
 	return &setting.Error{Setting: "some_key", Value: `"` + v + `"`, Err: errors.New("is refused")}
 }
 func (keyedValue) String() string { return "" }
+
+// The app's own flags are named as typed too when it runs through Run,
+// which keeps the arguments urfave does not.
+func TestAppUsageErrorsThroughRun(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"app", "--limit"}, "flag needs an argument: --limit (app --help lists its flags)"},
+		{[]string{"app", "--nosuch", "cmd"}, "flag provided but not defined: --nosuch (app --help lists its flags)"},
+	} {
+		app := &cli.App{Name: "app", Flags: []cli.Flag{&cli.StringFlag{Name: "limit"}}, ExitErrHandler: func(*cli.Context, error) {},
+			Commands: []*cli.Command{{Name: "cmd", Action: func(*cli.Context) error { return nil }}}}
+		OneLineUsageErrors(app)
+		if err := Run(app, tc.args); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
