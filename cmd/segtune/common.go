@@ -8,8 +8,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -91,22 +91,9 @@ func sessionFor(c *cli.Context, o runtime.Options) runtime.Options {
 	return o
 }
 
-// progress returns a progress bar on stderr when it is a terminal and the
-// user did not ask for quiet output; otherwise a silent bar.
+// progress is a bar counting images on a terminal, unless --quiet.
 func progress(c *cli.Context, total int, what string) *progressbar.ProgressBar {
-	if globals(c).Quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return progressbar.DefaultSilent(int64(total), what)
-	}
-	return progressbar.NewOptions(total,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("img"),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(100_000_000),
-	)
+	return progressui.Items(total, what, progressui.Shown(globals(c).Quiet))
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -9,13 +9,13 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/annot"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/inference/pipeline"
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
@@ -97,7 +97,7 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 	if n := seg.Contract.Classes; r.exp != nil && n > 0 && n != len(r.exp.Classes) {
 		return cli.Exit(fmt.Sprintf("--annotations: %d class names (%s) for a model of %d classes", len(r.exp.Classes), strings.Join(r.exp.Classes, ","), n), 2)
 	}
-	if !globals(c).Quiet && term.IsTerminal(int(os.Stderr.Fd())) { // with the progress bar
+	if progressui.Shown(globals(c).Quiet) { // with the progress bar
 		fmt.Fprintln(os.Stderr, "segtune:", imageio.DecoderInfo())
 	}
 	bar := progress(c, r.listing.Total, "segment")
