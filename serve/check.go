@@ -1,6 +1,11 @@
 package serve
 
-import "time"
+import (
+	"net"
+	"time"
+
+	"github.com/segtune/segtune/internal/setting"
+)
 
 // SettingError is an Options field no server runs with: Field is its
 // setting's key (max_batch for MaxBatch), Problem what it must be.
@@ -50,6 +55,25 @@ func (o Options) Check() error {
 		if f.d <= 0 {
 			return &SettingError{Field: f.name, Problem: "must be positive"}
 		}
+	}
+	return nil
+}
+
+// CheckAddr refuses a listening address (key "addr") that is not
+// host:port with a port: net.Listen takes "" (from --addr "$ADDR" with
+// ADDR unset) as every interface on a random port, exposing the service
+// without a word. An empty host (":8080") is every interface too, but
+// said on purpose.
+func CheckAddr(addr string) error {
+	if addr == "" {
+		return setting.Messagef("{addr} is empty: give host:port, e.g. 127.0.0.1:8080 (the default; :8080 listens on every interface)")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return setting.Messagef("{addr} %q is not host:port (e.g. 127.0.0.1:8080): %v", addr, err)
+	}
+	if port == "" {
+		return setting.Messagef("{addr} %q names no port (e.g. 127.0.0.1:8080; port 0 picks a free one)", addr)
 	}
 	return nil
 }

@@ -2,8 +2,11 @@ package serve
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 func TestOptionsCheck(t *testing.T) {
@@ -34,6 +37,24 @@ func TestOptionsCheck(t *testing.T) {
 		var se *SettingError
 		if err := o.Check(); !errors.As(err, &se) || se.Field != c.field {
 			t.Errorf("%s refused: got %v, want a *SettingError of %s", c.field, err, c.field)
+		}
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8080", ":8080", "localhost:0"} {
+		if err := CheckAddr(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"":          "addr is empty: give host:port",
+		"localhost": `addr "localhost" is not host:port`,
+		"host:":     `addr "host:" names no port`,
+	} {
+		var n setting.Namer
+		if err := CheckAddr(bad); err == nil || !strings.HasPrefix(err.Error(), want) || !errors.As(err, &n) {
+			t.Errorf("%q: %v, want %q… keyed addr", bad, err, want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/segtune/segtune/inference/pipeline"
 	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
@@ -94,8 +92,8 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 	if err := seg.CheckPalette(r.opts.Palette); err != nil {
 		return err
 	}
-	if n := seg.Contract.Classes; r.exp != nil && n > 0 && n != len(r.exp.Classes) {
-		return cli.Exit(fmt.Sprintf("--annotations: %d class names (%s) for a model of %d classes", len(r.exp.Classes), strings.Join(r.exp.Classes, ","), n), 2)
+	if err := folder.CheckAnnotationClasses(r.exp, seg.Contract.Classes); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if progressui.Shown(globals(c).Quiet) { // with the progress bar
 		fmt.Fprintln(os.Stderr, "segtune:", imageio.DecoderInfo())
@@ -112,9 +110,11 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 	}
 	if r.exp != nil {
 		r.exp.Palette = r.opts.Palette
-		if err := writeAnnotations(c, r.in, r.out, *r.exp); err != nil {
+		n, err := folder.WriteAnnotations(c.Context, r.in, r.out, *r.exp)
+		if err != nil {
 			return err
 		}
+		notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(r.exp.Formats, ", "), r.out.Path(""))
 	}
 	return reportSegment(folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard), o.JSON)
 }
@@ -144,8 +144,15 @@ func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error)
 		return r, err
 	}
 	r.settings = s.Sidecar
-	if r.exp, err = annotationsPlan(o, r.in, r.out, spec, r.settings); err != nil {
-		return r, err
+	if o.Annotations != "" {
+		names := splitNames(o.ClassNames)
+		if names == nil {
+			names = r.settings.Classes
+		}
+		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: names, Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
+		if r.exp, err = folder.PlanAnnotations(req, r.in, r.out); err != nil {
+			return r, cli.Exit(withFlagNames(err).Error(), 2)
+		}
 	}
 	r.opts = o.Folder
 	r.opts.Shard, r.opts.SkipExisting = spec, o.Shard.skipExisting(spec)
@@ -177,68 +184,6 @@ func reportSegment(sum folder.Summary, asJSON bool) error {
 		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
 	}
 	return err
-}
-
-// annotationsPlan checks --annotations before any work (nil without
-// it): its formats, local unsharded folders, the class names, and that
-// its files would replace none that is there without --overwrite.
-func annotationsPlan(o *segmentOptions, in, out *storage.Folder, spec shard.Spec, settings imageio.Sidecar) (*annot.ExportOptions, error) {
-	if o.Annotations == "" {
-		return nil, nil
-	}
-	formats, err := annot.ParseWriteFormats(o.Annotations)
-	if err != nil {
-		return nil, cli.Exit("--annotations: "+err.Error(), 2)
-	}
-	switch {
-	case spec.Source != "":
-		return nil, cli.Exit("--annotations with --shard: each shard would write its own annotation files; segment the shards without it, then run segment --annotations unsharded, which keeps their masks (--skip-existing)", 2)
-	case !in.IsLocal() || !out.IsLocal():
-		return nil, cli.Exit("--annotations needs local --input and --output folders", 2)
-	}
-	names := splitNames(o.ClassNames)
-	if names == nil {
-		names = settings.Classes
-	}
-	if slices.Contains(names, "") {
-		return nil, cli.Exit(fmt.Sprintf("--class-names %s: a class name is empty", o.ClassNames), 2)
-	}
-	if names == nil {
-		return nil, cli.Exit("--annotations names each class: give --class-names (background first) or a model whose sidecar lists its classes", 2)
-	}
-	for _, t := range annot.ExportTargets(out.Path(""), formats) {
-		if _, err := os.Lstat(t); err == nil && !o.Folder.Overwrite {
-			return nil, cli.Exit(fmt.Sprintf("--annotations: %s is there already; give --overwrite to replace it, or choose another --output", t), 2)
-		}
-	}
-	// Absolute, so that LabelMe's imagePath can lead from one to the other.
-	dir, err := filepath.Abs(out.Path(""))
-	if err != nil {
-		return nil, err
-	}
-	images, err := filepath.Abs(in.Path(""))
-	if err != nil {
-		return nil, err
-	}
-	return &annot.ExportOptions{WriteOptions: annot.WriteOptions{Classes: names}, Formats: formats, Dir: dir, ImageDir: images}, nil
-}
-
-// writeAnnotations writes exp's formats from the masks in out of the
-// images in in (those that failed have none and are left out).
-func writeAnnotations(c *cli.Context, in, out *storage.Folder, exp annot.ExportOptions) error {
-	w, err := annot.NewExport(exp)
-	if err != nil {
-		return fmt.Errorf("--annotations: %w", err)
-	}
-	n, err := annot.AddMasks(w, folder.ImageNames(c.Context, in), func(image string) string { return out.Path(folder.Stem(image) + ".png") })
-	if err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("--annotations: %w", err)
-	}
-	notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(exp.Formats, ", "), out.Path(""))
-	return nil
 }
 
 // segmentError names the flag of the folder a listing error is about.

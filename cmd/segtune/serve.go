@@ -62,7 +62,7 @@ func runServe(c *cli.Context, o *serveCommandOptions) error {
 	if err := opts.Check(); err != nil {
 		return err
 	}
-	if err := checkListenAddr(o.Addr); err != nil {
+	if err := serve.CheckAddr(o.Addr); err != nil {
 		return err
 	}
 	session := sessionFor(c, o.Session)
@@ -97,23 +97,5 @@ func runServe(c *cli.Context, o *serveCommandOptions) error {
 		return err
 	}
 	notef(c, "segtune: stopped")
-	return nil
-}
-
-// checkListenAddr refuses an --addr that is not host:port with a port:
-// net.Listen takes "" (from --addr "$ADDR" with ADDR unset) as every
-// interface on a random port, exposing the service without a word. An
-// empty host (":8080") is every interface too, but said on purpose.
-func checkListenAddr(addr string) error {
-	if addr == "" {
-		return fmt.Errorf("--addr is empty: give host:port, e.g. 127.0.0.1:8080 (the default; :8080 listens on every interface)")
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--addr %q is not host:port (e.g. 127.0.0.1:8080): %v", addr, err)
-	}
-	if port == "" {
-		return fmt.Errorf("--addr %q names no port (e.g. 127.0.0.1:8080; port 0 picks a free one)", addr)
-	}
 	return nil
 }
