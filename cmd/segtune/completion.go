@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/internal/completion"
+	"github.com/segtune/segtune/cmd/segtune/completion"
 )
 
 func completionCommand() *cli.Command {

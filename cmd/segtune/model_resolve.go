@@ -7,7 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/resolve"
 )
@@ -81,20 +80,7 @@ func noteSettings(c *cli.Context, modelPath string, s resolve.Settings, given bo
 	if s.MetadataErr != nil {
 		warnMetadata(s.MetadataErr)
 	}
-	for _, l := range s.Layers {
-		hint := ""
-		if l.Known != nil && l.Known.LabelMaps["camvid"] != "" {
-			hint = fmt.Sprintf(" (CamVid masks: --label-map '%s')", l.Known.LabelMaps["camvid"])
-		}
-		notef(c, "segtune: %s%s", l.Notice(modelPath), hint)
-		for _, n := range l.Notes {
-			notef(c, "segtune: note: %s (a sidecar, --preprocess or flags can set it)", n)
-		}
-	}
-	if len(s.Layers) == 0 && !s.Checkpoint && !given {
-		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
-			"the layout its graph shows (`segtune info`), at the model's fixed input size or else each image's own; "+
-			"set --value-scale/--value-offset or --mean/--std (and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
-			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath))
+	for _, n := range s.Notices(modelPath, given) {
+		notef(c, "segtune: %v", withFlagNames(n))
 	}
 }
