@@ -186,22 +186,15 @@ func reportSegment(sum folder.Summary, asJSON bool) error {
 	return err
 }
 
-// segmentError names the flag of the folder a listing error is about.
+// segmentError is a listing error's exit: 1 for a folder without
+// images, else 2 (a folder or the outputs there refused); errors name
+// their flags.
 func segmentError(err error) error {
-	var oe *folder.OverlapError
-	var fe *folder.FolderError
-	var ne *folder.NoImagesError
-	switch {
-	case errors.As(err, &oe):
-		return cli.Exit(fmt.Sprintf("--output %s and --input %s overlap (one is inside the other, or they are the same folder): "+
-			"segment would write among the images it reads; choose an output folder outside the input that does not hold it", oe.Out, oe.In), 2)
-	case errors.As(err, &fe) && fe.Output:
-		return flagError("output", fe.Folder, fe.Err)
-	case errors.As(err, &fe):
-		return flagError("input", fe.Folder, fe.Err)
-	case errors.As(err, &ne):
-		return cli.Exit(ne.Error(), 1)
-	case errors.As(err, new(*folder.ForeignOutputError)):
+	if errors.As(err, new(*folder.NoImagesError)) {
+		return cli.Exit(err.Error(), 1)
+	}
+	var n setting.Namer
+	if errors.As(err, &n) {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return err

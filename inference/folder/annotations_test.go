@@ -22,7 +22,9 @@ func TestPlanAnnotationsNamesItsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := func(err error) string { return setting.Rename(err, func(k string) string { return "<" + k + ">" }).Error() }
+	named := func(err error) string {
+		return setting.Rename(err, func(k string) string { return "<" + k + ">" }).Error()
+	}
 	classes := []string{"bg", "red"}
 	for _, tc := range []struct {
 		req  AnnotationRequest
