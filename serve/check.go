@@ -77,3 +77,15 @@ func CheckAddr(addr string) error {
 	}
 	return nil
 }
+
+// DefaultAddr is where segtune serve listens unless told: this machine
+// only.
+const DefaultAddr = "127.0.0.1:8080"
+
+// DefaultOptions are the options segtune serve starts from: New's
+// defaults, with 4 requests a model run and MaxPending 0 (4×MaxBatch).
+func DefaultOptions() Options {
+	o := Options{MaxBatch: 4}.withDefaults()
+	o.MaxPending = 0
+	return o
+}

@@ -58,3 +58,12 @@ func TestCheckAddr(t *testing.T) {
 		}
 	}
 }
+
+// The defaults segtune serve starts from pass Check and leave
+// MaxPending to New (0: 4×MaxBatch).
+func TestDefaultOptions(t *testing.T) {
+	o := DefaultOptions()
+	if err := o.Check(); err != nil || o.MaxBatch != 4 || o.MaxPending != 0 || o.withDefaults().MaxPending != 16 {
+		t.Errorf("%+v: %v", o, err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,8 +27,7 @@ type serveCommandOptions struct {
 }
 
 func serveCommand() *cli.Command {
-	o := &serveCommandOptions{Addr: "127.0.0.1:8080", Server: serve.Options{MaxBatch: 4, BatchWait: 5 * time.Millisecond, MaxBodyBytes: 32 << 20,
-		MaxPixels: 40_000_000, MaxConns: 256, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, ShutdownTimeout: 30 * time.Second, MinBodyRate: 16 << 10}}
+	o := &serveCommandOptions{Addr: serve.DefaultAddr, Server: serve.DefaultOptions()}
 	so := &o.Server
 	return &cli.Command{
 		Name:  "serve",
