@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
@@ -58,68 +55,16 @@ func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
 }
 
 func modelSettingsFrom(c *cli.Context, modelPath string) (resolve.Settings, error) {
-	flags, err := preprocessSettings(c)
-	if err != nil {
-		return resolve.Settings{}, err
-	}
-	s, err := resolve.ModelSettings(modelPath, c.String("preprocess"), flags)
-	if err != nil {
-		return resolve.Settings{}, err
-	}
 	var o preprocessOptions
-	given := false
-	for _, f := range preprocessFlags(&o) {
-		given = given || c.IsSet(f.Names()[0])
-	}
-	noteSettings(c, modelPath, s, given)
-	return s, nil
-}
-
-func preprocessSettings(c *cli.Context) (s imageio.Sidecar, err error) {
-	var p imageio.Preprocess
-	if v := c.String("size"); v != "" {
-		h, w, err := imageio.ParseSize(v)
-		if err != nil {
-			return s, fmt.Errorf("--size: %w", err)
-		}
-		p.Height, p.Width = h, w
-		p.Resize = imageio.ResizeStretch
-	}
-	if v := c.Float64("scale"); v != 0 {
-		p.Resize, p.ScaleFactor = imageio.ResizeScale, v
-	}
-	if v := c.String("resize"); v != "" {
-		p.Resize = imageio.ResizePolicy(v)
-	}
-	p.MultipleOf = c.Int("multiple-of")
-	p.PlusOne = c.Bool("plus-one")
-	p.Interpolation = imageio.Interpolation(c.String("interpolation"))
-	if c.Bool("bgr") {
-		p.ChannelOrder = imageio.BGR
-	}
-	if c.Bool("nhwc") {
-		p.Layout = imageio.NHWC
-	}
-	if p.Mean, err = listflag.Floats(c.String("mean")); err != nil {
-		return s, fmt.Errorf("--mean: %w", err)
-	}
-	if p.Std, err = listflag.Floats(c.String("std")); err != nil {
-		return s, fmt.Errorf("--std: %w", err)
-	}
-	p.ValueScale = c.Float64("value-scale")
-	p.ValueOffset = c.Float64("value-offset")
-	out := imageio.OutputSpec{Layout: imageio.Layout(strings.ToUpper(c.String("output-layout"))), Threshold: c.Float64("threshold")}
-	if err := out.Validate(); err != nil {
-		return s, fmt.Errorf("--output-layout/--threshold: %w", err)
-	}
-	if c.IsSet("threshold") && !(out.Threshold > 0) {
-		return s, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
-	}
-	s.Preprocess = &p
-	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
-		s.Output = &out
-	}
-	return s, nil
+	preprocessFlags(&o) // its names, for given
+	o.File, o.Size, o.BGR, o.NHWC = c.String("preprocess"), c.String("size"), c.Bool("bgr"), c.Bool("nhwc")
+	o.Pre = imageio.Preprocess{Resize: imageio.ResizePolicy(c.String("resize")), ScaleFactor: c.Float64("scale"), MultipleOf: c.Int("multiple-of"),
+		PlusOne: c.Bool("plus-one"), Interpolation: imageio.Interpolation(c.String("interpolation")),
+		ValueScale: c.Float64("value-scale"), ValueOffset: c.Float64("value-offset")}
+	o.Pre.Mean, _ = listflag.Floats(c.String("mean")) // their flags refused a bad list
+	o.Pre.Std, _ = listflag.Floats(c.String("std"))
+	o.Out = imageio.OutputSpec{Layout: imageio.Layout(c.String("output-layout")), Threshold: c.Float64("threshold")}
+	return o.modelSettings(c, modelPath)
 }
 
 func layoutOptions(c *cli.Context) (datalayout.Options, error) {
@@ -179,7 +124,3 @@ func openFolderFlag(c *cli.Context, flag string, input bool) (*storage.Folder, e
 }
 
 func newStepBar(c *cli.Context, total int64) *stepBar { return newStepBarFor(c, total, c.Bool("json")) }
-
-var _ = fmt.Sprint
-var _ = strings.ToUpper
-var _ = listflag.Floats
