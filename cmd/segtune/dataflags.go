@@ -62,6 +62,18 @@ func maskPaletteFlag(path *string) cli.Flag {
 		Usage: "read RGB colour masks: a palette image (colour i is class i) or a CVAT labelmap.txt (which also names the classes)"}
 }
 
+// labelMapFlag is --label-map, with the command's usage: its spec into
+// spec (readMasks parses it).
+func labelMapFlag(spec *string, usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "label-map", Usage: usage, Destination: spec}
+}
+
+// classNamesFlag is --class-names, with the command's usage: the list into
+// names (splitNames splits it).
+func classNamesFlag(names *string, usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "class-names", Usage: usage, Destination: names}
+}
+
 // readMasks reads how masks are read: --label-map's spec and
 // --mask-palette's file, and the classes a CVAT labelmap names.
 func readMasks(labelMap, palette string) (imageio.MaskOptions, []string, error) {

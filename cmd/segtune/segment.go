@@ -54,7 +54,7 @@ func segmentCommand() *cli.Command {
 			&cli.BoolFlag{Name: "overlay", Usage: "also write colour overlays of the masks on the images", Destination: &o.Overlay},
 			&cli.BoolFlag{Name: "overwrite", Usage: "replace files at the outputs' names that segment did not write (without it such a file, an annotation mask say, is kept and named)", Destination: &o.Folder.Overwrite},
 			&cli.StringFlag{Name: "annotations", Usage: "also write the masks as pre-annotations: " + strings.Join(annot.WriteFormats, ", ") + " (comma-separated), in OUTPUT/FORMAT/; local folders, unsharded", Destination: &o.Annotations},
-			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for --annotations (default: the model's sidecar)", Destination: &o.ClassNames},
+			classNamesFlag(&o.ClassNames, "comma-separated class names for --annotations (default: the model's sidecar)"),
 		}, sessionFlags(&o.Session), []cli.Flag{jsonFlag(&o.JSON)},
 			maskColourFlags(&o.Colour), shardFlags(&o.Shard), preprocessFlags(&o.Pre), denseFlags(&o.Dense, "")),
 		Action: func(c *cli.Context) error { return runSegment(c, o) },
