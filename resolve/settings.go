@@ -3,6 +3,7 @@ package resolve
 import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Settings are the settings a model runs with, and what they were merged
@@ -57,4 +58,30 @@ func ModelSettings(path, file string, override imageio.Sidecar) (Settings, error
 		err = s.Preprocess.Validate()
 	}
 	return s, err
+}
+
+// Notices say where s, the settings of the model at modelPath, come
+// from: one per layer (with its notes), or, for a model with none run
+// without settings of the user's (given false), the defaults assumed.
+// They name settings by key ({label_map}, {mean}…), for the caller to
+// call them as the user does (setting.Rename).
+func (s Settings) Notices(modelPath string, given bool) []error {
+	var out []error
+	for _, l := range s.Layers {
+		if l.Known != nil && l.Known.LabelMaps["camvid"] != "" {
+			out = append(out, setting.Messagef("%s (CamVid masks: {label_map} '%s')", l.Notice(modelPath), l.Known.LabelMaps["camvid"]))
+		} else {
+			out = append(out, setting.Messagef("%s", l.Notice(modelPath)))
+		}
+		for _, n := range l.Notes {
+			out = append(out, setting.Messagef("note: %s (a sidecar, {preprocess} or flags can set it)", n))
+		}
+	}
+	if len(s.Layers) == 0 && !s.Checkpoint && !given {
+		out = append(out, setting.Messagef("%s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
+			"the layout its graph shows (`segtune info`), at the model's fixed input size or else each image's own; "+
+			"set {value_scale}/{value_offset} or {mean}/{std} (and {size}, {scale}, {bgr}, {nhwc}), {preprocess} FILE, or write %s",
+			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath)))
+	}
+	return out
 }

@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 )
 
@@ -70,5 +72,23 @@ func TestModelSettingsOfCheckpoint(t *testing.T) {
 	if !s.Checkpoint || s.Layers != nil || !reflect.DeepEqual(s.Classes, cfg.ClassNames) || *s.IgnoreLabel != 7 || s.LabelMap == nil ||
 		s.Preprocess.ValueScale != 2 || s.Preprocess.Interpolation != imageio.Nearest {
 		t.Errorf("checkpoint settings %+v %+v", s, *s.Preprocess)
+	}
+}
+
+// Notices name settings by key: the caller calls them by its own names.
+func TestNoticesNameSettingsByKey(t *testing.T) {
+	flag := func(key string) string { return "--" + key }
+	ns := Settings{}.Notices("m.onnx", false)
+	if len(ns) != 1 {
+		t.Fatalf("%d notices for a model without settings, want 1", len(ns))
+	}
+	got := setting.Rename(ns[0], flag).Error()
+	for _, want := range []string{"m.onnx is not a known model", "set --value_scale/--value_offset or --mean/--std", "--preprocess FILE"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	if ns := (Settings{}).Notices("m.onnx", true); len(ns) != 0 {
+		t.Errorf("settings given: %v", ns)
 	}
 }

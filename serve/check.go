@@ -1,14 +1,25 @@
 package serve
 
-import "time"
+import (
+	"net"
+	"time"
+
+	"github.com/segtune/segtune/internal/setting"
+)
 
 // SettingError is an Options field no server runs with: Field is its
-// name, Problem what it must be.
+// setting's key (max_batch for MaxBatch), Problem what it must be.
 type SettingError struct {
 	Field, Problem string
 }
 
-func (e *SettingError) Error() string { return e.Field + " " + e.Problem }
+func (e *SettingError) Error() string { return e.Named(func(key string) string { return key }) }
+
+// Named is the message with the setting called by name(key)
+// (setting.Namer), as the CLI calls it by its flag.
+func (e *SettingError) Named(name func(key string) string) string {
+	return name(e.Field) + " " + e.Problem
+}
 
 // Check refuses options a user gave that no server runs with: a count
 // below 1 (MaxBatch, MaxBodyBytes, MaxPixels, MaxConns, MinBodyRate), a
@@ -21,7 +32,7 @@ func (o Options) Check() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"MaxBatch", int64(o.MaxBatch)}, {"MaxBodyBytes", o.MaxBodyBytes}, {"MaxPixels", o.MaxPixels}, {"MaxConns", int64(o.MaxConns)}, {"MinBodyRate", o.MinBodyRate}} {
+	}{{"max_batch", int64(o.MaxBatch)}, {"max_body", o.MaxBodyBytes}, {"max_pixels", o.MaxPixels}, {"max_conns", int64(o.MaxConns)}, {"min_body_rate", o.MinBodyRate}} {
 		if f.v < 1 {
 			return &SettingError{Field: f.name, Problem: "must be at least 1"}
 		}
@@ -29,21 +40,52 @@ func (o Options) Check() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"MaxPending", int64(o.MaxPending)}, {"MaxMemory", o.MaxMemory}, {"BodyMemory", o.BodyMemory}} {
+	}{{"max_pending", int64(o.MaxPending)}, {"max_memory", o.MaxMemory}, {"body_memory", o.BodyMemory}} {
 		if f.v < 0 {
 			return &SettingError{Field: f.name, Problem: "must not be negative"}
 		}
 	}
 	if o.BodyMemory > 0 && o.BodyMemory < o.MaxBodyBytes {
-		return &SettingError{Field: "BodyMemory", Problem: "must be at least MaxBodyBytes, the largest body"}
+		return &SettingError{Field: "body_memory", Problem: "must be at least max_body, the largest body"}
 	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"ReadTimeout", o.ReadTimeout}, {"WriteTimeout", o.WriteTimeout}, {"ShutdownTimeout", o.ShutdownTimeout}} {
+	}{{"read_timeout", o.ReadTimeout}, {"write_timeout", o.WriteTimeout}, {"shutdown_timeout", o.ShutdownTimeout}} {
 		if f.d <= 0 {
 			return &SettingError{Field: f.name, Problem: "must be positive"}
 		}
 	}
 	return nil
+}
+
+// CheckAddr refuses a listening address (key "addr") that is not
+// host:port with a port: net.Listen takes "" (from --addr "$ADDR" with
+// ADDR unset) as every interface on a random port, exposing the service
+// without a word. An empty host (":8080") is every interface too, but
+// said on purpose.
+func CheckAddr(addr string) error {
+	if addr == "" {
+		return setting.Messagef("{addr} is empty: give host:port, e.g. 127.0.0.1:8080 (the default; :8080 listens on every interface)")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return setting.Messagef("{addr} %q is not host:port (e.g. 127.0.0.1:8080): %v", addr, err)
+	}
+	if port == "" {
+		return setting.Messagef("{addr} %q names no port (e.g. 127.0.0.1:8080; port 0 picks a free one)", addr)
+	}
+	return nil
+}
+
+// DefaultAddr is where segtune serve listens unless told: this machine
+// only.
+const DefaultAddr = "127.0.0.1:8080"
+
+// DefaultOptions are the options segtune serve starts from: New's
+// defaults, with 4 requests a model run and MaxPending 0 (4×MaxBatch).
+func DefaultOptions() Options {
+	o := Options{MaxBatch: 4}.withDefaults()
+	o.MaxPending = 0
+	return o
 }

@@ -2,8 +2,11 @@ package serve
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 func TestOptionsCheck(t *testing.T) {
@@ -16,18 +19,18 @@ func TestOptionsCheck(t *testing.T) {
 		field string
 		edit  func(*Options)
 	}{
-		{"MaxBatch", func(o *Options) { o.MaxBatch = 0 }},
-		{"MaxBodyBytes", func(o *Options) { o.MaxBodyBytes = -1 }},
-		{"MaxPixels", func(o *Options) { o.MaxPixels = 0 }},
-		{"MaxConns", func(o *Options) { o.MaxConns = 0 }},
-		{"MaxPending", func(o *Options) { o.MaxPending = -1 }},
-		{"MinBodyRate", func(o *Options) { o.MinBodyRate = 0 }},
-		{"MaxMemory", func(o *Options) { o.MaxMemory = -1 }},
-		{"BodyMemory", func(o *Options) { o.BodyMemory = -1 }},
-		{"BodyMemory", func(o *Options) { o.BodyMemory = o.MaxBodyBytes - 1 }},
-		{"ReadTimeout", func(o *Options) { o.ReadTimeout = 0 }},
-		{"WriteTimeout", func(o *Options) { o.WriteTimeout = -time.Second }},
-		{"ShutdownTimeout", func(o *Options) { o.ShutdownTimeout = 0 }},
+		{"max_batch", func(o *Options) { o.MaxBatch = 0 }},
+		{"max_body", func(o *Options) { o.MaxBodyBytes = -1 }},
+		{"max_pixels", func(o *Options) { o.MaxPixels = 0 }},
+		{"max_conns", func(o *Options) { o.MaxConns = 0 }},
+		{"max_pending", func(o *Options) { o.MaxPending = -1 }},
+		{"min_body_rate", func(o *Options) { o.MinBodyRate = 0 }},
+		{"max_memory", func(o *Options) { o.MaxMemory = -1 }},
+		{"body_memory", func(o *Options) { o.BodyMemory = -1 }},
+		{"body_memory", func(o *Options) { o.BodyMemory = o.MaxBodyBytes - 1 }},
+		{"read_timeout", func(o *Options) { o.ReadTimeout = 0 }},
+		{"write_timeout", func(o *Options) { o.WriteTimeout = -time.Second }},
+		{"shutdown_timeout", func(o *Options) { o.ShutdownTimeout = 0 }},
 	} {
 		o := good
 		c.edit(&o)
@@ -35,5 +38,32 @@ func TestOptionsCheck(t *testing.T) {
 		if err := o.Check(); !errors.As(err, &se) || se.Field != c.field {
 			t.Errorf("%s refused: got %v, want a *SettingError of %s", c.field, err, c.field)
 		}
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8080", ":8080", "localhost:0"} {
+		if err := CheckAddr(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"":          "addr is empty: give host:port",
+		"localhost": `addr "localhost" is not host:port`,
+		"host:":     `addr "host:" names no port`,
+	} {
+		var n setting.Namer
+		if err := CheckAddr(bad); err == nil || !strings.HasPrefix(err.Error(), want) || !errors.As(err, &n) {
+			t.Errorf("%q: %v, want %q… keyed addr", bad, err, want)
+		}
+	}
+}
+
+// The defaults segtune serve starts from pass Check and leave
+// MaxPending to New (0: 4×MaxBatch).
+func TestDefaultOptions(t *testing.T) {
+	o := DefaultOptions()
+	if err := o.Check(); err != nil || o.MaxBatch != 4 || o.MaxPending != 0 || o.withDefaults().MaxPending != 16 {
+		t.Errorf("%+v: %v", o, err)
 	}
 }

@@ -5,40 +5,8 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
-)
 
-// Shell completion: each script asks segtune itself for the words that
-// may follow (urfave/cli's hidden --generate-bash-completion flag, which
-// EnableBashCompletion turns on), so it stays true as commands and flags
-// change. The scripts run the words typed so far as an array, never
-// through eval.
-const (
-	bashCompletion = `# segtune completion for bash: source <(segtune completion bash)
-_segtune_complete() {
-  local cur="${COMP_WORDS[COMP_CWORD]}"
-  local words=("${COMP_WORDS[@]:0:COMP_CWORD}")
-  [[ "$cur" == -* ]] && words+=("$cur")
-  local IFS=$'\n'
-  COMPREPLY=($(compgen -W "$("${words[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
-}
-complete -o bashdefault -o default -F _segtune_complete segtune
-`
-	zshCompletion = `#compdef segtune
-# segtune completion for zsh: source <(segtune completion zsh)
-_segtune() {
-  local -a opts
-  local cur=${words[-1]}
-  local -a typed=(${words[@]:0:#words[@]-1})
-  [[ "$cur" == -* ]] && typed+=("$cur")
-  opts=("${(@f)$("${typed[@]}" --generate-bash-completion 2>/dev/null)}")
-  if [[ -n "${opts[1]}" ]]; then
-    _describe 'values' opts
-  else
-    _files
-  fi
-}
-compdef _segtune segtune
-`
+	"github.com/segtune/segtune/cmd/segtune/completion"
 )
 
 func completionCommand() *cli.Command {
@@ -54,22 +22,11 @@ func completionCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("completion: name the shell: bash, zsh or fish", 2)
 			}
-			var script string
-			switch shell := c.Args().First(); shell {
-			case "bash":
-				script = bashCompletion
-			case "zsh":
-				script = zshCompletion
-			case "fish":
-				s, err := c.App.ToFishCompletion()
-				if err != nil {
-					return err
-				}
-				script = s
-			default:
-				return cli.Exit(fmt.Sprintf("completion: no script for %q: want bash, zsh or fish", shell), 2)
+			script, err := completion.Script(c.Args().First(), c.App.ToFishCompletion)
+			if err != nil {
+				return cli.Exit("completion: "+err.Error(), 2)
 			}
-			_, err := fmt.Fprint(os.Stdout, script)
+			_, err = fmt.Fprint(os.Stdout, script)
 			return err
 		},
 	}

@@ -24,13 +24,13 @@ func dataCheckCommand() *cli.Command {
 			"is named as a problem.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			labelMapFlag(new(string), `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`),
+			maskPaletteFlag(new(string)),
 			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)"},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label that is no class"},
-			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
-			jsonFlag,
-		}, dataLayoutFlags("--data")...),
+			classNamesFlag(new(string), "comma-separated class names for the report"),
+			jsonFlag(new(bool)),
+		}, dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: runDataCheck,
 	}
 }
@@ -90,9 +90,9 @@ func dataConvertCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/"},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, dataLayoutFlags("--data")...),
+			labelMapFlag(new(string), `remap mask labels on the way, e.g. "cityscapes"`),
+			maskPaletteFlag(new(string)),
+		}, dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: runDataConvert,
 	}
 }

@@ -26,9 +26,9 @@ func dataSplitCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)"},
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data"},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
+			labelMapFlag(new(string), `remap mask labels on the way, e.g. "cityscapes"`),
+			maskPaletteFlag(new(string)),
+		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: runDataSplit,
 	}
 }

@@ -1,79 +1,36 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"os"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/segtune/segtune/finetune"
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/resolve"
 )
 
-// stepBar shows training progress: steps, loss, throughput and time left.
-type stepBar struct {
-	bar *progressbar.ProgressBar
-}
+// stepBar shows training progress (progressui.Steps).
+type stepBar struct{ steps *progressui.Steps }
 
-func newStepBar(c *cli.Context, total int64) *stepBar {
-	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return &stepBar{}
-	}
-	return &stepBar{bar: progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(200_000_000),
-		progressbar.OptionFullWidth(),
-	)}
+// newStepBarFor shows a bar on a terminal, not with --quiet or asJSON.
+func newStepBarFor(c *cli.Context, total int64, asJSON bool) *stepBar {
+	return &stepBar{progressui.NewSteps(total, !asJSON && progressui.Shown(globals(c).Quiet))}
 }
 
 func (b *stepBar) update(s finetune.StepInfo) {
-	if b.bar == nil {
-		return
-	}
-	b.bar.Describe(fmt.Sprintf("epoch %d/%d  loss %.4f  %.1f img/s", s.Epoch+1, s.Epochs, s.Loss, s.ImagesPerSec))
-	b.bar.Set64(s.Step)
+	b.steps.Update(s.Epoch, s.Epochs, s.Loss, s.ImagesPerSec, s.Step)
 }
 
 // clear removes the bar so that a line can be printed in its place.
-func (b *stepBar) clear() {
-	if b.bar != nil {
-		b.bar.Clear()
-	}
-}
+func (b *stepBar) clear() { b.steps.Clear() }
 
 // downloadUI shows model downloads: a byte bar on a terminal (not with
 // --quiet or --json) and notices unless --quiet.
 func downloadUI(c *cli.Context) resolve.DownloadUI {
 	ui := resolve.DownloadUI{Note: func(s string) { notef(c, "segtune: %s", s) }}
-	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
-		return ui
-	}
-	ui.NewBar = func(name string, size, have int64) io.WriteCloser {
-		bar := progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("downloading "+name),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionThrottle(200_000_000),
-			progressbar.OptionFullWidth(),
-		)
-		bar.Set64(have)
-		return bar
+	if !c.IsSet("json") && progressui.Shown(globals(c).Quiet) {
+		ui.NewBar = func(name string, size, have int64) io.WriteCloser { return progressui.Bytes(name, size, have) }
 	}
 	return ui
-}
-
-// noticeWriter is where notices go: stderr unless --quiet.
-func noticeWriter(c *cli.Context) io.Writer {
-	if c.Bool("quiet") {
-		return io.Discard
-	}
-	return os.Stderr
 }

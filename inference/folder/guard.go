@@ -6,6 +6,7 @@ import (
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -16,9 +17,13 @@ type OverlapError struct {
 	In, Out *storage.Folder
 }
 
-func (e *OverlapError) Error() string {
-	return fmt.Sprintf("the output folder %s and the input folder %s overlap (one is inside the other, or they are the same folder): "+
-		"masks would be written among the images read; choose an output folder outside the input that does not hold it", e.Out, e.In)
+func (e *OverlapError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with the folders' settings called by name(key)
+// (setting.Namer): output and input.
+func (e *OverlapError) Named(name func(key string) string) string {
+	return setting.Sprintf(name, "{output} %s and {input} %s overlap (one is inside the other, or they are the same folder): "+
+		"segment would write among the images it reads; choose an output folder outside the input that does not hold it", e.Out, e.In)
 }
 
 // CheckFolders refuses (with an *OverlapError) an output folder that

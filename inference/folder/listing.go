@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -53,7 +54,17 @@ type FolderError struct {
 	Err    error
 }
 
-func (e *FolderError) Error() string { return fmt.Sprintf("%s: %v", e.Folder, e.Err) }
+func (e *FolderError) Error() string { return e.Named(setting.Key) }
+
+// Named is the message with the folder's setting (output or input)
+// called by name(key) (setting.Namer).
+func (e *FolderError) Named(name func(key string) string) string {
+	key := "input"
+	if e.Output {
+		key = "output"
+	}
+	return fmt.Sprintf("%s %s: %v", name(key), e.Folder, e.Err)
+}
 func (e *FolderError) Unwrap() error { return e.Err }
 
 // List lists the images of in that opts.Shard segments into out, checking
