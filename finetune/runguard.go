@@ -103,7 +103,7 @@ func checkBaseDigest(path, recorded, ckpt string, log io.Writer) error {
 
 // identify gives the run its id (a resumed run keeps its checkpoint's)
 // and refuses a folder holding another run's checkpoints.
-func (t *trainer) identify(ck *checkpoint.Checkpoint) error {
+func (t *runner) identify(ck *checkpoint.Checkpoint) error {
 	if ck != nil {
 		t.keeper.RunID = ck.RunID
 		return nil
