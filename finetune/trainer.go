@@ -473,7 +473,7 @@ func (t *runner) restore(ck *checkpoint.Checkpoint) error {
 		byName[p.Name] = p
 	}
 	for _, w := range ck.Weights {
-		if strings.HasPrefix(w.Name, EMAPrefix) {
+		if strings.HasPrefix(w.Name, checkpoint.EMAPrefix) {
 			continue // the moving average, restored below
 		}
 		p := byName[w.Name]
@@ -834,7 +834,7 @@ func (t *runner) finish() (*Result, error) {
 	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	if ok {
 		out := filepath.Join(t.dir, ModelFile)
-		if _, err := Export(src, "", out); err != nil {
+		if err := Export(src, "", out); err != nil {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)
 		}
 		res.Model = out
