@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/evaluate"
-	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/pathguard"
@@ -334,7 +334,7 @@ func (r Request) Inputs() []File {
 	add(imageio.SidecarPath(r.Base), "the base model's sidecar")
 	if r.Checkpoint {
 		if r.Base == "" {
-			base := finetune.CheckpointBase(r.Source)
+			base := export.CheckpointBase(r.Source)
 			add(base, "the checkpoint's base model")
 			add(imageio.SidecarPath(base), "the base model's sidecar")
 		}

@@ -5,36 +5,19 @@ import (
 	"strings"
 
 	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/contract"
-	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/grad"
 )
 
-// readContract reads the network's contract with the run's layout and
-// output settings, and refuses the models whose outputs cannot be trained.
-func readContract(m *onnx.Model, cfg *Config) (*contract.Contract, error) {
-	ct, err := contract.Read(m, ContractOverrides(cfg.Preprocess, cfg.Output))
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case ct.Kind == contract.Labels:
-		return nil, fmt.Errorf("output %q holds labels (an ArgMax inside the graph), which carry no gradient; fine-tune the model exported without its final ArgMax", ct.Output)
-	case ct.ResizedAfterActivation:
-		return nil, fmt.Errorf("output %q: a Resize follows the final %s, so the scores before it are at another size than the output; fine-tuning needs the activation last", ct.Output, ct.Kind)
-	case ct.ScoresClassAxis != 1 && ct.ScoresClassAxis != 3:
-		return nil, &contract.LayoutError{Msg: fmt.Sprintf("output %q: the class axis of %q cannot be traced through the graph's transposes", ct.Output, ct.Scores)}
-	case ct.Classes == 0:
-		return nil, fmt.Errorf("output %q: its class count is neither declared nor readable from the final convolution", ct.Output)
-	}
-	// The loader feeds the layout the model takes; the run records it.
-	if cfg.Preprocess.Layout == "" {
-		cfg.Preprocess.Layout = imageio.Layout(ct.InputLayout)
-	}
-	return ct, nil
-}
+// The graph side reads the loss and the modes; Config's checks call its
+// readers by these names.
+var (
+	lossTerms      = trainer.LossTerms
+	parsePrecision = trainer.ParsePrecision
+	checkResident  = trainer.CheckResident
+)
 
 // ContractOverrides is what the settings (a sidecar, a run's config,
 // flags) say where a model's graph cannot: its input layout, its output
@@ -54,47 +37,6 @@ func fitFixedSize(cfg *Config, ct *contract.Contract) (changed bool) {
 		return true
 	}
 	return false
-}
-
-// trainingLoss is the loss on the scores before the model's final
-// activation: softmax cross entropy for logits and softmax heads (never on
-// probabilities), per-channel binary cross entropy for sigmoid and binary
-// heads (one logit channel); terms (lossTerms) make it focal, add Dice, or
-// replace it with Dice.
-func trainingLoss(ct *contract.Contract, ignore int64, terms grad.Loss) grad.Loss {
-	l := grad.Loss{Kind: grad.LossCrossEntropy, Output: ct.Scores, ClassAxis: ct.ScoresClassAxis, IgnoreIndex: &ignore,
-		Focal: terms.Focal, Dice: terms.Dice, Lovasz: terms.Lovasz, NoPixel: terms.NoPixel}
-	if ct.Thresholded() {
-		l.Kind = grad.LossSigmoidBCE
-	}
-	return l
-}
-
-// lossTerms reads Config.Loss and FocalGamma into the loss's terms.
-func lossTerms(loss string, gamma float64) (grad.Loss, error) {
-	if gamma == 0 {
-		gamma = 2
-	}
-	if !(gamma > 0 && gamma <= 10) {
-		return grad.Loss{}, fmt.Errorf("focal gamma %v: want a number in (0, 10]", gamma)
-	}
-	switch strings.ToLower(loss) {
-	case "", "ce":
-		return grad.Loss{}, nil
-	case "focal":
-		return grad.Loss{Focal: gamma}, nil
-	case "dice":
-		return grad.Loss{NoPixel: true, Dice: 1}, nil
-	case "lovasz":
-		return grad.Loss{NoPixel: true, Lovasz: 1}, nil
-	case "ce+dice":
-		return grad.Loss{Dice: 1}, nil
-	case "ce+lovasz":
-		return grad.Loss{Lovasz: 1}, nil
-	case "focal+dice":
-		return grad.Loss{Focal: gamma, Dice: 1}, nil
-	}
-	return grad.Loss{}, fmt.Errorf("loss %q: want ce, focal, dice, lovasz, ce+dice, ce+lovasz or focal+dice", loss)
 }
 
 // validationPreprocess validates a fixed-size model at its size, as

@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/models/contract"
 )
 
 // Monitored validation values for early stopping (Config.Monitor).
@@ -46,46 +46,6 @@ func (c *Config) monitor() (name, key string, lower bool) {
 		return MonitorLoss, "val_loss", true
 	}
 	return MonitorMIoU, "val_miou", false
-}
-
-// hasValidationLoss reports whether Evaluate can compute a cross entropy
-// from the model's output: class logits, probabilities or
-// log-probabilities (not a sigmoid, binary or label head).
-func hasValidationLoss(ct *contract.Contract) bool {
-	switch ct.Kind {
-	case contract.Logits, contract.Softmax, contract.LogSoftmax:
-		return !ct.Binary
-	}
-	return false
-}
-
-// crossEntropy adds up −log p(target) over the labelled pixels of one
-// image's scores (laid out [classes, n] as kind says) and counts them.
-func crossEntropy(scores []float32, classes, n int, target []uint8, ignore int, kind contract.Kind) (sum float64, pixels int64) {
-	for i := 0; i < n; i++ {
-		t := int(target[i])
-		if t == ignore || t >= classes {
-			continue
-		}
-		switch kind {
-		case contract.Softmax:
-			sum -= math.Log(max(float64(scores[t*n+i]), 1e-12))
-		case contract.LogSoftmax:
-			sum -= float64(scores[t*n+i])
-		default: // logits: log-sum-exp minus the target's logit
-			m := math.Inf(-1)
-			for c := 0; c < classes; c++ {
-				m = max(m, float64(scores[c*n+i]))
-			}
-			var e float64
-			for c := 0; c < classes; c++ {
-				e += math.Exp(float64(scores[c*n+i]) - m)
-			}
-			sum += m + math.Log(e) - float64(scores[t*n+i])
-		}
-		pixels++
-	}
-	return sum, pixels
 }
 
 // earlyStop follows the monitored value epoch after epoch.
@@ -138,11 +98,11 @@ func (e *earlyStop) restore(metrics map[string]float64) {
 
 // setupEarlyStop ranks checkpoints by the monitored value and checks that
 // the run can compute it.
-func (t *trainer) setupEarlyStop() error {
+func (t *runner) setupEarlyStop() error {
 	_, key, lower := t.cfg.monitor()
 	t.keeper.Metric, t.keeper.LowerIsBetter = key, lower
 	t.stop = earlyStop{patience: t.cfg.Patience, key: key, lower: lower}
-	if t.cfg.Monitor == MonitorLoss && !hasValidationLoss(t.ct) {
+	if t.cfg.Monitor == MonitorLoss && !trainer.HasValidationLoss(t.ct) {
 		return fmt.Errorf("%s: monitoring %s needs a head of class logits or probabilities, and this one is %s", t.cfg.Network.BaseModel, MonitorLoss, t.ct.Kind)
 	}
 	if t.cfg.Patience > 0 && t.par.Parallel() {
@@ -152,7 +112,7 @@ func (t *trainer) setupEarlyStop() error {
 }
 
 // stopEarly logs the stop and records it in metrics.jsonl.
-func (t *trainer) stopEarly(epoch int) error {
+func (t *runner) stopEarly(epoch int) error {
 	name, _, _ := t.cfg.monitor()
 	t.stopped = true
 	extra := map[string]float64{"patience": float64(t.stop.patience), "stale_epochs": float64(t.stop.stale)}

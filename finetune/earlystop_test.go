@@ -14,7 +14,6 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/models/contract"
 )
 
 func TestEarlyStopCounts(t *testing.T) {
@@ -33,21 +32,6 @@ func TestEarlyStopCounts(t *testing.T) {
 	low := earlyStop{patience: 1, lower: true}
 	if low.observe(1) || low.observe(0.5) || !low.observe(0.7) {
 		t.Error("lower is better: 1, 0.5 improve, 0.7 does not")
-	}
-}
-
-// Reference: the logits (0, ln 3) give class 1 the probability 3/4.
-func TestCrossEntropy(t *testing.T) {
-	l3 := float32(math.Log(3))
-	scores := []float32{0, l3, 0, l3, 0, 0} // [classes=2, n=3]
-	sum, n := crossEntropy(scores, 2, 3, []uint8{1, 0, 255}, 255, contract.Logits)
-	want := -math.Log(0.75) - math.Log(0.75)
-	if n != 2 || math.Abs(sum-want) > 1e-6 {
-		t.Errorf("logits: %v over %d, want %v over 2", sum, n, want)
-	}
-	probs := []float32{0.25, 0.75, 0.5, 0.75, 0.25, 0.5}
-	if sum, _ := crossEntropy(probs, 2, 3, []uint8{1, 0, 255}, 255, contract.Softmax); math.Abs(sum-want) > 1e-6 {
-		t.Errorf("probabilities: %v, want %v", sum, want)
 	}
 }
 

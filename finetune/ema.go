@@ -10,11 +10,9 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
-// EMAPrefix names, in a checkpoint of a run with Config.EMA, the
-// exponential moving average of each trained tensor: "ema/" + its name,
-// beside the tensor itself. Export and evaluation use the averages; a
-// resumed run restores both.
-const EMAPrefix = "ema/"
+// EMAPrefix names the moving averages in a checkpoint
+// (checkpoint.EMAPrefix).
+const EMAPrefix = checkpoint.EMAPrefix
 
 // ema is the exponential moving average of the trained parameters:
 // after every optimiser step, avg ← decay·avg + (1 − decay)·param, in
@@ -80,26 +78,4 @@ func (e *ema) restore(params []*optim.Param, ws []checkpoint.Tensor) error {
 		copy(e.avg[i], d)
 	}
 	return nil
-}
-
-// withEMA is ck's weights with each tensor that has a moving average
-// replaced by it: the weights a run with EMA validates and exports.
-func withEMA(ws []checkpoint.Tensor) []checkpoint.Tensor {
-	avg := map[string]checkpoint.Tensor{}
-	for _, w := range ws {
-		if name, ok := strings.CutPrefix(w.Name, EMAPrefix); ok {
-			avg[name] = w
-		}
-	}
-	var out []checkpoint.Tensor
-	for _, w := range ws {
-		if strings.HasPrefix(w.Name, EMAPrefix) {
-			continue
-		}
-		if a, ok := avg[w.Name]; ok {
-			w.Data = a.Data
-		}
-		out = append(out, w)
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
@@ -27,9 +28,9 @@ func TestEMAUpdate(t *testing.T) {
 		t.Errorf("average %v, want %v", e.avg[0], want)
 	}
 	ws := append([]checkpoint.Tensor{{Name: "w", Data: p.Data}, {Name: "b", Data: []float32{3}}}, e.tensors([]*optim.Param{p})...)
-	got := withEMA(ws)
+	got := checkpoint.WithEMA(ws)
 	if len(got) != 2 || !slices.Equal(got[0].Data, []float32{2, 1}) || got[1].Name != "b" {
-		t.Errorf("withEMA = %+v", got)
+		t.Errorf("WithEMA = %+v", got)
 	}
 	for _, bad := range []float64{-0.1, 1, 1.5, math.NaN()} {
 		if err := CheckEMA(bad); err == nil {
@@ -90,11 +91,11 @@ func TestEMAResumesExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := InferenceModel(best, "")
+	m, err := export.InferenceModel(best, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range withEMA(best.Weights) {
+	for _, w := range checkpoint.WithEMA(best.Weights) {
 		got, err := onnx.Float32s(m.Initializer(w.Name))
 		if err != nil || !slices.Equal(got, w.Data) {
 			t.Errorf("exported %s is not the checkpoint's average (%v)", w.Name, err)

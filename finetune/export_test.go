@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -21,7 +22,7 @@ import (
 func assertExportMatchesTraining(t *testing.T, ckPath string, cfg Config) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "exported.onnx")
-	exported, err := Export(ckPath, "", out)
+	exported, err := export.Export(ckPath, "", out, recordedSettings)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,6 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/runtime"
 )
 
 func epochLosses(t *testing.T, dir string) []float64 {
@@ -248,19 +246,6 @@ func TestRefusesToOverwriteARun(t *testing.T) {
 	}
 }
 
-// Graphs for a device that will run on the CPU keep the CPU's Winograd
-// form: cpu, and auto where no CUDA provider prepares (this machine's
-// CUDA build, if any, finds no GPU in CI).
-func TestMayRunOnGPU(t *testing.T) {
-	if mayRunOnGPU("cpu") || mayRunOnGPU("") || !mayRunOnGPU("cuda") || !mayRunOnGPU("CUDA") {
-		t.Fatal("cpu compiled for the GPU or cuda for the CPU")
-	}
-	testassets.RequireORT(t)
-	if _, err := runtime.CUDADevices(); err != nil && mayRunOnGPU("auto") {
-		t.Errorf("auto compiled for the GPU where CUDA is unavailable (%v)", err)
-	}
-}
-
 // TestToyRunLearnsWithEachLoss: every --loss trains the toy model (its
 // loss falls and it segments), and the training graph carries the terms
 // asked for; a bad name or γ is refused before any work.
@@ -294,19 +279,6 @@ func TestToyRunLearnsWithEachLoss(t *testing.T) {
 		if err := cfg.validate(); err == nil {
 			t.Errorf("loss %q γ %v accepted", c.loss, c.gamma)
 		}
-	}
-}
-
-func TestLossTerms(t *testing.T) {
-	for loss, want := range map[string]grad.Loss{
-		"": {}, "CE": {}, "focal": {Focal: 2}, "dice": {NoPixel: true, Dice: 1}, "lovasz": {NoPixel: true, Lovasz: 1}, "ce+lovasz": {Lovasz: 1}, "ce+dice": {Dice: 1}, "focal+dice": {Focal: 2, Dice: 1},
-	} {
-		if got, err := lossTerms(loss, 0); err != nil || got.Focal != want.Focal || got.Dice != want.Dice || got.NoPixel != want.NoPixel || got.Lovasz != want.Lovasz {
-			t.Errorf("%q: %+v, %v; want %+v", loss, got, err, want)
-		}
-	}
-	if got, _ := lossTerms("focal", 0.5); got.Focal != 0.5 {
-		t.Errorf("focal γ 0.5 read as %v", got.Focal)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/testassets"
@@ -132,7 +133,7 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 	if err := m.Save(cfg.Network.BaseModel); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Export(ckPath, "", filepath.Join(dir, "x.onnx"))
+	err = Export(ckPath, "", filepath.Join(dir, "x.onnx"))
 	if err == nil || !strings.Contains(err.Error(), "is not the base model") || !strings.Contains(err.Error(), cfg.Network.BaseModel) {
 		t.Errorf("export: err = %v", err)
 	}
@@ -145,7 +146,7 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 	other := filepath.Join(dir, "other.onnx")
 	m.Proto.ProducerName = proto.String("a third")
 	m.Save(other)
-	_, err = Export(ckPath, other, filepath.Join(dir, "x.onnx"))
+	err = Export(ckPath, other, filepath.Join(dir, "x.onnx"))
 	if err == nil || !strings.Contains(err.Error(), other) {
 		t.Errorf("export --model other: err = %v", err)
 	}
@@ -156,10 +157,10 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warn bytes.Buffer
-	old := Warnings
-	Warnings = &warn
-	defer func() { Warnings = old }()
-	if _, err := Export(legacy, "", filepath.Join(dir, "y.onnx")); err != nil {
+	old := export.Warnings
+	export.Warnings = &warn
+	defer func() { export.Warnings = old }()
+	if err := Export(legacy, "", filepath.Join(dir, "y.onnx")); err != nil {
 		t.Errorf("legacy checkpoint: %v", err)
 	}
 	if !strings.Contains(warn.String(), "records no SHA-256") {

@@ -4,16 +4,20 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
 )
 
-// Notice is a line a run tells its user as it goes about its settings: one
-// it changed, one it could not honour here, or how to continue it. Named
-// words it with each setting called name(key); String names them by key.
-type Notice interface {
-	String() string
-	Named(name func(key string) string) string
-}
+// Notice is a line a run tells its user as it goes about its settings
+// (trainer.Notice).
+type Notice = trainer.Notice
+
+// FallbackNotice and DefaultNotice come from the graph side, which
+// chooses the precision, the state's place and the CUDA options.
+type (
+	FallbackNotice = trainer.FallbackNotice
+	DefaultNotice  = trainer.DefaultNotice
+)
 
 // ResumedNotice: a resumed run applies settings that may change on resume.
 type ResumedNotice struct{ Changes []SettingChange }
@@ -39,28 +43,6 @@ func (n InterruptedNotice) String() string { return n.Named(setting.Key) }
 
 func (n InterruptedNotice) Named(name func(key string) string) string {
 	return setting.Sprintf(name, "interrupted: saved %s at step %d; continue with {resume}", n.Checkpoint, n.Step)
-}
-
-// FallbackNotice: the Value of the setting Setting (its config key)
-// cannot be honoured here, and the run goes on without it; Reason says why
-// and what it does instead.
-type FallbackNotice struct{ Setting, Value, Reason string }
-
-func (n FallbackNotice) String() string { return n.Named(setting.Key) }
-
-func (n FallbackNotice) Named(name func(key string) string) string {
-	return fmt.Sprintf("segtune: %s %s: %s", name(n.Setting), n.Value, n.Reason)
-}
-
-// DefaultNotice: for the Value of the setting Setting the run chose a
-// default, Chosen, for the reason Why; the setting Override sets another
-// (both config keys).
-type DefaultNotice struct{ Setting, Value, Chosen, Why, Override string }
-
-func (n DefaultNotice) String() string { return n.Named(setting.Key) }
-
-func (n DefaultNotice) Named(name func(key string) string) string {
-	return fmt.Sprintf("segtune: %s %s: %s (%s; %s overrides it)", name(n.Setting), n.Value, n.Chosen, n.Why, name(n.Override))
 }
 
 // notice hands n to h.Notice, or writes its words to h.Log.

@@ -17,8 +17,6 @@ import (
 	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/runtime"
 )
 
 // TrainParallel is Train for data-parallel training on the ranks of comm
@@ -55,10 +53,10 @@ func TrainParallel(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, 
 // With Accumulate > 1 it is the examples of one optimiser step: the
 // loader draws them as one batch and each rank's stepper runs its share
 // in Accumulate parts of Batch (stepper.stepAccumulated).
-func (t *trainer) globalBatch() int { return t.cfg.Batch * t.par.Size() * t.accumulate() }
+func (t *runner) globalBatch() int { return t.cfg.Batch * t.par.Size() * t.accumulate() }
 
 // accumulate is the batches summed in each optimiser step (1: none).
-func (t *trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
+func (t *runner) accumulate() int { return max(t.cfg.Accumulate, 1) }
 
 // NoBatchError refuses training data too small for one batch: Examples
 // examples for a step of Processes processes with Batch examples each.
@@ -89,7 +87,7 @@ func (e *RunExistsError) Named(name func(key string) string) string {
 // openRunDir is the first thing a run does in its folder (on rank 0): lock
 // it, refuse to overwrite another run, and load the checkpoint to resume
 // from (nil when there is none).
-func (t *trainer) openRunDir(resume bool) (*runLock, *checkpoint.Checkpoint, error) {
+func (t *runner) openRunDir(resume bool) (*runLock, *checkpoint.Checkpoint, error) {
 	lock, err := lockRunDir(t.dir) // one run per folder, from the first file it reads
 	if err != nil {
 		return nil, nil, err
@@ -144,25 +142,11 @@ func checkRanks(p *dataparallel.Group, old Config, ckpt string) error {
 	return nil
 }
 
-// bindLossScale feeds the training graph's loss scale (present when the
-// graph was built for several ranks).
-func bindLossScale(p *dataparallel.Group, s *stepper) error {
-	if !p.Parallel() {
-		return nil
-	}
-	i := s.inputIndex(grad.LossScaleName)
-	if i < 0 {
-		return fmt.Errorf("training graph lacks its %q input", grad.LossScaleName)
-	}
-	s.setInput(i, runtime.NewFloat32(s.inputs[i].Shape, p.NewLossScale()))
-	return nil
-}
-
 // nextBatch returns this rank's part of the next batch, or errStop when
 // the run is to stop at this step: on every rank at once, as soon as one
 // of them is interrupted. It also weighs this rank's loss by its share of
 // the batch's labelled pixels.
-func (t *trainer) nextBatch(ctx context.Context, loader *data.Loader) (*data.Batch, error) {
+func (t *runner) nextBatch(ctx context.Context, loader *data.Loader) (*data.Batch, error) {
 	p := t.par
 	var b *data.Batch
 	stop := ctx.Err() != nil
@@ -207,7 +191,7 @@ var errStop = errors.New("stop")
 // outcome is err); the ranks learn it, stop together when it was
 // interrupted, and check that their weights and dual states are still the
 // same replicas.
-func (t *trainer) endEpochRanks(epoch int, err error) error {
+func (t *runner) endEpochRanks(epoch int, err error) error {
 	p := t.par
 	if !p.Parallel() {
 		return err
@@ -239,7 +223,7 @@ func (t *trainer) endEpochRanks(epoch int, err error) error {
 }
 
 // fingerprint hashes the weights and the size regularizer's state.
-func (t *trainer) fingerprint() ([2]uint64, error) {
+func (t *runner) fingerprint() ([2]uint64, error) {
 	var out [2]uint64
 	h := sha256.New()
 	var b [4]byte
@@ -251,8 +235,8 @@ func (t *trainer) fingerprint() ([2]uint64, error) {
 		}
 	}
 	out[0] = binary.LittleEndian.Uint64(h.Sum(nil))
-	if t.reg != nil {
-		st, err := t.reg.state()
+	if t.net.Regularized() {
+		st, err := t.net.RegularizerState()
 		if err != nil {
 			return out, err
 		}
@@ -279,7 +263,7 @@ func (e *RankMismatchError) Named(name func(key string) string) string {
 // checkSameRun makes sure every rank trains the same run: the same
 // settings, base model and training data (each rank reads its own copy);
 // a difference would silently mix different problems.
-func (t *trainer) checkSameRun() error {
+func (t *runner) checkSameRun() error {
 	p := t.par
 	if !p.Parallel() {
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -72,7 +73,7 @@ func maxWeightDiff(t *testing.T, a, b *checkpoint.Checkpoint) (float64, string) 
 // dualState reads τ, λ, ε and μ of every term from a checkpoint.
 func dualState(t *testing.T, ck *checkpoint.Checkpoint) []float64 {
 	t.Helper()
-	v, err := DualVariables(ck)
+	v, err := trainer.DualVariables(ck)
 	if err != nil {
 		t.Fatal(err)
 	}

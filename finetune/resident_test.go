@@ -12,12 +12,10 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/onnx/autocast"
-	"github.com/segtune/segtune/runtime"
 )
 
 // TestResidentRunMatchesHostRun: fine-tuning with the training state in
@@ -93,19 +91,6 @@ func TestResidentRegularized(t *testing.T) {
 	assertResumeIsExact(t, filepath.Join(dir, "resume"), cfg)
 }
 
-func TestResidentRejectsBadSetting(t *testing.T) {
-	tr := &trainer{par: dataparallel.New(nil)}
-	if _, err := tr.residentState(Config{Resident: "maybe"}); err == nil {
-		t.Error(`--resident "maybe" was accepted`)
-	}
-	for setting, want := range map[string]bool{"on": true, "off": false, "auto": false, "": false} {
-		got, err := tr.residentState(Config{Resident: setting, Device: "cpu"})
-		if err != nil || got != want {
-			t.Errorf("--resident %q on the CPU: %v, %v; want %v", setting, got, err, want)
-		}
-	}
-}
-
 // TestHalfPrecisionRun: --precision fp16 trains the toy model in both
 // forms (float16 convolutions behind Casts; ONNX Runtime's CPU provider
 // runs them through its own float32 fallback), records the loss scale in
@@ -114,8 +99,8 @@ func TestHalfPrecisionRun(t *testing.T) {
 	testassets.RequireORT(t)
 	// A scale large enough to overflow the first steps' float16
 	// gradients, so that skipping and halving are exercised and resumed.
-	defer func(s float64) { initialLossScale = s }(initialLossScale)
-	initialLossScale = 1 << 19
+	defer func(s float64) { trainer.InitialLossScale = s }(trainer.InitialLossScale)
+	trainer.InitialLossScale = 1 << 19
 	for _, res := range []string{"off", "on"} {
 		t.Run("resident-"+res, func(t *testing.T) {
 			dir := t.TempDir()
@@ -142,101 +127,13 @@ func TestHalfPrecisionRun(t *testing.T) {
 			if skipped == 0 || skipped > 4 {
 				t.Errorf("%d steps skipped for overflow at a starting scale of 2^19", skipped)
 			}
-			want := initialLossScale / math.Pow(2, float64(skipped))
+			want := trainer.InitialLossScale / math.Pow(2, float64(skipped))
 			if len(steps) == 0 || steps[len(steps)-1].Extra["loss_scale"] != want {
 				t.Fatalf("last loss scale %v after %d skipped steps, want %v", steps[len(steps)-1].Extra["loss_scale"], skipped, want)
 			}
 			t.Logf("%d of %d steps skipped for overflow", skipped, len(steps))
 			assertResumeIsExact(t, filepath.Join(dir, "resume"), cfg)
 		})
-	}
-}
-
-func TestLossScalerPolicy(t *testing.T) {
-	const initialLossScale = 1 << 16
-	l := &lossScaler{Scale: initialLossScale}
-	l.overflowed()
-	if l.Scale != initialLossScale/2 || l.Clean != 0 {
-		t.Fatalf("after an overflow: %+v", *l)
-	}
-	for range lossScaleGrowthEvery - 1 {
-		l.clean()
-	}
-	if l.Scale != initialLossScale/2 {
-		t.Fatalf("grew before %d clean steps: %+v", lossScaleGrowthEvery, *l)
-	}
-	l.clean()
-	if l.Scale != initialLossScale || l.Clean != 0 {
-		t.Fatalf("after %d clean steps: %+v", lossScaleGrowthEvery, *l)
-	}
-	for range 100 {
-		l.overflowed()
-	}
-	if l.Scale != minLossScale {
-		t.Fatalf("scale fell to %v, below its floor %v", l.Scale, minLossScale)
-	}
-}
-
-func TestPrecisionSetting(t *testing.T) {
-	var log strings.Builder
-	tr := &trainer{par: dataparallel.New(nil), hooks: Hooks{Log: &log}}
-	for setting, want := range map[string]mixedPrecision{
-		"": {}, "fp32": {}, "TF32": {}, "fp16": {half: true, typ: autocast.Float16},
-	} {
-		if got, err := tr.precision(Config{Precision: setting}); err != nil || got != want {
-			t.Errorf("--precision %q: %v, %v", setting, got, err)
-		}
-	}
-	if _, err := tr.precision(Config{Precision: "int8"}); err == nil {
-		t.Error("--precision int8 was accepted")
-	}
-	// bfloat16 needs the CUDA provider: refused on an explicit CPU,
-	// float32 with one line where auto finds no GPU.
-	if _, err := tr.precision(Config{Precision: "bf16", Device: "cpu"}); err == nil || !strings.Contains(err.Error(), "CUDA") {
-		t.Errorf("--precision bf16 --device cpu: %v", err)
-	}
-	if _, err := runtime.CUDADevices(); err == nil {
-		t.Skip("this machine has a CUDA GPU: bf16 with --device auto stays bf16")
-	}
-	log.Reset()
-	if got, err := tr.precision(Config{Precision: "bf16", Device: "auto"}); err != nil || got.half {
-		t.Errorf("--precision bf16 --device auto without a GPU: %v, %v", got, err)
-	}
-	if l := log.String(); strings.Count(l, "\n") != 1 || !strings.Contains(l, "float32") || strings.Contains(l, "--") {
-		t.Errorf("bf16 fallback line %q", l)
-	}
-}
-
-// TestResidentAutoFallsBack: where auto chose the device form and it does
-// not open, the run goes on in the host form with one line saying why;
-// --resident on fails instead, and a host-form failure is not retried.
-func TestResidentAutoFallsBack(t *testing.T) {
-	refuse := errors.New("CopyTensors: no data transfer\nsecond line")
-	var log strings.Builder
-	var tried []bool
-	open := func(res bool) (*stepper, error) {
-		tried = append(tried, res)
-		if res {
-			return nil, refuse
-		}
-		return &stepper{}, nil
-	}
-	s, err := openStepper(Hooks{Log: &log}.notice, "auto", true, open)
-	if err != nil || s == nil || !slices.Equal(tried, []bool{true, false}) {
-		t.Fatalf("auto: %v, tried %v", err, tried)
-	}
-	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "no data transfer") || !strings.Contains(got, "host memory") ||
-		!strings.Contains(got, "resident auto: ") || strings.Contains(got, "--") {
-		t.Errorf("fallback line %q", got)
-	}
-	tried, log = nil, strings.Builder{}
-	if _, err := openStepper(Hooks{Log: &log}.notice, "on", true, open); !errors.Is(err, refuse) || len(tried) != 1 || log.Len() != 0 {
-		t.Errorf("--resident on: %v after %v tries, log %q", err, tried, log.String())
-	}
-	tried = nil
-	failHost := func(res bool) (*stepper, error) { tried = append(tried, res); return nil, refuse }
-	if _, err := openStepper(Hooks{Log: &log}.notice, "auto", false, failHost); !errors.Is(err, refuse) || len(tried) != 1 {
-		t.Errorf("host form: %v after %v tries", err, tried)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
 )
 
@@ -199,7 +200,7 @@ func keepFixedCrop(old Config, cfg *Config) {
 	if err != nil {
 		return
 	}
-	if ct, err := readContract(m, &old); err == nil && ct.Height == int64(old.Height) && ct.Width == int64(old.Width) {
+	if ct, err := trainer.ReadContract(m, ContractOverrides(old.Preprocess, old.Output)); err == nil && ct.Height == int64(old.Height) && ct.Width == int64(old.Width) {
 		cfg.Height, cfg.Width = old.Height, old.Width
 	}
 }
@@ -316,7 +317,7 @@ func resumeRecord(epoch, step int64, changes []resumeChange) history.Record {
 
 // recordResume notes the settings a resumption changed and writes them to
 // metrics.jsonl as a KindResume line.
-func (t *trainer) recordResume(changes []resumeChange) error {
+func (t *runner) recordResume(changes []resumeChange) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -362,7 +363,7 @@ func (e *DivergedError) advice(name func(key string) string) string {
 }
 
 // diverged is the DivergedError of the coming step, failing with err.
-func (t *trainer) diverged(err error) error {
+func (t *runner) diverged(err error) error {
 	e := &DivergedError{Step: t.steps + 1, Err: err, LR: t.cfg.LR / 10, Dir: t.dir}
 	if in, rerr := checkpoint.ReadInfo(t.keeper.LastPath()); rerr == nil {
 		e.Checkpoint, e.CheckpointStep = t.keeper.LastPath(), in.Step

@@ -3,21 +3,16 @@ package finetune
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/internal/setting"
 )
-
-// Warnings receives the package's warnings that have no run log to go
-// to (a checkpoint without a base-model digest); nil discards them.
-var Warnings io.Writer = os.Stderr
 
 // newRunID returns a random identifier for a new run, recorded in each
 // of its checkpoints.
@@ -68,42 +63,13 @@ func (e *LeftoverCheckpointsError) Named(name func(key string) string) string {
 		e.Dir, strings.Join(e.Found, ", "), checkpoint.LastName)
 }
 
-// BaseDigestError refuses a base model, Path, whose SHA-256 (Got) is not
-// the one the checkpoint Checkpoint records (Recorded): the file was
-// replaced, or it is another model.
-type BaseDigestError struct{ Path, Checkpoint, Got, Recorded string }
-
-func (e *BaseDigestError) Error() string { return e.Named(setting.Key) }
-
-// Named is the message with its settings called name(key).
-func (e *BaseDigestError) Named(name func(key string) string) string {
-	return setting.Sprintf(name, "%s is not the base model %s was trained from: its SHA-256 is %s, the checkpoint records %s (the file was replaced or {network.base_model} names another model)",
-		e.Path, e.Checkpoint, e.Got[:min(12, len(e.Got))]+"…", e.Recorded[:min(12, len(e.Recorded))]+"…")
-}
-
-// checkBaseDigest compares the base model at path with the digest a
-// checkpoint recorded. A checkpoint from before digests were recorded
-// (empty digest) is accepted with a warning on log.
-func checkBaseDigest(path, recorded, ckpt string, log io.Writer) error {
-	if recorded == "" {
-		if log != nil {
-			fmt.Fprintf(log, "warning: %s records no SHA-256 of its base model; cannot check that %s is the model it was trained from\n", ckpt, path)
-		}
-		return nil
-	}
-	got, err := regfile.SHA256(path)
-	if err != nil {
-		return err
-	}
-	if got != recorded {
-		return &BaseDigestError{Path: path, Checkpoint: filepath.Base(ckpt), Got: got, Recorded: recorded}
-	}
-	return nil
-}
+// BaseDigestError refuses a base model that is not the one a checkpoint
+// was trained from (export.BaseDigestError).
+type BaseDigestError = export.BaseDigestError
 
 // identify gives the run its id (a resumed run keeps its checkpoint's)
 // and refuses a folder holding another run's checkpoints.
-func (t *trainer) identify(ck *checkpoint.Checkpoint) error {
+func (t *runner) identify(ck *checkpoint.Checkpoint) error {
 	if ck != nil {
 		t.keeper.RunID = ck.RunID
 		return nil
@@ -119,7 +85,7 @@ func (t *trainer) identify(ck *checkpoint.Checkpoint) error {
 // model must be the one the checkpoint was trained from.
 func baseDigest(path string, ck *checkpoint.Checkpoint, ckPath string, log io.Writer) (string, error) {
 	if ck != nil {
-		if err := checkBaseDigest(path, ck.BaseSHA256, ckPath, log); err != nil {
+		if err := export.CheckBaseDigest(path, ck.BaseSHA256, ckPath, log); err != nil {
 			return "", err
 		}
 	}

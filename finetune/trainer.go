@@ -9,32 +9,22 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/segtune/segtune/dual"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/schedule"
-	"github.com/segtune/segtune/finetune/sizehead"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/models/contract"
-	"github.com/segtune/segtune/models/network"
-	"github.com/segtune/segtune/onnx"
-	"github.com/segtune/segtune/onnx/autocast"
-	"github.com/segtune/segtune/onnx/grad"
-	"github.com/segtune/segtune/onnx/grad/ortprobe"
-	"github.com/segtune/segtune/runtime"
 )
 
 // ErrInterrupted is returned when the context is cancelled (Ctrl-C): the
@@ -138,19 +128,17 @@ type Result struct {
 	Base *BaseComparison `json:",omitempty"`
 }
 
-// trainer is one run's state.
-type trainer struct {
+// runner is one run's state.
+type runner struct {
 	cfg     Config
 	dir     string
 	hooks   Hooks
 	train   *data.Dataset
 	val     *data.Dataset
-	base    *onnx.Model // inference network (new head applied)
+	net     *trainer.Net // the graph side: the network, its training session
 	ct      *contract.Contract
-	input   string
-	params  []*optim.Param
+	params  []*optim.Param // net's, in Go memory
 	sched   schedule.Schedule
-	step    *stepper
 	keeper  *checkpoint.Keeper
 	hist    *history.Writer
 	perEp   int   // steps per epoch
@@ -159,11 +147,9 @@ type trainer struct {
 	inEpoch int
 	steps   int64 // optimiser steps done
 	best    *float64
-	sizer   *sizer       // nil when size groups cannot be formed
-	ema     *ema         // nil without Config.EMA
-	reg     *regularizer // nil for the baseline
+	sizer   *sizer // nil when size groups cannot be formed
+	ema     *ema   // nil without Config.EMA
 	par     *dataparallel.Group
-	scaler  *lossScaler // nil unless Precision fp16
 	stop    earlyStop
 	stopped bool // the monitored value stopped improving: the run ends
 	// unvalidated is the epoch whose end is under way (or, restored, was
@@ -189,7 +175,7 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 	if hooks.Log == nil {
 		hooks.Log = io.Discard
 	}
-	t := &trainer{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log},
+	t := &runner{dir: dir, hooks: hooks, keeper: &checkpoint.Keeper{Dir: dir, Metric: "val_miou", Log: hooks.Log},
 		par: dataparallel.New(comm)}
 	var lock *runLock
 	var ck *checkpoint.Checkpoint
@@ -202,11 +188,8 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 		return nil, err
 	}
 	resumed, err := t.prepare(ctx, cfg, ck)
-	if t.reg != nil {
-		defer t.reg.close()
-	}
-	if t.step != nil {
-		defer t.step.close()
+	if t.net != nil {
+		defer t.net.Close()
 	}
 	if t.hist != nil {
 		defer t.hist.Close()
@@ -234,7 +217,7 @@ func train(ctx context.Context, comm *mpi.Comm, cfg Config, dir string, resume b
 // prepare settles the run's configuration (the checkpoint's, when
 // resuming), builds it and restores the checkpoint; on rank 0 it also
 // starts or trims the history.
-func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkpoint) (resumed []resumeChange, err error) {
+func (t *runner) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkpoint) (resumed []resumeChange, err error) {
 	if ck != nil {
 		var old Config
 		if err := json.Unmarshal(ck.Config, &old); err != nil {
@@ -325,15 +308,16 @@ func (t *trainer) prepare(ctx context.Context, cfg Config, ck *checkpoint.Checkp
 
 // setup opens the data, builds the network and its training graph and the
 // optimiser.
-func (t *trainer) setup(ctx context.Context) error {
+func (t *runner) setup(ctx context.Context) error {
 	if err := t.setupData(ctx); err != nil {
 		return err
 	}
-	gs, err := t.compile()
-	if err != nil {
+	if err := t.net.Build(t.graphSpec()); err != nil {
 		return err
 	}
-	if err := t.setupStepper(gs); err != nil {
+	t.params = t.net.Params()
+	var err error
+	if t.sched, err = schedule.Parse(t.cfg.Schedule, t.cfg.LR, t.total); err != nil {
 		return err
 	}
 	if t.cfg.EMA > 0 {
@@ -345,24 +329,26 @@ func (t *trainer) setup(ctx context.Context) error {
 // setupData reads the base model and its contract, opens the training
 // and validation data, fits the size groups and the regularizer's state,
 // and counts the run's steps.
-func (t *trainer) setupData(ctx context.Context) error {
+func (t *runner) setupData(ctx context.Context) error {
 	cfg := &t.cfg
-	var err error
-	if t.base, err = cfg.Network.LoadNetwork(""); err != nil {
+	base, err := cfg.Network.LoadNetwork("")
+	if err != nil {
 		return err
-	}
-	if q := onnx.Quantized(t.base); len(q) > 0 {
-		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, &network.QuantizedError{Ops: q})
 	}
 	if cfg.Network.Dequantize {
 		fmt.Fprintf(t.hooks.Log, "dequantize: %s trains with its integer weights turned into float ones (scale × (q − zero point)); %s will be a float model (an int8 export quantizes it again)\n",
 			filepath.Base(cfg.Network.BaseModel), ModelFile)
 	}
-	if note := t.base.WeightInputsNote(); note != "" { // as export says it
+	if note := base.WeightInputsNote(); note != "" { // as export says it
 		fmt.Fprintf(t.hooks.Log, "note: %s: %s\n", filepath.Base(cfg.Network.BaseModel), note)
 	}
-	if t.ct, err = readContract(t.base, cfg); err != nil {
-		return fmt.Errorf("%s: %w", cfg.Network.BaseModel, err)
+	if t.net, err = trainer.Open(base, cfg.Network.BaseModel, ContractOverrides(cfg.Preprocess, cfg.Output), t.par, t.hooks.notice, t.hooks.Log); err != nil {
+		return err
+	}
+	t.ct = t.net.Contract()
+	// The loader feeds the layout the model takes; the run records it.
+	if cfg.Preprocess.Layout == "" {
+		cfg.Preprocess.Layout = imageio.Layout(t.ct.InputLayout)
 	}
 	if err := t.setupEarlyStop(); err != nil {
 		return err
@@ -380,7 +366,6 @@ func (t *trainer) setupData(ctx context.Context) error {
 			cfg.Network.BaseModel, t.ct.Height, t.ct.Width, cfg.Height, cfg.Width)
 	}
 	classes := t.ct.Classes
-	t.input = t.ct.Input
 	var lm *imageio.LabelMap
 	if cfg.LabelMap != "" {
 		if lm, err = imageio.ParseLabelMap(cfg.LabelMap); err != nil {
@@ -415,11 +400,6 @@ func (t *trainer) setupData(ctx context.Context) error {
 		// eval` on them) split small and large objects the same way.
 		cfg.Size.Threshold, cfg.Size.Classes = t.sizer.threshold, t.sizer.classes
 	}
-	if cfg.Regularizer != nil && cfg.Regularizer.Alpha > 0 {
-		if t.reg, err = newRegularizer(*cfg.Regularizer, t.sizer, t.train); err != nil {
-			return err
-		}
-	}
 	t.perEp = t.train.Len() / t.globalBatch()
 	if t.perEp == 0 {
 		return &NoBatchError{Examples: t.train.Len(), Batch: cfg.Batch * t.accumulate(), Processes: t.par.Size()}
@@ -431,181 +411,39 @@ func (t *trainer) setupData(ctx context.Context) error {
 	return nil
 }
 
-// compile builds the training graph: the base model with the size head
-// where the regularizer is on, the trainable parameters, the loss with its
-// class weights, and mixed precision.
-func (t *trainer) compile() (*grad.Graphs, error) {
+// graphSpec is what the graph side takes of the run's configuration,
+// its class weights and its examples' size classes.
+func (t *runner) graphSpec() trainer.Spec {
 	cfg := &t.cfg
-	patterns, err := TrainablePatterns(t.base, cfg.Trainable)
-	if err != nil {
-		return nil, err
+	spec := trainer.Spec{
+		Trainable: cfg.Trainable, Batch: cfg.Batch, Height: cfg.Height, Width: cfg.Width, Ignore: cfg.Ignore,
+		Loss: cfg.Loss, FocalGamma: cfg.FocalGamma,
+		ClassWeights:    func() ([]float64, error) { return resolveClassWeights(cfg.ClassWeights, t.train) },
+		ClassWeightsHow: "as given",
+		Optimizer:       cfg.Optimizer, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
+		Precision: cfg.Precision, ConvGrad: cfg.ConvGrad, Device: cfg.Device, Resident: cfg.Resident,
+		Threads: cfg.Threads, CUDAGraph: cfg.CUDAGraph, CUDAOptions: cfg.CUDAOptions,
+		Seed: cfg.Seed, Accumulate: cfg.Accumulate, Regularizer: cfg.Regularizer,
 	}
-	trainModel := t.base.Clone()
-	if err := network.SetBatch(trainModel, int64(cfg.Batch)); err != nil {
-		return nil, err
+	if cfg.ClassWeights == ClassWeightsAuto {
+		spec.ClassWeightsHow = "auto: 1/ln(1.02 + p), p each class's share of the training masks' pixels"
 	}
-	ignore := int64(cfg.Ignore)
-	gc := grad.Config{InputShapes: map[string][]int64{}}
-	if t.reg != nil {
-		head, regGC, err := t.reg.addToGraph(trainModel, cfg.Batch, cfg.Seed)
-		if err != nil {
-			return nil, err
+	if r := cfg.Regularizer; r != nil && r.Alpha > 0 {
+		spec.SizeClasses = make([]int, t.train.Len())
+		for id := range spec.SizeClasses {
+			spec.SizeClasses[id] = t.sizer.class(t.train, id)
 		}
-		gc = regGC
-		for _, n := range head {
-			patterns = append(patterns, "re:"+regexp.QuoteMeta(n))
-		}
+		spec.SizeThreshold = t.sizer.threshold
 	}
-	gc.Trainable = patterns
-	// The steps read the loss, the gradients and the regularizer's
-	// ExtraOutputs, never the logits: no copy of them per step.
-	gc.OmitModelOutputs = true
-	gc.InputShapes[t.input] = t.ct.InputLayout.Shape(cfg.Batch, cfg.Height, cfg.Width)
-	terms, err := lossTerms(cfg.Loss, cfg.FocalGamma)
-	if err != nil {
-		return nil, err
-	}
-	gc.Loss = trainingLoss(t.ct, ignore, terms)
-	if gc.Loss.ClassWeights, err = resolveClassWeights(cfg.ClassWeights, t.train); err != nil {
-		return nil, err
-	}
-	if gc.Loss.ClassWeights != nil {
-		if gc.Loss.Kind != grad.LossCrossEntropy {
-			return nil, fmt.Errorf("class weights need a softmax head; %s is a sigmoid (binary) head", cfg.Network.BaseModel)
-		}
-		how := "as given"
-		if cfg.ClassWeights == ClassWeightsAuto {
-			how = "auto: 1/ln(1.02 + p), p each class's share of the training masks' pixels"
-		}
-		fmt.Fprintf(t.hooks.Log, "class weights (%s): %s\n", how, formatWeights(gc.Loss.ClassWeights))
-	}
-	mp, err := t.precision(*cfg)
-	if err != nil {
-		return nil, err
-	}
-	if mp.half {
-		// Mixed precision: the heavy operators in half precision behind
-		// Casts (the parameters stay float32 masters); float16 scales
-		// the loss.
-		if _, err := autocast.Apply(trainModel, mp.typ); err != nil {
-			return nil, &setting.Error{Setting: "precision", Value: cfg.Precision, Err: err}
-		}
-		gc.MinOpset = mp.typ.MinOpset()
-		if mp.typ == autocast.Float16 {
-			t.scaler = &lossScaler{Scale: initialLossScale}
-		}
-	}
-	gc.Loss.Scale = t.par.Parallel() || t.scaler != nil // each rank's share of the batch's loss; the loss scale
-	gc.Prober = ortprobe.Prober{Threads: cfg.Threads}
-	// Winograd convolutions pay on ONNX Runtime's CPU provider; cuDNN
-	// chooses its own convolution algorithms, and CUDA sums contiguous axes
-	// with ONNX Runtime's own kernels rather than cuDNN's reduction.
-	gc.DirectConvs = mayRunOnGPU(cfg.Device)
-	gc.MatrixReductions = gc.DirectConvs
-	gc.WhereMasks = gc.DirectConvs // one Where per mask on CUDA; Cast+Mul is faster on the CPU
-	if gc.ConvGrad, err = t.convGrad(*cfg, gc.DirectConvs); err != nil {
-		return nil, err
-	}
-	gs, err := grad.Build(trainModel, gc)
-	if err != nil {
-		if b := t.ct.Batch; b > 0 && b != int64(cfg.Batch) {
-			return nil, &setting.Error{Setting: "batch", Value: strconv.Itoa(cfg.Batch), Err: fmt.Errorf("%s declares a fixed batch of %d and training at this batch failed: %w; its graph may bake the batch size in: train with a batch of %d",
-				cfg.Network.BaseModel, b, err, b)}
-		}
-		return nil, err
-	}
-	return gs, nil
-}
-
-// setupStepper takes the parameters out of the compiled graph, configures
-// the optimiser and opens the stepper that runs the steps.
-func (t *trainer) setupStepper(gs *grad.Graphs) error {
-	cfg := &t.cfg
-	for _, p := range gs.Params {
-		v, err := onnx.Float32s(p)
-		if err != nil {
-			return err
-		}
-		t.params = append(t.params, &optim.Param{Name: p.GetName(), Shape: p.GetDims(), Data: v})
-		// From here on the weight lives in t.params, and validationModel
-		// writes it back into a copy of the base: the base's own copy
-		// would hold the model's size of memory for the whole run.
-		if w := t.base.Initializer(p.GetName()); w != nil {
-			onnx.DropData(w)
-		}
-	}
-	alg, err := optim.ParseAlgorithm(cfg.Optimizer)
-	if err != nil {
-		return err
-	}
-	oc := optim.DefaultConfig(alg)
-	oc.NoDecay = optim.NoDecayVectors
-	if cfg.Momentum != nil {
-		oc.Momentum = *cfg.Momentum
-	}
-	if cfg.WeightDecay != nil {
-		oc.WeightDecay = *cfg.WeightDecay
-	}
-	res, err := t.residentState(*cfg)
-	if err != nil {
-		return err
-	}
-	var outputs []string
-	if t.reg != nil {
-		outputs = append(outputs, sizehead.Scores)
-	}
-	ropts := runtime.Options{Device: cfg.Device, Threads: cfg.Threads, Log: t.hooks.Log}
-	if mayRunOnGPU(cfg.Device) {
-		ropts.CUDAOptions = cudaOptions(*cfg)
-		if search := ropts.CUDAOptions[runtime.CUDAConvSearch]; search != "" && cfg.CUDAOptions[runtime.CUDAConvSearch] == "" {
-			t.hooks.notice(DefaultNotice{Setting: "precision", Value: cfg.Precision, Override: "cuda_options",
-				Chosen: fmt.Sprintf("CUDA option %s=%s", runtime.CUDAConvSearch, search),
-				Why:    "cuDNN's exhaustive search re-ran every step in half precision"})
-		}
-	}
-	ropts.ConvGradCUDA = grad.UsesConvGrad(gs.Training.Proto)
-	if t.step, err = openStepper(t.hooks.notice, cfg.Resident, res, func(res bool) (*stepper, error) {
-		return newStepper(gs, t.params, t.input, oc, res, cfg.CUDAGraph, outputs, t.scaler, ropts)
-	}); err != nil {
-		return err
-	}
-	if t.reg != nil {
-		if err := t.reg.bind(t.step); err != nil {
-			return err
-		}
-	}
-	if err := bindLossScale(t.par, t.step); err != nil {
-		return err
-	}
-	// Compiling left Go's heap at its peak (the model, its clones, the
-	// shape probe's copy), mostly garbage now: hand it back to the OS
-	// before the step's arena grows, so that the process peaks at the
-	// larger of the two rather than their sum.
-	debug.FreeOSMemory()
-	if t.sched, err = schedule.Parse(cfg.Schedule, cfg.LR, t.total); err != nil {
-		return err
-	}
-	return nil
-}
-
-// cudaOptions are the CUDA provider options of cfg's training session:
-// TF32 in cuDNN's and cuBLAS's float32 kernels, as PyTorch does for
-// convolutions, except under Precision fp32; cuDNN's heuristic convolution
-// search in half precision (runtime.HalfPrecisionCUDAOptions); then
-// cfg.CUDAOptions over them.
-func cudaOptions(cfg Config) map[string]string {
-	opts := map[string]string{"use_tf32": map[bool]string{true: "0", false: "1"}[strings.EqualFold(cfg.Precision, "fp32")]}
-	maps.Copy(opts, cfg.CUDAOptions)
-	_, half := autocast.ForPrecision(cfg.Precision)
-	return runtime.HalfPrecisionCUDAOptions(opts, half)
+	return spec
 }
 
 // dataState is the loader position stored in checkpoints, and under
 // mixed precision the loss scale.
 type dataState struct {
-	Epoch     int         `json:"epoch"`
-	Step      int         `json:"step"`
-	LossScale *lossScaler `json:"loss_scale,omitempty"`
+	Epoch     int                 `json:"epoch"`
+	Step      int                 `json:"step"`
+	LossScale *trainer.LossScaler `json:"loss_scale,omitempty"`
 	// Partial is the training of the epoch so far, when the checkpoint
 	// was written in the middle of one (an interruption).
 	Partial partialEpoch `json:"partial"`
@@ -632,13 +470,13 @@ type epochEnd struct {
 	Extra   map[string]float64 `json:"extra,omitempty"` // the regularizer's epoch statistics
 }
 
-func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
+func (t *runner) restore(ck *checkpoint.Checkpoint) error {
 	byName := map[string]*optim.Param{}
 	for _, p := range t.params {
 		byName[p.Name] = p
 	}
 	for _, w := range ck.Weights {
-		if strings.HasPrefix(w.Name, EMAPrefix) {
+		if strings.HasPrefix(w.Name, checkpoint.EMAPrefix) {
 			continue // the moving average, restored below
 		}
 		p := byName[w.Name]
@@ -647,7 +485,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		}
 		copy(p.Data, w.Data)
 	}
-	if err := t.step.push(); err != nil {
+	if err := t.net.Push(); err != nil {
 		return err
 	}
 	if t.ema != nil {
@@ -656,7 +494,7 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		}
 	}
 	if ck.Optimizer != nil {
-		if err := t.step.setOptimState(ck.Optimizer); err != nil {
+		if err := t.net.SetOptimState(ck.Optimizer); err != nil {
 			return err
 		}
 	}
@@ -665,25 +503,18 @@ func (t *trainer) restore(ck *checkpoint.Checkpoint) error {
 		return fmt.Errorf("data state: %w", err)
 	}
 	t.epoch, t.inEpoch, t.steps, t.unvalidated, t.part = ds.Epoch, ds.Step, ck.Step, ds.Unvalidated, ds.Partial
-	if t.scaler != nil && ds.LossScale != nil {
-		*t.scaler = *ds.LossScale
-	}
+	t.net.SetLossScale(ds.LossScale)
 	if v, ok := ck.Metrics["best_val_miou"]; ok {
 		t.best = &v
 	}
 	t.stop.restore(ck.Metrics)
-	if t.reg != nil {
-		if err := t.reg.restore(ck.RegularizerState); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.net.RestoreRegularizer(ck.RegularizerState)
 }
 
 // trimHistory drops the history lines written after the checkpoint at
 // step, which the resumed run will write again. Its errors name the
 // history file (and line), not the checkpoint.
-func (t *trainer) trimHistory(step int64) error {
+func (t *runner) trimHistory(step int64) error {
 	path := filepath.Join(t.dir, HistoryFile)
 	recs, err := history.Read(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -698,7 +529,7 @@ func (t *trainer) trimHistory(step int64) error {
 	return rewriteHistory(path, keep)
 }
 
-func (t *trainer) startHistory() error {
+func (t *runner) startHistory() error {
 	cfgJSON, err := json.MarshalIndent(t.cfg, "", "  ")
 	if err != nil {
 		return err
@@ -723,7 +554,7 @@ func rewriteHistory(path string, recs []history.Record) error {
 }
 
 // run trains until the step budget is spent or ctx is cancelled.
-func (t *trainer) run(ctx context.Context) error {
+func (t *runner) run(ctx context.Context) error {
 	cfg := &t.cfg
 	if t.unvalidated != nil {
 		if err := t.finishEpoch(ctx, *t.unvalidated); err != nil || t.stopped {
@@ -775,7 +606,7 @@ func (t *trainer) run(ctx context.Context) error {
 		return err
 	}
 	defer loader.Close()
-	alg, err := t.algorithm1()
+	alg, err := t.net.Loop(t.epoch+1, t.inEpoch, t.perEp)
 	if err != nil {
 		return err
 	}
@@ -796,32 +627,31 @@ func (t *trainer) run(ctx context.Context) error {
 		for _, id := range b.GlobalIDs() {
 			ids = append(ids, int64(id))
 		}
-		st := &trainStep{t: t, batch: b}
-		v, err := alg.Step(ids, st)
+		st, err := t.net.Step(alg, ids, b, func() float64 { return t.sched.At(t.steps) })
 		if err != nil {
 			return t.par.Verdict(t.diverged(err))
 		}
 		if t.ema != nil {
-			if err := t.step.pull(); err != nil { // the resident form's weights, every step
+			if err := t.net.Pull(); err != nil { // the resident form's weights, every step
 				return err
 			}
 			t.ema.update(t.params)
 		}
 		var stepExtra map[string]float64
-		if t.reg != nil {
-			stepExtra = map[string]float64{"reg": t.reg.cfg.Alpha * v}
+		if t.net.Regularized() {
+			stepExtra = map[string]float64{"reg": st.Reg}
 		}
 		stepExtra = t.par.StepStats(stepExtra)
-		if t.scaler != nil {
+		if scaler := t.net.LossScale(); scaler != nil {
 			if stepExtra == nil {
 				stepExtra = map[string]float64{}
 			}
-			stepExtra["loss_scale"] = t.scaler.Scale // after this step's update
-			if st.skipped {
+			stepExtra["loss_scale"] = scaler.Scale // after this step's update
+			if st.Skipped {
 				stepExtra["skipped"] = 1
 			}
 		}
-		loss, lr := st.loss, st.lr
+		loss, lr := st.Loss, st.LR
 		t.steps++
 		t.epoch, t.inEpoch = loader.Position()
 		loader.Recycle(b)
@@ -843,8 +673,8 @@ func (t *trainer) run(ctx context.Context) error {
 			}
 			end := epochEnd{Epoch: b.Epoch, Loss: t.part.Loss / float64(t.part.Steps), Seconds: time.Since(t.epochStart).Seconds()}
 			t.part = partialEpoch{}
-			if t.reg != nil && t.par.Writes() {
-				end.Extra = t.reg.epochStats(algStats)
+			if t.par.Writes() {
+				end.Extra = t.net.EpochStats(algStats)
 			}
 			if err := t.finishEpoch(ctx, end); err != nil || t.stopped {
 				return err
@@ -862,19 +692,10 @@ func normalisationOnly(pre imageio.Preprocess) imageio.Preprocess {
 	return pre
 }
 
-// algorithm1 returns the Algorithm 1 loop the run's steps go through: the
-// regularizer's, or for the baseline one that only steps the network.
-func (t *trainer) algorithm1() (*dual.Loop, error) {
-	if t.reg == nil {
-		return dual.NewLoop(nil, nil, dual.LoopConfig{})
-	}
-	return t.reg.loop(t.epoch+1, t.inEpoch, t.perEp)
-}
-
 // finishEpoch ends the epoch whose training finished (end) on every
 // rank: rank 0 validates, checkpoints and logs it. Until that is done the
 // epoch is t.unvalidated, which an interruption's checkpoint records.
-func (t *trainer) finishEpoch(ctx context.Context, end epochEnd) error {
+func (t *runner) finishEpoch(ctx context.Context, end epochEnd) error {
 	t.unvalidated = &end
 	var err error
 	if t.par.Writes() {
@@ -888,7 +709,7 @@ func (t *trainer) finishEpoch(ctx context.Context, end epochEnd) error {
 }
 
 // endEpoch validates, checkpoints and logs the epoch end describes.
-func (t *trainer) endEpoch(ctx context.Context, end epochEnd) error {
+func (t *runner) endEpoch(ctx context.Context, end epochEnd) error {
 	epoch, loss := end.Epoch, end.Loss
 	info := EpochInfo{Epoch: epoch, Loss: loss, Seconds: end.Seconds, Groups: map[string]metrics.Report{}}
 	extra := map[string]float64{}
@@ -948,7 +769,7 @@ func (t *trainer) endEpoch(ctx context.Context, end epochEnd) error {
 }
 
 // save writes last.ckpt (and best.ckpt when it improves val_miou).
-func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
+func (t *runner) save(metricsOut map[string]float64) (bool, error) {
 	cfgJSON, err := json.Marshal(t.cfg)
 	if err != nil {
 		return false, err
@@ -957,11 +778,11 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	if part.Steps > 0 {
 		part.Seconds = time.Since(t.epochStart).Seconds()
 	}
-	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch, LossScale: t.scaler, Partial: part, Unvalidated: t.unvalidated})
-	if err := t.step.pull(); err != nil {
+	ds, _ := json.Marshal(dataState{Epoch: t.epoch, Step: t.inEpoch, LossScale: t.net.LossScale(), Partial: part, Unvalidated: t.unvalidated})
+	if err := t.net.Pull(); err != nil {
 		return false, err
 	}
-	ost, err := t.step.optimState()
+	ost, err := t.net.OptimState()
 	if err != nil {
 		return false, err
 	}
@@ -975,16 +796,14 @@ func (t *trainer) save(metricsOut map[string]float64) (bool, error) {
 	if t.ema != nil {
 		ck.Weights = append(ck.Weights, t.ema.tensors(t.params)...)
 	}
-	if t.reg != nil {
-		if ck.RegularizerState, err = t.reg.state(); err != nil {
-			return false, err
-		}
+	if ck.RegularizerState, err = t.net.RegularizerState(); err != nil {
+		return false, err
 	}
 	return t.keeper.Save(ck)
 }
 
 // interrupt saves the current step and reports the interruption.
-func (t *trainer) interrupt() error {
+func (t *runner) interrupt() error {
 	if !t.par.Writes() {
 		return ErrInterrupted // rank 0 saves
 	}
@@ -1000,40 +819,7 @@ func (t *trainer) interrupt() error {
 	return ErrInterrupted
 }
 
-// validationModel writes the current weights (their moving average, with
-// Config.EMA) into a copy of the network;
-// with the regularizer, the size head is appended as a second output so
-// that validation can score the size predictor too.
-func (t *trainer) validationModel() (*onnx.Model, error) {
-	if err := t.step.pull(); err != nil {
-		return nil, err
-	}
-	m := t.base.Clone()
-	var ws []network.Weight
-	var head []*optim.Param
-	for i, p := range t.params {
-		if strings.HasPrefix(p.Name, SizeHeadPrefix) {
-			head = append(head, p)
-			continue
-		}
-		w := network.Weight{Name: p.Name, Shape: p.Shape, Data: p.Data}
-		if t.ema != nil {
-			w.Data = t.ema.avg[i]
-		}
-		ws = append(ws, w)
-	}
-	if err := network.SetWeights(m, ws); err != nil {
-		return nil, err
-	}
-	if t.reg != nil {
-		if err := sizehead.Append(m, t.reg.cfg.Feature, t.reg.cfg.ScoreBound, head); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
-func (t *trainer) plot() error {
+func (t *runner) plot() error {
 	recs, err := history.Read(filepath.Join(t.dir, HistoryFile))
 	if err != nil {
 		return err
@@ -1043,7 +829,7 @@ func (t *trainer) plot() error {
 }
 
 // finish exports the best checkpoint (or the last) and builds the summary.
-func (t *trainer) finish() (*Result, error) {
+func (t *runner) finish() (*Result, error) {
 	res := &Result{Epochs: t.epoch, Steps: t.steps, BestMIoU: t.best, Dir: t.dir}
 	if !t.par.Writes() {
 		return res, nil // rank 0 exports
@@ -1051,7 +837,7 @@ func (t *trainer) finish() (*Result, error) {
 	src, ok := t.keeper.ExportPath() // best.ckpt if intact and this run's, else last.ckpt
 	if ok {
 		out := filepath.Join(t.dir, ModelFile)
-		if _, err := Export(src, "", out); err != nil {
+		if err := Export(src, "", out); err != nil {
 			return nil, fmt.Errorf("exporting %s: %w", src, err)
 		}
 		res.Model = out
@@ -1068,117 +854,4 @@ func (t *trainer) finish() (*Result, error) {
 		res.Base = compareWithBase(recs, key, lower)
 	}
 	return res, nil
-}
-
-// openStepper opens the stepper in the form residentState chose. Where
-// "auto" chose the device form and it cannot open (a provider without the
-// data transfer it needs, say), the host form still trains, only slower:
-// a FallbackNotice says so.
-func openStepper(notice func(Notice), setting string, resident bool, open func(resident bool) (*stepper, error)) (*stepper, error) {
-	s, err := open(resident)
-	if err == nil || !resident || strings.EqualFold(setting, "on") {
-		return s, err
-	}
-	msg, _, _ := strings.Cut(err.Error(), "\n")
-	notice(FallbackNotice{Setting: "resident", Value: "auto", Reason: msg + "; keeping the training state in host memory"})
-	return open(false)
-}
-
-// mixedPrecision is what Config.Precision asks of the training graph.
-type mixedPrecision struct {
-	half bool          // the heavy operators in half precision (onnx/autocast)
-	typ  autocast.Type // which half precision
-}
-
-// precision reads cfg.Precision for this run. fp16 excludes data-parallel
-// runs (both use the loss_scale input). bf16 needs ONNX Runtime's CUDA
-// provider, the only one with bfloat16 convolutions: refused with Device
-// cpu; with Device auto on a machine without a GPU the run trains in
-// float32 and says so in one line.
-func (t *trainer) precision(cfg Config) (mixedPrecision, error) {
-	mp, err := parsePrecision(cfg.Precision)
-	switch {
-	case err != nil:
-	case mp.half && mp.typ == autocast.Float16 && t.par.Parallel():
-		err = &setting.Error{Setting: "precision", Value: cfg.Precision, Err: errors.New("data-parallel runs scale each rank's loss by its share of the batch through the same input as the loss scale; run one process, or fp32/tf32/bf16")}
-	case mp.half && mp.typ == autocast.BFloat16 && !mayRunOnGPU(cfg.Device):
-		if strings.EqualFold(cfg.Device, runtime.DeviceCPU) {
-			err = &setting.Error{Setting: "precision", Value: cfg.Precision, Err: errors.New("on the CPU (Device cpu): ONNX Runtime's CPU provider has no bfloat16 convolutions; bf16 trains on a CUDA GPU (use fp32 on the CPU)")}
-			break
-		}
-		t.hooks.notice(FallbackNotice{Setting: "precision", Value: "bf16",
-			Reason: "no CUDA GPU here, and ONNX Runtime's CPU provider has no bfloat16 convolutions; training in float32"})
-		mp = mixedPrecision{}
-	}
-	return mp, err
-}
-
-// convGrad returns the convolution classes the training graph hands to
-// ConvGrad (Config.ConvGrad, checked by Validate); none, with one line,
-// where the run may not use a GPU (Device auto without one).
-func (t *trainer) convGrad(cfg Config, gpu bool) (grad.ConvClasses, error) {
-	classes, err := grad.ParseConvClasses(cfg.ConvGrad)
-	if err != nil || classes == 0 || gpu {
-		return classes, err
-	}
-	t.hooks.notice(FallbackNotice{Setting: "conv_grad", Value: cfg.ConvGrad,
-		Reason: "no CUDA GPU here, and ConvGrad's kernel is cuDNN's; training with the standard forms"})
-	return 0, nil
-}
-
-// parsePrecision checks a Precision value. fp32 and tf32 differ only on
-// GPUs with TF32 (runtime options); on the CPU both are float32.
-func parsePrecision(s string) (mixedPrecision, error) {
-	if typ, ok := autocast.ForPrecision(s); ok {
-		return mixedPrecision{half: true, typ: typ}, nil
-	}
-	switch strings.ToLower(s) {
-	case "", "tf32", "fp32":
-		return mixedPrecision{}, nil
-	}
-	return mixedPrecision{}, &setting.Error{Setting: "precision", Value: s, Err: errors.New("want fp32, tf32, fp16 or bf16")}
-}
-
-// residentState says whether the training state lives on the device
-// (finetune/resident) rather than in Go memory: cfg.Resident "on", or
-// "auto" (the default) where the steps may run on a GPU, whose copies of
-// every parameter and gradient each step would cost more than the step's
-// compute saves. Data-parallel runs sum their gradients in Go: host form.
-func (t *trainer) residentState(cfg Config) (bool, error) {
-	if err := checkResident(cfg.Resident); err != nil {
-		return false, err
-	}
-	switch strings.ToLower(cfg.Resident) {
-	case "on":
-		if t.par.Parallel() {
-			return false, &setting.Error{Setting: "resident", Value: cfg.Resident, Err: errors.New("data-parallel runs sum their gradients across ranks in host memory; use off or auto")}
-		}
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return mayRunOnGPU(cfg.Device) && !t.par.Parallel() && t.accumulate() == 1, nil // accumulation sums on the host
-}
-
-// checkResident checks a Resident value.
-func checkResident(s string) error {
-	switch strings.ToLower(s) {
-	case "", "auto", "on", "off":
-		return nil
-	}
-	return &setting.Error{Setting: "resident", Value: s, Err: errors.New("want auto, on or off")}
-}
-
-// mayRunOnGPU reports whether sessions for device may run on the CUDA
-// provider: cuda, or auto where the provider prepared (an auto that will
-// fall back to the CPU is compiled for the CPU).
-func mayRunOnGPU(device string) bool {
-	switch strings.ToLower(device) {
-	case runtime.DeviceCUDA:
-		return true
-	case runtime.DeviceAuto:
-		_, err := runtime.CUDADevices()
-		return err == nil
-	}
-	return false
 }

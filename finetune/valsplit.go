@@ -59,7 +59,7 @@ func imagesBelow(root string, ds *data.Dataset) []string {
 // writeSplitList writes SplitFile for a new run, or, resuming, says in
 // one line where the data changed since: the split follows the images, so
 // images added or removed move others between the sides.
-func (t *trainer) writeSplitList(resuming bool) error {
+func (t *runner) writeSplitList(resuming bool) error {
 	l, ok := splitList(&t.cfg, t.train, t.val)
 	if !ok {
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/regfile"
 	"github.com/segtune/segtune/onnx"
@@ -46,7 +47,7 @@ func LoadCheckpoint(path, base string) (*onnx.Model, *imageio.Sidecar, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := finetune.InferenceModel(ck, base)
+	m, err := export.InferenceModel(ck, base)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy/trainingraph"
-	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -69,7 +69,7 @@ func runArtifacts(c *cli.Context) error {
 	compiled, err := trainingraph.Compile(trainingraph.Spec{
 		Model: c.String("model"), Trainable: c.StringSlice("trainable"), Batch: c.Int("batch"), Height: h, Width: w,
 		Input: c.String("input"), Loss: loss, ExtraOutputs: c.StringSlice("extra-output"), GradInputs: c.StringSlice("grad-input"),
-		Given:   finetune.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")},
+		Given:   trainer.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")},
 		Threads: c.Int("threads"), OnMetadataError: warnMetadata,
 	})
 	var se *trainingraph.SpecError

@@ -18,6 +18,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/testassets"
 )
@@ -177,7 +178,7 @@ func TestMPIFinetuneMatchesOneProcess(t *testing.T) {
 // dualValues reads τ, λ, ε and μ of every term from a checkpoint.
 func dualValues(t *testing.T, ck *checkpoint.Checkpoint) []float64 {
 	t.Helper()
-	v, err := finetune.DualVariables(ck)
+	v, err := trainer.DualVariables(ck)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
@@ -31,7 +31,7 @@ type Spec struct {
 	// which also sets Loss's output, class axis and kind where Given does
 	// not fix them.
 	Input string
-	Given finetune.Given
+	Given trainer.Given
 	Loss  grad.Loss
 	// ExtraOutputs are intermediate tensors exposed as outputs; GradInputs
 	// those that receive an extra upstream gradient.
@@ -60,7 +60,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // for.
 type Compiled struct {
 	*grad.Graphs
-	Input finetune.TrainInput
+	Input trainer.TrainInput
 }
 
 // Compile loads s.Model and compiles its training artifacts.
@@ -77,7 +77,7 @@ func Compile(s Spec) (*Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	trainable, err := finetune.TrainablePatterns(m, s.Trainable...)
+	trainable, err := trainer.TrainablePatterns(m, s.Trainable...)
 	var quantized *network.QuantizedError
 	switch {
 	case errors.As(err, &quantized): // the model's doing, whatever --trainable says
@@ -102,9 +102,9 @@ func Compile(s Spec) (*Compiled, error) {
 // trainInput is the image input the training graph is compiled for:
 // s.Input's, or a segmentation model's contract's (read from its settings
 // layers: sidecar, metadata_props, registry), which also sets loss.
-func trainInput(s Spec, m *onnx.Model, loss *grad.Loss) (finetune.TrainInput, error) {
+func trainInput(s Spec, m *onnx.Model, loss *grad.Loss) (trainer.TrainInput, error) {
 	if s.Input != "" {
-		ti, err := finetune.NamedInput(m, s.Input, int64(s.Batch), s.Height, s.Width)
+		ti, err := trainer.NamedInput(m, s.Input, int64(s.Batch), s.Height, s.Width)
 		if err != nil {
 			return ti, &SpecError{Field: "Input", Err: err}
 		}
@@ -112,16 +112,16 @@ func trainInput(s Spec, m *onnx.Model, loss *grad.Loss) (finetune.TrainInput, er
 	}
 	layers, metaErr, err := resolve.Layers(s.Model)
 	if err != nil {
-		return finetune.TrainInput{}, err
+		return trainer.TrainInput{}, err
 	}
 	if metaErr != nil && s.OnMetadataError != nil {
 		s.OnMetadataError(metaErr)
 	}
 	ct, err := resolve.ReadContract(s.Model, m, resolve.Merge(layers))
 	if err != nil {
-		return finetune.TrainInput{}, &SpecError{Field: "Contract", Err: err}
+		return trainer.TrainInput{}, &SpecError{Field: "Contract", Err: err}
 	}
-	return finetune.ContractInput(ct, s.Batch, s.Height, s.Width, s.Given, loss), nil
+	return trainer.ContractInput(ct, s.Batch, s.Height, s.Width, s.Given, loss), nil
 }
 
 // Summary says what was compiled: the trainable tensors and their values,

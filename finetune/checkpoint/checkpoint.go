@@ -45,6 +45,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/segtune/segtune/finetune/optim"
@@ -556,4 +557,32 @@ func infoFrom(m *meta, size int64) *Info {
 		in.Algorithm = m.Optimizer.Algorithm
 	}
 	return in
+}
+
+// EMAPrefix names, in a checkpoint of a run with an exponential moving
+// average of its weights (finetune.Config.EMA), the average of each
+// trained tensor: "ema/" + its name, beside the tensor itself. Export and
+// evaluation use the averages; a resumed run restores both.
+const EMAPrefix = "ema/"
+
+// WithEMA is ws with each tensor that has a moving average replaced by
+// it: the weights a run with EMA validates and exports.
+func WithEMA(ws []Tensor) []Tensor {
+	avg := map[string]Tensor{}
+	for _, w := range ws {
+		if name, ok := strings.CutPrefix(w.Name, EMAPrefix); ok {
+			avg[name] = w
+		}
+	}
+	var out []Tensor
+	for _, w := range ws {
+		if strings.HasPrefix(w.Name, EMAPrefix) {
+			continue
+		}
+		if a, ok := avg[w.Name]; ok {
+			w.Data = a.Data
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -3,7 +3,7 @@
 // scores = Flatten(GAP(feature))·W + b, added to the training graph with
 // the regularizer's term, or to an inference model as a second output for
 // validation. The regularizer's state and its dual updates stay in
-// finetune; this package only edits graphs.
+// finetune/trainer; this package only edits graphs.
 package sizehead
 
 import (
@@ -18,6 +18,9 @@ import (
 // The names the head and the term give their parameters, inputs and
 // outputs in the graph.
 const (
+	// Prefix begins every name the head adds: export leaves the
+	// parameters under it out.
+	Prefix = "segtune/"
 	Weight = "segtune/size_w"
 	Bias   = "segtune/size_b"
 	Scores = "segtune/size_scores"

@@ -151,7 +151,7 @@ func segmentAndExport(ctx context.Context, w io.Writer, o Options, dataDir strin
 	}
 	fmt.Fprintf(w, "\n4/5 segmented %d validation images into %s (masks, overlays/)\n", rep.Succeeded, segDir)
 	exported := filepath.Join(o.Out, "refined.onnx")
-	if _, err := finetune.Export(filepath.Join(runDir(o.Out, 2), checkpoint.BestName), "", exported); err != nil {
+	if err := finetune.Export(filepath.Join(runDir(o.Out, 2), checkpoint.BestName), "", exported); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "5/5 exported the regularised model to %s\n", exported)

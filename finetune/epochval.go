@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/finetune/history"
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/runtime"
 )
@@ -25,8 +26,12 @@ type validation struct {
 // validate scores the current weights on the validation set (rank 0),
 // as segment runs the model (validationPreprocess). An interruption saves
 // the current step and returns ErrInterrupted.
-func (t *trainer) validate(ctx context.Context) (*validation, error) {
-	m, err := t.validationModel()
+func (t *runner) validate(ctx context.Context) (*validation, error) {
+	var avg [][]float32
+	if t.ema != nil {
+		avg = t.ema.avg
+	}
+	m, err := t.net.ValidationModel(avg)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +39,7 @@ func (t *trainer) validate(ctx context.Context) (*validation, error) {
 	if t.sizer != nil {
 		groupOf = func(id int) string { return t.sizer.group(t.val, id) }
 	}
-	ev, err := Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, t.cfg.ValDense, groupOf)
+	ev, err := trainer.Evaluate(ctx, m, t.ct, t.val, validationPreprocess(t.cfg.Preprocess, t.ct), runtime.Options{Device: t.cfg.Device, Threads: t.cfg.Threads, Log: io.Discard}, t.cfg.ValDense, groupOf)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, t.interrupt()
@@ -69,17 +74,17 @@ func (t *trainer) validate(ctx context.Context) (*validation, error) {
 			extra["val_miou_gap"] = l - s
 		}
 	}
-	if t.reg != nil && ev.Scores != nil {
+	if heads := t.net.SizeHeads(); heads > 0 && ev.Scores != nil {
 		classes := make([]int, t.val.Len())
 		seen := make([]bool, t.val.Len())
-		scores := make([]float64, t.val.Len()*t.reg.heads)
+		scores := make([]float64, t.val.Len()*heads)
 		for id, sc := range ev.Scores {
 			classes[id], seen[id] = t.sizer.class(t.val, id), true
 			for h, v := range sc {
-				scores[id*t.reg.heads+h] = float64(v)
+				scores[id*heads+h] = float64(v)
 			}
 		}
-		if f1, ok := metrics.SizeF1(scores, seen, classes, t.reg.heads); ok {
+		if f1, ok := metrics.SizeF1(scores, seen, classes, heads); ok {
 			extra["size_f1_val"] = f1
 		}
 	}
@@ -93,7 +98,7 @@ func (t *trainer) validate(ctx context.Context) (*validation, error) {
 // run keeps the record it has (trimHistory keeps step 0) and does not
 // validate again; one interrupted during this validation (a checkpoint
 // at step 0 without the record) does it when resumed.
-func (t *trainer) validateBase(ctx context.Context) error {
+func (t *runner) validateBase(ctx context.Context) error {
 	if t.val == nil || t.steps > 0 || t.epoch > 0 || t.inEpoch > 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package finetune
+package trainer
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type Evaluation struct {
 	// only.
 	Scores map[int][]float32
 	// Loss is the mean cross entropy over the labelled pixels, unweighted;
-	// NaN when the head has none (see hasValidationLoss). Under dense
+	// NaN when the head has none (see HasValidationLoss). Under dense
 	// validation it is the mean −log of the blended probability of the
 	// true class: the softmax of the blended logits (or log-probabilities),
 	// or the blended probabilities themselves.
@@ -63,7 +63,7 @@ func Evaluate(ctx context.Context, m *onnx.Model, ct *contract.Contract, ds *dat
 	if vs.scoresOut >= 0 && vs.seg == nil {
 		ev.Scores = map[int][]float32{}
 	}
-	withLoss := hasValidationLoss(ct)
+	withLoss := HasValidationLoss(ct)
 	lossKind := ct.Kind
 	if vs.seg != nil && lossKind == contract.LogSoftmax {
 		lossKind = contract.Logits // a mean of log-probabilities, renormalised by its log-sum-exp
@@ -249,4 +249,44 @@ func grow[T any](s []T, n int) []T {
 		return make([]T, n)
 	}
 	return s[:n]
+}
+
+// HasValidationLoss reports whether Evaluate can compute a cross entropy
+// from the model's output: class logits, probabilities or
+// log-probabilities (not a sigmoid, binary or label head).
+func HasValidationLoss(ct *contract.Contract) bool {
+	switch ct.Kind {
+	case contract.Logits, contract.Softmax, contract.LogSoftmax:
+		return !ct.Binary
+	}
+	return false
+}
+
+// crossEntropy adds up −log p(target) over the labelled pixels of one
+// image's scores (laid out [classes, n] as kind says) and counts them.
+func crossEntropy(scores []float32, classes, n int, target []uint8, ignore int, kind contract.Kind) (sum float64, pixels int64) {
+	for i := 0; i < n; i++ {
+		t := int(target[i])
+		if t == ignore || t >= classes {
+			continue
+		}
+		switch kind {
+		case contract.Softmax:
+			sum -= math.Log(max(float64(scores[t*n+i]), 1e-12))
+		case contract.LogSoftmax:
+			sum -= float64(scores[t*n+i])
+		default: // logits: log-sum-exp minus the target's logit
+			m := math.Inf(-1)
+			for c := 0; c < classes; c++ {
+				m = max(m, float64(scores[c*n+i]))
+			}
+			var e float64
+			for c := 0; c < classes; c++ {
+				e += math.Exp(float64(scores[c*n+i]) - m)
+			}
+			sum += m + math.Log(e) - float64(scores[t*n+i])
+		}
+		pixels++
+	}
+	return sum, pixels
 }

@@ -1,4 +1,4 @@
-package finetune
+package trainer
 
 import (
 	"errors"
@@ -47,27 +47,27 @@ type stepper struct {
 	targetShape []int64
 	// scaler is mixed precision's loss scale (nil in float32), fed to
 	// the loss_scale input through scaleIn.
-	scaler  *lossScaler
+	scaler  *LossScaler
 	scaleIn []float32
 	// acc sums the parameters' gradients over an accumulated step's
 	// batches (stepAccumulated), in the host form.
 	acc [][]float32
 }
 
-// lossScaler is mixed precision's dynamic loss scale, with PyTorch's
+// LossScaler is mixed precision's dynamic loss scale, with PyTorch's
 // GradScaler policy: float16 gradients of a mean over many pixels fall
 // below float16's smallest normal unless the loss is scaled up, and a
 // scale too large overflows them. Start at 2¹⁶; a step whose gradients
 // overflowed is skipped and halves the scale; 2000 clean steps in a row
 // double it. Its fields are checkpointed (dataState) for an exact resume.
-type lossScaler struct {
+type LossScaler struct {
 	Scale float64 `json:"scale"`
 	Clean int     `json:"clean_steps"`
 }
 
-// initialLossScale is PyTorch's; a variable so that tests can start high
+// InitialLossScale is PyTorch's; a variable so that tests can start high
 // enough to overflow.
-var initialLossScale float64 = 1 << 16
+var InitialLossScale float64 = 1 << 16
 
 const (
 	lossScaleGrowthEvery = 2000
@@ -76,11 +76,11 @@ const (
 
 var errSkippedStepOverflow = errors.New("the scaled gradients overflowed: step skipped, loss scale halved")
 
-func (l *lossScaler) overflowed() {
+func (l *LossScaler) overflowed() {
 	l.Scale, l.Clean = max(l.Scale/2, minLossScale), 0
 }
 
-func (l *lossScaler) clean() {
+func (l *LossScaler) clean() {
 	if l.Clean++; l.Clean == lossScaleGrowthEvery {
 		l.Scale, l.Clean = l.Scale*2, 0
 	}
@@ -93,7 +93,7 @@ func (l *lossScaler) clean() {
 //
 // cudaGraph asks the resident form for CUDA graphs (Config.CUDAGraph); the
 // host form, whose tensors move every step, runs without them and says so.
-func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident, cudaGraph bool, outputs []string, scaler *lossScaler, opts runtime.Options) (*stepper, error) {
+func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc optim.Config, resident, cudaGraph bool, outputs []string, scaler *LossScaler, opts runtime.Options) (*stepper, error) {
 	data, err := gs.Training.Marshal()
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func newStepper(gs *grad.Graphs, params []*optim.Param, imageInput string, oc op
 	} else {
 		if cudaGraph && opts.Log != nil {
 			why := "they need the training state resident on the device (resident on)"
-			if !mayRunOnGPU(opts.Device) {
+			if !MayRunOnGPU(opts.Device) {
 				why = fmt.Sprintf("device %q runs on the CPU", opts.Device)
 			}
 			fmt.Fprintln(opts.Log, "segtune: CUDA graphs ignored:", why)
@@ -429,8 +429,9 @@ func (s *stepper) setOptimState(st *optim.State) error {
 // the training graph computes the loss, the size scores and every
 // gradient, the size regularizer's term included, in one pass.
 type trainStep struct {
-	t     *trainer
+	n     *Net
 	batch *data.Batch
+	lrAt  func() float64
 	// loss and lr are the step's, for the history; skipped reports a
 	// step whose scaled gradients overflowed (mixed precision).
 	loss, lr float64
@@ -438,17 +439,17 @@ type trainStep struct {
 }
 
 func (s *trainStep) Forward(b *dual.Batch) error {
-	t := s.t
-	share := t.par.ShareOf(b, len(s.batch.IDs)) // b alone; this rank's rows of the global batch
-	if t.reg != nil {
-		t.reg.feed(share)
+	n := s.n
+	share := n.par.ShareOf(b, len(s.batch.IDs)) // b alone; this rank's rows of the global batch
+	if n.reg != nil {
+		n.reg.feed(share)
 	}
-	loss, outs, err := t.step.stepAccumulated(s.batch.Images, s.batch.Masks, t.accumulate())
-	if err == nil && t.reg != nil {
-		t.reg.readScores(outs, share.Scores)
+	loss, outs, err := n.step.stepAccumulated(s.batch.Images, s.batch.Masks, n.accumulate())
+	if err == nil && n.reg != nil {
+		n.reg.readScores(outs, share.Scores)
 	}
-	if t.par.Parallel() { // sum the gradients, gather the scores
-		loss, err = t.par.Reduce(t.params, loss, err, b.Scores, share)
+	if n.par.Parallel() { // sum the gradients, gather the scores
+		loss, err = n.par.Reduce(n.params, loss, err, b.Scores, share)
 	}
 	if err != nil {
 		return err
@@ -458,15 +459,15 @@ func (s *trainStep) Forward(b *dual.Batch) error {
 }
 
 func (s *trainStep) Update(*dual.Batch) error {
-	s.lr = s.t.sched.At(s.t.steps)
-	if err := s.t.step.update(s.lr); errors.Is(err, errSkippedStepOverflow) {
+	s.lr = s.lrAt()
+	if err := s.n.step.update(s.lr); errors.Is(err, errSkippedStepOverflow) {
 		s.skipped = true
 		return nil
 	} else if err != nil {
 		return err
 	}
-	if s.t.reg != nil {
-		return s.t.reg.boxHead(s.t.step) // the bounded size score's box
+	if s.n.reg != nil {
+		return s.n.reg.boxHead(s.n.step) // the bounded size score's box
 	}
 	return nil
 }

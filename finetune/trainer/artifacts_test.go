@@ -1,4 +1,4 @@
-package finetune
+package trainer
 
 import (
 	"slices"
