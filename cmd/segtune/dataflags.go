@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
@@ -128,35 +127,6 @@ func noteDataSet(c *cli.Context, set *datalayout.Set) {
 	if p := set.LabelPreset; p != "" && c.String("label-map") == "" && p != "voc" {
 		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
 	}
-}
-
-// calibrationImages are the images of --calibrate DIR: those directly in
-// it, or, when it holds none (or --format or --split is given), the
-// images of a split of the data set it holds (--split, default train).
-func calibrationImages(c *cli.Context, dir string) ([]string, error) {
-	files, err := imageio.ListImages(dir)
-	_, notData := datalayout.Detect(dir)
-	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && notData == nil)
-	if !asData {
-		imgs, err := deploy.ListImageDir(dir)
-		if err != nil {
-			return nil, imageDirError("--calibrate", err)
-		}
-		return imgs, nil
-	}
-	opt, err := layoutOptions(c)
-	if err != nil {
-		return nil, err
-	}
-	set, err := datalayout.OpenDefault(dir, opt, "train")
-	if err != nil {
-		return nil, fmt.Errorf("--calibrate: %w", err)
-	}
-	noteDataSet(c, set)
-	if len(set.Samples) == 0 {
-		return nil, fmt.Errorf("--calibrate %s: %s", dir, set.Summary())
-	}
-	return set.Images(), nil
 }
 
 // dataExit is the exit for an error reading --data: 1 for unmatched

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segtune/segtune/deploy"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/urfave/cli/v2"
 )
 
@@ -65,12 +67,22 @@ var badStrings = map[string]string{
 	"mean": "x", "std": "x", "grid": "x", "size-bins": "x", "input-name": "x",
 }
 
+// libraryRanges are the ranges of flags that their library checks (not
+// flagRanges), by "command flag", for the probe out of range.
+var libraryRanges = map[string]setting.Range{
+	"export calibrate-count": deploy.CountRange, "export check-count": deploy.CountRange,
+	"export percentile": deploy.PercentileRange, "export min-agreement": deploy.MinAgreementRange,
+}
+
 // goldenProbes are the bad values tried for flag f of command path: one
 // that does not parse or is malformed, and for a number one out of its
 // range (flagRanges) or, without a range, a negative one.
 func goldenProbes(path string, f cli.Flag) []string {
 	name := f.Names()[0]
 	r, ranged := flagRanges()[name]
+	if lr, ok := libraryRanges[path+" "+name]; ok {
+		r, ranged = lr, true
+	}
 	if cr, ok := commandRanges[path+" "+name]; ok {
 		r, ranged = cr, true
 	}
