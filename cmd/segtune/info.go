@@ -6,10 +6,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/evaluate/preprocsearch"
 	"github.com/segtune/segtune/resolve"
 )
 
 func infoCommand() *cli.Command {
+	var find preprocsearch.Config
 	return &cli.Command{
 		Name:      "info",
 		Usage:     "describe an ONNX model: inputs, outputs, opsets, operators, parameters",
@@ -17,12 +19,12 @@ func infoCommand() *cli.Command {
 		Description: "With --find-preprocessing (flags before MODEL), scores candidate preprocessings on a sample\n" +
 			"of labelled images and prints them best first, saying which tie within the noise of the sample;\n" +
 			"--write-sidecar writes the chosen one as the model's sidecar.",
-		Flags:  append([]cli.Flag{jsonFlag}, findPreprocessingFlags()...),
-		Action: runInfo,
+		Flags:  append([]cli.Flag{jsonFlag}, findPreprocessingFlags(&find)...),
+		Action: func(c *cli.Context) error { return runInfo(c, &find) },
 	}
 }
 
-func runInfo(c *cli.Context) error {
+func runInfo(c *cli.Context, find *preprocsearch.Config) error {
 	// urfave/cli stops parsing flags at the first argument; accept
 	// the documented `info MODEL --json` order too.
 	paths := slices.DeleteFunc(c.Args().Slice(), func(a string) bool { return a == "--json" || a == "-json" })
@@ -30,15 +32,16 @@ func runInfo(c *cli.Context) error {
 	if len(paths) != 1 {
 		return cli.Exit("usage: segtune info [--find-preprocessing --images DIR --masks DIR | --data DIR] MODEL.onnx [--json]", 2)
 	}
-	if err := checkFindPreprocessingFlags(c); err != nil {
-		return err
+	find.Given = given(c)
+	if err := find.Validate(); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	path, err := resolveModel(c, paths[0])
 	if err != nil {
 		return err
 	}
-	if c.Bool("find-preprocessing") {
-		return findPreprocessing(c, path, asJSON)
+	if find.Find {
+		return findPreprocessing(c, find, path, asJSON)
 	}
 	r, err := resolve.Describe(path)
 	if err != nil {
