@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/cmd/segtune/demo"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 )
@@ -34,7 +35,7 @@ func runCLI(t testing.TB, args ...string) (string, error) {
 		b, _ := io.ReadAll(r)
 		done <- string(b)
 	}()
-	err = newApp().Run(append([]string{"segtune", "--quiet"}, args...))
+	err = cliflag.Run(newApp(), append([]string{"segtune", "--quiet"}, args...))
 	w.Close()
 	os.Stdout = old
 	return <-done, err

@@ -11,11 +11,15 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 )
 
-// dataOptions are the data commands' own settings: the folder, where a
-// conversion goes, and data check's classes (finetune/data's Config).
+// dataOptions are the data commands' settings: the folder and its
+// layout, how masks are read, where a conversion goes, data check's
+// classes (finetune/data's Config) and report.
 type dataOptions struct {
 	data, out, classNames string
+	layout                dataLayout
+	labelMap, maskPalette string
 	check                 data.Config
+	json                  bool
 }
 
 func dataCheckCommand() *cli.Command {
@@ -31,34 +35,34 @@ func dataCheckCommand() *cli.Command {
 			"is named as a problem.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
 			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)", Destination: &o.check.NumClasses},
 			&cli.IntFlag{Name: "ignore", Value: o.check.Ignore, Usage: "mask label that is no class", Destination: &o.check.Ignore},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &o.classNames},
-			jsonFlag,
-		}, dataLayoutFlags("--data")...),
+			jsonFlag(&o.json),
+		}, dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataCheck(c, o) },
 	}
 }
 
 func runDataCheck(c *cli.Context, o *dataOptions) error {
-	masks, labelmap, err := maskFlags(c)
+	masks, labelmap, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
-	sets, err := openDataSplits(c, o.data)
+	sets, err := openDataSplits(c, o)
 	if err != nil {
 		return err
 	}
 	cfg := o.check
 	cfg.LabelMap, cfg.Palette = masks.Map, masks.Palette
-	cfg.ClassNames = data.ReportNames(classNames(c), labelmap, masks.Map != nil, sets)
+	cfg.ClassNames = data.ReportNames(splitNames(o.classNames), labelmap, masks.Map != nil, sets)
 	reports, err := data.CheckSplits(c.Context, sets, cfg)
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	if o.json {
 		if err := printJSON(os.Stdout, reports); err != nil {
 			return err
 		}
@@ -89,22 +93,22 @@ func dataConvertCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/", Destination: &o.out},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, dataLayoutFlags("--data")...),
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
+		}, dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataConvert(c, o) },
 	}
 }
 
 func runDataConvert(c *cli.Context, o *dataOptions) error {
-	masks, _, err := maskFlags(c)
+	masks, _, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
 	if err := datalayout.CheckConvertOutput(o.data, o.out); err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	sets, err := openDataSplits(c, o.data) // every split is listed and checked before anything is written
+	sets, err := openDataSplits(c, o) // every split is listed and checked before anything is written
 	if err != nil {
 		return err
 	}
@@ -141,19 +145,19 @@ func runDataConvert(c *cli.Context, o *dataOptions) error {
 	return nil
 }
 
-// openDataSplits opens the splits of the data folder root to go through
+// openDataSplits opens the splits of the data folder to go through
 // (--split's, or every one), saying what it found.
-func openDataSplits(c *cli.Context, root string) ([]*datalayout.Set, error) {
-	opt, err := layoutOptions(c)
+func openDataSplits(c *cli.Context, o *dataOptions) ([]*datalayout.Set, error) {
+	opt, err := o.layout.options()
 	if err != nil {
 		return nil, err
 	}
-	sets, err := datalayout.OpenSplits(root, opt)
+	sets, err := datalayout.OpenSplits(o.data, opt)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
 	for _, set := range sets {
-		noteDataSet(c, set)
+		noteData(c, set, o.labelMap)
 	}
 	return sets, nil
 }

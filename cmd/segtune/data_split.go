@@ -28,9 +28,9 @@ func dataSplitCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)", Destination: &o.out},
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
+		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataSplit(c, o, lists) },
 	}
 }
@@ -44,7 +44,7 @@ func runDataSplit(c *cli.Context, o *dataOptions, lists bool) error {
 	if err != nil {
 		return err
 	}
-	masks, _, err := maskFlags(c)
+	masks, _, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,11 @@ func runDataSplit(c *cli.Context, o *dataOptions, lists bool) error {
 	} else if err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	set, err := openDataFlag(c, "train")
+	opt, err := o.layout.options()
+	if err != nil {
+		return err
+	}
+	set, err := openData(c, root, opt, "train", o.labelMap)
 	if err != nil {
 		return err
 	}

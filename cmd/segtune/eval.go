@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
 // confusionFlag is --confusion, of eval and eval merge.
@@ -23,10 +25,18 @@ func confusionFlag(dir *string) cli.Flag {
 	return &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)", Destination: dir}
 }
 
-// evalOptions are eval's settings (evaluate's) and how it reports.
+// evalOptions are eval's settings: evaluate's, the data's layout and
+// masks, the shard, the model's preprocessing, dense inference and
+// session, and how it reports.
 type evalOptions struct {
 	evaluate.Settings
-	json bool
+	Layout                dataLayout
+	LabelMap, MaskPalette string
+	Shard                 shardOptions
+	Pre                   preprocessOptions
+	Dense                 denseOptions
+	Session               runtime.Options
+	JSON                  bool
 }
 
 func evalCommand() *cli.Command {
@@ -37,7 +47,8 @@ func evalCommand() *cli.Command {
 		Description: "Pairs the images in --images with the masks in --masks by file name (or reads a split of\n" +
 			"--data in any known layout), runs the model, maps its prediction back to each image's own\n" +
 			"size and compares it with the mask.",
-		Flags:       append(evalFlags(o), append(append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...), denseFlags("")...)...),
+		Flags: slices.Concat(evalFlags(o), dataLayoutFlags(&o.Layout, "--data"), shardFlags(&o.Shard)[:2],
+			preprocessFlags(&o.Pre), denseFlags(&o.Dense, "")),
 		Action:      func(c *cli.Context) error { return runEval(c, o) },
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
@@ -48,13 +59,13 @@ func evalFlags(o *evalOptions) []cli.Flag {
 	def := evaluate.DefaultSettings()
 	o.Settings = def
 	s := &o.Settings
-	return []cli.Flag{
+	return slices.Concat([]cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)", Destination: &s.Model},
 		&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)", Destination: &s.Images},
 		&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)", Destination: &s.Masks},
-		dataFlag,
-		&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-		maskPaletteFlag,
+		dataFlag(&s.Data),
+		&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		maskPaletteFlag(&o.MaskPalette),
 		&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of scoring", Destination: &s.Ignore},
 		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &s.ClassNames},
 		&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "images per model run", Destination: &s.Batch},
@@ -62,40 +73,38 @@ func evalFlags(o *evalOptions) []cli.Flag {
 		&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)", Destination: &s.SizeThreshold},
 		confusionFlag(&s.Confusion),
 		&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge", Destination: &s.Partial},
-		deviceFlag, threadsFlag, jsonFlag,
-	}
+	}, sessionFlags(&o.Session), []cli.Flag{jsonFlag(&o.JSON)})
 }
 
 func runEval(c *cli.Context, o *evalOptions) error {
 	s := &o.Settings
-	s.Given, o.json, s.Data = given(c), c.Bool("json"), c.String("data") // --json, --data: until they are bound
+	s.Given = given(c)
 	if err := requireEvalData(c, s); err != nil {
 		return err
 	}
 	if err := s.Validate(); err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	l, err := openLabelled(c, s.Data != "")
+	l, err := openLabelled(c, s.Data, o.Layout, o.LabelMap, &s.Images, &s.Masks)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	if l.set != nil {
-		s.Images, s.Masks = l.set.Root, l.set.Root
 		for _, check := range []func() error{s.CheckConfusion, func() error { return s.CheckConfusionHoldsNoData(l.set) }} {
 			if err := check(); err != nil {
 				return cli.Exit(withFlagNames(err).Error(), 2)
 			}
 		}
 	}
-	if err := initRuntime(c); err != nil {
+	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
-	spec, err := resolveShard(c)
+	spec, err := o.Shard.resolve(c)
 	if err != nil {
 		return err
 	}
-	plan, err := evalPlan(c, s, spec, l)
+	plan, err := evalPlan(c, o, spec, l)
 	if err != nil {
 		return err
 	}
@@ -128,7 +137,7 @@ func evalRun(c *cli.Context, o *evalOptions, spec shard.Spec, plan evaluate.Plan
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return printEvalSummary(c, o.Confusion, o.json, acc.Summary())
+	return printEvalSummary(c, o.Confusion, o.JSON, acc.Summary())
 }
 
 // requireEvalData demands eval's model and its data (--data, or --images
@@ -148,28 +157,29 @@ type labelledPair struct {
 	images, masks *storage.Folder
 }
 
-// openLabelled opens --data's split (data: when it is given) or the
-// --images and --masks folders; the caller closes them.
-func openLabelled(c *cli.Context, data bool) (*labelledPair, error) {
+// openLabelled opens the split of the data set data (read with layout
+// and labelMap; its folder becomes *images and *masks) or, without data,
+// the folders *images and *masks; the caller closes them.
+func openLabelled(c *cli.Context, data string, layout dataLayout, labelMap string, images, masks *string) (*labelledPair, error) {
 	l := &labelledPair{}
-	if data {
-		set, err := openDataFlag(c, "val")
+	if data != "" {
+		opt, err := layout.options()
 		if err != nil {
 			return nil, err
 		}
-		if err := set.Err(); err != nil {
-			return nil, dataExit(err)
-		}
-		if err := setFlags(c, map[string]string{"images": set.Root, "masks": set.Root}); err != nil {
+		if l.set, err = openData(c, data, opt, "val", labelMap); err != nil {
 			return nil, err
 		}
-		l.set = set
+		if err := l.set.Err(); err != nil {
+			return nil, dataExit(err)
+		}
+		*images, *masks = l.set.Root, l.set.Root
 	}
 	var err error
-	if l.images, err = openFolderFlag(c, "images", true); err != nil {
+	if l.images, err = openFolder(c, "images", *images, true); err != nil {
 		return nil, err
 	}
-	if l.masks, err = openFolderFlag(c, "masks", true); err != nil {
+	if l.masks, err = openFolder(c, "masks", *masks, true); err != nil {
 		l.images.Close()
 		return nil, err
 	}
@@ -196,14 +206,20 @@ func pairsExit(err error) error {
 
 // evalPlan is the evaluation s describes: this shard's pairs, the opened
 // model (the caller closes plan.Segmenter) and how it is scored.
-func evalPlan(c *cli.Context, s *evaluate.Settings, spec shard.Spec, l *labelledPair) (evaluate.Plan, error) {
-	settings, err := modelSettings(c, s.Model)
+func evalPlan(c *cli.Context, o *evalOptions, spec shard.Spec, l *labelledPair) (evaluate.Plan, error) {
+	s := &o.Settings
+	settings, err := o.Pre.modelSettings(c, s.Model)
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	req := evaluate.Request{Model: s.Model, Settings: settings, Images: l.images, Masks: l.masks, Set: l.set, Shard: spec, Batch: s.Batch, Partial: s.Partial != "",
-		Open: func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
-	read, _, err := maskFlags(c)
+	dense, err := o.Dense.dense()
+	if err != nil {
+		return evaluate.Plan{}, err
+	}
+	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
+	req := evaluate.Request{Model: s.Model, Settings: settings.Sidecar, Images: l.images, Masks: l.masks, Set: l.set, Shard: spec, Batch: s.Batch, Partial: s.Partial != "",
+		Open: func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, s, session) }}
+	read, _, err := readMasks(o.LabelMap, o.MaskPalette)
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
@@ -237,7 +253,7 @@ func partialDone(c *cli.Context, o *evalOptions, acc *evaluate.Partial) (bool, e
 		return false, err
 	}
 	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", o.Partial, acc.Shard)
-	if o.json {
+	if o.JSON {
 		return true, printJSON(os.Stdout, old.Summary())
 	}
 	return true, nil
@@ -268,8 +284,10 @@ func printEvalSummary(c *cli.Context, confusion string, asJSON bool, sum evaluat
 }
 
 func evalMergeCommand() *cli.Command {
-	var s evaluate.Settings
-	var asJSON bool
+	var (
+		s      evaluate.Settings
+		asJSON bool
+	)
 	return &cli.Command{
 		Name:      "merge",
 		Usage:     "combine the --partial files of every eval shard into the report of the whole set",
@@ -278,9 +296,8 @@ func evalMergeCommand() *cli.Command {
 			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
 			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
 			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
-		Flags: []cli.Flag{jsonFlag, confusionFlag(&s.Confusion)},
+		Flags: []cli.Flag{jsonFlag(&asJSON), confusionFlag(&s.Confusion)},
 		Action: func(c *cli.Context) error {
-			asJSON = c.Bool("json") // until --json is bound
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
 			}

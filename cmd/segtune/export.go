@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/runtime"
 )
 
 func exportCommand() *cli.Command {
@@ -31,15 +33,21 @@ func exportCommand() *cli.Command {
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
 			"map, ignore label) are written into its metadata_props (key segtune.contract) and beside it\n" +
 			"as OUT.segtune.json.",
-		Flags:  append(exportFlags(o), append(dataLayoutFlags("--calibrate"), preprocessFlags()...)...),
+		Flags:  slices.Concat(exportFlags(o), dataLayoutFlags(&o.Layout, "--calibrate"), preprocessFlags(&o.Pre)),
 		Action: func(c *cli.Context) error { return runExport(c, o) },
 	}
 }
 
-// exportOptions are export's settings: deploy's, and how it reports.
+// exportOptions are export's settings: deploy's, the calibration
+// folder's layout, the masks' reading, the model's preprocessing and
+// session, and how it reports.
 type exportOptions struct {
 	deploy.Settings
-	json bool
+	Layout                dataLayout
+	LabelMap, MaskPalette string
+	Pre                   preprocessOptions
+	Session               runtime.Options
+	JSON                  bool
 }
 
 // exportFlags bind export's own flags into o.
@@ -47,7 +55,7 @@ func exportFlags(o *exportOptions) []cli.Flag {
 	def := deploy.DefaultSettings()
 	o.Settings = def
 	s := &o.Settings
-	return []cli.Flag{
+	return slices.Concat([]cli.Flag{
 		&cli.StringFlag{Name: "checkpoint", Aliases: []string{"c"}, Usage: "checkpoint to export (e.g. OUT/best.ckpt)", Destination: &s.Checkpoint},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training", Destination: &s.Model},
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write", Destination: &s.Out},
@@ -68,24 +76,22 @@ func exportFlags(o *exportOptions) []cli.Flag {
 		&cli.StringFlag{Name: "check-masks", Usage: "masks of --check-images (same base names): score both models' IoU", Destination: &s.CheckMasks},
 		&cli.IntFlag{Name: "check-count", Value: def.CheckCount, Usage: "compare on this many images, spread over the folder (0: all)", Destination: &s.CheckCount},
 		&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels", Destination: &s.MinAgreement},
-		&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-		maskPaletteFlag,
+		&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		maskPaletteFlag(&o.MaskPalette),
 		&cli.IntFlag{Name: "ignore", Value: evaluate.DefaultIgnore, Usage: "with --check-masks: mask label left out of scoring", Destination: &s.Ignore},
 		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &s.ClassNames},
-		deviceFlag, threadsFlag,
-		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout", Destination: &o.json},
-	}
+	}, sessionFlags(&o.Session), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout", Destination: &o.JSON}})
 }
 
 func runExport(c *cli.Context, o *exportOptions) error {
-	p, err := planExport(c, &o.Settings)
+	p, err := planExport(c, o)
 	if err != nil {
 		return err
 	}
-	if err := initRuntime(c); err != nil {
+	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
-	plan, err := exportPlan(c, p)
+	plan, err := exportPlan(c, o, p)
 	if err != nil {
 		return err
 	}
@@ -99,7 +105,7 @@ func runExport(c *cli.Context, o *exportOptions) error {
 	if exp.Unchecked {
 		notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
 	}
-	if o.json {
+	if o.JSON {
 		js, jerr := exp.Report.JSON()
 		if jerr != nil {
 			return jerr
@@ -112,7 +118,7 @@ func runExport(c *cli.Context, o *exportOptions) error {
 		return cli.Exit(err.Error()+" (--min-agreement sets the bar)", 1)
 	}
 	written, err := exp.Write()
-	if err == nil && !o.json {
+	if err == nil && !o.JSON {
 		fmt.Println(exp.Summary(written))
 	}
 	return err
@@ -120,24 +126,25 @@ func runExport(c *cli.Context, o *exportOptions) error {
 
 // exportPlan loads the float model and plans its export, fed and read
 // with the model's settings and the preprocessing flags.
-func exportPlan(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
+func exportPlan(c *cli.Context, o *exportOptions, p *deploy.Prepared) (deploy.Plan, error) {
 	m, err := p.Load()
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	settings, err := modelSettings(c, p.Source)
+	settings, err := o.Pre.modelSettings(c, p.Source)
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	plan, err := p.Plan(m, settings)
-	plan.Convert.Session = sessionOptions(c)
+	plan, err := p.Plan(m, settings.Sidecar)
+	plan.Convert.Session = sessionFor(c, o.Session)
 	return plan, exportExit(err)
 }
 
-// planExport makes s a deploy request, prepares it (deploy.Prepare) and
+// planExport makes o a deploy request, prepares it (deploy.Prepare) and
 // checks its outputs before any work: every mistake is reported naming
 // its flag.
-func planExport(c *cli.Context, s *deploy.Settings) (*deploy.Prepared, error) {
+func planExport(c *cli.Context, o *exportOptions) (*deploy.Prepared, error) {
+	s := &o.Settings
 	if err := s.Validate(); err != nil {
 		return nil, cli.Exit(withFlagNames(err).Error(), 2)
 	}
@@ -145,17 +152,17 @@ func planExport(c *cli.Context, s *deploy.Settings) (*deploy.Prepared, error) {
 	var opt datalayout.Options
 	if p, _ := deploy.ParsePrecision(s.Precision); p == deploy.INT8 { // --calibrate's layout
 		var err error
-		if opt, err = layoutOptions(c); err != nil {
+		if opt, err = o.Layout.options(); err != nil {
 			return nil, err
 		}
 	}
-	r, err := s.Request(opt, func(set *datalayout.Set) { noteDataSet(c, set) })
+	r, err := s.Request(opt, func(set *datalayout.Set) { noteData(c, set, o.LabelMap) })
 	if errors.Is(err, deploy.ErrNoSource) {
 		return nil, cli.Exit("segtune export: "+withFlagNames(err).Error(), 2)
 	} else if err != nil {
 		return nil, err
 	}
-	masks, _, err := maskFlags(c) // these replace the model's own settings
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette) // these replace the model's own settings
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +174,7 @@ func planExport(c *cli.Context, s *deploy.Settings) (*deploy.Prepared, error) {
 	if p.Warning != "" {
 		notef(c, "segtune: warning: %s", p.Warning)
 	}
-	if err := r.CheckOutputs(deploy.File{Path: c.String("preprocess"), What: "the {preprocess} file"}); err != nil {
+	if err := r.CheckOutputs(deploy.File{Path: o.Pre.File, What: "the {preprocess} file"}); err != nil {
 		return nil, withFlagNames(fmt.Errorf("--out %s: %w", r.Out, err))
 	}
 	return p, nil

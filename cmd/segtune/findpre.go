@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,46 +18,47 @@ import (
 )
 
 // findPreprocessingFlags bind info's flags for --find-preprocessing into
-// cfg; its data flags are eval's.
-func findPreprocessingFlags(cfg *preprocsearch.Config) []cli.Flag {
+// o; its data flags are eval's.
+func findPreprocessingFlags(o *infoOptions) []cli.Flag {
 	const cat = "Finding the preprocessing"
 	def := preprocsearch.DefaultConfig()
+	cfg := &o.Find
 	*cfg = def
-	return append([]cli.Flag{
+	return slices.Concat([]cli.Flag{
 		&cli.BoolFlag{Name: "find-preprocessing", Category: cat, Usage: "score candidate preprocessings (value range 0..1, -1..1, 0..255, ImageNet mean/std; RGB or BGR; the current geometry and the model's fixed size or the images' own; the current settings) on a sample of labelled images (--images and --masks, or --data) and print them, best first", Destination: &cfg.Find},
 		&cli.StringFlag{Name: "images", Category: cat, Usage: "folder of labelled images", Destination: &cfg.Images},
 		&cli.StringFlag{Name: "masks", Category: cat, Usage: "folder of masks with the same base names", Destination: &cfg.Masks},
 		&cli.StringFlag{Name: "data", Category: cat, Usage: "labelled data folder in any known layout (its val split where it has one), instead of --images and --masks", Destination: &cfg.Data},
-		&cli.StringFlag{Name: "label-map", Category: cat, Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-		maskPaletteFlag,
+		&cli.StringFlag{Name: "label-map", Category: cat, Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		maskPaletteFlag(&o.MaskPalette),
 		&cli.IntFlag{Name: "ignore", Value: def.Ignore, Category: cat, Usage: "mask label left out of scoring", Destination: &cfg.Ignore},
 		&cli.IntFlag{Name: "sample", Value: def.Sample, Category: cat, Usage: "labelled images to score each candidate on, evenly spread over the pairs (0: all)", Destination: &cfg.Sample},
 		&cli.BoolFlag{Name: "write-sidecar", Category: cat, Usage: "write the chosen preprocessing into the model's sidecar, MODEL.segtune.json (not over an existing one without --force)", Destination: &cfg.WriteSidecar},
 		&cli.BoolFlag{Name: "force", Category: cat, Usage: "with --write-sidecar: replace an existing sidecar", Destination: &cfg.Force},
-		deviceFlag, threadsFlag,
-	}, dataLayoutFlags("--data")...)
+	}, sessionFlags(&o.Session), dataLayoutFlags(&o.Layout, "--data"))
 }
 
 // findPreprocessing runs --find-preprocessing on the model at path.
-func findPreprocessing(c *cli.Context, cfg *preprocsearch.Config, path string, asJSON bool) error {
+func findPreprocessing(c *cli.Context, o *infoOptions, path string, asJSON bool) error {
+	cfg := &o.Find
 	sidecar := imageio.SidecarPath(path)
 	if cfg.WriteSidecar {
 		if err := cfg.RefuseExistingSidecar(sidecar); err != nil {
 			return cli.Exit(withFlagNames(err).Error(), 2)
 		}
 	}
-	if err := initRuntime(c); err != nil {
+	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
 	own, err := resolve.ModelSettings(path, "", imageio.Sidecar{}) // the model's own settings, no flags
 	if err != nil {
 		return err
 	}
-	req, cands, err := searchRequest(c, cfg, path, own.Sidecar)
+	req, cands, err := searchRequest(c, o, path, own.Sidecar)
 	if err != nil {
 		return err
 	}
-	l, err := openLabelled(c, cfg.Data != "")
+	l, err := openLabelled(c, cfg.Data, o.Layout, o.LabelMap, &cfg.Images, &cfg.Masks)
 	if err != nil {
 		return err
 	}
@@ -85,12 +87,12 @@ func findPreprocessing(c *cli.Context, cfg *preprocsearch.Config, path string, a
 // searchRequest is the search of the model at path, whose own settings
 // are own, and its candidates: the current preprocessing (its fixed size
 // applied) and the others.
-func searchRequest(c *cli.Context, cfg *preprocsearch.Config, path string, own imageio.Sidecar) (preprocsearch.Request, []preprocsearch.Candidate, error) {
+func searchRequest(c *cli.Context, o *infoOptions, path string, own imageio.Sidecar) (preprocsearch.Request, []preprocsearch.Candidate, error) {
 	settings := own
 	if settings.Preprocess == nil { // segtune's defaults
 		settings.Preprocess = &imageio.Preprocess{}
 	}
-	read, _, err := maskFlags(c)
+	read, _, err := readMasks(o.LabelMap, o.MaskPalette)
 	if err != nil {
 		return preprocsearch.Request{}, nil, err
 	}
@@ -98,7 +100,7 @@ func searchRequest(c *cli.Context, cfg *preprocsearch.Config, path string, own i
 		settings.LabelMap = read.Map
 	}
 	open := func(m string, s imageio.Sidecar) (*inference.Segmenter, error) {
-		return resolve.OpenSegmenter(m, s, resolve.SegmenterOptions{Session: sessionOptions(c)})
+		return resolve.OpenSegmenter(m, s, resolve.SegmenterOptions{Session: sessionFor(c, o.Session)})
 	}
 	seg, err := open(path, settings)
 	if err != nil {
@@ -106,8 +108,8 @@ func searchRequest(c *cli.Context, cfg *preprocsearch.Config, path string, own i
 	}
 	current, ct := seg.Pre, seg.Contract
 	seg.Close()
-	req := preprocsearch.Request{Model: path, Settings: settings, Sample: cfg.Sample, Open: open,
-		Options: evaluate.SetupOptions{Ignore: &cfg.Ignore, MaskPalette: read.Palette},
+	req := preprocsearch.Request{Model: path, Settings: settings, Sample: o.Find.Sample, Open: open,
+		Options: evaluate.SetupOptions{Ignore: &o.Find.Ignore, MaskPalette: read.Palette},
 		Progress: func(done, total int, cand preprocsearch.Candidate) {
 			notef(c, "segtune: scoring %d/%d: %s", done+1, total, cand.Name)
 		}}

@@ -61,7 +61,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			maskPaletteFlag(new(string)),
 			&cli.IntFlag{Name: "ignore", Value: d.Ignore, Usage: "mask label left out of the loss and scores"},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
 			&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)"},
@@ -96,8 +96,8 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU"},
 			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
 			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
-			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags()...), append(photometricFlags(), geometricFlags()...)...), denseFlags("val-")...)...),
+			deviceFlag(new(string)), threadsFlag(new(int)), jsonFlag(new(bool)),
+		}, append(append(append(append(append(dataLayoutFlags(new(dataLayout), "--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags(new(preprocessOptions))...), append(photometricFlags(), geometricFlags()...)...), denseFlags(new(denseOptions), "val-")...)...),
 		Action: runFinetune,
 	}
 }
@@ -366,7 +366,7 @@ func contractSource(c *cli.Context, s resolve.Settings) string {
 		}
 	}
 	var flags []string
-	for _, f := range preprocessFlags() {
+	for _, f := range preprocessFlags(new(preprocessOptions)) {
 		if name := f.Names()[0]; c.IsSet(name) {
 			flags = append(flags, "--"+name)
 		}

@@ -12,9 +12,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/deploy"
-	"github.com/segtune/segtune/internal/setting"
 	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/deploy"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/cliflag"
+	"github.com/segtune/segtune/internal/setting"
+	"github.com/segtune/segtune/runtime"
 )
 
 // The golden test holds what segtune says to a user: every command's
@@ -67,11 +71,22 @@ var badStrings = map[string]string{
 	"mean": "x", "std": "x", "grid": "x", "size-bins": "x", "input-name": "x",
 }
 
-// libraryRanges are the ranges of flags that their library checks (not
-// flagRanges), by "command flag", for the probe out of range.
-var libraryRanges = map[string]setting.Range{
-	"export calibrate-count": deploy.CountRange, "export check-count": deploy.CountRange,
-	"export percentile": deploy.PercentileRange, "export min-agreement": deploy.MinAgreementRange,
+// libraryRanges are the ranges of the flags whose library checks them
+// (no longer flagRanges), for the probes of their flags.
+func libraryRanges() map[string]setting.Range {
+	return map[string]setting.Range{
+		"threads":       runtime.ThreadsRange(),
+		"overlay-alpha": imageio.OverlayAlphaRange,
+		"scale":         imageio.ScaleFactorRange,
+		"multiple-of":   imageio.MultipleOfRange,
+		"value-scale":   imageio.FiniteRange,
+		"value-offset":  imageio.FiniteRange,
+		"mean":          imageio.MeanRange,
+		"std":           imageio.StdRange,
+		// export's, checked by deploy.Settings
+		"calibrate-count": deploy.CountRange, "check-count": deploy.CountRange,
+		"percentile": deploy.PercentileRange, "min-agreement": deploy.MinAgreementRange,
+	}
 }
 
 // goldenProbes are the bad values tried for flag f of command path: one
@@ -80,7 +95,7 @@ var libraryRanges = map[string]setting.Range{
 func goldenProbes(path string, f cli.Flag) []string {
 	name := f.Names()[0]
 	r, ranged := flagRanges()[name]
-	if lr, ok := libraryRanges[path+" "+name]; ok {
+	if lr, ok := libraryRanges()[name]; ok {
 		r, ranged = lr, true
 	}
 	if cr, ok := commandRanges[path+" "+name]; ok {
@@ -132,7 +147,7 @@ func goldenRun(t *testing.T, dir string, args ...string) string {
 	os.Stdout, os.Stderr = out, out
 	app := newApp()
 	app.Writer, app.ErrWriter = out, out
-	runErr := app.Run(append([]string{"segtune"}, args...))
+	runErr := cliflag.Run(app, append([]string{"segtune"}, args...))
 	os.Stdout, os.Stderr = stdout, stderr
 	printed, _ := os.ReadFile(out.Name())
 	var b strings.Builder
@@ -214,7 +229,7 @@ func TestGolden(t *testing.T) {
 					got = goldenErrorOnly(got)
 				}
 				if fname == "threads" { // its bound follows the machine's cores
-					got = strings.ReplaceAll(got, " "+strconv.Itoa(maxThreads()), " MAXTHREADS")
+					got = strings.ReplaceAll(got, " "+strconv.Itoa(runtime.MaxThreads()), " MAXTHREADS")
 				}
 				b.WriteString(got)
 			}

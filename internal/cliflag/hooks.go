@@ -2,7 +2,6 @@ package cliflag
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -52,10 +51,11 @@ func Require(c *cli.Context, names ...string) error {
 }
 
 // OneLineUsageErrors makes app and every command of it answer a flag it
-// cannot parse (an unknown flag, a value that is not a number, a missing
+// cannot parse (an unknown flag, a value that does not parse, a missing
 // value) with one error naming the flag as users type it (--lr, where Go's
 // flag package writes -lr) and where the flags are listed, exit status 2,
-// instead of printing the whole help before the error.
+// instead of printing the whole help before the error. A cli.Generic
+// value's own message is given as "--flag: message" (ParseError).
 func OneLineUsageErrors(app *cli.App) {
 	app.OnUsageError = oneLineUsageError(app.Name)
 	var install func(cmds []*cli.Command, prefix string)
@@ -70,12 +70,38 @@ func OneLineUsageErrors(app *cli.App) {
 }
 
 func oneLineUsageError(command string) cli.OnUsageErrorFunc {
-	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", goFlagDash.ReplaceAllString(err.Error(), "$1--"), command), 2)
+	return func(c *cli.Context, err error, isSubcommand bool) error {
+		// The flag package's error is text only: parse the arguments again
+		// to learn which flag failed and why. A command's are its
+		// parent's, parsed already; the app's own are kept by Run.
+		var flags []cli.Flag
+		var args []string
+		if isSubcommand && c.Command != nil {
+			flags, args = c.Command.Flags, c.Lineage()[1].Args().Tail()
+		} else if a, ok := c.App.Metadata[argsKey].([]string); ok && len(a) > 0 {
+			flags, args = c.App.Flags, a[1:]
+		}
+		if pe := FindParseError(flags, args); pe != nil {
+			if pe.Generic {
+				return cli.Exit(pe.Error(), 2)
+			}
+			err = pe
+		}
+		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", err, command), 2)
 	}
 }
 
-// goFlagDash finds the single dash before a flag's name in the flag
-// package's messages: "flag provided but not defined: -x",
-// "invalid value \"v\" for flag -x: …", "flag needs an argument: -x".
-var goFlagDash = regexp.MustCompile(`((?:flag|defined:|argument:|for) )-\b`)
+// argsKey holds, in an app's Metadata, the arguments Run gave it.
+const argsKey = "cliflag.args"
+
+// Run runs app with args (os.Args for a program), keeping them where
+// OneLineUsageErrors finds them for the app's own flags: urfave keeps no
+// copy. (Run by app.Run, an app's own flag that does not parse is told in
+// the flag package's words.)
+func Run(app *cli.App, args []string) error {
+	if app.Metadata == nil {
+		app.Metadata = map[string]any{}
+	}
+	app.Metadata[argsKey] = args
+	return app.Run(args)
+}
