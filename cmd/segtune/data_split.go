@@ -14,6 +14,7 @@ import (
 )
 
 func dataSplitCommand() *cli.Command {
+	var vs datalayout.ValSplit
 	return &cli.Command{
 		Name:  "split",
 		Usage: "hold out a fraction of a labelled data folder for validation, written as train and val folders or as lists",
@@ -28,17 +29,17 @@ func dataSplitCommand() *cli.Command {
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
 			maskPaletteFlag,
-		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
-		Action: runDataSplit,
+		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
+		Action: func(c *cli.Context) error { return runDataSplit(c, vs) },
 	}
 }
 
-func runDataSplit(c *cli.Context) error {
+func runDataSplit(c *cli.Context, bound datalayout.ValSplit) error {
 	root, out := c.String("data"), c.String("out")
 	if !c.IsSet("val") {
 		return cli.Exit("data split: give --val F, the fraction of the images to hold out for validation", 2)
 	}
-	vs, err := valSplitSetting(c, "val")
+	vs, err := valSplitSetting(c, bound, "val")
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/mpi"
-	"github.com/segtune/segtune/internal/storage"
 )
 
 // joinRanks joins the MPI world a launcher started this process in (alone
@@ -28,23 +27,20 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 	return w, nil
 }
 
-// configureRanks reads finetune's flags on every rank and agrees on the
-// outcome. Ranks that mirror a bucket folder into the cache take turns: the
-// ranks on one machine share its cache, and a mirror removes the files it
-// did not fetch, another rank's half-written ones included.
-func configureRanks(c *cli.Context, w *mpi.Comm) (finetune.Config, error) {
-	remote := false
-	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
-		remote = remote || storage.IsURL(c.String(f))
-	}
+// configureRanks runs configure (reading finetune's flags) on every rank
+// and agrees on the outcome. Ranks that mirror a bucket folder (remote)
+// into the cache take turns: the ranks on one machine share its cache, and
+// a mirror removes the files it did not fetch, another rank's half-written
+// ones included.
+func configureRanks(w *mpi.Comm, remote bool, configure func() (finetune.Config, error)) (finetune.Config, error) {
 	if !remote || !w.Parallel() {
-		cfg, err := finetuneConfig(c)
+		cfg, err := configure()
 		return cfg, w.Agree(err, false)
 	}
 	var cfg finetune.Config
 	err := w.InTurn(func() error {
 		var err error
-		cfg, err = finetuneConfig(c)
+		cfg, err = configure()
 		return err
 	})
 	return cfg, err
