@@ -208,7 +208,7 @@ func runOutputs(dir string) []string {
 // config turns the bound flags into a run configuration, each setting
 // checked before any work.
 func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
-	given := c.LocalFlagNames() // before a recorded run's flags are set
+	given := givenKeys(c.LocalFlagNames(), finetune.RunSettings()) // before a recorded run's flags are set
 	rec, err := recordedRun(c)
 	if err != nil {
 		return finetune.Config{}, err

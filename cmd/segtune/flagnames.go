@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/segtune/segtune/internal/setting"
@@ -36,3 +37,8 @@ func flagOf(key string) string {
 
 // withFlagNames is err with the settings it names called by their flags.
 func withFlagNames(err error) error { return setting.Rename(err, flagOf) }
+
+// givenKeys are those of keys whose flag is among the flags given.
+func givenKeys(given, keys []string) []string {
+	return slices.DeleteFunc(keys, func(k string) bool { return !slices.Contains(given, flagOf(k)[2:]) })
+}
