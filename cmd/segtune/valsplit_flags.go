@@ -39,13 +39,7 @@ func valSplitSetting(c *cli.Context, bound datalayout.ValSplit, fraction string)
 	}
 	vs := &bound
 	if err := vs.Check(); err != nil {
-		// data split's fraction flag is --val
-		return nil, cli.Exit(setting.Rename(err, func(key string) string {
-			if key == "val_split" {
-				return "--" + fraction
-			}
-			return flagOf(key)
-		}).Error(), 2)
+		return nil, cli.Exit(setting.Rename(err, flagIn(c.Command.Name)).Error(), 2)
 	}
 	return vs, nil
 }
