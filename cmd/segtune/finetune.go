@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/mpi"
@@ -141,7 +142,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 		return err
 	}
 	// every rank checks the flags
-	cfg, err := configureRanks(w, f.data.urls(), func() (finetune.Config, error) { return f.config(c) })
+	cfg, err := dataparallel.Configure(w, f.data.urls(), func() (finetune.Config, error) { return f.config(c) })
 	if err != nil {
 		return err
 	}

@@ -27,25 +27,6 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 	return w, nil
 }
 
-// configureRanks runs configure (reading finetune's flags) on every rank
-// and agrees on the outcome. Ranks that mirror a bucket folder (remote)
-// into the cache take turns: the ranks on one machine share its cache, and
-// a mirror removes the files it did not fetch, another rank's half-written
-// ones included.
-func configureRanks(w *mpi.Comm, remote bool, configure func() (finetune.Config, error)) (finetune.Config, error) {
-	if !remote || !w.Parallel() {
-		cfg, err := configure()
-		return cfg, w.Agree(err, false)
-	}
-	var cfg finetune.Config
-	err := w.InTurn(func() error {
-		var err error
-		cfg, err = configure()
-		return err
-	})
-	return cfg, err
-}
-
 // leaveRanks ends this rank's part in the job with err, the outcome of its
 // run. An outcome every rank knows (success, an interrupt, an agreed
 // failure) leaves MPI in order, reported by one rank; an error of this rank
