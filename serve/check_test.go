@@ -16,18 +16,18 @@ func TestOptionsCheck(t *testing.T) {
 		field string
 		edit  func(*Options)
 	}{
-		{"MaxBatch", func(o *Options) { o.MaxBatch = 0 }},
-		{"MaxBodyBytes", func(o *Options) { o.MaxBodyBytes = -1 }},
-		{"MaxPixels", func(o *Options) { o.MaxPixels = 0 }},
-		{"MaxConns", func(o *Options) { o.MaxConns = 0 }},
-		{"MaxPending", func(o *Options) { o.MaxPending = -1 }},
-		{"MinBodyRate", func(o *Options) { o.MinBodyRate = 0 }},
-		{"MaxMemory", func(o *Options) { o.MaxMemory = -1 }},
-		{"BodyMemory", func(o *Options) { o.BodyMemory = -1 }},
-		{"BodyMemory", func(o *Options) { o.BodyMemory = o.MaxBodyBytes - 1 }},
-		{"ReadTimeout", func(o *Options) { o.ReadTimeout = 0 }},
-		{"WriteTimeout", func(o *Options) { o.WriteTimeout = -time.Second }},
-		{"ShutdownTimeout", func(o *Options) { o.ShutdownTimeout = 0 }},
+		{"max_batch", func(o *Options) { o.MaxBatch = 0 }},
+		{"max_body", func(o *Options) { o.MaxBodyBytes = -1 }},
+		{"max_pixels", func(o *Options) { o.MaxPixels = 0 }},
+		{"max_conns", func(o *Options) { o.MaxConns = 0 }},
+		{"max_pending", func(o *Options) { o.MaxPending = -1 }},
+		{"min_body_rate", func(o *Options) { o.MinBodyRate = 0 }},
+		{"max_memory", func(o *Options) { o.MaxMemory = -1 }},
+		{"body_memory", func(o *Options) { o.BodyMemory = -1 }},
+		{"body_memory", func(o *Options) { o.BodyMemory = o.MaxBodyBytes - 1 }},
+		{"read_timeout", func(o *Options) { o.ReadTimeout = 0 }},
+		{"write_timeout", func(o *Options) { o.WriteTimeout = -time.Second }},
+		{"shutdown_timeout", func(o *Options) { o.ShutdownTimeout = 0 }},
 	} {
 		o := good
 		c.edit(&o)

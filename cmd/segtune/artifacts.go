@@ -38,7 +38,7 @@ func artifactsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "loss-scale", Usage: "add the loss_scale input"},
 			&cli.StringSliceFlag{Name: "extra-output", Usage: "intermediate tensor to expose as an output; repeatable"},
 			&cli.StringSliceFlag{Name: "grad-input", Usage: "intermediate tensor receiving an extra upstream gradient (grad_in/<tensor>); repeatable"},
-			jsonFlag,
+			jsonFlag(new(bool)),
 		},
 		Action: runArtifacts,
 	}

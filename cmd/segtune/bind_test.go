@@ -60,12 +60,8 @@ func TestBoundFlags(t *testing.T) {
 // unboundCommands still read some flags by name (c.String("…")); each
 // conversion removes its command here, and the list ends empty (#42).
 var unboundCommands = map[string]bool{
-	"segtune":              true, // --ort-lib, --quiet, --max-memory
 	"segtune info":         true,
-	"segtune segment":      true,
-	"segtune serve":        true,
 	"segtune eval":         true,
-	"segtune finetune":     true,
 	"segtune export":       true,
 	"segtune artifacts":    true,
 	"segtune data check":   true,

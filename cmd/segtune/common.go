@@ -13,35 +13,88 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
-// Flags shared by the commands that run a model.
-var (
-	deviceFlag  = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda, or auto (CUDA when available, else CPU)"}
-	threadsFlag = &cli.IntFlag{Name: "threads", Usage: "ONNX Runtime intra-op threads (0: one per core)"}
-	jsonFlag    = &cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary as JSON on stdout"}
-)
+// globalOptions are the app's own flags, given before the command.
+type globalOptions struct {
+	ORTLib    string // --ort-lib
+	Quiet     bool   // --quiet
+	MaxMemory string // --max-memory, parsed by the memory-limit hook
+}
 
-// initRuntime loads ONNX Runtime from the --ort-lib flag, the environment or
-// the installer's cache.
-func initRuntime(c *cli.Context) error {
-	lib := c.String("ort-lib")
-	if err := runtime.InitFor(lib, c.String("device")); err != nil {
+// globalFlags bind the app's own flags into g.
+func globalFlags(g *globalOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "ort-lib", Usage: "path of the ONNX Runtime shared library", EnvVars: []string{"ONNXRUNTIME_SHARED_LIBRARY_PATH"}, Destination: &g.ORTLib},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bars or notices", Destination: &g.Quiet},
+		&cli.StringFlag{Name: "max-memory", Usage: "memory limit for tensors, images and batches, e.g. 8G (default: 3/4 of the smallest of this machine's memory, the cgroup's limit and half of RLIMIT_AS; segtune doctor says which)", EnvVars: []string{"SEGTUNE_MAX_MEMORY"}, Destination: &g.MaxMemory},
+	}
+}
+
+// globalsKey holds an app's *globalOptions in its Metadata, where every
+// command's action finds them (globals).
+const globalsKey = "segtune.globals"
+
+// globals are the app-wide flags of the app c runs in (zero values in an
+// app newApp did not make, as some tests build).
+func globals(c *cli.Context) *globalOptions {
+	if g, ok := c.App.Metadata[globalsKey].(*globalOptions); ok {
+		return g
+	}
+	return &globalOptions{}
+}
+
+// deviceFlag, threadsFlag and jsonFlag are the flags shared by the
+// commands that run a model: --device and --threads bind into the session
+// options (sessionFlags binds both), --json into the command's switch.
+func deviceFlag(device *string) cli.Flag {
+	return &cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda, or auto (CUDA when available, else CPU)", Destination: device}
+}
+
+func threadsFlag(threads *int) cli.Flag {
+	return &cli.IntFlag{Name: "threads", Usage: "ONNX Runtime intra-op threads (0: one per core)", Destination: threads,
+		Action: checkedBy[int](func() error { return runtime.Options{Threads: *threads}.Validate() })}
+}
+
+// checkedBy is a flag Action that runs check once the flag is set (on the
+// command line or by a --config file; before the command's action): a
+// value its library refuses exits with status 2, named by its flag.
+func checkedBy[T any](check func() error) func(*cli.Context, T) error {
+	return func(*cli.Context, T) error {
+		if err := check(); err != nil {
+			return cli.Exit(withFlagNames(err).Error(), 2)
+		}
+		return nil
+	}
+}
+
+func jsonFlag(asJSON *bool) cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary as JSON on stdout", Destination: asJSON}
+}
+
+// sessionFlags are --device and --threads into o.
+func sessionFlags(o *runtime.Options) []cli.Flag {
+	o.Device = "cpu"
+	return []cli.Flag{deviceFlag(&o.Device), threadsFlag(&o.Threads)}
+}
+
+// loadRuntime loads ONNX Runtime from --ort-lib, the environment or the
+// installer's cache, for device.
+func loadRuntime(c *cli.Context, device string) error {
+	if err := runtime.InitFor(globals(c).ORTLib, device); err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return nil
 }
 
-func sessionOptions(c *cli.Context) runtime.Options {
-	var log io.Writer = os.Stderr
-	if c.Bool("quiet") {
-		log = io.Discard
-	}
-	return runtime.Options{Device: c.String("device"), Threads: c.Int("threads"), Log: log}
+// sessionFor is o with notices on stderr unless --quiet.
+func sessionFor(c *cli.Context, o runtime.Options) runtime.Options {
+	o.Log = noticeWriter(c)
+	return o
 }
 
 // progress returns a progress bar on stderr when it is a terminal and the
-// user did not ask for quiet or JSON output; otherwise a silent bar.
+// user did not ask for quiet output; otherwise a silent bar.
 func progress(c *cli.Context, total int, what string) *progressbar.ProgressBar {
-	if c.Bool("quiet") || !term.IsTerminal(int(os.Stderr.Fd())) {
+	if globals(c).Quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return progressbar.DefaultSilent(int64(total), what)
 	}
 	return progressbar.NewOptions(total,
@@ -64,9 +117,15 @@ func printJSON(w io.Writer, v any) error {
 
 // notef prints a notice on stderr unless --quiet.
 func notef(c *cli.Context, format string, args ...any) {
-	if !c.Bool("quiet") {
-		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	fmt.Fprintf(noticeWriter(c), format+"\n", args...)
+}
+
+// noticeWriter is where notices go: stderr unless --quiet.
+func noticeWriter(c *cli.Context) io.Writer {
+	if globals(c).Quiet {
+		return io.Discard
 	}
+	return os.Stderr
 }
 
 func versionCommand() *cli.Command {
@@ -75,7 +134,7 @@ func versionCommand() *cli.Command {
 		Usage: "print segtune's and ONNX Runtime's versions",
 		Action: func(c *cli.Context) error {
 			fmt.Println("segtune", version)
-			if err := initRuntime(c); err != nil {
+			if err := loadRuntime(c, ""); err != nil {
 				fmt.Println("ONNX Runtime: not found:", err)
 				return nil
 			}

@@ -122,12 +122,13 @@ func lineHas(text, prefix, sub string) bool {
 	return false
 }
 
-// settingsContext is a command-line context holding the preprocessing
-// flags, parsed from args.
-func settingsContext(t *testing.T, args ...string) *cli.Context {
+// modelSettingsFor are the settings of model with the preprocessing
+// flags parsed from args.
+func modelSettingsFor(t *testing.T, model string, args ...string) (imageio.Sidecar, error) {
 	t.Helper()
+	var o preprocessOptions
 	set := flag.NewFlagSet("test", flag.ContinueOnError)
-	for _, f := range preprocessFlags() {
+	for _, f := range preprocessFlags(&o) {
 		if err := f.Apply(set); err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +137,8 @@ func settingsContext(t *testing.T, args ...string) *cli.Context {
 	if err := set.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return cli.NewContext(cli.NewApp(), set, nil)
+	s, err := o.modelSettings(cli.NewContext(cli.NewApp(), set, nil), model)
+	return s.Sidecar, err
 }
 
 // synthWith writes the embedded synth model to dir with its metadata
@@ -167,7 +169,7 @@ func TestModelSettingsPrecedence(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	s, err := modelSettings(settingsContext(t), model)
+	s, err := modelSettingsFor(t, model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestModelSettingsPrecedence(t *testing.T) {
 	if err := side.Save(imageio.SidecarPath(model)); err != nil {
 		t.Fatal(err)
 	}
-	s, err = modelSettings(settingsContext(t), model)
+	s, err = modelSettingsFor(t, model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestModelSettingsPrecedence(t *testing.T) {
 		s.Preprocess.ValueScale != 0.25 || s.Preprocess.ValueOffset != 0 || s.Preprocess.ChannelOrder != imageio.BGR {
 		t.Errorf("sidecar over metadata_props: %+v %+v", s, *s.Preprocess)
 	}
-	s, err = modelSettings(settingsContext(t, "--value-scale", "2", "--value-offset", "1"), model)
+	s, err = modelSettingsFor(t, model, "--value-scale", "2", "--value-offset", "1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,12 @@ func dataCheckCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			maskPaletteFlag(new(string)),
 			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)"},
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label that is no class"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
-			jsonFlag,
-		}, dataLayoutFlags("--data")...),
+			jsonFlag(new(bool)),
+		}, dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: runDataCheck,
 	}
 }
@@ -91,8 +91,8 @@ func dataConvertCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, dataLayoutFlags("--data")...),
+			maskPaletteFlag(new(string)),
+		}, dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: runDataConvert,
 	}
 }

@@ -28,8 +28,8 @@ func dataSplitCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)"},
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data"},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`},
-			maskPaletteFlag,
-		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags("--data")...),
+			maskPaletteFlag(new(string)),
+		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(new(dataLayout), "--data")...),
 		Action: func(c *cli.Context) error { return runDataSplit(c, vs) },
 	}
 }

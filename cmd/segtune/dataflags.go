@@ -17,106 +17,99 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 )
 
-// dataLayoutFlags are --format, --split and --coco-crowd, which say how to
-// read the data folder given to flag (--data, --calibrate).
-func dataLayoutFlags(flag string) []cli.Flag {
+// dataLayout is how to read a data folder: what --format, --split and
+// --coco-crowd set (options reads them).
+type dataLayout struct {
+	Format, Split string
+	Crowd         string // ignore or class
+}
+
+// dataLayoutFlags bind --format, --split and --coco-crowd, which say how
+// to read the data folder given to flag (--data, --calibrate), into o.
+func dataLayoutFlags(o *dataLayout, flag string) []cli.Flag {
+	o.Crowd = "ignore"
 	return []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "layout of " + flag + ": " + strings.Join(datalayout.Formats(), ", ") + " (default: detected)"},
-		&cli.StringFlag{Name: "split", Usage: "split of " + flag + " to read (train, val, test, or a VOC list's name)"},
-		&cli.StringFlag{Name: "coco-crowd", Value: "ignore", Usage: "COCO annotations marked iscrowd in " + flag + ": ignore (left out of the loss and the scores) or class (painted with their category's class)"},
+		&cli.StringFlag{Name: "format", Usage: "layout of " + flag + ": " + strings.Join(datalayout.Formats(), ", ") + " (default: detected)", Destination: &o.Format},
+		&cli.StringFlag{Name: "split", Usage: "split of " + flag + " to read (train, val, test, or a VOC list's name)", Destination: &o.Split},
+		&cli.StringFlag{Name: "coco-crowd", Value: o.Crowd, Destination: &o.Crowd,
+			Usage: "COCO annotations marked iscrowd in " + flag + ": ignore (left out of the loss and the scores) or class (painted with their category's class)"},
 	}
 }
 
-// layoutOptions reads how to open a data folder: --format, --split and
-// --coco-crowd.
-func layoutOptions(c *cli.Context) (datalayout.Options, error) {
-	opt := datalayout.Options{Format: c.String("format"), Split: c.String("split")}
-	switch v := c.String("coco-crowd"); v {
+// options are the layout options the flags give.
+func (o *dataLayout) options() (datalayout.Options, error) {
+	opt := datalayout.Options{Format: o.Format, Split: o.Split}
+	switch o.Crowd {
 	case "", "ignore":
 	case "class":
 		opt.CrowdAsClass = true
 	default:
-		return opt, cli.Exit(fmt.Sprintf("--coco-crowd %q: must be ignore or class", v), 2)
+		return opt, cli.Exit(fmt.Sprintf("--coco-crowd %q: must be ignore or class", o.Crowd), 2)
 	}
 	return opt, nil
 }
 
-// dataFlag is --data for the commands that read one split of labelled data.
-var dataFlag = &cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout (see --format), instead of --images and --masks"}
+// dataFlag is --data for the commands that read one split of labelled
+// data, into root.
+func dataFlag(root *string) cli.Flag {
+	return &cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout (see --format), instead of --images and --masks", Destination: root}
+}
 
-// maskPaletteFlag is --mask-palette, for RGB colour masks.
-var maskPaletteFlag = &cli.StringFlag{Name: "mask-palette", Usage: "read RGB colour masks: a palette image (colour i is class i) or a CVAT labelmap.txt (which also names the classes)"}
+// maskPaletteFlag is --mask-palette, for RGB colour masks: the file's path
+// into path (readMasks reads it).
+func maskPaletteFlag(path *string) cli.Flag {
+	return &cli.StringFlag{Name: "mask-palette", Destination: path,
+		Usage: "read RGB colour masks: a palette image (colour i is class i) or a CVAT labelmap.txt (which also names the classes)"}
+}
 
-// maskFlags reads how masks are read (--label-map, --mask-palette), and
-// the classes a CVAT labelmap names.
-func maskFlags(c *cli.Context) (imageio.MaskOptions, []string, error) {
+// readMasks reads how masks are read: --label-map's spec and
+// --mask-palette's file, and the classes a CVAT labelmap names.
+func readMasks(labelMap, palette string) (imageio.MaskOptions, []string, error) {
 	var masks imageio.MaskOptions
 	var err error
-	if v := c.String("label-map"); v != "" {
-		if masks.Map, err = imageio.ParseLabelMap(v); err != nil {
+	if labelMap != "" {
+		if masks.Map, err = imageio.ParseLabelMap(labelMap); err != nil {
 			return masks, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
 		}
 	}
-	pal, names, err := maskPalette(c)
-	masks.Palette = pal
-	return masks, names, err
-}
-
-// classNames is --class-names's list (nil without it).
-func classNames(c *cli.Context) []string {
-	if v := c.String("class-names"); v != "" {
-		return strings.Split(v, ",")
+	if palette == "" {
+		return masks, nil, nil
 	}
-	return nil
+	pal, names, err := datalayout.ReadMaskPalette(palette)
+	if err != nil {
+		return masks, nil, cli.Exit(fmt.Sprintf("--mask-palette: %v", err), 2)
+	}
+	masks.Palette = pal
+	return masks, names, nil
 }
 
-// ifSet is the value of a flag the user set, read with get (nil if
-// unset).
-func ifSet[T any](c *cli.Context, name string, get func(string) T) *T {
-	if !c.IsSet(name) {
+// splitNames is a --class-names list (nil for "").
+func splitNames(v string) []string {
+	if v == "" {
 		return nil
 	}
-	v := get(name)
-	return &v
+	return strings.Split(v, ",")
 }
 
-// maskPalette reads --mask-palette: the colours of colour masks' classes
-// and, from a CVAT labelmap, their names (nil without the flag).
-func maskPalette(c *cli.Context) (imageio.Palette, []string, error) {
-	path := c.String("mask-palette")
-	if path == "" {
-		return nil, nil, nil
-	}
-	pal, names, err := datalayout.ReadMaskPalette(path)
-	if err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("--mask-palette: %v", err), 2)
-	}
-	return pal, names, nil
-}
-
-// openDataFlag lists the samples of --data's split: --split, or else
-// fallback where the layout has it (val for eval), and says in one line
-// which layout it took and how many pairs it found.
-func openDataFlag(c *cli.Context, fallback string) (*datalayout.Set, error) {
-	root := c.String("data")
+// openData lists the samples of the data set at root (--data): opt's
+// split, or else fallback where the layout has it (val for eval), and says
+// in one line which layout it took and how many pairs it found (labelMap:
+// --label-map's, for noteDataSet).
+func openData(c *cli.Context, root string, opt datalayout.Options, fallback, labelMap string) (*datalayout.Set, error) {
 	if storage.IsURL(root) {
 		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
-	}
-	opt, err := layoutOptions(c)
-	if err != nil {
-		return nil, err
 	}
 	set, err := datalayout.OpenDefault(root, opt, fallback)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
-	noteDataSet(c, set)
+	noteData(c, set, labelMap)
 	return set, nil
 }
 
-// noteDataSet says which layout was taken and, where the format's labels
+// noteData says which layout was taken and, where the format's labels
 // need a label map preset that --label-map does not give, which one.
-func noteDataSet(c *cli.Context, set *datalayout.Set) {
+func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
 	notef(c, "segtune: %s", set.Summary())
 	if lossy := set.LossyMasks(); len(lossy) > 0 {
 		notef(c, "segtune: warning: %d masks are JPEG files (%s, …): JPEG's lossy compression changes the labels along every edge; save masks as PNG",
@@ -125,18 +118,18 @@ func noteDataSet(c *cli.Context, set *datalayout.Set) {
 	if len(set.Classes) > 0 {
 		notef(c, "segtune: %s classes, label 0 up: %s", set.Format, strings.Join(set.Classes, ","))
 	}
-	if p := set.LabelPreset; p != "" && c.String("label-map") == "" && p != "voc" {
+	if p := set.LabelPreset; p != "" && labelMap == "" && p != "voc" {
 		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
 	}
 }
 
-// calibrationImages are the images of --calibrate DIR: those directly in
+// listCalibration is the images of --calibrate DIR: those directly in
 // it, or, when it holds none (or --format or --split is given), the
 // images of a split of the data set it holds (--split, default train).
-func calibrationImages(c *cli.Context, dir string) ([]string, error) {
+func listCalibration(c *cli.Context, dir string, opt datalayout.Options, labelMap string) ([]string, error) {
 	files, err := imageio.ListImages(dir)
 	_, notData := datalayout.Detect(dir)
-	asData := c.IsSet("format") || c.IsSet("split") || (err == nil && len(files) == 0 && notData == nil)
+	asData := opt.Format != "" || opt.Split != "" || (err == nil && len(files) == 0 && notData == nil)
 	if !asData {
 		imgs, err := deploy.ListImageDir(dir)
 		if err != nil {
@@ -144,15 +137,11 @@ func calibrationImages(c *cli.Context, dir string) ([]string, error) {
 		}
 		return imgs, nil
 	}
-	opt, err := layoutOptions(c)
-	if err != nil {
-		return nil, err
-	}
 	set, err := datalayout.OpenDefault(dir, opt, "train")
 	if err != nil {
 		return nil, fmt.Errorf("--calibrate: %w", err)
 	}
-	noteDataSet(c, set)
+	noteData(c, set, labelMap)
 	if len(set.Samples) == 0 {
 		return nil, fmt.Errorf("--calibrate %s: %s", dir, set.Summary())
 	}
@@ -179,18 +168,15 @@ func setFlags(c *cli.Context, values map[string]string) error {
 	return nil
 }
 
-// finetuneData reads --data for finetune: the training split (--split,
+// openFinetuneData reads --data for finetune: the training split (--split,
 // default train where the layout has splits) and, where the layout has
 // one, the val split for validation. Unmatched files stop the run before
-// any work unless --skip-bad.
-func finetuneData(c *cli.Context, root string, vs *datalayout.ValSplit) (train, val finetune.DataSpec, err error) {
-	opt, err := layoutOptions(c)
-	if err != nil {
-		return train, val, err
-	}
-	fd, err := finetune.OpenDataSplit(root, opt, vs, c.Bool("skip-bad"))
+// any work unless skipBad; labelMap is --label-map's; out is the run's folder, where a held-out
+// split's list goes.
+func openFinetuneData(c *cli.Context, root string, vs *datalayout.ValSplit, opt datalayout.Options, skipBad bool, labelMap, out string) (train, val finetune.DataSpec, err error) {
+	fd, err := finetune.OpenDataSplit(root, opt, vs, skipBad)
 	for _, set := range fd.Sets {
-		noteDataSet(c, set)
+		noteData(c, set, labelMap)
 	}
 	var ve *finetune.ValSplitExistsError
 	if errors.As(err, &ve) {
@@ -201,7 +187,7 @@ func finetuneData(c *cli.Context, root string, vs *datalayout.ValSplit) (train, 
 	}
 	if vs != nil {
 		notef(c, "segtune: --val-split %g: %d of %d images held out for validation (by %s, seed %d), listed in %s",
-			vs.Fraction, fd.HeldOut, fd.Kept+fd.HeldOut, vs.By, vs.Seed, filepath.Join(c.String("out"), finetune.SplitFile))
+			vs.Fraction, fd.HeldOut, fd.Kept+fd.HeldOut, vs.By, vs.Seed, filepath.Join(out, finetune.SplitFile))
 	}
 	if !fd.Val.Given() {
 		notef(c, "segtune: %s has no validation split other than the training data: training without validation", root)

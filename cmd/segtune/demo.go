@@ -29,7 +29,7 @@ func demoCommand() *cli.Command {
 			&cli.Float64Flag{Name: "alpha", Value: demo.Alpha, Usage: "weight of the regularizer in the second run, relative to the cross entropy (finetune's --alpha; every other regularizer setting at finetune's default)"},
 			&cli.IntFlag{Name: "train", Value: 160, Usage: "training images to generate"},
 			&cli.IntFlag{Name: "val", Value: 80, Usage: "validation images to generate"},
-			threadsFlag,
+			threadsFlag(new(int)),
 		},
 		Action: runDemo,
 	}

@@ -22,7 +22,7 @@ func doctorCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Usage: "ONNX model whose inference and training graphs are placed on the GPU"},
 			&cli.StringFlag{Name: "size", Value: "257x257", Usage: "HxW for the model's dynamic spatial dimensions"},
-			jsonFlag,
+			jsonFlag(new(bool)),
 		},
 		Action: func(c *cli.Context) error {
 			lib := c.String("ort-lib")

@@ -33,9 +33,9 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
 			&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
 			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
-			dataFlag,
+			dataFlag(new(string)),
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			maskPaletteFlag(new(string)),
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
 			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
@@ -43,8 +43,8 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
 			confusionFlag,
 			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge"},
-			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(dataLayoutFlags("--data"), shardFlags()[:2]...), preprocessFlags()...), denseFlags("")...)...),
+			deviceFlag(new(string)), threadsFlag(new(int)), jsonFlag(new(bool)),
+		}, append(append(append(dataLayoutFlags(new(dataLayout), "--data"), shardFlags(new(shardOptions))[:2]...), preprocessFlags(new(preprocessOptions))...), denseFlags(new(denseOptions), "")...)...),
 		Action:      runEval,
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
@@ -273,7 +273,7 @@ func evalMergeCommand() *cli.Command {
 			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
 			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
 			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
-		Flags: []cli.Flag{jsonFlag, confusionFlag},
+		Flags: []cli.Flag{jsonFlag(new(bool)), confusionFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)

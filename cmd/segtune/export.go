@@ -53,12 +53,12 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: "check-count", Value: 32, Usage: "compare on this many images, spread over the folder (0: all)"},
 			&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels"},
 			&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-			maskPaletteFlag,
+			maskPaletteFlag(new(string)),
 			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "with --check-masks: mask label left out of scoring"},
 			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report"},
-			deviceFlag, threadsFlag,
+			deviceFlag(new(string)), threadsFlag(new(int)),
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout"},
-		}, append(dataLayoutFlags("--calibrate"), preprocessFlags()...)...),
+		}, append(dataLayoutFlags(new(dataLayout), "--calibrate"), preprocessFlags(new(preprocessOptions))...)...),
 		Action: runExport,
 	}
 }

@@ -28,13 +28,13 @@ func findPreprocessingFlags() []cli.Flag {
 		&cli.StringFlag{Name: "masks", Category: cat, Usage: "folder of masks with the same base names"},
 		&cli.StringFlag{Name: "data", Category: cat, Usage: "labelled data folder in any known layout (its val split where it has one), instead of --images and --masks"},
 		&cli.StringFlag{Name: "label-map", Category: cat, Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`},
-		maskPaletteFlag,
+		maskPaletteFlag(new(string)),
 		&cli.IntFlag{Name: "ignore", Value: evaluate.DefaultIgnore, Category: cat, Usage: "mask label left out of scoring"},
 		&cli.IntFlag{Name: "sample", Value: 16, Category: cat, Usage: "labelled images to score each candidate on, evenly spread over the pairs (0: all)"},
 		&cli.BoolFlag{Name: "write-sidecar", Category: cat, Usage: "write the chosen preprocessing into the model's sidecar, MODEL.segtune.json (not over an existing one without --force)"},
 		&cli.BoolFlag{Name: "force", Category: cat, Usage: "with --write-sidecar: replace an existing sidecar"},
-		deviceFlag, threadsFlag,
-	}, dataLayoutFlags("--data")...)
+		deviceFlag(new(string)), threadsFlag(new(int)),
+	}, dataLayoutFlags(new(dataLayout), "--data")...)
 }
 
 // findPreprocessingOnly are the flags that mean nothing without

@@ -20,6 +20,7 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
 // finetuneFlags are what finetune's flags set: the run's configuration,
@@ -30,11 +31,15 @@ type finetuneFlags struct {
 	reg                       regularizerValues
 	valSplit                  datalayout.ValSplit
 	data                      dataFolders
-	model, out                string
+	layout                    dataLayout
+	pre                       preprocessOptions
+	valDense                  denseOptions
+	session                   runtime.Options // --device, --threads
+	model, out, maskPalette   string
 	crop, cudaOpt, classNames string
 	classes                   int
 	momentum, weightDecay     float64
-	resume, noFlip            bool
+	resume, noFlip, asJSON    bool
 }
 
 // dataFolders are finetune's data flags: --data, or the four folders.
@@ -87,7 +92,7 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder", Destination: &f.data.valMasks},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder", Destination: &f.out},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`, Destination: &cfg.LabelMap},
-			maskPaletteFlag,
+			maskPaletteFlag(&f.maskPalette),
 			&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of the loss and scores", Destination: &cfg.Ignore},
 			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes", Destination: &f.classes},
 			&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)", Destination: &cfg.Network.Dequantize},
@@ -122,14 +127,15 @@ func finetuneCommand() *cli.Command {
 			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU", Destination: &cfg.ConvGrad},
 			&cli.StringFlag{Name: "precision", Value: def.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)", Destination: &cfg.Precision},
 			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)", Destination: &f.cudaOpt},
-			deviceFlag, threadsFlag, jsonFlag,
-		}, append(append(append(append(append(dataLayoutFlags("--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage)...), regularizerFlags(&f.reg)...), preprocessFlags()...), append(photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric)...)...), denseFlags("val-")...)...),
+			deviceFlag(&f.session.Device), threadsFlag(&f.session.Threads), jsonFlag(&f.asJSON),
+		}, slices.Concat(dataLayoutFlags(&f.layout, "--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage), regularizerFlags(&f.reg),
+			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-"))...),
 		Action: f.run,
 	}
 }
 
 func (f *finetuneFlags) run(c *cli.Context) error {
-	w, err := joinRanks(c)
+	w, err := joinRanks(c, f.session.Device)
 	if err != nil {
 		return err
 	}
@@ -138,7 +144,7 @@ func (f *finetuneFlags) run(c *cli.Context) error {
 
 // rank is the run of one rank (of one process without MPI).
 func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
-	if err := w.Agree(initRuntime(c), false); err != nil {
+	if err := w.Agree(loadRuntime(c, f.session.Device), false); err != nil {
 		return err
 	}
 	// every rank checks the flags
@@ -155,7 +161,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {
-				bar = newStepBar(c, s.TotalSteps)
+				bar = newStepBarFor(c, s.TotalSteps, f.asJSON)
 			}
 			bar.update(s)
 		}
@@ -163,7 +169,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 			if bar != nil {
 				bar.clear()
 			}
-			if !c.Bool("json") {
+			if !f.asJSON {
 				printEpoch(e)
 			}
 		}
@@ -177,7 +183,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 		return err
 	}
 	reportSamples(c, res) // samples.png
-	if c.Bool("json") {
+	if f.asJSON {
 		return printJSON(os.Stdout, res)
 	}
 	if res.Table != nil {
@@ -215,11 +221,11 @@ func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 		return finetune.Config{}, err
 	}
 	cfg := f.cfg
-	cfg.Device, cfg.Threads = c.String("device"), c.Int("threads")
+	cfg.Device, cfg.Threads = f.session.Device, f.session.Threads
 	if err := checkModes(cfg); err != nil {
 		return cfg, err
 	}
-	if err := mirrorDataFlags(c); err != nil {
+	if err := f.data.mirror(c); err != nil {
 		return cfg, err
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
@@ -272,7 +278,7 @@ func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err erro
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return cli.Exit("--class-weights: "+err.Error(), 2)
 	}
-	if cfg.ValDense, err = denseSettings(c, "val-"); err != nil {
+	if cfg.ValDense, err = f.valDense.dense(); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	if err := f.reg.apply(cfg); err != nil {
@@ -298,11 +304,8 @@ func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err erro
 	if cfg.Height, cfg.Width, err = imageio.ParseSize(f.crop); err != nil {
 		return fmt.Errorf("--crop: %w", err)
 	}
-	masks, _, err := maskFlags(c) // --label-map is checked here, before any work
-	cfg.MaskPalette = masks.Palette
-	if f.classNames != "" {
-		cfg.ClassNames = strings.Split(f.classNames, ",")
-	}
+	masks, _, err := readMasks(cfg.LabelMap, f.maskPalette) // --label-map is checked here, before any work
+	cfg.MaskPalette, cfg.ClassNames = masks.Palette, splitNames(f.classNames)
 	return err
 }
 
@@ -315,24 +318,25 @@ func (f *finetuneFlags) modelConfig(c *cli.Context, cfg *finetune.Config) (err e
 	if f.classes > 0 {
 		cfg.Network.Classes, cfg.Network.HeadSeed = f.classes, cfg.Seed
 	}
-	if err := applyModelSettings(c, cfg, f.model); err != nil {
+	if err := f.applyModelSettings(c, cfg); err != nil {
 		return err
 	}
 	return f.dataSpecs(c, cfg)
 }
 
-// mirrorDataFlags copies data in object storage into the cache and points
-// its flags there (remote_fetch.go).
-func mirrorDataFlags(c *cli.Context) error {
-	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
-		if v := c.String(flag); storage.IsURL(v) {
-			dir, err := mirrorFolder(c, flag, v)
+// mirror copies the folders in object storage into the cache and points
+// their flags there (remote_fetch.go).
+func (d *dataFolders) mirror(c *cli.Context) error {
+	for _, p := range []struct {
+		flag string
+		v    *string
+	}{{"data", &d.root}, {"train-images", &d.trainImages}, {"train-masks", &d.trainMasks}, {"val-images", &d.valImages}, {"val-masks", &d.valMasks}} {
+		if storage.IsURL(*p.v) {
+			dir, err := mirrorFolder(c, p.flag, *p.v)
 			if err != nil {
 				return err
 			}
-			if err := c.Set(flag, dir); err != nil {
-				return err
-			}
+			*p.v = dir
 		}
 	}
 	return nil
@@ -357,7 +361,11 @@ func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
 	}
 	d := f.data
 	if d.root != "" {
-		if cfg.Train, cfg.Val, err = finetuneData(c, d.root, vs); err != nil {
+		opt, err := f.layout.options()
+		if err != nil {
+			return err
+		}
+		if cfg.Train, cfg.Val, err = openFinetuneData(c, d.root, vs, opt, cfg.SkipBad, cfg.LabelMap, f.out); err != nil {
 			return err
 		}
 	}
@@ -381,20 +389,20 @@ func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
 // class names and palette the base model brings (registry,
 // metadata_props, sidecar, flags) into cfg, the model's scale included,
 // and says once where the run trains and where that comes from.
-func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) error {
-	settings, err := modelSettingsFrom(c, model)
+func (f *finetuneFlags) applyModelSettings(c *cli.Context, cfg *finetune.Config) error {
+	settings, err := f.pre.modelSettings(c, f.model)
 	if err != nil {
 		return err
 	}
 	cfg.ApplyModelSettings(settings.Sidecar)
-	notef(c, "segtune: fine-tuning at %s (%s)", cfg.OperatingPoint(), contractSource(c, settings))
+	notef(c, "segtune: fine-tuning at %s (%s)", cfg.OperatingPoint(), contractSource(c, settings, f.pre.names))
 	return nil
 }
 
 // contractSource names where a run's preprocessing comes from: the
 // preprocessing flags set, over the highest of the model's settings that
 // has any.
-func contractSource(c *cli.Context, s resolve.Settings) string {
+func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string) string {
 	from := "segtune's defaults: the model brings no preprocessing"
 	for i := len(s.Layers) - 1; i >= 0; i-- {
 		if s.Layers[i].Settings.Preprocess != nil {
@@ -403,8 +411,8 @@ func contractSource(c *cli.Context, s resolve.Settings) string {
 		}
 	}
 	var flags []string
-	for _, f := range preprocessFlags() {
-		if name := f.Names()[0]; c.IsSet(name) {
+	for _, name := range preprocessFlags {
+		if c.IsSet(name) {
 			flags = append(flags, "--"+name)
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	goruntime "runtime"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,17 +12,12 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
-// maxThreads bounds --threads: ONNX Runtime crashes on absurd counts, and
-// more than a few threads per core only slows it down.
-func maxThreads() int { return max(16, 4*goruntime.NumCPU()) }
-
 // flagRanges are the valid values of segtune's numeric flags, by flag
 // name; commandRanges override them where one name means different things
 // in different commands (keyed "command flag").
 func flagRanges() map[string]setting.Range {
 	inf := math.Inf(1)
 	return map[string]setting.Range{
-		"threads":         {Min: 1, Max: float64(maxThreads()), Zero: true, Why: "0 picks one per core"},
 		"batch":           {Min: 1, Max: 1 << 16},
 		"epochs":          {Min: 0, Max: 1 << 24},
 		"patience":        {Min: 0, Max: 1 << 24},
@@ -36,7 +30,6 @@ func flagRanges() map[string]setting.Range {
 		"ignore":          {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
 		"classes":         {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
 		"alpha":           dual.AlphaRange,
-		"overlay-alpha":   {Min: 0, Max: 1, Why: "the overlay opacity"},
 		"beta":            {Min: 0, MinOpen: true, Max: 1},
 		"level":           {Min: 0, Max: 1},
 		"dual-lr":         {Min: 0, MinOpen: true, Max: inf, Zero: true, Why: "0: 0.03/n"},
@@ -46,18 +39,12 @@ func flagRanges() map[string]setting.Range {
 		"c-lambda":        {Min: 0, Max: inf},
 		"c-mu":            {Min: 0, Max: inf},
 		"size-threshold":  {Min: 0, Max: 1, Why: "a fraction of the image"},
-		"scale":           {Min: 0, MinOpen: true, Max: 64, Zero: true},
-		"multiple-of":     {Min: 0, Max: 1 << 12},
-		"value-scale":     {Min: -inf, Max: inf},
-		"value-offset":    {Min: -inf, Max: inf},
 		"width":           {Min: 0, MinOpen: true, Max: 16},
 		"output-stride":   {Min: 8, Max: 16},
 		"train":           {Min: 1, Max: 1 << 20},
 		"val":             {Min: 0, Max: 1 << 20},
 		"grid":            {Min: 0, Max: 1, List: true},
 		"size-bins":       {Min: 0, Max: 1, List: true},
-		"mean":            {Min: -inf, Max: inf, List: true},
-		"std":             {Min: 0, MinOpen: true, Max: inf, List: true},
 		"calibrate-count": {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
 		"check-count":     {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
 		"percentile":      {Min: 0, MinOpen: true, Max: 100},
@@ -85,7 +72,7 @@ var commandRanges = map[string]setting.Range{
 // command does any work (cliflag.CheckRanges).
 func checkNumericFlags(c *cli.Context) error {
 	memlimit.Set(0)
-	if v := c.String("max-memory"); v != "" {
+	if v := globals(c).MaxMemory; v != "" {
 		n, err := memlimit.ParseBytes(v)
 		if err != nil {
 			return cli.Exit("--max-memory: "+err.Error(), 2)

@@ -17,6 +17,7 @@ var keyFlags = map[string]string{
 	"max_steps":          "steps",
 	"run_dir":            "out",
 	"cuda_options":       "cuda-opt",
+	"scale_factor":       "scale",              // a preprocessing's resize factor
 	"val_dense":          "val-tile/--val-tta", // finetune's tiling and TTA of validation
 	"network.base_model": "model",              // finetune's paths, by their config.json keys
 	"train.data":         "data",

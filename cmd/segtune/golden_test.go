@@ -13,6 +13,10 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
+	"github.com/segtune/segtune/runtime"
 )
 
 // The golden test holds what segtune says to a user: every command's
@@ -65,12 +69,30 @@ var badStrings = map[string]string{
 	"mean": "x", "std": "x", "grid": "x", "size-bins": "x", "input-name": "x",
 }
 
+// libraryRanges are the ranges of the flags whose library checks them
+// (no longer flagRanges), for the probes of their flags.
+func libraryRanges() map[string]setting.Range {
+	return map[string]setting.Range{
+		"threads":       runtime.ThreadsRange(),
+		"overlay-alpha": imageio.OverlayAlphaRange,
+		"scale":         imageio.ScaleFactorRange,
+		"multiple-of":   imageio.MultipleOfRange,
+		"value-scale":   imageio.FiniteRange,
+		"value-offset":  imageio.FiniteRange,
+		"mean":          imageio.MeanRange,
+		"std":           imageio.StdRange,
+	}
+}
+
 // goldenProbes are the bad values tried for flag f of command path: one
 // that does not parse or is malformed, and for a number one out of its
 // range (flagRanges) or, without a range, a negative one.
 func goldenProbes(path string, f cli.Flag) []string {
 	name := f.Names()[0]
 	r, ranged := flagRanges()[name]
+	if lr, ok := libraryRanges()[name]; ok {
+		r, ranged = lr, true
+	}
 	if cr, ok := commandRanges[path+" "+name]; ok {
 		r, ranged = cr, true
 	}
@@ -202,7 +224,7 @@ func TestGolden(t *testing.T) {
 					got = goldenErrorOnly(got)
 				}
 				if fname == "threads" { // its bound follows the machine's cores
-					got = strings.ReplaceAll(got, " "+strconv.Itoa(maxThreads()), " MAXTHREADS")
+					got = strings.ReplaceAll(got, " "+strconv.Itoa(runtime.MaxThreads()), " MAXTHREADS")
 				}
 				b.WriteString(got)
 			}

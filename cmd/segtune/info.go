@@ -17,7 +17,7 @@ func infoCommand() *cli.Command {
 		Description: "With --find-preprocessing (flags before MODEL), scores candidate preprocessings on a sample\n" +
 			"of labelled images and prints them best first, saying which tie within the noise of the sample;\n" +
 			"--write-sidecar writes the chosen one as the model's sidecar.",
-		Flags:  append([]cli.Flag{jsonFlag}, findPreprocessingFlags()...),
+		Flags:  append([]cli.Flag{jsonFlag(new(bool))}, findPreprocessingFlags()...),
 		Action: runInfo,
 	}
 }

@@ -28,6 +28,7 @@ func main() {
 }
 
 func newApp() *cli.App {
+	g := &globalOptions{}
 	app := &cli.App{
 		Name:  "segtune",
 		Usage: "fine-tune, run and export ONNX semantic-segmentation models",
@@ -35,11 +36,8 @@ func newApp() *cli.App {
 			"fine-tunes them with an F-measure-on-object-size regularizer, and exports the refined\n" +
 			"networks back to ONNX. ONNX Runtime is found through --ort-lib, $ONNXRUNTIME_SHARED_LIBRARY_PATH\n" +
 			"or the copy `make ort` installs.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "ort-lib", Usage: "path of the ONNX Runtime shared library", EnvVars: []string{"ONNXRUNTIME_SHARED_LIBRARY_PATH"}},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bars or notices"},
-			&cli.StringFlag{Name: "max-memory", Usage: "memory limit for tensors, images and batches, e.g. 8G (default: 3/4 of the smallest of this machine's memory, the cgroup's limit and half of RLIMIT_AS; segtune doctor says which)", EnvVars: []string{"SEGTUNE_MAX_MEMORY"}},
-		},
+		Flags:    globalFlags(g),
+		Metadata: map[string]any{globalsKey: g},
 		Commands: []*cli.Command{
 			infoCommand(),
 			segmentCommand(),

@@ -32,8 +32,12 @@ func resolveModelFlags(cmds []*cli.Command) {
 			continue
 		}
 		flag.Usage += " (or a known model's name, see segtune model list, hf:OWNER/REPO[/FILE.onnx][@REVISION], an https:// URL, or an s3://, gs:// or azblob:// URL)"
+		if flag.Destination == nil {
+			flag.Destination = new(string)
+		}
+		model := flag.Destination
 		cliflag.Before(cmd, func(c *cli.Context) error {
-			v := c.String("model")
+			v := *model
 			if v == "" {
 				return nil
 			}
@@ -71,8 +75,9 @@ func warnMetadata(err error) {
 
 // noteSettings says where the settings of the model at modelPath come
 // from, one notice per layer; a model with none, run without --preprocess
-// or preprocessing flags, gets one notice naming the defaults assumed.
-func noteSettings(c *cli.Context, modelPath string, s resolve.Settings) {
+// or preprocessing flags (given), gets one notice naming the defaults
+// assumed.
+func noteSettings(c *cli.Context, modelPath string, s resolve.Settings, given bool) {
 	if s.MetadataErr != nil {
 		warnMetadata(s.MetadataErr)
 	}
@@ -86,23 +91,10 @@ func noteSettings(c *cli.Context, modelPath string, s resolve.Settings) {
 			notef(c, "segtune: note: %s (a sidecar, --preprocess or flags can set it)", n)
 		}
 	}
-	if len(s.Layers) == 0 && !s.Checkpoint && !preprocessingGiven(c) {
+	if len(s.Layers) == 0 && !s.Checkpoint && !given {
 		notef(c, "segtune: %s is not a known model and has no sidecar nor embedded settings (metadata_props %s): assuming RGB, raw 0..255 values, "+
 			"the layout its graph shows (`segtune info`), at the model's fixed input size or else each image's own; "+
 			"set --value-scale/--value-offset or --mean/--std (and --size, --scale, --bgr, --nhwc), --preprocess FILE, or write %s",
 			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath))
 	}
-}
-
-// preprocessingGiven reports whether --preprocess or any preprocessing flag
-// was set on the command line.
-func preprocessingGiven(c *cli.Context) bool {
-	for _, f := range preprocessFlags() {
-		for _, name := range f.Names() {
-			if c.IsSet(name) {
-				return true
-			}
-		}
-	}
-	return false
 }

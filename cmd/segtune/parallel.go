@@ -13,7 +13,7 @@ import (
 
 // joinRanks joins the MPI world a launcher started this process in (alone
 // without one). Ranks other than 0 go quiet: rank 0 prints the run.
-func joinRanks(c *cli.Context) (*mpi.Comm, error) {
+func joinRanks(c *cli.Context, device string) (*mpi.Comm, error) {
 	w, err := mpi.Init()
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 2)
@@ -23,7 +23,7 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 			return w, err
 		}
 	}
-	w.PinGPU(c.String("device") == "cpu")
+	w.PinGPU(device == "cpu")
 	return w, nil
 }
 

@@ -7,99 +7,112 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/listflag"
+	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/resolve"
 )
 
-// preprocessFlags describe how images become model inputs. They override,
-// field by field, the model's sidecar (MODEL.segtune.json) and --preprocess.
-func preprocessFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "preprocess", Usage: "JSON file with preprocessing settings (see README)", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "size", Usage: "model input size HxW (e.g. 513x513); implies --resize stretch", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "resize", Usage: "stretch, letterbox, none (native size) or scale", Category: "Preprocessing"},
-		&cli.Float64Flag{Name: "scale", Usage: "scale images by this factor (implies --resize scale)", Category: "Preprocessing"},
-		&cli.IntFlag{Name: "multiple-of", Usage: "with --scale: round sizes up to a multiple of N", Category: "Preprocessing"},
-		&cli.BoolFlag{Name: "plus-one", Usage: "with --scale: add 1 to rounded sizes (DeepLab's 8k+1 sizes)", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "interpolation", Usage: "bilinear or nearest", Category: "Preprocessing"},
-		&cli.BoolFlag{Name: "bgr", Usage: "feed channels in BGR order", Category: "Preprocessing"},
-		&cli.BoolFlag{Name: "nhwc", Usage: "feed NHWC tensors instead of NCHW", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "mean", Usage: "per-channel mean, e.g. 0.485,0.456,0.406 (on 0..1 values)", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "std", Usage: "per-channel std, e.g. 0.229,0.224,0.225", Category: "Preprocessing"},
-		&cli.Float64Flag{Name: "value-scale", Usage: "x*scale+offset on 0..255 values (e.g. 0.00784313725490196)", Category: "Preprocessing"},
-		&cli.Float64Flag{Name: "value-offset", Usage: "see --value-scale (e.g. -1)", Category: "Preprocessing"},
-		&cli.StringFlag{Name: "output-layout", Usage: "nchw or nhwc: the model output's layout where the graph does not tell (default: read from the graph, else --nhwc's)", Category: "Model output"},
-		&cli.Float64Flag{Name: "threshold", Usage: "sigmoid heads: probability a channel must exceed to claim a pixel; below it, class 0 (background)", DefaultText: "0.5", Category: "Model output"},
+// preprocessOptions are what the preprocessing and model-output flags
+// set: a --preprocess file and, field by field, the flags' layer over the
+// model's own settings (modelSettings).
+type preprocessOptions struct {
+	File      string             // --preprocess
+	Pre       imageio.Preprocess // the fields the flags set
+	Out       imageio.OutputSpec
+	Size      string // --size HxW
+	BGR, NHWC bool
+	names     []string // the flags' names, for given
+}
+
+// preprocessFlags bind how images become model inputs into o.
+func preprocessFlags(o *preprocessOptions) []cli.Flag {
+	const pre, out = "Preprocessing", "Model output"
+	ranges := o.Pre.CheckRanges // imageio's ranges, checked once a flag of them is set
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "preprocess", Usage: "JSON file with preprocessing settings (see README)", Category: pre, Destination: &o.File},
+		&cli.StringFlag{Name: "size", Usage: "model input size HxW (e.g. 513x513); implies --resize stretch", Category: pre, Destination: &o.Size},
+		&cli.GenericFlag{Name: "resize", Usage: "stretch, letterbox, none (native size) or scale", Category: pre, Value: &cliflag.Enum[imageio.ResizePolicy]{Dest: &o.Pre.Resize}},
+		&cli.Float64Flag{Name: "scale", Usage: "scale images by this factor (implies --resize scale)", Category: pre, Destination: &o.Pre.ScaleFactor, Action: checkedBy[float64](ranges)},
+		&cli.IntFlag{Name: "multiple-of", Usage: "with --scale: round sizes up to a multiple of N", Category: pre, Destination: &o.Pre.MultipleOf, Action: checkedBy[int](ranges)},
+		&cli.BoolFlag{Name: "plus-one", Usage: "with --scale: add 1 to rounded sizes (DeepLab's 8k+1 sizes)", Category: pre, Destination: &o.Pre.PlusOne},
+		&cli.GenericFlag{Name: "interpolation", Usage: "bilinear or nearest", Category: pre, Value: &cliflag.Enum[imageio.Interpolation]{Dest: &o.Pre.Interpolation}},
+		&cli.BoolFlag{Name: "bgr", Usage: "feed channels in BGR order", Category: pre, Destination: &o.BGR},
+		&cli.BoolFlag{Name: "nhwc", Usage: "feed NHWC tensors instead of NCHW", Category: pre, Destination: &o.NHWC},
+		&cli.GenericFlag{Name: "mean", Usage: "per-channel mean, e.g. 0.485,0.456,0.406 (on 0..1 values)", Category: pre, Value: &cliflag.Floats{Dest: &o.Pre.Mean}, Action: checkedBy[any](ranges)},
+		&cli.GenericFlag{Name: "std", Usage: "per-channel std, e.g. 0.229,0.224,0.225", Category: pre, Value: &cliflag.Floats{Dest: &o.Pre.Std}, Action: checkedBy[any](ranges)},
+		&cli.Float64Flag{Name: "value-scale", Usage: "x*scale+offset on 0..255 values (e.g. 0.00784313725490196)", Category: pre, Destination: &o.Pre.ValueScale, Action: checkedBy[float64](ranges)},
+		&cli.Float64Flag{Name: "value-offset", Usage: "see --value-scale (e.g. -1)", Category: pre, Destination: &o.Pre.ValueOffset, Action: checkedBy[float64](ranges)},
+		&cli.GenericFlag{Name: "output-layout", Usage: "nchw or nhwc: the model output's layout where the graph does not tell (default: read from the graph, else --nhwc's)", Category: out,
+			Value: &cliflag.Enum[imageio.Layout]{Dest: &o.Out.Layout, Norm: strings.ToUpper}},
+		&cli.Float64Flag{Name: "threshold", Usage: "sigmoid heads: probability a channel must exceed to claim a pixel; below it, class 0 (background)", DefaultText: "0.5", Category: out, Destination: &o.Out.Threshold},
 	}
+	o.names = nil
+	for _, f := range flags {
+		o.names = append(o.names, f.Names()...)
+	}
+	return flags
+}
+
+// sidecar is the flags' layer of settings: what they set, with --size
+// and --scale implying their resize policy where --resize is not given.
+func (o *preprocessOptions) sidecar(c *cli.Context) (imageio.Sidecar, error) {
+	p, out := o.Pre, o.Out
+	if o.Size != "" {
+		h, w, err := imageio.ParseSize(o.Size)
+		if err != nil {
+			return imageio.Sidecar{}, fmt.Errorf("--size: %w", err)
+		}
+		p.Height, p.Width = h, w
+	}
+	switch {
+	case p.Resize != "":
+	case p.ScaleFactor != 0:
+		p.Resize = imageio.ResizeScale
+	case o.Size != "":
+		p.Resize = imageio.ResizeStretch
+	}
+	if o.BGR {
+		p.ChannelOrder = imageio.BGR
+	}
+	if o.NHWC {
+		p.Layout = imageio.NHWC
+	}
+	if err := out.Validate(); err != nil {
+		return imageio.Sidecar{}, fmt.Errorf("--output-layout/--threshold: %w", err)
+	}
+	if c.IsSet("threshold") && !(out.Threshold > 0) { // the default 0 stands for 0.5
+		return imageio.Sidecar{}, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
+	}
+	s := imageio.Sidecar{Preprocess: &p}
+	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
+		s.Output = &out
+	}
+	return s, nil
+}
+
+// given reports whether --preprocess or any preprocessing flag was set on
+// the command line.
+func (o *preprocessOptions) given(c *cli.Context) bool {
+	for _, name := range o.names {
+		if c.IsSet(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // modelSettings are the settings to run the model at modelPath with:
 // what it brings (resolve.ModelSettings), a --preprocess file and the
-// preprocessing flags, in increasing precedence; noteSettings says where
-// they came from.
-func modelSettings(c *cli.Context, modelPath string) (imageio.Sidecar, error) {
-	s, err := modelSettingsFrom(c, modelPath)
-	return s.Sidecar, err
-}
-
-// modelSettingsFrom is modelSettings with the layers they came from.
-func modelSettingsFrom(c *cli.Context, modelPath string) (resolve.Settings, error) {
-	flags, err := preprocessSettings(c)
+// preprocessing flags, in increasing precedence, with the layers they came
+// from; noteSettings says where they came from.
+func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (resolve.Settings, error) {
+	flags, err := o.sidecar(c)
 	if err != nil {
 		return resolve.Settings{}, err
 	}
-	s, err := resolve.ModelSettings(modelPath, c.String("preprocess"), flags)
+	s, err := resolve.ModelSettings(modelPath, o.File, flags)
 	if err != nil {
 		return resolve.Settings{}, err
 	}
-	noteSettings(c, modelPath, s)
-	return s, nil
-}
-
-// preprocessSettings reads the preprocessing and output flags.
-func preprocessSettings(c *cli.Context) (s imageio.Sidecar, err error) {
-	var p imageio.Preprocess
-	if v := c.String("size"); v != "" {
-		h, w, err := imageio.ParseSize(v)
-		if err != nil {
-			return s, fmt.Errorf("--size: %w", err)
-		}
-		p.Height, p.Width = h, w
-		p.Resize = imageio.ResizeStretch
-	}
-	if v := c.Float64("scale"); v != 0 {
-		p.Resize, p.ScaleFactor = imageio.ResizeScale, v
-	}
-	if v := c.String("resize"); v != "" {
-		p.Resize = imageio.ResizePolicy(v)
-	}
-	p.MultipleOf = c.Int("multiple-of")
-	p.PlusOne = c.Bool("plus-one")
-	p.Interpolation = imageio.Interpolation(c.String("interpolation"))
-	if c.Bool("bgr") {
-		p.ChannelOrder = imageio.BGR
-	}
-	if c.Bool("nhwc") {
-		p.Layout = imageio.NHWC
-	}
-	if p.Mean, err = listflag.Floats(c.String("mean")); err != nil {
-		return s, fmt.Errorf("--mean: %w", err)
-	}
-	if p.Std, err = listflag.Floats(c.String("std")); err != nil {
-		return s, fmt.Errorf("--std: %w", err)
-	}
-	p.ValueScale = c.Float64("value-scale")
-	p.ValueOffset = c.Float64("value-offset")
-	out := imageio.OutputSpec{Layout: imageio.Layout(strings.ToUpper(c.String("output-layout"))), Threshold: c.Float64("threshold")}
-	if err := out.Validate(); err != nil {
-		return s, fmt.Errorf("--output-layout/--threshold: %w", err)
-	}
-	if c.IsSet("threshold") && !(out.Threshold > 0) {
-		return s, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
-	}
-	s.Preprocess = &p
-	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
-		s.Output = &out
-	}
+	noteSettings(c, modelPath, s, o.given(c))
 	return s, nil
 }

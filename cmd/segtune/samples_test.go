@@ -42,7 +42,7 @@ func TestWriteSamples(t *testing.T) {
 	out := filepath.Join(dir, "samples.png")
 	cfg := finetune.Config{Val: finetune.DataSpec{Images: imgs, Masks: masks}, Ignore: 255}
 	pal := imageio.Palette{{0, 0, 0, 255}, {250, 0, 0, 255}}
-	app := &cli.App{Flags: []cli.Flag{threadsFlag}, Action: func(c *cli.Context) error {
+	app := &cli.App{Flags: []cli.Flag{threadsFlag(new(int))}, Action: func(c *cli.Context) error {
 		return samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, predictor(c))
 	}}
 	if err := app.Run([]string{"segtune"}); err != nil {

@@ -18,8 +18,9 @@ type stepBar struct {
 	bar *progressbar.ProgressBar
 }
 
-func newStepBar(c *cli.Context, total int64) *stepBar {
-	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
+// newStepBarFor shows a bar on a terminal, not with --quiet or asJSON.
+func newStepBarFor(c *cli.Context, total int64, asJSON bool) *stepBar {
+	if globals(c).Quiet || asJSON || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return &stepBar{}
 	}
 	return &stepBar{bar: progressbar.NewOptions64(total,
@@ -51,7 +52,7 @@ func (b *stepBar) clear() {
 // --quiet or --json) and notices unless --quiet.
 func downloadUI(c *cli.Context) resolve.DownloadUI {
 	ui := resolve.DownloadUI{Note: func(s string) { notef(c, "segtune: %s", s) }}
-	if c.Bool("quiet") || c.Bool("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
+	if globals(c).Quiet || c.IsSet("json") || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return ui
 	}
 	ui.NewBar = func(name string, size, have int64) io.WriteCloser {
@@ -68,12 +69,4 @@ func downloadUI(c *cli.Context) resolve.DownloadUI {
 		return bar
 	}
 	return ui
-}
-
-// noticeWriter is where notices go: stderr unless --quiet.
-func noticeWriter(c *cli.Context) io.Writer {
-	if c.Bool("quiet") {
-		return io.Discard
-	}
-	return os.Stderr
 }

@@ -52,10 +52,11 @@ func Require(c *cli.Context, names ...string) error {
 }
 
 // OneLineUsageErrors makes app and every command of it answer a flag it
-// cannot parse (an unknown flag, a value that is not a number, a missing
+// cannot parse (an unknown flag, a value that does not parse, a missing
 // value) with one error naming the flag as users type it (--lr, where Go's
 // flag package writes -lr) and where the flags are listed, exit status 2,
-// instead of printing the whole help before the error.
+// instead of printing the whole help before the error. A cli.Generic
+// value's own message is given as "--flag: message" (ParseError).
 func OneLineUsageErrors(app *cli.App) {
 	app.OnUsageError = oneLineUsageError(app.Name)
 	var install func(cmds []*cli.Command, prefix string)
@@ -70,12 +71,28 @@ func OneLineUsageErrors(app *cli.App) {
 }
 
 func oneLineUsageError(command string) cli.OnUsageErrorFunc {
-	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", goFlagDash.ReplaceAllString(err.Error(), "$1--"), command), 2)
+	return func(c *cli.Context, err error, isSubcommand bool) error {
+		// The flag package's error is text only; a command's arguments
+		// are its parent's, parsed already, so parse them again to learn
+		// which flag failed and why. (The app's own arguments are kept
+		// nowhere: its rare errors keep the flag package's words.)
+		if isSubcommand && c.Command != nil {
+			if pe := FindParseError(c.Command.Flags, c.Lineage()[1].Args().Tail()); pe != nil {
+				err = pe
+			}
+		}
+		pe, ok := err.(*ParseError)
+		if ok && pe.Generic {
+			return cli.Exit(pe.Error(), 2)
+		}
+		msg := err.Error()
+		if !ok {
+			msg = goFlagDash.ReplaceAllString(msg, "$1--")
+		}
+		return cli.Exit(fmt.Sprintf("%s (%s --help lists its flags)", msg, command), 2)
 	}
 }
 
 // goFlagDash finds the single dash before a flag's name in the flag
-// package's messages: "flag provided but not defined: -x",
-// "invalid value \"v\" for flag -x: …", "flag needs an argument: -x".
+// package's messages, for the app's own flags only (see above).
 var goFlagDash = regexp.MustCompile(`((?:flag|defined:|argument:|for) )-\b`)
