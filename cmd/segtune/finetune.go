@@ -52,7 +52,7 @@ func (d dataFolders) urls() bool {
 
 func finetuneCommand() *cli.Command {
 	f := &finetuneFlags{cfg: finetune.DefaultConfig()}
-	def, cfg := f.cfg, &f.cfg // the flags' defaults, and where they go
+	cfg := &f.cfg
 	return &cli.Command{
 		Name:  "finetune",
 		Usage: "fine-tune a segmentation model on a folder of labelled images",
@@ -83,54 +83,67 @@ func finetuneCommand() *cli.Command {
 			"state is kept the same on every process. Rank 0 writes --out and validates; every process needs\n" +
 			"the model and --data. --resume needs the same P. Without --threads, the processes on one\n" +
 			"machine share its cores.",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)", Destination: &f.model},
-			&cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout, e.g. images/{train,val} with masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)", Destination: &f.data.root},
-			&cli.StringFlag{Name: "train-images", Usage: "training images folder", Destination: &f.data.trainImages},
-			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder", Destination: &f.data.trainMasks},
-			&cli.StringFlag{Name: "val-images", Usage: "validation images folder", Destination: &f.data.valImages},
-			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder", Destination: &f.data.valMasks},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder", Destination: &f.out},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`, Destination: &cfg.LabelMap},
-			maskPaletteFlag(&f.maskPalette),
-			&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of the loss and scores", Destination: &cfg.Ignore},
-			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes", Destination: &f.classes},
-			&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)", Destination: &cfg.Network.Dequantize},
-			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names", Destination: &f.classNames},
-			&cli.StringFlag{Name: "trainable", Value: def.Trainable, Usage: network.TrainableHelp, Destination: &cfg.Trainable},
-			&cli.IntFlag{Name: "epochs", Value: def.Epochs, Usage: "epochs to train", Destination: &cfg.Epochs},
-			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)", Destination: &cfg.MaxSteps},
-			&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images", Destination: &cfg.Batch},
-			&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha", Destination: &cfg.Accumulate},
-			&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step", Destination: &cfg.EMA},
-			&cli.StringFlag{Name: "sample-by", Usage: "`class`: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)", Destination: &cfg.SampleBy},
-			&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images", Destination: &cfg.RepeatThreshold},
-			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", def.Height, def.Width), Usage: "training crop HxW (the training graph's input size)", Destination: &f.crop},
-			&cli.StringFlag{Name: "optimizer", Value: def.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)", Destination: &cfg.Optimizer},
-			&cli.Float64Flag{Name: "lr", Value: def.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)", Destination: &cfg.LR},
-			&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9", Destination: &f.momentum},
-			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01", Destination: &f.weightDecay},
-			&cli.StringFlag{Name: "schedule", Value: def.Schedule, Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)", Destination: &cfg.Schedule},
-			&cli.Float64Flag{Name: "scale-min", Value: def.Augment.ScaleMin, Usage: "smallest random rescale of training images", Destination: &cfg.Augment.ScaleMin},
-			&cli.Float64Flag{Name: "scale-max", Value: def.Augment.ScaleMax, Usage: "largest random rescale of training images", Destination: &cfg.Augment.ScaleMax},
-			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips", Destination: &f.noFlip},
-			&cli.Uint64Flag{Name: "seed", Value: def.Seed, Usage: "seed for data order, augmentation and a new classifier", Destination: &cfg.Seed},
-			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…", Destination: &cfg.ClassWeights},
-			&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)", Destination: &cfg.Patience},
-			&cli.StringFlag{Name: "monitor", Value: def.Monitor, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)", Destination: &cfg.Monitor},
-			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt", Destination: &f.resume},
-			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping", Destination: &cfg.SkipBad},
-			&cli.StringFlag{Name: "resident", Value: def.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)", Destination: &cfg.Resident},
-			&cli.BoolFlag{Name: "cuda-graph", Usage: "capture the resident training and optimiser steps as CUDA graphs (one launch a step instead of one a node; the batch shape is fixed, an epoch's last partial batch dropped as always); off by default until a GPU run measures it; ignored with one line on the CPU, with --resident off, or where ONNX Runtime will not capture the graph (a node on the CPU)", Destination: &cfg.CUDAGraph},
-			&cli.StringFlag{Name: "loss", Value: def.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice", Destination: &cfg.Loss},
-			&cli.Float64Flag{Name: "focal-gamma", Value: def.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)", Destination: &cfg.FocalGamma},
-			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU", Destination: &cfg.ConvGrad},
-			&cli.StringFlag{Name: "precision", Value: def.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)", Destination: &cfg.Precision},
-			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)", Destination: &f.cudaOpt},
-			deviceFlag(&f.session.Device), threadsFlag(&f.session.Threads), jsonFlag(&f.asJSON),
-		}, slices.Concat(dataLayoutFlags(&f.layout, "--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage), regularizerFlags(&f.reg),
-			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-"))...),
+		Flags: slices.Concat(f.dataFlags(), f.trainingFlags(), dataLayoutFlags(&f.layout, "--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage), regularizerFlags(&f.reg),
+			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-")),
 		Action: f.run,
+	}
+}
+
+// dataFlags are finetune's model, data and label flags.
+func (f *finetuneFlags) dataFlags() []cli.Flag {
+	def, cfg := f.cfg, &f.cfg // the flags' defaults, and where they go
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)", Destination: &f.model},
+		&cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout, e.g. images/{train,val} with masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)", Destination: &f.data.root},
+		&cli.StringFlag{Name: "train-images", Usage: "training images folder", Destination: &f.data.trainImages},
+		&cli.StringFlag{Name: "train-masks", Usage: "training masks folder", Destination: &f.data.trainMasks},
+		&cli.StringFlag{Name: "val-images", Usage: "validation images folder", Destination: &f.data.valImages},
+		&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder", Destination: &f.data.valMasks},
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder", Destination: &f.out},
+		&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`, Destination: &cfg.LabelMap},
+		maskPaletteFlag(&f.maskPalette),
+		&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of the loss and scores", Destination: &cfg.Ignore},
+		&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes", Destination: &f.classes},
+		&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)", Destination: &cfg.Network.Dequantize},
+		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names", Destination: &f.classNames},
+		&cli.StringFlag{Name: "trainable", Value: def.Trainable, Usage: network.TrainableHelp, Destination: &cfg.Trainable},
+		&cli.IntFlag{Name: "epochs", Value: def.Epochs, Usage: "epochs to train", Destination: &cfg.Epochs},
+		&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)", Destination: &cfg.MaxSteps},
+		&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images", Destination: &cfg.Batch},
+		&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha", Destination: &cfg.Accumulate},
+		&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step", Destination: &cfg.EMA},
+		&cli.StringFlag{Name: "sample-by", Usage: "`class`: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)", Destination: &cfg.SampleBy},
+		&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images", Destination: &cfg.RepeatThreshold},
+	}
+}
+
+// trainingFlags are finetune's training and execution flags.
+func (f *finetuneFlags) trainingFlags() []cli.Flag {
+	def, cfg := f.cfg, &f.cfg
+	return []cli.Flag{
+		&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", def.Height, def.Width), Usage: "training crop HxW (the training graph's input size)", Destination: &f.crop},
+		&cli.StringFlag{Name: "optimizer", Value: def.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)", Destination: &cfg.Optimizer},
+		&cli.Float64Flag{Name: "lr", Value: def.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)", Destination: &cfg.LR},
+		&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9", Destination: &f.momentum},
+		&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01", Destination: &f.weightDecay},
+		&cli.StringFlag{Name: "schedule", Value: def.Schedule, Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)", Destination: &cfg.Schedule},
+		&cli.Float64Flag{Name: "scale-min", Value: def.Augment.ScaleMin, Usage: "smallest random rescale of training images", Destination: &cfg.Augment.ScaleMin},
+		&cli.Float64Flag{Name: "scale-max", Value: def.Augment.ScaleMax, Usage: "largest random rescale of training images", Destination: &cfg.Augment.ScaleMax},
+		&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips", Destination: &f.noFlip},
+		&cli.Uint64Flag{Name: "seed", Value: def.Seed, Usage: "seed for data order, augmentation and a new classifier", Destination: &cfg.Seed},
+		&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…", Destination: &cfg.ClassWeights},
+		&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)", Destination: &cfg.Patience},
+		&cli.StringFlag{Name: "monitor", Value: def.Monitor, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)", Destination: &cfg.Monitor},
+		&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt", Destination: &f.resume},
+		&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping", Destination: &cfg.SkipBad},
+		&cli.StringFlag{Name: "resident", Value: def.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)", Destination: &cfg.Resident},
+		&cli.BoolFlag{Name: "cuda-graph", Usage: "capture the resident training and optimiser steps as CUDA graphs (one launch a step instead of one a node; the batch shape is fixed, an epoch's last partial batch dropped as always); off by default until a GPU run measures it; ignored with one line on the CPU, with --resident off, or where ONNX Runtime will not capture the graph (a node on the CPU)", Destination: &cfg.CUDAGraph},
+		&cli.StringFlag{Name: "loss", Value: def.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice", Destination: &cfg.Loss},
+		&cli.Float64Flag{Name: "focal-gamma", Value: def.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)", Destination: &cfg.FocalGamma},
+		&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU", Destination: &cfg.ConvGrad},
+		&cli.StringFlag{Name: "precision", Value: def.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)", Destination: &cfg.Precision},
+		&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)", Destination: &f.cudaOpt},
+		deviceFlag(&f.session.Device), threadsFlag(&f.session.Threads), jsonFlag(&f.asJSON),
 	}
 }
 
