@@ -3,6 +3,7 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -281,6 +282,55 @@ func (c *Config) validate() error {
 // LRRange is the learning rates a run takes: positive and at most 10
 // (more is a typo, and diverges at the first step).
 var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
+
+// Ranges are the valid values of the run's numbers as a user gives them,
+// by setting key (the regularizer's dual steps: dual.Ranges);
+// CheckRanges refuses others.
+var Ranges = map[string]setting.Range{
+	"lr":               LRRange,
+	"max_steps":        {Min: 0, Max: 1 << 40},
+	"patience":         {Min: 0, Max: 1 << 24},
+	"momentum":         {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
+	"weight_decay":     {Min: 0, Max: math.Inf(1)},
+	"scale_min":        {Min: 0, MinOpen: true, Max: 100},
+	"scale_max":        {Min: 0, MinOpen: true, Max: 100},
+	"accumulate":       {Min: 1, Max: 1 << 16, Zero: true, Why: "0 or 1: none"},
+	"rotate":           {Min: 0, Max: 180, Why: "degrees either way"},
+	"shear":            {Min: 0, Max: 45, Why: "degrees either way"},
+	"translate":        {Min: 0, Max: 0.5, Why: "a share of the crop's side"},
+	"cutout":           {Min: 0, Max: 16},
+	"repeat_threshold": {Min: 0, Max: 1, Why: "a share of the training images"},
+	"score_bound":      {Min: 0, Max: math.Inf(1), Why: "0: unbounded"},
+}
+
+// CheckRanges refuses a number of c out of its range (Ranges, and the
+// regularizer's dual.Ranges), a NaN or an infinity, with a
+// *setting.Error keyed as Ranges is, for callers that want the error
+// before any other work (the CLI checks every number it binds, defaults
+// included). Unset optional numbers (Momentum, WeightDecay, Regularizer)
+// are not checked.
+func (c *Config) CheckRanges() error {
+	a, g := c.Augment, c.Augment.Geometric
+	nums := []setting.Number{{Key: "lr", V: c.LR}, {Key: "max_steps", V: float64(c.MaxSteps), Int: true},
+		{Key: "patience", V: float64(c.Patience), Int: true}, {Key: "scale_min", V: a.ScaleMin}, {Key: "scale_max", V: a.ScaleMax},
+		{Key: "accumulate", V: float64(c.Accumulate), Int: true}, {Key: "rotate", V: g.Rotate}, {Key: "shear", V: g.Shear},
+		{Key: "translate", V: g.Translate}, {Key: "cutout", V: float64(g.Cutout), Int: true}, {Key: "repeat_threshold", V: c.RepeatThreshold}}
+	for _, p := range []struct {
+		key string
+		v   *float64
+	}{{"momentum", c.Momentum}, {"weight_decay", c.WeightDecay}} {
+		if p.v != nil {
+			nums = append(nums, setting.Number{Key: p.key, V: *p.v})
+		}
+	}
+	if r := c.Regularizer; r != nil {
+		nums = append(nums, setting.Number{Key: "score_bound", V: r.ScoreBound})
+		if err := r.Dual.CheckRanges(); err != nil {
+			return err
+		}
+	}
+	return setting.CheckAll(Ranges, nums)
+}
 
 // CheckLength checks how long a run trains and at what learning rate
 // (Config's Epochs, MaxSteps and LR), for callers that want the error

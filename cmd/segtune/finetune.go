@@ -148,11 +148,25 @@ func (f *finetuneFlags) trainingFlags() []cli.Flag {
 }
 
 func (f *finetuneFlags) run(c *cli.Context) error {
+	if err := f.checkRanges(); err != nil {
+		return err
+	}
 	w, err := joinRanks(c, f.session.Device)
 	if err != nil {
 		return err
 	}
 	return leaveRanks(w, f.rank(c, w))
+}
+
+// checkRanges refuses a number out of its library's range before any
+// work, unset optional ones and the regularizer's included.
+func (f *finetuneFlags) checkRanges() error {
+	all := f.cfg
+	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.reg
+	if err := all.CheckRanges(); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	return nil
 }
 
 // rank is the run of one rank (of one process without MPI).
