@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -109,6 +110,44 @@ func Repeat(recorded, cfg Config) Config {
 	}
 	out.Ranks, out.Explicit = 0, nil
 	return out
+}
+
+// RepeatInputs are the inputs of the recorded run rec that a repeat reads
+// where the caller gives none of its own (given: the keys the caller gave,
+// as Config.Explicit), by setting key: its base model
+// (network.base_model), unless the caller gives one or resumes, and its
+// data (data, format and split, or the four folders and the val split),
+// unless the caller gives any. With them the caller's settings make a
+// complete configuration, which Repeat then turns into the recorded run.
+// A recorded path that names nothing is refused (CheckPaths): runs record
+// them absolute, and a relative one (a hand-edited config.json, one of an
+// older segtune) is read against the working directory.
+func (rec Config) RepeatInputs(given []string, resume bool) (map[string]string, error) {
+	in := map[string]string{}
+	if slices.Contains(given, "network.base_model") || resume {
+		rec.Network.BaseModel = ""
+	}
+	in["network.base_model"] = rec.Network.BaseModel
+	if slices.ContainsFunc([]string{"data", "train_images", "train_masks", "val_images", "val_masks"}, func(k string) bool { return slices.Contains(given, k) }) {
+		rec.Train, rec.Val = DataSpec{}, DataSpec{}
+	}
+	if err := rec.CheckPaths(); err != nil {
+		return nil, err
+	}
+	t, v := rec.Train, rec.Val
+	if v.HeldOut { // the val split's, below
+		v = DataSpec{}
+	}
+	maps.Copy(in, map[string]string{"train_images": t.Images, "train_masks": t.Masks, "val_images": v.Images, "val_masks": v.Masks})
+	if vs := t.ValSplit; vs != nil { // the same held-out validation images
+		maps.Copy(in, map[string]string{"val_split": strconv.FormatFloat(vs.Fraction, 'g', -1, 64),
+			"split_seed": strconv.FormatUint(vs.Seed, 10), "split_by": vs.By})
+	}
+	if t.Images == "" { // a data folder in a layout
+		maps.Copy(in, map[string]string{"data": t.Data, "format": t.Format, "split": t.Split})
+	}
+	maps.DeleteFunc(in, func(_, v string) bool { return v == "" })
+	return in, nil
 }
 
 // IsRecordedRun reports whether settings, a file's mapping of names to

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // A resumed run refuses a changed setting of every kind the table knows,
@@ -106,5 +108,29 @@ func TestResumeConflictSortsByName(t *testing.T) {
 	flag := func(k string) string { return map[string]string{"max_steps": "steps"}[k] + k }
 	if got := e.Named(flag); !strings.Contains(got, "resident (the run has on), stepsmax_steps (the run has 1)") {
 		t.Errorf("got %q", got)
+	}
+}
+
+// A repeat takes the recorded run's model and data where the caller gives
+// none, by key: a held-out val split as its split, a given data key or
+// model (or resuming) keeps the recorded one out, a path naming nothing is
+// refused.
+func TestRepeatInputs(t *testing.T) {
+	dir := t.TempDir()
+	vs := &datalayout.ValSplit{Fraction: 0.25, Seed: 7, By: "folder"}
+	rec := Config{Network: NetworkSpec{BaseModel: dir}, Train: DataSpec{Images: dir, Masks: dir, ValSplit: vs}}
+	rec.Val, rec.Val.HeldOut = rec.Train, true
+	got, err := rec.RepeatInputs(nil, false)
+	want := map[string]string{"network.base_model": dir, "train_images": dir, "train_masks": dir, "val_split": "0.25", "split_seed": "7", "split_by": "folder"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("inputs %v, %v; want %v", got, err, want)
+	}
+	if got, _ := rec.RepeatInputs([]string{"val_masks"}, true); len(got) != 0 {
+		t.Errorf("a given data key and --resume: inputs %v, want none", got)
+	}
+	rec.Train.Masks = dir + "/nosuch"
+	var se *setting.Error
+	if _, err := rec.RepeatInputs(nil, false); !errors.As(err, &se) || se.Setting != "train.masks" {
+		t.Errorf("a recorded path naming nothing: %v", err)
 	}
 }

@@ -243,7 +243,7 @@ func runOutputs(dir string) []string {
 // checked before any work.
 func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 	given := givenKeys(c.LocalFlagNames(), finetune.RunSettings()) // before a recorded run's flags are set
-	rec, err := recordedRun(c)
+	rec, err := recordedRun(c, given, f.resume)
 	if err != nil {
 		return finetune.Config{}, err
 	}
