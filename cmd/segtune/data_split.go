@@ -15,7 +15,10 @@ import (
 
 func dataSplitCommand() *cli.Command {
 	o := &dataOptions{}
-	var lists bool
+	var (
+		vs    datalayout.ValSplit
+		lists bool
+	)
 	return &cli.Command{
 		Name:  "split",
 		Usage: "hold out a fraction of a labelled data folder for validation, written as train and val folders or as lists",
@@ -30,17 +33,17 @@ func dataSplitCommand() *cli.Command {
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
 			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
 			maskPaletteFlag(&o.maskPalette),
-		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
-		Action: func(c *cli.Context) error { return runDataSplit(c, o, lists) },
+		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
+		Action: func(c *cli.Context) error { return runDataSplit(c, o, vs, lists) },
 	}
 }
 
-func runDataSplit(c *cli.Context, o *dataOptions, lists bool) error {
+func runDataSplit(c *cli.Context, o *dataOptions, bound datalayout.ValSplit, lists bool) error {
 	root, out := o.data, o.out
 	if !c.IsSet("val") {
 		return cli.Exit("data split: give --val F, the fraction of the images to hold out for validation", 2)
 	}
-	vs, err := valSplitSetting(c, "val")
+	vs, err := valSplitSetting(c, bound, "val")
 	if err != nil {
 		return err
 	}
