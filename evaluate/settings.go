@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/resolve"
 )
 
 // Settings are an evaluation as its user writes it (segtune eval's
@@ -47,12 +49,13 @@ func (s Settings) Validate() error {
 	if _, err := storage.Parse(s.Partial); s.Partial != "" && err != nil {
 		return &setting.Error{Setting: "partial", Value: s.Partial, Err: err}
 	}
-	return s.CheckConfusion()
+	return s.CheckConfusion(nil)
 }
 
 // CheckConfusion refuses a confusion folder that is a file or one of the
-// image and mask folders (keys images and masks).
-func (s Settings) CheckConfusion() error {
+// image and mask folders (keys images and masks), or that holds the
+// images or masks of set, the data set read (data/images/val, say).
+func (s Settings) CheckConfusion(set *datalayout.Set) error {
 	if s.Confusion == "" {
 		return nil
 	}
@@ -63,14 +66,7 @@ func (s Settings) CheckConfusion() error {
 	} else if err != nil {
 		return setting.Messagef("{confusion} %w", err)
 	}
-	return nil
-}
-
-// CheckConfusionHoldsNoData refuses a confusion folder that holds set's
-// images or masks (data/images/val, say), which CheckConfusion's look at
-// the settings' own folders does not see.
-func (s Settings) CheckConfusionHoldsNoData(set *datalayout.Set) error {
-	if s.Confusion == "" || set == nil {
+	if set == nil {
 		return nil
 	}
 	var folders []string
@@ -83,17 +79,23 @@ func (s Settings) CheckConfusionHoldsNoData(set *datalayout.Set) error {
 			}
 		}
 	}
-	var ce *ConfusionDirError
 	if err := CheckConfusionDir(s.Confusion, folders...); errors.As(err, &ce) && ce.Input >= 0 {
 		return setting.Messagef("{confusion} %s holds {data}'s files; choose a folder of its own", s.Confusion)
 	}
 	return nil
 }
 
-// Options are the scoring options of s (Model, Images and Masks are
-// Request.Plan's to fill).
-func (s Settings) Options() (SetupOptions, error) {
-	o := SetupOptions{SizeThreshold: s.SizeThreshold}
+// Request is the evaluation s describes of the model, whose settings are
+// model, with masks read as masks says (its label map replacing the
+// model's); the caller adds the images, the shard and how to open the
+// model. A checkpoint's size threshold applies where s gives none.
+func (s Settings) Request(model imageio.Sidecar, masks imageio.MaskOptions) (Request, error) {
+	r := Request{Model: s.Model, Settings: model, Batch: s.Batch, Partial: s.Partial != ""}
+	if masks.Map != nil {
+		r.Settings.LabelMap = masks.Map
+	}
+	o := &r.Options
+	o.SizeThreshold, o.MaskPalette = s.SizeThreshold, masks.Palette
 	if s.given("ignore") {
 		ignore := s.Ignore
 		o.Ignore = &ignore
@@ -103,7 +105,10 @@ func (s Settings) Options() (SetupOptions, error) {
 	}
 	var err error
 	if o.SizeClasses, err = listflag.Ints(s.SizeClasses); err != nil {
-		return o, &setting.Error{Setting: "size_classes", Err: err}
+		return r, &setting.Error{Setting: "size_classes", Err: err}
 	}
-	return o, nil
+	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(s.Model) {
+		o.SizeThreshold = resolve.CheckpointSizeThreshold(s.Model)
+	}
+	return r, nil
 }

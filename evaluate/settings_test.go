@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/setting"
 )
@@ -31,21 +32,21 @@ func TestSettingsRefuseByKey(t *testing.T) {
 	}
 	s.Confusion = dir
 	set := &datalayout.Set{Samples: []datalayout.Sample{{Image: filepath.Join(dir, "a.png"), Mask: filepath.Join(masks, "a.png")}}}
-	if err := s.CheckConfusionHoldsNoData(set); err == nil || err.Error() != "confusion "+dir+" holds data's files; choose a folder of its own" {
+	if err := s.CheckConfusion(set); err == nil || err.Error() != "confusion "+dir+" holds data's files; choose a folder of its own" {
 		t.Errorf("confusion holding the data: %v", err)
 	}
 	s.SizeClasses = "1,x"
 	var se *setting.Error
-	if _, err := s.Options(); !errors.As(err, &se) || se.Setting != "size_classes" {
+	if _, err := s.Request(imageio.Sidecar{}, imageio.MaskOptions{}); !errors.As(err, &se) || se.Setting != "size_classes" {
 		t.Errorf("size classes 1,x: %v", err)
 	}
 	s.SizeClasses, s.Ignore, s.ClassNames = "1", 7, "a,b"
-	o, err := s.Options()
-	if err != nil || o.Ignore != nil || len(o.ClassNames) != 2 || len(o.SizeClasses) != 1 {
+	r, err := s.Request(imageio.Sidecar{}, imageio.MaskOptions{})
+	if o := r.Options; err != nil || o.Ignore != nil || len(o.ClassNames) != 2 || len(o.SizeClasses) != 1 {
 		t.Errorf("ignore not given: %+v, %v", o, err)
 	}
 	s.Given = all
-	if o, _ := s.Options(); o.Ignore == nil || *o.Ignore != 7 {
-		t.Errorf("ignore given: %+v", o)
+	if r, _ := s.Request(imageio.Sidecar{}, imageio.MaskOptions{}); r.Options.Ignore == nil || *r.Options.Ignore != 7 {
+		t.Errorf("ignore given: %+v", r.Options)
 	}
 }

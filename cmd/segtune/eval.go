@@ -90,12 +90,8 @@ func runEval(c *cli.Context, o *evalOptions) error {
 		return err
 	}
 	defer l.Close()
-	if l.set != nil {
-		for _, check := range []func() error{s.CheckConfusion, func() error { return s.CheckConfusionHoldsNoData(l.set) }} {
-			if err := check(); err != nil {
-				return cli.Exit(withFlagNames(err).Error(), 2)
-			}
-		}
+	if err := s.CheckConfusion(l.set); l.set != nil && err != nil { // the data set's folders
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
@@ -216,23 +212,17 @@ func evalPlan(c *cli.Context, o *evalOptions, spec shard.Spec, l *labelledPair) 
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
-	req := evaluate.Request{Model: s.Model, Settings: settings.Sidecar, Images: l.images, Masks: l.masks, Set: l.set, Shard: spec, Batch: s.Batch, Partial: s.Partial != "",
-		Open: func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, s, session) }}
-	read, _, err := readMasks(o.LabelMap, o.MaskPalette)
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
 	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	if read.Map != nil {
-		req.Settings.LabelMap = read.Map
-	}
-	if req.Options, err = s.Options(); err != nil {
+	req, err := s.Request(settings.Sidecar, masks)
+	if err != nil {
 		return evaluate.Plan{}, err
 	}
-	req.Options.MaskPalette = read.Palette
-	if o := &req.Options; o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(s.Model) {
-		o.SizeThreshold = resolve.CheckpointSizeThreshold(s.Model)
-	}
+	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
+	req.Images, req.Masks, req.Set, req.Shard = l.images, l.masks, l.set, spec
+	req.Open = func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, s, session) }
 	plan, err := req.Plan(c.Context)
 	if err != nil {
 		return plan, pairsExit(err)
@@ -301,7 +291,7 @@ func evalMergeCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
 			}
-			if err := s.CheckConfusion(); err != nil {
+			if err := s.CheckConfusion(nil); err != nil {
 				return cli.Exit(withFlagNames(err).Error(), 2)
 			}
 			merged, err := evaluate.Merge(c.Context, c.Args().Slice())

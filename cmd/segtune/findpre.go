@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -119,50 +116,7 @@ func searchRequest(c *cli.Context, o *infoOptions, path string, own imageio.Side
 // printPreprocessingSearch prints the candidates best first, which tie
 // with the best, and the choice.
 func printPreprocessingSearch(res *preprocsearch.Result) {
-	t := &history.Table{Header: []string{"rank", "preprocessing", "mIoU", "note"}}
-	for i, s := range res.Scores {
-		miou, note := "-", ""
-		if s.Err != "" {
-			note = "not scored: " + s.Err
-		} else {
-			miou = fmt.Sprintf("%.4f", s.MeanIoU)
-		}
-		var marks []string
-		if s.Current {
-			marks = append(marks, "current")
-		}
-		if s.Tie {
-			marks = append(marks, "tie")
-		}
-		if len(marks) > 0 {
-			note = strings.TrimSpace(strings.Join(marks, ", ") + " " + note)
-		}
-		t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), s.Name, miou, note})
-	}
+	t := &history.Table{Header: preprocsearch.TableHeader, Rows: res.TableRows()}
 	t.WriteTo(os.Stdout)
-	fmt.Printf("\nscored on %d of %d labelled images", res.Images, res.Available)
-	if res.Images < res.Available {
-		fmt.Print(" (--sample N scores more)")
-	}
-	fmt.Println()
-	best := res.Scores[0]
-	if tied := res.Tied(); len(tied) > 0 {
-		names := make([]string, len(tied))
-		for i, s := range tied {
-			names[i] = s.Name
-		}
-		fmt.Printf("%d candidates tie within the noise of %d images (the best's lead is below what %d resamples of the images show): %s\n",
-			len(tied), res.Images, res.Resamples, strings.Join(names, "; "))
-	} else {
-		fmt.Printf("best: %s, ahead of every other beyond the noise of %d images\n", best.Name, res.Images)
-	}
-	chosen := res.Scores[res.Chosen]
-	switch {
-	case chosen.Current && res.Chosen > 0:
-		fmt.Printf("chosen: the current settings (%s, mIoU %.4f), which tie with the best: nothing here shows another to be better\n", chosen.Name, chosen.MeanIoU)
-	case chosen.Current:
-		fmt.Printf("chosen: %s (mIoU %.4f), the current settings\n", chosen.Name, chosen.MeanIoU)
-	default:
-		fmt.Printf("chosen: %s (mIoU %.4f)\n", chosen.Name, chosen.MeanIoU)
-	}
+	res.WriteVerdict(os.Stdout, flagOf)
 }
