@@ -19,8 +19,8 @@ func TestReportNamesSampleAndChoice(t *testing.T) {
 		t.Errorf("rows: %s", got)
 	}
 	var b strings.Builder
-	res.WriteVerdict(&b, func(k string) string { return "--" + k })
-	want := "\nscored on 8 of 12 labelled images (--sample N scores more)\nbest: BGR -1..1, ahead of every other beyond the noise of 8 images\nchosen: BGR -1..1 (mIoU 0.9000)\n"
+	res.WriteVerdict(&b, func(k string) string { return "<" + k + ">" })
+	want := "\nscored on 8 of 12 labelled images (<sample> N scores more)\nbest: BGR -1..1, ahead of every other beyond the noise of 8 images\nchosen: BGR -1..1 (mIoU 0.9000)\n"
 	if b.String() != want {
 		t.Errorf("verdict:\n%q\nwant\n%q", b.String(), want)
 	}
