@@ -95,7 +95,8 @@ type Prepared struct {
 // RequestError is a setting, file or folder of a Request that cannot be
 // used. Field names the Request's field: Source (a checkpoint that cannot
 // be read, or ErrNotCheckpoint), CalibrationImages (an image
-// that cannot be read), MinCalibration (too few usable images, or
+// that cannot be read), CalibrationDir (the calibration folder cannot be
+// listed or holds no images), MinCalibration (too few usable images, or
 // ErrNegativeMinimum), CalibrationCount (ErrBelowMinimum), CheckImages
 // (the folder cannot be listed, or ErrNoCheckImages), CheckMasks (the
 // folders cannot be paired), CheckPairs (images without masks or masks
@@ -110,7 +111,10 @@ type RequestError struct {
 	Masks string
 	// Opset is the opset asked for, of Opset (0: the one int8 needs).
 	Opset int64
-	Err   error
+	// Count and Min are the Request's CalibrationCount and MinCalibration,
+	// of those two fields' errors.
+	Count, Min int
+	Err        error
 }
 
 func (e *RequestError) Error() string { return e.Named(setting.Key) }
@@ -123,23 +127,36 @@ func (e *RequestError) Named(name func(key string) string) string {
 	var fe *FolderError
 	switch e.Field {
 	case "Source":
+		if errors.Is(e.Err, ErrNotCheckpoint) {
+			return setting.Sprintf(name, "{checkpoint} %s is not a segtune checkpoint (pass an ONNX model with {model})", e.Path)
+		}
 		return say("{checkpoint}: %v")
 	case "CalibrationImages":
 		return say("{calibrate}: %v")
+	case "CalibrationCount":
+		return say("{calibrate_count} %d is below {calibrate_min_images} %d: %v", e.Count, e.Min)
 	case "MinCalibration":
+		if errors.Is(e.Err, ErrNegativeMinimum) {
+			return say("{calibrate_min_images} %d: %v", e.Min)
+		}
 		if e.Path != "" {
 			return say("{calibrate} %s: %v ({calibrate_min_images} sets the bar)", e.Path)
 		}
-	case "CheckImages":
+	case "CheckImages", "CalibrationDir":
+		key := map[string]string{"CheckImages": "check_images", "CalibrationDir": "calibrate"}[e.Field]
 		switch {
+		case errors.Is(e.Err, ErrNoCheckImages):
+			return setting.Sprintf(name, "{precision} fp16 needs {check_images} DIR: images to compare the float16 model's predictions with the float model's on")
+		case e.Field == "CalibrationDir" && e.Path != "": // a data set without images
+			return say("{calibrate} %s: %v", e.Path)
 		case !errors.As(e.Err, &fe):
-			return say("{check_images}: %v")
+			return say("{" + key + "}: %v")
 		case errors.Is(fe.Err, ErrNotFolder):
-			return setting.Sprintf(name, "{check_images} %s is not a folder of images", fe.Dir)
+			return setting.Sprintf(name, "{"+key+"} %s is not a folder of images", fe.Dir)
 		case errors.Is(fe.Err, ErrNoImages):
-			return setting.Sprintf(name, "{check_images} %s %v", fe.Dir, fe.Err)
+			return setting.Sprintf(name, "{"+key+"} %s %v", fe.Dir, fe.Err)
 		}
-		return setting.Sprintf(name, "{check_images} %s: %v", fe.Dir, fe.Err)
+		return setting.Sprintf(name, "{"+key+"} %s: %v", fe.Dir, fe.Err)
 	case "CheckMasks":
 		return say("{check_images}/{check_masks}: %v")
 	case "CheckPairs":
@@ -209,10 +226,10 @@ func (p *Prepared) prepareCalibration() error {
 		return errors.New("an int8 export needs calibration images like those the model will segment, to measure its activations' ranges on")
 	}
 	if r.MinCalibration < 0 {
-		return &RequestError{Field: "MinCalibration", Err: ErrNegativeMinimum}
+		return &RequestError{Field: "MinCalibration", Min: r.MinCalibration, Err: ErrNegativeMinimum}
 	}
 	if n := r.CalibrationCount; n > 0 && n < r.MinCalibration {
-		return &RequestError{Field: "CalibrationCount", Err: ErrBelowMinimum}
+		return &RequestError{Field: "CalibrationCount", Count: n, Min: r.MinCalibration, Err: ErrBelowMinimum}
 	}
 	if !r.Checkpoint {
 		// A quantized model is refused before its calibration images are

@@ -3,6 +3,7 @@ package finetune
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -21,27 +22,27 @@ import (
 type Config struct {
 	Network NetworkSpec `json:"network"`
 	// Train and Val are the data: folders of images and masks.
-	Train DataSpec `json:"train"`
-	Val   DataSpec `json:"val"`
+	Train DataSpec `json:"train" setting:"data,format,split,coco_crowd,train_images,train_masks,val_images,val_masks,val_split,split_seed,split_by"`
+	Val   DataSpec `json:"val" setting:"data,format,split,coco_crowd,train_images,train_masks,val_images,val_masks,val_split,split_seed,split_by"`
 	// LabelMap remaps mask labels to classes (imageio.ParseLabelMap syntax).
-	LabelMap string `json:"label_map,omitempty"`
+	LabelMap string `json:"label_map,omitempty" setting:"label_map"`
 	// MaskPalette reads RGB colour masks: a pixel of colour i has label i
 	// (before LabelMap). Single-channel and palette PNG masks need none.
-	MaskPalette imageio.Palette `json:"mask_palette,omitempty"`
+	MaskPalette imageio.Palette `json:"mask_palette,omitempty" setting:"mask_palette"`
 	// Ignore is the mask label left out of the loss and the scores.
-	Ignore int `json:"ignore"`
+	Ignore int `json:"ignore" setting:"ignore"`
 	// ClassNames label the classes in reports.
-	ClassNames []string `json:"class_names,omitempty"`
+	ClassNames []string `json:"class_names,omitempty" setting:"class_names"`
 	// Palette colours the classes in the exported model's settings (the
 	// base model's, where the run keeps its classifier).
 	Palette imageio.Palette `json:"palette,omitempty"`
 	// Trainable selects the trained parameters (network.Trainable specs).
-	Trainable string `json:"trainable"`
+	Trainable string `json:"trainable" setting:"trainable"`
 	// Batch, Height and Width are the training graph's static input shape.
 	// With Ranks > 1, Batch is each rank's share of a step's examples.
-	Batch  int `json:"batch"`
-	Height int `json:"height"`
-	Width  int `json:"width"`
+	Batch  int `json:"batch" setting:"batch"`
+	Height int `json:"height" setting:"crop"`
+	Width  int `json:"width" setting:"crop"`
 	// Ranks is the number of data-parallel processes (MPI ranks) that
 	// train the run, each on Batch examples of every step; 0 is one. It is
 	// set by the run, not by the caller, and fixed on resume.
@@ -52,56 +53,56 @@ type Config struct {
 	// one batch. Steps, epochs and the schedule count optimiser steps.
 	// The host form only (Resident off; auto picks it), without the size
 	// regularizer, whose per-step state follows one batch.
-	Accumulate int `json:"accumulate,omitempty"`
+	Accumulate int `json:"accumulate,omitempty" setting:"accumulate"`
 	// EMA, in (0, 1), keeps an exponential moving average of the trained
 	// weights with this decay (0.999: about the last 1000 steps):
 	// validation, best.ckpt and the exported model use the average, and
 	// checkpoints keep both (EMAPrefix). 0 is none.
-	EMA float64 `json:"ema,omitempty"`
+	EMA float64 `json:"ema,omitempty" setting:"ema"`
 	// Epochs bounds the run; MaxSteps, when > 0, bounds it in steps.
-	Epochs   int   `json:"epochs"`
-	MaxSteps int64 `json:"max_steps,omitempty"`
+	Epochs   int   `json:"epochs" setting:"epochs,resume"`
+	MaxSteps int64 `json:"max_steps,omitempty" setting:"max_steps,resume"`
 	// Optimizer is sgd, adam or adamw; LR the base learning rate;
 	// Schedule a finetune/schedule spec (constant, poly:0.9, cosine, with
 	// optional ,warmup=N).
-	Optimizer   string   `json:"optimizer"`
-	LR          float64  `json:"lr"`
-	Momentum    *float64 `json:"momentum,omitempty"`
-	WeightDecay *float64 `json:"weight_decay,omitempty"`
-	Schedule    string   `json:"schedule"`
+	Optimizer   string   `json:"optimizer" setting:"optimizer"`
+	LR          float64  `json:"lr" setting:"lr,resume"`
+	Momentum    *float64 `json:"momentum,omitempty" setting:"momentum"`
+	WeightDecay *float64 `json:"weight_decay,omitempty" setting:"weight_decay"`
+	Schedule    string   `json:"schedule" setting:"schedule"`
 	// ClassWeights weights the loss per class: "" none, "auto" ENet's
 	// inverse log frequency of the training masks (InverseLogFrequency),
 	// or one comma-separated weight per class.
-	ClassWeights string `json:"class_weights,omitempty"`
+	ClassWeights string `json:"class_weights,omitempty" setting:"class_weights"`
 	// Patience, when > 0, stops the run after that many epochs in which
 	// Monitor (MonitorMIoU, the default, or MonitorLoss) did not improve;
 	// best.ckpt and model.onnx are then the best epoch by Monitor.
-	Patience int    `json:"patience,omitempty"`
-	Monitor  string `json:"monitor,omitempty"`
+	Patience int    `json:"patience,omitempty" setting:"patience"`
+	Monitor  string `json:"monitor,omitempty" setting:"monitor"`
 	// ValDense, when set, validates with sliding-window inference and
 	// test-time augmentation as segment runs them (inference.Dense)
 	// instead of one run per whole image: the validation scores, the best
 	// checkpoint and early stopping follow the tiled/TTA inference.
-	ValDense *inference.Dense `json:"val_dense,omitempty"`
+	ValDense *inference.Dense `json:"val_dense,omitempty" setting:"val_tile,val_overlap,val_tta"`
 	// Seed fixes data order, augmentation and any new classifier.
-	Seed uint64 `json:"seed"`
+	Seed uint64 `json:"seed" setting:"seed"`
 	// Augment is the training augmentation (Height and Width come from
 	// the fields above).
-	Augment data.Augment `json:"augment"`
+	Augment data.Augment `json:"augment" setting:"scale_min,scale_max,no_flip,brightness,contrast,saturation,gamma,blur,rotate,shear,translate,cutout"`
 	// Preprocess is the model's normalisation; its geometry (resize
 	// policy, size) is used for validation only.
-	Preprocess imageio.Preprocess `json:"preprocess"`
+	Preprocess imageio.Preprocess `json:"preprocess" setting:"preprocess,size,resize,scale,multiple_of,plus_one,interpolation,bgr,nhwc,mean,std,value_scale,value_offset,output_layout,threshold"`
 	// Output says how to read the model's output where its graph cannot
 	// (layout, sigmoid threshold).
-	Output imageio.OutputSpec `json:"output,omitempty"`
+	Output imageio.OutputSpec `json:"output,omitempty" setting:"preprocess,size,resize,scale,multiple_of,plus_one,interpolation,bgr,nhwc,mean,std,value_scale,value_offset,output_layout,threshold"`
 	// Device and Threads configure ONNX Runtime.
-	Device  string `json:"device,omitempty"`
-	Threads int    `json:"threads,omitempty"`
+	Device  string `json:"device,omitempty" setting:"device,resume"`
+	Threads int    `json:"threads,omitempty" setting:"threads,resume"`
 	// Resident is where the training state (parameters, gradients,
 	// optimiser moments) lives: "on" in the session's device memory
 	// (finetune/resident), "off" in Go memory, "auto" or "" on the device
 	// when the steps may run on a GPU and the run is one process.
-	Resident string `json:"resident,omitempty"`
+	Resident string `json:"resident,omitempty" setting:"resident,resume"`
 	// CUDAGraph captures the resident training and optimiser steps as
 	// CUDA graphs (finetune/resident), one launch a step instead of one a
 	// node: the batch shape is fixed (training drops an epoch's last
@@ -109,53 +110,53 @@ type Config struct {
 	// default until a GPU run measures it; ignored with a line where the
 	// state is not resident on a CUDA device or ONNX Runtime will not
 	// capture the graph (a node on the CPU).
-	CUDAGraph bool `json:"cuda_graph,omitempty"`
+	CUDAGraph bool `json:"cuda_graph,omitempty" setting:"cuda_graph,resume"`
 	// Precision is fp32, tf32 (the default: float32 with TF32 in cuDNN
 	// and cuBLAS on GPUs that have it, as PyTorch's convolutions), fp16
 	// (mixed precision: onnx/autocast, float32 master weights, a dynamic
 	// loss scale) or bf16 (the same in bfloat16 without a loss scale;
 	// CUDA only).
-	Precision string `json:"precision,omitempty"`
+	Precision string `json:"precision,omitempty" setting:"precision"`
 	// ConvGrad names the convolution classes whose backward pass runs on a
 	// GPU as one ConvGrad node, a cuDNN backward-data and backward-filter
 	// call, instead of standard operators (grad.ParseConvClasses: none,
 	// all, or a list of dense, pointwise, depthwise and grouped); "" is
 	// none. Device cpu refuses any other value; Device auto without a GPU
 	// says so and trains without.
-	ConvGrad string `json:"conv_grad,omitempty"`
+	ConvGrad string `json:"conv_grad,omitempty" setting:"conv_grad,resume"`
 	// CUDAOptions are CUDA provider options (e.g. "cudnn_conv_algo_search":
 	// "EXHAUSTIVE") set over the ones the run picks for its Precision.
-	CUDAOptions map[string]string `json:"cuda_options,omitempty"`
+	CUDAOptions map[string]string `json:"cuda_options,omitempty" setting:"cuda_options,resume"`
 	// Loss is the training objective: "ce" or "" (cross entropy: softmax,
 	// or per-channel sigmoid for sigmoid and one-channel heads), "focal"
 	// (the focal loss with FocalGamma), "dice" (soft Dice alone),
 	// "lovasz" (Lovász-softmax alone), or the sums "ce+dice", "ce+lovasz",
 	// "focal+dice".
-	Loss string `json:"loss,omitempty"`
+	Loss string `json:"loss,omitempty" setting:"loss"`
 	// FocalGamma is the focal loss's γ (0 means 2).
-	FocalGamma float64 `json:"focal_gamma,omitempty"`
+	FocalGamma float64 `json:"focal_gamma,omitempty" setting:"focal_gamma"`
 	// CacheBytes bounds the decoded-image cache (see data.Config).
 	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// SkipBad skips unreadable examples with a warning instead of failing.
-	SkipBad bool `json:"skip_bad,omitempty"`
+	SkipBad bool `json:"skip_bad,omitempty" setting:"skip_bad"`
 	// Size defines object size, for the regularizer and for reporting
 	// validation scores of small and large objects separately.
-	Size SizeSpec `json:"size"`
+	Size SizeSpec `json:"size" setting:"size_classes,size_threshold,size_vote,size_bins"`
 	// Balanced draws about half of each batch from each size class, as the
 	// paper does (with or without the regularizer, so that a baseline can
 	// be sampled like the regularised run); otherwise batches are shuffled.
-	Balanced bool `json:"balanced,omitempty"`
+	Balanced bool `json:"balanced,omitempty" setting:"balance,no_balance"`
 	// SampleBy "class" draws each epoch's images by LVIS's repeat factors
 	// (classsampling.go): images holding classes found in fewer than
 	// RepeatThreshold of the images (0: DefaultRepeatThreshold) come up
 	// more often. "" shuffles (or balances sizes, with Balanced).
-	SampleBy        string  `json:"sample_by,omitempty"`
-	RepeatThreshold float64 `json:"repeat_threshold,omitempty"`
+	SampleBy        string  `json:"sample_by,omitempty" setting:"sample_by,repeat_threshold"`
+	RepeatThreshold float64 `json:"repeat_threshold,omitempty" setting:"sample_by,repeat_threshold"`
 	// Regularizer, with Alpha > 0, adds the size regularizer.
-	Regularizer *RegularizerConfig `json:"regularizer,omitempty"`
+	Regularizer *RegularizerConfig `json:"regularizer,omitempty" setting:"alpha,objective,beta,level,grid,normalization,projection,feasibility,dual_every,lambda_init,score_bound,train_view,feature,dual_lr,c_lambda,c_mu"`
 
 	// Explicit names the settings of the run the caller gave, by the
-	// names IsRunSetting knows ("lr", "batch"; not stored): resuming, a
+	// keys IsRunSetting knows ("lr", "batch"; not stored): resuming, a
 	// given setting that differs from the recorded one is refused, except
 	// those that may change (see mergeResume); Repeat takes them from this
 	// configuration. Nil takes epochs, steps, device and threads from the
@@ -281,6 +282,55 @@ func (c *Config) validate() error {
 // LRRange is the learning rates a run takes: positive and at most 10
 // (more is a typo, and diverges at the first step).
 var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
+
+// Ranges are the valid values of the run's numbers as a user gives them,
+// by setting key (the regularizer's dual steps: dual.Ranges);
+// CheckRanges refuses others.
+var Ranges = map[string]setting.Range{
+	"lr":               LRRange,
+	"max_steps":        {Min: 0, Max: 1 << 40},
+	"patience":         {Min: 0, Max: 1 << 24},
+	"momentum":         {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
+	"weight_decay":     {Min: 0, Max: math.Inf(1)},
+	"scale_min":        {Min: 0, MinOpen: true, Max: 100},
+	"scale_max":        {Min: 0, MinOpen: true, Max: 100},
+	"accumulate":       {Min: 1, Max: 1 << 16, Zero: true, Why: "0 or 1: none"},
+	"rotate":           {Min: 0, Max: 180, Why: "degrees either way"},
+	"shear":            {Min: 0, Max: 45, Why: "degrees either way"},
+	"translate":        {Min: 0, Max: 0.5, Why: "a share of the crop's side"},
+	"cutout":           {Min: 0, Max: 16},
+	"repeat_threshold": {Min: 0, Max: 1, Why: "a share of the training images"},
+	"score_bound":      {Min: 0, Max: math.Inf(1), Why: "0: unbounded"},
+}
+
+// CheckRanges refuses a number of c out of its range (Ranges, and the
+// regularizer's dual.Ranges), a NaN or an infinity, with a
+// *setting.Error keyed as Ranges is, for callers that want the error
+// before any other work (the CLI checks every number it binds, defaults
+// included). Unset optional numbers (Momentum, WeightDecay, Regularizer)
+// are not checked.
+func (c *Config) CheckRanges() error {
+	a, g := c.Augment, c.Augment.Geometric
+	nums := []setting.Number{{Key: "lr", V: c.LR}, {Key: "max_steps", V: float64(c.MaxSteps), Int: true},
+		{Key: "patience", V: float64(c.Patience), Int: true}, {Key: "scale_min", V: a.ScaleMin}, {Key: "scale_max", V: a.ScaleMax},
+		{Key: "accumulate", V: float64(c.Accumulate), Int: true}, {Key: "rotate", V: g.Rotate}, {Key: "shear", V: g.Shear},
+		{Key: "translate", V: g.Translate}, {Key: "cutout", V: float64(g.Cutout), Int: true}, {Key: "repeat_threshold", V: c.RepeatThreshold}}
+	for _, p := range []struct {
+		key string
+		v   *float64
+	}{{"momentum", c.Momentum}, {"weight_decay", c.WeightDecay}} {
+		if p.v != nil {
+			nums = append(nums, setting.Number{Key: p.key, V: *p.v})
+		}
+	}
+	if r := c.Regularizer; r != nil {
+		nums = append(nums, setting.Number{Key: "score_bound", V: r.ScoreBound})
+		if err := r.Dual.CheckRanges(); err != nil {
+			return err
+		}
+	}
+	return setting.CheckAll(Ranges, nums)
+}
 
 // CheckLength checks how long a run trains and at what learning rate
 // (Config's Epochs, MaxSteps and LR), for callers that want the error

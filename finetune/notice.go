@@ -26,7 +26,7 @@ func (n ResumedNotice) String() string { return n.Named(setting.Key) }
 
 func (n ResumedNotice) Named(name func(key string) string) string {
 	var parts []string
-	for _, c := range n.Changes {
+	for _, c := range sortedByName(n.Changes, name) {
 		parts = append(parts, fmt.Sprintf("%s %s (was %s)", name(c.Setting), c.Value, c.Was))
 	}
 	return "resuming with " + strings.Join(parts, ", ")

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
@@ -19,106 +21,80 @@ import (
 // changes a setting that may change on resume.
 const KindResume = "resume"
 
-// settingFields returns pointers to the fields of a Config that one
-// setting of the run sets: resuming compares them with the checkpoint's,
-// and repeating a recorded run copies them.
-type settingFields func(*Config) []any
+// A setting of the run is named by its config key (as Config.Explicit and
+// the errors name it) and sets the Config fields whose `setting` tag lists
+// the key: resuming compares them with the checkpoint's, and repeating a
+// recorded run copies them. A tag ending in "resume" marks settings a
+// resumed run may change; they apply from the resumed step on and are
+// recorded in metrics.jsonl. Where the state lives (resident), how cuDNN
+// picks its algorithms (cuda_options), how convolutions' gradients are
+// computed (conv_grad) and whether the steps are captured as CUDA graphs
+// (cuda_graph) do not change the run beyond rounding: checkpoints hold it
+// in one format either way. Where the run is written and whether it
+// resumes are not settings of the run.
+type runSetting struct {
+	fields [][]int // reflect field indices in Config
+	resume bool
+}
 
-// runSettings maps the names of the run's settings (those Config.Explicit
-// lists; `segtune finetune` has a flag of each name) to the fields they
-// set. Where the run is written and whether it resumes are not settings
-// of the run.
-var runSettings = func() map[string]settingFields {
-	m := map[string]settingFields{
-		"model":         func(c *Config) []any { return []any{&c.Network.BaseModel} },
-		"classes":       func(c *Config) []any { return []any{&c.Network.Classes, &c.Network.HeadSeed} },
-		"dequantize":    func(c *Config) []any { return []any{&c.Network.Dequantize} },
-		"label-map":     func(c *Config) []any { return []any{&c.LabelMap} },
-		"mask-palette":  func(c *Config) []any { return []any{&c.MaskPalette} },
-		"ignore":        func(c *Config) []any { return []any{&c.Ignore} },
-		"class-names":   func(c *Config) []any { return []any{&c.ClassNames} },
-		"trainable":     func(c *Config) []any { return []any{&c.Trainable} },
-		"batch":         func(c *Config) []any { return []any{&c.Batch} },
-		"accumulate":    func(c *Config) []any { return []any{&c.Accumulate} },
-		"ema":           func(c *Config) []any { return []any{&c.EMA} },
-		"crop":          func(c *Config) []any { return []any{&c.Height, &c.Width} },
-		"optimizer":     func(c *Config) []any { return []any{&c.Optimizer} },
-		"momentum":      func(c *Config) []any { return []any{&c.Momentum} },
-		"weight-decay":  func(c *Config) []any { return []any{&c.WeightDecay} },
-		"schedule":      func(c *Config) []any { return []any{&c.Schedule} },
-		"seed":          func(c *Config) []any { return []any{&c.Seed} },
-		"class-weights": func(c *Config) []any { return []any{&c.ClassWeights} },
-		"patience":      func(c *Config) []any { return []any{&c.Patience} },
-		"monitor":       func(c *Config) []any { return []any{&c.Monitor} },
-		"skip-bad":      func(c *Config) []any { return []any{&c.SkipBad} },
-		"precision":     func(c *Config) []any { return []any{&c.Precision} },
-		"loss":          func(c *Config) []any { return []any{&c.Loss} },
-		"focal-gamma":   func(c *Config) []any { return []any{&c.FocalGamma} },
-		"lr":            func(c *Config) []any { return []any{&c.LR} },
-		"epochs":        func(c *Config) []any { return []any{&c.Epochs} },
-		"steps":         func(c *Config) []any { return []any{&c.MaxSteps} },
-		"device":        func(c *Config) []any { return []any{&c.Device} },
-		"threads":       func(c *Config) []any { return []any{&c.Threads} },
-		"resident":      func(c *Config) []any { return []any{&c.Resident} },
-		"conv-grad":     func(c *Config) []any { return []any{&c.ConvGrad} },
-		"cuda-opt":      func(c *Config) []any { return []any{&c.CUDAOptions} },
-		"cuda-graph":    func(c *Config) []any { return []any{&c.CUDAGraph} },
-	}
-	group := func(f settingFields, names ...string) {
-		for _, n := range names {
-			m[n] = f
+// runSettings are the settings the tags of Config (and of the fields of
+// its untagged structs, Network's) name, by key.
+var runSettings = func() map[string]*runSetting {
+	m := map[string]*runSetting{}
+	var walk func(t reflect.Type, index []int)
+	walk = func(t reflect.Type, index []int) {
+		for i := range t.NumField() {
+			f, at := t.Field(i), append(slices.Clone(index), i)
+			tag, ok := f.Tag.Lookup("setting")
+			if !ok {
+				if f.Type.Kind() == reflect.Struct {
+					walk(f.Type, at)
+				}
+				continue
+			}
+			keys := strings.Split(tag, ",")
+			resume := keys[len(keys)-1] == "resume"
+			if resume {
+				keys = keys[:len(keys)-1]
+			}
+			for _, k := range keys {
+				if m[k] == nil {
+					m[k] = &runSetting{resume: resume}
+				}
+				m[k].fields = append(m[k].fields, at)
+			}
 		}
 	}
-	group(func(c *Config) []any { return []any{&c.Train, &c.Val} },
-		"data", "format", "split", "coco-crowd", "train-images", "train-masks", "val-images", "val-masks",
-		"val-split", "split-seed", "split-by")
-	group(func(c *Config) []any { return []any{&c.Augment} },
-		"scale-min", "scale-max", "no-flip", "brightness", "contrast", "saturation", "gamma", "blur",
-		"rotate", "shear", "translate", "cutout")
-	group(func(c *Config) []any { return []any{&c.Regularizer} },
-		"alpha", "objective", "beta", "level", "grid", "normalization", "projection", "feasibility", "dual-every",
-		"lambda-init", "score-bound", "train-view", "feature", "dual-lr", "c-lambda", "c-mu")
-	group(func(c *Config) []any { return []any{&c.Balanced} }, "balance", "no-balance")
-	group(func(c *Config) []any { return []any{&c.SampleBy, &c.RepeatThreshold} }, "sample-by", "repeat-threshold")
-	group(func(c *Config) []any { return []any{&c.ValDense} }, "val-tile", "val-overlap", "val-tta")
-	group(func(c *Config) []any { return []any{&c.Size} }, "size-classes", "size-threshold", "size-vote", "size-bins")
-	group(func(c *Config) []any { return []any{&c.Preprocess, &c.Output} },
-		"preprocess", "size", "resize", "scale", "multiple-of", "plus-one", "interpolation",
-		"bgr", "nhwc", "mean", "std", "value-scale", "value-offset", "output-layout", "threshold")
+	walk(reflect.TypeOf(Config{}), nil)
 	return m
 }()
 
-// mayChangeOnResume are the settings a resumed run may change; they apply
-// from the resumed step on and are recorded in metrics.jsonl. Where the
-// state lives (resident), how cuDNN picks its algorithms (cuda-opt), how
-// convolutions' gradients are computed (conv-grad) and whether the steps
-// are captured as CUDA graphs (cuda-graph) do not change the run beyond
-// rounding: checkpoints hold it in one format either way.
-var mayChangeOnResume = map[string]bool{"lr": true, "epochs": true, "steps": true, "device": true, "threads": true, "resident": true, "cuda-opt": true, "conv-grad": true, "cuda-graph": true}
-
-// IsRunSetting reports whether name is a setting of the run (one that
+// IsRunSetting reports whether key is a setting of the run (one that
 // resuming checks and Repeat takes from the caller's configuration).
-func IsRunSetting(name string) bool { _, ok := runSettings[name]; return ok }
+func IsRunSetting(key string) bool { _, ok := runSettings[key]; return ok }
 
-// values returns the values of the fields f selects in c, for comparing
+// RunSettings are the keys of the run's settings, sorted.
+func RunSettings() []string { return slices.Sorted(maps.Keys(runSettings)) }
+
+// values returns the values of the setting's fields in c, for comparing
 // and showing.
-func (f settingFields) values(c *Config) any {
-	ptrs := f(c)
-	if len(ptrs) == 1 {
-		return reflect.ValueOf(ptrs[0]).Elem().Interface()
+func (s *runSetting) values(c *Config) any {
+	v := reflect.ValueOf(c).Elem()
+	if len(s.fields) == 1 {
+		return v.FieldByIndex(s.fields[0]).Interface()
 	}
-	vs := make([]any, len(ptrs))
-	for i, p := range ptrs {
-		vs[i] = reflect.ValueOf(p).Elem().Interface()
+	vs := make([]any, len(s.fields))
+	for i, f := range s.fields {
+		vs[i] = v.FieldByIndex(f).Interface()
 	}
 	return vs
 }
 
-// copy sets the fields f selects in dst to their values in src.
-func (f settingFields) copy(dst, src *Config) {
-	from := f(src)
-	for i, p := range f(dst) {
-		reflect.ValueOf(p).Elem().Set(reflect.ValueOf(from[i]).Elem())
+// copy sets the setting's fields in dst to their values in src.
+func (s *runSetting) copy(dst, src *Config) {
+	d, from := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
+	for _, f := range s.fields {
+		d.FieldByIndex(f).Set(from.FieldByIndex(f))
 	}
 }
 
@@ -128,13 +104,51 @@ func (f settingFields) copy(dst, src *Config) {
 // The number of processes is the new run's.
 func Repeat(recorded, cfg Config) Config {
 	out := recorded
-	for _, name := range cfg.Explicit {
-		if f, ok := runSettings[name]; ok {
-			f.copy(&out, &cfg)
+	for _, key := range cfg.Explicit {
+		if s, ok := runSettings[key]; ok {
+			s.copy(&out, &cfg)
 		}
 	}
 	out.Ranks, out.Explicit = 0, nil
 	return out
+}
+
+// RepeatInputs are the inputs of the recorded run rec that a repeat reads
+// where the caller gives none of its own (given: the keys the caller gave,
+// as Config.Explicit), by setting key: its base model
+// (network.base_model), unless the caller gives one or resumes, and its
+// data (data, format and split, or the four folders and the val split),
+// unless the caller gives any. With them the caller's settings make a
+// complete configuration, which Repeat then turns into the recorded run.
+// A recorded path that names nothing is refused (CheckPaths): runs record
+// them absolute, and a relative one (a hand-edited config.json, one of an
+// older segtune) is read against the working directory.
+func (rec Config) RepeatInputs(given []string, resume bool) (map[string]string, error) {
+	in := map[string]string{}
+	if slices.Contains(given, "network.base_model") || resume {
+		rec.Network.BaseModel = ""
+	}
+	in["network.base_model"] = rec.Network.BaseModel
+	if slices.ContainsFunc([]string{"data", "train_images", "train_masks", "val_images", "val_masks"}, func(k string) bool { return slices.Contains(given, k) }) {
+		rec.Train, rec.Val = DataSpec{}, DataSpec{}
+	}
+	if err := rec.CheckPaths(); err != nil {
+		return nil, err
+	}
+	t, v := rec.Train, rec.Val
+	if v.HeldOut { // the val split's, below
+		v = DataSpec{}
+	}
+	maps.Copy(in, map[string]string{"train_images": t.Images, "train_masks": t.Masks, "val_images": v.Images, "val_masks": v.Masks})
+	if vs := t.ValSplit; vs != nil { // the same held-out validation images
+		maps.Copy(in, map[string]string{"val_split": strconv.FormatFloat(vs.Fraction, 'g', -1, 64),
+			"split_seed": strconv.FormatUint(vs.Seed, 10), "split_by": vs.By})
+	}
+	if t.Images == "" { // a data folder in a layout
+		maps.Copy(in, map[string]string{"data": t.Data, "format": t.Format, "split": t.Split})
+	}
+	maps.DeleteFunc(in, func(_, v string) bool { return v == "" })
+	return in, nil
 }
 
 // IsRecordedRun reports whether settings, a file's mapping of names to
@@ -165,14 +179,22 @@ type resumeChange struct {
 }
 
 // SettingChange is a setting of the run given a value other than the one
-// the run recorded: its name (as Config.Explicit names it), the value
+// the run recorded: its key (as Config.Explicit names it), the value
 // given and the run's, as text.
 type SettingChange struct{ Setting, Value, Was string }
+
+// sortedByName is changes in the order of their settings' names: a list
+// reads in the order of the names the caller calls them by.
+func sortedByName(changes []SettingChange, name func(key string) string) []SettingChange {
+	return slices.SortedStableFunc(slices.Values(changes), func(a, b SettingChange) int {
+		return strings.Compare(name(a.Setting), name(b.Setting))
+	})
+}
 
 // ResumeConflictError refuses to resume a run with settings that differ
 // from those it recorded (besides the ones that may change on resume).
 type ResumeConflictError struct {
-	Refused []SettingChange // sorted by setting
+	Refused []SettingChange // sorted by key
 }
 
 func (e *ResumeConflictError) Error() string { return e.Named(setting.Key) }
@@ -180,7 +202,7 @@ func (e *ResumeConflictError) Error() string { return e.Named(setting.Key) }
 // Named is the message with its settings called name(key).
 func (e *ResumeConflictError) Named(name func(key string) string) string {
 	var refused []string
-	for _, c := range e.Refused {
+	for _, c := range sortedByName(e.Refused, name) {
 		refused = append(refused, fmt.Sprintf("%s (the run has %s)", name(c.Setting), c.Was))
 	}
 	return setting.Sprintf(name, "{resume} continues the run with its recorded settings, and these settings differ from them: %s"+
@@ -215,7 +237,7 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 	merged := old
 	explicit := cfg.Explicit
 	if explicit == nil {
-		explicit = []string{"epochs", "steps", "device", "threads"}
+		explicit = []string{"epochs", "max_steps", "device", "threads"}
 	}
 	// The run recorded the input layout its model's graph gave; flags that
 	// leave the layout to the graph (no --nhwc) ask for that same layout.
@@ -224,21 +246,21 @@ func mergeResume(old, cfg Config) (Config, []resumeChange, error) {
 	}
 	var changes []resumeChange
 	var refused []SettingChange
-	for _, name := range explicit {
-		f, ok := runSettings[name]
+	for _, key := range explicit {
+		s, ok := runSettings[key]
 		if !ok {
 			continue // not a setting of the run
 		}
-		o, n := f.values(&old), f.values(&cfg)
+		o, n := s.values(&old), s.values(&cfg)
 		if reflect.DeepEqual(o, n) {
 			continue
 		}
-		if mayChangeOnResume[name] {
-			f.copy(&merged, &cfg)
-			changes = append(changes, resumeChange{Setting: name, Old: o, New: n})
+		if s.resume {
+			s.copy(&merged, &cfg)
+			changes = append(changes, resumeChange{Setting: key, Old: o, New: n})
 			continue
 		}
-		refused = append(refused, SettingChange{Setting: name, Value: show(n), Was: show(o)})
+		refused = append(refused, SettingChange{Setting: key, Value: show(n), Was: show(o)})
 	}
 	if len(refused) > 0 {
 		sort.Slice(refused, func(i, j int) bool { return refused[i].Setting < refused[j].Setting })
@@ -276,6 +298,12 @@ func show(v any) string {
 	return fmt.Sprintf("%v", v)
 }
 
+// recordNames name the changes of resumeRecord whose key is not their
+// name there: "lr" is a core field of the record, a device is recorded as
+// whether it is cuda, and a step count as "steps", as before runs named
+// settings by key.
+var recordNames = map[string]string{"lr": "new_lr", "device": "device_cuda", "max_steps": "steps"}
+
 // resumeRecord is the metrics.jsonl line recording the changes a resumed
 // run made: new values as fields, old ones as prev_<field>; the device,
 // not a number, is recorded as device_cuda (1 or 0).
@@ -298,12 +326,9 @@ func resumeRecord(epoch, step int64, changes []resumeChange) history.Record {
 		return 0, false
 	}
 	for _, c := range changes {
-		name := strings.ReplaceAll(c.Setting, "-", "_")
-		if c.Setting == "device" {
-			name = "device_cuda"
-		}
-		if c.Setting == "lr" {
-			name = "new_lr" // "lr" is a core field of the record
+		name := c.Setting
+		if n, ok := recordNames[name]; ok {
+			name = n
 		}
 		if v, ok := num(c.New); ok {
 			r.Extra[name] = v

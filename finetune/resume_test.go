@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // A resumed run refuses a changed setting of every kind the table knows,
@@ -19,7 +21,7 @@ func TestMergeResumeRefusesChangedSettings(t *testing.T) {
 		edit    func(*Config)
 	}{
 		{"loss", func(c *Config) { c.Loss = "dice" }},
-		{"focal-gamma", func(c *Config) { c.FocalGamma = 3 }},
+		{"focal_gamma", func(c *Config) { c.FocalGamma = 3 }},
 		{"crop", func(c *Config) { c.Width = 64 }},
 		{"brightness", func(c *Config) { c.Augment.Photometric.Brightness = 0.2 }},
 		{"threshold", func(c *Config) { c.Output.Threshold = 0.7 }},
@@ -76,5 +78,59 @@ func TestRepeatTakesGivenFlags(t *testing.T) {
 	want.Height, want.Width, want.Ranks = 64, 64, 0
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Repeat = %+v, want %+v", got, want)
+	}
+}
+
+// Config's tags name the settings a resumed run may change, and a setting
+// made of several fields (crop, classes) compares all of them.
+func TestRunSettingsFromTags(t *testing.T) {
+	var resumable []string
+	for _, k := range RunSettings() {
+		if runSettings[k].resume {
+			resumable = append(resumable, k)
+		}
+	}
+	want := []string{"conv_grad", "cuda_graph", "cuda_options", "device", "epochs", "lr", "max_steps", "resident", "threads"}
+	if !reflect.DeepEqual(resumable, want) {
+		t.Errorf("settings that may change on resume %v, want %v", resumable, want)
+	}
+	c := Config{Height: 2, Width: 3, Network: NetworkSpec{BaseModel: "m.onnx", Classes: 4, HeadSeed: 5}}
+	for key, want := range map[string]any{"crop": []any{2, 3}, "classes": []any{4, uint64(5)}, "network.base_model": "m.onnx"} {
+		if got := runSettings[key].values(&c); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: values %v, want %v", key, got, want)
+		}
+	}
+}
+
+// A refused list reads in the order of the names the caller gives the keys.
+func TestResumeConflictSortsByName(t *testing.T) {
+	e := &ResumeConflictError{Refused: []SettingChange{{Setting: "max_steps", Was: "1"}, {Setting: "resident", Was: "on"}}}
+	flag := func(k string) string { return map[string]string{"max_steps": "steps"}[k] + k }
+	if got := e.Named(flag); !strings.Contains(got, "resident (the run has on), stepsmax_steps (the run has 1)") {
+		t.Errorf("got %q", got)
+	}
+}
+
+// A repeat takes the recorded run's model and data where the caller gives
+// none, by key: a held-out val split as its split, a given data key or
+// model (or resuming) keeps the recorded one out, a path naming nothing is
+// refused.
+func TestRepeatInputs(t *testing.T) {
+	dir := t.TempDir()
+	vs := &datalayout.ValSplit{Fraction: 0.25, Seed: 7, By: "folder"}
+	rec := Config{Network: NetworkSpec{BaseModel: dir}, Train: DataSpec{Images: dir, Masks: dir, ValSplit: vs}}
+	rec.Val, rec.Val.HeldOut = rec.Train, true
+	got, err := rec.RepeatInputs(nil, false)
+	want := map[string]string{"network.base_model": dir, "train_images": dir, "train_masks": dir, "val_split": "0.25", "split_seed": "7", "split_by": "folder"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("inputs %v, %v; want %v", got, err, want)
+	}
+	if got, _ := rec.RepeatInputs([]string{"val_masks"}, true); len(got) != 0 {
+		t.Errorf("a given data key and --resume: inputs %v, want none", got)
+	}
+	rec.Train.Masks = dir + "/nosuch"
+	var se *setting.Error
+	if _, err := rec.RepeatInputs(nil, false); !errors.As(err, &se) || se.Setting != "train.masks" {
+		t.Errorf("a recorded path naming nothing: %v", err)
 	}
 }

@@ -10,8 +10,9 @@ import (
 
 func TestPhotometricFlags(t *testing.T) {
 	var got data.Photometric
-	app := &cli.App{Flags: photometricFlags(), Action: func(c *cli.Context) error {
-		got = photometricConfig(c)
+	var bound data.Photometric
+	app := &cli.App{Flags: photometricFlags(&bound), Action: func(c *cli.Context) error {
+		got = bound
 		return nil
 	}}
 	if err := app.Run([]string{"segtune", "--brightness", "0.2", "--contrast", "0.1", "--saturation", "0.3", "--gamma", "0.5", "--blur", "1.5"}); err != nil {
@@ -30,8 +31,9 @@ func TestPhotometricFlags(t *testing.T) {
 
 func TestGeometricFlags(t *testing.T) {
 	var got data.Geometric
-	app := &cli.App{Flags: geometricFlags(), Action: func(c *cli.Context) error {
-		got = geometricConfig(c)
+	var bound data.Geometric
+	app := &cli.App{Flags: geometricFlags(&bound), Action: func(c *cli.Context) error {
+		got = bound
 		return nil
 	}}
 	if err := app.Run([]string{"segtune", "--rotate", "15", "--shear", "5", "--translate", "0.1", "--cutout", "2"}); err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/models"
@@ -43,4 +45,10 @@ func synthFlags(cfg *synth.Config, out, size *string) []cli.Flag {
 		&cli.IntFlag{Name: "val", Value: def.Val, Usage: "validation images", Destination: &cfg.Val},
 		&cli.StringFlag{Name: "size", Value: "96x128", Usage: "image size HxW", Destination: size},
 	}
+}
+
+// given says which settings, by key, the command line (or --config) gave,
+// for the libraries whose rules differ for a setting left at its default.
+func given(c *cli.Context) func(key string) bool {
+	return func(key string) bool { return c.IsSet(strings.TrimPrefix(flagOf(key), "--")) }
 }

@@ -59,19 +59,7 @@ func TestBoundFlags(t *testing.T) {
 
 // unboundCommands still read some flags by name (c.String("…")); each
 // conversion removes its command here, and the list ends empty (#42).
-var unboundCommands = map[string]bool{
-	"segtune info":         true,
-	"segtune eval":         true,
-	"segtune finetune":     true,
-	"segtune export":       true,
-	"segtune artifacts":    true,
-	"segtune data check":   true,
-	"segtune eval merge":   true,
-	"segtune data convert": true,
-	"segtune data split":   true,
-	"segtune demo":         true,
-	"segtune doctor":       true,
-}
+var unboundCommands = map[string]bool{}
 
 // Every flag of every command is bound (a Destination, or a Generic value
 // that parses into its setting), and no two flags of one command set the

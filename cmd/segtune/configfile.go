@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -151,10 +149,11 @@ func parseRecordedRun(path string, b []byte) (*finetune.Config, error) {
 }
 
 // recordedRun returns the run that --config's config.json records, or nil.
-// It sets --model and the data flags to the run's, where the command line
-// gives none of them, so that the flags make a complete configuration;
-// finetune.Repeat then keeps the recorded settings of every flag not given.
-func recordedRun(c *cli.Context) (*finetune.Config, error) {
+// It sets the flags of the run's inputs the command line does not give
+// (finetune.RepeatInputs: given are the keys it gives), so that the flags
+// make a complete configuration; finetune.Repeat then keeps the recorded
+// settings of every flag not given.
+func recordedRun(c *cli.Context, given []string, resume bool) (*finetune.Config, error) {
 	settings, b, err := readConfigFile(c)
 	if err != nil || !finetune.IsRecordedRun(settings) {
 		return nil, err
@@ -163,64 +162,14 @@ func recordedRun(c *cli.Context) (*finetune.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRecordedPaths(c, *rec); err != nil {
-		return nil, err
+	inputs, err := rec.RepeatInputs(given, resume)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--config %s: %v", c.String("config"), err), 2)
 	}
-	set := func(flag, v string) error {
-		if v == "" {
-			return nil
-		}
-		return c.Set(flag, v)
-	}
-	if !c.IsSet("model") && !c.Bool("resume") {
-		if err := set("model", rec.Network.BaseModel); err != nil {
+	for key, v := range inputs {
+		if err := c.Set(flagOf(key)[2:], v); err != nil {
 			return nil, err
-		}
-	}
-	if slices.ContainsFunc([]string{"data", "train-images", "train-masks", "val-images", "val-masks"}, c.IsSet) {
-		return rec, nil
-	}
-	val := rec.Val
-	if val.HeldOut { // --val-split's, set below
-		val = finetune.DataSpec{}
-	}
-	for flag, v := range map[string]string{"train-images": rec.Train.Images, "train-masks": rec.Train.Masks,
-		"val-images": val.Images, "val-masks": val.Masks} {
-		if err := set(flag, v); err != nil {
-			return nil, err
-		}
-	}
-	if vs := rec.Train.ValSplit; vs != nil { // the same held-out validation images
-		for flag, v := range map[string]string{"val-split": strconv.FormatFloat(vs.Fraction, 'g', -1, 64),
-			"split-seed": strconv.FormatUint(vs.Seed, 10), "split-by": vs.By} {
-			if err := set(flag, v); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if rec.Train.Images == "" { // a data folder in a layout
-		for flag, v := range map[string]string{"data": rec.Train.Data, "format": rec.Train.Format, "split": rec.Train.Split} {
-			if err := set(flag, v); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return rec, nil
-}
-
-// checkRecordedPaths refuses a recorded run whose paths, those the
-// command line does not replace, name nothing: runs record them absolute,
-// and a relative one (a hand-edited config.json, or one of an older
-// segtune) is read against the working directory, not the file's folder.
-func checkRecordedPaths(c *cli.Context, rec finetune.Config) error {
-	if c.IsSet("model") || c.Bool("resume") {
-		rec.Network.BaseModel = ""
-	}
-	if slices.ContainsFunc([]string{"data", "train-images", "train-masks", "val-images", "val-masks"}, c.IsSet) {
-		rec.Train, rec.Val = finetune.DataSpec{}, finetune.DataSpec{}
-	}
-	if err := rec.CheckPaths(); err != nil {
-		return cli.Exit(fmt.Sprintf("--config %s: %v", c.String("config"), err), 2)
-	}
-	return nil
 }

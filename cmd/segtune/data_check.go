@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -12,7 +11,19 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 )
 
+// dataOptions are the data commands' settings: the folder and its
+// layout, how masks are read, where a conversion goes, data check's
+// classes (finetune/data's Config) and report.
+type dataOptions struct {
+	data, out, classNames string
+	layout                dataLayout
+	labelMap, maskPalette string
+	check                 data.Config
+	json                  bool
+}
+
 func dataCheckCommand() *cli.Command {
+	o := &dataOptions{check: data.Config{Ignore: data.DefaultIgnore}}
 	return &cli.Command{
 		Name:  "check",
 		Usage: "check a labelled data folder: pairs, unmatched and unreadable files, class histogram, object sizes",
@@ -23,44 +34,35 @@ func dataCheckCommand() *cli.Command {
 			"of its object size (the class's share of an image's labelled pixels). Exits 1 when any file\n" +
 			"is named as a problem.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
-			labelMapFlag(new(string), `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`),
-			maskPaletteFlag(new(string)),
-			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)"},
-			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label that is no class"},
-			classNamesFlag(new(string), "comma-separated class names for the report"),
-			jsonFlag(new(bool)),
-		}, dataLayoutFlags(new(dataLayout), "--data")...),
-		Action: runDataCheck,
+			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
+			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)", Destination: &o.check.NumClasses},
+			&cli.IntFlag{Name: "ignore", Value: o.check.Ignore, Usage: "mask label that is no class", Destination: &o.check.Ignore},
+			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &o.classNames},
+			jsonFlag(&o.json),
+		}, dataLayoutFlags(&o.layout, "--data")...),
+		Action: func(c *cli.Context) error { return runDataCheck(c, o) },
 	}
 }
 
-func runDataCheck(c *cli.Context) error {
-	masks, names, err := maskFlags(c)
+func runDataCheck(c *cli.Context, o *dataOptions) error {
+	masks, labelmap, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
-	if given := classNames(c); given != nil {
-		names = given
-	} else if masks.Map != nil {
-		names = nil // a CVAT labelmap's names are of the labels before the label map
-	}
-	sets, err := openDataSplits(c)
+	sets, err := openDataSplits(c, o)
 	if err != nil {
 		return err
 	}
-	for _, set := range sets {
-		noteDataSet(c, set)
-	}
-	if names == nil && masks.Map == nil && len(sets) > 0 {
-		names = sets[0].Classes // an annotation format's names (COCO's categories …), where they are the labels
-	}
-	reports, err := data.CheckSplits(c.Context, sets, data.Config{LabelMap: masks.Map, Palette: masks.Palette,
-		NumClasses: c.Int("classes"), Ignore: c.Int("ignore"), ClassNames: names})
+	cfg := o.check
+	cfg.LabelMap, cfg.Palette = masks.Map, masks.Palette
+	cfg.ClassNames = data.ReportNames(splitNames(o.classNames), labelmap, masks.Map != nil, sets)
+	reports, err := data.CheckSplits(c.Context, sets, cfg)
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	if o.json {
 		if err := printJSON(os.Stdout, reports); err != nil {
 			return err
 		}
@@ -68,8 +70,8 @@ func runDataCheck(c *cli.Context) error {
 		reports.WriteText(os.Stdout)
 	}
 	// After the report, which names the files that pair with nothing.
-	if err := checkNotEmpty(c, sets); err != nil {
-		return err
+	if err := datalayout.RequirePairs(o.data, sets); err != nil {
+		return cli.Exit("--data "+err.Error(), 1)
 	}
 	if bad := reports.Bad(); bad > 0 {
 		return cli.Exit(fmt.Sprintf("data check: %d files named above need attention", bad), 1)
@@ -78,6 +80,7 @@ func runDataCheck(c *cli.Context) error {
 }
 
 func dataConvertCommand() *cli.Command {
+	o := &dataOptions{}
 	return &cli.Command{
 		Name:  "convert",
 		Usage: "write a labelled data folder of any known layout as canonical images/SPLIT and masks/SPLIT folders",
@@ -88,53 +91,41 @@ func dataConvertCommand() *cli.Command {
 			"or empty and outside --data; every file is written atomically. Unmatched files stop it before\n" +
 			"anything is written.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/"},
-			labelMapFlag(new(string), `remap mask labels on the way, e.g. "cityscapes"`),
-			maskPaletteFlag(new(string)),
-		}, dataLayoutFlags(new(dataLayout), "--data")...),
-		Action: runDataConvert,
+			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/", Destination: &o.out},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
+		}, dataLayoutFlags(&o.layout, "--data")...),
+		Action: func(c *cli.Context) error { return runDataConvert(c, o) },
 	}
 }
 
-func runDataConvert(c *cli.Context) error {
-	root, out := c.String("data"), c.String("out")
-	masks, _, err := maskFlags(c)
+func runDataConvert(c *cli.Context, o *dataOptions) error {
+	masks, _, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
-	if err := datalayout.CheckConvertOutput(root, out); err != nil {
-		var oe *datalayout.OverlapError
-		var ne *datalayout.NotEmptyError
-		switch {
-		case errors.As(err, &oe):
-			return cli.Exit(withFlagNames(err).Error(), 2)
-		case errors.As(err, &ne):
-			return cli.Exit("--out "+err.Error(), 2)
-		}
-		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
+	if err := datalayout.CheckConvertOutput(o.data, o.out); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	sets, err := openDataSplits(c) // every split is listed and checked before anything is written
+	sets, err := openDataSplits(c, o) // every split is listed and checked before anything is written
 	if err != nil {
 		return err
 	}
 	for _, set := range sets {
-		noteDataSet(c, set)
 		if err := set.Err(); err != nil {
 			return dataExit(err)
 		}
 	}
-	if err := checkNotEmpty(c, sets); err != nil {
-		return err
+	if err := datalayout.RequirePairs(o.data, sets); err != nil {
+		return cli.Exit("--data "+err.Error(), 1)
 	}
 	var bar *progressbar.ProgressBar
-	converted, err := datalayout.Convert(sets, out, masks, func(cs datalayout.ConvertedSplit, done, total int) {
+	converted, err := datalayout.Convert(sets, o.out, masks, func(cs datalayout.ConvertedSplit, done, total int) {
 		if done == 0 {
 			bar = progress(c, total, "convert")
 		}
-		if done > 0 {
-			bar.Set(done)
-		}
+		bar.Set(done)
 		if done == total {
 			bar.Finish()
 			notef(c, "segtune: wrote %d pairs to %s and %s", total, cs.ImageDir, cs.MaskDir)
@@ -150,36 +141,23 @@ func runDataConvert(c *cli.Context) error {
 	for _, cs := range converted {
 		total += cs.Pairs
 	}
-	fmt.Printf("wrote %d image/mask pairs to %s\n", total, out)
+	fmt.Printf("wrote %d image/mask pairs to %s\n", total, o.out)
 	return nil
 }
 
-// openDataSplits opens the splits of --data to go through (--split's, or
-// every one).
-func openDataSplits(c *cli.Context) ([]*datalayout.Set, error) {
-	opt, err := layoutOptions(c)
+// openDataSplits opens the splits of the data folder to go through
+// (--split's, or every one), saying what it found.
+func openDataSplits(c *cli.Context, o *dataOptions) ([]*datalayout.Set, error) {
+	opt, err := o.layout.options()
 	if err != nil {
 		return nil, err
 	}
-	sets, err := datalayout.OpenSplits(c.String("data"), opt)
+	sets, err := datalayout.OpenSplits(o.data, opt)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
 	}
-	return sets, nil
-}
-
-// checkNotEmpty refuses a data folder in which no split holds a single
-// image/mask pair: a layout was found, but nothing in it can be checked,
-// converted or trained on (exit 1, as for files that need attention).
-func checkNotEmpty(c *cli.Context, sets []*datalayout.Set) error {
 	for _, set := range sets {
-		if len(set.Samples) > 0 {
-			return nil
-		}
+		noteData(c, set, o.labelMap)
 	}
-	format := "no"
-	if len(sets) > 0 {
-		format = "a " + sets[0].Format
-	}
-	return cli.Exit(fmt.Sprintf("--data %s: %s layout, and not one image/mask pair in it", c.String("data"), format), 1)
+	return sets, nil
 }

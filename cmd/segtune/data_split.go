@@ -14,6 +14,11 @@ import (
 )
 
 func dataSplitCommand() *cli.Command {
+	o := &dataOptions{}
+	var (
+		vs    datalayout.ValSplit
+		lists bool
+	)
 	return &cli.Command{
 		Name:  "split",
 		Usage: "hold out a fraction of a labelled data folder for validation, written as train and val folders or as lists",
@@ -23,37 +28,40 @@ func dataSplitCommand() *cli.Command {
 			"and OUT/masks/{train,val} (the labels as palette PNGs, after --label-map), every file atomically;\n" +
 			"with --lists, only OUT/train.txt and OUT/val.txt, the image paths below --data, one a line.",
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)"},
-			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data"},
-			labelMapFlag(new(string), `remap mask labels on the way, e.g. "cityscapes"`),
-			maskPaletteFlag(new(string)),
-		}, valSplitFlags("val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(new(dataLayout), "--data")...),
-		Action: runDataSplit,
+			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)", Destination: &o.out},
+			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
+			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			maskPaletteFlag(&o.maskPalette),
+		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
+		Action: func(c *cli.Context) error { return runDataSplit(c, o, vs, lists) },
 	}
 }
 
-func runDataSplit(c *cli.Context) error {
-	root, out := c.String("data"), c.String("out")
+func runDataSplit(c *cli.Context, o *dataOptions, bound datalayout.ValSplit, lists bool) error {
+	root, out := o.data, o.out
 	if !c.IsSet("val") {
 		return cli.Exit("data split: give --val F, the fraction of the images to hold out for validation", 2)
 	}
-	vs, err := valSplitSetting(c, "val")
+	vs, err := valSplitSetting(c, bound, "val")
 	if err != nil {
 		return err
 	}
-	masks, _, err := maskFlags(c)
+	masks, _, err := readMasks(o.labelMap, o.maskPalette)
 	if err != nil {
 		return err
 	}
-	if err := datalayout.CheckConvertOutput(root, out); err != nil {
-		var oe *datalayout.OverlapError
-		if errors.As(err, &oe) {
-			return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap: choose an output folder outside the data", out, root), 2)
-		}
-		return cli.Exit(fmt.Sprintf("--out %s: %v", out, err), 2)
+	var oe *datalayout.OverlapError
+	if err := datalayout.CheckConvertOutput(root, out); errors.As(err, &oe) {
+		return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap: choose an output folder outside the data", out, root), 2)
+	} else if err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	set, err := openDataFlag(c, "train")
+	opt, err := o.layout.options()
+	if err != nil {
+		return err
+	}
+	set, err := openData(c, root, opt, "train", o.labelMap)
 	if err != nil {
 		return err
 	}
@@ -65,26 +73,32 @@ func runDataSplit(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--data %s: %v", root, err), 1)
 	}
 	notef(c, "segtune: %d of %d images held out for validation (by %s, seed %d)", len(val), len(set.Samples), vs.By, vs.Seed)
-	if c.Bool("lists") {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
-		}
-		for _, l := range []struct {
-			name    string
-			samples []datalayout.Sample
-		}{{"train.txt", train}, {"val.txt", val}} {
-			if err := atomicfile.Write(filepath.Join(out, l.name), []byte(imageList(root, l.samples)), 0o644); err != nil {
-				return err
-			}
-		}
-		fmt.Printf("wrote %s and %s (%d and %d images)\n", filepath.Join(out, "train.txt"), filepath.Join(out, "val.txt"), len(train), len(val))
-		return nil
+	if lists {
+		return writeSplitLists(root, out, train, val)
 	}
 	sides := []*datalayout.Set{withSamples(set, "train", train), withSamples(set, "val", val)}
 	if _, err := datalayout.Convert(sides, out, masks, nil); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %d training and %d validation pairs to %s (images/{train,val}, masks/{train,val})\n", len(train), len(val), out)
+	return nil
+}
+
+// writeSplitLists writes out/train.txt and out/val.txt: the samples'
+// image paths below root, one a line.
+func writeSplitLists(root, out string, train, val []datalayout.Sample) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		name    string
+		samples []datalayout.Sample
+	}{{"train.txt", train}, {"val.txt", val}} {
+		if err := atomicfile.Write(filepath.Join(out, l.name), []byte(imageList(root, l.samples)), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("wrote %s and %s (%d and %d images)\n", filepath.Join(out, "train.txt"), filepath.Join(out, "val.txt"), len(train), len(val))
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
@@ -133,31 +132,6 @@ func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
 	if p := set.LabelPreset; p != "" && labelMap == "" && p != "voc" {
 		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
 	}
-}
-
-// listCalibration is the images of --calibrate DIR: those directly in
-// it, or, when it holds none (or --format or --split is given), the
-// images of a split of the data set it holds (--split, default train).
-func listCalibration(c *cli.Context, dir string, opt datalayout.Options, labelMap string) ([]string, error) {
-	files, err := imageio.ListImages(dir)
-	_, notData := datalayout.Detect(dir)
-	asData := opt.Format != "" || opt.Split != "" || (err == nil && len(files) == 0 && notData == nil)
-	if !asData {
-		imgs, err := deploy.ListImageDir(dir)
-		if err != nil {
-			return nil, imageDirError("--calibrate", err)
-		}
-		return imgs, nil
-	}
-	set, err := datalayout.OpenDefault(dir, opt, "train")
-	if err != nil {
-		return nil, fmt.Errorf("--calibrate: %w", err)
-	}
-	noteData(c, set, labelMap)
-	if len(set.Samples) == 0 {
-		return nil, fmt.Errorf("--calibrate %s: %s", dir, set.Summary())
-	}
-	return set.Images(), nil
 }
 
 // dataExit is the exit for an error reading --data: 1 for unmatched

@@ -18,9 +18,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/testassets"
 )
 
@@ -496,13 +498,15 @@ func TestDataConvert(t *testing.T) {
 func TestCalibrationImagesFromDataFolder(t *testing.T) {
 	dir := t.TempDir()
 	cases := buildLayouts(t, dir, syntheticPairs(t, filepath.Join(dir, "src"), 3))
-	c := cliContext(t)
-	imgs, err := calibrationImages(c, cases[5].root) // ade20k: images/training holds one
+	calibrationImages := func(dir string) ([]string, error) {
+		return deploy.CalibrationImages(dir, datalayout.Options{}, false, func(*datalayout.Set) {})
+	}
+	imgs, err := calibrationImages(cases[5].root) // ade20k: images/training holds one
 	if err != nil || len(imgs) != 1 || filepath.Base(imgs[0]) != "t.jpg" {
 		t.Errorf("ade20k: %v, %v", imgs, err)
 	}
 	flat := filepath.Join(dir, "src")
-	if imgs, err := calibrationImages(c, flat); err != nil || len(imgs) != 3 {
+	if imgs, err := calibrationImages(flat); err != nil || len(imgs) != 3 {
 		t.Errorf("a folder of images: %v, %v", imgs, err)
 	}
 }

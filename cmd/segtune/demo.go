@@ -11,9 +11,12 @@ import (
 	"github.com/segtune/segtune/cmd/segtune/demo"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
 func demoCommand() *cli.Command {
+	o := &demo.Options{Out: "out/demo", Epochs: 4, Alpha: demo.Alpha, Train: 160, Val: 80}
 	return &cli.Command{
 		Name:  "demo",
 		Usage: "the main job end to end: fine-tune the built-in model with and without the size regularizer",
@@ -24,26 +27,27 @@ func demoCommand() *cli.Command {
 			"objects, draws both runs' curves, segments the validation images with the regularised\n" +
 			"model and exports it to ONNX. Under a minute on two CPU cores.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "out/demo", Usage: "output folder"},
-			&cli.IntFlag{Name: "epochs", Value: 4, Usage: "epochs per run"},
-			&cli.Float64Flag{Name: "alpha", Value: demo.Alpha, Usage: "weight of the regularizer in the second run, relative to the cross entropy (finetune's --alpha; every other regularizer setting at finetune's default)"},
-			&cli.IntFlag{Name: "train", Value: 160, Usage: "training images to generate"},
-			&cli.IntFlag{Name: "val", Value: 80, Usage: "validation images to generate"},
-			threadsFlag(new(int)),
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: o.Out, Usage: "output folder", Destination: &o.Out},
+			&cli.IntFlag{Name: "epochs", Value: o.Epochs, Usage: "epochs per run", Destination: &o.Epochs},
+			&cli.Float64Flag{Name: "alpha", Value: o.Alpha, Destination: &o.Alpha, Usage: "weight of the regularizer in the second run, relative to the cross entropy (finetune's --alpha; every other regularizer setting at finetune's default)"},
+			&cli.IntFlag{Name: "train", Value: o.Train, Usage: "training images to generate", Destination: &o.Train},
+			&cli.IntFlag{Name: "val", Value: o.Val, Usage: "validation images to generate", Destination: &o.Val},
+			threadsFlag(&o.Threads),
 		},
-		Action: runDemo,
+		Action: func(c *cli.Context) error { return runDemo(c, *o) },
 	}
 }
 
-func runDemo(c *cli.Context) error {
-	if err := initRuntime(c); err != nil {
+func runDemo(c *cli.Context, o demo.Options) error {
+	if err := loadRuntime(c, ""); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return demo.RunAll(ctx, os.Stdout, demo.Options{
-		Out: c.String("out"), Epochs: c.Int("epochs"), Train: c.Int("train"), Val: c.Int("val"),
-		Threads: c.Int("threads"), Alpha: c.Float64("alpha"), OnEpoch: printEpoch,
-		Open: func(model string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, model, s) },
-	})
+	session := resolve.SegmenterOptions{Session: sessionFor(c, runtime.Options{Threads: o.Threads})}
+	o.OnEpoch = printEpoch
+	o.Open = func(model string, s imageio.Sidecar) (*inference.Segmenter, error) {
+		return openModel(c, model, s, session)
+	}
+	return demo.RunAll(ctx, os.Stdout, o)
 }

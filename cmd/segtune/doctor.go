@@ -11,6 +11,10 @@ import (
 )
 
 func doctorCommand() *cli.Command {
+	var (
+		model, size string
+		asJSON      bool
+	)
 	return &cli.Command{
 		Name:  "doctor",
 		Usage: "report ONNX Runtime, its providers, the CUDA libraries and GPUs, and where a model's nodes run",
@@ -20,25 +24,24 @@ func doctorCommand() *cli.Command {
 			"it runs the model's inference graph and its training graph once on the CUDA provider and reports\n" +
 			"the nodes ONNX Runtime placed on the CPU. It also says segtune's memory limit and which bound set it.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Usage: "ONNX model whose inference and training graphs are placed on the GPU"},
-			&cli.StringFlag{Name: "size", Value: "257x257", Usage: "HxW for the model's dynamic spatial dimensions"},
-			jsonFlag(new(bool)),
+			&cli.StringFlag{Name: "model", Usage: "ONNX model whose inference and training graphs are placed on the GPU", Destination: &model},
+			&cli.StringFlag{Name: "size", Value: "257x257", Usage: "HxW for the model's dynamic spatial dimensions", Destination: &size},
+			jsonFlag(&asJSON),
 		},
 		Action: func(c *cli.Context) error {
-			lib := c.String("ort-lib")
-			r := doctor.Run(lib, flagOf)
+			r := doctor.Run(globals(c).ORTLib, flagOf)
 			if r.LoadErr != nil {
 				r.ORTError = withFlagNames(r.LoadErr).Error()
 			}
-			if model := c.String("model"); model != "" {
+			if model != "" {
 				var h, w int64
-				if _, err := fmt.Sscanf(c.String("size"), "%dx%d", &h, &w); err != nil && r.CUDAReady {
-					r.Model = &placement.Report{Path: model, Errors: []string{"bad --size " + c.String("size")}}
+				if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil && r.CUDAReady {
+					r.Model = &placement.Report{Path: model, Errors: []string{"bad --size " + size}}
 				} else {
 					r.Place(model, h, w)
 				}
 			}
-			if c.Bool("json") {
+			if asJSON {
 				return printJSON(os.Stdout, r)
 			}
 			r.WriteText(os.Stdout)

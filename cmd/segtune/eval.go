@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,82 +13,106 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/cliflag"
-	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
-var confusionFlag = &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)"}
+// confusionFlag is --confusion, of eval and eval merge.
+func confusionFlag(dir *string) cli.Flag {
+	return &cli.StringFlag{Name: "confusion", Usage: "write the confusion matrix into `DIR` as confusion.csv (pixel counts) and confusion.png (a heat map of normalised rows)", Destination: dir}
+}
+
+// evalOptions are eval's settings: evaluate's, the data's layout and
+// masks, the shard, the model's preprocessing, dense inference and
+// session, and how it reports.
+type evalOptions struct {
+	evaluate.Settings
+	Layout                dataLayout
+	LabelMap, MaskPalette string
+	Shard                 shardOptions
+	Pre                   preprocessOptions
+	Dense                 denseOptions
+	Session               runtime.Options
+	JSON                  bool
+}
 
 func evalCommand() *cli.Command {
+	o := &evalOptions{}
 	return &cli.Command{
 		Name:  "eval",
 		Usage: "score a model on labelled images: IoU, Dice, precision, recall per class and their means; the confusion matrix",
 		Description: "Pairs the images in --images with the masks in --masks by file name (or reads a split of\n" +
 			"--data in any known layout), runs the model, maps its prediction back to each image's own\n" +
 			"size and compares it with the mask.",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)"},
-			&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)"},
-			&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)"},
-			dataFlag(new(string)),
-			labelMapFlag(new(string), `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`),
-			maskPaletteFlag(new(string)),
-			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "mask label left out of scoring"},
-			classNamesFlag(new(string), "comma-separated class names for the report"),
-			&cli.IntFlag{Name: "batch", Value: 1, Usage: "images per model run"},
-			&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)"},
-			&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)"},
-			confusionFlag,
-			&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge"},
-			deviceFlag(new(string)), threadsFlag(new(int)), jsonFlag(new(bool)),
-		}, append(append(append(dataLayoutFlags(new(dataLayout), "--data"), shardFlags(new(shardOptions))[:2]...), preprocessFlags(new(preprocessOptions))...), denseFlags(new(denseOptions), "")...)...),
-		Action:      runEval,
+		Flags: slices.Concat(evalFlags(o), dataLayoutFlags(&o.Layout, "--data"), shardFlags(&o.Shard)[:2],
+			preprocessFlags(&o.Pre), denseFlags(&o.Dense, "")),
+		Action:      func(c *cli.Context) error { return runEval(c, o) },
 		Subcommands: []*cli.Command{evalMergeCommand()},
 	}
 }
 
-func runEval(c *cli.Context) error {
-	set, err := evalDataFlags(c)
+// evalFlags bind eval's own flags into o.
+func evalFlags(o *evalOptions) []cli.Flag {
+	def := evaluate.DefaultSettings()
+	o.Settings = def
+	s := &o.Settings
+	return slices.Concat([]cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model or segtune checkpoint (its run's settings apply)", Destination: &s.Model},
+		&cli.StringFlag{Name: "images", Usage: "folder of images (a path, or an s3://, gs:// or azblob:// URL)", Destination: &s.Images},
+		&cli.StringFlag{Name: "masks", Usage: "folder of masks with the same base names (a path or a URL)", Destination: &s.Masks},
+		dataFlag(&s.Data),
+		&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		maskPaletteFlag(&o.MaskPalette),
+		&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of scoring", Destination: &s.Ignore},
+		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &s.ClassNames},
+		&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "images per model run", Destination: &s.Batch},
+		&cli.StringFlag{Name: "size-classes", Usage: "report small and large objects separately: classes whose pixel fraction is the size (e.g. 1)", Destination: &s.SizeClasses},
+		&cli.Float64Flag{Name: "size-threshold", Usage: "fraction above which an image's object is large (default: a checkpoint's, else the mean over these images)", Destination: &s.SizeThreshold},
+		confusionFlag(&s.Confusion),
+		&cli.StringFlag{Name: "partial", Usage: "write this shard's confusion matrices and size statistics to `FILE` (a path or a URL) for segtune eval merge", Destination: &s.Partial},
+	}, sessionFlags(&o.Session), []cli.Flag{jsonFlag(&o.JSON)})
+}
+
+func runEval(c *cli.Context, o *evalOptions) error {
+	s := &o.Settings
+	s.Given = given(c)
+	if err := requireEvalData(c, s); err != nil {
+		return err
+	}
+	if err := s.Validate(); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	l, err := openLabelled(c, s.Data, o.Layout, o.LabelMap, &s.Images, &s.Masks)
 	if err != nil {
 		return err
 	}
-	if err := initRuntime(c); err != nil {
+	defer l.Close()
+	if err := s.CheckConfusion(l.set); l.set != nil && err != nil { // the data set's folders
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
-	spec, err := resolveShard(c)
+	spec, err := o.Shard.resolve(c)
 	if err != nil {
 		return err
 	}
-	if err := checkConfusionDir(c, "images", "masks"); err != nil {
-		return err
-	}
-	if err := checkConfusionDirHoldsNoData(c, set); err != nil {
-		return err
-	}
-	partial := c.String("partial")
-	if _, err := storage.Parse(partial); partial != "" && err != nil {
-		return cli.Exit(fmt.Sprintf("--partial %s: %v", partial, err), 2)
-	}
-	imgs, err := openFolderFlag(c, "images", true)
-	if err != nil {
-		return err
-	}
-	defer imgs.Close()
-	masks, err := openFolderFlag(c, "masks", true)
-	if err != nil {
-		return err
-	}
-	defer masks.Close()
-	plan, err := evalPlan(c, set, spec, imgs, masks)
+	plan, err := evalPlan(c, o, spec, l)
 	if err != nil {
 		return err
 	}
 	defer plan.Segmenter.Close()
+	return evalRun(c, o, spec, plan)
+}
+
+// evalRun scores plan and reports, writing the shard's partial file.
+func evalRun(c *cli.Context, o *evalOptions, spec shard.Spec, plan evaluate.Plan) error {
+	partial := o.Partial
 	if partial != "" {
-		if done, err := partialDone(c, partial, evaluate.NewPartial(spec, plan.Setup)); err != nil || done {
+		if done, err := partialDone(c, o, evaluate.NewPartial(spec, plan.Setup)); err != nil || done {
 			return err
 		}
 	}
@@ -98,7 +122,7 @@ func runEval(c *cli.Context) error {
 	acc, err := evaluate.Run(c.Context, plan)
 	bar.Finish()
 	if err != nil {
-		return fmt.Errorf("running %s: %w", c.String("model"), err)
+		return fmt.Errorf("running %s: %w", o.Model, err)
 	}
 	if partial != "" {
 		if err := evaluate.WritePartial(c.Context, partial, acc); err != nil {
@@ -109,70 +133,99 @@ func runEval(c *cli.Context) error {
 	if spec.Sharded() {
 		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
 	}
-	return printEvalSummary(c, acc.Summary())
+	return printEvalSummary(c, o.Confusion, o.JSON, acc.Summary())
 }
 
-// evalDataFlags checks that eval's data is given one way (--data, or
-// --images and --masks) and opens --data's set (nil without it); not the
-// flags' Required, which urfave/cli would also demand of `eval merge`.
-func evalDataFlags(c *cli.Context) (*datalayout.Set, error) {
-	if !c.IsSet("data") {
-		return nil, cliflag.Require(c, "model", "images", "masks")
+// requireEvalData demands eval's model and its data (--data, or --images
+// and --masks); not the flags' Required, which urfave/cli would also
+// demand of `eval merge`.
+func requireEvalData(c *cli.Context, s *evaluate.Settings) error {
+	if s.Data != "" {
+		return cliflag.Require(c, "model")
 	}
-	if c.IsSet("images") || c.IsSet("masks") {
-		return nil, cli.Exit("give --data, or --images and --masks, not both", 2)
-	}
-	if err := cliflag.Require(c, "model"); err != nil {
-		return nil, err
-	}
-	set, err := openDataFlag(c, "val")
-	if err != nil {
-		return nil, err
-	}
-	if err := set.Err(); err != nil {
-		return nil, dataExit(err)
-	}
-	return set, setFlags(c, map[string]string{"images": set.Root, "masks": set.Root})
+	return cliflag.Require(c, "model", "images", "masks")
 }
 
-// evalPlan is the evaluation the flags describe: this shard's pairs, the
-// opened model (the caller closes plan.Segmenter) and how it is scored.
-func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks *storage.Folder) (evaluate.Plan, error) {
-	model := c.String("model")
-	settings, err := modelSettings(c, model)
-	if err != nil {
-		return evaluate.Plan{}, err
+// labelledPair are the labelled images eval and info --find-preprocessing
+// score: a split of --data, or the --images and --masks folders.
+type labelledPair struct {
+	set           *datalayout.Set
+	images, masks *storage.Folder
+}
+
+// openLabelled opens the split of the data set data (read with layout
+// and labelMap; its folder becomes *images and *masks) or, without data,
+// the folders *images and *masks; the caller closes them.
+func openLabelled(c *cli.Context, data string, layout dataLayout, labelMap string, images, masks *string) (*labelledPair, error) {
+	l := &labelledPair{}
+	if data != "" {
+		opt, err := layout.options()
+		if err != nil {
+			return nil, err
+		}
+		if l.set, err = openData(c, data, opt, "val", labelMap); err != nil {
+			return nil, err
+		}
+		if err := l.set.Err(); err != nil {
+			return nil, dataExit(err)
+		}
+		*images, *masks = l.set.Root, l.set.Root
 	}
-	req := evaluate.Request{Model: model, Settings: settings, Images: imgs, Masks: masks, Set: set, Shard: spec, Batch: c.Int("batch"), Partial: c.String("partial") != "",
-		Options: evaluate.SetupOptions{SizeThreshold: c.Float64("size-threshold")},
-		Open:    func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openSegmenter(c, m, s) }}
-	read, _, err := maskFlags(c)
-	if err != nil {
-		return evaluate.Plan{}, err
+	var err error
+	if l.images, err = openFolder(c, "images", *images, true); err != nil {
+		return nil, err
 	}
-	if read.Map != nil {
-		req.Settings.LabelMap = read.Map
+	if l.masks, err = openFolder(c, "masks", *masks, true); err != nil {
+		l.images.Close()
+		return nil, err
 	}
-	o := &req.Options
-	o.MaskPalette, o.Ignore, o.ClassNames = read.Palette, ifSet(c, "ignore", c.Int), classNames(c)
-	if o.SizeClasses, err = listflag.Ints(c.String("size-classes")); err != nil {
-		return evaluate.Plan{}, fmt.Errorf("--size-classes: %w", err)
-	}
-	if o.SizeThreshold == 0 && len(o.SizeClasses) > 0 && resolve.IsCheckpoint(model) {
-		o.SizeThreshold = resolve.CheckpointSizeThreshold(model)
-	}
-	plan, err := req.Plan(c.Context)
+	return l, nil
+}
+
+func (l *labelledPair) Close() {
+	l.images.Close()
+	l.masks.Close()
+}
+
+// pairsExit is the exit for an error pairing labelled images: 1 when
+// there are none, 2 naming the folder that cannot be read.
+func pairsExit(err error) error {
 	var fe *evaluate.FolderError
-	var ce *evaluate.ClassNamesError
 	switch {
 	case errors.Is(err, evaluate.ErrNoPairs):
-		return plan, cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), 1)
 	case errors.As(err, &fe):
-		return plan, flagError(fe.Side, fe.Folder, fe.Err)
-	case errors.As(err, &ce):
-		return plan, withFlagNames(err)
-	case err != nil:
-		return plan, err
+		return flagError(fe.Side, fe.Folder, fe.Err)
+	}
+	return err
+}
+
+// evalPlan is the evaluation s describes: this shard's pairs, the opened
+// model (the caller closes plan.Segmenter) and how it is scored.
+func evalPlan(c *cli.Context, o *evalOptions, spec shard.Spec, l *labelledPair) (evaluate.Plan, error) {
+	s := &o.Settings
+	settings, err := o.Pre.modelSettings(c, s.Model)
+	if err != nil {
+		return evaluate.Plan{}, err
+	}
+	dense, err := o.Dense.dense()
+	if err != nil {
+		return evaluate.Plan{}, err
+	}
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
+	if err != nil {
+		return evaluate.Plan{}, err
+	}
+	req, err := s.Request(settings.Sidecar, masks)
+	if err != nil {
+		return evaluate.Plan{}, err
+	}
+	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
+	req.Images, req.Masks, req.Set, req.Shard = l.images, l.masks, l.set, spec
+	req.Open = func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, s, session) }
+	plan, err := req.Plan(c.Context)
+	if err != nil {
+		return plan, pairsExit(err)
 	}
 	plan.Batch = clampBatch(c, plan.Segmenter, req.Batch) // with its notice
 	return plan, nil
@@ -181,76 +234,32 @@ func evalPlan(c *cli.Context, set *datalayout.Set, spec shard.Spec, imgs, masks 
 // partialDone looks at an existing --partial file before the work: this
 // shard of this evaluation, complete, means the work is done (a retried
 // worker stops there); anything else there is refused, not overwritten.
-func partialDone(c *cli.Context, v string, acc *evaluate.Partial) (bool, error) {
-	old, err := evaluate.ExistingPartial(c.Context, v, acc)
+func partialDone(c *cli.Context, o *evalOptions, acc *evaluate.Partial) (bool, error) {
+	old, err := evaluate.ExistingPartial(c.Context, o.Partial, acc)
 	if err != nil || old == nil {
 		if err != nil {
 			err = cli.Exit("--partial "+err.Error(), 2)
 		}
 		return false, err
 	}
-	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", v, acc.Shard)
-	if c.Bool("json") {
+	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", o.Partial, acc.Shard)
+	if o.JSON {
 		return true, printJSON(os.Stdout, old.Summary())
 	}
 	return true, nil
 }
 
-// checkConfusionDir refuses, before the work, a --confusion folder that is
-// a file or the folder of one of the flags inputs.
-func checkConfusionDir(c *cli.Context, inputs ...string) error {
-	dir := c.String("confusion")
-	if dir == "" {
-		return nil
-	}
-	paths := make([]string, len(inputs))
-	for i, in := range inputs {
-		paths[i] = c.String(in)
-	}
-	var ce *evaluate.ConfusionDirError
-	if err := evaluate.CheckConfusionDir(dir, paths...); errors.As(err, &ce) && ce.Input >= 0 {
-		return cli.Exit(fmt.Sprintf("--confusion %s is the --%s folder; choose a folder of its own", dir, inputs[ce.Input]), 2)
-	} else if err != nil {
-		return cli.Exit("--confusion "+err.Error(), 2)
-	}
-	return nil
-}
-
-// checkConfusionDirHoldsNoData refuses a --confusion folder that holds
-// --data's images or masks (data/images/val, say), which the folder check
-// of the flags' own values does not see.
-func checkConfusionDirHoldsNoData(c *cli.Context, set *datalayout.Set) error {
-	dir := c.String("confusion")
-	if dir == "" || set == nil {
-		return nil
-	}
-	var folders []string
-	seen := map[string]bool{}
-	for _, s := range set.Samples {
-		for _, f := range []string{filepath.Dir(s.Image), filepath.Dir(s.Mask)} {
-			if !seen[f] {
-				seen[f] = true
-				folders = append(folders, f)
-			}
-		}
-	}
-	var ce *evaluate.ConfusionDirError
-	if err := evaluate.CheckConfusionDir(dir, folders...); errors.As(err, &ce) && ce.Input >= 0 {
-		return cli.Exit(fmt.Sprintf("--confusion %s holds --data's files; choose a folder of its own", dir), 2)
-	}
-	return nil
-}
-
-// printEvalSummary prints the report (text or --json), writes
-// --confusion's files and returns the exit error when images failed.
-func printEvalSummary(c *cli.Context, sum evaluate.Summary) error {
-	if dir := c.String("confusion"); dir != "" {
-		if err := metrics.WriteConfusionFiles(dir, sum.Matrix, sum.ClassNames); err != nil {
+// printEvalSummary prints the report (text or asJSON), writes the
+// confusion files into confusion and returns the exit error when images
+// failed.
+func printEvalSummary(c *cli.Context, confusion string, asJSON bool, sum evaluate.Summary) error {
+	if confusion != "" {
+		if err := metrics.WriteConfusionFiles(confusion, sum.Matrix, sum.ClassNames); err != nil {
 			return fmt.Errorf("--confusion: %w", err)
 		}
-		notef(c, "segtune: wrote the confusion matrix to %s", dir)
+		notef(c, "segtune: wrote the confusion matrix to %s", confusion)
 	}
-	if c.Bool("json") {
+	if asJSON {
 		if err := printJSON(os.Stdout, sum); err != nil {
 			return err
 		}
@@ -265,6 +274,10 @@ func printEvalSummary(c *cli.Context, sum evaluate.Summary) error {
 }
 
 func evalMergeCommand() *cli.Command {
+	var (
+		s      evaluate.Settings
+		asJSON bool
+	)
 	return &cli.Command{
 		Name:      "merge",
 		Usage:     "combine the --partial files of every eval shard into the report of the whole set",
@@ -273,19 +286,19 @@ func evalMergeCommand() *cli.Command {
 			"checks each (counts, images, shards; the matrix the sum of its images' cells) and that they are\n" +
 			"the N shards of one evaluation (same model, data, settings; each shard once),\n" +
 			"and prints exactly the report one run over every image gives (seconds: the shards' total).",
-		Flags: []cli.Flag{jsonFlag(new(bool)), confusionFlag},
+		Flags: []cli.Flag{jsonFlag(&asJSON), confusionFlag(&s.Confusion)},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
 			}
-			if err := checkConfusionDir(c); err != nil {
-				return err
+			if err := s.CheckConfusion(nil); err != nil {
+				return cli.Exit(withFlagNames(err).Error(), 2)
 			}
 			merged, err := evaluate.Merge(c.Context, c.Args().Slice())
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			return printEvalSummary(c, merged.Summary())
+			return printEvalSummary(c, s.Confusion, asJSON, merged.Summary())
 		},
 	}
 }

@@ -4,16 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy"
-	"github.com/segtune/segtune/internal/listflag"
-	"github.com/segtune/segtune/onnx/quantize"
-	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/runtime"
 )
 
 func exportCommand() *cli.Command {
+	o := &exportOptions{}
 	return &cli.Command{
 		Name:  "export",
 		Usage: "write a model or a checkpoint's refined network for deployment: fp32, fp16 or calibrated int8, checked against the float model",
@@ -31,47 +33,65 @@ func exportCommand() *cli.Command {
 			"--min-agreement is not written. The model's settings (preprocessing, classes, palette, label\n" +
 			"map, ignore label) are written into its metadata_props (key segtune.contract) and beside it\n" +
 			"as OUT.segtune.json.",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "checkpoint", Aliases: []string{"c"}, Usage: "checkpoint to export (e.g. OUT/best.ckpt)"},
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write"},
-			&cli.StringFlag{Name: "precision", Value: "fp32", Usage: "fp32, fp16 or int8"},
-			&cli.IntFlag{Name: "opset", DefaultText: "the model's own; 13 for int8 of a model older than opset 10", Usage: "write the model at this ONNX opset, its operators upgraded (Upsample → Resize, attributes that became inputs …) and checked against the original"},
-			&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see), or a labelled data folder in any known layout (its training split's images)"},
-			&cli.IntFlag{Name: "calibrate-count", Value: 64, Usage: "int8: calibrate on this many images, spread over the folder (0: all)"},
-			&cli.IntFlag{Name: "calibrate-min-images", Value: deploy.MinCalibrationImages, Usage: "int8: refuse to calibrate on fewer distinct, not near-constant (blank) images"},
-			&cli.StringFlag{Name: "calibrate-method", Value: "minmax", Usage: "int8: minmax, percentile or entropy"},
-			&cli.Float64Flag{Name: "percentile", Value: quantize.DefaultPercentile, Usage: "int8: the share of values (%) percentile calibration keeps in range"},
-			&cli.StringFlag{Name: "activation-type", Value: "uint8", Usage: "int8: activations as uint8 or int8 (weights are always symmetric int8)"},
-			&cli.BoolFlag{Name: "per-tensor", Usage: "int8: one scale per weight tensor instead of one per output channel"},
-			&cli.BoolFlag{Name: "reduce-range", Usage: "int8: 7-bit weights, for CPUs without VNNI where 8-bit products can saturate"},
-			&cli.BoolFlag{Name: "quantize-outputs", Usage: "int8: quantize the graph's outputs too (by default the scores stay float)"},
-			&cli.BoolFlag{Name: "float-bias", Usage: "int8: keep Conv biases float instead of int32"},
-			&cli.StringFlag{Name: "keep-float", Usage: "fp16/int8: comma-separated op types, node names or names of tensors nodes produce, left in float32 (e.g. Softmax,logits_conv)"},
-			&cli.StringFlag{Name: "check-images", Usage: "images to compare the exported model with the float model on (default: images of the --calibrate folder held out from calibration)"},
-			&cli.StringFlag{Name: "check-masks", Usage: "masks of --check-images (same base names): score both models' IoU"},
-			&cli.IntFlag{Name: "check-count", Value: 32, Usage: "compare on this many images, spread over the folder (0: all)"},
-			&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels"},
-			labelMapFlag(new(string), `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`),
-			maskPaletteFlag(new(string)),
-			&cli.IntFlag{Name: "ignore", Value: 255, Usage: "with --check-masks: mask label left out of scoring"},
-			classNamesFlag(new(string), "comma-separated class names for the report"),
-			deviceFlag(new(string)), threadsFlag(new(int)),
-			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout"},
-		}, append(dataLayoutFlags(new(dataLayout), "--calibrate"), preprocessFlags(new(preprocessOptions))...)...),
-		Action: runExport,
+		Flags:  slices.Concat(exportFlags(o), dataLayoutFlags(&o.Layout, "--calibrate"), preprocessFlags(&o.Pre)),
+		Action: func(c *cli.Context) error { return runExport(c, o) },
 	}
 }
 
-func runExport(c *cli.Context) error {
-	p, err := planExport(c)
+// exportOptions are export's settings: deploy's, the calibration
+// folder's layout, the masks' reading, the model's preprocessing and
+// session, and how it reports.
+type exportOptions struct {
+	deploy.Settings
+	Layout                dataLayout
+	LabelMap, MaskPalette string
+	Pre                   preprocessOptions
+	Session               runtime.Options
+	JSON                  bool
+}
+
+// exportFlags bind export's own flags into o.
+func exportFlags(o *exportOptions) []cli.Flag {
+	def := deploy.DefaultSettings()
+	o.Settings = def
+	s := &o.Settings
+	return slices.Concat([]cli.Flag{
+		&cli.StringFlag{Name: "checkpoint", Aliases: []string{"c"}, Usage: "checkpoint to export (e.g. OUT/best.ckpt)", Destination: &s.Checkpoint},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ONNX model to export; with --checkpoint, its base model if it moved since training", Destination: &s.Model},
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "ONNX file to write", Destination: &s.Out},
+		&cli.StringFlag{Name: "precision", Value: def.Precision, Usage: "fp32, fp16 or int8", Destination: &s.Precision},
+		&cli.IntFlag{Name: "opset", DefaultText: "the model's own; 13 for int8 of a model older than opset 10", Usage: "write the model at this ONNX opset, its operators upgraded (Upsample → Resize, attributes that became inputs …) and checked against the original", Destination: &s.Opset},
+		&cli.StringFlag{Name: "calibrate", Usage: "int8: folder of images to calibrate activation ranges on (like those the model will see), or a labelled data folder in any known layout (its training split's images)", Destination: &s.Calibrate},
+		&cli.IntFlag{Name: "calibrate-count", Value: def.CalibrateCount, Usage: "int8: calibrate on this many images, spread over the folder (0: all)", Destination: &s.CalibrateCount},
+		&cli.IntFlag{Name: "calibrate-min-images", Value: def.CalibrateMinImages, Usage: "int8: refuse to calibrate on fewer distinct, not near-constant (blank) images", Destination: &s.CalibrateMinImages},
+		&cli.StringFlag{Name: "calibrate-method", Value: def.CalibrateMethod, Usage: "int8: minmax, percentile or entropy", Destination: &s.CalibrateMethod},
+		&cli.Float64Flag{Name: "percentile", Value: def.Percentile, Usage: "int8: the share of values (%) percentile calibration keeps in range", Destination: &s.Percentile},
+		&cli.StringFlag{Name: "activation-type", Value: def.ActivationType, Usage: "int8: activations as uint8 or int8 (weights are always symmetric int8)", Destination: &s.ActivationType},
+		&cli.BoolFlag{Name: "per-tensor", Usage: "int8: one scale per weight tensor instead of one per output channel", Destination: &s.PerTensor},
+		&cli.BoolFlag{Name: "reduce-range", Usage: "int8: 7-bit weights, for CPUs without VNNI where 8-bit products can saturate", Destination: &s.ReduceRange},
+		&cli.BoolFlag{Name: "quantize-outputs", Usage: "int8: quantize the graph's outputs too (by default the scores stay float)", Destination: &s.QuantizeOutputs},
+		&cli.BoolFlag{Name: "float-bias", Usage: "int8: keep Conv biases float instead of int32", Destination: &s.FloatBias},
+		&cli.StringFlag{Name: "keep-float", Usage: "fp16/int8: comma-separated op types, node names or names of tensors nodes produce, left in float32 (e.g. Softmax,logits_conv)", Destination: &s.KeepFloat},
+		&cli.StringFlag{Name: "check-images", Usage: "images to compare the exported model with the float model on (default: images of the --calibrate folder held out from calibration)", Destination: &s.CheckImages},
+		&cli.StringFlag{Name: "check-masks", Usage: "masks of --check-images (same base names): score both models' IoU", Destination: &s.CheckMasks},
+		&cli.IntFlag{Name: "check-count", Value: def.CheckCount, Usage: "compare on this many images, spread over the folder (0: all)", Destination: &s.CheckCount},
+		&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels", Destination: &s.MinAgreement},
+		&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		maskPaletteFlag(&o.MaskPalette),
+		&cli.IntFlag{Name: "ignore", Value: evaluate.DefaultIgnore, Usage: "with --check-masks: mask label left out of scoring", Destination: &s.Ignore},
+		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &s.ClassNames},
+	}, sessionFlags(&o.Session), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout", Destination: &o.JSON}})
+}
+
+func runExport(c *cli.Context, o *exportOptions) error {
+	p, err := planExport(c, o)
 	if err != nil {
 		return err
 	}
-	if err := initRuntime(c); err != nil {
+	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
-	plan, err := exportPlan(c, p)
+	plan, err := exportPlan(c, o, p)
 	if err != nil {
 		return err
 	}
@@ -85,7 +105,7 @@ func runExport(c *cli.Context) error {
 	if exp.Unchecked {
 		notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
 	}
-	if c.Bool("json") {
+	if o.JSON {
 		js, jerr := exp.Report.JSON()
 		if jerr != nil {
 			return jerr
@@ -98,7 +118,7 @@ func runExport(c *cli.Context) error {
 		return cli.Exit(err.Error()+" (--min-agreement sets the bar)", 1)
 	}
 	written, err := exp.Write()
-	if err == nil && !c.Bool("json") {
+	if err == nil && !o.JSON {
 		fmt.Println(exp.Summary(written))
 	}
 	return err
@@ -106,164 +126,64 @@ func runExport(c *cli.Context) error {
 
 // exportPlan loads the float model and plans its export, fed and read
 // with the model's settings and the preprocessing flags.
-func exportPlan(c *cli.Context, p *deploy.Prepared) (deploy.Plan, error) {
+func exportPlan(c *cli.Context, o *exportOptions, p *deploy.Prepared) (deploy.Plan, error) {
 	m, err := p.Load()
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	settings, err := modelSettings(c, p.Source)
+	settings, err := o.Pre.modelSettings(c, p.Source)
 	if err != nil {
 		return deploy.Plan{}, err
 	}
-	plan, err := p.Plan(m, settings)
-	plan.Convert.Session = sessionOptions(c)
-	return plan, requestFlagError(p.Request, err)
+	plan, err := p.Plan(m, settings.Sidecar)
+	plan.Convert.Session = sessionFor(c, o.Session)
+	return plan, exportExit(err)
 }
 
-// planExport reads export's flags into a deploy request, prepares it
-// (deploy.Prepare) and checks its outputs before any work: every mistake
-// is reported naming its flag.
-func planExport(c *cli.Context) (*deploy.Prepared, error) {
-	r, err := exportRequest(c)
+// planExport makes o a deploy request, prepares it (deploy.Prepare) and
+// checks its outputs before any work: every mistake is reported naming
+// its flag.
+func planExport(c *cli.Context, o *exportOptions) (*deploy.Prepared, error) {
+	s := &o.Settings
+	if err := s.Validate(); err != nil {
+		return nil, cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	s.Given = given(c)
+	var opt datalayout.Options
+	if p, _ := deploy.ParsePrecision(s.Precision); p == deploy.INT8 { // --calibrate's layout
+		var err error
+		if opt, err = o.Layout.options(); err != nil {
+			return nil, err
+		}
+	}
+	r, err := s.Request(opt, func(set *datalayout.Set) { noteData(c, set, o.LabelMap) })
+	if errors.Is(err, deploy.ErrNoSource) {
+		return nil, cli.Exit("segtune export: "+withFlagNames(err).Error(), 2)
+	} else if err != nil {
+		return nil, err
+	}
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette) // these replace the model's own settings
 	if err != nil {
 		return nil, err
 	}
+	r.LabelMap, r.MaskPalette = masks.Map, masks.Palette
 	p, err := deploy.Prepare(*r)
 	if err != nil {
-		return nil, requestFlagError(*r, err)
+		return nil, exportExit(err)
 	}
 	if p.Warning != "" {
 		notef(c, "segtune: warning: %s", p.Warning)
 	}
-	if err := r.CheckOutputs(deploy.File{Path: c.String("preprocess"), What: "the {preprocess} file"}); err != nil {
+	if err := r.CheckOutputs(deploy.File{Path: o.Pre.File, What: "the {preprocess} file"}); err != nil {
 		return nil, withFlagNames(fmt.Errorf("--out %s: %w", r.Out, err))
 	}
 	return p, nil
 }
 
-// int8Only are export's flags for --precision int8 alone.
-var int8Only = []string{"calibrate", "calibrate-method", "percentile", "activation-type", "per-tensor", "reduce-range",
-	"quantize-outputs", "float-bias", "calibrate-count", "calibrate-min-images", "format", "split"}
-
-// exportRequest reads the model, output, precision, check and settings
-// flags, and int8's calibration flags.
-func exportRequest(c *cli.Context) (*deploy.Request, error) {
-	r := &deploy.Request{Out: c.String("out"), CheckImages: c.String("check-images"), CheckMasks: c.String("check-masks"),
-		CheckCount: c.Int("check-count"), Keep: listflag.Split(c.String("keep-float"))}
-	ck, model := c.String("checkpoint"), c.String("model")
-	switch {
-	case ck != "":
-		r.Source, r.Checkpoint, r.Base = ck, true, model
-	case model != "":
-		r.Source, r.Checkpoint = model, resolve.IsCheckpoint(model)
-	default:
-		return nil, cli.Exit("segtune export: give --checkpoint C or --model M (the model to export)", 2)
+// exportExit is err with the exit status of a count no calibration takes.
+func exportExit(err error) error {
+	if errors.Is(err, deploy.ErrNegativeMinimum) {
+		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
-	var err error
-	if r.Precision, err = deploy.ParsePrecision(c.String("precision")); err != nil {
-		return nil, fmt.Errorf("--precision: %w", err)
-	}
-	r.Opset = int64(c.Int("opset"))
-	if err := checkPrecisionFlags(c, r.Precision); err != nil {
-		return nil, err
-	}
-	r.MinAgreement = deploy.DefaultMinAgreement[r.Precision]
-	if c.IsSet("min-agreement") {
-		r.MinAgreement = c.Float64("min-agreement")
-	}
-	masks, _, err := maskFlags(c)
-	if err != nil {
-		return nil, err
-	}
-	// These replace the model's own settings.
-	r.LabelMap, r.MaskPalette, r.IgnoreLabel, r.ClassNames = masks.Map, masks.Palette, ifSet(c, "ignore", c.Int), classNames(c)
-	if r.Precision != deploy.INT8 {
-		return r, nil
-	}
-	return r, calibrationRequest(c, r)
-}
-
-// checkPrecisionFlags refuses flags given without the precision or the
-// other flag they are for.
-func checkPrecisionFlags(c *cli.Context, precision deploy.Precision) error {
-	if precision != deploy.INT8 {
-		for _, f := range int8Only {
-			if c.IsSet(f) {
-				return fmt.Errorf("--%s is for --precision int8 (this export is %s)", f, precision)
-			}
-		}
-	}
-	if c.IsSet("keep-float") && precision == deploy.FP32 {
-		return fmt.Errorf("--keep-float is for --precision fp16 or int8")
-	}
-	if c.IsSet("check-masks") && !c.IsSet("check-images") {
-		return fmt.Errorf("--check-masks needs --check-images (the images the masks belong to)")
-	}
-	if c.IsSet("mask-palette") && !c.IsSet("check-masks") {
-		return fmt.Errorf("--mask-palette is for reading --check-masks")
-	}
-	return nil
-}
-
-// calibrationRequest reads int8's calibration flags into r: the images
-// of --calibrate DIR and the quantizer's settings.
-func calibrationRequest(c *cli.Context, r *deploy.Request) error {
-	dir := c.String("calibrate")
-	if dir == "" {
-		return fmt.Errorf("--precision int8 needs --calibrate DIR: a folder of images like those the model will segment, to measure its activations' ranges on")
-	}
-	imgs, err := calibrationImages(c, dir)
-	if err != nil {
-		return err
-	}
-	r.CalibrationDir, r.CalibrationImages = dir, imgs
-	r.CalibrationCount, r.MinCalibration = c.Int("calibrate-count"), c.Int("calibrate-min-images")
-	method, err := quantize.ParseMethod(c.String("calibrate-method"))
-	if err != nil {
-		return fmt.Errorf("--calibrate-method: %w", err)
-	}
-	if c.IsSet("percentile") && method != quantize.Percentile {
-		return fmt.Errorf("--percentile is for --calibrate-method percentile")
-	}
-	act, err := quantize.ParseQType(c.String("activation-type"))
-	if err != nil {
-		return fmt.Errorf("--activation-type: %w", err)
-	}
-	r.Calib = quantize.CalibOptions{Method: method, Percentile: c.Float64("percentile")}
-	r.Quant = quantize.Options{Activations: act, PerTensor: c.Bool("per-tensor"), ReduceRange: c.Bool("reduce-range"),
-		Keep: r.Keep, QuantizeOutputs: c.Bool("quantize-outputs"), FloatBias: c.Bool("float-bias")}
-	return nil
-}
-
-// requestFlagError names the flags of a deploy.RequestError about r.
-func requestFlagError(r deploy.Request, err error) error {
-	var re *deploy.RequestError
-	if !errors.As(err, &re) {
-		return err
-	}
-	switch {
-	case errors.Is(err, deploy.ErrNotCheckpoint):
-		return fmt.Errorf("--checkpoint %s is not a segtune checkpoint (pass an ONNX model with --model)", r.Source)
-	case errors.Is(err, deploy.ErrNegativeMinimum):
-		return cli.Exit(fmt.Sprintf("--calibrate-min-images %d: %v", r.MinCalibration, re.Err), 2)
-	case re.Field == "CalibrationCount":
-		return fmt.Errorf("--calibrate-count %d is below --calibrate-min-images %d: %v", r.CalibrationCount, r.MinCalibration, re.Err)
-	case errors.Is(err, deploy.ErrNoCheckImages):
-		return errors.New("--precision fp16 needs --check-images DIR: images to compare the float16 model's predictions with the float model's on")
-	}
-	return withFlagNames(err)
-}
-
-// imageDirError is deploy.ListImageDir's error naming flag.
-func imageDirError(flag string, err error) error {
-	var fe *deploy.FolderError
-	switch {
-	case !errors.As(err, &fe):
-		return fmt.Errorf("%s: %w", flag, err)
-	case errors.Is(fe.Err, deploy.ErrNotFolder):
-		return fmt.Errorf("%s %s is not a folder of images", flag, fe.Dir)
-	case errors.Is(fe.Err, deploy.ErrNoImages):
-		return fmt.Errorf("%s %s %w", flag, fe.Dir, fe.Err)
-	}
-	return fmt.Errorf("%s %s: %w", flag, fe.Dir, fe.Err)
+	return err
 }

@@ -6,22 +6,53 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
-	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
+// finetuneFlags are what finetune's flags set: the run's configuration,
+// bound field by field with the library's defaults, and the values the
+// action turns into it (paths, text to parse, switches that invert).
+type finetuneFlags struct {
+	cfg                       finetune.Config
+	reg                       regularizerValues
+	valSplit                  datalayout.ValSplit
+	data                      dataFolders
+	layout                    dataLayout
+	pre                       preprocessOptions
+	valDense                  denseOptions
+	session                   runtime.Options // --device, --threads
+	model, out, maskPalette   string
+	crop, cudaOpt, classNames string
+	classes                   int
+	momentum, weightDecay     float64
+	resume, noFlip, asJSON    bool
+}
+
+// dataFolders are finetune's data flags: --data, or the four folders.
+type dataFolders struct{ root, trainImages, trainMasks, valImages, valMasks string }
+
+// urls reports whether any of the folders is in object storage.
+func (d dataFolders) urls() bool {
+	return slices.ContainsFunc([]string{d.root, d.trainImages, d.trainMasks, d.valImages, d.valMasks}, storage.IsURL)
+}
+
 func finetuneCommand() *cli.Command {
-	d := finetune.DefaultConfig() // the flags' defaults
+	f := &finetuneFlags{cfg: finetune.DefaultConfig()}
+	cfg := &f.cfg
 	return &cli.Command{
 		Name:  "finetune",
 		Usage: "fine-tune a segmentation model on a folder of labelled images",
@@ -52,70 +83,99 @@ func finetuneCommand() *cli.Command {
 			"state is kept the same on every process. Rank 0 writes --out and validates; every process needs\n" +
 			"the model and --data. --resume needs the same P. Without --threads, the processes on one\n" +
 			"machine share its cores.",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)"},
-			&cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout, e.g. images/{train,val} with masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)"},
-			&cli.StringFlag{Name: "train-images", Usage: "training images folder"},
-			&cli.StringFlag{Name: "train-masks", Usage: "training masks folder"},
-			&cli.StringFlag{Name: "val-images", Usage: "validation images folder"},
-			&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder"},
-			labelMapFlag(new(string), `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`),
-			maskPaletteFlag(new(string)),
-			&cli.IntFlag{Name: "ignore", Value: d.Ignore, Usage: "mask label left out of the loss and scores"},
-			&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes"},
-			&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)"},
-			classNamesFlag(new(string), "comma-separated class names"),
-			&cli.StringFlag{Name: "trainable", Value: d.Trainable, Usage: network.TrainableHelp},
-			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "epochs to train"},
-			&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)"},
-			&cli.IntFlag{Name: "batch", Value: d.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images"},
-			&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha"},
-			&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step"},
-			&cli.StringFlag{Name: "sample-by", Usage: "`class`: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)"},
-			&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images"},
-			&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", d.Height, d.Width), Usage: "training crop HxW (the training graph's input size)"},
-			&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)"},
-			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)"},
-			&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9"},
-			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01"},
-			&cli.StringFlag{Name: "schedule", Value: d.Schedule, Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)"},
-			&cli.Float64Flag{Name: "scale-min", Value: d.Augment.ScaleMin, Usage: "smallest random rescale of training images"},
-			&cli.Float64Flag{Name: "scale-max", Value: d.Augment.ScaleMax, Usage: "largest random rescale of training images"},
-			&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips"},
-			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "seed for data order, augmentation and a new classifier"},
-			&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…"},
-			&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)"},
-			&cli.StringFlag{Name: "monitor", Value: d.Monitor, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)"},
-			&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt"},
-			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping"},
-			&cli.StringFlag{Name: "resident", Value: d.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)"},
-			&cli.BoolFlag{Name: "cuda-graph", Usage: "capture the resident training and optimiser steps as CUDA graphs (one launch a step instead of one a node; the batch shape is fixed, an epoch's last partial batch dropped as always); off by default until a GPU run measures it; ignored with one line on the CPU, with --resident off, or where ONNX Runtime will not capture the graph (a node on the CPU)"},
-			&cli.StringFlag{Name: "loss", Value: d.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice"},
-			&cli.Float64Flag{Name: "focal-gamma", Value: d.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)"},
-			&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU"},
-			&cli.StringFlag{Name: "precision", Value: d.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)"},
-			&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)"},
-			deviceFlag(new(string)), threadsFlag(new(int)), jsonFlag(new(bool)),
-		}, append(append(append(append(append(dataLayoutFlags(new(dataLayout), "--data"), valSplitFlags("val-split", valSplitUsage)...), regularizerFlags()...), preprocessFlags(new(preprocessOptions))...), append(photometricFlags(), geometricFlags()...)...), denseFlags(new(denseOptions), "val-")...)...),
-		Action: runFinetune,
+		Flags: slices.Concat(f.dataFlags(), f.trainingFlags(), dataLayoutFlags(&f.layout, "--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage), regularizerFlags(&f.reg),
+			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-")),
+		Action: f.run,
 	}
 }
 
-func runFinetune(c *cli.Context) error {
-	w, err := joinRanks(c)
+// dataFlags are finetune's model, data and label flags.
+func (f *finetuneFlags) dataFlags() []cli.Flag {
+	def, cfg := f.cfg, &f.cfg // the flags' defaults, and where they go
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "pretrained ONNX model (not needed with --resume)", Destination: &f.model},
+		&cli.StringFlag{Name: "data", Usage: "labelled data folder in any known layout, e.g. images/{train,val} with masks/{train,val} (a path, or an s3://, gs:// or azblob:// URL, copied into the cache)", Destination: &f.data.root},
+		&cli.StringFlag{Name: "train-images", Usage: "training images folder", Destination: &f.data.trainImages},
+		&cli.StringFlag{Name: "train-masks", Usage: "training masks folder", Destination: &f.data.trainMasks},
+		&cli.StringFlag{Name: "val-images", Usage: "validation images folder", Destination: &f.data.valImages},
+		&cli.StringFlag{Name: "val-masks", Usage: "validation masks folder", Destination: &f.data.valMasks},
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "run folder (checkpoints, metrics, curves, model): new, empty, or an earlier run's; never the base model's or a data folder", Destination: &f.out},
+		&cli.StringFlag{Name: "label-map", Usage: `remap mask labels to classes, e.g. "9,10:1;11:255;*:0"`, Destination: &cfg.LabelMap},
+		maskPaletteFlag(&f.maskPalette),
+		&cli.IntFlag{Name: "ignore", Value: def.Ignore, Usage: "mask label left out of the loss and scores", Destination: &cfg.Ignore},
+		&cli.IntFlag{Name: "classes", Usage: "replace the final classifier with a fresh one of K classes", Destination: &f.classes},
+		&cli.BoolFlag{Name: "dequantize", Usage: "train a quantized model (ConvInteger, QLinearConv, QDQ weights) with its integer weights turned into float ones (scale × (q − zero point)); the exported model is float (export --precision int8 quantizes it again)", Destination: &cfg.Network.Dequantize},
+		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names", Destination: &f.classNames},
+		&cli.StringFlag{Name: "trainable", Value: def.Trainable, Usage: network.TrainableHelp, Destination: &cfg.Trainable},
+		&cli.IntFlag{Name: "epochs", Value: def.Epochs, Usage: "epochs to train", Destination: &cfg.Epochs},
+		&cli.Int64Flag{Name: "steps", Usage: "stop after this many steps (0: run all epochs)", Destination: &cfg.MaxSteps},
+		&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "images per step; under mpirun or srun, per process: a step trains on processes × batch images", Destination: &cfg.Batch},
+		&cli.IntFlag{Name: "accumulate", DefaultText: "1", Usage: "sum the gradients of `N` batches before each optimiser step: the update of a batch N × --batch in the memory of --batch (each batch's mean loss counts equally). --steps, --epochs, the schedule and its warm-up count optimiser steps, each of N batches. Host memory only (not with --resident on; auto keeps the state on the host), not with --alpha", Destination: &cfg.Accumulate},
+		&cli.Float64Flag{Name: "ema", Usage: "keep an exponential moving average of the weights with decay `D` in (0, 1), e.g. 0.999 (about the last 1000 steps): validation, best.ckpt, --patience and the exported model.onnx use the averaged weights; checkpoints keep both and --resume continues the average exactly. With --resident on, the weights are read back every step", Destination: &cfg.EMA},
+		&cli.StringFlag{Name: "sample-by", Usage: "`class`: draw each epoch's images by repeat factors (LVIS's), so that images holding rare classes come up more often: a class in a share f of the training images repeats its images √(t/f) times where f < t (--repeat-threshold); an epoch keeps its number of steps. Default: shuffled (or, with --balance, half small, half large objects)", Destination: &cfg.SampleBy},
+		&cli.Float64Flag{Name: "repeat-threshold", Value: finetune.DefaultRepeatThreshold, Usage: "--sample-by class oversamples the classes found in fewer than this share `T` of the training images", Destination: &cfg.RepeatThreshold},
+	}
+}
+
+// trainingFlags are finetune's training and execution flags.
+func (f *finetuneFlags) trainingFlags() []cli.Flag {
+	def, cfg := f.cfg, &f.cfg
+	return []cli.Flag{
+		&cli.StringFlag{Name: "crop", Value: fmt.Sprintf("%dx%d", def.Height, def.Width), Usage: "training crop HxW (the training graph's input size)", Destination: &f.crop},
+		&cli.StringFlag{Name: "optimizer", Value: def.Optimizer, Usage: "adamw, adam or sgd (momentum 0.9). The defaults (AdamW, lr 1e-4, poly decay after a 10% warm-up) fine-tune a pretrained network without wrecking it: SGD at lr 0.01, the usual from-scratch setting, took a pretrained model from 0.62 to 0.53 mIoU in 40 steps (docs/models.md)", Destination: &cfg.Optimizer},
+		&cli.Float64Flag{Name: "lr", Value: def.LR, Usage: "base learning rate (a fresh head from --classes learns faster with 1e-3)", Destination: &cfg.LR},
+		&cli.Float64Flag{Name: "momentum", Usage: "SGD momentum", DefaultText: "0.9", Destination: &f.momentum},
+		&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay", DefaultText: "0; AdamW 0.01", Destination: &f.weightDecay},
+		&cli.StringFlag{Name: "schedule", Value: def.Schedule, Usage: "constant, poly:P or cosine, optionally with ,warmup=N (steps) or ,warmup=P% (of the run)", Destination: &cfg.Schedule},
+		&cli.Float64Flag{Name: "scale-min", Value: def.Augment.ScaleMin, Usage: "smallest random rescale of training images", Destination: &cfg.Augment.ScaleMin},
+		&cli.Float64Flag{Name: "scale-max", Value: def.Augment.ScaleMax, Usage: "largest random rescale of training images", Destination: &cfg.Augment.ScaleMax},
+		&cli.BoolFlag{Name: "no-flip", Usage: "no random horizontal flips", Destination: &f.noFlip},
+		&cli.Uint64Flag{Name: "seed", Value: def.Seed, Usage: "seed for data order, augmentation and a new classifier", Destination: &cfg.Seed},
+		&cli.StringFlag{Name: "class-weights", Usage: "per-class loss weights `SPEC`: auto (1/ln(1.02 + p), p each class's share of the training masks' pixels) or w0,w1,…", Destination: &cfg.ClassWeights},
+		&cli.IntFlag{Name: "patience", Usage: "stop after `N` epochs in which --monitor did not improve (0: never)", Destination: &cfg.Patience},
+		&cli.StringFlag{Name: "monitor", Value: def.Monitor, Usage: "what --patience and best.ckpt follow: val.miou (higher is better) or val.loss (validation cross entropy, lower is better)", Destination: &cfg.Monitor},
+		&cli.BoolFlag{Name: "resume", Usage: "continue from OUT/last.ckpt", Destination: &f.resume},
+		&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable images and bad masks with a warning instead of stopping", Destination: &cfg.SkipBad},
+		&cli.StringFlag{Name: "resident", Value: def.Resident, Usage: "where parameters, gradients and optimiser moments live: on (the device's memory: a step moves only the batch in and the loss out; the optimiser runs as a graph there), off (Go memory: every step copies all weights in and all gradients out), auto (on where the steps may run on a GPU and the run is one process)", Destination: &cfg.Resident},
+		&cli.BoolFlag{Name: "cuda-graph", Usage: "capture the resident training and optimiser steps as CUDA graphs (one launch a step instead of one a node; the batch shape is fixed, an epoch's last partial batch dropped as always); off by default until a GPU run measures it; ignored with one line on the CPU, with --resident off, or where ONNX Runtime will not capture the graph (a node on the CPU)", Destination: &cfg.CUDAGraph},
+		&cli.StringFlag{Name: "loss", Value: def.Loss, Usage: "training objective: ce (cross entropy: softmax, or per-channel sigmoid for sigmoid and one-channel heads), focal (focal loss, --focal-gamma), dice (soft Dice over the classes), lovasz (Lovász-softmax, a surrogate of 1 − IoU; softmax heads), or the sums ce+dice, ce+lovasz, focal+dice", Destination: &cfg.Loss},
+		&cli.Float64Flag{Name: "focal-gamma", Value: def.FocalGamma, Usage: "the focal loss's focusing parameter γ: (1 − p_true)^γ scales each pixel's cross entropy (0 < γ ≤ 10)", Destination: &cfg.FocalGamma},
+		&cli.StringFlag{Name: "conv-grad", Value: "none", Usage: "convolution classes whose backward pass runs on a GPU as one cuDNN backward-data and backward-filter call each (segtune's ConvGrad operator) instead of standard operators: none, all, or a list of dense, pointwise, depthwise, grouped; off until a GPU run measures which classes it speeds up (bench/gpu/README.md); not on the CPU", Destination: &cfg.ConvGrad},
+		&cli.StringFlag{Name: "precision", Value: def.Precision, Usage: "fp32 (strict float32), tf32 (float32 with TF32 in cuDNN's and cuBLAS's kernels on GPUs that have it, as PyTorch does for convolutions; the same as fp32 on the CPU), fp16 (mixed precision: convolutions and matrix products in float16, float32 master weights, a dynamic loss scale whose value and skipped steps go to metrics.jsonl; meant for GPUs) or bf16 (the same in bfloat16, no loss scale; CUDA only: with --device auto and no GPU, float32)", Destination: &cfg.Precision},
+		&cli.StringFlag{Name: "cuda-opt", Usage: "CUDA provider options `K=V,K=V` over the ones the run picks (use_tf32 by --precision; cudnn_conv_algo_search=HEURISTIC under fp16 and bf16, where cuDNN's exhaustive search re-ran every step)", Destination: &f.cudaOpt},
+		deviceFlag(&f.session.Device), threadsFlag(&f.session.Threads), jsonFlag(&f.asJSON),
+	}
+}
+
+func (f *finetuneFlags) run(c *cli.Context) error {
+	if err := f.checkRanges(); err != nil {
+		return err
+	}
+	w, err := joinRanks(c, f.session.Device)
 	if err != nil {
 		return err
 	}
-	return leaveRanks(w, finetuneRanks(c, w))
+	return leaveRanks(w, f.rank(c, w))
 }
 
-// finetuneRanks is the run of one rank (of one process without MPI).
-func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
-	if err := w.Agree(initRuntime(c), false); err != nil {
+// checkRanges refuses a number out of its library's range before any
+// work, unset optional ones and the regularizer's included.
+func (f *finetuneFlags) checkRanges() error {
+	all := f.cfg
+	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.reg
+	if err := all.CheckRanges(); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	return nil
+}
+
+// rank is the run of one rank (of one process without MPI).
+func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
+	if err := w.Agree(loadRuntime(c, f.session.Device), false); err != nil {
 		return err
 	}
-	cfg, err := configureRanks(c, w) // every rank checks the flags
+	// every rank checks the flags
+	cfg, err := dataparallel.Configure(w, f.data.urls(), func() (finetune.Config, error) { return f.config(c) })
 	if err != nil {
 		return err
 	}
@@ -128,7 +188,7 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {
-				bar = newStepBar(c, s.TotalSteps)
+				bar = newStepBarFor(c, s.TotalSteps, f.asJSON)
 			}
 			bar.update(s)
 		}
@@ -136,21 +196,21 @@ func finetuneRanks(c *cli.Context, w *mpi.Comm) error {
 			if bar != nil {
 				bar.clear()
 			}
-			if !c.Bool("json") {
+			if !f.asJSON {
 				printEpoch(e)
 			}
 		}
 		hooks.OnBase = hooks.OnEpoch // epoch 0: the base model
 	}
-	res, err := finetune.TrainParallel(ctx, w, cfg, c.String("out"), c.Bool("resume"), hooks)
+	res, err := finetune.TrainParallel(ctx, w, cfg, f.out, f.resume, hooks)
 	if bar != nil {
 		bar.clear()
 	}
 	if err != nil || w.Rank() != 0 {
 		return err
 	}
-	reportSamples(c, res) // samples.png
-	if c.Bool("json") {
+	reportSamples(c, res, f.session) // samples.png
+	if f.asJSON {
 		return printJSON(os.Stdout, res)
 	}
 	if res.Table != nil {
@@ -179,132 +239,139 @@ func runOutputs(dir string) []string {
 	return out
 }
 
-// finetuneConfig turns flags into a run configuration.
-func finetuneConfig(c *cli.Context) (finetune.Config, error) {
-	given := c.LocalFlagNames() // before a recorded run's flags are set
-	rec, err := recordedRun(c)
+// config turns the bound flags into a run configuration, each setting
+// checked before any work.
+func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
+	given := givenKeys(c.LocalFlagNames(), finetune.RunSettings()) // before a recorded run's flags are set
+	rec, err := recordedRun(c, given, f.resume)
 	if err != nil {
 		return finetune.Config{}, err
 	}
-	if err := finetune.CheckModes(c.String("precision"), c.String("resident")); err != nil {
-		return finetune.Config{}, err
+	cfg := f.cfg
+	cfg.Device, cfg.Threads = f.session.Device, f.session.Threads
+	if err := checkModes(cfg); err != nil {
+		return cfg, err
 	}
-	if err := finetune.CheckConvGrad(c.String("conv-grad"), c.String("device")); err != nil {
-		return finetune.Config{}, err
-	}
-	if err := finetune.CheckLoss(c.String("loss"), c.Float64("focal-gamma")); err != nil {
-		return finetune.Config{}, fmt.Errorf("--loss %s --focal-gamma %v: %w", c.String("loss"), c.Float64("focal-gamma"), err)
-	}
-	if err := mirrorDataFlags(c); err != nil {
-		return finetune.Config{}, err
-	}
-	cfg := finetune.Config{
-		Ignore: c.Int("ignore"), Trainable: c.String("trainable"), Batch: c.Int("batch"), Accumulate: c.Int("accumulate"), EMA: c.Float64("ema"),
-		Epochs: c.Int("epochs"), MaxSteps: c.Int64("steps"), Optimizer: c.String("optimizer"),
-		LR: c.Float64("lr"), Schedule: c.String("schedule"), Seed: c.Uint64("seed"),
-		Device: c.String("device"), Threads: c.Int("threads"), Resident: c.String("resident"), CUDAGraph: c.Bool("cuda-graph"), Precision: c.String("precision"), SkipBad: c.Bool("skip-bad"),
-		ConvGrad: c.String("conv-grad"),
-		Loss:     c.String("loss"), FocalGamma: c.Float64("focal-gamma"),
-		LabelMap: c.String("label-map"), ClassWeights: c.String("class-weights"),
-		Patience: c.Int("patience"), Monitor: c.String("monitor"),
-		Augment: data.Augment{ScaleMin: c.Float64("scale-min"), ScaleMax: c.Float64("scale-max"), Flip: !c.Bool("no-flip"),
-			Photometric: photometricConfig(c), Geometric: geometricConfig(c)},
-	}
-	if cfg.CUDAOptions, err = parseCUDAOptions(c.String("cuda-opt")); err != nil {
-		return finetune.Config{}, err
+	if err := f.data.mirror(c); err != nil {
+		return cfg, err
 	}
 	cfg.Explicit = given // a resumed run refuses changed settings
-	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
-		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
-		return cfg, cli.Exit("--class-weights: "+err.Error(), 2)
-	}
-	if cfg.ValDense, err = denseSettings(c, "val-"); err != nil {
-		return cfg, cli.Exit(err.Error(), 2)
-	}
-	if err := regularizerConfig(c, &cfg); err != nil {
+	if err := f.settings(c, &cfg); err != nil {
 		return cfg, err
 	}
-	if err := finetune.CheckAccumulate(cfg.Accumulate, cfg.Resident, cfg.Regularizer); err != nil {
-		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	if err := finetune.CheckEMA(cfg.EMA); err != nil {
-		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	cfg.SampleBy, cfg.RepeatThreshold = c.String("sample-by"), c.Float64("repeat-threshold")
-	if cfg.SampleBy == "" {
-		cfg.RepeatThreshold = 0 // not recorded for runs that do not use it
-	}
-	if err := finetune.CheckSampleBy(cfg.SampleBy, cfg.RepeatThreshold, cfg.Balanced); err != nil {
-		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	cfg.Momentum, cfg.WeightDecay = ifSet(c, "momentum", c.Float64), ifSet(c, "weight-decay", c.Float64)
-	if cfg.Height, cfg.Width, err = imageio.ParseSize(c.String("crop")); err != nil {
-		return cfg, fmt.Errorf("--crop: %w", err)
-	}
-	masks, _, err := maskFlags(c) // --label-map is checked here, before any work
-	if err != nil {
-		return cfg, err
-	}
-	cfg.MaskPalette = masks.Palette
-	cfg.ClassNames = classNames(c)
-	if c.String("model") == "" {
-		if !c.Bool("resume") {
+	if f.model == "" {
+		if !f.resume {
 			return cfg, cli.Exit("--model is required (except with --resume)", 2)
 		}
 		return cfg, nil // the checkpoint supplies the rest
 	}
-	if err := finetuneModelConfig(c, &cfg); err != nil {
+	if err := f.modelConfig(c, &cfg); err != nil {
 		return cfg, err
 	}
 	if rec != nil { // --config names an earlier run's config.json
 		cfg = finetune.Repeat(*rec, cfg)
 		cfg.Explicit = given
 	}
-	if err := finetune.CheckRunDir(c.String("out"), cfg); err != nil {
+	if err := finetune.CheckRunDir(f.out, cfg); err != nil {
 		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return cfg, nil
 }
 
-// finetuneModelConfig sets the base model, a new classifier, the settings
-// the model brings and the data.
-func finetuneModelConfig(c *cli.Context, cfg *finetune.Config) (err error) {
-	model := c.String("model")
-	if cfg.Network.BaseModel, err = filepath.Abs(model); err != nil {
+// checkModes checks the settings that decide how the run executes first.
+func checkModes(cfg finetune.Config) error {
+	if err := finetune.CheckModes(cfg.Precision, cfg.Resident); err != nil {
 		return err
 	}
-	if k := c.Int("classes"); k > 0 {
-		cfg.Network.Classes, cfg.Network.HeadSeed = k, cfg.Seed
-	}
-	cfg.Network.Dequantize = c.Bool("dequantize")
-	if err := applyModelSettings(c, cfg, model); err != nil {
+	if err := finetune.CheckConvGrad(cfg.ConvGrad, cfg.Device); err != nil {
 		return err
 	}
-	return finetuneDataSpecs(c, cfg)
+	if err := finetune.CheckLoss(cfg.Loss, cfg.FocalGamma); err != nil {
+		return fmt.Errorf("--loss %s --focal-gamma %v: %w", cfg.Loss, cfg.FocalGamma, err)
+	}
+	return nil
 }
 
-// mirrorDataFlags copies data in object storage into the cache and points
-// its flags there (remote_fetch.go).
-func mirrorDataFlags(c *cli.Context) error {
-	for _, flag := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
-		if v := c.String(flag); storage.IsURL(v) {
-			dir, err := mirrorFolder(c, flag, v)
+// settings takes the flags that need more than binding into cfg and
+// checks the run's settings.
+func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err error) {
+	cfg.Augment.Flip = !f.noFlip
+	if cfg.CUDAOptions, err = parseCUDAOptions(f.cudaOpt); err != nil {
+		return err
+	}
+	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
+	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
+		return cli.Exit("--class-weights: "+err.Error(), 2)
+	}
+	if cfg.ValDense, err = f.valDense.dense(); err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if err := f.reg.apply(cfg); err != nil {
+		return err
+	}
+	if cfg.SampleBy == "" {
+		cfg.RepeatThreshold = 0 // not recorded for runs that do not use it
+	}
+	for _, err := range []error{finetune.CheckAccumulate(cfg.Accumulate, cfg.Resident, cfg.Regularizer),
+		finetune.CheckEMA(cfg.EMA), finetune.CheckSampleBy(cfg.SampleBy, cfg.RepeatThreshold, cfg.Balanced)} {
+		if err != nil {
+			return cli.Exit(withFlagNames(err).Error(), 2)
+		}
+	}
+	if c.IsSet("momentum") { // unset: the optimizer's own
+		m := f.momentum
+		cfg.Momentum = &m
+	}
+	if c.IsSet("weight-decay") {
+		wd := f.weightDecay
+		cfg.WeightDecay = &wd
+	}
+	if cfg.Height, cfg.Width, err = imageio.ParseSize(f.crop); err != nil {
+		return fmt.Errorf("--crop: %w", err)
+	}
+	masks, _, err := readMasks(cfg.LabelMap, f.maskPalette) // --label-map is checked here, before any work
+	cfg.MaskPalette, cfg.ClassNames = masks.Palette, splitNames(f.classNames)
+	return err
+}
+
+// modelConfig sets the base model, a new classifier, the settings the
+// model brings and the data.
+func (f *finetuneFlags) modelConfig(c *cli.Context, cfg *finetune.Config) (err error) {
+	if cfg.Network.BaseModel, err = filepath.Abs(f.model); err != nil {
+		return err
+	}
+	if f.classes > 0 {
+		cfg.Network.Classes, cfg.Network.HeadSeed = f.classes, cfg.Seed
+	}
+	if err := f.applyModelSettings(c, cfg); err != nil {
+		return err
+	}
+	return f.dataSpecs(c, cfg)
+}
+
+// mirror copies the folders in object storage into the cache and points
+// their flags there (remote_fetch.go).
+func (d *dataFolders) mirror(c *cli.Context) error {
+	for _, p := range []struct {
+		flag string
+		v    *string
+	}{{"data", &d.root}, {"train-images", &d.trainImages}, {"train-masks", &d.trainMasks}, {"val-images", &d.valImages}, {"val-masks", &d.valMasks}} {
+		if storage.IsURL(*p.v) {
+			dir, err := mirrorFolder(c, p.flag, *p.v)
 			if err != nil {
 				return err
 			}
-			if err := c.Set(flag, dir); err != nil {
-				return err
-			}
+			*p.v = dir
 		}
 	}
 	return nil
 }
 
-// finetuneDataSpecs sets the training and validation data from --data
-// (in any layout), or from the four folder flags, which win.
-func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
+// dataSpecs sets the training and validation data from --data (in any
+// layout), or from the four folder flags, which win.
+func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
 	// One folder of a pair alone would be dropped: training or validation
 	// on other data than the user named, or none.
 	for _, pair := range [][2]string{{"train-images", "train-masks"}, {"val-images", "val-masks"}} {
@@ -312,29 +379,34 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
 		}
 	}
-	vs, err := valSplitSetting(c, "val-split")
+	vs, err := valSplitSetting(c, f.valSplit, "val-split")
 	if err != nil {
 		return err
 	}
 	if vs != nil && c.IsSet("val-images") {
 		return cli.Exit("--val-split and --val-images: give validation data, or a fraction of the training data to hold out for it, not both", 2)
 	}
-	if root := c.String("data"); root != "" {
-		if cfg.Train, cfg.Val, err = finetuneData(c, root, vs); err != nil {
+	d := f.data
+	if d.root != "" {
+		opt, err := f.layout.options()
+		if err != nil {
+			return err
+		}
+		if cfg.Train, cfg.Val, err = openFinetuneData(c, d.root, vs, opt, cfg.SkipBad, cfg.LabelMap, f.out); err != nil {
 			return err
 		}
 	}
-	if c.IsSet("train-images") || c.IsSet("train-masks") {
-		cfg.Train = finetune.DataSpec{Images: c.String("train-images"), Masks: c.String("train-masks"), ValSplit: vs}
+	if d.trainImages != "" || d.trainMasks != "" {
+		cfg.Train = finetune.DataSpec{Images: d.trainImages, Masks: d.trainMasks, ValSplit: vs}
 		if vs != nil {
 			cfg.Val = cfg.Train
 			cfg.Val.HeldOut = true
 		}
 	}
-	if c.IsSet("val-images") || c.IsSet("val-masks") {
-		cfg.Val = finetune.DataSpec{Images: c.String("val-images"), Masks: c.String("val-masks")}
+	if d.valImages != "" || d.valMasks != "" {
+		cfg.Val = finetune.DataSpec{Images: d.valImages, Masks: d.valMasks}
 	}
-	if !cfg.Train.Given() && !c.Bool("resume") { // a resumed run has its recorded data
+	if !cfg.Train.Given() && !f.resume { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
 	return nil
@@ -344,20 +416,20 @@ func finetuneDataSpecs(c *cli.Context, cfg *finetune.Config) error {
 // class names and palette the base model brings (registry,
 // metadata_props, sidecar, flags) into cfg, the model's scale included,
 // and says once where the run trains and where that comes from.
-func applyModelSettings(c *cli.Context, cfg *finetune.Config, model string) error {
-	settings, err := modelSettingsFrom(c, model)
+func (f *finetuneFlags) applyModelSettings(c *cli.Context, cfg *finetune.Config) error {
+	settings, err := f.pre.modelSettings(c, f.model)
 	if err != nil {
 		return err
 	}
 	cfg.ApplyModelSettings(settings.Sidecar)
-	notef(c, "segtune: fine-tuning at %s (%s)", cfg.OperatingPoint(), contractSource(c, settings))
+	notef(c, "segtune: fine-tuning at %s (%s)", cfg.OperatingPoint(), contractSource(c, settings, f.pre.names))
 	return nil
 }
 
 // contractSource names where a run's preprocessing comes from: the
 // preprocessing flags set, over the highest of the model's settings that
 // has any.
-func contractSource(c *cli.Context, s resolve.Settings) string {
+func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string) string {
 	from := "segtune's defaults: the model brings no preprocessing"
 	for i := len(s.Layers) - 1; i >= 0; i-- {
 		if s.Layers[i].Settings.Preprocess != nil {
@@ -366,8 +438,8 @@ func contractSource(c *cli.Context, s resolve.Settings) string {
 		}
 	}
 	var flags []string
-	for _, f := range preprocessFlags(new(preprocessOptions)) {
-		if name := f.Names()[0]; c.IsSet(name) {
+	for _, name := range preprocessFlags {
+		if c.IsSet(name) {
 			flags = append(flags, "--"+name)
 		}
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"math"
-
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/deploy/trainingraph"
 	"github.com/segtune/segtune/dual"
-	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
@@ -16,53 +14,25 @@ import (
 // name; commandRanges override them where one name means different things
 // in different commands (keyed "command flag").
 func flagRanges() map[string]setting.Range {
-	inf := math.Inf(1)
 	return map[string]setting.Range{
-		"batch":           {Min: 1, Max: 1 << 16},
-		"epochs":          {Min: 0, Max: 1 << 24},
-		"patience":        {Min: 0, Max: 1 << 24},
-		"steps":           {Min: 0, Max: 1 << 40},
-		"lr":              finetune.LRRange,
-		"momentum":        {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
-		"weight-decay":    {Min: 0, Max: inf},
-		"scale-min":       {Min: 0, MinOpen: true, Max: 100},
-		"scale-max":       {Min: 0, MinOpen: true, Max: 100},
-		"ignore":          {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
-		"classes":         {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
-		"alpha":           dual.AlphaRange,
-		"beta":            {Min: 0, MinOpen: true, Max: 1},
-		"level":           {Min: 0, Max: 1},
-		"dual-lr":         {Min: 0, MinOpen: true, Max: inf, Zero: true, Why: "0: 0.03/n"},
-		"lambda-init":     {Min: 0, Max: inf},
-		"score-bound":     {Min: 0, Max: inf, Why: "0: unbounded"},
-		"dual-every":      {Min: -1, Max: 1 << 40, Why: "0: four an epoch; -1: epoch ends only"},
-		"c-lambda":        {Min: 0, Max: inf},
-		"c-mu":            {Min: 0, Max: inf},
-		"size-threshold":  {Min: 0, Max: 1, Why: "a fraction of the image"},
-		"width":           {Min: 0, MinOpen: true, Max: 16},
-		"output-stride":   {Min: 8, Max: 16},
-		"train":           {Min: 1, Max: 1 << 20},
-		"val":             {Min: 0, Max: 1 << 20},
-		"grid":            {Min: 0, Max: 1, List: true},
-		"size-bins":       {Min: 0, Max: 1, List: true},
-		"calibrate-count": {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
-		"check-count":     {Min: 1, Max: 1 << 20, Zero: true, Why: "0 takes every image"},
-		"percentile":      {Min: 0, MinOpen: true, Max: 100},
-		"min-agreement":   {Min: 0, Max: 1, Why: "a share of pixels"},
-
-		// finetune's accumulation, geometric augmentation and class sampling
-		"accumulate":       {Min: 1, Max: 1 << 16, Zero: true, Why: "0 or 1: none"},
-		"rotate":           {Min: 0, Max: 180, Why: "degrees either way"},
-		"shear":            {Min: 0, Max: 45, Why: "degrees either way"},
-		"translate":        {Min: 0, Max: 0.5, Why: "a share of the crop's side"},
-		"cutout":           {Min: 0, Max: 16},
-		"repeat-threshold": {Min: 0, Max: 1, Why: "a share of the training images"},
+		"batch":          {Min: 1, Max: 1 << 16},
+		"epochs":         {Min: 0, Max: 1 << 24},
+		"ignore":         {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
+		"classes":        {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
+		"alpha":          dual.AlphaRange,
+		"size-threshold": {Min: 0, Max: 1, Why: "a fraction of the image"},
+		"width":          {Min: 0, MinOpen: true, Max: 16},
+		"output-stride":  {Min: 8, Max: 16},
+		"train":          {Min: 1, Max: 1 << 20},
+		"val":            {Min: 0, Max: 1 << 20},
+		"grid":           {Min: 0, Max: 1, List: true},
+		"size-bins":      {Min: 0, Max: 1, List: true},
 	}
 }
 
 var commandRanges = map[string]setting.Range{
 	"new classes":      {Min: 2, Max: 65536},
-	"artifacts ignore": {Min: -1, Max: 1 << 31, Why: "-1: none"},
+	"artifacts ignore": trainingraph.IgnoreRange,
 
 	"split val": {Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"},
 }

@@ -14,6 +14,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/deploy"
+	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/setting"
@@ -73,7 +76,7 @@ var badStrings = map[string]string{
 // libraryRanges are the ranges of the flags whose library checks them
 // (no longer flagRanges), for the probes of their flags.
 func libraryRanges() map[string]setting.Range {
-	return map[string]setting.Range{
+	ranges := map[string]setting.Range{
 		"threads":       runtime.ThreadsRange(),
 		"overlay-alpha": imageio.OverlayAlphaRange,
 		"scale":         imageio.ScaleFactorRange,
@@ -82,7 +85,16 @@ func libraryRanges() map[string]setting.Range {
 		"value-offset":  imageio.FiniteRange,
 		"mean":          imageio.MeanRange,
 		"std":           imageio.StdRange,
+		// export's, checked by deploy.Settings
+		"calibrate-count": deploy.CountRange, "check-count": deploy.CountRange,
+		"percentile": deploy.PercentileRange, "min-agreement": deploy.MinAgreementRange,
 	}
+	for _, lib := range []map[string]setting.Range{finetune.Ranges, dual.Ranges} {
+		for key, r := range lib {
+			ranges[flagOf(key)[2:]] = r
+		}
+	}
+	return ranges
 }
 
 // goldenProbes are the bad values tried for flag f of command path: one

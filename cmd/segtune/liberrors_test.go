@@ -341,3 +341,21 @@ func TestFinetunePatienceWithDataFolder(t *testing.T) {
 		t.Errorf("a run without validation: %v; stdout:\n%s\nwant last.ckpt named and no best.ckpt", err, stdout)
 	}
 }
+
+// A key is named by the flag of the command that reports it: data split's
+// fraction is --val, finetune's --val-split; a path's config.json key is
+// named by its flag.
+func TestFlagInCommand(t *testing.T) {
+	for _, c := range []struct{ cmd, key, want string }{
+		{"split", "val_split", "--val"}, {"finetune", "val_split", "--val-split"}, {"split", "split_seed", "--split-seed"},
+		{"finetune", "max_steps", "--steps"}, {"finetune", "train.images", "--train-images"}, {"finetune", "val.data", "--data"},
+	} {
+		if got := flagIn(c.cmd)(c.key); got != c.want {
+			t.Errorf("%s %s: %s, want %s", c.cmd, c.key, got, c.want)
+		}
+	}
+	err := (&datalayout.ValSplit{Fraction: 2, By: "image"}).Check()
+	if got := setting.Rename(err, flagIn("split")).Error(); !strings.HasPrefix(got, "--val 2") {
+		t.Errorf("data split names its fraction %q, want --val", got)
+	}
+}

@@ -9,12 +9,11 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/internal/mpi"
-	"github.com/segtune/segtune/internal/storage"
 )
 
 // joinRanks joins the MPI world a launcher started this process in (alone
 // without one). Ranks other than 0 go quiet: rank 0 prints the run.
-func joinRanks(c *cli.Context) (*mpi.Comm, error) {
+func joinRanks(c *cli.Context, device string) (*mpi.Comm, error) {
 	w, err := mpi.Init()
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 2)
@@ -24,30 +23,8 @@ func joinRanks(c *cli.Context) (*mpi.Comm, error) {
 			return w, err
 		}
 	}
-	w.PinGPU(c.String("device") == "cpu")
+	w.PinGPU(device == "cpu")
 	return w, nil
-}
-
-// configureRanks reads finetune's flags on every rank and agrees on the
-// outcome. Ranks that mirror a bucket folder into the cache take turns: the
-// ranks on one machine share its cache, and a mirror removes the files it
-// did not fetch, another rank's half-written ones included.
-func configureRanks(c *cli.Context, w *mpi.Comm) (finetune.Config, error) {
-	remote := false
-	for _, f := range []string{"data", "train-images", "train-masks", "val-images", "val-masks"} {
-		remote = remote || storage.IsURL(c.String(f))
-	}
-	if !remote || !w.Parallel() {
-		cfg, err := finetuneConfig(c)
-		return cfg, w.Agree(err, false)
-	}
-	var cfg finetune.Config
-	err := w.InTurn(func() error {
-		var err error
-		cfg, err = finetuneConfig(c)
-		return err
-	})
-	return cfg, err
 }
 
 // leaveRanks ends this rank's part in the job with err, the outcome of its

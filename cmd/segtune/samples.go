@@ -6,13 +6,15 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime"
 )
 
-// predictor segments paths for the contact sheet with a model opened as
-// the command's flags say, and returns the labels by path.
-func predictor(c *cli.Context) samples.Predictor {
+// predictor segments paths for the contact sheet with a model opened in
+// session, and returns the labels by path.
+func predictor(c *cli.Context, session runtime.Options) samples.Predictor {
 	return func(model string, pre imageio.Preprocess, paths []string) (map[string][]uint8, error) {
-		seg, err := openSegmenter(c, model, imageio.Sidecar{Preprocess: &pre})
+		seg, err := openModel(c, model, imageio.Sidecar{Preprocess: &pre}, resolve.SegmenterOptions{Session: sessionFor(c, session)})
 		if err != nil {
 			return nil, err
 		}
@@ -24,8 +26,8 @@ func predictor(c *cli.Context) samples.Predictor {
 // reportSamples writes the contact sheet of a finished finetune run into its
 // folder and says where on stderr; a run without validation images (or any
 // failure) gets a notice instead, as the run itself succeeded.
-func reportSamples(c *cli.Context, res *finetune.Result) {
-	rs, err := samples.WriteRun(res, predictor(c))
+func reportSamples(c *cli.Context, res *finetune.Result, session runtime.Options) {
+	rs, err := samples.WriteRun(res, predictor(c, session))
 	if err != nil {
 		notef(c, "segtune: no %s: %v", samples.File, err)
 		return

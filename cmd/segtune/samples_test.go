@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime"
 )
 
 // The contact sheet shows the images with the smallest and the largest
@@ -43,7 +44,7 @@ func TestWriteSamples(t *testing.T) {
 	cfg := finetune.Config{Val: finetune.DataSpec{Images: imgs, Masks: masks}, Ignore: 255}
 	pal := imageio.Palette{{0, 0, 0, 255}, {250, 0, 0, 255}}
 	app := &cli.App{Flags: []cli.Flag{threadsFlag(new(int))}, Action: func(c *cli.Context) error {
-		return samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, predictor(c))
+		return samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, predictor(c, runtime.Options{}))
 	}}
 	if err := app.Run([]string{"segtune"}); err != nil {
 		t.Fatal(err)

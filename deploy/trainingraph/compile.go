@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
@@ -167,3 +168,6 @@ func ParseLoss(s string) (grad.LossKind, error) {
 	}
 	return 0, fmt.Errorf("%q: %w", s, ErrLossKind)
 }
+
+// IgnoreRange is the ignore label's range: a label, or -1 for none.
+var IgnoreRange = setting.Range{Min: -1, Max: 1 << 31, Why: "-1: none"}

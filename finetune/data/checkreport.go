@@ -69,3 +69,21 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %5d  %-14s %12d %7d  %28s\n", cc.Class, cc.Name, cc.Pixels, cc.Images, size)
 	}
 }
+
+// ReportNames are the class names a data check reports with: given (the
+// user's), else, without a label map (mapped), a CVAT labelmap's names or
+// else an annotation format's (COCO's categories …) where they are the
+// labels; a label map renumbers the labels those names are of.
+func ReportNames(given, labelmap []string, mapped bool, sets []*datalayout.Set) []string {
+	switch {
+	case given != nil:
+		return given
+	case mapped:
+		return nil
+	case labelmap != nil:
+		return labelmap
+	case len(sets) > 0:
+		return sets[0].Classes
+	}
+	return nil
+}

@@ -34,3 +34,25 @@ func TestReportsWriteText(t *testing.T) {
 		t.Errorf("Bad %d, want 2", rs.Bad())
 	}
 }
+
+// A data check names the classes as the user does, else as a CVAT
+// labelmap or the annotation format does, unless a label map renumbers
+// the labels those names are of.
+func TestReportNames(t *testing.T) {
+	sets := []*datalayout.Set{{Classes: []string{"coco"}}}
+	for _, c := range []struct {
+		given, labelmap []string
+		mapped          bool
+		want            string
+	}{
+		{[]string{"user"}, []string{"cvat"}, true, "user"},
+		{nil, []string{"cvat"}, true, ""},
+		{nil, []string{"cvat"}, false, "cvat"},
+		{nil, nil, false, "coco"},
+	} {
+		got := ReportNames(c.given, c.labelmap, c.mapped, sets)
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("%+v: %v", c, got)
+		}
+	}
+}

@@ -28,15 +28,15 @@ import (
 // the trained weights back into a clean copy of the base graph.
 type NetworkSpec struct {
 	// BaseModel is the ONNX file the run started from.
-	BaseModel string `json:"base_model"`
+	BaseModel string `json:"base_model" setting:"network.base_model"`
 	// Classes, when > 0, replaced the final classifier by one with this
 	// many outputs, initialised from HeadSeed.
-	Classes  int    `json:"classes,omitempty"`
-	HeadSeed uint64 `json:"head_seed,omitempty"`
+	Classes  int    `json:"classes,omitempty" setting:"classes"`
+	HeadSeed uint64 `json:"head_seed,omitempty" setting:"classes"`
 	// Dequantize turned a quantized base model's integer weights into
 	// float ones (onnx/dequantize) before training: the run trained, and
 	// exports, the float form.
-	Dequantize bool `json:"dequantize,omitempty"`
+	Dequantize bool `json:"dequantize,omitempty" setting:"dequantize"`
 }
 
 // LoadNetwork loads the base model and applies the spec's structural

@@ -51,16 +51,52 @@ func (e *OverlapError) Named(name func(key string) string) string {
 
 // CheckConvertOutput refuses an output folder for converting the data
 // folder root that overlaps it (*OverlapError, symbolic links resolved),
-// holds files (*NotEmptyError) or cannot be read.
+// holds files (*NotEmptyError) or cannot be read, naming the output by
+// its key, out.
 func CheckConvertOutput(root, out string) error {
 	overlap, err := pathguard.Overlap(root, out)
-	if err != nil {
-		return err
-	}
-	if overlap {
+	if err == nil && overlap {
 		return &OverlapError{Data: root, Out: out}
 	}
-	return CheckOutput(out)
+	if err == nil {
+		err = CheckOutput(out)
+	}
+	var ne *NotEmptyError
+	switch {
+	case errors.As(err, &ne):
+		return setting.Messagef("{out} %w", err)
+	case err != nil:
+		return &setting.Error{Setting: "out", Value: out, Err: err}
+	}
+	return nil
+}
+
+// EmptyError is a data folder in which no split holds a single image/mask
+// pair: a layout was found (Format, "" for none), but nothing in it can be
+// checked, converted or trained on.
+type EmptyError struct{ Root, Format string }
+
+func (e *EmptyError) Error() string {
+	format := "no"
+	if e.Format != "" {
+		format = "a " + e.Format
+	}
+	return fmt.Sprintf("%s: %s layout, and not one image/mask pair in it", e.Root, format)
+}
+
+// RequirePairs refuses, with an *EmptyError, the splits sets of the data
+// folder root when none holds a pair.
+func RequirePairs(root string, sets []*Set) error {
+	for _, set := range sets {
+		if len(set.Samples) > 0 {
+			return nil
+		}
+	}
+	e := &EmptyError{Root: root}
+	if len(sets) > 0 {
+		e.Format = sets[0].Format
+	}
+	return e
 }
 
 // ConvertedSplit is where Convert writes one split.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Without a split asked for, every split of the layout is opened, in the
@@ -62,10 +64,29 @@ func TestCheckConvertOutput(t *testing.T) {
 	full := t.TempDir()
 	touch(t, full, "x.txt")
 	var ne *NotEmptyError
-	if err := CheckConvertOutput(data, full); !errors.As(err, &ne) {
+	if err := CheckConvertOutput(data, full); !errors.As(err, &ne) || err.Error() != "out "+full+" is not empty; give a new or empty folder" {
 		t.Errorf("a folder holding files: %v", err)
+	}
+	file := filepath.Join(full, "x.txt")
+	var se *setting.Error
+	if err := CheckConvertOutput(data, file); !errors.As(err, &se) || se.Setting != "out" || se.Value != file {
+		t.Errorf("a file: %v", err)
 	}
 	if err := CheckConvertOutput(data, filepath.Join(t.TempDir(), "new")); err != nil {
 		t.Errorf("a new folder: %v", err)
+	}
+}
+
+// A data folder none of whose splits holds a pair is refused, saying
+// which layout was found.
+func TestRequirePairs(t *testing.T) {
+	if err := RequirePairs("d", []*Set{{Format: "voc"}}); err == nil || err.Error() != "d: a voc layout, and not one image/mask pair in it" {
+		t.Errorf("an empty voc set: %v", err)
+	}
+	if err := RequirePairs("d", nil); err == nil || err.Error() != "d: no layout, and not one image/mask pair in it" {
+		t.Errorf("no set: %v", err)
+	}
+	if err := RequirePairs("d", []*Set{{}, {Samples: []Sample{{}}}}); err != nil {
+		t.Errorf("a split with a pair: %v", err)
 	}
 }

@@ -59,3 +59,24 @@ func (r Range) Check(key string, v float64, isInt bool) error {
 	}
 	return &Error{Setting: key, Value: num(v), Err: errors.New("must be " + want)}
 }
+
+// Number is a setting's numeric value, for CheckAll: its key, its value
+// and whether it is an integer (said as one).
+type Number struct {
+	Key string
+	V   float64
+	Int bool
+}
+
+// CheckAll checks each of nums against its key's range in ranges (keys
+// without one are not checked): the first refused, in nums' order.
+func CheckAll(ranges map[string]Range, nums []Number) error {
+	for _, n := range nums {
+		if r, ok := ranges[n.Key]; ok {
+			if err := r.Check(n.Key, n.V, n.Int); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
