@@ -223,20 +223,8 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
 	}
-	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(runOutputs(res.Dir), ", "))
+	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(finetune.RunOutputs(res.Dir), ", "))
 	return nil
-}
-
-// runOutputs names the outputs a run's folder holds: a run without
-// validation has no best.ckpt, and the summary names only what is there.
-func runOutputs(dir string) []string {
-	var out []string
-	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png", finetune.SplitFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // config turns the bound flags into a run configuration, each setting
@@ -296,7 +284,7 @@ func checkModes(cfg finetune.Config) error {
 // checks the run's settings.
 func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err error) {
 	cfg.Augment.Flip = !f.noFlip
-	if cfg.CUDAOptions, err = parseCUDAOptions(f.cudaOpt); err != nil {
+	if cfg.CUDAOptions, err = finetune.ParseCUDAOptions(f.cudaOpt); err != nil {
 		return err
 	}
 	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
@@ -453,19 +441,3 @@ func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }
-
-// parseCUDAOptions reads --cuda-opt's K=V,K=V (nil for "").
-func parseCUDAOptions(v string) (map[string]string, error) {
-	if v == "" {
-		return nil, nil
-	}
-	opts := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || k == "" || val == "" {
-			return nil, fmt.Errorf("--cuda-opt %q: %q is not K=V", v, kv)
-		}
-		opts[k] = val
-	}
-	return opts, nil
-}
