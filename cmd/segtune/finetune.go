@@ -360,21 +360,15 @@ func (d *dataFolders) mirror(c *cli.Context) error {
 // dataSpecs sets the training and validation data from --data (in any
 // layout), or from the four folder flags, which win.
 func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
-	// One folder of a pair alone would be dropped: training or validation
-	// on other data than the user named, or none.
-	for _, pair := range [][2]string{{"train-images", "train-masks"}, {"val-images", "val-masks"}} {
-		if c.IsSet(pair[0]) != c.IsSet(pair[1]) {
-			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
-		}
-	}
 	vs, err := valSplitSetting(c, f.valSplit, "val-split")
 	if err != nil {
 		return err
 	}
-	if vs != nil && c.IsSet("val-images") {
-		return cli.Exit("--val-split and --val-images: give validation data, or a fraction of the training data to hold out for it, not both", 2)
-	}
 	d := f.data
+	folders := finetune.Folders{TrainImages: d.trainImages, TrainMasks: d.trainMasks, ValImages: d.valImages, ValMasks: d.valMasks}
+	if err := folders.Check(vs); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
 	if d.root != "" {
 		opt, err := f.layout.options()
 		if err != nil {
@@ -384,16 +378,7 @@ func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
 			return err
 		}
 	}
-	if d.trainImages != "" || d.trainMasks != "" {
-		cfg.Train = finetune.DataSpec{Images: d.trainImages, Masks: d.trainMasks, ValSplit: vs}
-		if vs != nil {
-			cfg.Val = cfg.Train
-			cfg.Val.HeldOut = true
-		}
-	}
-	if d.valImages != "" || d.valMasks != "" {
-		cfg.Val = finetune.DataSpec{Images: d.valImages, Masks: d.valMasks}
-	}
+	folders.Apply(cfg, vs)
 	if !cfg.Train.Given() && !f.resume { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
