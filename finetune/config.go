@@ -392,3 +392,20 @@ func CheckAccumulate(n int, resident string, reg *RegularizerConfig) error {
 	}
 	return nil
 }
+
+// ParseCUDAOptions reads CUDA provider options "K=V,K=V" (CUDAOptions;
+// nil for "").
+func ParseCUDAOptions(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	opts := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || val == "" {
+			return nil, setting.Errorf("cuda_options", strconv.Quote(v), "%q is not K=V", kv)
+		}
+		opts[k] = val
+	}
+	return opts, nil
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // FolderData is what a run reads from one data folder.
@@ -82,4 +83,39 @@ func OpenDataSplit(root string, opt datalayout.Options, vs *datalayout.ValSplit,
 	}
 	fd.Val, err = open(datalayout.Options{Format: fd.Train.Format, Split: "val", CrowdAsClass: opt.CrowdAsClass})
 	return fd, err
+}
+
+// Folders are a run's data given as folders of images and masks, over (or
+// instead of) a data folder's.
+type Folders struct{ TrainImages, TrainMasks, ValImages, ValMasks string }
+
+// Check refuses a folder given without its pair, which would be dropped
+// (training or validation on other data than the user named, or none),
+// and validation folders with vs, a share of the training data held out
+// for validation.
+func (f Folders) Check(vs *datalayout.ValSplit) error {
+	switch {
+	case (f.TrainImages == "") != (f.TrainMasks == ""):
+		return setting.Messagef("{train_images} and {train_masks} go together: give both, or neither")
+	case (f.ValImages == "") != (f.ValMasks == ""):
+		return setting.Messagef("{val_images} and {val_masks} go together: give both, or neither")
+	case vs != nil && f.ValImages != "":
+		return setting.Messagef("{val_split} and {val_images}: give validation data, or a fraction of the training data to hold out for it, not both")
+	}
+	return nil
+}
+
+// Apply sets cfg's training data to the folders given, holding out vs for
+// validation, and its validation data to the validation folders given.
+func (f Folders) Apply(cfg *Config, vs *datalayout.ValSplit) {
+	if f.TrainImages != "" {
+		cfg.Train = DataSpec{Images: f.TrainImages, Masks: f.TrainMasks, ValSplit: vs}
+		if vs != nil {
+			cfg.Val = cfg.Train
+			cfg.Val.HeldOut = true
+		}
+	}
+	if f.ValImages != "" {
+		cfg.Val = DataSpec{Images: f.ValImages, Masks: f.ValMasks}
+	}
 }

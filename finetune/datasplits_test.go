@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/imageio/datalayout"
@@ -43,5 +44,33 @@ func TestOpenData(t *testing.T) {
 	}
 	if _, err = OpenData(root, datalayout.Options{}, true); err != nil {
 		t.Errorf("skipping bad files: %v", err)
+	}
+}
+
+// Folders come in pairs, and validation folders do not go with a held-out
+// share of the training data; the folders given set the data, a held-out
+// share validating on the training folders.
+func TestFolders(t *testing.T) {
+	vs := &datalayout.ValSplit{Fraction: 0.2, By: "image"}
+	for want, c := range map[string]struct {
+		f  Folders
+		vs *datalayout.ValSplit
+	}{
+		"train_images and train_masks go together": {Folders{TrainImages: "i"}, nil},
+		"val_images and val_masks go together":     {Folders{ValMasks: "m"}, nil},
+		"val_split and val_images":                 {Folders{ValImages: "i", ValMasks: "m"}, vs},
+	} {
+		if err := c.f.Check(c.vs); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%+v: %v, want %q", c.f, err, want)
+		}
+	}
+	var cfg Config
+	f := Folders{TrainImages: "ti", TrainMasks: "tm"}
+	if err := f.Check(vs); err != nil {
+		t.Fatal(err)
+	}
+	f.Apply(&cfg, vs)
+	if cfg.Train.Images != "ti" || cfg.Train.ValSplit != vs || !cfg.Val.HeldOut || cfg.Val.Masks != "tm" {
+		t.Errorf("train folders with a held-out share: %+v", cfg)
 	}
 }

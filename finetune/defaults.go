@@ -1,8 +1,11 @@
 package finetune
 
 import (
+	"strconv"
+
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // DefaultConfig is the run `segtune finetune` makes when no setting is
@@ -45,4 +48,28 @@ func (c *Config) ApplyModelSettings(s imageio.Sidecar) {
 		}
 		c.Palette = s.Palette
 	}
+}
+
+// ApplyRegularizer gives c the size regularizer reg where its Alpha is
+// positive (none at 0), and the sampling and training view its weight
+// implies (AlphaDefaults) unless asked otherwise: balance or noBalance
+// force the sampling, view is auto, whole or crop.
+func (c *Config) ApplyRegularizer(reg RegularizerConfig, balance, noBalance bool, view string) error {
+	if reg.Alpha < 0 {
+		return setting.Errorf("alpha", strconv.FormatFloat(reg.Alpha, 'g', -1, 64), "must not be negative")
+	}
+	balanced, whole := AlphaDefaults(reg.Alpha)
+	c.Balanced = balance || (balanced && !noBalance)
+	switch view {
+	case "auto":
+		c.Augment.WholeFrame = whole
+	case "whole", "crop":
+		c.Augment.WholeFrame = view == "whole"
+	default:
+		return setting.Errorf("train_view", strconv.Quote(view), "want auto, whole or crop")
+	}
+	if reg.Alpha > 0 {
+		c.Regularizer = &reg
+	}
+	return nil
 }

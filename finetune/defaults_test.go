@@ -1,11 +1,13 @@
 package finetune
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/segtune/segtune/finetune/schedule"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // The defaults, with a model and data added, are a configuration the run
@@ -86,5 +88,34 @@ func TestTrainingAugmentAtModelScale(t *testing.T) {
 	cfg.Preprocess.ScaleFactor, cfg.Augment.WholeFrame = 10, false
 	if _, err := trainingAugment(cfg); err == nil || !strings.Contains(err.Error(), "scale factor 10") {
 		t.Errorf("×10 with rescales up to 2: %v; want a refusal naming the scale factor", err)
+	}
+}
+
+// A positive alpha brings the regularizer, balanced batches and whole
+// frames, each unless asked otherwise; a bad view is refused by its key.
+func TestApplyRegularizer(t *testing.T) {
+	for _, c := range []struct {
+		alpha              float64
+		balance, noBalance bool
+		view               string
+		reg, bal, whole    bool
+	}{
+		{0, false, false, "auto", false, false, false},
+		{1, false, false, "auto", true, true, true},
+		{1, false, true, "crop", true, false, false},
+		{0, true, false, "whole", false, true, true},
+	} {
+		cfg := DefaultConfig()
+		if err := cfg.ApplyRegularizer(*DefaultRegularizer(c.alpha), c.balance, c.noBalance, c.view); err != nil {
+			t.Fatal(err)
+		}
+		if (cfg.Regularizer != nil) != c.reg || cfg.Balanced != c.bal || cfg.Augment.WholeFrame != c.whole {
+			t.Errorf("%+v: regularizer %v, balanced %v, whole %v", c, cfg.Regularizer != nil, cfg.Balanced, cfg.Augment.WholeFrame)
+		}
+	}
+	cfg := DefaultConfig()
+	var se *setting.Error
+	if err := cfg.ApplyRegularizer(*DefaultRegularizer(0), false, false, "x"); !errors.As(err, &se) || se.Setting != "train_view" {
+		t.Errorf("view x: %v", err)
 	}
 }

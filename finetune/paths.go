@@ -67,3 +67,15 @@ func (c *Config) absPaths() error {
 	}
 	return nil
 }
+
+// RunOutputs names the outputs a run's folder dir holds: a run without
+// validation has no best.ckpt, and a summary names only what is there.
+func RunOutputs(dir string) []string {
+	var out []string
+	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png", SplitFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}

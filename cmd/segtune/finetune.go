@@ -223,20 +223,8 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	if res.BestMIoU != nil {
 		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
 	}
-	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(runOutputs(res.Dir), ", "))
+	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(finetune.RunOutputs(res.Dir), ", "))
 	return nil
-}
-
-// runOutputs names the outputs a run's folder holds: a run without
-// validation has no best.ckpt, and the summary names only what is there.
-func runOutputs(dir string) []string {
-	var out []string
-	for _, f := range []string{"model.onnx", "model.segtune.json", "best.ckpt", "last.ckpt", "metrics.jsonl", "curves.png", finetune.SplitFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // config turns the bound flags into a run configuration, each setting
@@ -296,7 +284,7 @@ func checkModes(cfg finetune.Config) error {
 // checks the run's settings.
 func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err error) {
 	cfg.Augment.Flip = !f.noFlip
-	if cfg.CUDAOptions, err = parseCUDAOptions(f.cudaOpt); err != nil {
+	if cfg.CUDAOptions, err = finetune.ParseCUDAOptions(f.cudaOpt); err != nil {
 		return err
 	}
 	if err := finetune.CheckLength(cfg.Epochs, cfg.MaxSteps, cfg.LR); err != nil {
@@ -372,21 +360,15 @@ func (d *dataFolders) mirror(c *cli.Context) error {
 // dataSpecs sets the training and validation data from --data (in any
 // layout), or from the four folder flags, which win.
 func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
-	// One folder of a pair alone would be dropped: training or validation
-	// on other data than the user named, or none.
-	for _, pair := range [][2]string{{"train-images", "train-masks"}, {"val-images", "val-masks"}} {
-		if c.IsSet(pair[0]) != c.IsSet(pair[1]) {
-			return cli.Exit(fmt.Sprintf("--%s and --%s go together: give both, or neither", pair[0], pair[1]), 2)
-		}
-	}
 	vs, err := valSplitSetting(c, f.valSplit, "val-split")
 	if err != nil {
 		return err
 	}
-	if vs != nil && c.IsSet("val-images") {
-		return cli.Exit("--val-split and --val-images: give validation data, or a fraction of the training data to hold out for it, not both", 2)
-	}
 	d := f.data
+	folders := finetune.Folders{TrainImages: d.trainImages, TrainMasks: d.trainMasks, ValImages: d.valImages, ValMasks: d.valMasks}
+	if err := folders.Check(vs); err != nil {
+		return cli.Exit(withFlagNames(err).Error(), 2)
+	}
 	if d.root != "" {
 		opt, err := f.layout.options()
 		if err != nil {
@@ -396,16 +378,7 @@ func (f *finetuneFlags) dataSpecs(c *cli.Context, cfg *finetune.Config) error {
 			return err
 		}
 	}
-	if d.trainImages != "" || d.trainMasks != "" {
-		cfg.Train = finetune.DataSpec{Images: d.trainImages, Masks: d.trainMasks, ValSplit: vs}
-		if vs != nil {
-			cfg.Val = cfg.Train
-			cfg.Val.HeldOut = true
-		}
-	}
-	if d.valImages != "" || d.valMasks != "" {
-		cfg.Val = finetune.DataSpec{Images: d.valImages, Masks: d.valMasks}
-	}
+	folders.Apply(cfg, vs)
 	if !cfg.Train.Given() && !f.resume { // a resumed run has its recorded data
 		return cli.Exit("give --data DIR or --train-images and --train-masks", 2)
 	}
@@ -453,19 +426,3 @@ func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }
-
-// parseCUDAOptions reads --cuda-opt's K=V,K=V (nil for "").
-func parseCUDAOptions(v string) (map[string]string, error) {
-	if v == "" {
-		return nil, nil
-	}
-	opts := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || k == "" || val == "" {
-			return nil, fmt.Errorf("--cuda-opt %q: %q is not K=V", v, kv)
-		}
-		opts[k] = val
-	}
-	return opts, nil
-}

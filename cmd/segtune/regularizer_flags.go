@@ -66,28 +66,10 @@ func (r *regularizerValues) apply(cfg *finetune.Config) error {
 	if cfg.Size.Bins, err = listflag.Floats(r.sizeBins); err != nil {
 		return fmt.Errorf("--size-bins: %w", err)
 	}
-	alpha := r.reg.Alpha
-	if alpha < 0 {
-		return fmt.Errorf("--alpha %v must not be negative", alpha)
-	}
-	balanced, whole := finetune.AlphaDefaults(alpha)
-	cfg.Balanced = r.balance || (balanced && !r.noBalance)
-	switch r.view {
-	case "auto":
-		cfg.Augment.WholeFrame = whole
-	case "whole", "crop":
-		cfg.Augment.WholeFrame = r.view == "whole"
-	default:
-		return fmt.Errorf("--train-view %q: want auto, whole or crop", r.view)
-	}
-	if alpha == 0 {
-		return nil
-	}
 	reg := r.reg
 	if reg.Dual.Grid, err = listflag.Floats(r.grid); err != nil {
 		return fmt.Errorf("--grid: %w", err)
 	}
 	reg.Dual.Normalization, reg.Dual.Feasibility = dual.Normalization(r.normalization), dual.Feasibility(r.feasibility)
-	cfg.Regularizer = &reg
-	return nil
+	return cfg.ApplyRegularizer(reg, r.balance, r.noBalance, r.view)
 }
