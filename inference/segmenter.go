@@ -38,19 +38,19 @@ type Segmenter struct {
 	// and the scores' shape.
 	graphLabels           bool
 	nonFinite, scoreShape int
-	// inputs holds input tensors inference is done with (*[]float32), for
-	// the next images: a fresh one, 2 MB of new pages for a 480×360 image,
+	// inputs holds input tensors inference is done with, for the next
+	// images: a fresh one, 2 MB of new pages for a 480×360 image,
 	// took about half of the preprocessing's CPU time, on a prepare worker
 	// competing with ONNX Runtime for the cores.
-	inputs sync.Pool
-	// scores holds score buffers (*[]float32) whose images are finished
+	inputs buffers
+	// scores holds score buffers whose images are finished
 	// (pipeline.Output.Release), and lastScores the scores' shape the
 	// last run gave and its input's dims: a run on the same dims has ONNX
 	// Runtime write the scores straight into a pooled buffer (RunInto)
 	// instead of into memory of its own that Run then copies into Go
 	// twice, 8 MB of fresh pages each for a 1024² two-class map. One
 	// shape is kept, so that images of ever new sizes hold nothing.
-	scores     sync.Pool
+	scores     buffers
 	lastScores struct {
 		sync.Mutex
 		dims  [4]int64
@@ -201,7 +201,7 @@ func (s *Segmenter) probe() error {
 	if !s.graphLabels {
 		if o := outs[s.output]; !pooled && s.knownScoreShape(dims) != nil {
 			// The first batch's scores go into this run's copy.
-			s.scores.Put(&o.Float32)
+			s.scores.put(o.Float32)
 		}
 		return s.Contract.CheckRun(outs[s.output].Shape, h, w)
 	}
@@ -355,7 +355,7 @@ func (s *Segmenter) Prepare(img image.Image) (pipeline.Prepared, error) {
 // Recycle takes back an item's input once inference is done with it.
 func (s *Segmenter) Recycle(in []float32) {
 	if in != nil {
-		s.inputs.Put(&in)
+		s.inputs.put(in)
 	}
 }
 
@@ -442,14 +442,14 @@ func (s *Segmenter) runScores(dims []int64, batch []float32) (outs []*runtime.Te
 		return outs, false, err
 	}
 	if shape := s.knownScoreShape(dims); shape != nil {
-		buf := s.scoreBuffer((&runtime.Tensor{Shape: shape}).Len())
+		buf := s.scores.get((&runtime.Tensor{Shape: shape}).Len())
 		given := make([]*runtime.Tensor, s.output+1)
 		given[s.output] = runtime.NewFloat32(shape, buf)
 		if outs, err := s.Session.RunInto(given, in); err == nil {
 			return outs, true, nil
 		}
 		s.learnScoreShape(dims, nil)
-		s.scores.Put(&buf)
+		s.scores.put(buf)
 	}
 	outs, err = s.Session.Run(in)
 	if err != nil {
@@ -479,14 +479,6 @@ func (s *Segmenter) learnScoreShape(dims, shape []int64) {
 	s.lastScores.dims, s.lastScores.shape = [4]int64(dims), slices.Clone(shape)
 }
 
-// scoreBuffer is a pooled score buffer of n values, or a new one.
-func (s *Segmenter) scoreBuffer(n int) []float32 {
-	if v, ok := s.scores.Get().(*[]float32); ok && cap(*v) >= n {
-		return (*v)[:n]
-	}
-	return make([]float32, n)
-}
-
 // releaser is the Release of the n outputs that share buf: the last of
 // them to be released gives buf back to the pool.
 func (s *Segmenter) releaser(buf []float32, n int) func() {
@@ -494,7 +486,7 @@ func (s *Segmenter) releaser(buf []float32, n int) func() {
 	left.Store(int32(n))
 	return func() {
 		if left.Add(-1) == 0 {
-			s.scores.Put(&buf)
+			s.scores.put(buf)
 		}
 	}
 }
@@ -542,12 +534,7 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 	if err != nil {
 		return nil, g, err
 	}
-	var buf []float32
-	if v, ok := s.inputs.Get().(*[]float32); ok && cap(*v) >= g.Len() {
-		buf = (*v)[:g.Len()]
-	} else {
-		buf = make([]float32, g.Len())
-	}
+	buf := s.inputs.get(g.Len())
 	if g, err = s.Pre.Tensor(img, buf); err != nil {
 		return nil, g, err
 	}
