@@ -6,7 +6,9 @@
 // two are run alternately -runs times; the overhead is (2)/(1) − 1 of the
 // medians. Beside them (3) the model alone on the same prepared batches, as
 // the pipeline runs it (Segmenter.Infer: with its arg-max inside the graph,
-// inference.OpenLabels, unless -host-argmax): inference's own images/s.
+// inference.OpenLabels, unless -host-argmax): inference's own images/s;
+// and (4) bare with the scores written into one buffer kept from run to
+// run (RunInto, no copy back to Go), as the pipeline does.
 // -breakdown first times each stage of the pipeline on one goroutine (CPU
 // milliseconds per image).
 //
