@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
@@ -36,12 +38,25 @@ type Segmenter struct {
 	// and the scores' shape.
 	graphLabels           bool
 	nonFinite, scoreShape int
-	// inputs holds input tensors inference is done with (*[]float32), for
-	// the next images: a fresh one, 2 MB of new pages for a 480×360 image,
+	// inputs holds input tensors inference is done with, for the next
+	// images: a fresh one, 2 MB of new pages for a 480×360 image,
 	// took about half of the preprocessing's CPU time, on a prepare worker
 	// competing with ONNX Runtime for the cores.
-	inputs sync.Pool
-	dense  *Dense // sliding-window / TTA inference, when set (SetDense)
+	inputs buffers
+	// scores holds score buffers whose images are finished
+	// (pipeline.Output.Release), and lastScores the scores' shape the
+	// last run gave and its input's dims: a run on the same dims has ONNX
+	// Runtime write the scores straight into a pooled buffer (RunInto)
+	// instead of into memory of its own that Run then copies into Go
+	// twice, 8 MB of fresh pages each for a 1024² two-class map. One
+	// shape is kept, so that images of ever new sizes hold nothing.
+	scores     buffers
+	lastScores struct {
+		sync.Mutex
+		dims  [4]int64
+		shape []int64 // nil: not known
+	}
+	dense *Dense // sliding-window / TTA inference, when set (SetDense)
 	// modelDigest is the SHA-256 of the model's bytes (MaskIdentity).
 	modelDigest []byte
 }
@@ -172,14 +187,22 @@ func (s *Segmenter) probe() error {
 		h, w = 64, 64
 	}
 	dims := s.inputLayout().Shape(max(s.FixedBatch, 1), h, w)
-	outs, err := s.Session.Run(runtime.NewFloat32(dims, make([]float32, int(dims[0])*imageio.Channels*h*w)))
+	blank := make([]float32, int(dims[0])*imageio.Channels*h*w)
+	outs, pooled, err := s.runScores(dims, blank)
 	if err != nil {
 		if s.graphLabels { // the scores' size is not known: keep them
 			return errNoLabelGraph
 		}
 		return nil
 	}
+	if dims[0] == 1 { // the first image's tensor
+		s.Recycle(blank)
+	}
 	if !s.graphLabels {
+		if o := outs[s.output]; !pooled && s.knownScoreShape(dims) != nil {
+			// The first batch's scores go into this run's copy.
+			s.scores.put(o.Float32)
+		}
 		return s.Contract.CheckRun(outs[s.output].Shape, h, w)
 	}
 	shape := outs[s.scoreShape].Int64
@@ -332,7 +355,7 @@ func (s *Segmenter) Prepare(img image.Image) (pipeline.Prepared, error) {
 // Recycle takes back an item's input once inference is done with it.
 func (s *Segmenter) Recycle(in []float32) {
 	if in != nil {
-		s.inputs.Put(&in)
+		s.inputs.put(in)
 	}
 }
 
@@ -367,7 +390,7 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 		}
 	}
 	dims := s.inputLayout().Shape(rows, shape[1], shape[2])
-	outs, err := s.Session.Run(runtime.NewFloat32(dims, batch))
+	outs, pooled, err := s.runScores(dims, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -396,11 +419,76 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 			return nil, err
 		}
 	}
+	var release func()
+	if pooled {
+		release = s.releaser(o.Float32, n)
+	}
 	res := make([]pipeline.Output, n)
 	for i := range res {
-		res[i] = pipeline.Output{Data: flat[i*size : (i+1)*size : (i+1)*size], Shape: o.Shape[1:]}
+		res[i] = pipeline.Output{Data: flat[i*size : (i+1)*size : (i+1)*size], Shape: o.Shape[1:], Release: release}
 	}
 	return res, nil
+}
+
+// runScores runs the model on one batch of dims. Where a run on the same
+// dims gave float scores before, ONNX Runtime writes them into a pooled
+// buffer of that shape (pooled); a run that then fails (a model whose
+// output's shape changed) is run again as a plain Run, which learns the
+// shape anew. A label graph's outputs are small and always Run's.
+func (s *Segmenter) runScores(dims []int64, batch []float32) (outs []*runtime.Tensor, pooled bool, err error) {
+	in := runtime.NewFloat32(dims, batch)
+	if s.graphLabels {
+		outs, err := s.Session.Run(in)
+		return outs, false, err
+	}
+	if shape := s.knownScoreShape(dims); shape != nil {
+		buf := s.scores.get((&runtime.Tensor{Shape: shape}).Len())
+		given := make([]*runtime.Tensor, s.output+1)
+		given[s.output] = runtime.NewFloat32(shape, buf)
+		if outs, err := s.Session.RunInto(given, in); err == nil {
+			return outs, true, nil
+		}
+		s.learnScoreShape(dims, nil)
+		s.scores.put(buf)
+	}
+	outs, err = s.Session.Run(in)
+	if err != nil {
+		return nil, false, err
+	}
+	if o := outs[s.output]; o.Float32 != nil && s.Contract.Kind != contract.Labels {
+		s.learnScoreShape(dims, o.Shape)
+	}
+	return outs, false, nil
+}
+
+// knownScoreShape is the scores' shape of a run on dims, when known (a copy).
+func (s *Segmenter) knownScoreShape(dims []int64) []int64 {
+	s.lastScores.Lock()
+	defer s.lastScores.Unlock()
+	if s.lastScores.shape == nil || s.lastScores.dims != [4]int64(dims) {
+		return nil
+	}
+	return slices.Clone(s.lastScores.shape)
+}
+
+// learnScoreShape remembers shape (nil: none) as the scores' shape of runs
+// on dims.
+func (s *Segmenter) learnScoreShape(dims, shape []int64) {
+	s.lastScores.Lock()
+	defer s.lastScores.Unlock()
+	s.lastScores.dims, s.lastScores.shape = [4]int64(dims), slices.Clone(shape)
+}
+
+// releaser is the Release of the n outputs that share buf: the last of
+// them to be released gives buf back to the pool.
+func (s *Segmenter) releaser(buf []float32, n int) func() {
+	var left atomic.Int32
+	left.Store(int32(n))
+	return func() {
+		if left.Add(-1) == 0 {
+			s.scores.put(buf)
+		}
+	}
 }
 
 // graphOutputs splits a label graph's outputs for a batch of n images (rows
@@ -446,12 +534,7 @@ func (s *Segmenter) tensor(img image.Image) ([]float32, imageio.Geometry, error)
 	if err != nil {
 		return nil, g, err
 	}
-	var buf []float32
-	if v, ok := s.inputs.Get().(*[]float32); ok && cap(*v) >= g.Len() {
-		buf = (*v)[:g.Len()]
-	} else {
-		buf = make([]float32, g.Len())
-	}
+	buf := s.inputs.get(g.Len())
 	if g, err = s.Pre.Tensor(img, buf); err != nil {
 		return nil, g, err
 	}

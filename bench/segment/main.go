@@ -6,7 +6,9 @@
 // two are run alternately -runs times; the overhead is (2)/(1) − 1 of the
 // medians. Beside them (3) the model alone on the same prepared batches, as
 // the pipeline runs it (Segmenter.Infer: with its arg-max inside the graph,
-// inference.OpenLabels, unless -host-argmax): inference's own images/s.
+// inference.OpenLabels, unless -host-argmax): inference's own images/s;
+// and (4) bare with the scores written into one buffer kept from run to
+// run (RunInto, no copy back to Go), as the pipeline does.
 // -breakdown first times each stage of the pipeline on one goroutine (CPU
 // milliseconds per image).
 //
@@ -126,12 +128,37 @@ func main() {
 		}
 		return time.Since(t0)
 	}
+	// Bare with the scores written by ONNX Runtime into one buffer kept
+	// from run to run (RunInto), as the pipeline now does: no copy back.
+	var into []*runtime.Tensor
+	bareInto := func() time.Duration {
+		t0 := time.Now()
+		for _, b := range batches {
+			s := slices.Clone(shape)
+			s[0] = int64(len(b) / per)
+			if len(into) > 0 && into[0].Shape[0] != s[0] {
+				into = nil // another batch size
+			}
+			outs, err := bareSess.RunInto(into, runtime.NewFloat32(s, b))
+			if err != nil {
+				log.Fatal(err)
+			}
+			into = outs
+		}
+		return time.Since(t0)
+	}
 	// The model alone as the pipeline runs it, on the same batches.
 	inferOnly := func() time.Duration {
 		t0 := time.Now()
 		for _, b := range batches {
-			if _, err := seg.Infer(b, len(b)/per, pipeline.Shape{3, int(shape[2]), int(shape[3])}); err != nil {
+			outs, err := seg.Infer(b, len(b)/per, pipeline.Shape{3, int(shape[2]), int(shape[3])})
+			if err != nil {
 				log.Fatal(err)
+			}
+			for _, o := range outs { // as the pipeline does once an image is finished
+				if o.Release != nil {
+					o.Release()
+				}
 			}
 		}
 		return time.Since(t0)
@@ -154,15 +181,17 @@ func main() {
 		return rep.Elapsed
 	}
 	bare() // warm-up: first runs allocate ORT's arena
+	bareInto()
 	inferOnly()
-	var tb, tf, ti []time.Duration
+	var tb, tbi, tf, ti []time.Duration
 	for r := 0; r < *runs; r++ { // interleaved so load drifts hit all alike
 		tb = append(tb, bare())
+		tbi = append(tbi, bareInto())
 		ti = append(ti, inferOnly())
 		tf = append(tf, full())
 	}
 	report(result{paths: len(paths), batch: *batch, device: seg.Session.Device, runs: *runs, model: *modelPath,
-		jpeg: *useJPEG, threads: *threads, shape: shape, bare: median(tb), full: median(tf), infer: median(inferTimes),
+		jpeg: *useJPEG, threads: *threads, shape: shape, bare: median(tb), bareInto: median(tbi), full: median(tf), infer: median(inferTimes),
 		inferOnly: median(ti), labelsInGraph: seg.LabelsInGraph()}, *asJSON)
 }
 
@@ -205,6 +234,7 @@ type result struct {
 	jpeg, labelsInGraph         bool
 	shape                       []int64
 	bare, full, infer           time.Duration
+	bareInto                    time.Duration // bare, the outputs written into buffers kept from run to run
 	inferOnly                   time.Duration // Segmenter.Infer alone on the prepared batches
 }
 
@@ -222,6 +252,9 @@ func report(r result, asJSON bool) {
 			// graph where labels_in_graph), on the bare loop's batches.
 			"inference_s": r.inferOnly.Seconds(), "inference_images_per_s": float64(r.paths) / r.inferOnly.Seconds(),
 			"labels_in_graph": r.labelsInGraph,
+			// Bare with its outputs written into buffers kept from run
+			// to run (RunInto), no copy back to Go.
+			"bare_into_s": r.bareInto.Seconds(), "segtune_over_bare_into": mf.Seconds()/r.bareInto.Seconds() - 1,
 		})
 		return
 	}
@@ -231,13 +264,14 @@ func report(r result, asJSON bool) {
 	}
 	fmt.Printf("images %d (%s), batch %d, %dx%d, runs %d, ONNX Runtime threads %d\n", r.paths, format, r.batch, r.shape[3], r.shape[2], r.runs, r.threads)
 	fmt.Printf("bare ONNX Runtime   %8.2f s  %6.2f images/s  (the model's scores back to Go)\n", mb.Seconds(), float64(r.paths)/mb.Seconds())
+	fmt.Printf("bare, into a buffer %8.2f s  %6.2f images/s  (RunInto: the scores written into one buffer kept from run to run)\n", r.bareInto.Seconds(), float64(r.paths)/r.bareInto.Seconds())
 	where := "on the host"
 	if r.labelsInGraph {
 		where = "in the graph"
 	}
 	fmt.Printf("segtune inference   %8.2f s  %6.2f images/s  (Segmenter.Infer alone, arg-max %s)\n", r.inferOnly.Seconds(), float64(r.paths)/r.inferOnly.Seconds(), where)
 	fmt.Printf("segtune pipeline    %8.2f s  %6.2f images/s\n", mf.Seconds(), float64(r.paths)/mf.Seconds())
-	fmt.Printf("overhead            %+7.1f %%\n", 100*(mf.Seconds()/mb.Seconds()-1))
+	fmt.Printf("overhead            %+7.1f %%  (against bare into a buffer %+.1f %%)\n", 100*(mf.Seconds()/mb.Seconds()-1), 100*(mf.Seconds()/r.bareInto.Seconds()-1))
 	fmt.Printf("  inside inference  %+7.1f %%  (the pipeline's time in Infer against bare: codecs competing for the cores)\n", 100*(r.infer.Seconds()/mb.Seconds()-1))
 }
 

@@ -67,6 +67,9 @@ type Output struct {
 	// Meta, if set, is Infer's own per-item result for Finish (e.g. a
 	// label map already reduced from scores).
 	Meta any
+	// Release, if set, is called once Finish is done with the output:
+	// Data's memory goes back to Infer for a later batch.
+	Release func()
 }
 
 // Config tunes the pipeline.
@@ -265,16 +268,26 @@ func (r *runner) record(path string, err error) {
 	r.mu.Unlock()
 }
 
+// ahead is how many prepared items may wait for the batch loop (in the
+// ready channel, or held by a prepare worker that cannot hand its item
+// over): one batch, so that the next batch is prepared while one runs, or
+// one item a worker if there are more workers. Each is a whole input
+// tensor (12 MiB for a 1024² image): two batches queued besides the
+// workers' held five such tensors at batch 1 on two cores.
+func (c Config) ahead() int {
+	return max(c.Batch, c.PrepareWorkers)
+}
+
 // startPrepare starts the prepare workers, in parallel, and the feeder of
-// paths; a bounded channel keeps at most a couple of batches decoded
-// ahead of the model.
+// paths; the ready channel and the workers hold at most cfg.ahead()
+// prepared items.
 func (r *runner) startPrepare(paths iter.Seq2[string, error]) <-chan prepared {
 	type job struct {
 		index int
 		path  string
 	}
 	jobs := make(chan job)
-	ready := make(chan prepared, 2*r.cfg.Batch)
+	ready := make(chan prepared, r.cfg.ahead()-r.cfg.PrepareWorkers)
 	var prepWG sync.WaitGroup
 	for w := 0; w < r.cfg.PrepareWorkers; w++ {
 		prepWG.Add(1)
@@ -328,7 +341,11 @@ func (r *runner) startFinish() {
 		go func() {
 			defer r.finWG.Done()
 			for f := range r.results {
-				r.record(f.path, r.st.Finish(f.path, f.Prepared, f.output))
+				err := r.st.Finish(f.path, f.Prepared, f.output)
+				if f.output.Release != nil {
+					f.output.Release()
+				}
+				r.record(f.path, err)
 			}
 		}()
 	}
@@ -477,13 +494,12 @@ func (r *runner) infer(items []prepared, stack *[]float32) error {
 const FixBatches = "lower {batch}, or {size}/{scale}"
 
 // checkMemory estimates what batches of shape take, the pipeline's own
-// buffers (a batch being gathered, two queued, one more for each further
-// batch in flight, one per prepare worker) included, and refuses them over
-// the memory limit.
+// buffers (a batch being gathered, the batches in flight, the items
+// prepared ahead) included, and refuses them over the memory limit.
 func checkMemory(st Stages, cfg Config, shape Shape) error {
 	per := memlimit.Product(int64(shape[0]), int64(shape[1]), int64(shape[2]), 4)
 	inFlight := max(cfg.InFlight, 1)
-	total := memlimit.Product(int64((2+inFlight)*cfg.Batch+cfg.PrepareWorkers), per)
+	total := memlimit.Product(int64((1+inFlight)*cfg.Batch+cfg.ahead()), per)
 	if st.Estimate != nil {
 		total = satAdd(total, memlimit.Product(int64(inFlight), st.Estimate(cfg.Batch, shape)))
 	}

@@ -449,3 +449,107 @@ func TestTwoBatchesInFlight(t *testing.T) {
 		}
 	}
 }
+
+// While a batch runs, no more than Config.ahead() items are prepared
+// ahead of it (each is a whole input tensor: on a 1024² model the old
+// two batches plus one per worker held five 12 MiB tensors at batch 1),
+// and yet the whole next batch is, so that preparing overlaps the run.
+func TestPreparedAheadIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		cfg Config
+		// held: items in the running batches, and with more than one in
+		// flight, the batch gathered and waiting for a run to end.
+		held, ahead int
+	}{
+		{Config{Batch: 1, PrepareWorkers: 2}, 1, 2},
+		{Config{Batch: 1, PrepareWorkers: 4}, 1, 4},
+		{Config{Batch: 3, PrepareWorkers: 1}, 3, 3},
+		{Config{Batch: 2, PrepareWorkers: 1, InFlight: 2}, 2*2 + 2, 2},
+	} {
+		var paths []string
+		for i := range 40 {
+			paths = append(paths, fmt.Sprint(i))
+		}
+		var prepared atomic.Int64
+		release := make(chan struct{})
+		var once sync.Once
+		st := Stages{
+			Prepare: func(string) (Prepared, error) {
+				prepared.Add(1)
+				return Prepared{Input: []float32{1}, Shape: Shape{1, 1, 1}}, nil
+			},
+			Infer: func(_ []float32, n int, _ Shape) ([]Output, error) {
+				<-release // every batch waits until the count is read
+				return make([]Output, n), nil
+			},
+			Finish: func(string, Prepared, Output) error { return nil },
+		}
+		done := make(chan struct{})
+		go func() {
+			Run(paths, st, c.cfg)
+			close(done)
+		}()
+		want := int64(c.held + c.ahead)
+		deadline := time.Now().Add(10 * time.Second)
+		for prepared.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // room for any more to be prepared
+		if got := prepared.Load(); got != want {
+			t.Errorf("%+v: %d items prepared while the first batches ran, want %d (%d held, %d ahead)", c.cfg, got, want, c.held, c.ahead)
+		}
+		once.Do(func() { close(release) })
+		<-done
+	}
+}
+
+// Release is called once for each output, after its Finish returned.
+func TestOutputsAreReleasedAfterFinish(t *testing.T) {
+	var paths []string
+	for i := range 9 {
+		paths = append(paths, fmt.Sprint(i))
+	}
+	var released sync.Map // item → *atomic.Int32
+	var early atomic.Int32
+	st := Stages{
+		Prepare: func(p string) (Prepared, error) {
+			var i int
+			fmt.Sscan(p, &i)
+			return Prepared{Input: []float32{float32(i)}, Shape: Shape{1, 1, 1}, Meta: i}, nil
+		},
+		Infer: func(b []float32, n int, _ Shape) ([]Output, error) {
+			out := make([]Output, n)
+			for i := range out {
+				count := new(atomic.Int32)
+				released.Store(int(b[i]), count)
+				out[i] = Output{Data: []float32{b[i]}, Release: func() { count.Add(1) }}
+			}
+			return out, nil
+		},
+		Finish: func(_ string, p Prepared, _ Output) error {
+			if v, _ := released.Load(p.Meta.(int)); v.(*atomic.Int32).Load() != 0 {
+				early.Add(1)
+			}
+			if p.Meta.(int) == 4 {
+				return errors.New("disk full") // released all the same
+			}
+			return nil
+		},
+	}
+	rep, err := Run(paths, st, Config{Batch: 2})
+	if err != nil || len(rep.Failures) != 1 {
+		t.Fatal(err, rep.Failures)
+	}
+	if early.Load() != 0 {
+		t.Errorf("%d outputs released before their Finish", early.Load())
+	}
+	for i := range 9 {
+		n := int32(-1) // never run
+		if v, ok := released.Load(i); ok {
+			n = v.(*atomic.Int32).Load()
+		}
+		if n != 1 {
+			t.Errorf("item %d: output released %d times, want once", i, n)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package inference
+
+import (
+	"testing"
+
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/models/contract"
+	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime"
+)
+
+// A remembered scores' shape that no longer holds (a model whose output
+// size changed for the same input) costs one more run, not the image: the
+// run is made again without a buffer, and the shape learnt anew.
+func TestStaleScoreShapeIsRunAgain(t *testing.T) {
+	testassets.RequireORT(t)
+	b := &onnx.Builder{}
+	w := make([]float32, 2*3)
+	for i := range w {
+		w[i] = float32(i) - 2.5
+	}
+	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, w))
+	b.Emit("Conv", "conv", []string{"input", wt}, []string{"logits"})
+	f32 := onnx.Float32
+	model, err := onnx.NewModel(b.Graph("conv",
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
+		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("logits", f32, "n", 2, "h", "w")}), 17).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Parse(model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(model, ct, imageio.Preprocess{Height: 8, Width: 8}, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := [4]int64{1, 3, 8, 8}
+	if s.knownScoreShape(key[:]) == nil {
+		t.Fatal("the probe did not learn the scores' shape")
+	}
+	s.learnScoreShape(key[:], []int64{1, 2, 4, 4}) // stale
+	in := make([]float32, 3*8*8)
+	for i := range in {
+		in[i] = float32(i % 7)
+	}
+	outs, err := s.Infer(in, 1, pipeline.Shape{3, 8, 8})
+	if err != nil {
+		t.Fatalf("a stale shape failed the image: %v", err)
+	}
+	if outs[0].Release != nil || len(outs[0].Data) != 2*8*8 {
+		t.Fatalf("the run again gave %d values (pooled %v)", len(outs[0].Data), outs[0].Release != nil)
+	}
+	if got := s.knownScoreShape(key[:]); len(got) != 4 || got[2] != 8 {
+		t.Fatalf("the shape was not learnt again: %v", got)
+	}
+	if outs, err = s.Infer(in, 1, pipeline.Shape{3, 8, 8}); err != nil || outs[0].Release == nil {
+		t.Fatalf("the next run did not use a pooled buffer: %v", err)
+	}
+}
