@@ -3,7 +3,6 @@ package finetune
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/onnx/grad"
@@ -70,13 +69,4 @@ func resolveClassWeights(spec string, train *data.Dataset) ([]float64, error) {
 		return nil, fmt.Errorf("%d class weights for the training set's %d classes", len(w), train.NumClasses())
 	}
 	return w, nil
-}
-
-// formatWeights prints weights for the log.
-func formatWeights(w []float64) string {
-	s := make([]string, len(w))
-	for i, v := range w {
-		s[i] = fmt.Sprintf("%.4g", v)
-	}
-	return strings.Join(s, ", ")
 }

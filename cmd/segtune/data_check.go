@@ -35,11 +35,11 @@ func dataCheckCommand() *cli.Command {
 			"is named as a problem.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`, Destination: &o.labelMap},
+			labelMapFlag(&o.labelMap, `remap mask labels first, e.g. "cityscapes" or "9,10:1;11:255;*:0"`),
 			maskPaletteFlag(&o.maskPalette),
 			&cli.IntFlag{Name: "classes", Usage: "number of classes: mask values at or above it (other than --ignore) are named (default: the largest value seen + 1)", Destination: &o.check.NumClasses},
 			&cli.IntFlag{Name: "ignore", Value: o.check.Ignore, Usage: "mask label that is no class", Destination: &o.check.Ignore},
-			&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &o.classNames},
+			classNamesFlag(&o.classNames, "comma-separated class names for the report"),
 			jsonFlag(&o.json),
 		}, dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataCheck(c, o) },
@@ -93,7 +93,7 @@ func dataConvertCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/", Destination: &o.out},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			labelMapFlag(&o.labelMap, `remap mask labels on the way, e.g. "cityscapes"`),
 			maskPaletteFlag(&o.maskPalette),
 		}, dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataConvert(c, o) },

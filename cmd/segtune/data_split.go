@@ -31,7 +31,7 @@ func dataSplitCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)", Destination: &o.out},
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
-			&cli.StringFlag{Name: "label-map", Usage: `remap mask labels on the way, e.g. "cityscapes"`, Destination: &o.labelMap},
+			labelMapFlag(&o.labelMap, `remap mask labels on the way, e.g. "cityscapes"`),
 			maskPaletteFlag(&o.maskPalette),
 		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataSplit(c, o, vs, lists) },

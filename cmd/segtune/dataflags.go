@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -142,16 +140,6 @@ func dataExit(err error) error {
 		return cli.Exit(fmt.Sprintf("--data: %v", err), 1)
 	}
 	return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-}
-
-// setFlags sets flags to values, in a stable order.
-func setFlags(c *cli.Context, values map[string]string) error {
-	for _, k := range slices.Sorted(maps.Keys(values)) {
-		if err := c.Set(k, values[k]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // openFinetuneData reads --data for finetune: the training split (--split,

@@ -76,10 +76,10 @@ func exportFlags(o *exportOptions) []cli.Flag {
 		&cli.StringFlag{Name: "check-masks", Usage: "masks of --check-images (same base names): score both models' IoU", Destination: &s.CheckMasks},
 		&cli.IntFlag{Name: "check-count", Value: def.CheckCount, Usage: "compare on this many images, spread over the folder (0: all)", Destination: &s.CheckCount},
 		&cli.Float64Flag{Name: "min-agreement", DefaultText: "0.999 fp32, 0.99 fp16, 0.95 int8", Usage: "refuse to write a model whose predictions agree with the float model's on a smaller share of pixels", Destination: &s.MinAgreement},
-		&cli.StringFlag{Name: "label-map", Usage: `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`, Destination: &o.LabelMap},
+		labelMapFlag(&o.LabelMap, `with --check-masks: remap mask labels to model classes, e.g. "9,10:1;11:255;*:0"`),
 		maskPaletteFlag(&o.MaskPalette),
 		&cli.IntFlag{Name: "ignore", Value: evaluate.DefaultIgnore, Usage: "with --check-masks: mask label left out of scoring", Destination: &s.Ignore},
-		&cli.StringFlag{Name: "class-names", Usage: "comma-separated class names for the report", Destination: &s.ClassNames},
+		classNamesFlag(&s.ClassNames, "comma-separated class names for the report"),
 	}, sessionFlags(&o.Session), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON on stdout", Destination: &o.JSON}})
 }
 
