@@ -21,9 +21,9 @@ var configCommands = map[string]bool{"finetune": true, "segment": true, "eval": 
 // maxConfigBytes bounds a --config file: flag values, not data.
 const maxConfigBytes = 1 << 20
 
-// configFlag is command's --config; its example names only flags the
-// command has.
-func configFlag(command string) cli.Flag {
+// configFlag is command's --config into path; its example names only
+// flags the command has.
+func configFlag(command string, path *string) cli.Flag {
 	example, replay := "`mean: [0.485, 0.456, 0.406]`", ""
 	if command == "finetune" {
 		example = "`lr: 3e-4` or " + example
@@ -31,7 +31,7 @@ func configFlag(command string) cli.Flag {
 	}
 	return &cli.StringFlag{Name: "config", Usage: "read flag values from `FILE`: YAML or JSON, flag names to values " +
 		"(e.g. " + example + "); flags on the command line win; paths are read as on the " +
-		"command line, against the working directory." + replay}
+		"command line, against the working directory." + replay, Destination: path}
 }
 
 // installConfigFiles gives the commands of configCommands a --config flag
@@ -43,10 +43,10 @@ func installConfigFiles(cmds []*cli.Command) {
 		if !configCommands[cmd.Name] {
 			continue
 		}
-		cmd.Flags = append(cmd.Flags, configFlag(cmd.Name))
+		path := configPath(cmd)
 		required := cliflag.Unrequire(cmd.Flags)
 		cliflag.Before(cmd, func(c *cli.Context) error {
-			if err := applyConfigFile(c); err != nil {
+			if err := applyConfigFile(c, *path); err != nil {
 				return err
 			}
 			return cliflag.Require(c, required...) // the parser's check, after the file
@@ -54,10 +54,22 @@ func installConfigFiles(cmds []*cli.Command) {
 	}
 }
 
-// readConfigFile reads --config's file into flag names and values; nil
-// without --config.
-func readConfigFile(c *cli.Context) (map[string]any, []byte, error) {
-	path := c.String("config")
+// configPath is where cmd's --config goes: its own flag's value (finetune
+// reads it again for a recorded run), else a flag added here.
+func configPath(cmd *cli.Command) *string {
+	for _, f := range cmd.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "config" {
+			return sf.Destination
+		}
+	}
+	path := new(string)
+	cmd.Flags = append(cmd.Flags, configFlag(cmd.Name, path))
+	return path
+}
+
+// readConfigFile reads --config's file at path into flag names and values;
+// nil without --config.
+func readConfigFile(path string) (map[string]any, []byte, error) {
 	if path == "" {
 		return nil, nil, nil
 	}
@@ -75,12 +87,11 @@ func readConfigFile(c *cli.Context) (map[string]any, []byte, error) {
 // applyConfigFile sets each flag that --config's file names and the
 // command line does not (cliflag.Apply). A run's config.json given to
 // finetune is left to recordedRun.
-func applyConfigFile(c *cli.Context) error {
-	settings, b, err := readConfigFile(c)
+func applyConfigFile(c *cli.Context, path string) error {
+	settings, b, err := readConfigFile(path)
 	if settings == nil || err != nil {
 		return err
 	}
-	path := c.String("config")
 	if c.Command.Name == "finetune" && finetune.IsRecordedRun(settings) {
 		_, err := parseRecordedRun(path, b)
 		return err
@@ -153,18 +164,18 @@ func parseRecordedRun(path string, b []byte) (*finetune.Config, error) {
 // (finetune.RepeatInputs: given are the keys it gives), so that the flags
 // make a complete configuration; finetune.Repeat then keeps the recorded
 // settings of every flag not given.
-func recordedRun(c *cli.Context, given []string, resume bool) (*finetune.Config, error) {
-	settings, b, err := readConfigFile(c)
+func recordedRun(c *cli.Context, path string, given []string, resume bool) (*finetune.Config, error) {
+	settings, b, err := readConfigFile(path)
 	if err != nil || !finetune.IsRecordedRun(settings) {
 		return nil, err
 	}
-	rec, err := parseRecordedRun(c.String("config"), b)
+	rec, err := parseRecordedRun(path, b)
 	if err != nil {
 		return nil, err
 	}
 	inputs, err := rec.RepeatInputs(given, resume)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--config %s: %v", c.String("config"), err), 2)
+		return nil, cli.Exit(fmt.Sprintf("--config %s: %v", path, err), 2)
 	}
 	for key, v := range inputs {
 		if err := c.Set(flagOf(key)[2:], v); err != nil {

@@ -40,6 +40,7 @@ type finetuneFlags struct {
 	classes                   int
 	momentum, weightDecay     float64
 	resume, noFlip, asJSON    bool
+	configPath                string // --config: flag values, or a run's config.json to repeat
 }
 
 // dataFolders are finetune's data flags: --data, or the four folders.
@@ -84,7 +85,8 @@ func finetuneCommand() *cli.Command {
 			"the model and --data. --resume needs the same P. Without --threads, the processes on one\n" +
 			"machine share its cores.",
 		Flags: slices.Concat(f.dataFlags(), f.trainingFlags(), dataLayoutFlags(&f.layout, "--data"), valSplitFlags(&f.valSplit, "val-split", valSplitUsage), regularizerFlags(&f.reg),
-			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-")),
+			preprocessFlags(&f.pre), photometricFlags(&cfg.Augment.Photometric), geometricFlags(&cfg.Augment.Geometric), denseFlags(&f.valDense, "val-"),
+			[]cli.Flag{configFlag("finetune", &f.configPath)}),
 		Action: f.run,
 	}
 }
@@ -231,7 +233,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 // checked before any work.
 func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 	given := givenKeys(c.LocalFlagNames(), finetune.RunSettings()) // before a recorded run's flags are set
-	rec, err := recordedRun(c, given, f.resume)
+	rec, err := recordedRun(c, f.configPath, given, f.resume)
 	if err != nil {
 		return finetune.Config{}, err
 	}
