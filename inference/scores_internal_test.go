@@ -66,3 +66,51 @@ func TestStaleScoreShapeIsRunAgain(t *testing.T) {
 		t.Fatalf("the next run did not use a pooled buffer: %v", err)
 	}
 }
+
+// A batch whose pooled scores fail Infer's checks (here non-finite) gives
+// the buffer back for the next run, and leaves none held.
+func TestFailedBatchGivesItsScoresBack(t *testing.T) {
+	testassets.RequireORT(t)
+	b := &onnx.Builder{}
+	w := make([]float32, 2*3)
+	for i := range w {
+		w[i] = float32(i) - 2.5
+	}
+	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, w))
+	b.Emit("Conv", "conv", []string{"input", wt}, []string{"raw"})
+	b.Emit("Sqrt", "sqrt", []string{"raw"}, []string{"logits"}) // NaN where the conv is negative
+	f32 := onnx.Float32
+	model, err := onnx.NewModel(b.Graph("conv",
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("input", f32, 1, 3, 8, 8)},
+		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("logits", f32, 1, 2, 8, 8)}), 17).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Parse(model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(model, ct, imageio.Preprocess{Height: 8, Width: 8}, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make([]float32, 3*8*8)
+	for i := range in {
+		in[i] = 1 // conv: -2.5-1.5-0.5 < 0 for the first class
+	}
+	kept := len(s.scores.kept)
+	if kept == 0 {
+		t.Fatal("the probe left no scores buffer to reuse")
+	}
+	if _, err := s.Infer(in, 1, pipeline.Shape{3, 8, 8}); err == nil {
+		t.Fatal("non-finite scores were accepted")
+	}
+	if got := len(s.scores.kept); got != kept || s.ScoresHeld() != 0 {
+		t.Fatalf("after a failed batch %d buffers kept (want %d), %d held", got, kept, s.ScoresHeld())
+	}
+}

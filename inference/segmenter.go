@@ -51,6 +51,7 @@ type Segmenter struct {
 	// twice, 8 MB of fresh pages each for a 1024² two-class map. One
 	// shape is kept, so that images of ever new sizes hold nothing.
 	scores     buffers
+	scoresHeld atomic.Int64 // pooled score buffers with outputs not all released
 	lastScores struct {
 		sync.Mutex
 		dims  [4]int64
@@ -377,7 +378,7 @@ func (s *Segmenter) RunEstimate(n int, shape pipeline.Shape) int64 {
 
 // Infer runs one batch of n items and splits the output into per-item
 // views (see pipeline.Stages.Infer).
-func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipeline.Output, error) {
+func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) (_ []pipeline.Output, err error) {
 	per := shape[0] * shape[1] * shape[2]
 	rows := n
 	if s.FixedBatch > 0 {
@@ -398,10 +399,17 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 		return s.graphOutputs(outs, n, rows, shape[1], shape[2])
 	}
 	o := outs[s.output]
+	if pooled { // from here on, a failed batch gives its buffer back
+		defer func() {
+			if err != nil {
+				s.scores.put(o.Float32)
+			}
+		}()
+	}
 	if len(o.Shape) < 3 || int(o.Shape[0]) != rows {
 		return nil, fmt.Errorf("model output has shape %v for a batch of %d", o.Shape, rows)
 	}
-	if err := s.Contract.CheckRun(o.Shape, shape[1], shape[2]); err != nil {
+	if err = s.Contract.CheckRun(o.Shape, shape[1], shape[2]); err != nil {
 		return nil, err
 	}
 	flat := o.Float32
@@ -415,7 +423,7 @@ func (s *Segmenter) Infer(batch []float32, n int, shape pipeline.Shape) ([]pipel
 	if s.Contract.Kind != contract.Labels {
 		// The batch's own rows, not the blank padding: a failed batch is
 		// retried image by image, which names the image.
-		if err := s.Contract.CheckFinite(flat[:n*size]); err != nil {
+		if err = s.Contract.CheckFinite(flat[:n*size]); err != nil {
 			return nil, err
 		}
 	}
@@ -484,12 +492,20 @@ func (s *Segmenter) learnScoreShape(dims, shape []int64) {
 func (s *Segmenter) releaser(buf []float32, n int) func() {
 	var left atomic.Int32
 	left.Store(int32(n))
+	s.scoresHeld.Add(1)
 	return func() {
 		if left.Add(-1) == 0 {
+			s.scoresHeld.Add(-1)
 			s.scores.put(buf)
 		}
 	}
 }
+
+// ScoresHeld is how many pooled score buffers are out: handed to outputs
+// (pipeline.Output.Release) not all released yet. Once every output is
+// done with it is 0; a caller that forgets Release leaves it above, and
+// each later image then allocates a fresh buffer.
+func (s *Segmenter) ScoresHeld() int { return int(s.scoresHeld.Load()) }
 
 // graphOutputs splits a label graph's outputs for a batch of n images (rows
 // with the padding) of h×w into per-item label maps (Output.Meta), after

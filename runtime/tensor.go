@@ -87,18 +87,23 @@ func (t *Tensor) ortValue() (ort.Value, error) {
 	return nil, fmt.Errorf("tensor of shape %v has no data", t.Shape)
 }
 
-// fromOrt copies an ONNX Runtime output into Go memory.
+// fromOrt turns an output Run allocated (an output given no value) into a
+// Tensor. onnxruntime_go has already copied ONNX Runtime's memory into a Go
+// slice of its own (NewTensor over make) and released the C value, so that
+// slice is handed over as it is, not copied a second time: the value
+// wraps, but does not own, it, and the caller Destroys the value only.
+// Element types the Tensor has no field for are converted.
 func fromOrt(v ort.Value) (*Tensor, error) {
 	shape := []int64(v.GetShape().Clone())
 	switch x := v.(type) {
 	case *ort.Tensor[float32]:
-		return &Tensor{Shape: shape, Float32: append([]float32(nil), x.GetData()...)}, nil
+		return &Tensor{Shape: shape, Float32: x.GetData()}, nil
 	case *ort.Tensor[float64]:
-		return &Tensor{Shape: shape, Float64: append([]float64(nil), x.GetData()...)}, nil
+		return &Tensor{Shape: shape, Float64: x.GetData()}, nil
 	case *ort.Tensor[int64]:
-		return &Tensor{Shape: shape, Int64: append([]int64(nil), x.GetData()...)}, nil
+		return &Tensor{Shape: shape, Int64: x.GetData()}, nil
 	case *ort.Tensor[uint8]:
-		return &Tensor{Shape: shape, Uint8: append([]uint8(nil), x.GetData()...)}, nil
+		return &Tensor{Shape: shape, Uint8: x.GetData()}, nil
 	case *ort.Tensor[int32]:
 		d := x.GetData()
 		out := make([]int64, len(d))

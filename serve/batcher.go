@@ -68,7 +68,12 @@ func (b *batcher) submit(ctx context.Context, item pipeline.Prepared) (pipeline.
 		return r.out, r.err
 	case <-ctx.Done():
 		released := make(chan struct{})
-		go func() { <-j.done; close(released) }()
+		go func() {
+			if r := <-j.done; r.out.Release != nil { // the batcher ran it after all
+				r.out.Release()
+			}
+			close(released)
+		}()
 		return pipeline.Output{}, &abandonedError{cause: context.Cause(ctx), done: released}
 	}
 }

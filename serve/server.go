@@ -300,6 +300,11 @@ func (s *Server) answer(ctx context.Context, w *answerWriter, r *http.Request, s
 	case err != nil:
 		return fail(http.StatusInternalServerError, "running the model: %v", err)
 	}
+	if out.Release != nil {
+		// The scores' buffer goes back for a later request's run once the
+		// answer is written, as segment's pipeline gives it back after Finish.
+		defer out.Release()
+	}
 	labels, err := s.seg.Labels(item, out)
 	if err != nil {
 		return fail(http.StatusInternalServerError, "%v", err)
