@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/imageio/annot"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
-	"github.com/segtune/segtune/inference/pipeline"
 	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
@@ -116,7 +115,7 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 		}
 		notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(r.exp.Formats, ", "), r.out.Path(""))
 	}
-	return reportSegment(folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard), o.JSON)
+	return folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard).Print(printer(o.JSON))
 }
 
 // prepareSegment checks segment's flags and lists its work before the
@@ -170,22 +169,6 @@ func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error)
 	return r, err
 }
 
-// reportSegment prints a run's summary, as JSON or text, and exits 1 if
-// any image failed.
-func reportSegment(sum folder.Summary, asJSON bool) error {
-	var err error
-	if asJSON {
-		err = printJSON(os.Stdout, sum)
-	} else {
-		printSkipped(sum.Failures)
-		err = sum.WriteText(os.Stdout)
-	}
-	if err == nil && sum.Failed > 0 {
-		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
-	}
-	return err
-}
-
 // segmentError is a listing error's exit: 1 for a folder without
 // images, else 2 (a folder or the outputs there refused); errors name
 // their flags.
@@ -198,13 +181,6 @@ func segmentError(err error) error {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return err
-}
-
-// printSkipped names on stderr the images a run could not process.
-func printSkipped(fs []pipeline.FailureRecord) {
-	for _, f := range fs {
-		fmt.Fprintf(os.Stderr, "segtune: skipped %s: %s\n", f.Path, f.Error)
-	}
 }
 
 // openModel opens the model at modelPath with opts
