@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -63,7 +64,7 @@ func (o *preprocessOptions) given(c *cli.Context) bool {
 // modelSettings are the settings to run the model at modelPath with:
 // what it brings (resolve.ModelSettings), a --preprocess file and the
 // preprocessing flags, in increasing precedence, with the layers they came
-// from; noteSettings says where they came from.
+// from, which it notes (resolve.Settings.WriteNotices).
 func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (resolve.Settings, error) {
 	flags, err := o.Sidecar()
 	if err != nil {
@@ -73,6 +74,6 @@ func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (res
 	if err != nil {
 		return resolve.Settings{}, err
 	}
-	noteSettings(c, modelPath, s, o.given(c))
+	s.WriteNotices(noticeWriter(c), os.Stderr, "segtune: ", modelPath, o.given(c), flagOf)
 	return s, nil
 }
