@@ -144,11 +144,8 @@ func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error)
 	}
 	r.settings = s.Sidecar
 	if o.Annotations != "" {
-		names := splitNames(o.ClassNames)
-		if names == nil {
-			names = r.settings.Classes
-		}
-		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: names, Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
+		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: splitNames(o.ClassNames), ModelClasses: r.settings.Classes,
+			Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
 		if r.exp, err = folder.PlanAnnotations(req, r.in, r.out); err != nil {
 			return r, cli.Exit(withFlagNames(err).Error(), 2)
 		}
