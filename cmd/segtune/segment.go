@@ -230,10 +230,10 @@ func (o *colourOptions) palette(settings imageio.Sidecar) (imageio.Palette, erro
 // denseOptions are what the dense-inference flags set, as
 // inference.ParseDense reads them.
 type denseOptions struct {
-	Tile, TTA    string
-	Overlap      float64
-	overlapGiven bool
-	prefix       string
+	Tile, TTA string
+	Overlap   float64
+	overlap   *float64 // &Overlap once the flag is given
+	prefix    string
 }
 
 // denseFlags bind segment's and eval's flags for sliding-window inference
@@ -249,7 +249,7 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: prefix + "tile", Usage: what("tile") + "run the model on HxW windows of the preprocessed image (with --resize none, of the image itself) and blend their scores", Category: category, Destination: &o.Tile},
 		&cli.Float64Flag{Name: prefix + "overlap", Value: o.Overlap, Usage: "fraction of a --" + prefix + "tile window shared with its neighbour, in [0, 1)", Category: category, Destination: &o.Overlap,
-			Action: func(*cli.Context, float64) error { o.overlapGiven = true; return nil }},
+			Action: func(*cli.Context, float64) error { o.overlap = &o.Overlap; return nil }},
 		&cli.StringFlag{Name: prefix + "tta", Usage: what("tta") + "test-time augmentation averaging scores: flip, scales=S1,S2,… or both (flip,scales=0.75,1,1.25)", Category: category, Destination: &o.TTA},
 	}
 }
@@ -257,11 +257,7 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 // dense is the dense inference the flags ask for (nil: none); each bad
 // value is refused naming its flag.
 func (o *denseOptions) dense() (*inference.Dense, error) {
-	var overlap *float64
-	if o.overlapGiven {
-		overlap = &o.Overlap
-	}
-	d, err := inference.ParseDense(o.Tile, overlap, o.TTA)
+	d, err := inference.ParseDense(o.Tile, o.overlap, o.TTA)
 	if err != nil { // its keys are the flags' without the prefix
 		return nil, setting.Rename(err, func(key string) string { return flagOf(o.prefix + key) })
 	}
