@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/atomicfile"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
@@ -189,4 +191,27 @@ func (e *Exported) Write() ([]string, error) {
 		return nil, err
 	}
 	return append(written, jsonPath, textPath), nil
+}
+
+// Finish prints e's report on w (as JSON with asJSON) and, when it passed
+// its check (checkErr, Export's, nil), writes it (Write) and says in text
+// what it wrote. An export that failed is refused naming {min_agreement}.
+func (e *Exported) Finish(w io.Writer, asJSON bool, checkErr error) error {
+	if asJSON {
+		js, err := e.Report.JSON()
+		if err != nil {
+			return err
+		}
+		w.Write(js)
+	} else {
+		e.Report.WriteText(w)
+	}
+	if checkErr != nil {
+		return setting.Messagef("%w ({min_agreement} sets the bar)", checkErr)
+	}
+	written, err := e.Write()
+	if err == nil && !asJSON {
+		fmt.Fprintln(w, e.Summary(written))
+	}
+	return err
 }

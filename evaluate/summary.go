@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/segtune/segtune/internal/report"
 	"github.com/segtune/segtune/metrics"
 )
 
@@ -85,4 +86,10 @@ func (s Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%-9s  %+.4f  (large − small)\n", "size gap", *s.SizeGap)
 	}
 	fmt.Fprintf(w, "%d images scored in %.1fs on %s\n", s.Images-s.Failed, s.Seconds, s.Device)
+}
+
+// Print prints the summary with p: an error when any image failed.
+func (s Summary) Print(p report.Printer) error {
+	text := func(w io.Writer) error { s.WriteText(w); return nil }
+	return p.Write(s, report.Run{Images: s.Images, Failed: s.Failed, Failures: s.Failures, Text: text})
 }

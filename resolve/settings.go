@@ -1,6 +1,9 @@
 package resolve
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/setting"
@@ -84,4 +87,24 @@ func (s Settings) Notices(modelPath string, given bool) []error {
 			modelPath, imageio.ContractKey, imageio.SidecarPath(modelPath)))
 	}
 	return out
+}
+
+// MetadataWarning is the warning that a model's embedded settings, err,
+// are unusable and ignored.
+func MetadataWarning(err error) string {
+	return fmt.Sprintf("warning: %v; ignoring the model's embedded settings (a sidecar or flags set them; "+
+		"`segtune export` writes them anew)", err)
+}
+
+// WriteNotices writes on w, a line each led by prefix, where s, the
+// settings of the model at modelPath, come from (Notices, their settings
+// called name(key)); and on warn, wherever w goes, that the model's
+// embedded settings are unusable.
+func (s Settings) WriteNotices(w, warn io.Writer, prefix, modelPath string, given bool, name func(key string) string) {
+	if s.MetadataErr != nil {
+		fmt.Fprintln(warn, prefix+MetadataWarning(s.MetadataErr))
+	}
+	for _, n := range s.Notices(modelPath, given) {
+		fmt.Fprintln(w, prefix+setting.Rename(n, name).Error())
+	}
 }

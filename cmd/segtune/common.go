@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	progressui "github.com/segtune/segtune/internal/progress"
+	"github.com/segtune/segtune/internal/report"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -96,10 +96,11 @@ func progress(c *cli.Context, total int, what string) *progressbar.ProgressBar {
 	return progressui.Items(total, what, progressui.Shown(globals(c).Quiet))
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func printJSON(w io.Writer, v any) error { return report.JSON(w, v) }
+
+// printer prints a run's summary on stdout, its failures on stderr.
+func printer(asJSON bool) report.Printer {
+	return report.Printer{Out: os.Stdout, Err: os.Stderr, Prefix: "segtune: ", JSON: asJSON}
 }
 
 // notef prints a notice on stderr unless --quiet.

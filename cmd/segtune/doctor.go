@@ -1,13 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/cmd/segtune/doctor"
-	"github.com/segtune/segtune/cmd/segtune/doctor/placement"
 )
 
 func doctorCommand() *cli.Command {
@@ -30,16 +28,8 @@ func doctorCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			r := doctor.Run(globals(c).ORTLib, flagOf)
-			if r.LoadErr != nil {
-				r.ORTError = withFlagNames(r.LoadErr).Error()
-			}
 			if model != "" {
-				var h, w int64
-				if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil && r.CUDAReady {
-					r.Model = &placement.Report{Path: model, Errors: []string{"bad --size " + size}}
-				} else {
-					r.Place(model, h, w)
-				}
+				r.Place(model, size, flagOf)
 			}
 			if asJSON {
 				return printJSON(os.Stdout, r)

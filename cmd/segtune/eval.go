@@ -259,18 +259,7 @@ func printEvalSummary(c *cli.Context, confusion string, asJSON bool, sum evaluat
 		}
 		notef(c, "segtune: wrote the confusion matrix to %s", confusion)
 	}
-	if asJSON {
-		if err := printJSON(os.Stdout, sum); err != nil {
-			return err
-		}
-	} else {
-		printSkipped(sum.Failures)
-		sum.WriteText(os.Stdout)
-	}
-	if sum.Failed > 0 {
-		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
-	}
-	return nil
+	return sum.Print(printer(asJSON))
 }
 
 func evalMergeCommand() *cli.Command {

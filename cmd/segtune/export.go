@@ -105,23 +105,7 @@ func runExport(c *cli.Context, o *exportOptions) error {
 	if exp.Unchecked {
 		notef(c, "segtune: export: the model runs on none of the synthetic check images' sizes; only its loading was checked (--check-images checks it on yours)")
 	}
-	if o.JSON {
-		js, jerr := exp.Report.JSON()
-		if jerr != nil {
-			return jerr
-		}
-		os.Stdout.Write(js)
-	} else {
-		exp.Report.WriteText(os.Stdout)
-	}
-	if err != nil {
-		return cli.Exit(err.Error()+" (--min-agreement sets the bar)", 1)
-	}
-	written, err := exp.Write()
-	if err == nil && !o.JSON {
-		fmt.Println(exp.Summary(written))
-	}
-	return err
+	return exp.Finish(os.Stdout, o.JSON, err)
 }
 
 // exportPlan loads the float model and plans its export, fed and read

@@ -166,7 +166,7 @@ func TestExportRefusesBelowMinAgreement(t *testing.T) {
 	out := filepath.Join(dir, "strict.onnx")
 	_, err := runCLI(t, "export", "--model", model, "--out", out, "--precision", "int8",
 		"--calibrate", filepath.Join(data, "images", "train"), "--calibrate-count", "2", "--calibrate-min-images", "2", "--per-tensor", "--min-agreement", "1")
-	if err == nil || !strings.Contains(err.Error(), "nothing written") {
+	if err == nil || !strings.Contains(err.Error(), "nothing written") || !strings.HasSuffix(err.Error(), " (--min-agreement sets the bar)") {
 		t.Fatalf("err = %v", err)
 	}
 	if strings.HasPrefix(err.Error(), "segtune:") { // main prefixes it once

@@ -6,9 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/evaluate/preprocsearch"
-	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/resolve"
@@ -68,7 +66,7 @@ func findPreprocessing(c *cli.Context, o *infoOptions, path string, asJSON bool)
 	if asJSON {
 		err = printJSON(os.Stdout, res)
 	} else {
-		printPreprocessingSearch(res)
+		res.WriteText(os.Stdout, flagOf)
 	}
 	if err != nil || !cfg.WriteSidecar {
 		return err
@@ -82,41 +80,18 @@ func findPreprocessing(c *cli.Context, o *infoOptions, path string, asJSON bool)
 }
 
 // searchRequest is the search of the model at path, whose own settings
-// are own, and its candidates: the current preprocessing (its fixed size
-// applied) and the others.
+// are own, and its candidates (preprocsearch.Config.Request).
 func searchRequest(c *cli.Context, o *infoOptions, path string, own imageio.Sidecar) (preprocsearch.Request, []preprocsearch.Candidate, error) {
-	settings := own
-	if settings.Preprocess == nil { // segtune's defaults
-		settings.Preprocess = &imageio.Preprocess{}
-	}
-	read, _, err := readMasks(o.LabelMap, o.MaskPalette)
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
 	if err != nil {
 		return preprocsearch.Request{}, nil, err
-	}
-	if read.Map != nil {
-		settings.LabelMap = read.Map
 	}
 	open := func(m string, s imageio.Sidecar) (*inference.Segmenter, error) {
 		return resolve.OpenSegmenter(m, s, resolve.SegmenterOptions{Session: sessionFor(c, o.Session)})
 	}
-	seg, err := open(path, settings)
-	if err != nil {
-		return preprocsearch.Request{}, nil, err
+	req, cands, err := o.Find.Request(path, own, masks, open)
+	req.Progress = func(done, total int, cand preprocsearch.Candidate) {
+		notef(c, "segtune: scoring %d/%d: %s", done+1, total, cand.Name)
 	}
-	current, ct := seg.Pre, seg.Contract
-	seg.Close()
-	req := preprocsearch.Request{Model: path, Settings: settings, Sample: o.Find.Sample, Open: open,
-		Options: evaluate.SetupOptions{Ignore: &o.Find.Ignore, MaskPalette: read.Palette},
-		Progress: func(done, total int, cand preprocsearch.Candidate) {
-			notef(c, "segtune: scoring %d/%d: %s", done+1, total, cand.Name)
-		}}
-	return req, preprocsearch.Candidates(current, ct.Height, ct.Width), nil
-}
-
-// printPreprocessingSearch prints the candidates best first, which tie
-// with the best, and the choice.
-func printPreprocessingSearch(res *preprocsearch.Result) {
-	t := &history.Table{Header: preprocsearch.TableHeader, Rows: res.TableRows()}
-	t.WriteTo(os.Stdout)
-	res.WriteVerdict(os.Stdout, flagOf)
+	return req, cands, err
 }

@@ -27,7 +27,7 @@ func parseGroup(t *testing.T, flags []cli.Flag, check func(c *cli.Context) error
 func TestPreprocessFlagsBindIntoImageio(t *testing.T) {
 	var o preprocessOptions
 	var got imageio.Sidecar
-	err := parseGroup(t, preprocessFlags(&o), func(c *cli.Context) (err error) { got, err = o.sidecar(c); return err },
+	err := parseGroup(t, preprocessFlags(&o), func(c *cli.Context) (err error) { got, err = o.Sidecar(); return err },
 		"--size", "4x6", "--resize", "letterbox", "--scale", "0.5", "--multiple-of", "8", "--plus-one", "--interpolation", "nearest",
 		"--bgr", "--nhwc", "--mean", "0.1,0.2,0.3", "--std", "1,2,3", "--value-scale", "2", "--value-offset", "-1",
 		"--output-layout", "nhwc", "--threshold", "0.3", "--preprocess", "p.json")
@@ -42,7 +42,7 @@ func TestPreprocessFlagsBindIntoImageio(t *testing.T) {
 	}
 	for args, resize := range map[string]imageio.ResizePolicy{"--size 4x6": imageio.ResizeStretch, "--scale 2": imageio.ResizeScale, "--size 4x6 --scale 2": imageio.ResizeScale} {
 		var o preprocessOptions
-		err := parseGroup(t, preprocessFlags(&o), func(c *cli.Context) (err error) { got, err = o.sidecar(c); return err }, strings.Fields(args)...)
+		err := parseGroup(t, preprocessFlags(&o), func(c *cli.Context) (err error) { got, err = o.Sidecar(); return err }, strings.Fields(args)...)
 		if err != nil || got.Preprocess.Resize != resize || got.Output != nil {
 			t.Errorf("%s: %v, resize %q output %v, want %q and no output spec", args, err, got.Preprocess.Resize, got.Output, resize)
 		}

@@ -67,20 +67,4 @@ func resolveModel(c *cli.Context, v string) (string, error) {
 
 // warnMetadata says, whatever --quiet, that a model's embedded settings
 // were unusable and are ignored.
-func warnMetadata(err error) {
-	fmt.Fprintf(os.Stderr, "segtune: warning: %v; ignoring the model's embedded settings (a sidecar or flags set them; "+
-		"`segtune export` writes them anew)\n", err)
-}
-
-// noteSettings says where the settings of the model at modelPath come
-// from, one notice per layer; a model with none, run without --preprocess
-// or preprocessing flags (given), gets one notice naming the defaults
-// assumed.
-func noteSettings(c *cli.Context, modelPath string, s resolve.Settings, given bool) {
-	if s.MetadataErr != nil {
-		warnMetadata(s.MetadataErr)
-	}
-	for _, n := range s.Notices(modelPath, given) {
-		notef(c, "segtune: %v", withFlagNames(n))
-	}
-}
+func warnMetadata(err error) { fmt.Fprintln(os.Stderr, "segtune: "+resolve.MetadataWarning(err)) }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -15,12 +15,9 @@ import (
 // set: a --preprocess file and, field by field, the flags' layer over the
 // model's own settings (modelSettings).
 type preprocessOptions struct {
-	File      string             // --preprocess
-	Pre       imageio.Preprocess // the fields the flags set
-	Out       imageio.OutputSpec
-	Size      string // --size HxW
-	BGR, NHWC bool
-	names     []string // the flags' names, for given
+	File string // --preprocess
+	resolve.UserLayer
+	names []string // the flags' names, for given
 }
 
 // preprocessFlags bind how images become model inputs into o.
@@ -43,50 +40,14 @@ func preprocessFlags(o *preprocessOptions) []cli.Flag {
 		&cli.Float64Flag{Name: "value-offset", Usage: "see --value-scale (e.g. -1)", Category: pre, Destination: &o.Pre.ValueOffset, Action: checkedBy[float64](ranges)},
 		&cli.GenericFlag{Name: "output-layout", Usage: "nchw or nhwc: the model output's layout where the graph does not tell (default: read from the graph, else --nhwc's)", Category: out,
 			Value: &cliflag.Enum[imageio.Layout]{Dest: &o.Out.Layout, Norm: strings.ToUpper}},
-		&cli.Float64Flag{Name: "threshold", Usage: "sigmoid heads: probability a channel must exceed to claim a pixel; below it, class 0 (background)", DefaultText: "0.5", Category: out, Destination: &o.Out.Threshold},
+		&cli.Float64Flag{Name: "threshold", Usage: "sigmoid heads: probability a channel must exceed to claim a pixel; below it, class 0 (background)", DefaultText: "0.5", Category: out, Destination: &o.Out.Threshold,
+			Action: func(*cli.Context, float64) error { o.ThresholdGiven = true; return nil }},
 	}
 	o.names = nil
 	for _, f := range flags {
 		o.names = append(o.names, f.Names()...)
 	}
 	return flags
-}
-
-// sidecar is the flags' layer of settings: what they set, with --size
-// and --scale implying their resize policy where --resize is not given.
-func (o *preprocessOptions) sidecar(c *cli.Context) (imageio.Sidecar, error) {
-	p, out := o.Pre, o.Out
-	if o.Size != "" {
-		h, w, err := imageio.ParseSize(o.Size)
-		if err != nil {
-			return imageio.Sidecar{}, fmt.Errorf("--size: %w", err)
-		}
-		p.Height, p.Width = h, w
-	}
-	switch {
-	case p.Resize != "":
-	case p.ScaleFactor != 0:
-		p.Resize = imageio.ResizeScale
-	case o.Size != "":
-		p.Resize = imageio.ResizeStretch
-	}
-	if o.BGR {
-		p.ChannelOrder = imageio.BGR
-	}
-	if o.NHWC {
-		p.Layout = imageio.NHWC
-	}
-	if err := out.Validate(); err != nil {
-		return imageio.Sidecar{}, fmt.Errorf("--output-layout/--threshold: %w", err)
-	}
-	if c.IsSet("threshold") && !(out.Threshold > 0) { // the default 0 stands for 0.5
-		return imageio.Sidecar{}, fmt.Errorf("--threshold %v: want a probability in (0, 1)", out.Threshold)
-	}
-	s := imageio.Sidecar{Preprocess: &p}
-	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
-		s.Output = &out
-	}
-	return s, nil
 }
 
 // given reports whether --preprocess or any preprocessing flag was set on
@@ -103,9 +64,9 @@ func (o *preprocessOptions) given(c *cli.Context) bool {
 // modelSettings are the settings to run the model at modelPath with:
 // what it brings (resolve.ModelSettings), a --preprocess file and the
 // preprocessing flags, in increasing precedence, with the layers they came
-// from; noteSettings says where they came from.
+// from, which it notes (resolve.Settings.WriteNotices).
 func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (resolve.Settings, error) {
-	flags, err := o.sidecar(c)
+	flags, err := o.Sidecar()
 	if err != nil {
 		return resolve.Settings{}, err
 	}
@@ -113,6 +74,6 @@ func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (res
 	if err != nil {
 		return resolve.Settings{}, err
 	}
-	noteSettings(c, modelPath, s, o.given(c))
+	s.WriteNotices(noticeWriter(c), os.Stderr, "segtune: ", modelPath, o.given(c), flagOf)
 	return s, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/segtune/segtune/imageio/annot"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
-	"github.com/segtune/segtune/inference/pipeline"
 	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
@@ -116,7 +115,7 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 		}
 		notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(r.exp.Formats, ", "), r.out.Path(""))
 	}
-	return reportSegment(folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard), o.JSON)
+	return folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard).Print(printer(o.JSON))
 }
 
 // prepareSegment checks segment's flags and lists its work before the
@@ -145,11 +144,8 @@ func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error)
 	}
 	r.settings = s.Sidecar
 	if o.Annotations != "" {
-		names := splitNames(o.ClassNames)
-		if names == nil {
-			names = r.settings.Classes
-		}
-		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: names, Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
+		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: splitNames(o.ClassNames), ModelClasses: r.settings.Classes,
+			Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
 		if r.exp, err = folder.PlanAnnotations(req, r.in, r.out); err != nil {
 			return r, cli.Exit(withFlagNames(err).Error(), 2)
 		}
@@ -170,22 +166,6 @@ func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error)
 	return r, err
 }
 
-// reportSegment prints a run's summary, as JSON or text, and exits 1 if
-// any image failed.
-func reportSegment(sum folder.Summary, asJSON bool) error {
-	var err error
-	if asJSON {
-		err = printJSON(os.Stdout, sum)
-	} else {
-		printSkipped(sum.Failures)
-		err = sum.WriteText(os.Stdout)
-	}
-	if err == nil && sum.Failed > 0 {
-		return cli.Exit(fmt.Sprintf("%d of %d images failed", sum.Failed, sum.Images), 1)
-	}
-	return err
-}
-
 // segmentError is a listing error's exit: 1 for a folder without
 // images, else 2 (a folder or the outputs there refused); errors name
 // their flags.
@@ -198,13 +178,6 @@ func segmentError(err error) error {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return err
-}
-
-// printSkipped names on stderr the images a run could not process.
-func printSkipped(fs []pipeline.FailureRecord) {
-	for _, f := range fs {
-		fmt.Fprintf(os.Stderr, "segtune: skipped %s: %s\n", f.Path, f.Error)
-	}
 }
 
 // openModel opens the model at modelPath with opts
@@ -257,10 +230,10 @@ func (o *colourOptions) palette(settings imageio.Sidecar) (imageio.Palette, erro
 // denseOptions are what the dense-inference flags set, as
 // inference.ParseDense reads them.
 type denseOptions struct {
-	Tile, TTA    string
-	Overlap      float64
-	overlapGiven bool
-	prefix       string
+	Tile, TTA string
+	Overlap   float64
+	overlap   *float64 // &Overlap once the flag is given
+	prefix    string
 }
 
 // denseFlags bind segment's and eval's flags for sliding-window inference
@@ -276,7 +249,7 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: prefix + "tile", Usage: what("tile") + "run the model on HxW windows of the preprocessed image (with --resize none, of the image itself) and blend their scores", Category: category, Destination: &o.Tile},
 		&cli.Float64Flag{Name: prefix + "overlap", Value: o.Overlap, Usage: "fraction of a --" + prefix + "tile window shared with its neighbour, in [0, 1)", Category: category, Destination: &o.Overlap,
-			Action: func(*cli.Context, float64) error { o.overlapGiven = true; return nil }},
+			Action: func(*cli.Context, float64) error { o.overlap = &o.Overlap; return nil }},
 		&cli.StringFlag{Name: prefix + "tta", Usage: what("tta") + "test-time augmentation averaging scores: flip, scales=S1,S2,… or both (flip,scales=0.75,1,1.25)", Category: category, Destination: &o.TTA},
 	}
 }
@@ -284,11 +257,7 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 // dense is the dense inference the flags ask for (nil: none); each bad
 // value is refused naming its flag.
 func (o *denseOptions) dense() (*inference.Dense, error) {
-	var overlap *float64
-	if o.overlapGiven {
-		overlap = &o.Overlap
-	}
-	d, err := inference.ParseDense(o.Tile, overlap, o.TTA)
+	d, err := inference.ParseDense(o.Tile, o.overlap, o.TTA)
 	if err != nil { // its keys are the flags' without the prefix
 		return nil, setting.Rename(err, func(key string) string { return flagOf(o.prefix + key) })
 	}

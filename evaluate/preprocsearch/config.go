@@ -7,6 +7,7 @@ import (
 
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/setting"
 )
 
@@ -89,4 +90,28 @@ func (c Config) SaveSidecar(path string, own imageio.Sidecar, chosen Score) erro
 		return &setting.Error{Setting: "write_sidecar", Err: err}
 	}
 	return nil
+}
+
+// Request is the search c describes of the model at path, whose own
+// settings are own, its masks read with masks (their label map over the
+// model's) and each candidate opened with open; and its candidates: the
+// current preprocessing (its fixed size applied) and the others.
+func (c Config) Request(path string, own imageio.Sidecar, masks imageio.MaskOptions,
+	open func(path string, settings imageio.Sidecar) (*inference.Segmenter, error)) (Request, []Candidate, error) {
+	settings := own
+	if settings.Preprocess == nil { // segtune's defaults
+		settings.Preprocess = &imageio.Preprocess{}
+	}
+	if masks.Map != nil {
+		settings.LabelMap = masks.Map
+	}
+	seg, err := open(path, settings)
+	if err != nil {
+		return Request{}, nil, err
+	}
+	current, ct := seg.Pre, seg.Contract
+	seg.Close()
+	req := Request{Model: path, Settings: settings, Sample: c.Sample, Open: open,
+		Options: evaluate.SetupOptions{Ignore: &c.Ignore, MaskPalette: masks.Palette}}
+	return req, Candidates(current, ct.Height, ct.Width), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/setting"
 )
 
@@ -66,4 +67,12 @@ func (res *Result) WriteVerdict(w io.Writer, name func(key string) string) {
 	default:
 		fmt.Fprintf(w, "chosen: %s (mIoU %.4f)\n", chosen.Name, chosen.MeanIoU)
 	}
+}
+
+// WriteText writes the candidates' table, best first, and the verdict
+// (WriteVerdict, its settings called name(key)).
+func (res *Result) WriteText(w io.Writer, name func(key string) string) {
+	t := &history.Table{Header: TableHeader, Rows: res.TableRows()}
+	t.WriteTo(w)
+	res.WriteVerdict(w, name)
 }

@@ -16,8 +16,9 @@ import (
 type AnnotationRequest struct {
 	// Formats lists the formats, comma-separated (annot.WriteFormats).
 	Formats string
-	// Classes name the classes, background first ("" in it is refused).
-	Classes []string
+	// Classes name the classes, background first ("" in it is refused);
+	// nil: ModelClasses, the model's settings' names.
+	Classes, ModelClasses []string
 	// Overwrite replaces annotation files that are there already.
 	Overwrite bool
 	// Sharded: the run is one shard of several.
@@ -30,6 +31,9 @@ type AnnotationRequest struct {
 // the settings by key (annotations, class_names, shard, overwrite,
 // input, output).
 func PlanAnnotations(r AnnotationRequest, in, out *storage.Folder) (*annot.ExportOptions, error) {
+	if r.Classes == nil {
+		r.Classes = r.ModelClasses
+	}
 	formats, err := annot.ParseWriteFormats(r.Formats)
 	if err != nil {
 		return nil, &setting.Error{Setting: "annotations", Err: err}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/segtune/segtune/internal/setting"
@@ -30,7 +31,7 @@ func TestPlanAnnotationsNamesItsSettings(t *testing.T) {
 		req  AnnotationRequest
 		want string
 	}{
-		{AnnotationRequest{Formats: "yolo", Classes: classes}, `<annotations>: "yolo" is not one of coco, cvat, labelme, labelstudio`},
+		{AnnotationRequest{Formats: "yolo", Classes: classes}, `<annotations>: "yolo" is not one of coco, cvat, cvat-xml, labelme, labelstudio`},
 		{AnnotationRequest{Formats: "coco", Classes: classes, Sharded: true}, "<annotations> with <shard>: each shard"},
 		{AnnotationRequest{Formats: "coco", Classes: []string{"bg", ""}}, "<class_names> bg,: a class name is empty"},
 		{AnnotationRequest{Formats: "coco"}, "<annotations> names each class: give <class_names>"},
@@ -40,8 +41,8 @@ func TestPlanAnnotationsNamesItsSettings(t *testing.T) {
 			t.Errorf("%+v: %v, want %q…", tc.req, err, tc.want)
 		}
 	}
-	exp, err := PlanAnnotations(AnnotationRequest{Formats: "coco", Classes: classes}, in, out)
-	if err != nil || exp.Dir != filepath.Join(dir, "out") {
+	exp, err := PlanAnnotations(AnnotationRequest{Formats: "coco", ModelClasses: classes}, in, out) // the model's names
+	if err != nil || exp.Dir != filepath.Join(dir, "out") || !slices.Equal(exp.Classes, classes) {
 		t.Fatalf("%v %+v", err, exp)
 	}
 	os.MkdirAll(filepath.Join(dir, "out", "coco"), 0o755)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
+	"github.com/segtune/segtune/internal/report"
 	"github.com/segtune/segtune/internal/shard"
 )
 
@@ -57,4 +58,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "segmented %d of %d images%s into %s in %.1fs (%.2f images/s, %s, batch %d)\n",
 		s.Succeeded, s.Images, what, s.Output, s.Seconds, s.ImagesPerSec, s.Device, s.Batch)
 	return err
+}
+
+// Print prints the summary with p: an error when any image failed.
+func (s Summary) Print(p report.Printer) error {
+	return p.Write(s, report.Run{Images: s.Images, Failed: s.Failed, Failures: s.Failures, Text: s.WriteText})
 }

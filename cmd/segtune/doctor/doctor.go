@@ -5,22 +5,21 @@
 package doctor
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 
 	"github.com/segtune/segtune/cmd/segtune/doctor/placement"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/runtime"
 )
 
 // Report is what Run finds.
 type Report struct {
-	ORTLibrary string `json:"ort_library"`
-	ORTVersion string `json:"ort_version,omitempty"`
-	ORTError   string `json:"ort_error,omitempty"`
-	// LoadErr is the error ORTError says, for a caller that words it its
-	// own way (by flag).
-	LoadErr     error              `json:"-"`
+	ORTLibrary  string             `json:"ort_library"`
+	ORTVersion  string             `json:"ort_version,omitempty"`
+	ORTError    string             `json:"ort_error,omitempty"`
 	Providers   []string           `json:"providers_built_in,omitempty"`
 	CUDAProv    string             `json:"cuda_provider,omitempty"`
 	CUDAPlugin  bool               `json:"cuda_provider_is_plugin,omitempty"`
@@ -52,7 +51,7 @@ func Run(ortLib string, name func(key string) string) *Report {
 	}
 	r.NvidiaSMI = nvidiaSMI()
 	if err := runtime.InitFor(ortLib, runtime.DeviceCUDA); err != nil {
-		r.ORTError, r.LoadErr = err.Error(), err
+		r.ORTError = setting.Rename(err, name).Error()
 		r.Driver = "not checked"
 		return r
 	}
@@ -72,10 +71,16 @@ func Run(ortLib string, name func(key string) string) *Report {
 }
 
 // Place runs the model at path on the CUDA provider, its dynamic spatial
-// dimensions set to height×width, and records where its nodes ran
-// (placement.Place); without a working CUDA provider it records why not.
-func (r *Report) Place(path string, height, width int64) {
-	r.Model = placement.Place(path, height, width, r.CUDAReady)
+// dimensions set to size (HxW), and records where its nodes ran
+// (placement.Place); without a working CUDA provider it records why not,
+// and with one, a size that does not read (its setting called name(key)).
+func (r *Report) Place(path, size string, name func(key string) string) {
+	var h, w int64
+	if _, err := fmt.Sscanf(size, "%dx%d", &h, &w); err != nil && r.CUDAReady {
+		r.Model = &placement.Report{Path: path, Errors: []string{"bad " + name("size") + " " + size}}
+		return
+	}
+	r.Model = placement.Place(path, h, w, r.CUDAReady)
 }
 
 // driverStatus says whether libcuda.so.1 was loaded, from CUDADevices'

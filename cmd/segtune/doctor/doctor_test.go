@@ -70,3 +70,13 @@ func TestWriteText(t *testing.T) {
 		t.Errorf("providers listed without ORT, or more than 20 CPU nodes:\n%s", got)
 	}
 }
+
+// A --size that does not read is the model's error where CUDA would run
+// it, its setting named the caller's way.
+func TestPlaceRefusesBadSize(t *testing.T) {
+	r := &Report{CUDAReady: true}
+	r.Place("m.onnx", "big", func(key string) string { return "--" + key })
+	if r.Model == nil || len(r.Model.Errors) != 1 || r.Model.Errors[0] != "bad --size big" {
+		t.Errorf("model report %+v, want the error bad --size big", r.Model)
+	}
+}
