@@ -215,18 +215,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	if f.asJSON {
 		return printJSON(os.Stdout, res)
 	}
-	if res.Table != nil {
-		fmt.Println()
-		res.Table.WriteTo(os.Stdout)
-	}
-	if res.Base != nil {
-		fmt.Printf("\n%s\n", res.Base)
-	}
-	if res.BestMIoU != nil {
-		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
-	}
-	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(finetune.RunOutputs(res.Dir), ", "))
-	return nil
+	return res.WriteSummary(os.Stdout)
 }
 
 // config turns the bound flags into a run configuration, each setting
