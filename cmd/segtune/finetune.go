@@ -228,7 +228,7 @@ func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 	}
 	cfg := f.cfg
 	cfg.Device, cfg.Threads = f.session.Device, f.session.Threads
-	if err := checkModes(cfg); err != nil {
+	if err := cfg.CheckExecution(); err != nil { // how the run executes, first
 		return cfg, err
 	}
 	if err := f.data.mirror(c); err != nil {
@@ -255,20 +255,6 @@ func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 		return cfg, cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	return cfg, nil
-}
-
-// checkModes checks the settings that decide how the run executes first.
-func checkModes(cfg finetune.Config) error {
-	if err := finetune.CheckModes(cfg.Precision, cfg.Resident); err != nil {
-		return err
-	}
-	if err := finetune.CheckConvGrad(cfg.ConvGrad, cfg.Device); err != nil {
-		return err
-	}
-	if err := finetune.CheckLoss(cfg.Loss, cfg.FocalGamma); err != nil {
-		return fmt.Errorf("--loss %s --focal-gamma %v: %w", cfg.Loss, cfg.FocalGamma, err)
-	}
-	return nil
 }
 
 // settings takes the flags that need more than binding into cfg and
