@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/mpi"
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/resolve"
@@ -184,19 +185,19 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	rankThreads(c, w, &cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var bar *stepBar
+	var bar *progressui.Steps
 	log := noticeWriter(c)
 	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, n.Named(flagOf)) }}
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {
-				bar = newStepBarFor(c, s.TotalSteps, f.asJSON)
+				bar = progressui.NewSteps(s.TotalSteps, !f.asJSON && progressui.Shown(globals(c).Quiet))
 			}
-			bar.update(s)
+			bar.Update(s.Epoch, s.Epochs, s.Loss, s.ImagesPerSec, s.Step)
 		}
 		hooks.OnEpoch = func(e finetune.EpochInfo) {
 			if bar != nil {
-				bar.clear()
+				bar.Clear()
 			}
 			if !f.asJSON {
 				printEpoch(e)
@@ -206,7 +207,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	}
 	res, err := finetune.TrainParallel(ctx, w, cfg, f.out, f.resume, hooks)
 	if bar != nil {
-		bar.clear()
+		bar.Clear()
 	}
 	if err != nil || w.Rank() != 0 {
 		return err
