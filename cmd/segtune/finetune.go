@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -377,30 +376,17 @@ func (f *finetuneFlags) applyModelSettings(c *cli.Context, cfg *finetune.Config)
 	return nil
 }
 
-// contractSource names where a run's preprocessing comes from: the
-// preprocessing flags set, over the highest of the model's settings that
-// has any.
+// contractSource names where a run's preprocessing comes from
+// (resolve.Settings.PreprocessSource): the preprocessing flags set, over
+// the model's settings.
 func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string) string {
-	from := "segtune's defaults: the model brings no preprocessing"
-	for i := len(s.Layers) - 1; i >= 0; i-- {
-		if s.Layers[i].Settings.Preprocess != nil {
-			from = "from " + s.Layers[i].From
-			break
-		}
-	}
 	var flags []string
 	for _, name := range preprocessFlags {
 		if c.IsSet(name) {
 			flags = append(flags, "--"+name)
 		}
 	}
-	if len(flags) > 0 {
-		return strings.Join(flags, ", ") + " over " + strings.TrimPrefix(from, "from ")
-	}
-	if p := s.Preprocess; p != nil && p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 {
-		return from + "; --scale 1 trains at the images' own scale"
-	}
-	return from
+	return s.PreprocessSource(flags, flagOf)
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }
