@@ -13,6 +13,7 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/dataparallel"
+	"github.com/segtune/segtune/finetune/regsettings"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/mpi"
@@ -28,7 +29,7 @@ import (
 // action turns into it (paths, text to parse, switches that invert).
 type finetuneFlags struct {
 	cfg                       finetune.Config
-	reg                       regularizerValues
+	reg                       regsettings.Settings
 	valSplit                  datalayout.ValSplit
 	data                      dataFolders
 	layout                    dataLayout
@@ -164,7 +165,7 @@ func (f *finetuneFlags) run(c *cli.Context) error {
 // work, unset optional ones and the regularizer's included.
 func (f *finetuneFlags) checkRanges() error {
 	all := f.cfg
-	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.reg
+	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.Reg
 	if err := all.CheckRanges(); err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
@@ -273,7 +274,7 @@ func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err erro
 	if cfg.ValDense, err = f.valDense.dense(); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	if err := f.reg.apply(cfg); err != nil {
+	if err := f.reg.Apply(cfg); err != nil {
 		return err
 	}
 	if cfg.SampleBy == "" {
