@@ -372,6 +372,22 @@ func CheckModes(precision, resident string) error {
 	return checkResident(resident)
 }
 
+// CheckExecution checks the settings that decide how a run executes
+// (CheckModes, CheckConvGrad, CheckLoss), for callers that check them
+// before any other.
+func (c Config) CheckExecution() error {
+	if err := CheckModes(c.Precision, c.Resident); err != nil {
+		return err
+	}
+	if err := CheckConvGrad(c.ConvGrad, c.Device); err != nil {
+		return err
+	}
+	if err := CheckLoss(c.Loss, c.FocalGamma); err != nil {
+		return setting.Messagef("{loss} %s {focal_gamma} %v: %w", c.Loss, c.FocalGamma, err)
+	}
+	return nil
+}
+
 // CheckAccumulate checks Config's Accumulate against its Resident and
 // Regularizer values, for callers that want the error before any other
 // work.

@@ -3,6 +3,7 @@ package resolve
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
@@ -107,4 +108,26 @@ func (s Settings) WriteNotices(w, warn io.Writer, prefix, modelPath string, give
 	for _, n := range s.Notices(modelPath, given) {
 		fmt.Fprintln(w, prefix+setting.Rename(n, name).Error())
 	}
+}
+
+// PreprocessSource names where the preprocessing comes from: given, the
+// caller's settings that override it (as the caller names them), over the
+// highest of the layers that has any; without given, a model that scales
+// its images adds how to train at their own scale ({scale_factor}, named
+// by name).
+func (s Settings) PreprocessSource(given []string, name func(key string) string) string {
+	from := "segtune's defaults: the model brings no preprocessing"
+	for i := len(s.Layers) - 1; i >= 0; i-- {
+		if s.Layers[i].Settings.Preprocess != nil {
+			from = "from " + s.Layers[i].From
+			break
+		}
+	}
+	if len(given) > 0 {
+		return strings.Join(given, ", ") + " over " + strings.TrimPrefix(from, "from ")
+	}
+	if p := s.Preprocess; p != nil && p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 {
+		return from + setting.Sprintf(name, "; {scale_factor} 1 trains at the images' own scale")
+	}
+	return from
 }

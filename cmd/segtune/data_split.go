@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio/datalayout"
-	"github.com/segtune/segtune/internal/atomicfile"
 )
 
 func dataSplitCommand() *cli.Command {
@@ -73,51 +70,5 @@ func runDataSplit(c *cli.Context, o *dataOptions, bound datalayout.ValSplit, lis
 		return cli.Exit(fmt.Sprintf("--data %s: %v", root, err), 1)
 	}
 	notef(c, "segtune: %d of %d images held out for validation (by %s, seed %d)", len(val), len(set.Samples), vs.By, vs.Seed)
-	if lists {
-		return writeSplitLists(root, out, train, val)
-	}
-	sides := []*datalayout.Set{withSamples(set, "train", train), withSamples(set, "val", val)}
-	if _, err := datalayout.Convert(sides, out, masks, nil); err != nil {
-		return err
-	}
-	fmt.Printf("wrote %d training and %d validation pairs to %s (images/{train,val}, masks/{train,val})\n", len(train), len(val), out)
-	return nil
-}
-
-// writeSplitLists writes out/train.txt and out/val.txt: the samples'
-// image paths below root, one a line.
-func writeSplitLists(root, out string, train, val []datalayout.Sample) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	for _, l := range []struct {
-		name    string
-		samples []datalayout.Sample
-	}{{"train.txt", train}, {"val.txt", val}} {
-		if err := atomicfile.Write(filepath.Join(out, l.name), []byte(imageList(root, l.samples)), 0o644); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("wrote %s and %s (%d and %d images)\n", filepath.Join(out, "train.txt"), filepath.Join(out, "val.txt"), len(train), len(val))
-	return nil
-}
-
-// withSamples is set with only samples, as split.
-func withSamples(set *datalayout.Set, split string, samples []datalayout.Sample) *datalayout.Set {
-	s := *set
-	s.Split, s.Samples, s.Unmatched = split, samples, nil
-	return &s
-}
-
-// imageList is the samples' image paths below root, one a line.
-func imageList(root string, samples []datalayout.Sample) string {
-	var b strings.Builder
-	for _, s := range samples {
-		rel, err := filepath.Rel(root, s.Image)
-		if err != nil {
-			rel = s.Image
-		}
-		b.WriteString(filepath.ToSlash(rel) + "\n")
-	}
-	return b.String()
+	return datalayout.WriteSplit(os.Stdout, set, root, out, train, val, masks, lists)
 }

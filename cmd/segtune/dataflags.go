@@ -119,16 +119,8 @@ func openData(c *cli.Context, root string, opt datalayout.Options, fallback, lab
 // noteData says which layout was taken and, where the format's labels
 // need a label map preset that --label-map does not give, which one.
 func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
-	notef(c, "segtune: %s", set.Summary())
-	if lossy := set.LossyMasks(); len(lossy) > 0 {
-		notef(c, "segtune: warning: %d masks are JPEG files (%s, …): JPEG's lossy compression changes the labels along every edge; save masks as PNG",
-			len(lossy), lossy[0])
-	}
-	if len(set.Classes) > 0 {
-		notef(c, "segtune: %s classes, label 0 up: %s", set.Format, strings.Join(set.Classes, ","))
-	}
-	if p := set.LabelPreset; p != "" && labelMap == "" && p != "voc" {
-		notef(c, "segtune: note: %s masks usually need --label-map %s", set.Format, p)
+	for _, line := range set.Notes(labelMap != "", flagOf) {
+		notef(c, "segtune: %s", line)
 	}
 }
 

@@ -7,16 +7,17 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/dataparallel"
+	"github.com/segtune/segtune/finetune/regsettings"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/mpi"
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/resolve"
@@ -28,7 +29,7 @@ import (
 // action turns into it (paths, text to parse, switches that invert).
 type finetuneFlags struct {
 	cfg                       finetune.Config
-	reg                       regularizerValues
+	reg                       regsettings.Settings
 	valSplit                  datalayout.ValSplit
 	data                      dataFolders
 	layout                    dataLayout
@@ -164,7 +165,7 @@ func (f *finetuneFlags) run(c *cli.Context) error {
 // work, unset optional ones and the regularizer's included.
 func (f *finetuneFlags) checkRanges() error {
 	all := f.cfg
-	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.reg
+	all.Momentum, all.WeightDecay, all.Regularizer = &f.momentum, &f.weightDecay, &f.reg.Reg
 	if err := all.CheckRanges(); err != nil {
 		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
@@ -184,19 +185,19 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	rankThreads(c, w, &cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var bar *stepBar
+	var bar *progressui.Steps
 	log := noticeWriter(c)
 	hooks := finetune.Hooks{Log: log, Notice: func(n finetune.Notice) { fmt.Fprintln(log, n.Named(flagOf)) }}
 	if w.Rank() == 0 { // rank 0 shows the run
 		hooks.OnStep = func(s finetune.StepInfo) {
 			if bar == nil {
-				bar = newStepBarFor(c, s.TotalSteps, f.asJSON)
+				bar = progressui.NewSteps(s.TotalSteps, !f.asJSON && progressui.Shown(globals(c).Quiet))
 			}
-			bar.update(s)
+			bar.Update(s.Epoch, s.Epochs, s.Loss, s.ImagesPerSec, s.Step)
 		}
 		hooks.OnEpoch = func(e finetune.EpochInfo) {
 			if bar != nil {
-				bar.clear()
+				bar.Clear()
 			}
 			if !f.asJSON {
 				printEpoch(e)
@@ -206,7 +207,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	}
 	res, err := finetune.TrainParallel(ctx, w, cfg, f.out, f.resume, hooks)
 	if bar != nil {
-		bar.clear()
+		bar.Clear()
 	}
 	if err != nil || w.Rank() != 0 {
 		return err
@@ -215,18 +216,7 @@ func (f *finetuneFlags) rank(c *cli.Context, w *mpi.Comm) error {
 	if f.asJSON {
 		return printJSON(os.Stdout, res)
 	}
-	if res.Table != nil {
-		fmt.Println()
-		res.Table.WriteTo(os.Stdout)
-	}
-	if res.Base != nil {
-		fmt.Printf("\n%s\n", res.Base)
-	}
-	if res.BestMIoU != nil {
-		fmt.Printf("\nbest val mIoU %.4f; ", *res.BestMIoU)
-	}
-	fmt.Printf("outputs in %s (%s)\n", res.Dir, strings.Join(finetune.RunOutputs(res.Dir), ", "))
-	return nil
+	return res.WriteSummary(os.Stdout)
 }
 
 // config turns the bound flags into a run configuration, each setting
@@ -239,7 +229,7 @@ func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 	}
 	cfg := f.cfg
 	cfg.Device, cfg.Threads = f.session.Device, f.session.Threads
-	if err := checkModes(cfg); err != nil {
+	if err := cfg.CheckExecution(); err != nil { // how the run executes, first
 		return cfg, err
 	}
 	if err := f.data.mirror(c); err != nil {
@@ -268,20 +258,6 @@ func (f *finetuneFlags) config(c *cli.Context) (finetune.Config, error) {
 	return cfg, nil
 }
 
-// checkModes checks the settings that decide how the run executes first.
-func checkModes(cfg finetune.Config) error {
-	if err := finetune.CheckModes(cfg.Precision, cfg.Resident); err != nil {
-		return err
-	}
-	if err := finetune.CheckConvGrad(cfg.ConvGrad, cfg.Device); err != nil {
-		return err
-	}
-	if err := finetune.CheckLoss(cfg.Loss, cfg.FocalGamma); err != nil {
-		return fmt.Errorf("--loss %s --focal-gamma %v: %w", cfg.Loss, cfg.FocalGamma, err)
-	}
-	return nil
-}
-
 // settings takes the flags that need more than binding into cfg and
 // checks the run's settings.
 func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err error) {
@@ -298,7 +274,7 @@ func (f *finetuneFlags) settings(c *cli.Context, cfg *finetune.Config) (err erro
 	if cfg.ValDense, err = f.valDense.dense(); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	if err := f.reg.apply(cfg); err != nil {
+	if err := f.reg.Apply(cfg); err != nil {
 		return err
 	}
 	if cfg.SampleBy == "" {
@@ -401,30 +377,17 @@ func (f *finetuneFlags) applyModelSettings(c *cli.Context, cfg *finetune.Config)
 	return nil
 }
 
-// contractSource names where a run's preprocessing comes from: the
-// preprocessing flags set, over the highest of the model's settings that
-// has any.
+// contractSource names where a run's preprocessing comes from
+// (resolve.Settings.PreprocessSource): the preprocessing flags set, over
+// the model's settings.
 func contractSource(c *cli.Context, s resolve.Settings, preprocessFlags []string) string {
-	from := "segtune's defaults: the model brings no preprocessing"
-	for i := len(s.Layers) - 1; i >= 0; i-- {
-		if s.Layers[i].Settings.Preprocess != nil {
-			from = "from " + s.Layers[i].From
-			break
-		}
-	}
 	var flags []string
 	for _, name := range preprocessFlags {
 		if c.IsSet(name) {
 			flags = append(flags, "--"+name)
 		}
 	}
-	if len(flags) > 0 {
-		return strings.Join(flags, ", ") + " over " + strings.TrimPrefix(from, "from ")
-	}
-	if p := s.Preprocess; p != nil && p.Resize == imageio.ResizeScale && p.ScaleFactor != 1 {
-		return from + "; --scale 1 trains at the images' own scale"
-	}
-	return from
+	return s.PreprocessSource(flags, flagOf)
 }
 
 func printEpoch(e finetune.EpochInfo) { fmt.Println(e) }

@@ -41,16 +41,9 @@ var commandRanges = map[string]setting.Range{
 // every numeric flag the command defines, defaults included, before the
 // command does any work (cliflag.CheckRanges).
 func checkNumericFlags(c *cli.Context) error {
-	memlimit.Set(0)
-	if v := globals(c).MaxMemory; v != "" {
-		n, err := memlimit.ParseBytes(v)
-		if err != nil {
-			return cli.Exit("--max-memory: "+err.Error(), 2)
-		}
-		memlimit.Set(n)
+	if err := memlimit.Configure(globals(c).MaxMemory); err != nil {
+		return cli.Exit("--max-memory: "+err.Error(), 2)
 	}
-	memlimit.SetGoLimit()
-	memlimit.FitAddressSpace()
 	ranges := flagRanges()
 	err := cliflag.CheckRanges(c, func(name string) (setting.Range, bool) {
 		if r, ok := commandRanges[c.Command.Name+" "+name]; ok {

@@ -24,16 +24,7 @@ func predictor(c *cli.Context, session runtime.Options) samples.Predictor {
 }
 
 // reportSamples writes the contact sheet of a finished finetune run into its
-// folder and says where on stderr; a run without validation images (or any
-// failure) gets a notice instead, as the run itself succeeded.
+// folder and says where (samples.ReportRun).
 func reportSamples(c *cli.Context, res *finetune.Result, session runtime.Options) {
-	rs, err := samples.WriteRun(res, predictor(c, session))
-	if err != nil {
-		notef(c, "segtune: no %s: %v", samples.File, err)
-		return
-	}
-	if rs.TensorBoard != nil {
-		notef(c, "segtune: the contact sheet is not in TensorBoard: %v", rs.TensorBoard)
-	}
-	notef(c, "segtune: contact sheet of the smallest and largest validation objects: %s", rs.Path)
+	samples.ReportRun(noticeWriter(c), res, predictor(c, session))
 }

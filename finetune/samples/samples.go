@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,4 +227,19 @@ func WriteRun(res *finetune.Result, predict Predictor) (RunSheet, error) {
 	}
 	rs.TensorBoard = err
 	return rs, nil
+}
+
+// ReportRun writes the contact sheet of a finished run into its folder
+// (WriteRun) and says where on log; a run without validation images (or
+// any failure) gets a line instead, as the run itself succeeded.
+func ReportRun(log io.Writer, res *finetune.Result, predict Predictor) {
+	rs, err := WriteRun(res, predict)
+	if err != nil {
+		fmt.Fprintf(log, "segtune: no %s: %v\n", File, err)
+		return
+	}
+	if rs.TensorBoard != nil {
+		fmt.Fprintf(log, "segtune: the contact sheet is not in TensorBoard: %v\n", rs.TensorBoard)
+	}
+	fmt.Fprintf(log, "segtune: contact sheet of the smallest and largest validation objects: %s\n", rs.Path)
 }

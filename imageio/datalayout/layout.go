@@ -114,6 +114,24 @@ func (s *Set) LossyMasks() []string {
 	return out
 }
 
+// Notes are the lines that say what the set is: Summary, a warning about
+// JPEG masks, the format's classes and, unless labelMapGiven, the label map
+// preset its masks usually need, its setting named by name ({label_map}).
+func (s *Set) Notes(labelMapGiven bool, name func(key string) string) []string {
+	notes := []string{s.Summary()}
+	if lossy := s.LossyMasks(); len(lossy) > 0 {
+		notes = append(notes, fmt.Sprintf("warning: %d masks are JPEG files (%s, …): JPEG's lossy compression changes the labels along every edge; save masks as PNG",
+			len(lossy), lossy[0]))
+	}
+	if len(s.Classes) > 0 {
+		notes = append(notes, fmt.Sprintf("%s classes, label 0 up: %s", s.Format, strings.Join(s.Classes, ",")))
+	}
+	if p := s.LabelPreset; p != "" && !labelMapGiven && p != "voc" {
+		notes = append(notes, setting.Sprintf(name, "note: %s masks usually need {label_map} %s", s.Format, p))
+	}
+	return notes
+}
+
 // Err names the unmatched files (an *UnmatchedError), or is nil.
 func (s *Set) Err() error {
 	if len(s.Unmatched) == 0 {

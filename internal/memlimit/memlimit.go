@@ -57,6 +57,24 @@ func Set(limit int64) {
 	mu.Unlock()
 }
 
+// Configure makes the user's limit v (ParseBytes; "": the default) the
+// memory limit of this process: Go's soft limit (SetGoLimit) and, where
+// the address space allows, the process's (FitAddressSpace). A value that
+// does not parse is ParseBytes's error, the limit left at the default.
+func Configure(v string) error {
+	Set(0)
+	if v != "" {
+		n, err := ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		Set(n)
+	}
+	SetGoLimit()
+	FitAddressSpace()
+	return nil
+}
+
 // Limit returns the memory limit in bytes and where it comes from, naming
 // the setting by {key} (setting.Advice).
 func Limit() (int64, setting.Advice) {
