@@ -5,7 +5,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/segtune/segtune/internal/report"
+	"github.com/segtune/segtune/inference/report"
 	"github.com/segtune/segtune/metrics"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/inference/report"
 	progressui "github.com/segtune/segtune/internal/progress"
-	"github.com/segtune/segtune/internal/report"
 	"github.com/segtune/segtune/runtime"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/report"
+	"github.com/segtune/segtune/inference/report"
 	"github.com/segtune/segtune/internal/shard"
 )
 
