@@ -11,6 +11,26 @@ import (
 	"github.com/segtune/segtune/runtime"
 )
 
+// openSmall opens model, its contract read from the graph, on 8×8
+// inputs and one thread (the internal twin of dense_test.go's open).
+func openSmall(t *testing.T, model []byte) *Segmenter {
+	t.Helper()
+	m, err := onnx.Parse(model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := contract.Read(m, contract.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(model, ct, imageio.Preprocess{Height: 8, Width: 8}, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // A remembered scores' shape that no longer holds (a model whose output
 // size changed for the same input) costs one more run, not the image: the
 // run is made again without a buffer, and the shape learnt anew.
@@ -30,19 +50,7 @@ func TestStaleScoreShapeIsRunAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := onnx.Parse(model, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := contract.Read(m, contract.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(model, ct, imageio.Preprocess{Height: 8, Width: 8}, runtime.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSmall(t, model)
 	key := [4]int64{1, 3, 8, 8}
 	if s.knownScoreShape(key[:]) == nil {
 		t.Fatal("the probe did not learn the scores' shape")
@@ -86,19 +94,7 @@ func TestFailedBatchGivesItsScoresBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := onnx.Parse(model, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := contract.Read(m, contract.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(model, ct, imageio.Preprocess{Height: 8, Width: 8}, runtime.Options{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSmall(t, model)
 	in := make([]float32, 3*8*8)
 	for i := range in {
 		in[i] = 1 // conv: -2.5-1.5-0.5 < 0 for the first class
