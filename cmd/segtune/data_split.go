@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -25,18 +23,17 @@ func dataSplitCommand() *cli.Command {
 			"and OUT/masks/{train,val} (the labels as palette PNGs, after --label-map), every file atomically;\n" +
 			"with --lists, only OUT/train.txt and OUT/val.txt, the image paths below --data, one a line.",
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.data},
+			&cli.StringFlag{Name: "data", Required: true, Usage: "labelled data folder", Destination: &o.Data},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/ (or the lists)", Destination: &o.out},
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
-			labelMapFlag(&o.labelMap, `remap mask labels on the way, e.g. "cityscapes"`),
-			maskPaletteFlag(&o.maskPalette),
+			labelMapFlag(&o.LabelMap, `remap mask labels on the way, e.g. "cityscapes"`),
+			maskPaletteFlag(&o.MaskPalette),
 		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
 		Action: func(c *cli.Context) error { return runDataSplit(c, o, vs, lists) },
 	}
 }
 
 func runDataSplit(c *cli.Context, o *dataOptions, bound datalayout.ValSplit, lists bool) error {
-	root, out := o.data, o.out
 	if !c.IsSet("val") {
 		return cli.Exit("data split: give --val F, the fraction of the images to hold out for validation", 2)
 	}
@@ -44,31 +41,5 @@ func runDataSplit(c *cli.Context, o *dataOptions, bound datalayout.ValSplit, lis
 	if err != nil {
 		return err
 	}
-	masks, _, err := readMasks(o.labelMap, o.maskPalette)
-	if err != nil {
-		return err
-	}
-	var oe *datalayout.OverlapError
-	if err := datalayout.CheckConvertOutput(root, out); errors.As(err, &oe) {
-		return cli.Exit(fmt.Sprintf("--out %s and --data %s overlap: choose an output folder outside the data", out, root), 2)
-	} else if err != nil {
-		return cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	opt, err := o.layout.options()
-	if err != nil {
-		return err
-	}
-	set, err := openData(c, root, opt, "train", o.labelMap)
-	if err != nil {
-		return err
-	}
-	if err := set.Err(); err != nil {
-		return dataExit(err)
-	}
-	train, val, err := vs.Divide(set.Samples)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("--data %s: %v", root, err), 1)
-	}
-	notef(c, "segtune: %d of %d images held out for validation (by %s, seed %d)", len(val), len(set.Samples), vs.By, vs.Seed)
-	return datalayout.WriteSplit(os.Stdout, set, root, out, train, val, masks, lists)
+	return datalayout.SplitFolder(os.Stdout, datalayout.SplitRequest{Folder: o.folder(c), Out: o.out, Split: *vs, Lists: lists})
 }

@@ -11,15 +11,11 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
-	"github.com/segtune/segtune/internal/storage"
 )
 
 // dataLayout is how to read a data folder: what --format, --split and
 // --coco-crowd set (options reads them).
-type dataLayout struct {
-	Format, Split string
-	Crowd         string // ignore or class
-}
+type dataLayout struct{ datalayout.Layout }
 
 // dataLayoutFlags bind --format, --split and --coco-crowd, which say how
 // to read the data folder given to flag (--data, --calibrate), into o.
@@ -34,17 +30,7 @@ func dataLayoutFlags(o *dataLayout, flag string) []cli.Flag {
 }
 
 // options are the layout options the flags give.
-func (o *dataLayout) options() (datalayout.Options, error) {
-	opt := datalayout.Options{Format: o.Format, Split: o.Split}
-	switch o.Crowd {
-	case "", "ignore":
-	case "class":
-		opt.CrowdAsClass = true
-	default:
-		return opt, cli.Exit(fmt.Sprintf("--coco-crowd %q: must be ignore or class", o.Crowd), 2)
-	}
-	return opt, nil
-}
+func (o *dataLayout) options() (datalayout.Options, error) { return o.Options() }
 
 // dataFlag is --data for the commands that read one split of labelled
 // data, into root.
@@ -74,22 +60,7 @@ func classNamesFlag(names *string, usage string) *cli.StringFlag {
 // readMasks reads how masks are read: --label-map's spec and
 // --mask-palette's file, and the classes a CVAT labelmap names.
 func readMasks(labelMap, palette string) (imageio.MaskOptions, []string, error) {
-	var masks imageio.MaskOptions
-	var err error
-	if labelMap != "" {
-		if masks.Map, err = imageio.ParseLabelMap(labelMap); err != nil {
-			return masks, nil, cli.Exit(fmt.Sprintf("--label-map: %v", err), 2)
-		}
-	}
-	if palette == "" {
-		return masks, nil, nil
-	}
-	pal, names, err := datalayout.ReadMaskPalette(palette)
-	if err != nil {
-		return masks, nil, cli.Exit(fmt.Sprintf("--mask-palette: %v", err), 2)
-	}
-	masks.Palette = pal
-	return masks, names, nil
+	return datalayout.ReadMasks(labelMap, palette)
 }
 
 // splitNames is a --class-names list (nil for "").
@@ -103,36 +74,26 @@ func splitNames(v string) []string {
 // openData lists the samples of the data set at root (--data): opt's
 // split, or else fallback where the layout has it (val for eval), and says
 // in one line which layout it took and how many pairs it found (labelMap:
-// --label-map's, for noteDataSet).
+// --label-map's, for its notes).
 func openData(c *cli.Context, root string, opt datalayout.Options, fallback, labelMap string) (*datalayout.Set, error) {
-	if storage.IsURL(root) {
-		return nil, cli.Exit(fmt.Sprintf("--data %s: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)", root), 2)
-	}
-	set, err := datalayout.OpenDefault(root, opt, fallback)
-	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-	}
-	noteData(c, set, labelMap)
-	return set, nil
+	return datalayout.OpenData(root, opt, fallback, labelMap != "", dataNotes(c))
+}
+
+// dataNotes are the data libraries' notes: on stderr unless --quiet,
+// naming settings by their flags.
+func dataNotes(c *cli.Context) datalayout.Notes {
+	return datalayout.Notes{W: noticeWriter(c), Prefix: "segtune: ", Name: flagOf}
 }
 
 // noteData says which layout was taken and, where the format's labels
 // need a label map preset that --label-map does not give, which one.
 func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
-	for _, line := range set.Notes(labelMap != "", flagOf) {
-		notef(c, "segtune: %s", line)
-	}
+	dataNotes(c).Set(set, labelMap != "")
 }
 
 // dataExit is the exit for an error reading --data: 1 for unmatched
 // files (named), 2 for a folder that cannot be read as data.
-func dataExit(err error) error {
-	var ue *datalayout.UnmatchedError
-	if errors.As(err, &ue) {
-		return cli.Exit(fmt.Sprintf("--data: %v", err), 1)
-	}
-	return cli.Exit(fmt.Sprintf("--data: %v", err), 2)
-}
+func dataExit(err error) error { return datalayout.DataError(err) }
 
 // openFinetuneData reads --data for finetune: the training split (--split,
 // default train where the layout has splits) and, where the layout has

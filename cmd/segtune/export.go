@@ -10,7 +10,6 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/evaluate"
-	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -84,8 +83,12 @@ func exportFlags(o *exportOptions) []cli.Flag {
 }
 
 func runExport(c *cli.Context, o *exportOptions) error {
-	p, err := planExport(c, o)
-	if err != nil {
+	o.Given = given(c)
+	p, err := o.Settings.Prepare(deploy.Sources{Layout: o.Layout.Layout, LabelMap: o.LabelMap, MaskPalette: o.MaskPalette,
+		Keep: []deploy.File{{Path: o.Pre.File, What: "the {preprocess} file"}}, Notes: dataNotes(c)})
+	if errors.Is(err, deploy.ErrNoSource) {
+		return fmt.Errorf("segtune export: %w", err)
+	} else if err != nil {
 		return err
 	}
 	if err := loadRuntime(c, o.Session.Device); err != nil {
@@ -121,53 +124,5 @@ func exportPlan(c *cli.Context, o *exportOptions, p *deploy.Prepared) (deploy.Pl
 	}
 	plan, err := p.Plan(m, settings.Sidecar)
 	plan.Convert.Session = sessionFor(c, o.Session)
-	return plan, exportExit(err)
-}
-
-// planExport makes o a deploy request, prepares it (deploy.Prepare) and
-// checks its outputs before any work: every mistake is reported naming
-// its flag.
-func planExport(c *cli.Context, o *exportOptions) (*deploy.Prepared, error) {
-	s := &o.Settings
-	if err := s.Validate(); err != nil {
-		return nil, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	s.Given = given(c)
-	var opt datalayout.Options
-	if p, _ := deploy.ParsePrecision(s.Precision); p == deploy.INT8 { // --calibrate's layout
-		var err error
-		if opt, err = o.Layout.options(); err != nil {
-			return nil, err
-		}
-	}
-	r, err := s.Request(opt, func(set *datalayout.Set) { noteData(c, set, o.LabelMap) })
-	if errors.Is(err, deploy.ErrNoSource) {
-		return nil, cli.Exit("segtune export: "+withFlagNames(err).Error(), 2)
-	} else if err != nil {
-		return nil, err
-	}
-	masks, _, err := readMasks(o.LabelMap, o.MaskPalette) // these replace the model's own settings
-	if err != nil {
-		return nil, err
-	}
-	r.LabelMap, r.MaskPalette = masks.Map, masks.Palette
-	p, err := deploy.Prepare(*r)
-	if err != nil {
-		return nil, exportExit(err)
-	}
-	if p.Warning != "" {
-		notef(c, "segtune: warning: %s", p.Warning)
-	}
-	if err := r.CheckOutputs(deploy.File{Path: o.Pre.File, What: "the {preprocess} file"}); err != nil {
-		return nil, withFlagNames(fmt.Errorf("--out %s: %w", r.Out, err))
-	}
-	return p, nil
-}
-
-// exportExit is err with the exit status of a count no calibration takes.
-func exportExit(err error) error {
-	if errors.Is(err, deploy.ErrNegativeMinimum) {
-		return cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	return err
+	return plan, err
 }

@@ -98,7 +98,7 @@ func TestDataShardAndSessionGroups(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--threads -1: must be from 1 to") || ran {
 		t.Errorf("--threads -1: %v (action ran: %v)", err, ran)
 	}
-	if err := parseGroup(t, dataLayoutFlags(&l, "--data"), func(*cli.Context) error { _, err := l.options(); return err }, "--coco-crowd", "maybe"); err == nil ||
+	if err := parseGroup(t, dataLayoutFlags(&l, "--data"), func(*cli.Context) error { _, err := l.options(); return withFlagNames(err) }, "--coco-crowd", "maybe"); err == nil ||
 		err.Error() != `--coco-crowd "maybe": must be ignore or class` {
 		t.Errorf("--coco-crowd maybe: %v", err)
 	}

@@ -87,3 +87,42 @@ func ReportNames(given, labelmap []string, mapped bool, sets []*datalayout.Set) 
 	}
 	return nil
 }
+
+// CheckRequest is a data folder to check (CheckSplits) as its user gives
+// it: the folder (its split, or every split), the class names the user
+// gives for the report (nil: the data's own, ReportNames) and the
+// classes and ignore label to check the masks against.
+type CheckRequest struct {
+	datalayout.Folder
+	ClassNames []string
+	Check      Config
+}
+
+// CheckFolder checks r's folder. Reports nil: nothing was checked, and
+// err says why; else err, shown after the reports, says the folder fails:
+// no pair in any split (naming the layout), or files the reports name as
+// needing attention.
+func CheckFolder(ctx context.Context, r CheckRequest) (Reports, error) {
+	masks, labelmap, err := r.Masks()
+	if err != nil {
+		return nil, err
+	}
+	sets, err := r.OpenAll()
+	if err != nil {
+		return nil, err
+	}
+	cfg := r.Check
+	cfg.LabelMap, cfg.Palette = masks.Map, masks.Palette
+	cfg.ClassNames = ReportNames(r.ClassNames, labelmap, masks.Map != nil, sets)
+	reports, err := CheckSplits(ctx, sets, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := datalayout.RequirePairs(r.Data, sets); err != nil {
+		return reports, err
+	}
+	if bad := reports.Bad(); bad > 0 {
+		return reports, fmt.Errorf("data check: %d files named above need attention", bad)
+	}
+	return reports, nil
+}

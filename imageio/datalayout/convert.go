@@ -52,11 +52,11 @@ func (e *OverlapError) Named(name func(key string) string) string {
 // CheckConvertOutput refuses an output folder for converting the data
 // folder root that overlaps it (*OverlapError, symbolic links resolved),
 // holds files (*NotEmptyError) or cannot be read, naming the output by
-// its key, out.
+// its key, out: a usage error (setting.Usage), found before any work.
 func CheckConvertOutput(root, out string) error {
 	overlap, err := pathguard.Overlap(root, out)
 	if err == nil && overlap {
-		return &OverlapError{Data: root, Out: out}
+		return setting.Usage(&OverlapError{Data: root, Out: out})
 	}
 	if err == nil {
 		err = CheckOutput(out)
@@ -64,9 +64,9 @@ func CheckConvertOutput(root, out string) error {
 	var ne *NotEmptyError
 	switch {
 	case errors.As(err, &ne):
-		return setting.Messagef("{out} %w", err)
+		return setting.Usage(setting.Messagef("{out} %w", err))
 	case err != nil:
-		return &setting.Error{Setting: "out", Value: out, Err: err}
+		return setting.Usage(&setting.Error{Setting: "out", Value: out, Err: err})
 	}
 	return nil
 }
@@ -84,8 +84,8 @@ func (e *EmptyError) Error() string {
 	return fmt.Sprintf("%s: %s layout, and not one image/mask pair in it", e.Root, format)
 }
 
-// RequirePairs refuses, with an *EmptyError, the splits sets of the data
-// folder root when none holds a pair.
+// RequirePairs refuses, with an *EmptyError of the setting data, the
+// splits sets of the data folder root when none holds a pair.
 func RequirePairs(root string, sets []*Set) error {
 	for _, set := range sets {
 		if len(set.Samples) > 0 {
@@ -96,7 +96,7 @@ func RequirePairs(root string, sets []*Set) error {
 	if len(sets) > 0 {
 		e.Format = sets[0].Format
 	}
-	return e
+	return setting.Messagef("{data} %w", e)
 }
 
 // ConvertedSplit is where Convert writes one split.

@@ -80,10 +80,10 @@ func TestCheckConvertOutput(t *testing.T) {
 // A data folder none of whose splits holds a pair is refused, saying
 // which layout was found.
 func TestRequirePairs(t *testing.T) {
-	if err := RequirePairs("d", []*Set{{Format: "voc"}}); err == nil || err.Error() != "d: a voc layout, and not one image/mask pair in it" {
+	if err := RequirePairs("d", []*Set{{Format: "voc"}}); err == nil || err.Error() != "data d: a voc layout, and not one image/mask pair in it" {
 		t.Errorf("an empty voc set: %v", err)
 	}
-	if err := RequirePairs("d", nil); err == nil || err.Error() != "d: no layout, and not one image/mask pair in it" {
+	if err := RequirePairs("d", nil); err == nil || err.Error() != "data d: no layout, and not one image/mask pair in it" {
 		t.Errorf("no set: %v", err)
 	}
 	if err := RequirePairs("d", []*Set{{}, {Samples: []Sample{{}}}}); err != nil {
