@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/deploy/trainingraph"
-	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -63,16 +60,10 @@ func runArtifacts(c *cli.Context, o *artifactsOptions) error {
 	if err := loadRuntime(c, ""); err != nil {
 		return err
 	}
-	spec, err := artifactsSpec(c, o)
+	o.Trainable, o.ExtraOutputs, o.GradInputs = o.trainable.Value(), o.extraOutput.Value(), o.gradInput.Value()
+	o.OnMetadataError = warnMetadata
+	compiled, err := o.Compile(given(c))
 	if err != nil {
-		return err
-	}
-	compiled, err := trainingraph.Compile(spec)
-	var se *trainingraph.SpecError
-	switch {
-	case errors.As(err, &se):
-		return cli.Exit(se.Named(flagOf), 2)
-	case err != nil:
 		return err
 	}
 	if err := grad.WriteArtifacts(o.out, compiled.Graphs); err != nil {
@@ -83,16 +74,4 @@ func runArtifacts(c *cli.Context, o *artifactsOptions) error {
 	}
 	notef(c, "wrote %s: %s", o.out, compiled.Summary())
 	return nil
-}
-
-// artifactsSpec is the compilation o describes: its size and loss parsed.
-func artifactsSpec(c *cli.Context, o *artifactsOptions) (trainingraph.Spec, error) {
-	s, err := o.Parse()
-	if err != nil {
-		return s, cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	s.Trainable, s.ExtraOutputs, s.GradInputs = o.trainable.Value(), o.extraOutput.Value(), o.gradInput.Value()
-	s.Given = trainer.Given{Size: c.IsSet("size"), Output: c.IsSet("logits"), ClassAxis: c.IsSet("class-axis"), Kind: c.IsSet("loss")}
-	s.OnMetadataError = warnMetadata
-	return s, nil
 }

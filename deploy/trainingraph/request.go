@@ -1,6 +1,9 @@
 package trainingraph
 
 import (
+	"errors"
+
+	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx/grad"
 )
@@ -39,6 +42,24 @@ func (r Request) Parse() (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// Compile compiles the artifacts r describes (Parse, then Compile),
+// the size, logits, class axis and loss kind fixed where given says
+// (by key) that the user gave them rather than left them to the model's
+// contract. A setting that cannot be read, or that the model cannot take
+// (*SpecError), is a usage error (setting.Usage).
+func (r Request) Compile(given func(key string) bool) (*Compiled, error) {
+	s, err := r.Parse()
+	if err != nil {
+		return nil, setting.Usage(err)
+	}
+	s.Given = trainer.Given{Size: given("size"), Output: given("logits"), ClassAxis: given("class_axis"), Kind: given("loss")}
+	compiled, err := Compile(s)
+	if se := (*SpecError)(nil); errors.As(err, &se) {
+		return nil, setting.Usage(err)
+	}
+	return compiled, err
 }
 
 // Named is the error with the settings it names called name(key): a
