@@ -2,6 +2,8 @@ package data
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,5 +48,50 @@ func TestCheckNamesBadFilesAndCountsClasses(t *testing.T) {
 	}
 	if bg := r.Classes[0]; bg.Pixels != 140 || bg.Images != 2 {
 		t.Errorf("class bg %+v; want 140 pixels in 2 images", bg)
+	}
+}
+
+// CheckFolder checks every split of a data folder: the reports come back
+// with the error that fails the folder (the files named), an empty folder
+// fails naming its layout, and a label map that cannot be read stops it
+// before any report as a usage error.
+func TestCheckFolder(t *testing.T) {
+	root := t.TempDir()
+	img := coordImage(4, 4, 0)
+	for _, split := range []string{"train", "val"} {
+		writePNG(t, filepath.Join(root, "images", split, "a.png"), img)
+		writePNG(t, filepath.Join(root, "masks", split, "a.png"), grayMask(4, 4, func(x, _ int) uint8 { return uint8(x / 2) }))
+	}
+	writePNG(t, filepath.Join(root, "masks/val/b.png"), grayMask(4, 4, func(int, int) uint8 { return 9 }))
+	var notes strings.Builder
+	r := CheckRequest{Folder: datalayout.Folder{Data: root, Notes: datalayout.Notes{W: &notes}}, ClassNames: []string{"bg", "fg"}, Check: Config{NumClasses: 2, Ignore: 255}}
+	reports, err := CheckFolder(context.Background(), r)
+	if len(reports) != 2 || reports[0].Bad() != 0 || reports[1].Bad() != 1 || reports[0].Classes[1].Name != "fg" {
+		t.Fatalf("reports %+v", reports)
+	}
+	if err == nil || err.Error() != "data check: 1 files named above need attention" {
+		t.Errorf("a folder with an unmatched mask: %v", err)
+	}
+	if strings.Count(notes.String(), "\n") < 2 {
+		t.Errorf("notes %q: want a line for each split", notes.String())
+	}
+	r.Layout.Split = "train"
+	if reports, err := CheckFolder(context.Background(), r); len(reports) != 1 || err != nil {
+		t.Errorf("the good split: %d reports, %v", len(reports), err)
+	}
+	empty := t.TempDir()
+	for _, d := range []string{"images", "masks"} {
+		if err := os.MkdirAll(filepath.Join(empty, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = CheckRequest{Folder: datalayout.Folder{Data: empty}}
+	if reports, err := CheckFolder(context.Background(), r); reports == nil || err == nil || !strings.Contains(err.Error(), "not one image/mask pair") {
+		t.Errorf("no pair: %v, %v", reports, err)
+	}
+	r.LabelMap = "nonsense"
+	var exit interface{ ExitCode() int }
+	if reports, err := CheckFolder(context.Background(), r); reports != nil || !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("bad label map: %v, %v", reports, err)
 	}
 }
