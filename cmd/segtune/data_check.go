@@ -17,7 +17,6 @@ import (
 type dataOptions struct {
 	datalayout.Folder
 	out, classNames string
-	layout          dataLayout
 	check           data.Config
 	json            bool
 }
@@ -25,8 +24,13 @@ type dataOptions struct {
 // folder is the data folder the flags give, its notes on stderr.
 func (o *dataOptions) folder(c *cli.Context) datalayout.Folder {
 	f := o.Folder
-	f.Layout, f.Notes = o.layout.Layout, dataNotes(c)
+	f.Notes = dataNotes(c)
 	return f
+}
+
+// layoutFlags are dataLayoutFlags for the data folder's layout.
+func (o *dataOptions) layoutFlags() []cli.Flag {
+	return dataLayoutFlags((*dataLayout)(&o.Layout), "--data")
 }
 
 func dataCheckCommand() *cli.Command {
@@ -48,7 +52,7 @@ func dataCheckCommand() *cli.Command {
 			&cli.IntFlag{Name: "ignore", Value: o.check.Ignore, Usage: "mask label that is no class", Destination: &o.check.Ignore},
 			classNamesFlag(&o.classNames, "comma-separated class names for the report"),
 			jsonFlag(&o.json),
-		}, dataLayoutFlags(&o.layout, "--data")...),
+		}, o.layoutFlags()...),
 		Action: func(c *cli.Context) error { return runDataCheck(c, o) },
 	}
 }
@@ -84,7 +88,7 @@ func dataConvertCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "new or empty folder for images/ and masks/", Destination: &o.out},
 			labelMapFlag(&o.LabelMap, `remap mask labels on the way, e.g. "cityscapes"`),
 			maskPaletteFlag(&o.MaskPalette),
-		}, dataLayoutFlags(&o.layout, "--data")...),
+		}, o.layoutFlags()...),
 		Action: func(c *cli.Context) error { return runDataConvert(c, o) },
 	}
 }

@@ -28,7 +28,7 @@ func dataSplitCommand() *cli.Command {
 			&cli.BoolFlag{Name: "lists", Usage: "write train.txt and val.txt (image paths below --data) instead of copying the data", Destination: &lists},
 			labelMapFlag(&o.LabelMap, `remap mask labels on the way, e.g. "cityscapes"`),
 			maskPaletteFlag(&o.MaskPalette),
-		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), dataLayoutFlags(&o.layout, "--data")...),
+		}, valSplitFlags(&vs, "val", "fraction `F` of the images to hold out for validation, in (0, 1)")...), o.layoutFlags()...),
 		Action: func(c *cli.Context) error { return runDataSplit(c, o, vs, lists) },
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // dataLayout is how to read a data folder: what --format, --split and
 // --coco-crowd set (options reads them).
-type dataLayout struct{ datalayout.Layout }
+type dataLayout datalayout.Layout
 
 // dataLayoutFlags bind --format, --split and --coco-crowd, which say how
 // to read the data folder given to flag (--data, --calibrate), into o.
@@ -30,7 +30,7 @@ func dataLayoutFlags(o *dataLayout, flag string) []cli.Flag {
 }
 
 // options are the layout options the flags give.
-func (o *dataLayout) options() (datalayout.Options, error) { return o.Options() }
+func (o *dataLayout) options() (datalayout.Options, error) { return datalayout.Layout(*o).Options() }
 
 // dataFlag is --data for the commands that read one split of labelled
 // data, into root.

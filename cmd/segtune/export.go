@@ -10,6 +10,7 @@ import (
 
 	"github.com/segtune/segtune/deploy"
 	"github.com/segtune/segtune/evaluate"
+	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -84,7 +85,7 @@ func exportFlags(o *exportOptions) []cli.Flag {
 
 func runExport(c *cli.Context, o *exportOptions) error {
 	o.Given = given(c)
-	p, err := o.Settings.Prepare(deploy.Sources{Layout: o.Layout.Layout, LabelMap: o.LabelMap, MaskPalette: o.MaskPalette,
+	p, err := o.Settings.Prepare(deploy.Sources{Layout: datalayout.Layout(o.Layout), LabelMap: o.LabelMap, MaskPalette: o.MaskPalette,
 		Keep: []deploy.File{{Path: o.Pre.File, What: "the {preprocess} file"}}, Notes: dataNotes(c)})
 	if errors.Is(err, deploy.ErrNoSource) {
 		return fmt.Errorf("segtune export: %w", err)
