@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/regsettings"
 	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 )
@@ -161,5 +163,51 @@ func TestConfigResumesWithoutAModel(t *testing.T) {
 	req.Model, req.Resume = "", true
 	if _, err := Config(context.Background(), req); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A fraction held out for validation is taken where it is given, and
+// refused by key where it is no fraction.
+func TestConfigHoldsOutTheValSplitGiven(t *testing.T) {
+	req := request(t, nil)
+	req.Given, req.ValSplit = []string{"val_split"}, datalayout.ValSplit{Fraction: 0.25, By: "image"}
+	cfg, err := Config(context.Background(), req)
+	if err != nil || cfg.Train.ValSplit == nil || cfg.Train.ValSplit.Fraction != 0.25 || !cfg.Val.HeldOut {
+		t.Errorf("%v: train %+v val %+v", err, cfg.Train, cfg.Val)
+	}
+	req.ValSplit.Fraction = 1.5
+	_, err = Config(context.Background(), req)
+	if got := setting.Rename(err, req.Name).Error(); exitCode(err) != 2 || !strings.HasPrefix(got, "--val_split 1.5: ") {
+		t.Errorf("fraction 1.5: %q (status %d)", got, exitCode(err))
+	}
+}
+
+// Ranks on one machine share its cores where threads is not given, and
+// say so; given threads stand.
+func TestConfigureSharesTheCores(t *testing.T) {
+	for _, given := range []bool{false, true} {
+		w := mpi.Local(2)
+		cfgs, notes := make([]finetune.Config, 2), make([]bytes.Buffer, 2)
+		var wg sync.WaitGroup
+		for r := range w {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := request(t, &notes[r])
+				if given {
+					req.Given, req.Config.Threads = []string{"threads"}, 3
+				}
+				var err error
+				if cfgs[r], err = Configure(context.Background(), w[r], req); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		shared := cfgs[0].Threads > 0 && slices.Contains(cfgs[0].Explicit, "threads") &&
+			strings.Contains(notes[1].String(), "segtune: 2 processes share this machine: --threads ")
+		if given && (shared || cfgs[1].Threads != 3) || !given && !shared {
+			t.Errorf("threads given %v: threads %d, explicit %v, notes %q", given, cfgs[0].Threads, cfgs[0].Explicit, notes[1].String())
+		}
 	}
 }
