@@ -44,7 +44,7 @@ func Configure(ctx context.Context, w *mpi.Comm, req Request) (finetune.Config, 
 
 // Config is the run req asks for, each setting checked before any work.
 func Config(ctx context.Context, req Request) (finetune.Config, error) {
-	s := &setup{Request: req, set: req.Given}
+	s := &setup{Request: req, set: slices.Clone(req.Given)}
 	if err := s.repeatInputs(); err != nil {
 		return finetune.Config{}, err
 	}
