@@ -1,6 +1,8 @@
 package resolve
 
 import (
+	"io"
+
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/setting"
 )
@@ -53,5 +55,31 @@ func (o UserLayer) Sidecar() (imageio.Sidecar, error) {
 	if out != (imageio.OutputSpec{}) { // no empty output spec in the settings a model is exported with
 		s.Output = &out
 	}
+	return s, nil
+}
+
+// Preprocessing is a user's layer over a model's own settings: a settings
+// file and fields (UserLayer). Given are the ones the user set, as the
+// user names them (a CLI: their flags), in order.
+type Preprocessing struct {
+	File string
+	UserLayer
+	Given []string
+}
+
+// Settings are the settings to run the model at modelPath with: its own,
+// then p's file and fields (ModelSettings). Where they come from goes to
+// notes, a model's unusable embedded settings to warnings (WriteNotices,
+// settings called name(key)).
+func (p Preprocessing) Settings(modelPath string, notes, warnings io.Writer, name func(key string) string) (Settings, error) {
+	flags, err := p.Sidecar()
+	if err != nil {
+		return Settings{}, err
+	}
+	s, err := ModelSettings(modelPath, p.File, flags)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.WriteNotices(notes, warnings, "segtune: ", modelPath, len(p.Given) > 0, name)
 	return s, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
@@ -174,7 +171,7 @@ func TestBlobSegmentAndEvalMatchLocal(t *testing.T) {
 	defer sf.Close()
 	first := filepath.Base(trainImgs[0])
 	sf.Delete(context.Background(), first)
-	if _, err := mirrorFolder(cliContext(t), "data", url("synth")); err != nil {
+	if _, err := resolve.MirrorFolder(context.Background(), url("synth")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(mirror, "images", "train", first)); err == nil {
@@ -189,15 +186,6 @@ func TestBlobSegmentAndEvalMatchLocal(t *testing.T) {
 		!strings.Contains(err.Error(), "1 image(s) without a mask: s3://segtune-cli/data/images/zz-extra.png") {
 		t.Errorf("unpaired image: %v", err)
 	}
-}
-
-// cliContext is a context for calling a command's helpers directly.
-func cliContext(t *testing.T) *cli.Context {
-	set := flag.NewFlagSet("test", flag.ContinueOnError)
-	set.Bool("quiet", true, "")
-	c := cli.NewContext(newApp(), set, nil)
-	c.Context = context.Background()
-	return c
 }
 
 // Defect: the bucket model's cached copy refused a poisoned entry (a FIFO

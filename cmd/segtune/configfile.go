@@ -62,28 +62,12 @@ func parseRecordedRun(path string, b []byte) (*finetune.Config, error) {
 	return cfg, nil
 }
 
-// recordedRun returns the run that --config's config.json records, or nil.
-// It sets the flags of the run's inputs the command line does not give
-// (finetune.RepeatInputs: given are the keys it gives), so that the flags
-// make a complete configuration; finetune.Repeat then keeps the recorded
-// settings of every flag not given.
-func recordedRun(c *cli.Context, path string, given []string, resume bool) (*finetune.Config, error) {
+// recordedRun is the run that --config's config.json at path records, or
+// nil (runsetup.Request.Recorded).
+func recordedRun(path string) (*finetune.Config, error) {
 	settings, b, err := cliflag.ReadConfigFile(path)
 	if err != nil || !finetune.IsRecordedRun(settings) {
 		return nil, err
 	}
-	rec, err := parseRecordedRun(path, b)
-	if err != nil {
-		return nil, err
-	}
-	inputs, err := rec.RepeatInputs(given, resume)
-	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--config %s: %v", path, err), 2)
-	}
-	for key, v := range inputs {
-		if err := c.Set(flagOf(key)[2:], v); err != nil {
-			return nil, err
-		}
-	}
-	return rec, nil
+	return parseRecordedRun(path, b)
 }

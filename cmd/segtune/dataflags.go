@@ -1,14 +1,10 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 )
@@ -94,30 +90,3 @@ func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
 // dataExit is the exit for an error reading --data: 1 for unmatched
 // files (named), 2 for a folder that cannot be read as data.
 func dataExit(err error) error { return datalayout.DataError(err) }
-
-// openFinetuneData reads --data for finetune: the training split (--split,
-// default train where the layout has splits) and, where the layout has
-// one, the val split for validation. Unmatched files stop the run before
-// any work unless skipBad; labelMap is --label-map's; out is the run's folder, where a held-out
-// split's list goes.
-func openFinetuneData(c *cli.Context, root string, vs *datalayout.ValSplit, opt datalayout.Options, skipBad bool, labelMap, out string) (train, val finetune.DataSpec, err error) {
-	fd, err := finetune.OpenDataSplit(root, opt, vs, skipBad)
-	for _, set := range fd.Sets {
-		noteData(c, set, labelMap)
-	}
-	var ve *finetune.ValSplitExistsError
-	if errors.As(err, &ve) {
-		return train, val, cli.Exit(fmt.Sprintf("--val-split: %v", err), 2)
-	}
-	if err != nil {
-		return train, val, dataExit(err)
-	}
-	if vs != nil {
-		notef(c, "segtune: --val-split %g: %d of %d images held out for validation (by %s, seed %d), listed in %s",
-			vs.Fraction, fd.HeldOut, fd.Kept+fd.HeldOut, vs.By, vs.Seed, filepath.Join(out, finetune.SplitFile))
-	}
-	if !fd.Val.Given() {
-		notef(c, "segtune: %s has no validation split other than the training data: training without validation", root)
-	}
-	return fd.Train, fd.Val, nil
-}

@@ -15,9 +15,8 @@ import (
 // set: a --preprocess file and, field by field, the flags' layer over the
 // model's own settings (modelSettings).
 type preprocessOptions struct {
-	File string // --preprocess
-	resolve.UserLayer
-	names []string // the flags' names, for given
+	resolve.Preprocessing
+	names []string // the flags' names, for set
 }
 
 // preprocessFlags bind how images become model inputs into o.
@@ -50,30 +49,24 @@ func preprocessFlags(o *preprocessOptions) []cli.Flag {
 	return flags
 }
 
-// given reports whether --preprocess or any preprocessing flag was set on
-// the command line.
-func (o *preprocessOptions) given(c *cli.Context) bool {
+// set are the preprocessing flags set on the command line (or by
+// --config), as --name.
+func (o *preprocessOptions) set(c *cli.Context) []string {
+	var set []string
 	for _, name := range o.names {
 		if c.IsSet(name) {
-			return true
+			set = append(set, "--"+name)
 		}
 	}
-	return false
+	return set
 }
 
 // modelSettings are the settings to run the model at modelPath with:
-// what it brings (resolve.ModelSettings), a --preprocess file and the
-// preprocessing flags, in increasing precedence, with the layers they came
-// from, which it notes (resolve.Settings.WriteNotices).
+// what it brings, a --preprocess file and the preprocessing flags, in
+// increasing precedence, with the layers they came from, which it notes
+// (resolve.Preprocessing.Settings).
 func (o *preprocessOptions) modelSettings(c *cli.Context, modelPath string) (resolve.Settings, error) {
-	flags, err := o.Sidecar()
-	if err != nil {
-		return resolve.Settings{}, err
-	}
-	s, err := resolve.ModelSettings(modelPath, o.File, flags)
-	if err != nil {
-		return resolve.Settings{}, err
-	}
-	s.WriteNotices(noticeWriter(c), os.Stderr, "segtune: ", modelPath, o.given(c), flagOf)
-	return s, nil
+	p := o.Preprocessing
+	p.Given = o.set(c)
+	return p.Settings(modelPath, noticeWriter(c), os.Stderr, flagOf)
 }

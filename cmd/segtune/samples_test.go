@@ -1,16 +1,16 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/resolve/runsetup"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -43,10 +43,7 @@ func TestWriteSamples(t *testing.T) {
 	out := filepath.Join(dir, "samples.png")
 	cfg := finetune.Config{Val: finetune.DataSpec{Images: imgs, Masks: masks}, Ignore: 255}
 	pal := imageio.Palette{{0, 0, 0, 255}, {250, 0, 0, 255}}
-	app := &cli.App{Flags: []cli.Flag{threadsFlag(new(int))}, Action: func(c *cli.Context) error {
-		return samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, predictor(c, runtime.Options{}))
-	}}
-	if err := app.Run([]string{"segtune"}); err != nil {
+	if err := samples.Write(out, cfg, pal, []samples.Column{{Name: "prediction", Model: model}}, runsetup.Predictor(runtime.Options{}, io.Discard)); err != nil {
 		t.Fatal(err)
 	}
 	img, err := imageio.ReadImage(out)

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/imageio/datalayout"
-	"github.com/segtune/segtune/internal/setting"
 )
 
 // valSplitUsage is finetune's --val-split.
@@ -27,19 +25,8 @@ func valSplitFlags(vs *datalayout.ValSplit, fraction, usage string) []cli.Flag {
 }
 
 // valSplitSetting is the split valSplitFlags set in bound: nil without the
-// fraction flag; its companions without it are refused.
+// fraction flag; its companions without it are refused
+// (datalayout.ValSplit.Given).
 func valSplitSetting(c *cli.Context, bound datalayout.ValSplit, fraction string) (*datalayout.ValSplit, error) {
-	if !c.IsSet(fraction) {
-		for _, f := range []string{"split-seed", "split-by"} {
-			if c.IsSet(f) {
-				return nil, cli.Exit(fmt.Sprintf("--%s goes with --%s F (the fraction to hold out for validation)", f, fraction), 2)
-			}
-		}
-		return nil, nil
-	}
-	vs := &bound
-	if err := vs.Check(); err != nil {
-		return nil, cli.Exit(setting.Rename(err, flagIn(c.Command.Name)).Error(), 2)
-	}
-	return vs, nil
+	return bound.Given(c.IsSet(fraction), c.IsSet("split-seed"), c.IsSet("split-by"))
 }

@@ -47,6 +47,25 @@ func (v ValSplit) Check() error {
 	return nil
 }
 
+// Given is v where its fraction is given (fraction: the user set it),
+// checked; nil without it, where a seed or grouping given alone (seed,
+// by) is refused. Errors are usage errors keyed val_split, split_seed
+// and split_by.
+func (v ValSplit) Given(fraction, seed, by bool) (*ValSplit, error) {
+	switch {
+	case fraction:
+		if err := v.Check(); err != nil {
+			return nil, setting.Usage(err)
+		}
+		return &v, nil
+	case seed:
+		return nil, setting.Usage(setting.Messagef("{split_seed} goes with {val_split} F (the fraction to hold out for validation)"))
+	case by:
+		return nil, setting.Usage(setting.Messagef("{split_by} goes with {val_split} F (the fraction to hold out for validation)"))
+	}
+	return nil, nil
+}
+
 // Group is the group of the sample named name (a Sample.Name: slash
 // separated, without extension).
 func (v ValSplit) Group(name string) string {
