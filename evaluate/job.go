@@ -37,7 +37,7 @@ type Job struct {
 	Notes io.Writer
 	Quiet bool
 	// Name is what the program calls a setting (by key), in notices and
-	// failed images' errors.
+	// failed images' errors (nil: by key).
 	Name func(key string) string
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/report"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
 )
@@ -29,7 +30,8 @@ type Job struct {
 	// each notice, written to Notes.
 	Print report.Printer
 	Notes io.Writer
-	// Name is what the program calls a setting (by key), in the verdict.
+	// Name is what the program calls a setting (by key), in the verdict
+	// (nil: by key).
 	Name func(key string) string
 }
 
@@ -72,10 +74,13 @@ func (j Job) Run(ctx context.Context, own imageio.Sidecar) error {
 // report prints res and saves its choice into the sidecar when asked.
 func (j Job) report(res *Result, own imageio.Sidecar) error {
 	var err error
-	if j.Print.JSON {
+	if name := j.Name; j.Print.JSON {
 		err = report.JSON(j.Print.Out, res)
 	} else {
-		res.WriteText(j.Print.Out, j.Name)
+		if name == nil {
+			name = setting.Key
+		}
+		res.WriteText(j.Print.Out, name)
 	}
 	if err != nil || !j.WriteSidecar {
 		return err
