@@ -11,5 +11,8 @@
 // A Go program fills a Request, whose Plan pairs the data and opens the
 // model (or builds a Plan itself: pairs, NewSetup, Plan.ReadFolders),
 // calls Run and prints or stores the partial (Summary.WriteText,
-// WritePartial); `segtune eval` is flag parsing and printing around them.
+// WritePartial). A Job is the whole of `segtune eval` after its flags:
+// Settings.Open checks the settings and opens the labelled data, Job.Run
+// plans, resumes or refuses an existing partial file, scores and reports;
+// what a user got wrong is a *UsageError naming the setting by its key.
 package evaluate

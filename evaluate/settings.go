@@ -52,6 +52,35 @@ func (s Settings) Validate() error {
 	return s.CheckConfusion(nil)
 }
 
+// Required are the settings (by key) an evaluation cannot go without:
+// the model, and the data set or else the image and mask folders.
+func (s Settings) Required() []string {
+	if s.Data != "" {
+		return []string{"model"}
+	}
+	return []string{"model", "images", "masks"}
+}
+
+// Open checks s (Validate) and opens its labelled data with open: a data
+// set's folder becomes Images and Masks, and a confusion folder among the
+// data set's folders is refused. What s gets wrong is a *UsageError; the
+// caller closes the data.
+func (s *Settings) Open(open Openers) (*Labelled, error) {
+	if err := s.Validate(); err != nil {
+		return nil, Usage(err)
+	}
+	l, err := OpenLabelled(s.Data, s.Images, s.Masks, open)
+	if err != nil || l.Set == nil {
+		return l, err
+	}
+	s.Images, s.Masks = l.Set.Root, l.Set.Root
+	if err := s.CheckConfusion(l.Set); err != nil {
+		l.Close()
+		return nil, Usage(err)
+	}
+	return l, nil
+}
+
 // CheckConfusion refuses a confusion folder that is a file or one of the
 // image and mask folders (keys images and masks), or that holds the
 // images or masks of set, the data set read (data/images/val, say).

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"os"
 	"slices"
 
 	"github.com/urfave/cli/v2"
@@ -13,9 +10,7 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/cliflag"
-	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
 )
@@ -79,20 +74,14 @@ func evalFlags(o *evalOptions) []cli.Flag {
 func runEval(c *cli.Context, o *evalOptions) error {
 	s := &o.Settings
 	s.Given = given(c)
-	if err := requireEvalData(c, s); err != nil {
+	if err := cliflag.Require(c, s.Required()...); err != nil { // eval's keys are its flags' names
 		return err
 	}
-	if err := s.Validate(); err != nil {
-		return cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	l, err := openLabelled(c, s.Data, o.Layout, o.LabelMap, &s.Images, &s.Masks)
+	data, err := s.Open(labelledOpeners(c, o.Layout, o.LabelMap))
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	if err := s.CheckConfusion(l.set); l.set != nil && err != nil { // the data set's folders
-		return cli.Exit(withFlagNames(err).Error(), 2)
-	}
+	defer data.Close()
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
@@ -100,166 +89,45 @@ func runEval(c *cli.Context, o *evalOptions) error {
 	if err != nil {
 		return err
 	}
-	plan, err := evalPlan(c, o, spec, l)
+	model, err := o.Pre.modelSettings(c, s.Model)
 	if err != nil {
 		return err
 	}
-	defer plan.Segmenter.Close()
-	return evalRun(c, o, spec, plan)
-}
-
-// evalRun scores plan and reports, writing the shard's partial file.
-func evalRun(c *cli.Context, o *evalOptions, spec shard.Spec, plan evaluate.Plan) error {
-	partial := o.Partial
-	if partial != "" {
-		if done, err := partialDone(c, o, evaluate.NewPartial(spec, plan.Setup)); err != nil || done {
-			return err
-		}
-	}
-	bar := progress(c, plan.Total, "eval")
-	plan.Progress = func(done, _ int) { bar.Set(done) }
-	plan.Name = flagOf
-	acc, err := evaluate.Run(c.Context, plan)
-	bar.Finish()
+	dense, err := o.Dense.dense()
 	if err != nil {
-		return fmt.Errorf("running %s: %w", o.Model, err)
+		return err
 	}
-	if partial != "" {
-		if err := evaluate.WritePartial(c.Context, partial, acc); err != nil {
-			return fmt.Errorf("--partial: %w", err)
-		}
-		notef(c, "segtune: wrote shard %s's scores to %s", acc.Shard, partial)
+	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
+	if err != nil {
+		return err
 	}
-	if spec.Sharded() {
-		notef(c, "segtune: the scores below are shard %s's alone; `segtune eval merge` combines the shards' --partial files", spec)
-	}
-	return printEvalSummary(c, o.Confusion, o.JSON, acc.Summary())
+	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
+	return evaluate.Job{Settings: *s, Data: data, Shard: spec, ModelSettings: model.Sidecar, Masks: masks,
+		Open:  func(m string, sc imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, sc, session) },
+		Batch: func(seg *inference.Segmenter, batch int) int { return clampBatch(c, seg, batch) },
+		Print: printer(o.JSON), Notes: noticeWriter(c), Quiet: globals(c).Quiet, Name: flagOf}.Run(c.Context)
 }
 
-// requireEvalData demands eval's model and its data (--data, or --images
-// and --masks); not the flags' Required, which urfave/cli would also
-// demand of `eval merge`.
-func requireEvalData(c *cli.Context, s *evaluate.Settings) error {
-	if s.Data != "" {
-		return cliflag.Require(c, "model")
-	}
-	return cliflag.Require(c, "model", "images", "masks")
-}
-
-// labelledPair are the labelled images eval and info --find-preprocessing
-// score: a split of --data, or the --images and --masks folders.
-type labelledPair struct {
-	set           *datalayout.Set
-	images, masks *storage.Folder
-}
-
-// openLabelled opens the split of the data set data (read with layout
-// and labelMap; its folder becomes *images and *masks) or, without data,
-// the folders *images and *masks; the caller closes them.
-func openLabelled(c *cli.Context, data string, layout dataLayout, labelMap string, images, masks *string) (*labelledPair, error) {
-	l := &labelledPair{}
-	if data != "" {
+// labelledOpeners open the labelled data of eval and info
+// --find-preprocessing: a split of --data read with layout (val where it
+// has one; labelMap is --label-map's, for its notes), or the folders.
+func labelledOpeners(c *cli.Context, layout dataLayout, labelMap string) evaluate.Openers {
+	data := func(root string) (*datalayout.Set, error) {
 		opt, err := layout.options()
 		if err != nil {
 			return nil, err
 		}
-		if l.set, err = openData(c, data, opt, "val", labelMap); err != nil {
+		set, err := openData(c, root, opt, "val", labelMap)
+		if err != nil {
 			return nil, err
 		}
-		if err := l.set.Err(); err != nil {
+		if err := set.Err(); err != nil {
 			return nil, dataExit(err)
 		}
-		*images, *masks = l.set.Root, l.set.Root
+		return set, nil
 	}
-	var err error
-	if l.images, err = openFolder(c, "images", *images, true); err != nil {
-		return nil, err
-	}
-	if l.masks, err = openFolder(c, "masks", *masks, true); err != nil {
-		l.images.Close()
-		return nil, err
-	}
-	return l, nil
-}
-
-func (l *labelledPair) Close() {
-	l.images.Close()
-	l.masks.Close()
-}
-
-// pairsExit is the exit for an error pairing labelled images: 1 when
-// there are none, 2 naming the folder that cannot be read.
-func pairsExit(err error) error {
-	var fe *evaluate.FolderError
-	switch {
-	case errors.Is(err, evaluate.ErrNoPairs):
-		return cli.Exit(err.Error(), 1)
-	case errors.As(err, &fe):
-		return flagError(fe.Side, fe.Folder, fe.Err)
-	}
-	return err
-}
-
-// evalPlan is the evaluation s describes: this shard's pairs, the opened
-// model (the caller closes plan.Segmenter) and how it is scored.
-func evalPlan(c *cli.Context, o *evalOptions, spec shard.Spec, l *labelledPair) (evaluate.Plan, error) {
-	s := &o.Settings
-	settings, err := o.Pre.modelSettings(c, s.Model)
-	if err != nil {
-		return evaluate.Plan{}, err
-	}
-	dense, err := o.Dense.dense()
-	if err != nil {
-		return evaluate.Plan{}, err
-	}
-	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
-	if err != nil {
-		return evaluate.Plan{}, err
-	}
-	req, err := s.Request(settings.Sidecar, masks)
-	if err != nil {
-		return evaluate.Plan{}, err
-	}
-	session := resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense}
-	req.Images, req.Masks, req.Set, req.Shard = l.images, l.masks, l.set, spec
-	req.Open = func(m string, s imageio.Sidecar) (*inference.Segmenter, error) { return openModel(c, m, s, session) }
-	plan, err := req.Plan(c.Context)
-	if err != nil {
-		return plan, pairsExit(err)
-	}
-	plan.Batch = clampBatch(c, plan.Segmenter, req.Batch) // with its notice
-	return plan, nil
-}
-
-// partialDone looks at an existing --partial file before the work: this
-// shard of this evaluation, complete, means the work is done (a retried
-// worker stops there); anything else there is refused, not overwritten.
-func partialDone(c *cli.Context, o *evalOptions, acc *evaluate.Partial) (bool, error) {
-	old, err := evaluate.ExistingPartial(c.Context, o.Partial, acc)
-	if err != nil || old == nil {
-		if err != nil {
-			err = cli.Exit("--partial "+err.Error(), 2)
-		}
-		return false, err
-	}
-	notef(c, "segtune: %s already holds shard %s of this evaluation: nothing to do", o.Partial, acc.Shard)
-	if o.JSON {
-		return true, printJSON(os.Stdout, old.Summary())
-	}
-	return true, nil
-}
-
-// printEvalSummary prints the report (text or asJSON), writes the
-// confusion files into confusion and returns the exit error when images
-// failed.
-func printEvalSummary(c *cli.Context, confusion string, asJSON bool, sum evaluate.Summary) error {
-	if confusion != "" {
-		if err := metrics.WriteConfusionFiles(confusion, sum.Matrix, sum.ClassNames); err != nil {
-			return fmt.Errorf("--confusion: %w", err)
-		}
-		notef(c, "segtune: wrote the confusion matrix to %s", confusion)
-	}
-	return sum.Print(printer(asJSON))
+	folder := func(key, v string) (*storage.Folder, error) { return openFolder(c, key, v, true) }
+	return evaluate.Openers{Data: data, Folder: folder}
 }
 
 func evalMergeCommand() *cli.Command {
@@ -281,13 +149,13 @@ func evalMergeCommand() *cli.Command {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
 			}
 			if err := s.CheckConfusion(nil); err != nil {
-				return cli.Exit(withFlagNames(err).Error(), 2)
+				return evaluate.Usage(err)
 			}
 			merged, err := evaluate.Merge(c.Context, c.Args().Slice())
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			return printEvalSummary(c, s.Confusion, asJSON, merged.Summary())
+			return merged.Summary().Output(printer(asJSON), s.Confusion, noticeWriter(c))
 		},
 	}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"os"
 	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/evaluate/preprocsearch"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -35,12 +33,10 @@ func findPreprocessingFlags(o *infoOptions) []cli.Flag {
 
 // findPreprocessing runs --find-preprocessing on the model at path.
 func findPreprocessing(c *cli.Context, o *infoOptions, path string, asJSON bool) error {
-	cfg := &o.Find
-	sidecar := imageio.SidecarPath(path)
-	if cfg.WriteSidecar {
-		if err := cfg.RefuseExistingSidecar(sidecar); err != nil {
-			return cli.Exit(withFlagNames(err).Error(), 2)
-		}
+	job := preprocsearch.Job{Config: o.Find, Model: path, Session: sessionFor(c, o.Session),
+		Openers: labelledOpeners(c, o.Layout, o.LabelMap), Print: printer(asJSON), Notes: noticeWriter(c), Name: flagOf}
+	if err := job.CheckSidecar(); err != nil {
+		return err
 	}
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
@@ -49,49 +45,8 @@ func findPreprocessing(c *cli.Context, o *infoOptions, path string, asJSON bool)
 	if err != nil {
 		return err
 	}
-	req, cands, err := searchRequest(c, o, path, own.Sidecar)
-	if err != nil {
+	if job.MaskOptions, _, err = readMasks(o.LabelMap, o.MaskPalette); err != nil {
 		return err
 	}
-	l, err := openLabelled(c, cfg.Data, o.Layout, o.LabelMap, &cfg.Images, &cfg.Masks)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	req.Set, req.Images, req.Masks = l.set, l.images, l.masks
-	res, err := preprocsearch.Search(c.Context, req, cands)
-	if err != nil {
-		return pairsExit(err)
-	}
-	if asJSON {
-		err = printJSON(os.Stdout, res)
-	} else {
-		res.WriteText(os.Stdout, flagOf)
-	}
-	if err != nil || !cfg.WriteSidecar {
-		return err
-	}
-	chosen := res.Scores[res.Chosen]
-	if err := cfg.SaveSidecar(sidecar, own.Sidecar, chosen); err != nil {
-		return err
-	}
-	notef(c, "segtune: wrote %s (%s)", sidecar, chosen.Name)
-	return nil
-}
-
-// searchRequest is the search of the model at path, whose own settings
-// are own, and its candidates (preprocsearch.Config.Request).
-func searchRequest(c *cli.Context, o *infoOptions, path string, own imageio.Sidecar) (preprocsearch.Request, []preprocsearch.Candidate, error) {
-	masks, _, err := readMasks(o.LabelMap, o.MaskPalette)
-	if err != nil {
-		return preprocsearch.Request{}, nil, err
-	}
-	open := func(m string, s imageio.Sidecar) (*inference.Segmenter, error) {
-		return resolve.OpenSegmenter(m, s, resolve.SegmenterOptions{Session: sessionFor(c, o.Session)})
-	}
-	req, cands, err := o.Find.Request(path, own, masks, open)
-	req.Progress = func(done, total int, cand preprocsearch.Candidate) {
-		notef(c, "segtune: scoring %d/%d: %s", done+1, total, cand.Name)
-	}
-	return req, cands, err
+	return job.Run(c.Context, own.Sidecar)
 }
