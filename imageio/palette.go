@@ -35,6 +35,16 @@ func VOCPalette(n int) Palette {
 	return p
 }
 
+// MaskPalette is the palette masks are written in: the palette image
+// file's (ReadPalette) when one is given, else the model's settings' (nil:
+// Pascal VOC's colours).
+func (s Sidecar) MaskPalette(file string) (Palette, error) {
+	if file != "" {
+		return ReadPalette(file)
+	}
+	return s.Palette, nil
+}
+
 // ReadPalette reads a palette from an image file: a palette (indexed) PNG
 // gives its colour table; any other image gives its pixels in row-major
 // order (e.g. camvid12_palette.png, 256×1). Alpha is dropped.

@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/segtune/segtune/imageio"
@@ -16,6 +17,34 @@ const (
 	DenseOverlap = "overlap"
 	DenseTTA     = "tta"
 )
+
+// DenseRequest is dense inference as a user gives it (ParseDense): Overlap
+// counts once OverlapGiven. Prefix leads its settings' keys where a
+// program has a second set ("val_" for a validation's: val_tile …).
+type DenseRequest struct {
+	Tile, TTA    string
+	Overlap      float64
+	OverlapGiven bool
+	Prefix       string
+}
+
+// Parse is ParseDense of r, the keys of its *setting.Error led by
+// r.Prefix.
+func (r DenseRequest) Parse() (*Dense, error) {
+	var overlap *float64
+	if r.OverlapGiven {
+		overlap = &r.Overlap
+	}
+	d, err := ParseDense(r.Tile, overlap, r.TTA)
+	var se *setting.Error
+	if errors.As(err, &se) && r.Prefix != "" {
+		se.Setting = r.Prefix + se.Setting
+		if se.Needs != "" {
+			se.Needs = r.Prefix + se.Needs
+		}
+	}
+	return d, err
+}
 
 // ParseDense reads dense inference written as a user gives it: tile as
 // "HxW" (or N for N×N; "" for whole images), overlap (nil:

@@ -51,3 +51,24 @@ func TestParseDense(t *testing.T) {
 		}
 	}
 }
+
+// A DenseRequest counts its overlap once given, and leads its settings'
+// keys with its prefix (finetune's val_tile …).
+func TestDenseRequest(t *testing.T) {
+	flag := func(key string) string { return "--" + key }
+	r := inference.DenseRequest{Overlap: 0.5, Prefix: "val_"}
+	if d, err := r.Parse(); d != nil || err != nil {
+		t.Errorf("an overlap not given: %+v, %v; want no dense inference", d, err)
+	}
+	r.OverlapGiven = true
+	if _, err := r.Parse(); err == nil || setting.Rename(err, flag).Error() != "--val_overlap: needs --val_tile" {
+		t.Errorf("an overlap given alone: %v", err)
+	}
+	r.Tile, r.TTA = "8x4", "flip"
+	if d, err := r.Parse(); err != nil || d.TileHeight != 8 || d.TileWidth != 4 || d.Overlap != 0.5 || !d.Flip {
+		t.Errorf("%+v, %v", d, err)
+	}
+	if _, err := (inference.DenseRequest{TTA: "mirror"}).Parse(); err == nil || setting.Rename(err, flag).Error() != `--tta "mirror": "mirror" is neither flip nor scales=…` {
+		t.Errorf("no prefix: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -239,6 +240,16 @@ func (s *Segmenter) BatchFor(n int) int {
 		n = min(n, s.FixedBatch)
 	}
 	return n
+}
+
+// FitBatch is BatchFor(n), noted on notes when the model's fixed batch
+// size lowers it (the setting batch called name(key)).
+func (s *Segmenter) FitBatch(n int, notes io.Writer, name func(key string) string) int {
+	b := s.BatchFor(n)
+	if b < n {
+		fmt.Fprintln(notes, setting.Sprintf(name, "segtune: the model's batch size is fixed at %d; using {batch} %d", b, b))
+	}
+	return b
 }
 
 // FixedSizeError reports preprocessing at another size than the fixed

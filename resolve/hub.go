@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/hub"
 )
@@ -22,6 +23,16 @@ func HubCacheDir() string { return filepath.Join(filepath.Dir(CacheDir()), "hub"
 type DownloadUI struct {
 	NewBar func(name string, size, have int64) io.WriteCloser
 	Note   func(string)
+}
+
+// TerminalUI shows downloads as a CLI does: a byte bar per file on the
+// terminal when bars, and each notice as a "segtune: " line on notes.
+func TerminalUI(notes io.Writer, bars bool) DownloadUI {
+	ui := DownloadUI{Note: func(s string) { fmt.Fprintf(notes, "segtune: %s\n", s) }}
+	if bars {
+		ui.NewBar = progress.Bytes
+	}
+	return ui
 }
 
 type downloadUIKey struct{}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/hub"
 )
@@ -116,6 +117,24 @@ func TestHubModelOffline(t *testing.T) {
 	var oe *hub.OfflineError
 	if !errors.As(err, &fe) || !errors.As(err, &oe) || !strings.Contains(err.Error(), "hf:acme/seg/model.onnx") {
 		t.Fatalf("offline: %v; want a *FetchError wrapping an *OfflineError", err)
+	}
+	// Named by the setting model, as --model calls it, with usage's status.
+	if named := setting.Rename(err, func(k string) string { return "--" + k }).Error(); named != "--model "+fe.Error() || fe.ExitCode() != 2 {
+		t.Errorf("offline, named: %q (status %d); want --model and the fetch's error, status 2", named, fe.ExitCode())
+	}
+}
+
+// TerminalUI's notices are segtune lines on its notes, and its byte bars
+// come only when asked for.
+func TestTerminalUI(t *testing.T) {
+	var notes strings.Builder
+	ui := TerminalUI(&notes, false)
+	ui.Note("waiting for another download")
+	if notes.String() != "segtune: waiting for another download\n" || ui.NewBar != nil {
+		t.Errorf("notes %q, bar %v", notes.String(), ui.NewBar != nil)
+	}
+	if TerminalUI(&notes, true).NewBar == nil {
+		t.Error("no byte bar when asked for")
 	}
 }
 

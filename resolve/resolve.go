@@ -13,6 +13,7 @@ import (
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/regfile"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/hub"
@@ -44,10 +45,23 @@ type FetchError struct {
 func (e *FetchError) Error() string { return e.URL + ": " + e.Err.Error() }
 func (e *FetchError) Unwrap() error { return e.Err }
 
+// ExitCode is the status a program exits with: 2, the model asked for is
+// not there to be had (a URL, credentials, the cache offline).
+func (e *FetchError) ExitCode() int { return 2 }
+
 // Model returns the local file of a model given as a path, a known
 // model's name (Local), a Hub reference, a Hub catalogue name or an
-// https URL (Download), or a bucket URL (Fetch).
+// https URL (Download), or a bucket URL (Fetch): what the setting model
+// accepts, and its errors name it ("{model} v: why").
 func Model(ctx context.Context, v string) (string, error) {
+	path, err := model(ctx, v)
+	if err != nil {
+		return "", setting.Messagef("{model} %w", err)
+	}
+	return path, nil
+}
+
+func model(ctx context.Context, v string) (string, error) {
 	if _, err := os.Stat(v); err != nil && IsRemoteModel(v) {
 		r, err := Download(ctx, v)
 		if err != nil {

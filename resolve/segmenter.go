@@ -1,10 +1,13 @@
 package resolve
 
 import (
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/runtime"
 )
 
@@ -12,14 +15,15 @@ import (
 type SegmenterOptions struct {
 	Session runtime.Options
 	// Dense, if set, switches the segmenter to tiling and TTA; a model that
-	// cannot take it is refused with an error wrapping inference.ErrDense.
+	// cannot take it is refused with an error wrapping inference.ErrDense,
+	// naming the settings tile and tta.
 	Dense *inference.Dense
 	// LabelsOnly, without Dense, opens the model with inference.OpenLabels:
 	// its arg-max inside the graph where that gives the same labels.
 	LabelsOnly bool
-	// Notef, if set, is told what a user should know of the model before
+	// Notes, if set, is told what a user should know of the model before
 	// it runs (a one-channel head read as two classes).
-	Notef func(format string, args ...any)
+	Notes io.Writer
 }
 
 // OpenSegmenter loads the model at path (a model file or a checkpoint,
@@ -36,8 +40,8 @@ func OpenSegmenter(path string, settings imageio.Sidecar, o SegmenterOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	if note := ct.BinaryNote(); note != "" && o.Notef != nil {
-		o.Notef("%s: %s", path, note)
+	if note := ct.BinaryNote(); note != "" && o.Notes != nil {
+		fmt.Fprintf(o.Notes, "segtune: %s: %s\n", path, note)
 	}
 	data, err := m.Marshal()
 	if err != nil {
@@ -54,6 +58,9 @@ func OpenSegmenter(path string, settings imageio.Sidecar, o SegmenterOptions) (*
 	seg.Name = path
 	if err := seg.SetDense(o.Dense); err != nil {
 		seg.Close()
+		if errors.Is(err, inference.ErrDense) {
+			return nil, setting.Messagef("{tile}/{tta}: %w", err)
+		}
 		return nil, err
 	}
 	return seg, nil

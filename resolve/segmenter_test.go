@@ -8,6 +8,7 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
 )
@@ -38,11 +39,13 @@ func TestOpenSegmenter(t *testing.T) {
 	// A fixed-size model cannot take tiles: refused once opened.
 	fixed := testassets.Generated(t, "foreign", "fixed_lraspp_b1_constsizes.onnx")
 	tiles := &inference.Dense{TileHeight: 32, TileWidth: 32, Overlap: inference.DefaultOverlap}
-	if seg, err := OpenSegmenter(fixed, pre, SegmenterOptions{Session: session, Dense: tiles}); !errors.Is(err, inference.ErrDense) {
-		if err == nil {
-			seg.Close()
-		}
-		t.Errorf("tiles on a fixed-size model: %v; want inference.ErrDense", err)
+	seg, err = OpenSegmenter(fixed, pre, SegmenterOptions{Session: session, Dense: tiles})
+	if err == nil {
+		seg.Close()
+	}
+	flag := func(key string) string { return "--" + key }
+	if named := setting.Rename(err, flag); !errors.Is(err, inference.ErrDense) || !strings.HasPrefix(named.Error(), "--tile/--tta: "+inference.ErrDense.Error()) {
+		t.Errorf("tiles on a fixed-size model: %v; want inference.ErrDense, named by the settings tile and tta", named)
 	}
 
 	missing := filepath.Join(t.TempDir(), "absent.onnx")

@@ -85,7 +85,7 @@ func TestDataShardAndSessionGroups(t *testing.T) {
 		if err != nil || opt.Format != "coco" || opt.Split != "val" || !opt.CrowdAsClass {
 			t.Errorf("layout %+v: %v", opt, err)
 		}
-		if s.Shard != "1/3" || !s.skipGiven || s.SkipExisting || r.Device != "auto" || r.Threads != 2 {
+		if s.Shard != "1/3" || !s.SkipGiven || s.SkipExisting || r.Device != "auto" || r.Threads != 2 {
 			t.Errorf("shard %+v, session %+v", s, r)
 		}
 		return nil

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/internal/cliflag"
+	progressui "github.com/segtune/segtune/internal/progress"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -36,12 +36,11 @@ func resolveModelFlags(cmds []*cli.Command) {
 		}
 		model := flag.Destination
 		cliflag.Before(cmd, func(c *cli.Context) error {
-			v := *model
-			if v == "" {
+			if *model == "" {
 				return nil
 			}
-			path, err := resolveModel(c, v)
-			if err != nil || path == v {
+			path, err := resolveModel(c, *model)
+			if err != nil || path == *model {
 				return err
 			}
 			return c.Set("model", path)
@@ -50,19 +49,13 @@ func resolveModelFlags(cmds []*cli.Command) {
 }
 
 // resolveModel returns the local file of a model given as a path, a
-// registry name or a bucket URL (resolve.Model): what every command's
-// --model, and info's argument, accept. Errors name --model; a bucket
-// that fails exits with status 2.
+// registry name or a URL (resolve.Model), its downloads shown on the
+// terminal (byte bars, not with --quiet or --json): what every command's
+// --model, and info's argument, accept. Errors name --model.
 func resolveModel(c *cli.Context, v string) (string, error) {
-	path, err := resolve.Model(resolve.WithDownloadUI(c.Context, downloadUI(c)), v)
-	var fe *resolve.FetchError
-	switch {
-	case errors.As(err, &fe):
-		return "", cli.Exit("--model "+err.Error(), 2)
-	case err != nil:
-		return "", fmt.Errorf("--model %w", err)
-	}
-	return path, nil
+	ui := resolve.TerminalUI(noticeWriter(c), !c.IsSet("json") && progressui.Shown(globals(c).Quiet))
+	path, err := resolve.Model(resolve.WithDownloadUI(c.Context, ui), v)
+	return path, withFlagNames(err)
 }
 
 // warnMetadata says, whatever --quiet, that a model's embedded settings

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/inference/folder"
 	progressui "github.com/segtune/segtune/internal/progress"
-	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
 )
@@ -60,145 +57,55 @@ func segmentCommand() *cli.Command {
 	}
 }
 
-// segmentRun is what segment works on once its flags are checked.
-type segmentRun struct {
-	in, out  *storage.Folder
-	settings imageio.Sidecar
-	exp      *annot.ExportOptions
-	opts     folder.Options
-	listing  folder.Listing
-	session  runtime.Options
-	dense    *inference.Dense
-}
-
 func runSegment(c *cli.Context, o *segmentOptions) error {
-	r, err := prepareSegment(c, o)
-	if r.in != nil {
-		defer r.in.Close()
+	if err := loadRuntime(c, o.Session.Device); err != nil {
+		return err
 	}
-	if r.out != nil {
-		defer r.out.Close()
-	}
+	spec, err := o.Shard.resolve(c)
 	if err != nil {
 		return err
 	}
-	seg, err := openModel(c, o.Model, r.settings, resolve.SegmenterOptions{Session: r.session, Dense: r.dense, LabelsOnly: true})
+	opts := o.Folder
+	opts.Shard, opts.SkipExisting = spec, o.Shard.Skip(spec)
+	plan, err := folder.Prepare(c.Context, folder.Request{Input: o.Input, Output: o.Output, Options: opts, Overlay: o.Overlay, Alpha: o.Colour.Alpha,
+		Palette: o.Colour.Palette, Annotations: o.Annotations, ClassNames: splitNames(o.ClassNames), Notes: noticeWriter(c), Name: flagOf},
+		func() (imageio.Sidecar, error) { s, err := o.Pre.modelSettings(c, o.Model); return s.Sidecar, err })
+	defer plan.Close()
+	if err != nil {
+		return err
+	}
+	dense, err := o.Dense.dense()
+	if err != nil {
+		return err
+	}
+	seg, err := openModel(c, o.Model, plan.Settings, resolve.SegmenterOptions{Session: sessionFor(c, o.Session), Dense: dense, LabelsOnly: true})
 	if err != nil {
 		return err
 	}
 	defer seg.Close()
-	r.opts.Batch = clampBatch(c, seg, o.Folder.Batch)
-	if err := seg.CheckPalette(r.opts.Palette); err != nil {
+	if err := plan.Use(seg); err != nil {
 		return err
-	}
-	if err := folder.CheckAnnotationClasses(r.exp, seg.Contract.Classes); err != nil {
-		return cli.Exit(withFlagNames(err).Error(), 2)
 	}
 	if progressui.Shown(globals(c).Quiet) { // with the progress bar
 		fmt.Fprintln(os.Stderr, "segtune:", imageio.DecoderInfo())
 	}
-	bar := progress(c, r.listing.Total, "segment")
-	r.opts.Progress = func(done int) { bar.Set(done) }
-	rep, err := folder.Run(c.Context, seg, r.in, r.out, r.listing, r.opts)
-	bar.Finish()
+	sum, err := plan.Run(c.Context, seg, progress(c, plan.Listing.Total, "segment"))
 	if err != nil {
-		return fmt.Errorf("running %s: %w", o.Model, err)
+		return err
 	}
-	for i, f := range rep.Failures {
-		rep.Failures[i].Err = withFlagNames(f.Err) // their advice by flag
-	}
-	if r.exp != nil {
-		r.exp.Palette = r.opts.Palette
-		n, err := folder.WriteAnnotations(c.Context, r.in, r.out, *r.exp)
-		if err != nil {
-			return err
-		}
-		notef(c, "segtune: %d images' annotations (%s) in %s", n, strings.Join(r.exp.Formats, ", "), r.out.Path(""))
-	}
-	return folder.Summarize(rep, seg.Session.Device, r.opts.Batch, o.Output, r.opts.Shard).Print(printer(o.JSON))
-}
-
-// prepareSegment checks segment's flags and lists its work before the
-// model is opened; the folders it opened are in the result, error or not.
-func prepareSegment(c *cli.Context, o *segmentOptions) (r segmentRun, err error) {
-	r.session = sessionFor(c, o.Session)
-	if err := loadRuntime(c, o.Session.Device); err != nil {
-		return r, err
-	}
-	spec, err := o.Shard.resolve(c)
-	if err != nil {
-		return r, err
-	}
-	if r.in, err = openFolder(c, "input", o.Input, true); err != nil {
-		return r, err
-	}
-	if r.out, err = openFolder(c, "output", o.Output, false); err != nil {
-		return r, err
-	}
-	if err := folder.CheckFolders(r.in, r.out); err != nil {
-		return r, segmentError(err)
-	}
-	s, err := o.Pre.modelSettings(c, o.Model)
-	if err != nil {
-		return r, err
-	}
-	r.settings = s.Sidecar
-	if o.Annotations != "" {
-		req := folder.AnnotationRequest{Formats: o.Annotations, Classes: splitNames(o.ClassNames), ModelClasses: r.settings.Classes,
-			Overwrite: o.Folder.Overwrite, Sharded: spec.Source != ""}
-		if r.exp, err = folder.PlanAnnotations(req, r.in, r.out); err != nil {
-			return r, cli.Exit(withFlagNames(err).Error(), 2)
-		}
-	}
-	r.opts = o.Folder
-	r.opts.Shard, r.opts.SkipExisting = spec, o.Shard.skipExisting(spec)
-	r.opts.Notef = func(f string, a ...any) { notef(c, "segtune: "+f, a...) }
-	if r.opts.Palette, err = o.Colour.palette(r.settings); err != nil {
-		return r, err
-	}
-	if o.Overlay {
-		r.opts.Overlay = &imageio.OverlayOptions{Alpha: o.Colour.Alpha, Skip: []uint8{0}}
-	}
-	if r.listing, err = folder.List(c.Context, r.in, r.out, r.opts); err != nil {
-		return r, segmentError(err)
-	}
-	r.dense, err = o.Dense.dense()
-	return r, err
-}
-
-// segmentError is a listing error's exit: 1 for a folder without
-// images, else 2 (a folder or the outputs there refused); errors name
-// their flags.
-func segmentError(err error) error {
-	if errors.As(err, new(*folder.NoImagesError)) {
-		return cli.Exit(err.Error(), 1)
-	}
-	var n setting.Namer
-	if errors.As(err, &n) {
-		return cli.Exit(withFlagNames(err).Error(), 2)
-	}
-	return err
+	return sum.Print(printer(o.JSON))
 }
 
 // openModel opens the model at modelPath with opts
 // (resolve.OpenSegmenter), its notices on stderr.
 func openModel(c *cli.Context, modelPath string, settings imageio.Sidecar, opts resolve.SegmenterOptions) (*inference.Segmenter, error) {
-	opts.Notef = func(f string, a ...any) { notef(c, "segtune: "+f, a...) }
-	seg, err := resolve.OpenSegmenter(modelPath, settings, opts)
-	if errors.Is(err, inference.ErrDense) {
-		return nil, fmt.Errorf("--tile/--tta: %w", err)
-	}
-	return seg, err
+	opts.Notes = noticeWriter(c)
+	return resolve.OpenSegmenter(modelPath, settings, opts)
 }
 
-// clampBatch is batch limited to the model's fixed batch size (with a
-// notice), and at least 1.
+// clampBatch is batch fitted to the model's fixed batch size, noted.
 func clampBatch(c *cli.Context, seg *inference.Segmenter, batch int) int {
-	b := seg.BatchFor(batch)
-	if b < batch {
-		notef(c, "segtune: the model's batch size is fixed at %d; using --batch %d", b, b)
-	}
-	return b
+	return seg.FitBatch(batch, noticeWriter(c), flagOf)
 }
 
 // colourOptions are how masks and overlays are coloured (segment, serve).
@@ -218,23 +125,9 @@ func maskColourFlags(o *colourOptions) []cli.Flag {
 	}
 }
 
-// palette is the palette masks are written in: --palette's, else the
-// model's settings' (nil: Pascal VOC colours).
-func (o *colourOptions) palette(settings imageio.Sidecar) (imageio.Palette, error) {
-	if o.Palette != "" {
-		return imageio.ReadPalette(o.Palette)
-	}
-	return settings.Palette, nil
-}
-
-// denseOptions are what the dense-inference flags set, as
-// inference.ParseDense reads them.
-type denseOptions struct {
-	Tile, TTA string
-	Overlap   float64
-	overlap   *float64 // &Overlap once the flag is given
-	prefix    string
-}
+// denseOptions are what the dense-inference flags set
+// (inference.DenseRequest).
+type denseOptions struct{ inference.DenseRequest }
 
 // denseFlags bind segment's and eval's flags for sliding-window inference
 // and test-time augmentation into o; with prefix "val-" they are
@@ -245,11 +138,11 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 		category = "Validation"
 		what = func(flag string) string { return "validate as segment --" + flag + " does: " }
 	}
-	o.Overlap, o.prefix = inference.DefaultOverlap, prefix
+	o.Overlap, o.Prefix = inference.DefaultOverlap, strings.ReplaceAll(prefix, "-", "_")
 	return []cli.Flag{
 		&cli.StringFlag{Name: prefix + "tile", Usage: what("tile") + "run the model on HxW windows of the preprocessed image (with --resize none, of the image itself) and blend their scores", Category: category, Destination: &o.Tile},
 		&cli.Float64Flag{Name: prefix + "overlap", Value: o.Overlap, Usage: "fraction of a --" + prefix + "tile window shared with its neighbour, in [0, 1)", Category: category, Destination: &o.Overlap,
-			Action: func(*cli.Context, float64) error { o.overlap = &o.Overlap; return nil }},
+			Action: func(*cli.Context, float64) error { o.OverlapGiven = true; return nil }},
 		&cli.StringFlag{Name: prefix + "tta", Usage: what("tta") + "test-time augmentation averaging scores: flip, scales=S1,S2,… or both (flip,scales=0.75,1,1.25)", Category: category, Destination: &o.TTA},
 	}
 }
@@ -257,9 +150,6 @@ func denseFlags(o *denseOptions, prefix string) []cli.Flag {
 // dense is the dense inference the flags ask for (nil: none); each bad
 // value is refused naming its flag.
 func (o *denseOptions) dense() (*inference.Dense, error) {
-	d, err := inference.ParseDense(o.Tile, o.overlap, o.TTA)
-	if err != nil { // its keys are the flags' without the prefix
-		return nil, setting.Rename(err, func(key string) string { return flagOf(o.prefix + key) })
-	}
-	return d, nil
+	d, err := o.Parse()
+	return d, withFlagNames(err)
 }

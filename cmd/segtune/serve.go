@@ -1,16 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"net"
 	"os"
-	"os/signal"
 	"slices"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
 	"github.com/segtune/segtune/serve"
@@ -55,15 +52,11 @@ func serveCommand() *cli.Command {
 }
 
 func runServe(c *cli.Context, o *serveCommandOptions) error {
-	opts := o.Server
-	opts.Overlay = imageio.OverlayOptions{Alpha: o.Colour.Alpha, Skip: []uint8{0}}
-	if err := opts.Check(); err != nil {
+	req := serve.Request{Options: o.Server, Addr: o.Addr, Alpha: o.Colour.Alpha, Palette: o.Colour.Palette,
+		Signals: []os.Signal{syscall.SIGTERM, os.Interrupt}, Notes: noticeWriter(c), Name: flagOf}
+	if err := req.Check(); err != nil {
 		return err
 	}
-	if err := serve.CheckAddr(o.Addr); err != nil {
-		return err
-	}
-	session := sessionFor(c, o.Session)
 	if err := loadRuntime(c, o.Session.Device); err != nil {
 		return err
 	}
@@ -71,29 +64,7 @@ func runServe(c *cli.Context, o *serveCommandOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Palette, err = o.Colour.palette(settings.Sidecar); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	defer ln.Close()
-	seg, err := openModel(c, o.Model, settings.Sidecar, resolve.SegmenterOptions{Session: session})
-	if err != nil {
-		return err
-	}
-	defer seg.Close()
-	if err := seg.CheckPalette(opts.Palette); err != nil {
-		return err
-	}
-	opts.MaxBatch, opts.Classes = clampBatch(c, seg, opts.MaxBatch), settings.Classes
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	notef(c, "segtune: serving %s on http://%s (%s)", o.Model, ln.Addr(), seg.Session.Device)
-	if err := serve.New(seg, opts).Serve(ctx, ln); err != nil {
-		return err
-	}
-	notef(c, "segtune: stopped")
-	return nil
+	return req.Run(c.Context, settings.Sidecar, func() (*inference.Segmenter, error) {
+		return openModel(c, o.Model, settings.Sidecar, resolve.SegmenterOptions{Session: sessionFor(c, o.Session)})
+	})
 }

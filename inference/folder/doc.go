@@ -13,4 +13,9 @@
 // file name, can keep outputs that already exist and check out, and
 // reports the images it could not segment by name instead of stopping
 // (see pipeline.Report).
+//
+// A program hands it a run as its user asked for it (Request: folders by
+// path or URL, settings by value): Prepare opens and checks everything
+// that can be refused before the model is read, Plan.Use and Plan.Run
+// segment with the opened model and sum the run up.
 package folder

@@ -23,6 +23,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Spec is one worker's share: shard Index of Count (0 ≤ Index < Count).
@@ -83,13 +85,21 @@ func Parse(v string) (Spec, error) {
 }
 
 func check(idx, cnt int, v string) (Spec, error) {
-	switch {
-	case cnt < 1 || cnt > MaxCount:
-		return Spec{}, fmt.Errorf("%q: the shard count must be from 1 to %d", v, MaxCount)
-	case idx < 0 || idx >= cnt:
-		return Spec{}, fmt.Errorf("%q: the shard index must be from 0 to %d (shards count from 0)", v, cnt-1)
+	if why := outOfRange(idx, cnt); why != "" {
+		return Spec{}, fmt.Errorf("%q: %s", v, why)
 	}
 	return Spec{Index: idx, Count: cnt}, nil
+}
+
+// outOfRange says why shard idx of cnt is none ("" when it is one).
+func outOfRange(idx, cnt int) string {
+	switch {
+	case cnt < 1 || cnt > MaxCount:
+		return fmt.Sprintf("the shard count must be from 1 to %d", MaxCount)
+	case idx < 0 || idx >= cnt:
+		return fmt.Sprintf("the shard index must be from 0 to %d (shards count from 0)", cnt-1)
+	}
+	return ""
 }
 
 // Environment variables that job engines set for each worker.
@@ -97,7 +107,7 @@ const (
 	// EnvK8sIndex is set by Kubernetes in every pod of an Indexed Job
 	// (completionMode: Indexed). Kubernetes exposes no count: the Job's
 	// spec.completions is not available to the pod, so the count has to
-	// be given (countFlag).
+	// be given (the shards setting).
 	EnvK8sIndex = "JOB_COMPLETION_INDEX"
 	// Slurm job arrays: the task's id, the number of tasks, the lowest id
 	// and the step between ids (--array=MIN-MAX:STEP).
@@ -107,72 +117,78 @@ const (
 	EnvSlurmStep  = "SLURM_ARRAY_TASK_STEP"
 )
 
-// Resolve decides the shard of this worker: flag ("K/N", the shard flag)
-// wins; otherwise a Kubernetes Indexed Job's index with count (from
-// the count flag; required there, as Kubernetes does not tell the count);
-// otherwise a Slurm array task's position in its array (the count, if
-// given, must agree); otherwise the whole job. getenv reads the
-// environment (os.Getenv). Errors name the flag or variable at fault;
-// flagName and countFlag are the flags' names for the messages.
-func Resolve(flag string, count int, getenv func(string) string, flagName, countFlag string) (Spec, error) {
+// SourceSetting is the Source of a spec that the shard setting gave.
+const SourceSetting = "shard"
+
+// Resolve decides the shard of this worker: flag ("K/N", the shard
+// setting) wins; otherwise a Kubernetes Indexed Job's index with count
+// (the shards setting; required there, as Kubernetes does not tell the
+// count); otherwise a Slurm array task's position in its array (the count,
+// if given, must agree); otherwise the whole job. getenv reads the
+// environment (os.Getenv). Errors name the variable at fault, and the
+// settings by their keys, shard and shards (setting.Messagef).
+func Resolve(flag string, count int, getenv func(string) string) (Spec, error) {
 	if flag != "" {
 		s, err := Parse(flag)
 		if err != nil {
-			return Spec{}, fmt.Errorf("%s %w", flagName, err)
+			return Spec{}, setting.Messagef("{shard} %w", err)
 		}
 		if count != 0 && count != s.Count {
-			return Spec{}, fmt.Errorf("%s %s and %s %d disagree on the shard count", flagName, flag, countFlag, count)
+			return Spec{}, setting.Messagef("{shard} %s and {shards} %d disagree on the shard count", flag, count)
 		}
-		s.Source = flagName
+		s.Source = SourceSetting
 		return s, nil
 	}
 	if count < 0 || count > MaxCount {
-		return Spec{}, fmt.Errorf("%s %d: must be from 1 to %d", countFlag, count, MaxCount)
+		return Spec{}, setting.Messagef("{shards} %d: must be from 1 to %d", count, MaxCount)
 	}
 	if v := getenv(EnvK8sIndex); v != "" {
-		idx, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			return Spec{}, fmt.Errorf("%s=%q is not a number", EnvK8sIndex, v)
-		}
-		if count == 0 {
-			return Spec{}, fmt.Errorf("%s=%s is set (a Kubernetes Indexed Job), but Kubernetes does not tell its pods the number of completions: "+
-				"give it with %s N (the Job's spec.completions), or use %s K/N (or %s 0/1 to process every image)", EnvK8sIndex, v, countFlag, flagName, flagName)
-		}
-		s, err := check(idx, count, fmt.Sprintf("%s=%s with %s %d", EnvK8sIndex, v, countFlag, count))
-		if err != nil {
-			return Spec{}, err
-		}
-		s.Source = EnvK8sIndex
-		return s, nil
+		return indexedJob(v, count)
 	}
 	if v := getenv(EnvSlurmID); v != "" {
-		s, err := slurm(getenv, flagName)
+		s, err := slurm(getenv)
 		if err != nil {
 			return Spec{}, err
 		}
 		if count != 0 && count != s.Count {
-			return Spec{}, fmt.Errorf("%s %d disagrees with the Slurm array's %s=%d", countFlag, count, EnvSlurmCount, s.Count)
+			return Spec{}, setting.Messagef("{shards} %d disagrees with the Slurm array's %s=%d", count, EnvSlurmCount, s.Count)
 		}
 		return s, nil
 	}
 	if count > 1 {
-		return Spec{}, fmt.Errorf("%s %d without this worker's index: give %s K/N, or run as a Kubernetes Indexed Job (%s) or a Slurm array task (%s)",
-			countFlag, count, flagName, EnvK8sIndex, EnvSlurmID)
+		return Spec{}, setting.Messagef("{shards} %d without this worker's index: give {shard} K/N, or run as a Kubernetes Indexed Job (%s) or a Slurm array task (%s)",
+			count, EnvK8sIndex, EnvSlurmID)
 	}
 	return All, nil
+}
+
+// indexedJob is shard v (EnvK8sIndex's value) of count.
+func indexedJob(v string, count int) (Spec, error) {
+	idx, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return Spec{}, fmt.Errorf("%s=%q is not a number", EnvK8sIndex, v)
+	}
+	if count == 0 {
+		return Spec{}, setting.Messagef("%s=%s is set (a Kubernetes Indexed Job), but Kubernetes does not tell its pods the number of completions: "+
+			"give it with {shards} N (the Job's spec.completions), or use {shard} K/N (or {shard} 0/1 to process every image)", EnvK8sIndex, v)
+	}
+	if why := outOfRange(idx, count); why != "" {
+		// v is a number (spaces aside): the quoted words hold no % or braces but {shards}.
+		return Spec{}, setting.Messagef(strconv.Quote(fmt.Sprintf("%s=%s with {shards} %d", EnvK8sIndex, v, count))+": %s", why)
+	}
+	return Spec{Index: idx, Count: count, Source: EnvK8sIndex}, nil
 }
 
 // slurm maps a Slurm array task to its shard: tasks --array=MIN-MAX:STEP
 // have ids MIN, MIN+STEP, …, and the task with id MIN+K·STEP is shard K of
 // SLURM_ARRAY_TASK_COUNT. Arrays of listed ids (--array=1,5,7) have no such
-// order and are refused. flagName names the flag that gives the shard
-// instead.
-func slurm(getenv func(string) string, flagName string) (Spec, error) {
+// order and are refused, naming the shard setting as the way out.
+func slurm(getenv func(string) string) (Spec, error) {
 	num := func(name string, def int, required bool) (int, error) {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
 			if required {
-				return 0, fmt.Errorf("%s is set but %s is not: is this a Slurm array task? (or give %s K/N)", EnvSlurmID, name, flagName)
+				return 0, setting.Messagef("%s is set but %s is not: is this a Slurm array task? (or give {shard} K/N)", EnvSlurmID, name)
 			}
 			return def, nil
 		}
@@ -203,11 +219,11 @@ func slurm(getenv func(string) string, flagName string) (Spec, error) {
 	}
 	desc := fmt.Sprintf("%s=%d (%s=%d, %s=%d, step %d)", EnvSlurmID, id, EnvSlurmMin, lo, EnvSlurmCount, count, step)
 	if (id-lo)%step != 0 || id < lo {
-		return Spec{}, fmt.Errorf("%s: the array's ids are not MIN, MIN+STEP, …; use --array=A-B[:S], or give %s K/N", desc, flagName)
+		return Spec{}, setting.Messagef("%s: the array's ids are not MIN, MIN+STEP, …; use --array=A-B[:S], or give {shard} K/N", desc)
 	}
 	s, err := check((id-lo)/step, count, desc)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w; use --array=A-B[:S] (not a list of ids), or give %s K/N", err, flagName)
+		return Spec{}, setting.Messagef("%w; use --array=A-B[:S] (not a list of ids), or give {shard} K/N", err)
 	}
 	s.Source = EnvSlurmID
 	return s, nil
