@@ -14,5 +14,5 @@
 // WritePartial). A Job is the whole of `segtune eval` after its flags:
 // Settings.Open checks the settings and opens the labelled data, Job.Run
 // plans, resumes or refuses an existing partial file, scores and reports;
-// what a user got wrong is a *UsageError naming the setting by its key.
+// what a user got wrong is a usage error (setting.Usage) naming the setting by its key.
 package evaluate

@@ -101,7 +101,7 @@ func (j Job) plan(ctx context.Context) (Plan, error) {
 func (j Job) partialDone(ctx context.Context, acc *Partial) (bool, error) {
 	old, err := ExistingPartial(ctx, j.Partial, acc)
 	if err != nil {
-		return false, Usage(setting.Messagef("{partial} %w", err))
+		return false, setting.Usage(setting.Messagef("{partial} %w", err))
 	}
 	if old == nil {
 		return false, nil

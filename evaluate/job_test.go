@@ -31,7 +31,7 @@ func flagName(key string) string { return "-" + key }
 // (exit status 2); it fails t otherwise.
 func usage(t *testing.T, err error) string {
 	t.Helper()
-	var ue *evaluate.UsageError
+	var ue interface{ ExitCode() int }
 	if !errors.As(err, &ue) || ue.ExitCode() != 2 {
 		t.Fatalf("%v (%T): want a usage error", err, err)
 	}
@@ -103,7 +103,7 @@ func TestPairsError(t *testing.T) {
 	if got := usage(t, err); got != "-masks /no/such: file does not exist" {
 		t.Errorf("folder error: %q", got)
 	}
-	var ue *evaluate.UsageError
+	var ue interface{ ExitCode() int }
 	if err := evaluate.PairsError(evaluate.ErrNoPairs); err != evaluate.ErrNoPairs || errors.As(err, &ue) {
 		t.Errorf("no pairs: %v", err)
 	}

@@ -58,7 +58,7 @@ func (l *Labelled) Close() {
 func PairsError(err error) error {
 	var fe *FolderError
 	if errors.As(err, &fe) {
-		return Usage(&setting.Error{Setting: fe.Side, Value: fe.Folder.String(), Err: fe.Err})
+		return setting.Usage(&setting.Error{Setting: fe.Side, Value: fe.Folder.String(), Err: fe.Err})
 	}
 	return err
 }

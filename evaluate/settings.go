@@ -63,11 +63,11 @@ func (s Settings) Required() []string {
 
 // Open checks s (Validate) and opens its labelled data with open: a data
 // set's folder becomes Images and Masks, and a confusion folder among the
-// data set's folders is refused. What s gets wrong is a *UsageError; the
+// data set's folders is refused. What s gets wrong is a usage error (setting.Usage); the
 // caller closes the data.
 func (s *Settings) Open(open Openers) (*Labelled, error) {
 	if err := s.Validate(); err != nil {
-		return nil, Usage(err)
+		return nil, setting.Usage(err)
 	}
 	l, err := OpenLabelled(s.Data, s.Images, s.Masks, open)
 	if err != nil || l.Set == nil {
@@ -76,7 +76,7 @@ func (s *Settings) Open(open Openers) (*Labelled, error) {
 	s.Images, s.Masks = l.Set.Root, l.Set.Root
 	if err := s.CheckConfusion(l.Set); err != nil {
 		l.Close()
-		return nil, Usage(err)
+		return nil, setting.Usage(err)
 	}
 	return l, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/cliflag"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/resolve"
 	"github.com/segtune/segtune/runtime"
@@ -149,7 +150,7 @@ func evalMergeCommand() *cli.Command {
 				return cli.Exit("eval merge: give the partial files of every shard", 2)
 			}
 			if err := s.CheckConfusion(nil); err != nil {
-				return evaluate.Usage(err)
+				return setting.Usage(err)
 			}
 			merged, err := evaluate.Merge(c.Context, c.Args().Slice())
 			if err != nil {

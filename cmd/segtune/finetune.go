@@ -152,7 +152,7 @@ func (f *finetuneFlags) request(c *cli.Context) (runsetup.Request, error) {
 	r.Layout = datalayout.Layout{Format: f.layout.Format, Split: f.layout.Split, Crowd: f.layout.Crowd}
 	r.ClassNames, r.Preprocessing = splitNames(f.classNames), f.pre.Preprocessing
 	r.Preprocessing.Given = f.pre.set(c)
-	r.ValDense = runsetup.Dense{Tile: f.valDense.Tile, Overlap: f.valDense.overlap, TTA: f.valDense.TTA}
+	r.ValDense = f.valDense.DenseRequest
 	r.Given = givenKeys(c.LocalFlagNames(), finetune.RunSettings())
 	r.Notes, r.Warnings, r.Name, r.RecordedPath = noticeWriter(c), os.Stderr, flagOf, f.configPath
 	var err error

@@ -36,12 +36,12 @@ type Job struct {
 }
 
 // CheckSidecar refuses, before any work, to write the sidecar over an
-// existing one (RefuseExistingSidecar): a *evaluate.UsageError.
+// existing one (RefuseExistingSidecar): a usage error (setting.Usage).
 func (j Job) CheckSidecar() error {
 	if !j.WriteSidecar {
 		return nil
 	}
-	return evaluate.Usage(j.RefuseExistingSidecar(imageio.SidecarPath(j.Model)))
+	return setting.Usage(j.RefuseExistingSidecar(imageio.SidecarPath(j.Model)))
 }
 
 // Run searches with the model's own settings own (resolve.ModelSettings,

@@ -58,7 +58,7 @@ func TestJobWritesTheChosenSidecar(t *testing.T) {
 	if n := notes.String(); !strings.HasPrefix(n, "x: scoring 1/") || !strings.HasSuffix(n, "x: wrote "+sidecar+" (RGB 0..1, own size)\n") {
 		t.Errorf("notes %q", n)
 	}
-	var ue *evaluate.UsageError
+	var ue interface{ ExitCode() int }
 	err = job.CheckSidecar()
 	if !errors.As(err, &ue) || setting.Rename(err, job.Name).Error() != "-write_sidecar: "+sidecar+" exists; -force replaces it" {
 		t.Errorf("existing sidecar: %v", err)

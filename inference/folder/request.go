@@ -37,16 +37,6 @@ type Request struct {
 	Name  func(key string) string
 }
 
-// RefusedError is a request refused before any work: a folder, its
-// outputs or the annotations asked for, that its user must change.
-type RefusedError struct{ Err error }
-
-func (e *RefusedError) Error() string { return e.Err.Error() }
-func (e *RefusedError) Unwrap() error { return e.Err }
-
-// ExitCode is the status a program exits with: 2, a usage error.
-func (e *RefusedError) ExitCode() int { return 2 }
-
 // Plan is a Request ready to run: its folders open and checked, the
 // model's settings read, its annotations planned and its images listed.
 type Plan struct {
@@ -61,7 +51,7 @@ type Plan struct {
 // Prepare does, in order, all that can refuse r before its model is
 // opened: it opens and checks the folders, reads the model's settings
 // (settings), plans the annotations, reads the palette and lists the
-// images. What the user must change is a *RefusedError; a folder without
+// images. What the user must change is a usage error (setting.Usage); a folder without
 // images a *NoImagesError. The plan's folders that opened are open, error
 // or not (Close).
 func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, error)) (*Plan, error) {
@@ -74,10 +64,10 @@ func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, e
 	p := &Plan{req: r, Options: r.Options}
 	var err error
 	if p.In, err = storage.OpenSetting(ctx, "input", r.Input, true); err != nil {
-		return p, &RefusedError{err}
+		return p, setting.Usage(err)
 	}
 	if p.Out, err = storage.OpenSetting(ctx, "output", r.Output, false); err != nil {
-		return p, &RefusedError{err}
+		return p, setting.Usage(err)
 	}
 	if err := CheckFolders(p.In, p.Out); err != nil {
 		return p, refused(err)
@@ -88,7 +78,7 @@ func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, e
 	if r.Annotations != "" {
 		req := AnnotationRequest{Formats: r.Annotations, Classes: r.ClassNames, ModelClasses: p.Settings.Classes, Overwrite: r.Overwrite, Sharded: r.Shard.Source != ""}
 		if p.exp, err = PlanAnnotations(req, p.In, p.Out); err != nil {
-			return p, &RefusedError{err}
+			return p, setting.Usage(err)
 		}
 	}
 	p.Options.Notef = func(f string, a ...any) { fmt.Fprintf(r.Notes, "segtune: "+f+"\n", a...) }
@@ -105,14 +95,14 @@ func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, e
 }
 
 // refused is a folder check's or listing's err as what it asks of the
-// user: a folder, or the outputs there, refused by a setting is a
-// *RefusedError; a folder without images, or one that fails, stays as it is.
+// user: a folder, or the outputs there, refused by a setting is a usage
+// error (setting.Usage); a folder without images, or one that fails, stays as it is.
 func refused(err error) error {
 	var n setting.Namer
 	if errors.As(err, new(*NoImagesError)) || !errors.As(err, &n) {
 		return err
 	}
-	return &RefusedError{err}
+	return setting.Usage(err)
 }
 
 // Close closes the plan's folders.
@@ -133,7 +123,7 @@ func (p *Plan) Use(seg *inference.Segmenter) error {
 		return err
 	}
 	if err := CheckAnnotationClasses(p.exp, seg.Contract.Classes); err != nil {
-		return &RefusedError{err}
+		return setting.Usage(err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package runsetup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"github.com/segtune/segtune/finetune/dataparallel"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
-	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/setting"
 )
@@ -130,8 +128,10 @@ func (s *setup) settings(cfg *finetune.Config) (err error) {
 	if err := finetune.CheckClassWeights(cfg.ClassWeights); err != nil {
 		return setting.Usage(&setting.Error{Setting: "class_weights", Err: err})
 	}
-	if cfg.ValDense, err = s.ValDense.parse(); err != nil {
-		return err
+	val := s.ValDense
+	val.Prefix = "val_" // keyed val_tile, val_overlap, val_tta
+	if cfg.ValDense, err = val.Parse(); err != nil {
+		return setting.Usage(err)
 	}
 	if err := s.Regularizer.Apply(cfg); err != nil {
 		return err
@@ -165,22 +165,6 @@ func (s *setup) optimizerAndData(cfg *finetune.Config) (err error) {
 	masks, _, err := datalayout.ReadMasks(cfg.LabelMap, s.MaskPalette) // the label map is checked here, before any work
 	cfg.MaskPalette, cfg.ClassNames = masks.Palette, s.ClassNames
 	return err
-}
-
-// parse is validation's dense inference (nil: whole images), its
-// settings keyed as finetune's (val_tile, val_overlap, val_tta).
-func (d Dense) parse() (*inference.Dense, error) {
-	dense, err := inference.ParseDense(d.Tile, d.Overlap, d.TTA)
-	var se *setting.Error
-	if !errors.As(err, &se) {
-		return dense, setting.Usage(err)
-	}
-	e := *se
-	e.Setting = "val_" + e.Setting
-	if e.Needs != "" {
-		e.Needs = "val_" + e.Needs
-	}
-	return nil, setting.Usage(&e)
 }
 
 // model sets the base model, a new classifier and the settings the model

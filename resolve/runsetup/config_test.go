@@ -81,7 +81,7 @@ func TestConfigRefusesByKey(t *testing.T) {
 	}{
 		{"ema", func(r *Request) { r.Config.EMA = -1 }, "ema", true, "--ema -1: the decay"},
 		{"val tile", func(r *Request) { r.ValDense.Tile = "12xq" }, "val_tile", true, "--val_tile: "},
-		{"val overlap", func(r *Request) { r.ValDense.Overlap = &overlap }, "val_overlap", true, "--val_overlap: needs --val_tile"},
+		{"val overlap", func(r *Request) { r.ValDense.Overlap, r.ValDense.OverlapGiven = overlap, true }, "val_overlap", true, "--val_overlap: needs --val_tile"},
 		{"cuda options", func(r *Request) { r.CUDAOptions = "x" }, "cuda_options", false, `--cuda_options "x": "x" is not K=V`},
 		{"class weights", func(r *Request) { r.Config.ClassWeights = "x" }, "class_weights", true, "--class_weights: class weights: "},
 		{"label map", func(r *Request) { r.Config.LabelMap = "1:x" }, "label_map", true, "--label_map: "},

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/regsettings"
 	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/resolve"
 )
@@ -37,7 +38,7 @@ type Request struct {
 	// Momentum and WeightDecay are taken where Given names them (else the
 	// optimizer's own).
 	Momentum, WeightDecay float64
-	ValDense              Dense // validation's tiles and TTA
+	ValDense              inference.DenseRequest // validation's tiles and TTA
 	Data                  Data
 	Layout                datalayout.Layout // how to read Data.Root
 	// ValSplit holds part of the training data out for validation where
@@ -62,14 +63,6 @@ type Request struct {
 	// does (nil: by its key).
 	Notes, Warnings io.Writer
 	Name            func(key string) string
-}
-
-// Dense is validation's sliding-window inference and test-time
-// augmentation as given (inference.ParseDense reads them); Overlap is nil
-// unless given.
-type Dense struct {
-	Tile, TTA string
-	Overlap   *float64
 }
 
 // Data are a run's data folders, paths or bucket URLs (mirrored into the

@@ -1,7 +1,6 @@
 package runsetup
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/segtune/segtune/finetune"
@@ -24,8 +23,7 @@ func ReportSamples(notes io.Writer, res *finetune.Result, session runtime.Option
 func Predictor(session runtime.Options, notes io.Writer) samples.Predictor {
 	session.Log = notes
 	return func(model string, pre imageio.Preprocess, paths []string) (map[string][]uint8, error) {
-		seg, err := resolve.OpenSegmenter(model, imageio.Sidecar{Preprocess: &pre}, resolve.SegmenterOptions{Session: session,
-			Notef: func(format string, args ...any) { fmt.Fprintf(notes, "segtune: "+format+"\n", args...) }})
+		seg, err := resolve.OpenSegmenter(model, imageio.Sidecar{Preprocess: &pre}, resolve.SegmenterOptions{Session: session, Notes: notes})
 		if err != nil {
 			return nil, err
 		}
