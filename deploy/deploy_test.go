@@ -10,13 +10,13 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/memlimit"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // synthModel parses the embedded segtune-synth model and looks up its
@@ -39,7 +39,7 @@ func synthModel(t *testing.T) (*onnx.Model, models.Entry) {
 // images with masks to check on.
 func synthSetup(t *testing.T) (*onnx.Model, *inference.Segmenter, []string, CheckOptions) {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m, entry := synthModel(t)
 	ct, err := contract.Read(m, contract.Overrides{})
 	if err != nil {

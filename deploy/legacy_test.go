@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/upgrade"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // legacyModel is a small segmenter written the way keras2onnx, tf2onnx
@@ -136,7 +137,7 @@ func exportLegacy(t *testing.T, m *onnx.Model, precision Precision, opset int64,
 // them in ONNX Runtime), and int8 raises it to opset 13 (QDQ needs 10),
 // said in the report; --opset 21 rewrites each of its old operators.
 func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m, err := onnx.Parse(legacyModel(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestLegacyExportPassesAtEachPrecision(t *testing.T) {
 // 3, and opset 9, weights listed as inputs) pass fp16, int8 and --opset
 // exports.
 func TestTorchLegacyExports(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	calib, checks := legacyImages(t)
 	for _, name := range []string{"legacy_op7_ir3", "legacy_op9"} {
 		m, err := onnx.Load(testassets.Generated(t, "legacy", name+".onnx"))

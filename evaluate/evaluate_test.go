@@ -16,19 +16,19 @@ import (
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // synthPlan opens the embedded segtune-synth model and writes 6
 // validation images with masks, as `segtune data synth` does.
 func synthPlan(t *testing.T) (evaluate.Plan, []datalayout.Sample) {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m, err := onnx.Parse(models.SynthModel, "")
 	if err != nil {
 		t.Fatal(err)

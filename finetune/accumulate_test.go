@@ -10,7 +10,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // lastWeights are the trainable tensors of a run's last checkpoint.
@@ -30,7 +30,7 @@ func lastWeights(t *testing.T, dir string) []checkpoint.Tensor {
 // labelled pixels and the mean of the parts' mean losses is the whole
 // batch's mean.
 func TestAccumulateMatchesTheLargerBatch(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	base := toyConfig(t, dir)
 	base.Val = DataSpec{}

@@ -9,13 +9,14 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The short version of the CamVid person fine-tune: four images seen whole
 // (scaled to 144x192) every step, so the loss must fall; the checkpoint
 // exports to a model that matches the training graph.
 func TestCamVidPersonShortRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	dir := t.TempDir()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // Reference values: numpy, 1/np.log(1.02 + p).
@@ -32,7 +32,7 @@ func TestInverseLogFrequency(t *testing.T) {
 // trains other weights than the unweighted run; a list of the wrong length
 // is refused before training.
 func TestClassWeightsAuto(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1

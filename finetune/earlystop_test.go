@@ -13,7 +13,7 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func TestEarlyStopCounts(t *testing.T) {
@@ -40,7 +40,7 @@ func TestEarlyStopCounts(t *testing.T) {
 // after the second, says so in the log and in metrics.jsonl, and best.ckpt
 // stays the first epoch's.
 func TestPatienceStops(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	for _, monitor := range []string{MonitorMIoU, MonitorLoss} {
 		cfg := toyConfig(t, dir)
@@ -79,7 +79,7 @@ func TestPatienceStops(t *testing.T) {
 // A resumed run counts the epochs without improvement on from where its
 // checkpoint left them: 1 before the stop, 1 after it make patience 2.
 func TestPatienceSurvivesResume(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.LR, cfg.Patience = 2, 1e-30, 2

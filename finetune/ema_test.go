@@ -12,8 +12,8 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/finetune/optim"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The average starts at the parameters and moves by (1 − decay) of the
@@ -43,7 +43,7 @@ func TestEMAUpdate(t *testing.T) {
 // uninterrupted run's averages and weights bit for bit; its checkpoints
 // keep both, it validates and exports the averages.
 func TestEMAResumesExactly(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.EMA = 2, 0.8 // 3 steps an epoch
@@ -107,7 +107,7 @@ func TestEMAResumesExactly(t *testing.T) {
 // stay at the base model's weights, every epoch scores as the base model,
 // while the weights themselves learn.
 func TestEMAValidatesTheAverage(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 3
@@ -134,7 +134,7 @@ func TestEMAValidatesTheAverage(t *testing.T) {
 // With the training state resident on the device the average follows the
 // weights read back every step: it ends where the host run's does.
 func TestEMAResidentMatchesHost(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs, cfg.EMA = 2, 0.8

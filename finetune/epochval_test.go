@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The end line names the best epoch and its gain over the base, or says
@@ -48,7 +48,7 @@ func TestCompareWithBase(t *testing.T) {
 // scores every epoch. A resumed run keeps that record and does not
 // validate the base again.
 func TestBaseValidatedFirstAndKeptOnResume(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -98,7 +98,7 @@ func TestBaseValidatedFirstAndKeptOnResume(t *testing.T) {
 // resumed; one interrupted after that validation, before its first step,
 // keeps the record and does not validate again.
 func TestBaseValidationSurvivesInterruption(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, during := range []bool{true, false} {
 		dir := t.TempDir()
 		cfg := toyConfig(t, dir)

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxtest"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestExporterFormsFineTune: the toy network written the ways exporters
@@ -21,23 +21,23 @@ import (
 // float16), and, with Dequantize, the three quantized forms (exported as
 // the float model).
 func TestExporterFormsFineTune(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, tc := range []struct {
-		kind    testmodels.Kind
+		kind    onnxtest.Kind
 		trained []string
 		storage onnx.DataType
 	}{
-		{testmodels.NoFold, []string{"b1", "b2", "w1", "w2_t8x2"}, onnx.Float32},
-		{testmodels.Half, []string{"b1", "b2", "w1", "w2"}, onnx.Float16},
-		{testmodels.ConvInteger, []string{"classifier.bias", "classifier.weight", "conv1.bias", "conv1.weight"}, onnx.Float32},
-		{testmodels.QDQ, []string{"b1", "b2", "w1", "w2"}, onnx.Float32},
-		{testmodels.QLinear, []string{"classifier.bias", "classifier.weight", "conv1.bias", "conv1.weight"}, onnx.Float32},
+		{onnxtest.NoFold, []string{"b1", "b2", "w1", "w2_t8x2"}, onnx.Float32},
+		{onnxtest.Half, []string{"b1", "b2", "w1", "w2"}, onnx.Float16},
+		{onnxtest.ConvInteger, []string{"classifier.bias", "classifier.weight", "conv1.bias", "conv1.weight"}, onnx.Float32},
+		{onnxtest.QDQ, []string{"b1", "b2", "w1", "w2"}, onnx.Float32},
+		{onnxtest.QLinear, []string{"classifier.bias", "classifier.weight", "conv1.bias", "conv1.weight"}, onnx.Float32},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := toyConfig(t, dir)
 			cfg.Network.BaseModel = filepath.Join(dir, string(tc.kind)+".onnx")
-			if err := testmodels.Build(tc.kind).Save(cfg.Network.BaseModel); err != nil {
+			if err := onnxtest.Build(tc.kind).Save(cfg.Network.BaseModel); err != nil {
 				t.Fatal(err)
 			}
 			base, err := cfg.Network.LoadNetwork("")
@@ -93,7 +93,7 @@ func TestExporterFormsFineTune(t *testing.T) {
 					t.Errorf("%s did not change", name)
 				}
 			}
-			if tc.kind != testmodels.Half { // float16 rounding moves the export off the float32 masters
+			if tc.kind != onnxtest.Half { // float16 rounding moves the export off the float32 masters
 				assertExportMatchesTraining(t, filepath.Join(out, "last.ckpt"), cfg)
 			} else {
 				inf := session(t, exported)
@@ -110,7 +110,7 @@ func TestQuantizedModelNeedsDequantize(t *testing.T) {
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Network.BaseModel = filepath.Join(dir, "qdq.onnx")
-	if err := testmodels.Build(testmodels.QDQ).Save(cfg.Network.BaseModel); err != nil {
+	if err := onnxtest.Build(onnxtest.QDQ).Save(cfg.Network.BaseModel); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Train(context.Background(), cfg, filepath.Join(dir, "run"), false, Hooks{})

@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func epochLosses(t *testing.T, dir string) []float64 {
@@ -33,7 +34,7 @@ func epochLosses(t *testing.T, dir string) []float64 {
 }
 
 func TestToyRunLearnsAndExports(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	out := filepath.Join(dir, "run")
@@ -60,7 +61,7 @@ func TestToyRunLearnsAndExports(t *testing.T) {
 // The resumed run must end with exactly the weights of an uninterrupted
 // one: same data order, augmentation, optimiser state and schedule.
 func TestResumeIsExact(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	assertResumeIsExact(t, dir, toyConfig(t, dir))
 }
@@ -91,7 +92,7 @@ func assertResumeIsExact(t *testing.T, dir string, cfg Config) {
 // Cancelling (Ctrl-C) mid-epoch saves a checkpoint at that step, and
 // resuming from it also ends with the uninterrupted run's weights.
 func TestInterruptMidEpochAndResume(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	full := filepath.Join(dir, "full")
@@ -121,7 +122,7 @@ func TestInterruptMidEpochAndResume(t *testing.T) {
 // A process killed with SIGKILL mid-epoch loses nothing but the steps since
 // the last checkpoint: resuming ends with the uninterrupted run's weights.
 func TestSIGKILLMidEpochResumes(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
@@ -176,7 +177,7 @@ func TestChildTrain(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as a child of TestSIGKILLMidEpochResumes")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 40
 	Train(context.Background(), cfg, out, false, Hooks{})
@@ -206,7 +207,7 @@ func assertSameWeights(t *testing.T, a, b string) {
 }
 
 func TestBadDataNamesTheFile(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	bad := filepath.Join(cfg.Train.Images, "005.png")
@@ -227,7 +228,7 @@ func TestBadDataNamesTheFile(t *testing.T) {
 
 // A new run must not overwrite an earlier run's checkpoints.
 func TestRefusesToOverwriteARun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -250,7 +251,7 @@ func TestRefusesToOverwriteARun(t *testing.T) {
 // loss falls and it segments), and the training graph carries the terms
 // asked for; a bad name or γ is refused before any work.
 func TestToyRunLearnsWithEachLoss(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, loss := range []string{"focal", "dice", "lovasz", "ce+dice", "ce+lovasz", "focal+dice"} {
 		t.Run(loss, func(t *testing.T) {
 			dir := t.TempDir()
@@ -287,7 +288,7 @@ func TestToyRunLearnsWithEachLoss(t *testing.T) {
 // and a resumed run marks where it restarts, so TensorBoard drops the
 // steps it repeats.
 func TestToyRunWritesTensorBoard(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	py := testassets.RequirePython(t, "google.protobuf")
 	reader := testassets.FindUp("internal/tfevents/testdata/read_events.py")
 	dir := t.TempDir()

@@ -18,8 +18,8 @@ import (
 	"github.com/segtune/segtune/finetune/export"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/regfile"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // Defect: two finetune runs into one --out both ran and mixed their files.
@@ -50,7 +50,7 @@ func TestRunFolderIsLocked(t *testing.T) {
 }
 
 func TestSecondTrainIntoALockedFolderFailsAtOnce(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	out := filepath.Join(dir, "run")
@@ -108,7 +108,7 @@ func TestLeftoverBestIsNeverReused(t *testing.T) {
 // Defect: a checkpoint was not tied to its base model's content, so a
 // replaced base graph was silently used by export and resume.
 func TestReplacedBaseModelIsRefused(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -171,7 +171,7 @@ func TestReplacedBaseModelIsRefused(t *testing.T) {
 // Defect: --resume silently ignored every changed flag but epochs, steps,
 // device and threads (--lr included).
 func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1
@@ -222,7 +222,7 @@ func TestResumeRefusesChangedSettingsAndAppliesLR(t *testing.T) {
 // Defect: the divergence advice named a last.ckpt that was never written,
 // and suggested a --lr that --resume ignored.
 func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	// Pixel values scaled by 1e8 make SGD at the largest learning rate
 	// (10) diverge within an epoch; at 1e-12 it does not.
@@ -259,7 +259,7 @@ func TestDivergenceAdviceNamesExistingCheckpoint(t *testing.T) {
 
 // Defect: a bad line in metrics.jsonl was blamed on last.ckpt.
 func TestBadHistoryLineNamesTheHistoryFile(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 1

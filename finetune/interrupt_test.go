@@ -12,7 +12,7 @@ import (
 
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // epochRows are a run's metrics.jsonl epoch lines without their timing,
@@ -35,7 +35,7 @@ func epochRows(t *testing.T, dir string) []history.Record {
 // nothing: resuming ends with the uninterrupted run's metrics.jsonl epoch
 // lines, best epoch, best.ckpt and curves.
 func TestInterruptAtEachPhaseResumes(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Epochs = 2 // 3 steps each

@@ -16,7 +16,7 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/mpi"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // trainRanks trains cfg on a Local world of n ranks (goroutines of this
@@ -94,7 +94,7 @@ const parallelTolerance = 1e-3
 // replicated and equal to the one process's. Rank 1
 // writes nothing; rank 0 writes what one process writes.
 func TestParallelMatchesOneProcess(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, projection := range []string{"", "epoch", "graph"} {
 		reg := projection != ""
 		name := "baseline"
@@ -174,7 +174,7 @@ func TestParallelMatchesOneProcess(t *testing.T) {
 // A run of two ranks resumes on two ranks exactly where it stopped, and is
 // refused on one with an error that says what to do.
 func TestParallelResume(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Batch = 2
@@ -226,7 +226,7 @@ func TestParallelResume(t *testing.T) {
 // abort; rank 0's own failure (its folder holds another run) reaches the
 // others instead of leaving them waiting for a checkpoint.
 func TestParallelFailuresAreAgreed(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Batch = 2
@@ -255,7 +255,7 @@ func TestParallelFailuresAreAgreed(t *testing.T) {
 
 // Ranks that read different training data refuse to train.
 func TestParallelRefusesDifferentData(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Batch = 2

@@ -15,7 +15,7 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestResidentRunMatchesHostRun: fine-tuning with the training state in
@@ -23,7 +23,7 @@ import (
 // the weights of the host loop, validation, checkpoints and export
 // included, within float32 rounding of the two optimisers.
 func TestResidentRunMatchesHostRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	assertResidentMatchesHost(t, dir, toyConfig(t, dir))
 }
@@ -72,7 +72,7 @@ func assertResidentMatchesHost(t *testing.T, dir string, cfg Config) {
 // resumed ends bit for bit where the uninterrupted one does; and a run
 // resumed in the other form continues from the same checkpoint.
 func TestResidentResumeIsExact(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Resident = "on"
@@ -83,7 +83,7 @@ func TestResidentResumeIsExact(t *testing.T) {
 // step, the size scores read back, the head boxed on the host after every
 // update) in the resident form: the host run's weights, and exact resume.
 func TestResidentRegularized(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "epoch")
 	assertResidentMatchesHost(t, filepath.Join(dir, "match"), cfg)
@@ -96,7 +96,7 @@ func TestResidentRegularized(t *testing.T) {
 // runs them through its own float32 fallback), records the loss scale in
 // metrics.jsonl, and resumes bit for bit, the loss scale included.
 func TestHalfPrecisionRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	// A scale large enough to overflow the first steps' float16
 	// gradients, so that skipping and halving are exercised and resumed.
 	defer func(s float64) { trainer.InitialLossScale = s }(trainer.InitialLossScale)
@@ -164,7 +164,7 @@ func TestModesCheckedBeforeWork(t *testing.T) {
 // saying it is ignored, and the run's config.json records that it was
 // asked for.
 func TestCUDAGraphIgnoredOnTheCPU(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	base := toyConfig(t, dir)
 	base.Epochs, base.Device = 1, "cpu"

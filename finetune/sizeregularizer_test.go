@@ -17,9 +17,9 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/sizehead"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func regularizedToy(t *testing.T, dir, projection string) Config {
@@ -31,7 +31,7 @@ func regularizedToy(t *testing.T, dir, projection string) Config {
 }
 
 func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "epoch")
 	out := filepath.Join(dir, "run")
@@ -100,7 +100,7 @@ func TestRegularizedRunLogsAndExportsWithoutHead(t *testing.T) {
 
 // The full-projections baseline projects after every step.
 func TestStepProjectionSchedule(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "step")
 	cfg.Epochs = 2
@@ -118,7 +118,7 @@ func TestStepProjectionSchedule(t *testing.T) {
 // Training through the in-graph projection: two ONNX projections per step
 // (one for the gradient, one for the new point) and none at the epoch's end.
 func TestGraphProjectionSchedule(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "graph")
 	cfg.Epochs = 2
@@ -147,7 +147,7 @@ func TestGraphProjectionSchedule(t *testing.T) {
 // Resuming restores the regularizer's τ, λ, ε, μ and score cache too, and
 // under the graph schedule its free variables.
 func TestRegularizedResumeIsExact(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, schedule := range []string{"epoch", "graph"} {
 		t.Run(schedule, func(t *testing.T) {
 			dir := t.TempDir()
@@ -158,7 +158,7 @@ func TestRegularizedResumeIsExact(t *testing.T) {
 
 // Balanced batches without the regularizer: the like-for-like baseline.
 func TestBalancedBaseline(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := toyConfig(t, dir)
 	cfg.Balanced, cfg.Epochs = true, 2
@@ -194,7 +194,7 @@ func TestBalancedBaseline(t *testing.T) {
 // a regularised run resumes into the uninterrupted run's weights and dual
 // state: the resumed Loop knows the epoch and step it starts at.
 func TestRegularizedInterruptMidEpochResumes(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	cfg := regularizedToy(t, dir, "epoch")
 	cfg.Regularizer.Dual.DualEvery = 2
@@ -234,7 +234,7 @@ func TestRegularizedInterruptMidEpochResumes(t *testing.T) {
 // mean absolute value: s = W·a/(mean|a| + 1e-6) + b, so inside the box
 // |s| ≤ 2·bound whatever the features' scale.
 func TestBoundedSizeHead(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	m, err := onnx.Load(toyModel(t, dir))
 	if err != nil {

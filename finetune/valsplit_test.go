@@ -17,7 +17,7 @@ import (
 	"github.com/segtune/segtune/finetune/data"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // cvatExport writes a CVAT "Segmentation mask 1.1" export of the toy data
@@ -78,7 +78,7 @@ func writeFile(t *testing.T, path, text string) {
 // split.json, and an interrupted run resumes with the same split: its
 // epochs are the uninterrupted run's.
 func TestValSplitOfCVATExport(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "cvat")
 	cvatExport(t, root, 10)

@@ -20,12 +20,13 @@ import (
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // open opens model with its contract read from the graph.
 func open(t *testing.T, model []byte, pre imageio.Preprocess) *inference.Segmenter {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m, err := onnx.Parse(model, "")
 	if err != nil {
 		t.Fatal(err)

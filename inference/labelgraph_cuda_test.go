@@ -12,6 +12,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestGraphLabelsOnCUDA runs the label graph on the CUDA provider against
@@ -21,7 +22,7 @@ import (
 // pixels (two sessions may pick different cuDNN algorithms). Skipped
 // without a GPU; SEGTUNE_REQUIRE_GPU makes that a failure.
 func TestGraphLabelsOnCUDA(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	if err := runtime.Init(""); err != nil {
 		skip.GPU(t, err.Error())
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // segmentAll runs images (by name) through s's pipeline in batches of
@@ -51,7 +52,7 @@ func segmentAll(t *testing.T, s *inference.Segmenter, images map[string]image.Im
 // from the graph under o.
 func openBoth(t *testing.T, model []byte, o contract.Overrides, pre imageio.Preprocess) (host, graph *inference.Segmenter) {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, labelsOnly := range []bool{false, true} {
 		m, err := onnx.Parse(model, "")
 		if err != nil {
@@ -285,7 +286,7 @@ func BenchmarkGraphLabels(b *testing.B) {
 	}
 	pre := person.Preprocess
 	pre.Resize, pre.ScaleFactor, pre.MultipleOf, pre.PlusOne = imageio.ResizeNone, 0, 0, false
-	testassets.RequireORT(b)
+	runtimetest.Require(b)
 	var segs [2]*inference.Segmenter
 	for i, open := range []func([]byte, *contract.Contract, imageio.Preprocess, runtime.Options) (*inference.Segmenter, error){inference.Open, inference.OpenLabels} {
 		m, err := onnx.Parse(data, "")

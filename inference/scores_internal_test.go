@@ -5,10 +5,10 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/pipeline"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // openSmall opens model, its contract read from the graph, on 8×8
@@ -35,7 +35,7 @@ func openSmall(t *testing.T, model []byte) *Segmenter {
 // size changed for the same input) costs one more run, not the image: the
 // run is made again without a buffer, and the shape learnt anew.
 func TestStaleScoreShapeIsRunAgain(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	b := &onnx.Builder{}
 	w := make([]float32, 2*3)
 	for i := range w {
@@ -78,7 +78,7 @@ func TestStaleScoreShapeIsRunAgain(t *testing.T) {
 // A batch whose pooled scores fail Infer's checks (here non-finite) gives
 // the buffer back for the next run, and leaves none held.
 func TestFailedBatchGivesItsScoresBack(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	b := &onnx.Builder{}
 	w := make([]float32, 2*3)
 	for i := range w {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
@@ -18,6 +17,7 @@ import (
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func buildDeepLab(t testing.TB, cfg models.DeepLabConfig) *onnx.Model {
@@ -33,7 +33,7 @@ func buildDeepLab(t testing.TB, cfg models.DeepLabConfig) *onnx.Model {
 // depend on the image and on the position, and is a pure function of the
 // seed.
 func TestDeepLabForwardAtTwoSizes(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cfg := models.DefaultDeepLabConfig()
 	m := buildDeepLab(t, cfg)
 	s := session(t, m)
@@ -82,7 +82,7 @@ func TestDeepLabForwardAtTwoSizes(t *testing.T) {
 // model's, whose loss starts near log K, and whose gradients reach every
 // layer in front of a non-zero weight.
 func TestDeepLabTrainingGraph(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cfg := models.DefaultDeepLabConfig()
 	m := buildDeepLab(t, cfg)
 	train := m.Clone()
@@ -215,7 +215,7 @@ func TestDeepLabParameterCounts(t *testing.T) {
 // Output stride 8 keeps one more stage at full resolution with dilated
 // convolutions: same parameters, same output, four times the ASPP area.
 func TestDeepLabOutputStride8(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cfg := models.DefaultDeepLabConfig()
 	cfg.OutputStride = 8
 	cfg.ASPPRates = nil
@@ -280,7 +280,7 @@ func TestDeepLabConfigErrors(t *testing.T) {
 // weight gradient scaled by 1.6, which the former loose bound (0.5)
 // accepted.
 func TestDeepLabGradientCheck(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cfg := models.DefaultDeepLabConfig()
 	cfg.Width, cfg.Depth = 0.35, 1
 	m := buildDeepLab(t, cfg)

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/network"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // linearRef computes x·Wᵀ + b in float64 from the model's initializers.
@@ -42,7 +42,7 @@ func linearRef(t *testing.T, m *onnx.Model, prefix string, x []float32, n int) [
 }
 
 func TestLinearClassifierForward(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, input := range [][]int64{{1, 28, 28}, {784}} {
 		m, err := models.LinearClassifier(input, 10, 1, 7)
@@ -92,7 +92,7 @@ func TestLinearClassifierForward(t *testing.T) {
 // The training graph's loss and bias gradient are softmax cross entropy's:
 // mean −log p[target] and mean (p − onehot) over the batch.
 func TestLinearClassifierTrainingGraph(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	const n, k = 4, 10
 	m, err := models.LinearClassifier([]int64{1, 28, 28}, k, 1, 3)
 	if err != nil {

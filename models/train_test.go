@@ -10,15 +10,15 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The default DeepLabV3+ learns the synthetic set through finetune.Train:
 // the training loss falls within a few dozen steps.
 func TestDeepLabTrainsOnSynth(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "synth")
 	sc := synth.DefaultConfig()

@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func nestedModel(depth int) []byte {
@@ -49,7 +49,7 @@ func TestDeepNestingIsExplained(t *testing.T) {
 	}
 	// The limit is ONNX Runtime's: it refuses what Parse refuses, and opens
 	// what Parse accepts.
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	s, err := runtime.NewSession(nestedModel(5), runtime.Options{Threads: 1})
 	if err != nil {
 		t.Fatalf("shallow nesting in ONNX Runtime: %v", err)

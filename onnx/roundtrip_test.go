@@ -13,6 +13,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // sharedModels returns the ONNX models among the shared test assets, which
@@ -77,7 +78,7 @@ func compareOutputs(t *testing.T, original, saved string, m *onnx.Model) {
 	if testing.Short() {
 		t.Skip("running the models through ONNX Runtime is skipped in -short mode")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	inputs := onnx.DataInputs(m.Graph())
 	var feeds []*runtime.Tensor
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -11,10 +11,11 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func TestOpenSegmenter(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	if err := runtime.Init(""); err != nil {
 		t.Fatal(err)
 	}

@@ -308,7 +308,7 @@ fi
 # off, since a replayed graph has no nodes to profile) or of the resident
 # fp32 step (full mode), kernel time per op type; CUDA_LAUNCH_BLOCKING
 # makes the profiler's node times the GPU's. bench/gpu/report.py prints it
-# per op type and per role (internal/roleprofile: forward, data/weight/bias
+# per op type and per role (onnx/grad/roleprofile: forward, data/weight/bias
 # gradient by convolution class, loss, optimiser, copies).
 if [ -n "$full" ]; then pv=resident pp=fp32; else pv=$(fastest "$m0" "$b0" "$p0") pp=$p0; fi
 pv=${pv%+graph}

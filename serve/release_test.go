@@ -12,17 +12,17 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // Each answered request gives its scores' buffer back (Output.Release),
 // so that the next request's run writes into it instead of a fresh one:
 // none is held once the answers are in.
 func TestServeReleasesScores(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	b := &onnx.Builder{}
 	w := make([]float32, 2*3)
 	for i := range w {

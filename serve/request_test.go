@@ -15,10 +15,10 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func flagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // batches of exactly 1.
 func fixedBatchOne(t *testing.T) *inference.Segmenter {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	b := &onnx.Builder{}
 	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{0, 0, 0, 1, -1, 0}))
 	b.Emit("Conv", "conv", []string{"input", wt}, []string{"logits"})

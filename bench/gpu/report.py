@@ -170,7 +170,7 @@ def main():
             for o in r["profile"][:15]:
                 lines.append(f"  * {o['op']}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")
         if r.get("kind") == "profile" and r.get("profile_roles"):
-            lines.append("  The same kernel time per role (internal/roleprofile; conv roles by class):")
+            lines.append("  The same kernel time per role (onnx/grad/roleprofile; conv roles by class):")
             for o in r["profile_roles"]["rows"]:
                 role = o["role"] + (f" ({o['class']})" if o.get("class") else "")
                 lines.append(f"  * {role}: {o['ms']:.1f} ms ({100 * o['share']:.0f} %, {o['nodes']} nodes)")

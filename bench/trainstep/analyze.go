@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/internal/ortprofile"
-	"github.com/segtune/segtune/internal/roleprofile"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/grad/roleprofile"
 )
 
 // OpShare is one operator type's part of the kernel time in ORT's profile.
@@ -52,7 +52,7 @@ func ProfileShares(prefix string) ([]OpShare, float64, error) {
 }
 
 // ProfileRoles groups the newest ORT profile under prefix by role
-// (internal/roleprofile), joined with the training graph g; a resident
+// (onnx/grad/roleprofile), joined with the training graph g; a resident
 // run's optimiser session profiles under prefix+"-optimizer"
 // (finetune/resident), which adds the optimiser role.
 func ProfileRoles(prefix string, g *onnx.GraphProto) (*roleprofile.Table, error) {

@@ -29,11 +29,11 @@ import (
 	"github.com/segtune/segtune/finetune/optim"
 	"github.com/segtune/segtune/finetune/resident"
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/roleprofile"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/onnx/grad/roleprofile"
 	"github.com/segtune/segtune/runtime"
 )
 

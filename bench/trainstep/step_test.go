@@ -9,6 +9,7 @@ import (
 
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func generated(b *testing.B) string {
@@ -43,7 +44,7 @@ func BenchmarkTrainStep(b *testing.B) {
 // the optimiser graph (an integer 1/1024 once made that factor zero, and
 // fp16 steps were timed on a model that never moved).
 func TestResidentStepsLearnAtEveryPrecision(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Generated(t, "deeplabv3plus_mobilenetv2.onnx")
 	defer func(o string, r bool, p string) { Optim, Resident, Precision = o, r, p }(Optim, Resident, Precision)
 	for _, p := range []string{"fp32", "fp16"} {
@@ -85,7 +86,7 @@ func TestLeversReported(t *testing.T) {
 	if err := setLevers("dense,pointwise"); err != nil {
 		t.Fatal(err)
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Generated(t, "deeplabv3plus_mobilenetv2.onnx")
 	Optim = "sgd"
 	r, err := Run(model, 2, 64, 1, 1, 0, "cpu")

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // --accumulate N takes one optimiser step per N batches (12 images at
 // batch 2 × 2: 3 steps an epoch) and is refused with the resident state.
 func TestFinetuneAccumulateFlag(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 12, 2)
 	model := redModel(t, dir)
@@ -37,7 +37,7 @@ func TestFinetuneAccumulateFlag(t *testing.T) {
 
 // --ema outside (0, 1) is refused, naming the flag, before any work.
 func TestFinetuneEMAFlagRange(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	for _, v := range []string{"1", "-0.5"} {
 		_, err := runCLI(t, "finetune", "--model", filepath.Join(dir, "none.onnx"), "--data", dir, "--out", filepath.Join(dir, "run"), "--ema", v)
@@ -50,7 +50,7 @@ func TestFinetuneEMAFlagRange(t *testing.T) {
 // --sample-by class trains and is recorded; another sampler with it, or
 // another value, is refused naming the flag.
 func TestFinetuneSampleByClass(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 8, 2)
 	model := redModel(t, dir)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // BenchmarkSegmentBucketVsLocal segments the same CamVid val images with
@@ -16,7 +17,7 @@ import (
 //
 //	go test ./cmd/segtune -run '^$' -bench SegmentBucketVsLocal -benchtime 3x -count 5
 func BenchmarkSegmentBucketVsLocal(b *testing.B) {
-	testassets.RequireORT(b)
+	runtimetest.Require(b)
 	clearShardEnv(b)
 	m := testassets.RequireMinIO(b)
 	model := testassets.Require(b, "models", "deeplabv3plus_person_dynamic.onnx")

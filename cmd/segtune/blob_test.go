@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/internal/storage"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // upload copies every file of the local folder dir into the bucket folder
@@ -76,7 +77,7 @@ func download(t *testing.T, url string) string {
 // and with images local and masks in the bucket; the model is read from
 // the bucket too.
 func TestBlobSegmentAndEvalMatchLocal(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	clearShardEnv(t)
 	m := testassets.RequireMinIO(t)
 	url := m.Bucket(t, "segtune-cli")

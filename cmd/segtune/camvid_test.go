@@ -10,6 +10,7 @@ import (
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // personPreprocess is how the shared DeepLabV3+ person model sees CamVid:
@@ -25,7 +26,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("101 images at 721x961: skipped in -short mode")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	t.Setenv(resolve.SharedAssetsEnv, filepath.Dir(filepath.Dir(model)))
@@ -51,7 +52,7 @@ func TestEvalPersonModelOnCamVid(t *testing.T) {
 
 // The fixed 513x513 model works too: segtune stretches images to its input.
 func TestSegmentFixedSizeModel(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_513.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	in := t.TempDir()

@@ -17,8 +17,8 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/cliflag"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // runCLI runs segtune with args and returns what it printed on stdout.
@@ -109,7 +109,7 @@ func writeImage(t *testing.T, path string, w, h int) {
 }
 
 func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 40, 30)
@@ -149,7 +149,7 @@ func TestSegmentWritesMasksAndReportsBadImages(t *testing.T) {
 }
 
 func TestEvalScoresSyntheticMasks(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
@@ -233,7 +233,7 @@ func TestInfoJSON(t *testing.T) {
 // The demo's pieces at a small scale: data, two fine-tunes, table, verdict,
 // curves, segmentation and export.
 func TestDemoSmall(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	out := t.TempDir()
 	stdout, err := runCLI(t, "demo", "--out", out, "--epochs", "1", "--train", "16", "--val", "8")
 	if err != nil {
@@ -262,7 +262,7 @@ func TestDemoSmall(t *testing.T) {
 // and the per-epoch projection count tells them apart (3 steps per epoch:
 // Algorithm 1 projects once, "step" after each step, "graph" twice a step).
 func TestFinetuneProjectionSchedules(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "synth")
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "12", "--val", "4", "--size", "32x32"); err != nil {

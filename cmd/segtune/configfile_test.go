@@ -13,8 +13,8 @@ import (
 
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // configApp is an app with one command of configCommands whose action
@@ -116,7 +116,7 @@ func TestConfigFileErrors(t *testing.T) {
 // configuration, and with the same seed the same weights; a flag given
 // beside it changes only its setting.
 func TestFinetuneConfigRepeatsRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 8, 4)
 	model := redModel(t, dir)
@@ -188,7 +188,7 @@ func TestConfigFilePathsNameTheirKey(t *testing.T) {
 // older segtune) is refused naming the file and the key before any work;
 // so is a checkpoint's (#45).
 func TestFinetuneConfigReplaysFromAnotherFolder(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	t.Chdir(dir)
 	synthData(t, dir, 4, 2)
@@ -328,7 +328,7 @@ func TestFinetuneFlagsAreSettings(t *testing.T) {
 // segment's required flags may come from --config, and a file:// URL or a
 // model name there is read as on the command line.
 func TestSegmentFromConfigFile(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 40, 30)

@@ -16,6 +16,7 @@ import (
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // Defect: a model fine-tuned from a registry model forgot how to be fed
@@ -24,7 +25,7 @@ import (
 // scores with the flags, with its sidecar and, the sidecar deleted, from
 // its metadata_props alone; info says where each part comes from.
 func TestFinetunedRegistryModelCarriesItsSettings(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	t.Setenv(resolve.SharedAssetsEnv, filepath.Dir(filepath.Dir(model)))

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // finetune --conv-grad: a value that is no set of convolution classes,
@@ -15,7 +15,7 @@ import (
 // refused naming the flag before the run; --device auto on a machine
 // without a GPU says in one line that it trains without, and trains.
 func TestFinetuneConvGradFlag(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 2, 1)
 	model := redModel(t, dir)

@@ -24,6 +24,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // labelled is a canonical pair: an image file and its labels (0, 1 and
@@ -291,7 +292,7 @@ func sameIoUs(a, b []*float64) bool {
 // preset, scores exactly as the canonical folders do (the formats are
 // lossless), on synthetic JPEGs and on CamVid.
 func TestEvalDataLayoutsScoreLikeFolders(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	sources := map[string]func(t *testing.T, dir string) []labelled{
 		"synthetic": func(t *testing.T, dir string) []labelled { return syntheticPairs(t, filepath.Join(dir, "src"), 5) },
 		"camvid":    func(t *testing.T, _ string) []labelled { return camvidPairs(t, 3) },
@@ -332,7 +333,7 @@ func ious(xs []*float64) []float64 {
 }
 
 func TestFinetuneFromDataLayouts(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	cases := buildLayouts(t, dir, syntheticPairs(t, filepath.Join(dir, "src"), 4))

@@ -16,11 +16,11 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/inference"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func TestDenseFlagsRefusedNamingTheFlag(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 40, 30)
@@ -57,7 +57,7 @@ func TestTiledSegmentOfALargeImageStaysUnderOneGiB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds segtune and segments a 24-megapixel image: skipped in -short mode")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := filepath.Join(dir, "in")
@@ -123,7 +123,7 @@ func TestTiledSegmentOfALargeImageStaysUnderOneGiB(t *testing.T) {
 // whole-image run; scales=0.5 (scores resized down and up) changes the
 // loss, which shows the dense path ran.
 func TestFinetuneDenseValidation(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 8, 4)
 	model := redModel(t, dir)
@@ -181,7 +181,7 @@ func TestFinetuneDenseValidation(t *testing.T) {
 // --val-* values are refused naming the flag before the run starts; a
 // resume may not change them; a run's config.json repeats them.
 func TestFinetuneDenseValidationSettings(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 4, 2)
 	model := redModel(t, dir)

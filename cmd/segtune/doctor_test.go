@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/cmd/segtune/doctor"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestDoctorJSON: doctor reports the loaded ONNX Runtime, the CUDA libraries
 // looked for, and — without a GPU — one line saying why --device cuda runs
 // on the CPU.
 func TestDoctorJSON(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	out, err := runCLI(t, "doctor", "--json")
 	if err != nil {
 		t.Fatal(err)

@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // eval prints and writes the confusion matrix: the red model calls the left
 // half class 1, and the mask says only its left quarter is.
 func TestEvalConfusion(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
@@ -112,7 +112,7 @@ func TestEvalConfusion(t *testing.T) {
 // records images by file name; eval merge refused it after the run);
 // without --partial the evaluation runs.
 func TestEvalPartialRefusesOneNameTwice(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	data := filepath.Join(dir, "data")

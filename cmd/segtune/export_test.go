@@ -17,6 +17,7 @@ import (
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // exportSynth writes the embedded segtune-synth model and a small
@@ -88,7 +89,7 @@ func TestExportFlagErrors(t *testing.T) {
 // int8 and fp16 exports of segtune-synth: checked, reported, written with
 // a sidecar that eval picks up.
 func TestExportSynthPrecisions(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	train := filepath.Join(data, "images", "train")
 	val, valMasks := filepath.Join(data, "images", "val"), filepath.Join(data, "masks", "val")
@@ -161,7 +162,7 @@ func TestExportSynthPrecisions(t *testing.T) {
 
 // A model below --min-agreement is reported and not written.
 func TestExportRefusesBelowMinAgreement(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	out := filepath.Join(dir, "strict.onnx")
 	_, err := runCLI(t, "export", "--model", model, "--out", out, "--precision", "int8",
@@ -183,7 +184,7 @@ func TestExportRefusesBelowMinAgreement(t *testing.T) {
 // enough for two CPU cores): int8 within one IoU point of fp32 on person,
 // fp16 agreeing on ≥ 99 % of pixels.
 func TestExportPersonModelCamVid(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	dir := t.TempDir()
@@ -246,7 +247,7 @@ func deref(p *float64) float64 {
 // int8 from a fine-tuning checkpoint: its run's settings prepare the
 // images and go into the sidecar; a moved base model is found with --model.
 func TestExportCheckpointInt8(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	run := filepath.Join(dir, "run")
 	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", run, "--steps", "2", "--batch", "2", "--threads", "2"); err != nil {
@@ -286,7 +287,7 @@ func TestExportCheckpointInt8(t *testing.T) {
 // resume point). Each is refused, naming what it would replace, and left
 // as it was.
 func TestExportCheckpointProtectsItsRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	run := filepath.Join(dir, "run")
 	if _, err := runCLI(t, "finetune", "--model", model, "--data", data, "--out", run, "--steps", "2", "--batch", "2", "--threads", "2"); err != nil {
@@ -316,7 +317,7 @@ func TestExportCheckpointProtectsItsRun(t *testing.T) {
 // very --check-images the export compares on — is refused and the file
 // left as it was; an earlier export at --out is replaced as before.
 func TestExportDoesNotReplaceAUsersFile(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	val := filepath.Join(data, "images", "val")
 	imgs, err := imageio.ListImages(val)
@@ -362,7 +363,7 @@ torch.onnx.export(Net().eval(), torch.rand(1, 3, 64, 64), sys.argv[1], opset_ver
 // fp16 and int8 exports must keep it readable, or their contract check
 // refuses them ("the exported model's contract differs").
 func TestExportTorchModelWithSymbolicClasses(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	py := testassets.RequirePython(t, "torch")
 	dir, _, data := exportSynth(t)
 	model := filepath.Join(dir, "torch.onnx")

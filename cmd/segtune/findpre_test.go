@@ -10,14 +10,14 @@ import (
 
 	"github.com/segtune/segtune/evaluate/preprocsearch/searchtest"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // info --find-preprocessing finds the BGR -1..1 a model was made for from
 // its labelled images, says how many it used, writes the sidecar on
 // request and refuses to replace it without --force, before any work.
 func TestInfoFindsPreprocessing(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	pre := imageio.Preprocess{ChannelOrder: imageio.BGR, ValueScale: 1 / 127.5, ValueOffset: -1}
 	probe := image.NewRGBA(image.Rect(0, 0, 1, 1))

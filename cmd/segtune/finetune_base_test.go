@@ -10,8 +10,8 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // blurRedModel writes a model of synth's three classes that labels a pixel
@@ -44,7 +44,7 @@ func blurRedModel(t *testing.T, path string) string {
 // first (epoch 0, with eval's score of the base model at ×2, not at ×1)
 // and ends by comparing the best epoch with it.
 func TestFinetuneStartsFromTheModelsContract(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 8, 4)
 	model := blurRedModel(t, filepath.Join(dir, "m.onnx"))

@@ -21,6 +21,7 @@ import (
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // foreignManifest is what scripts/gen_foreign_models.py writes about the
@@ -94,7 +95,7 @@ func loadForeignCorpus(t *testing.T) (string, foreignManifest) {
 // writes, and that export gives back the same contract and the training
 // graph's function.
 func TestForeignModels(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, man := loadForeignCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--seed", "3"); err != nil {
@@ -350,7 +351,7 @@ func numel(d []int64) int64 {
 // drop by more than 1 point (SGD at lr 0.01, the old default, took it from
 // 0.62 to 0.53 in 40 steps).
 func TestForeignPretrainedSurvivesDefaults(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, man := loadForeignCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "40", "--val", "20", "--seed", "1"); err != nil {
@@ -399,7 +400,7 @@ func TestForeignPretrainedSurvivesDefaults(t *testing.T) {
 // TestSegmentRefusesMisreadOutputOnce: a model whose output layout is
 // misread fails once, before any image, naming the model and the flag.
 func TestSegmentRefusesMisreadOutputOnce(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, man := loadForeignCorpus(t)
 	e := man.Models["synth_nhwc_softmax"]
 	model := filepath.Join(dir, e.File)
@@ -425,7 +426,7 @@ func TestSegmentRefusesMisreadOutputOnce(t *testing.T) {
 // with --classes, and checks the exported model predicts that many
 // classes with its activation and layout kept.
 func TestForeignNewHead(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, man := loadForeignCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--seed", "2"); err != nil {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // runCLIWithin runs segtune and fails the test if it has not returned
@@ -48,7 +48,7 @@ func mkfifo(t *testing.T, path string) {
 // Defect: a model, sidecar, --preprocess file, checkpoint or image that is a
 // FIFO blocked the program forever.
 func TestFIFOInputsAreRefused(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	in := imageFolder(t, dir, 20, 10)
 
@@ -92,7 +92,7 @@ func TestFIFOInputsAreRefused(t *testing.T) {
 
 // Defect: a sidecar symlinked to /dev/zero was read without limit.
 func TestSidecarFromDevZeroIsRefused(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	in := imageFolder(t, dir, 20, 10)
 	model := redModel(t, dir)
@@ -111,7 +111,7 @@ func TestSidecarFromDevZeroIsRefused(t *testing.T) {
 // Defect: segment --output equal to (or inside) --input overwrote the
 // source images.
 func TestSegmentRefusesOverlappingFolders(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 20, 10)
@@ -149,7 +149,7 @@ func TestSegmentRefusesOverlappingFolders(t *testing.T) {
 // Defect: hidden temporary files left by a killed segment were never
 // removed.
 func TestSegmentRemovesStaleTemporaries(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 20, 10)
@@ -236,7 +236,7 @@ func fixedRedModel(t *testing.T, dir, name string, n, h, w int64) string {
 // Defect: a model declaring a huge fixed input, or --size 20000x20000,
 // ended in Go's "fatal error: out of memory".
 func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	in := imageFolder(t, dir, 20, 10)
 	out := filepath.Join(dir, "out")
@@ -268,7 +268,7 @@ func TestDeclaredSizesOverTheMemoryLimitAreRefused(t *testing.T) {
 // Defect: a model with zero inputs must be refused, not run into constant
 // masks.
 func TestZeroInputModelIsRefused(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	m, err := onnx.Load(redModel(t, dir))
 	if err != nil {
@@ -302,7 +302,7 @@ func TestZeroInputModelIsRefused(t *testing.T) {
 // elsewhere replaced that file (as root, /etc/passwd). Now the link is
 // refused, named, and its target left as it was.
 func TestOutputsDoNotFollowSymlinks(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 20, 10)
@@ -357,7 +357,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 // A --size that does not parse is named as --size (the sizes of a sidecar
 // are named by the sidecar's path).
 func TestSizeFlagIsNamed(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	in := imageFolder(t, dir, 20, 10)
 	_, err := runCLI(t, "segment", "--model", redModel(t, dir), "--input", in, "--output", filepath.Join(dir, "o"), "--size", "512x")

@@ -17,11 +17,11 @@ import (
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/quantize"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The libraries name a setting by its field; the user reads the flag that
@@ -48,7 +48,7 @@ func TestLibraryErrorsNameTheFlag(t *testing.T) {
 }
 
 func TestKeepFloatErrorNamesTheFlag(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	out := filepath.Join(dir, "m16.onnx")
 	_, err := runCLI(t, "export", "--model", model, "--out", out, "--precision", "fp16",
@@ -119,7 +119,7 @@ func TestWithFlagNames(t *testing.T) {
 // A --model that is a PyTorch checkpoint, not an ONNX file, is refused
 // naming the file, with what to do about it.
 func TestSegmentModelThatIsNotONNX(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	pt := filepath.Join(dir, "best.pt")
@@ -250,7 +250,7 @@ func TestFinetuneNoticesReadAsBefore(t *testing.T) {
 // Through the CLI: a run's folder, a refused resume and a resume that
 // changes the learning rate read by flag, as the user typed them.
 func TestFinetuneResumeNamesFlags(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data, model := synthData(t, dir, 4, 2), redModel(t, dir)
 	run := filepath.Join(dir, "run")
@@ -285,7 +285,7 @@ func TestFinetuneResumeNamesFlags(t *testing.T) {
 // continues the run: the run records the input layout it read from the
 // graph, which those flags (no --nhwc) leave to the graph.
 func TestFinetuneResumeWithTheSameCommand(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data, model := synthData(t, dir, 4, 2), redModel(t, dir)
 	run := filepath.Join(dir, "run")
@@ -303,7 +303,7 @@ func TestFinetuneResumeWithTheSameCommand(t *testing.T) {
 // resuming with the command that started the run, --crop included, is no
 // change of crop.
 func TestFinetuneResumeFixedSizeModelWithCrop(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 4, 2)
 	model := redModelSized(t, filepath.Join(dir, "fixed.onnx"), 32, 32)
@@ -320,7 +320,7 @@ func TestFinetuneResumeFixedSizeModelWithCrop(t *testing.T) {
 // --patience runs with --data when the folder has a val split, and is
 // refused by name when the run has no validation at all.
 func TestFinetunePatienceWithDataFolder(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model, data := redModel(t, dir), synthData(t, dir, 4, 2)
 	base := []string{"finetune", "--model", model, "--label-map", "1,2:1;*:0",

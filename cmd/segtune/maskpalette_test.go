@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/data"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // colourData writes a canonical data set (images/{train,val},
@@ -78,7 +78,7 @@ func dataCheckJSON(t *testing.T, args ...string) data.Report {
 // CVAT labelmap, by data check, data convert, finetune and export's check;
 // without it they are refused, naming the file.
 func TestColourMasksWithMaskPalette(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	root, palImage, labelmap, train := colourData(t, dir)
 	var want [2]int64 // pixels of classes 0 and 1 in the training masks

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/hub"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // serveHubRepo serves the repository acme/pets (the embedded model as
@@ -77,7 +77,7 @@ func TestInfoModelFromHub(t *testing.T) {
 // segment --model hf:… runs the downloaded model and says on stderr where
 // its settings come from and what its repository lacked.
 func TestSegmentModelFromHub(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	serveHubRepo(t)
 	dir := t.TempDir()
 	in, out := imageFolder(t, dir, 64, 48), filepath.Join(dir, "out")

@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // isolateModelSearch points segtune's cache and the shared assets at empty
@@ -24,7 +25,7 @@ func isolateModelSearch(t *testing.T) {
 // Every command's --model takes a registry name: segment with
 // --model segtune-synth runs the embedded model.
 func TestSegmentModelByName(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	in, out := imageFolder(t, dir, 64, 48), filepath.Join(dir, "out")
@@ -78,7 +79,7 @@ func runCLIStderr(t *testing.T, args ...string) (string, error) {
 // An unknown model without a sidecar or preprocessing flags gets exactly
 // one line naming the defaults; with a flag it gets none.
 func TestUnknownModelNotice(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 40, 30)
@@ -102,7 +103,7 @@ func TestUnknownModelNotice(t *testing.T) {
 // digest: eval without preprocessing flags scores exactly what it scores
 // with the documented ones, and not what the plain defaults give.
 func TestEvalRecognisesRenamedPersonModel(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	src := testassets.Require(t, "models", "deeplabv3plus_person_dynamic.onnx")
 	camvid := testassets.Require(t, "data", "camvid")
 	dir := t.TempDir()

@@ -21,6 +21,7 @@ import (
 	"github.com/segtune/segtune/finetune/trainer"
 	"github.com/segtune/segtune/internal/mpi"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // mpiTolerance bounds |w₂ − w₁| over every weight after the runs below:
@@ -42,7 +43,7 @@ const mpiTolerance = 1e-5
 func mpiBinary(t *testing.T) (bin string, mpirun []string) {
 	t.Helper()
 	mpirun = testassets.RequireMPI(t)
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	return buildSegtune(t, "segtune-mpi", "mpi"), mpirun
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
@@ -84,7 +84,7 @@ func quantizedModels(t *testing.T) map[string]string {
 // export, refused before its calibration images are screened (these are
 // blank, which would be named otherwise).
 func TestQuantizedModelIsNamedFirst(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 2, 1)
@@ -121,7 +121,7 @@ func TestQuantizedModelIsNamedFirst(t *testing.T) {
 // A file that is no ONNX model is named for what it is, with what to do,
 // by every command that takes a model.
 func TestNotAModelIsNamedByEveryCommand(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "model.onnx")
@@ -189,7 +189,7 @@ func legacySegmenter(t *testing.T, path string) {
 // opset segtune cannot write is refused naming --opset; and its training
 // graph compiles.
 func TestOldExportExportsAndTrains(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "legacy.onnx")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // entries lists the names in dir (nil when it does not exist).
@@ -30,7 +30,7 @@ func entries(t *testing.T, dir string) []string {
 // paths before any check, the guard refuses input inside output too, and
 // nothing is written when it refuses.
 func TestSegmentFileURLsAndOverlap(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 20, 10)
@@ -101,7 +101,7 @@ func TestSchemeWithoutSlashesRefused(t *testing.T) {
 // file:// URL) and a folder that is not a run are refused before anything
 // is written, and a run's own folder still takes a resumed run.
 func TestFinetuneOutIsARunFolder(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "synth")
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "4", "--val", "2", "--size", "32x32"); err != nil {
@@ -235,7 +235,7 @@ func TestFinetuneRefusesABadLabelMapFirst(t *testing.T) {
 // pair) is refused before the run, naming both flags: it trained without
 // any validation, saying only "no samples.png: no validation images".
 func TestFinetuneFolderFlagsComeInPairs(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 2, 1)
 	model := redModel(t, dir)
@@ -263,7 +263,7 @@ func TestFinetuneFolderFlagsComeInPairs(t *testing.T) {
 // same names) stops before any work, keeping them and naming --overwrite;
 // with --overwrite it replaces them.
 func TestSegmentKeepsAnnotations(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 1, 2)
 	images, masks := filepath.Join(data, "images", "val"), filepath.Join(data, "masks", "val")

@@ -10,11 +10,11 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/annot"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func TestSegmentAnnotationsReadBackAsTheMasks(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 20, 12)
@@ -100,7 +100,7 @@ func TestSegmentAnnotationsReadBackAsTheMasks(t *testing.T) {
 }
 
 func TestSegmentAnnotationsRefusals(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	in := imageFolder(t, dir, 8, 8)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // readmeQuickstart returns the shell blocks of README's Quickstart section.
@@ -56,7 +57,7 @@ func shellCommands(block string) []string {
 // downloaded, and which trains too slowly for a test). The model snippet
 // itself must at least be valid Python.
 func TestReadmeQuickstart(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	py := testassets.RequirePython(t, "torch")
 	blocks := readmeQuickstart(t)
 	if len(blocks) != 2 {

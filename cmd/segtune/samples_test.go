@@ -9,16 +9,16 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/samples"
 	"github.com/segtune/segtune/imageio"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/resolve/runsetup"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The contact sheet shows the images with the smallest and the largest
 // objects, smallest first, with their ground truth and the model's
 // prediction in the palette's colours.
 func TestWriteSamples(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir) // class 1 where red > green: the left half
 	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")

@@ -17,9 +17,9 @@ import (
 	"github.com/segtune/segtune/evaluate"
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // convModel writes a model of one 1x1 Conv with weights w ([out, 3])
@@ -86,7 +86,7 @@ func writeMask(t *testing.T, path string, w, h int, label uint8) {
 // and evaluated with exit 0. Now the image is named with the count of
 // NaN scores, and a model NaN on every image stops the run.
 func TestNonFiniteScoresFailNamingTheImage(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := sqrtRedModel(t, dir)
 	imgs, masks := filepath.Join(dir, "images"), filepath.Join(dir, "masks")
@@ -168,7 +168,7 @@ func TestNonFiniteScoresFailNamingTheImage(t *testing.T) {
 // without activation) segmented everything to background. It is read as
 // binary, said so once, and segments, evaluates and prints as two classes.
 func TestOneChannelLogitsHeadIsBinary(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	// logit = r − g: red is foreground.
 	model := convModel(t, filepath.Join(dir, "binary.onnx"), 1, []float32{1, -1, 0})
@@ -221,7 +221,7 @@ func TestOneChannelLogitsHeadIsBinary(t *testing.T) {
 // A binary head fine-tunes (binary cross entropy on its logit) and its
 // fine-tuned model is read as binary again.
 func TestFinetuneOneChannelLogitsHead(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, _, data := exportSynth(t)
 	model := convModel(t, filepath.Join(dir, "binary.onnx"), 1, []float32{1, -1, 0})
 	run := filepath.Join(dir, "run")
@@ -263,7 +263,7 @@ func TestFinetuneOneChannelLogitsHead(t *testing.T) {
 // flag; the check runs on images held out from calibration where the
 // folder has enough, and the report says which images it checked.
 func TestExportCalibrationSanity(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, model, data := exportSynth(t)
 	out := filepath.Join(dir, "q.onnx")
 	export := func(calib string, extra ...string) (deploy.Report, error) {
@@ -337,7 +337,7 @@ func TestExportCalibrationSanity(t *testing.T) {
 // "PASSED". Now it segments a synthetic image and fails on non-finite
 // scores, writing nothing; a sound model still exports.
 func TestExportFP32ChecksFiniteScores(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	nan := float32(math.NaN())
 	models := map[string]string{

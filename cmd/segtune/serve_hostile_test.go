@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // smallPNG is a 200×150 PNG with varied pixels.
@@ -52,7 +52,7 @@ func slowBodies(t *testing.T, addr string, n int, body []byte) []net.Conn {
 // them. They once took those places before reading, and 16 of them made
 // every request 503 for the whole read timeout.
 func TestServeSlowBodiesDoNotLockOut(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := redModel(t, t.TempDir())
 	base, stop := startServe(t, "--model", model, "--max-pending", "4", "--read-timeout", "30s", "--min-body-rate", "1")
 	good := smallPNG(t)
@@ -84,7 +84,7 @@ func TestServeSlowBodiesDoNotLockOut(t *testing.T) {
 // is over, not at the end of --read-timeout: slow senders do not hold
 // the connections (--max-conns) for long.
 func TestServeRefusesBodiesBelowTheRateFloor(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := redModel(t, t.TempDir())
 	base, stop := startServe(t, "--model", model, "--read-timeout", "60s", "--min-body-rate", "1000")
 	conns := slowBodies(t, strings.TrimPrefix(base, "http://"), 4, smallPNG(t))
@@ -114,7 +114,7 @@ func TestServeRefusesBodiesBelowTheRateFloor(t *testing.T) {
 // and /metrics counts it as a 503: it was dropped without an answer and
 // counted as 200. Batches gathered for 3s hold it past a 500ms timeout.
 func TestServeAnswersTheWriteTimeout(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := redModel(t, t.TempDir())
 	base, stop := startServe(t, "--model", model, "--max-batch", "4", "--batch-wait", "3s", "--write-timeout", "500ms")
 	t0 := time.Now()
@@ -153,7 +153,7 @@ func TestServeRefusesBadAddr(t *testing.T) {
 // waiting for their share. serve once ran such 2900×2900 images, and died
 // of them under an address-space limit.
 func TestServeRefusesImagesOverTheMemoryBudget(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	t.Setenv("SEGTUNE_MAX_MEMORY", "600M") // serve's share: 300M
 	model := redModel(t, t.TempDir())
 	base, stop := startServe(t, "--model", model)

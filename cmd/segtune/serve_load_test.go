@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestServeSurvivesHostileLoad runs `segtune serve` as a child process
@@ -38,7 +39,7 @@ func TestServeSurvivesHostileLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds segtune: skipped in -short mode")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	bin := segtuneBinary(t)
 	model := redModel(t, t.TempDir())
 	bodies := loadBodies(t)

@@ -29,6 +29,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // startServe runs `segtune serve` on a free loopback port until the test
@@ -143,7 +144,7 @@ func photoFolder(t *testing.T, dir string, n, w, h int) (string, []string) {
 }
 
 func TestServeMasksMatchSegment(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Generated(t, "deeplabv3plus_mobilenetv2.onnx")
 	dir := t.TempDir()
 	in, paths := photoFolder(t, dir, 6, 96, 72)
@@ -332,7 +333,7 @@ func connectionBurst(t *testing.T, addr string, n, limit int) (busy int, stale b
 }
 
 func TestServeHostileRequests(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	base, stop := startServe(t, "--model", model, "--max-body", "100000", "--max-pixels", "1000000",
@@ -461,7 +462,7 @@ func TestServeHostileRequests(t *testing.T) {
 // A request in flight when the server is told to stop is answered before
 // it stops; new connections are refused.
 func TestServeDrainsOnShutdown(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
 	base, stop := startServe(t, "--model", model)
@@ -500,7 +501,7 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 // threads. It asserts only that every request succeeds: timings on a
 // shared machine are reported, not tested.
 func TestServeLoad(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	model := testassets.Generated(t, "deeplabv3plus_mobilenetv2.onnx")
 	dir := t.TempDir()
 	const images, clients, rounds = 16, 8, 2

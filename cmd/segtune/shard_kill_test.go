@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/segtune/segtune/internal/atomicfile"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // segtuneBinary builds the ordinary segtune binary for tests that must run
@@ -47,7 +47,7 @@ func processFixture(t *testing.T, n int) (dir, bin, model, in, maskDir, one stri
 	if testing.Short() {
 		t.Skip("builds segtune: skipped in -short mode")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	clearShardEnv(t)
 	dir = t.TempDir()
 	model = redModel(t, dir)

@@ -18,7 +18,7 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference/folder"
 	"github.com/segtune/segtune/internal/shard"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // clearShardEnv makes the test independent of a job engine around it.
@@ -133,7 +133,7 @@ func sameFolders(t *testing.T, want, got map[string][]byte, what string) {
 // one, one of the wrong size and a missing one; the index can come from a
 // Kubernetes Indexed Job or a Slurm array instead of --shard.
 func TestShardedSegmentMatchesOneProcessAndRestarts(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	clearShardEnv(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
@@ -312,7 +312,7 @@ func evalJSON(t *testing.T, args ...string) string {
 // its partial and stops; another shard's or a foreign file is not
 // overwritten.
 func TestShardedEvalMergeEqualsOneRun(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	clearShardEnv(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)
@@ -383,7 +383,7 @@ func TestShardedEvalMergeEqualsOneRun(t *testing.T) {
 // shard its hash does not give it) is refused with its file named, and
 // nothing is reported.
 func TestEvalMergeRefusesEditedPartials(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	clearShardEnv(t)
 	dir := t.TempDir()
 	model := redModel(t, dir)

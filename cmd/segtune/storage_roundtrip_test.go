@@ -14,12 +14,12 @@ import (
 	"github.com/segtune/segtune/finetune"
 	"github.com/segtune/segtune/finetune/checkpoint"
 	"github.com/segtune/segtune/finetune/history"
-	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxtest"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
-// The toy network (internal/testmodels) has two classes: synth's shapes
+// The toy network (onnx/onnxtest) has two classes: synth's shapes
 // against the background.
 const toyLabelMap = "1,2:1;*:0"
 
@@ -28,10 +28,10 @@ const toyLabelMap = "1,2:1;*:0"
 // Images are fed as values 0..1: on raw 0..255 values the first steps'
 // float16 gradients overflow at the starting loss scale and --precision
 // fp16 skips both steps.
-func toyFinetune(t *testing.T, dir, data string, kind testmodels.Kind, extra ...string) (run, model string) {
+func toyFinetune(t *testing.T, dir, data string, kind onnxtest.Kind, extra ...string) (run, model string) {
 	t.Helper()
 	model = filepath.Join(dir, string(kind)+".onnx")
-	if err := testmodels.Build(kind).Save(model); err != nil {
+	if err := onnxtest.Build(kind).Save(model); err != nil {
 		t.Fatal(err)
 	}
 	run = filepath.Join(dir, string(kind)+"-run")
@@ -176,19 +176,19 @@ func checkpointWeights(t *testing.T, run string) []string {
 // what the run's validation said; and exports of it at fp16 and fp32 pass
 // their agreement checks.
 func TestHalfStoredModelFineTunesAndExports(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 4, 4)
 	val := filepath.Join(data, "images", "val")
 	for _, tc := range []struct {
-		kind      testmodels.Kind
+		kind      onnxtest.Kind
 		precision string
 	}{
-		{testmodels.Half, "fp32"},
-		{testmodels.HalfGraph, "fp32"},
-		{testmodels.Half, "fp16"},
-		{testmodels.HalfGraph, "fp16"},
+		{onnxtest.Half, "fp32"},
+		{onnxtest.HalfGraph, "fp32"},
+		{onnxtest.Half, "fp16"},
+		{onnxtest.HalfGraph, "fp16"},
 	} {
 		t.Run(string(tc.kind)+"-"+tc.precision, func(t *testing.T) {
 			dir := filepath.Join(dir, tc.precision)
@@ -244,12 +244,12 @@ func TestHalfStoredModelFineTunesAndExports(t *testing.T) {
 // again, passing its agreement check; an int8 export of the quantized
 // model itself is refused before any work, naming the cause.
 func TestDequantizedFineTuneExportsInt8(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 8, 4)
 	train, val := filepath.Join(data, "images", "train"), filepath.Join(data, "images", "val")
-	for _, kind := range []testmodels.Kind{testmodels.ConvInteger, testmodels.QDQ, testmodels.QLinear} {
+	for _, kind := range []onnxtest.Kind{onnxtest.ConvInteger, onnxtest.QDQ, onnxtest.QLinear} {
 		t.Run(string(kind), func(t *testing.T) {
 			run, model := toyFinetune(t, dir, data, kind, "--dequantize")
 			trained := filepath.Join(run, finetune.ModelFile)
@@ -304,7 +304,7 @@ func TestDequantizedFineTuneExportsInt8(t *testing.T) {
 // initializers only, and exports at fp16 and at int8 (raised to opset 13)
 // pass their agreement checks.
 func TestOldExportFineTunesAndExports(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	isolateModelSearch(t)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "legacy.onnx")

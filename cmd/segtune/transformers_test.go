@@ -11,6 +11,7 @@ import (
 	"github.com/segtune/segtune/finetune/history"
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // transformerFamilies is what `segtune info` calls each family of the
@@ -33,7 +34,7 @@ var transformerFamilies = map[string]string{
 // training compiler's evaluation graph does with those weights.
 // (TestTransformerModelsAgainstPyTorch in onnx/grad checks the gradients.)
 func TestTransformerModels(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, exports := testassets.TransformerCorpus(t)
 	data := t.TempDir()
 	if _, err := runCLI(t, "data", "synth", "--out", data, "--train", "8", "--val", "4", "--seed", "3"); err != nil {
@@ -212,7 +213,7 @@ func classifierOf(m *onnx.Model, output string) (*onnx.NodeProto, [][]int64) {
 // would refuse (a Sin after the Conv) before any work, and artifacts then
 // stops at that node.
 func TestInfoNamesRefusedOperators(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	b := &onnx.Builder{}
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, []float32{-1, 1, 0, 1, -1, 0}))

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func readLines(t *testing.T, path string) []string {
@@ -71,7 +71,7 @@ func TestDataSplit(t *testing.T) {
 // --config replays the same split; it is refused with other validation
 // data, and its companions alone are refused.
 func TestFinetuneValSplit(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	data := synthData(t, dir, 12, 2)
 	model := redModel(t, dir)

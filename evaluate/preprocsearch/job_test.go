@@ -15,14 +15,14 @@ import (
 	"github.com/segtune/segtune/inference/report"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // A job finds the preprocessing of a model made for 0..1 values, prints
 // the table naming the choice, writes the sidecar and says so; asked
 // again, it refuses to write over it, before any work, as a usage error.
 func TestJobWritesTheChosenSidecar(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir := t.TempDir()
 	pre := imageio.Preprocess{ValueScale: 1.0 / 255}
 	x := float32(200.0 / 255)

@@ -11,8 +11,8 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/resolve"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // The search finds, from 8 labelled images, the preprocessing each of
@@ -20,7 +20,7 @@ import (
 // threshold sits at byte 200 under the model's own mapping, which every
 // other mapping of the same channel puts 27 or more byte values away.
 func TestSearchFindsTheTrainedContract(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cases := []struct {
 		want string
 		pre  imageio.Preprocess
@@ -52,7 +52,7 @@ func TestSearchFindsTheTrainedContract(t *testing.T) {
 // that ImageNet mean/std (threshold 160.3) gives; with the latter the
 // current settings, they stay.
 func TestSearchSaysTies(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	imagenet := imageio.Preprocess{Mean: imagenetMean, Std: imagenetStd}
 	res := searchThreshold(t, imageio.Preprocess{ValueScale: 1.0 / 255}, 160, imagenet)
 	tied := res.Tied()

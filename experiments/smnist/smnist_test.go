@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func idxBytes(typ byte, dims []uint32, payload []byte) []byte {
@@ -143,7 +144,7 @@ func TestRescaleEmpty(t *testing.T) {
 }
 
 func TestShortTraining(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	train, test, _ := testMNIST(t)
 	d, err := Prepare(train, test, 1000, 500, 0) // 2000 training, 1000 test examples
 	if err != nil {

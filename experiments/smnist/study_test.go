@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func TestHoldOutDisjoint(t *testing.T) {
@@ -274,7 +274,7 @@ func TestStudyShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 6 small runs")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	d, err := PrepareStudy(Synthetic(600, 1), Synthetic(100, 2), 0, 0, 100, 17)
 	if err != nil {
 		t.Fatal(err)

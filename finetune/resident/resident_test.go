@@ -10,12 +10,12 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/optim"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 const (
@@ -197,7 +197,7 @@ func configs() map[string]optim.Config {
 // CPU provider give the weights of the host loop with the Go optimiser
 // within 1e-6, for SGD, Adam and AdamW (decay groups, clipping).
 func TestResidentMatchesHostLoop(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	data, params, classes := synthGraph(t)
 	b := makeBatches(steps, classes)
 	for name, cfg := range configs() {
@@ -238,7 +238,7 @@ func TestResidentMatchesHostLoop(t *testing.T) {
 // back and restored into a fresh Trainer, ends bit for bit where an
 // uninterrupted run does.
 func TestResidentResumeIsExact(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	data, params, classes := synthGraph(t)
 	b := makeBatches(steps, classes)
 	cfg := configs()["adamw"]
@@ -330,7 +330,7 @@ func TestResidentResumeIsExact(t *testing.T) {
 // gradients non-finite; the step is reported skipped, uncounted, and the
 // weights stay as they were.
 func TestResidentSkipsNonFiniteGradients(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	data, params, classes := synthGraph(t)
 	b := makeBatches(2, classes)
 	cfg := configs()["sgd"]
@@ -375,7 +375,7 @@ func TestResidentSkipsNonFiniteGradients(t *testing.T) {
 // precision's unscaling) and a scale of 1, the resident loop is the host
 // loop: the scale input is bound and multiplies, and nothing else changes.
 func TestResidentGradScaleOneMatchesHostLoop(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	data, params, classes := synthGraph(t)
 	b := makeBatches(steps, classes)
 	cfg := configs()["sgd"]
@@ -412,7 +412,7 @@ func TestResidentGradScaleOneMatchesHostLoop(t *testing.T) {
 // get (1 and 2, one per ping-pong set) pass them to every run, which the
 // CPU provider ignores: the steps stay exact.
 func TestResidentCUDAGraphOnTheCPU(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	data, params, classes := synthGraph(t)
 	const n = 4
 	b := makeBatches(n, classes)

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/dataparallel"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // logNotices writes each notice's line to w, as a run without a Notice
@@ -30,7 +30,7 @@ func TestMayRunOnGPU(t *testing.T) {
 	if MayRunOnGPU("cpu") || MayRunOnGPU("") || !MayRunOnGPU("cuda") || !MayRunOnGPU("CUDA") {
 		t.Fatal("cpu compiled for the GPU or cuda for the CPU")
 	}
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	if _, err := runtime.CUDADevices(); err != nil && MayRunOnGPU("auto") {
 		t.Errorf("auto compiled for the GPU where CUDA is unavailable (%v)", err)
 	}

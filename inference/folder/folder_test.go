@@ -22,10 +22,10 @@ import (
 	"github.com/segtune/segtune/inference/pipeline"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // redOverGreen opens a model of one 1×1 convolution whose class 1 logit
@@ -40,7 +40,7 @@ func redOverGreen(t *testing.T) *inference.Segmenter {
 // class c's logit is w[3c:3c+3] · (r, g, b).
 func convSegmenter(t *testing.T, weights []float32) *inference.Segmenter {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	b := &onnx.Builder{}
 	w := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, weights))
 	b.Emit("Conv", "conv", []string{"input", w}, []string{"logits"})

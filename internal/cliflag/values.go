@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/internal/listflag"
 )
 
@@ -15,35 +14,6 @@ import (
 // default, and implements flag.Getter (Get), which urfave's c.Value
 // needs. A value that does not parse is refused while the command line is
 // parsed; OneLineUsageErrors reports it as "--flag: why".
-
-// Size is an HxW flag ("513x513", or "513" for 513×513) read into *H and
-// *W (imageio.ParseSize).
-type Size struct {
-	H, W *int
-	// Given records that the flag was set.
-	Given bool
-}
-
-// Set implements cli.Generic.
-func (s *Size) Set(v string) error {
-	h, w, err := imageio.ParseSize(v)
-	if err != nil {
-		return err
-	}
-	*s.H, *s.W, s.Given = h, w, true
-	return nil
-}
-
-// String implements cli.Generic: "HxW", "" while unset.
-func (s *Size) String() string {
-	if s == nil || s.H == nil || *s.H == 0 && *s.W == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%dx%d", *s.H, *s.W)
-}
-
-// Get implements flag.Getter.
-func (s *Size) Get() any { return s.String() }
 
 // Floats is a comma-separated list of numbers ("0.485,0.456,0.406") read
 // into *Dest (listflag.Floats); a blank value is an empty list.

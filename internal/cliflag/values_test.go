@@ -11,28 +11,6 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
-func TestSize(t *testing.T) {
-	var h, w int
-	s := &Size{H: &h, W: &w}
-	if s.String() != "" {
-		t.Errorf("unset: %q, want \"\" (no default in the help)", s.String())
-	}
-	if err := s.Set("513x257"); err != nil || h != 513 || w != 257 || !s.Given || s.String() != "513x257" {
-		t.Errorf("513x257: %v, %dx%d given %v %q", err, h, w, s.Given, s.String())
-	}
-	if err := s.Set("64"); err != nil || h != 64 || w != 64 {
-		t.Errorf("64: %v, %dx%d", err, h, w)
-	}
-	for _, bad := range []string{"12xq", "0x5", "-3x4", ""} {
-		if err := s.Set(bad); err == nil || !strings.Contains(err.Error(), "want HxW") {
-			t.Errorf("%q: %v, want the HxW error", bad, err)
-		}
-	}
-	if h != 64 || w != 64 {
-		t.Errorf("a refused value changed the size to %dx%d", h, w)
-	}
-}
-
 func TestFloats(t *testing.T) {
 	var v []float64
 	f := &Floats{Dest: &v}

@@ -84,6 +84,25 @@ func TestNoFolderLoop(t *testing.T) {
 	}
 }
 
+// TestInternalIsTheGround checks that internal/ imports nothing of the
+// project outside internal/: its packages are the ground every layer
+// stands on (a test helper that needs onnx or runtime lives beside them,
+// as onnx/onnxtest and runtime/runtimetest do), so no import runs from
+// internal/ back up to the layers that use it.
+func TestInternalIsTheGround(t *testing.T) {
+	root, module := repo(t)
+	for dir, imports := range packages(t, root) {
+		if !strings.HasPrefix(dir, "internal/") {
+			continue
+		}
+		for _, p := range imports {
+			if rel, ok := strings.CutPrefix(p, module+"/"); ok && !strings.HasPrefix(rel, "internal/") {
+				t.Errorf("%s imports %s: internal/ stands below every other folder", dir, rel)
+			}
+		}
+	}
+}
+
 // folder is the layout unit a package belongs to.
 func folder(dir string) string {
 	parts := strings.Split(dir, "/")

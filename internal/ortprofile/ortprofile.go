@@ -2,7 +2,7 @@
 // session with profiling closes (runtime.Tuning.ProfilePrefix): each
 // node's kernel runs, its operator and its execution provider. It is the
 // one reader of that format; runtime's placement, bench/trainstep's
-// per-operator shares and internal/roleprofile's per-role table read
+// per-operator shares and onnx/grad/roleprofile's per-role table read
 // through it.
 package ortprofile
 

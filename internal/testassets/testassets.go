@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/internal/testassets/skip"
-	"github.com/segtune/segtune/runtime"
 )
 
 // EnvVar names the environment variable that, when set, overrides the search
@@ -76,19 +75,10 @@ func isDir(p string) bool {
 // SkipOrFail skips the test, or fails it when $SEGTUNE_REQUIRE_ASSETS is
 // set (CI), so that a missing dependency never passes there unnoticed.
 // Every test that needs ONNX Runtime, the shared assets or MNIST goes
-// through it (directly or through RequireORT, Require, RequireMNIST).
+// through it (directly or through Require, runtimetest.Require, RequireMNIST).
 func SkipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Helper()
 	skip.OrFail(tb, format, args...)
-}
-
-// RequireORT loads ONNX Runtime (see runtime.Init), skipping the test when
-// it is not installed (failing under $SEGTUNE_REQUIRE_ASSETS).
-func RequireORT(tb testing.TB) {
-	tb.Helper()
-	if err := runtime.Init(""); err != nil {
-		SkipOrFail(tb, "ONNX Runtime not installed (%v)", err)
-	}
 }
 
 // MNISTEnvVar names the environment variable pointing at an MNIST folder

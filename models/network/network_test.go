@@ -9,6 +9,7 @@ import (
 	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func personModel(t *testing.T, name string) *onnx.Model {
@@ -61,7 +62,7 @@ func TestLayersAndPresets(t *testing.T) {
 // A new 12-class head must give a model that ONNX Runtime runs with 12
 // output channels, for the dynamic and the fixed-size model alike.
 func TestReplaceClassifierRuns(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, name := range []string{"deeplabv3plus_person_dynamic.onnx", "deeplabv3plus_person_513.onnx"} {
 		t.Run(name, func(t *testing.T) {
 			m := personModel(t, name)

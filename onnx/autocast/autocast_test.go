@@ -10,14 +10,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/onnx/onnxtest"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 const batch, size = 2, 32
@@ -111,7 +111,7 @@ func TestApplyRefusesWhatItCannotCast(t *testing.T) {
 // Apply counts them and changes nothing; in bfloat16 it has nothing to
 // cast and says so.
 func TestApplyLeavesAHalfModelAsItIs(t *testing.T) {
-	m := testmodels.Build(testmodels.HalfGraph)
+	m := onnxtest.Build(onnxtest.HalfGraph)
 	before := proto.Clone(m.Proto)
 	r, err := autocast.Apply(m, autocast.Float16)
 	if err != nil || r.Already != 2 || r.Nodes != 0 || r.Casts != 0 {
@@ -158,7 +158,7 @@ func trainingGraph(t *testing.T, half *autocast.Type, gpuForm bool) *grad.Graphs
 // the float16 operators it lacks kernels for in float32 behind its own
 // Casts, so the rounding checked here is the graph's Casts').
 func TestHalfTrainingStep(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, gpuForm := range []bool{true, false} {
 		t.Run(map[bool]string{true: "gpu-form", false: "cpu-form"}[gpuForm], func(t *testing.T) {
 			f16 := autocast.Float16
@@ -196,7 +196,7 @@ func checkSmallConvKernels(t *testing.T, gs *grad.Graphs) {
 // rounds to bfloat16 is rounded the same way — gives the float32 graph's
 // loss and gradients to bfloat16's precision, without a loss scale.
 func TestBFloat16TrainingGraph(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	bf16 := autocast.BFloat16
 	gs := trainingGraph(t, &bf16, true)
 	if v := gs.Training.Opset(""); v != 22 {

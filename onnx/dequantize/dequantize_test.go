@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
-	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/dequantize"
+	"github.com/segtune/segtune/onnx/onnxtest"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func run(t *testing.T, m *onnx.Model, x *runtime.Tensor) []float32 {
@@ -36,15 +36,15 @@ func run(t *testing.T, m *onnx.Model, x *runtime.Tensor) []float32 {
 // quantized model's up to its activations' rounding and close to the float
 // network it was quantized from.
 func TestDequantizeKinds(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	x := runtime.NewRandomNormal(rand.New(rand.NewPCG(1, 2)), 1, 3, 12, 16)
 	for i := range x.Float32 {
 		x.Float32[i] = max(-1, min(1, x.Float32[i]/2)) // the quantizers' input range
 	}
-	ref := run(t, testmodels.Build(testmodels.Float), x)
-	for _, kind := range []testmodels.Kind{testmodels.ConvInteger, testmodels.QDQ, testmodels.QLinear} {
+	ref := run(t, onnxtest.Build(onnxtest.Float), x)
+	for _, kind := range []onnxtest.Kind{onnxtest.ConvInteger, onnxtest.QDQ, onnxtest.QLinear} {
 		t.Run(string(kind), func(t *testing.T) {
-			m := testmodels.Build(kind)
+			m := onnxtest.Build(kind)
 			quant := run(t, m, x)
 			rep, err := dequantize.Apply(m)
 			if err != nil {
@@ -76,7 +76,7 @@ func TestDequantizeKinds(t *testing.T) {
 // TestDequantizeWeightValues: a weight becomes scale × (q − zero point),
 // per output channel where the scales are.
 func TestDequantizeWeightValues(t *testing.T) {
-	m := testmodels.Build(testmodels.QDQ)
+	m := onnxtest.Build(onnxtest.QDQ)
 	q, _ := onnx.Int64s(m.Initializer("w1_quantized"))
 	s, _ := onnx.Float32s(m.Initializer("w1_scale"))
 	if _, err := dequantize.Apply(m); err != nil {
@@ -98,7 +98,7 @@ func TestDequantizeWeightValues(t *testing.T) {
 // TestDequantizeRefusesWhatItCannot: a quantized operator without a float
 // form here is named, and the model is left as it was.
 func TestDequantizeRefusesWhatItCannot(t *testing.T) {
-	m := testmodels.Build(testmodels.QLinear)
+	m := onnxtest.Build(onnxtest.QLinear)
 	g := m.Proto.Graph
 	for _, n := range g.Node {
 		if n.GetName() == "classifier" {

@@ -7,12 +7,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // convShapes are the convolutions of the Conv cases, reused by
@@ -364,7 +364,7 @@ func TestConvWinograd(t *testing.T) {
 // operands of unequal rank, the swaps were not folded: ORT ran them as
 // Transposes, single-threaded.
 func TestWinogradLayoutChangesFold(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	// Two examples in one chunk (F(4,3): four tiles an example, K = 8).
 	m := newOpModel(13)
 	m.node("Conv", []string{m.rand("x", 2, 3, 8, 8), m.rand("w", 8, 3, 3, 3), m.rand("b", 8)}, []string{"y"}, ais("pads", 1, 1, 1, 1))

@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/internal/ortprofile"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestWeightGradsRunEarly: in ONNX Runtime's execution order, each layer's
@@ -19,7 +19,7 @@ import (
 // layer's first — rather than all of them after the whole input-gradient
 // chain (which kept every layer's output gradient alive to the end).
 func TestWeightGradsRunEarly(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m := newOpModel(13)
 	h := m.rand("x", 2, 3, 8, 8)
 	cin := int64(3)

@@ -4,10 +4,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestOmitModelOutputs: with Config.OmitModelOutputs the training graph
@@ -16,7 +16,7 @@ import (
 // the evaluation graph keeps the model's outputs, and the loss and
 // gradients are those of the graph that outputs everything.
 func TestOmitModelOutputs(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m := newOpModel(13)
 	z := m.rand("z", 1, 3, 2, 2)
 	m.node("Relu", []string{z}, []string{"logits"})

@@ -10,7 +10,7 @@ import (
 
 // Roles: the compiler writes on each node it adds what the node computes,
 // in the node's doc_string, which ONNX Runtime ignores, so that a profile
-// of the training graph can be summed per role (internal/roleprofile):
+// of the training graph can be summed per role (onnx/grad/roleprofile):
 // node names alone tell only the builder ("bwd/", "loss/"), not whether a
 // backward node computes a data, weight or bias gradient.
 const (

@@ -3,11 +3,11 @@ package grad_test
 import (
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestNodeRoles: the compiler writes on each node it adds the role of what
@@ -15,7 +15,7 @@ import (
 // apart (the weight seen through autocast's Cast too), the loss and its
 // gradient, a MatMul's operands — and the class of every convolution, forward and backward.
 func TestNodeRoles(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, half := range []bool{false, true} {
 		t.Run(map[bool]string{false: "float32", true: "float16"}[half], func(t *testing.T) {
 			m := newOpModel(13)

@@ -15,6 +15,7 @@ import (
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // transformerShape is the shape of the corpus's reference input.
@@ -29,7 +30,7 @@ var transformerShape = []int64{2, 3, 64, 64}
 // model's largest are held to torchTol of that floor instead, since float32
 // rounding of the whole backward pass does not shrink with them.
 func TestTransformerModelsAgainstPyTorch(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, exports := testassets.TransformerCorpus(t)
 	for _, e := range exports {
 		t.Run(strings.TrimSuffix(e.File, ".onnx"), func(t *testing.T) {
@@ -147,7 +148,7 @@ func readLE[T float32 | int64](t *testing.T, path string) []T {
 // gradcheck could only difference these models in float32, where
 // rounding swamps the differences of a single bias.
 func TestTransformerParameterKindsFiniteDifference(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	dir, exports := testassets.TransformerCorpus(t)
 	seen := map[string]bool{}
 	for _, e := range exports {

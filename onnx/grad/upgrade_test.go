@@ -3,11 +3,11 @@ package grad_test
 import (
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // TestUpgradeReductionsOffTheGradientPath: a reduction no gradient flows
@@ -15,7 +15,7 @@ import (
 // stamped with opset 18; its pre-18 axes attribute must have become an
 // input, or ONNX Runtime refuses the graph.
 func TestUpgradeReductionsOffTheGradientPath(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, op := range []string{"ReduceMax", "ReduceMin", "ReduceMean", "ReduceL2", "ReduceProd", "ReduceSumSquare", "ReduceLogSumExp"} {
 		t.Run(op, func(t *testing.T) {
 			f32 := onnx.Float32

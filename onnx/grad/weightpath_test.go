@@ -7,11 +7,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // weightPathCases are layers whose weights reach them through the ops
@@ -57,7 +57,7 @@ func seq(n int) []float32 {
 }
 
 func TestWeightPathGradients(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, tc := range weightPathCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.model()
@@ -82,7 +82,7 @@ func TestWeightPathGradients(t *testing.T) {
 // the gradient of a weight behind a Transpose is wrong, so the agreement is
 // not vacuous.
 func TestWeightPathGradientRejected(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m := weightPathCases()[0].model()
 	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: m.params, Loss: grad.Loss{Kind: grad.LossNone},
 		GradInputs: m.outs, ExtraOutputs: m.outs}
@@ -137,7 +137,7 @@ func halfModel(t *testing.T) *opModel {
 // one read through a Cast to float32 matches finite differences, and one
 // read in float16 is cast back to float16 before its consumer.
 func TestHalfParamsTrainAsFloat32(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m := halfModel(t)
 	cfg := grad.Config{Prober: ortprobe.Prober{}, Trainable: []string{"*"}, Loss: grad.Loss{Kind: grad.LossNone}, GradInputs: m.outs}
 	gs, err := grad.Build(m.model(), cfg)
@@ -182,7 +182,7 @@ func TestHalfParamsTrainAsFloat32(t *testing.T) {
 // selects nothing is reported by the tensor it names, never as the
 // "re:…" pattern the user did not write.
 func TestSelectsNothingNamesTheTensor(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	m := newOpModel(13)
 	m.node("MatMul", []string{m.floats("x", []int64{2, 3}, seq(6)...), m.rand("W", 3, 2)}, []string{"mm"})
 	m.node("Add", []string{"mm", m.ints("k", []int64{1}, 1)}, []string{"y"})

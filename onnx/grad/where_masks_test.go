@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/autocast"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // convRelu6 is Conv → Clip(0, 6) (MobileNetV2's ReLU6) with trainable
@@ -58,7 +58,7 @@ func maskForms(gs *grad.Graphs) (wheres, castMuls int) {
 // float32 and in a float16 autocast graph (the Clip stays float32 there,
 // behind the Conv's Cast back).
 func TestWhereMasks(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, half := range []bool{false, true} {
 		for _, where := range []bool{false, true} {
 			name := map[bool]string{false: "float32", true: "float16"}[half] + map[bool]string{false: "/castmul", true: "/where"}[where]

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testmodels"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxtest"
 )
 
 // headNet is tinyNet's Conv → Relu → Conv followed by a 2× Resize (scales
@@ -207,7 +207,7 @@ func TestToFloat16ReadsHalfWeightsAsStored(t *testing.T) {
 // output) is left as it is, and the summary counts its float16 operators
 // rather than saying nothing is in float16.
 func TestToFloat16CountsAFloat16ModelsOwn(t *testing.T) {
-	m := testmodels.Build(testmodels.HalfGraph)
+	m := onnxtest.Build(onnxtest.HalfGraph)
 	types := ElemTypes{"input": onnx.Float32, "logits": onnx.Float32}
 	for _, name := range []string{"x16", "w1", "b1", "h", "hr", "w2", "b2", "logits16"} {
 		types[name] = onnx.Float16

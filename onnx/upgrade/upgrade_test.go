@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/onnxpb"
 	"github.com/segtune/segtune/onnx/upgrade"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // xShape is every case's input: small, with odd sizes so that rounding
@@ -91,7 +91,7 @@ func f32(name string, dims []int64, v ...float32) *onnxpb.TensorProto {
 // Runtime, at the opset of the change and at MaxOpset, and the upgrade
 // changed the node (so the case exercises its adapter).
 func TestAdaptersAgreeWithTheOldOperator(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	cases := []struct {
 		name string
 		m    *onnx.Model

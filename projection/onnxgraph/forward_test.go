@@ -10,19 +10,19 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/projection"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 const opsetTest = 17
 
 func initRuntime(t testing.TB) {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 }
 
 var (

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/segtune/segtune/finetune/optim"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // specs are a small network's parameters with odd sizes, so that padding
@@ -100,7 +100,7 @@ func newHarness(t *testing.T, cfg optim.Config, seed uint64) *harness {
 
 func newScaledHarness(t *testing.T, cfg optim.Config, seed uint64, lossScale float32) *harness {
 	t.Helper()
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	l, err := NewLayout(specs, cfg)
 	if err != nil {
 		t.Fatal(err)

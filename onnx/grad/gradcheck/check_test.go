@@ -6,11 +6,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/gradcheck"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 func randTensor(rng *rand.Rand, name string, dims ...int64) *onnx.TensorProto {
@@ -76,7 +76,7 @@ func build(t *testing.T, m *onnx.Model, param string) *grad.Graphs {
 // true gradient passes, and one scaled by 1.5 or with the wrong sign fails
 // on every direction.
 func TestCheckRejectsWrongGradients(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	for _, tc := range []struct {
 		name   string
 		m      *onnx.Model
@@ -114,7 +114,7 @@ func TestCheckRejectsWrongGradients(t *testing.T) {
 // TestFreezeKinks: with a step as large as the weights, plain differences
 // cross kinks and miss; frozen ones are exact up to float32 rounding.
 func TestFreezeKinks(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	gs := build(t, convNet(), "w1")
 	plain, err := gradcheck.CheckGraphs(gs, nil, gradcheck.Options{Seed: 4, Float32: true, Step: 1})
 	if err != nil {

@@ -7,10 +7,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // probeModel: x [2,3] float → half (float16 Cast), shape (int64), pos
@@ -31,7 +31,7 @@ func probeModel() *onnx.ModelProto {
 }
 
 func TestProbeReadsHalfIntAndBoolOutputs(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	x := []float32{-1.5, 0, 2.25, 1.0 / 3, -7, 65504}
 	got, err := ortprobe.Prober{Threads: 1}.Probe(probeModel(), map[string]*grad.ProbeTensor{
 		"x": {DataType: int32(onnx.Float32), Shape: []int64{2, 3}, Float32: x},
@@ -71,7 +71,7 @@ func TestProbeReadsHalfIntAndBoolOutputs(t *testing.T) {
 }
 
 func TestProbeNamesAMissingInput(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	_, err := ortprobe.Prober{}.Probe(probeModel(), nil)
 	if err == nil || !strings.Contains(err.Error(), `graph input "x"`) {
 		t.Fatalf("err = %v, want one naming graph input \"x\"", err)
@@ -100,7 +100,7 @@ func (failingProber) Probe(*onnx.ModelProto, map[string]*grad.ProbeTensor) (map[
 }
 
 func TestBuildProbesThroughTheGivenProber(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	var nodes []*onnx.NodeProto
 	var inits []*onnx.TensorProto
 	b := &onnx.Builder{Nodes: &nodes, Inits: &inits}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/segtune/segtune/internal/atomicfile"
 	"github.com/segtune/segtune/internal/ortprofile"
-	"github.com/segtune/segtune/internal/testassets"
 	"github.com/segtune/segtune/onnx"
 	"github.com/segtune/segtune/onnx/grad"
 	"github.com/segtune/segtune/onnx/grad/ortprobe"
 	"github.com/segtune/segtune/runtime"
+	"github.com/segtune/segtune/runtime/runtimetest"
 )
 
 // Recorded: testdata/step.profile.json is ONNX Runtime 1.30's CPU profile
@@ -113,7 +113,7 @@ func record(t *testing.T) ([]ortprofile.Node, *onnx.Model, string) {
 
 // TestLive records a step's profile and groups it.
 func TestLive(t *testing.T) {
-	testassets.RequireORT(t)
+	runtimetest.Require(t)
 	nodes, m, path := record(t)
 	checkTable(t, nodes, m.Graph())
 	if os.Getenv("SEGTUNE_RECORD_ROLEPROFILE") == "1" {

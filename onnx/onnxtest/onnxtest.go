@@ -1,11 +1,11 @@
-// Package testmodels builds a small segmentation network (3×3 Conv, Relu,
+// Package onnxtest builds a small segmentation network (3×3 Conv, Relu,
 // 1×1 Conv to 2 classes; input "input" [n,3,h,w], output "logits") the
 // way exporters users bring models from write it: weights behind the ops
 // torch.onnx leaves without constant folding, fp16 storage behind Casts,
 // and three forms of int8 quantization. Every form holds the same float
 // weights (or their quantization), so tests can compare them. For tests
 // only; small enough for CI.
-package testmodels
+package onnxtest
 
 import (
 	"math"
@@ -110,7 +110,7 @@ func Build(kind Kind) *onnx.Model {
 		qlinearConv(b, "classifier", "hr_q", hs, 0, w.w2, []int64{2, 8, 1, 1}, w.b2, "logits_q", ys, 128, nil)
 		dequantize(b, "logits_q", "logits", ys, 128)
 	default:
-		panic("testmodels: unknown kind " + string(kind))
+		panic("onnxtest: unknown kind " + string(kind))
 	}
 	return onnx.NewModel(b.Graph("toy_"+string(kind),
 		[]*onnx.ValueInfoProto{onnx.SymbolicValueInfo("input", f32, "n", 3, "h", "w")},
