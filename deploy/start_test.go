@@ -11,16 +11,6 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
-// exitCode is the status a CLI exits with for err: a usage error's 2,
-// else 1.
-func exitCode(err error) int {
-	var exit interface{ ExitCode() int }
-	if errors.As(err, &exit) {
-		return exit.ExitCode()
-	}
-	return 1
-}
-
 // Settings.Prepare refuses the user's mistakes before any model is
 // loaded: as usage errors (status 2) what the settings alone show, the
 // outputs replacing an input (status 1) by the setting out; a blank
@@ -55,12 +45,12 @@ func TestSettingsPrepare(t *testing.T) {
 	} {
 		s, in := fp32, Sources{}
 		c.edit(&s, &in)
-		if _, err := s.Prepare(in); exitCode(err) != 2 || !c.is(err) {
-			t.Errorf("%s: %v (exit %d)", c.name, err, exitCode(err))
+		if _, err := s.Prepare(in); setting.ExitCode(err) != 2 || !c.is(err) {
+			t.Errorf("%s: %v (exit %d)", c.name, err, setting.ExitCode(err))
 		}
 	}
 	keep := Sources{Keep: []File{{Path: filepath.Join(dir, "out.segtune.json"), What: "the {preprocess} file"}}}
-	if _, err := fp32.Prepare(keep); exitCode(err) != 1 || !errors.As(err, &se) || se.Setting != "out" || !errors.As(err, new(*ReplaceError)) {
+	if _, err := fp32.Prepare(keep); setting.ExitCode(err) != 1 || !errors.As(err, &se) || se.Setting != "out" || !errors.As(err, new(*ReplaceError)) {
 		t.Errorf("out over the preprocessing file: %v", err)
 	}
 	var notes strings.Builder

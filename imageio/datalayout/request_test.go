@@ -11,16 +11,6 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
-// exitCode is the status a CLI exits with for err: a usage error's 2,
-// else 1.
-func exitCode(err error) int {
-	var exit interface{ ExitCode() int }
-	if errors.As(err, &exit) {
-		return exit.ExitCode()
-	}
-	return 1
-}
-
 // flag names a setting as a CLI would.
 func flag(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
@@ -34,18 +24,18 @@ func TestLayoutAndMasksRefusedByKey(t *testing.T) {
 		t.Errorf("default: %+v, %v", opt, err)
 	}
 	_, err := Layout{Crowd: "maybe"}.Options()
-	if exitCode(err) != 2 || setting.Rename(err, flag).Error() != `--coco-crowd "maybe": must be ignore or class` {
-		t.Errorf("crowd maybe: %v (exit %d)", err, exitCode(err))
+	if setting.ExitCode(err) != 2 || setting.Rename(err, flag).Error() != `--coco-crowd "maybe": must be ignore or class` {
+		t.Errorf("crowd maybe: %v (exit %d)", err, setting.ExitCode(err))
 	}
 	if _, _, err := ReadMasks("9,10:1;*:0", ""); err != nil {
 		t.Errorf("a good label map: %v", err)
 	}
 	var se *setting.Error
-	if _, _, err := ReadMasks("nonsense", ""); exitCode(err) != 2 || !errors.As(err, &se) || se.Setting != "label_map" {
+	if _, _, err := ReadMasks("nonsense", ""); setting.ExitCode(err) != 2 || !errors.As(err, &se) || se.Setting != "label_map" {
 		t.Errorf("bad label map: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "palette.png")
-	if _, _, err := ReadMasks("", missing); exitCode(err) != 2 || !errors.As(err, &se) || se.Setting != "mask_palette" || !strings.Contains(err.Error(), missing) {
+	if _, _, err := ReadMasks("", missing); setting.ExitCode(err) != 2 || !errors.As(err, &se) || se.Setting != "mask_palette" || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing palette: %v", err)
 	}
 }
@@ -54,11 +44,11 @@ func TestLayoutAndMasksRefusedByKey(t *testing.T) {
 // errors of data; files that pair with nothing are the data's fault
 // (status 1). Notes name settings the caller's way, after its prefix.
 func TestOpenDataRefusalsAndNotes(t *testing.T) {
-	if _, err := OpenData("s3://bucket/data", Options{}, "val", false, Notes{}); exitCode(err) != 2 ||
+	if _, err := OpenData("s3://bucket/data", Options{}, "val", false, Notes{}); setting.ExitCode(err) != 2 ||
 		setting.Rename(err, flag).Error() != "--data s3://bucket/data: this command reads a local folder; copy the data set first (segtune finetune mirrors a URL itself)" {
 		t.Errorf("URL: %v", err)
 	}
-	if _, err := OpenData(filepath.Join(t.TempDir(), "none"), Options{}, "val", false, Notes{}); exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "data: ") {
+	if _, err := OpenData(filepath.Join(t.TempDir(), "none"), Options{}, "val", false, Notes{}); setting.ExitCode(err) != 2 || !strings.HasPrefix(err.Error(), "data: ") {
 		t.Errorf("missing folder: %v", err)
 	}
 	root := t.TempDir()
@@ -71,11 +61,11 @@ func TestOpenDataRefusalsAndNotes(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(notes.String()), "\n"); len(lines) == 0 || lines[0] != "p: "+set.Summary() {
 		t.Errorf("notes %q, want the summary after the prefix", notes.String())
 	}
-	if err := DataError(set.Err()); exitCode(err) != 1 || !strings.HasPrefix(err.Error(), "data: ") || !strings.Contains(err.Error(), "lonely") {
-		t.Errorf("unmatched: %v (exit %d)", err, exitCode(err))
+	if err := DataError(set.Err()); setting.ExitCode(err) != 1 || !strings.HasPrefix(err.Error(), "data: ") || !strings.Contains(err.Error(), "lonely") {
+		t.Errorf("unmatched: %v (exit %d)", err, setting.ExitCode(err))
 	}
-	if err := DataError(errors.New("unreadable")); exitCode(err) != 2 {
-		t.Errorf("unreadable: exit %d", exitCode(err))
+	if err := DataError(errors.New("unreadable")); setting.ExitCode(err) != 2 {
+		t.Errorf("unreadable: exit %d", setting.ExitCode(err))
 	}
 	Notes{}.Printf("nowhere %d", 1) // no writer: no panic
 }
@@ -88,21 +78,21 @@ func TestConvertAndSplitRefuseFirst(t *testing.T) {
 	touch(t, data, "images/a.jpg", "masks/a.png", "images/lonely.jpg")
 	out := filepath.Join(root, "out")
 	n, err := ConvertFolder(ConvertRequest{Folder: Folder{Data: data}, Out: out})
-	if n != 0 || exitCode(err) != 1 || !strings.HasPrefix(err.Error(), "data: ") || !strings.Contains(err.Error(), "lonely") {
+	if n != 0 || setting.ExitCode(err) != 1 || !strings.HasPrefix(err.Error(), "data: ") || !strings.Contains(err.Error(), "lonely") {
 		t.Errorf("unmatched: %d, %v", n, err)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a refused conversion wrote its output folder")
 	}
-	if _, err := ConvertFolder(ConvertRequest{Folder: Folder{Data: data}, Out: filepath.Join(data, "out")}); exitCode(err) != 2 {
-		t.Errorf("output inside the data: %v (exit %d)", err, exitCode(err))
+	if _, err := ConvertFolder(ConvertRequest{Folder: Folder{Data: data}, Out: filepath.Join(data, "out")}); setting.ExitCode(err) != 2 {
+		t.Errorf("output inside the data: %v (exit %d)", err, setting.ExitCode(err))
 	}
 	err = SplitFolder(&bytes.Buffer{}, SplitRequest{Folder: Folder{Data: data}, Out: data, Split: ValSplit{Fraction: 0.5, By: "image"}})
 	want := "--out " + data + " and --data " + data + " overlap: choose an output folder outside the data"
-	if exitCode(err) != 2 || setting.Rename(err, flag).Error() != want {
+	if setting.ExitCode(err) != 2 || setting.Rename(err, flag).Error() != want {
 		t.Errorf("split overlap: %v", err)
 	}
-	if err := SplitFolder(&bytes.Buffer{}, SplitRequest{Folder: Folder{Data: data, LabelMap: "nonsense"}, Out: out}); exitCode(err) != 2 {
+	if err := SplitFolder(&bytes.Buffer{}, SplitRequest{Folder: Folder{Data: data, LabelMap: "nonsense"}, Out: out}); setting.ExitCode(err) != 2 {
 		t.Errorf("split, bad label map: %v", err)
 	}
 }

@@ -28,4 +28,12 @@ func TestUsageExitsTwo(t *testing.T) {
 	if errors.As(errors.New("plain"), &exit) {
 		t.Error("a plain error has an exit status")
 	}
+	for _, c := range []struct {
+		err  error
+		want int
+	}{{nil, 0}, {errors.New("plain"), 1}, {err, 2}, {named, 2}} {
+		if got := ExitCode(c.err); got != c.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
 }

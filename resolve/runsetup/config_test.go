@@ -40,15 +40,6 @@ func request(t *testing.T, notes io.Writer) Request {
 	return req
 }
 
-// exitCode is the status a CLI exits with for err: 2 for a usage error.
-func exitCode(err error) int {
-	var exit interface{ ExitCode() int }
-	if errors.As(err, &exit) {
-		return exit.ExitCode()
-	}
-	return 1
-}
-
 func TestConfigOfAWholeRequest(t *testing.T) {
 	var notes bytes.Buffer
 	req := request(t, &notes)
@@ -98,8 +89,8 @@ func TestConfigRefusesByKey(t *testing.T) {
 		if got := setting.Rename(err, req.Name).Error(); !strings.HasPrefix(got, c.msg) {
 			t.Errorf("%s: %q, want it to start %q", c.name, got, c.msg)
 		}
-		if want := map[bool]int{true: 2, false: 1}[c.usage]; exitCode(err) != want {
-			t.Errorf("%s: status %d, want %d", c.name, exitCode(err), want)
+		if want := map[bool]int{true: 2, false: 1}[c.usage]; setting.ExitCode(err) != want {
+			t.Errorf("%s: status %d, want %d", c.name, setting.ExitCode(err), want)
 		}
 	}
 }
@@ -152,8 +143,8 @@ func TestConfigRepeatsARecordedRun(t *testing.T) {
 	}
 	rec.Train.Masks = filepath.Join(t.TempDir(), "nosuch")
 	_, err = Config(context.Background(), req)
-	if got := setting.Rename(err, req.Name).Error(); exitCode(err) != 2 || !strings.HasPrefix(got, "--config run/config.json: train.masks ") {
-		t.Errorf("a recorded path naming nothing: %q (status %d)", got, exitCode(err))
+	if got := setting.Rename(err, req.Name).Error(); setting.ExitCode(err) != 2 || !strings.HasPrefix(got, "--config run/config.json: train.masks ") {
+		t.Errorf("a recorded path naming nothing: %q (status %d)", got, setting.ExitCode(err))
 	}
 }
 
@@ -177,8 +168,8 @@ func TestConfigHoldsOutTheValSplitGiven(t *testing.T) {
 	}
 	req.ValSplit.Fraction = 1.5
 	_, err = Config(context.Background(), req)
-	if got := setting.Rename(err, req.Name).Error(); exitCode(err) != 2 || !strings.HasPrefix(got, "--val_split 1.5: ") {
-		t.Errorf("fraction 1.5: %q (status %d)", got, exitCode(err))
+	if got := setting.Rename(err, req.Name).Error(); setting.ExitCode(err) != 2 || !strings.HasPrefix(got, "--val_split 1.5: ") {
+		t.Errorf("fraction 1.5: %q (status %d)", got, setting.ExitCode(err))
 	}
 }
 
