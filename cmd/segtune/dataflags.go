@@ -81,12 +81,6 @@ func dataNotes(c *cli.Context) datalayout.Notes {
 	return datalayout.Notes{W: noticeWriter(c), Prefix: "segtune: ", Name: flagOf}
 }
 
-// noteData says which layout was taken and, where the format's labels
-// need a label map preset that --label-map does not give, which one.
-func noteData(c *cli.Context, set *datalayout.Set, labelMap string) {
-	dataNotes(c).Set(set, labelMap != "")
-}
-
 // dataExit is the exit for an error reading --data: 1 for unmatched
 // files (named), 2 for a folder that cannot be read as data.
 func dataExit(err error) error { return datalayout.DataError(err) }

@@ -40,11 +40,6 @@ func openFolder(c *cli.Context, flag, v string, input bool) (*storage.Folder, er
 	return f, usageExit(err)
 }
 
-// flagError names the flag in an error about its folder; status 2.
-func flagError(flag string, f *storage.Folder, err error) error {
-	return usageExit(storage.SettingError(flag, f.String(), err))
-}
-
 // usageExit is err (nil: nil), a value its user must change, exiting with
 // status 2 and naming its settings by their flags.
 func usageExit(err error) error {

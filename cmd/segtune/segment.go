@@ -70,10 +70,10 @@ func runSegment(c *cli.Context, o *segmentOptions) error {
 	plan, err := folder.Prepare(c.Context, folder.Request{Input: o.Input, Output: o.Output, Options: opts, Overlay: o.Overlay, Alpha: o.Colour.Alpha,
 		Palette: o.Colour.Palette, Annotations: o.Annotations, ClassNames: splitNames(o.ClassNames), Notes: noticeWriter(c), Name: flagOf},
 		func() (imageio.Sidecar, error) { s, err := o.Pre.modelSettings(c, o.Model); return s.Sidecar, err })
-	defer plan.Close()
 	if err != nil {
 		return err
 	}
+	defer plan.Close()
 	dense, err := o.Dense.dense()
 	if err != nil {
 		return err

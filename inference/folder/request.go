@@ -51,9 +51,9 @@ type Plan struct {
 // Prepare does, in order, all that can refuse r before its model is
 // opened: it opens and checks the folders, reads the model's settings
 // (settings), plans the annotations, reads the palette and lists the
-// images. What the user must change is a usage error (setting.Usage); a folder without
-// images a *NoImagesError. The plan's folders that opened are open, error
-// or not (Close).
+// images. What the user must change is a usage error (setting.Usage); a
+// folder without images a *NoImagesError. On an error the folders it
+// opened are closed; the plan's stay open until Close.
 func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, error)) (*Plan, error) {
 	if r.Notes == nil {
 		r.Notes = io.Discard
@@ -62,36 +62,45 @@ func Prepare(ctx context.Context, r Request, settings func() (imageio.Sidecar, e
 		r.Name = setting.Key
 	}
 	p := &Plan{req: r, Options: r.Options}
-	var err error
+	if err := p.prepare(ctx, settings); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepare is Prepare's work on p.
+func (p *Plan) prepare(ctx context.Context, settings func() (imageio.Sidecar, error)) (err error) {
+	r := p.req
 	if p.In, err = storage.OpenSetting(ctx, "input", r.Input, true); err != nil {
-		return p, setting.Usage(err)
+		return setting.Usage(err)
 	}
 	if p.Out, err = storage.OpenSetting(ctx, "output", r.Output, false); err != nil {
-		return p, setting.Usage(err)
+		return setting.Usage(err)
 	}
 	if err := CheckFolders(p.In, p.Out); err != nil {
-		return p, refused(err)
+		return refused(err)
 	}
 	if p.Settings, err = settings(); err != nil {
-		return p, err
+		return err
 	}
 	if r.Annotations != "" {
 		req := AnnotationRequest{Formats: r.Annotations, Classes: r.ClassNames, ModelClasses: p.Settings.Classes, Overwrite: r.Overwrite, Sharded: r.Shard.Source != ""}
 		if p.exp, err = PlanAnnotations(req, p.In, p.Out); err != nil {
-			return p, setting.Usage(err)
+			return setting.Usage(err)
 		}
 	}
 	p.Options.Notef = func(f string, a ...any) { fmt.Fprintf(r.Notes, "segtune: "+f+"\n", a...) }
 	if p.Options.Palette, err = p.Settings.MaskPalette(r.Palette); err != nil {
-		return p, err
+		return err
 	}
 	if r.Overlay {
 		p.Options.Overlay = &imageio.OverlayOptions{Alpha: r.Alpha, Skip: []uint8{0}}
 	}
 	if p.Listing, err = List(ctx, p.In, p.Out, p.Options); err != nil {
-		return p, refused(err)
+		return refused(err)
 	}
-	return p, nil
+	return nil
 }
 
 // refused is a folder check's or listing's err as what it asks of the

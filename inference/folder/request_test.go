@@ -18,12 +18,14 @@ import (
 func flagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
 // prepare runs Prepare of r with settings s, counting the settings read.
-func prepare(t *testing.T, r folder.Request, s imageio.Sidecar) (*folder.Plan, error, int) {
+func prepare(t *testing.T, r folder.Request, s imageio.Sidecar) (*folder.Plan, int, error) {
 	t.Helper()
 	read := 0
 	p, err := folder.Prepare(context.Background(), r, func() (imageio.Sidecar, error) { read++; return s, nil })
-	t.Cleanup(p.Close)
-	return p, err, read
+	if p != nil {
+		t.Cleanup(p.Close)
+	}
+	return p, read, err
 }
 
 // What the user must change is refused before the model is read, as a
@@ -50,7 +52,7 @@ func TestPrepareRefusesBeforeTheModel(t *testing.T) {
 			Options: folder.Options{Shard: shard.Spec{Index: 0, Count: 2, Source: shard.SourceSetting}}}, "--annotations with --shard", 1},
 		{"unknown annotation format", folder.Request{Input: in, Output: filepath.Join(dir, "o"), Annotations: "nope", ClassNames: []string{"bg"}}, "--annotations", 1},
 	} {
-		_, err, read := prepare(t, c.r, imageio.Sidecar{})
+		_, read, err := prepare(t, c.r, imageio.Sidecar{})
 		var re interface{ ExitCode() int }
 		if !errors.As(err, &re) || re.ExitCode() != 2 || !strings.HasPrefix(setting.Rename(err, flagName).Error(), c.want) {
 			t.Errorf("%s: %v; want a usage error starting %q", c.name, setting.Rename(err, flagName), c.want)
@@ -60,20 +62,19 @@ func TestPrepareRefusesBeforeTheModel(t *testing.T) {
 		}
 	}
 
-	_, err, read := prepare(t, folder.Request{Input: empty, Output: filepath.Join(dir, "o")}, imageio.Sidecar{})
+	_, read, err := prepare(t, folder.Request{Input: empty, Output: filepath.Join(dir, "o")}, imageio.Sidecar{})
 	var ne *folder.NoImagesError
 	if !errors.As(err, &ne) || errors.As(err, new(interface{ ExitCode() int })) || read != 1 {
 		t.Errorf("an empty input: %v (settings read %d times); want a *NoImagesError, not refused", err, read)
 	}
-	_, err, _ = prepare(t, folder.Request{Input: in, Output: filepath.Join(dir, "o"), Palette: filepath.Join(dir, "absent.png")}, imageio.Sidecar{})
+	_, _, err = prepare(t, folder.Request{Input: in, Output: filepath.Join(dir, "o"), Palette: filepath.Join(dir, "absent.png")}, imageio.Sidecar{})
 	if err == nil || errors.As(err, new(interface{ ExitCode() int })) || !strings.Contains(err.Error(), "absent.png") {
 		t.Errorf("a missing palette: %v; want its read error", err)
 	}
 	bad := errors.New("bad settings")
 	p, err := folder.Prepare(context.Background(), folder.Request{Input: in, Output: filepath.Join(dir, "o")}, func() (imageio.Sidecar, error) { return imageio.Sidecar{}, bad })
-	p.Close()
-	if err != bad {
-		t.Errorf("settings that fail: %v, want their error as it is", err)
+	if p != nil || err != bad {
+		t.Errorf("settings that fail: %v, %v; want no plan and their error as it is", p, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "o")); err == nil {
 		t.Error("a refused request made its output folder")
@@ -101,7 +102,7 @@ func TestPlanRun(t *testing.T) {
 	r := folder.Request{Input: in, Output: out, Options: folder.Options{Batch: 2}, Overlay: true, Alpha: 0.3,
 		Annotations: "coco", Notes: &notes, Name: flagName}
 	palette := imageio.Palette{{0, 0, 0, 255}, {200, 10, 10, 255}}
-	p, err, _ := prepare(t, r, imageio.Sidecar{Classes: []string{"bg", "red"}, Palette: palette})
+	p, _, err := prepare(t, r, imageio.Sidecar{Classes: []string{"bg", "red"}, Palette: palette})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestPlanRun(t *testing.T) {
 	}
 
 	r.Output, r.ClassNames, r.Overwrite = filepath.Join(dir, "out3"), []string{"bg", "red", "blue"}, true
-	p, err, _ = prepare(t, r, imageio.Sidecar{})
+	p, _, err = prepare(t, r, imageio.Sidecar{})
 	if err != nil {
 		t.Fatal(err)
 	}
