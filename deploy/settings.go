@@ -79,6 +79,7 @@ func (s Settings) Validate() error {
 		{"check_count", float64(s.CheckCount), true, CountRange},
 		{"percentile", s.Percentile, false, PercentileRange},
 		{"min_agreement", s.MinAgreement, false, MinAgreementRange},
+		{"ignore", float64(s.Ignore), true, imageio.LabelRange},
 	} {
 		if err := n.r.Check(n.key, n.v, n.isInt); err != nil {
 			return err

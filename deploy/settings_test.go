@@ -22,6 +22,11 @@ func TestSettingsRefuseByKey(t *testing.T) {
 	if err := s.Validate(); !errors.As(err, &se) || se.Setting != "percentile" || err.Error() != "percentile 0: must be in (0, 100]" {
 		t.Errorf("percentile 0: %v", err)
 	}
+	s = DefaultSettings()
+	s.Ignore = 70000
+	if err := s.Validate(); !errors.As(err, &se) || se.Setting != "ignore" {
+		t.Errorf("ignore 70000: %v", err)
+	}
 	given := func(keys ...string) func(string) bool {
 		return func(k string) bool {
 			for _, g := range keys {

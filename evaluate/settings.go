@@ -7,9 +7,11 @@ import (
 
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/listflag"
 	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/storage"
+	"github.com/segtune/segtune/metrics"
 	"github.com/segtune/segtune/resolve"
 )
 
@@ -48,6 +50,11 @@ func (s Settings) Validate() error {
 	}
 	if _, err := storage.Parse(s.Partial); s.Partial != "" && err != nil {
 		return &setting.Error{Setting: "partial", Value: s.Partial, Err: err}
+	}
+	err := setting.CheckAll(map[string]setting.Range{"batch": inference.BatchRange, "ignore": imageio.LabelRange, "size_threshold": metrics.SizeThresholdRange},
+		[]setting.Number{{Key: "batch", V: float64(s.Batch), Int: true}, {Key: "ignore", V: float64(s.Ignore), Int: true}, {Key: "size_threshold", V: s.SizeThreshold}})
+	if err != nil {
+		return err
 	}
 	return s.CheckConfusion(nil)
 }

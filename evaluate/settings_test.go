@@ -25,6 +25,19 @@ func TestSettingsRefuseByKey(t *testing.T) {
 	if err := s.Validate(); err == nil || err.Error() != "give data, or images and masks, not both" {
 		t.Errorf("both: %v", err)
 	}
+	var se *setting.Error
+	for key, edit := range map[string]func(*Settings){
+		"batch":          func(s *Settings) { s.Batch = 0 },
+		"ignore":         func(s *Settings) { s.Ignore = -1 },
+		"size_threshold": func(s *Settings) { s.SizeThreshold = 1.5 },
+	} {
+		s = DefaultSettings()
+		s.Images, s.Masks = images, masks
+		edit(&s)
+		if err := s.Validate(); !errors.As(err, &se) || se.Setting != key {
+			t.Errorf("%s out of range: %v", key, err)
+		}
+	}
 	s = DefaultSettings()
 	s.Images, s.Masks, s.Confusion = images, masks, masks
 	if err := s.Validate(); err == nil || err.Error() != "confusion "+masks+" is the masks folder; choose a folder of its own" {
@@ -36,7 +49,6 @@ func TestSettingsRefuseByKey(t *testing.T) {
 		t.Errorf("confusion holding the data: %v", err)
 	}
 	s.SizeClasses = "1,x"
-	var se *setting.Error
 	if _, err := s.Request(imageio.Sidecar{}, imageio.MaskOptions{}); !errors.As(err, &se) || se.Setting != "size_classes" {
 		t.Errorf("size classes 1,x: %v", err)
 	}

@@ -279,6 +279,10 @@ func (c *Config) validate() error {
 	return c.checkMemory()
 }
 
+// ClassesRange is the classes of the fresh classifier a run may give its
+// base model (NetworkSpec.Classes; 0 keeps the model's).
+var ClassesRange = setting.Range{Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"}
+
 // LRRange is the learning rates a run takes: positive and at most 10
 // (more is a typo, and diverges at the first step).
 var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
@@ -288,6 +292,8 @@ var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
 // CheckRanges refuses others.
 var Ranges = map[string]setting.Range{
 	"lr":               LRRange,
+	"batch":            inference.BatchRange,
+	"epochs":           {Min: 0, Max: 1 << 24},
 	"max_steps":        {Min: 0, Max: 1 << 40},
 	"patience":         {Min: 0, Max: 1 << 24},
 	"momentum":         {Min: 0, Max: 1, Why: "SGD momentum is in [0, 1]"},
@@ -311,7 +317,8 @@ var Ranges = map[string]setting.Range{
 // are not checked.
 func (c *Config) CheckRanges() error {
 	a, g := c.Augment, c.Augment.Geometric
-	nums := []setting.Number{{Key: "lr", V: c.LR}, {Key: "max_steps", V: float64(c.MaxSteps), Int: true},
+	nums := []setting.Number{{Key: "lr", V: c.LR}, {Key: "batch", V: float64(c.Batch), Int: true},
+		{Key: "epochs", V: float64(c.Epochs), Int: true}, {Key: "max_steps", V: float64(c.MaxSteps), Int: true},
 		{Key: "patience", V: float64(c.Patience), Int: true}, {Key: "scale_min", V: a.ScaleMin}, {Key: "scale_max", V: a.ScaleMax},
 		{Key: "accumulate", V: float64(c.Accumulate), Int: true}, {Key: "rotate", V: g.Rotate}, {Key: "shear", V: g.Shear},
 		{Key: "translate", V: g.Translate}, {Key: "cutout", V: float64(g.Cutout), Int: true}, {Key: "repeat_threshold", V: c.RepeatThreshold}}

@@ -19,6 +19,8 @@ func TestCheckRanges(t *testing.T) {
 		"momentum":  func(c *Config) { m := 1.5; c.Momentum = &m },
 		"rotate":    func(c *Config) { c.Augment.Geometric.Rotate = 200 },
 		"max_steps": func(c *Config) { c.MaxSteps = -1 },
+		"batch":     func(c *Config) { c.Batch = 0 },
+		"epochs":    func(c *Config) { c.Epochs = -1 },
 		"c_mu":      func(c *Config) { c.Regularizer = DefaultRegularizer(1); c.Regularizer.Dual.CMu = -1 },
 	} {
 		c := DefaultConfig()

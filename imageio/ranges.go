@@ -16,6 +16,8 @@ var (
 	MeanRange         = setting.Range{Min: math.Inf(-1), Max: math.Inf(1), List: true}
 	StdRange          = setting.Range{Min: 0, MinOpen: true, Max: math.Inf(1), List: true}
 	OverlayAlphaRange = setting.Range{Min: 0, Max: 1, Why: "the overlay opacity"}
+	// LabelRange is a mask label as a user names one (an ignore label).
+	LabelRange = setting.Range{Min: 0, Max: MaxLabel, Why: "mask labels are 0..65535"}
 )
 
 // CheckRanges refuses a number of p out of its range (a NaN, an

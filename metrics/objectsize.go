@@ -1,6 +1,14 @@
 package metrics
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/segtune/segtune/internal/setting"
+)
+
+// SizeThresholdRange is an object size threshold as a user gives it: a
+// share of an image (ObjectFraction), 0 for the data's mean.
+var SizeThresholdRange = setting.Range{Min: 0, Max: 1, Why: "a fraction of the image"}
 
 // ObjectFraction is the object size of docs/method.md §1: the share of a
 // mask's labelled pixels whose class is one of classes. counts[c] is the

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/onnx"
 )
 
@@ -29,6 +30,15 @@ var MobileNetV2Stages = []Stage{
 	{6, 160, 3, 2},
 	{6, 320, 1, 1},
 }
+
+// The numbers of a DeepLabConfig as a user gives them: the width
+// multiplier, the output stride (8 or 16: withDefaults refuses the
+// others) and the classes of a new network's head.
+var (
+	WidthRange        = setting.Range{Min: 0, MinOpen: true, Max: 4}
+	OutputStrideRange = setting.Range{Min: 8, Max: 16}
+	ClassesRange      = setting.Range{Min: 2, Max: 65536}
+)
 
 // DeepLabConfig configures DeepLabV3Plus. Zero fields take the values of
 // DefaultDeepLabConfig.
@@ -111,8 +121,8 @@ func (c DeepLabConfig) withDefaults() (DeepLabConfig, error) {
 	switch {
 	case c.Classes < 1:
 		return c, fmt.Errorf("classes %d must be at least 1", c.Classes)
-	case !(c.Width > 0) || c.Width > 4:
-		return c, fmt.Errorf("width multiplier %v must be in (0, 4]", c.Width)
+	case !(c.Width > WidthRange.Min) || c.Width > WidthRange.Max:
+		return c, fmt.Errorf("width multiplier %v must be in (0, %g]", c.Width, WidthRange.Max)
 	case c.OutputStride != 8 && c.OutputStride != 16:
 		return c, fmt.Errorf("output stride %d must be 8 or 16", c.OutputStride)
 	case c.Depth < 0:

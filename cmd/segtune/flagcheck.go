@@ -5,36 +5,46 @@ import (
 
 	"github.com/segtune/segtune/deploy/trainingraph"
 	"github.com/segtune/segtune/dual"
+	"github.com/segtune/segtune/finetune"
+	"github.com/segtune/segtune/finetune/data"
+	"github.com/segtune/segtune/finetune/regsettings"
+	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/imageio/datalayout"
+	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/internal/cliflag"
 	"github.com/segtune/segtune/internal/memlimit"
 	"github.com/segtune/segtune/internal/setting"
+	"github.com/segtune/segtune/metrics"
+	"github.com/segtune/segtune/models"
+	"github.com/segtune/segtune/models/synth"
 )
 
-// flagRanges are the valid values of segtune's numeric flags, by flag
-// name; commandRanges override them where one name means different things
-// in different commands (keyed "command flag").
+// flagRanges are the valid values of segtune's numeric flags that no
+// library check covers as a flag Action, by flag name, each its owning
+// library's range; commandRanges override them where one name means
+// different things in different commands (keyed "command flag").
 func flagRanges() map[string]setting.Range {
 	return map[string]setting.Range{
-		"batch":          {Min: 1, Max: 1 << 16},
-		"epochs":         {Min: 0, Max: 1 << 24},
-		"ignore":         {Min: 0, Max: 65535, Why: "mask labels are 0..65535"},
-		"classes":        {Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"},
+		"batch":          inference.BatchRange,
+		"epochs":         finetune.Ranges["epochs"],
+		"ignore":         imageio.LabelRange,
+		"classes":        finetune.ClassesRange,
 		"alpha":          dual.AlphaRange,
-		"size-threshold": {Min: 0, Max: 1, Why: "a fraction of the image"},
-		"width":          {Min: 0, MinOpen: true, Max: 16},
-		"output-stride":  {Min: 8, Max: 16},
-		"train":          {Min: 1, Max: 1 << 20},
-		"val":            {Min: 0, Max: 1 << 20},
-		"grid":           {Min: 0, Max: 1, List: true},
-		"size-bins":      {Min: 0, Max: 1, List: true},
+		"size-threshold": metrics.SizeThresholdRange,
+		"width":          models.WidthRange,
+		"output-stride":  models.OutputStrideRange,
+		"train":          synth.TrainRange,
+		"val":            synth.ValRange,
+		"grid":           regsettings.SharesRange,
+		"size-bins":      regsettings.SharesRange,
 	}
 }
 
 var commandRanges = map[string]setting.Range{
-	"new classes":      {Min: 2, Max: 65536},
+	"new classes":      models.ClassesRange,
+	"check classes":    data.NumClassesRange,
 	"artifacts ignore": trainingraph.IgnoreRange,
-
-	"split val": {Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"},
+	"split val":        datalayout.SplitShareRange,
 }
 
 // checkNumericFlags sets the memory limit (--max-memory) and validates

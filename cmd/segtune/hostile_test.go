@@ -204,6 +204,10 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		{append(ev, "--batch", "0"), "--batch 0"},
 		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--classes", "0"}, "--classes 0: must be from 2"},
 		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--width", "nan"}, "--width: NaN"},
+		// one rule a value, the library's: the CLI once let 4 < width ≤ 16 through to models' refusal
+		{[]string{"model", "new", "--out", filepath.Join(dir, "x.onnx"), "--width", "5"}, "--width 5: must be in (0, 4]"},
+		// data check's classes say what its 0 means, not finetune's
+		{[]string{"data", "check", "--data", dir, "--classes", "-1"}, "--classes -1: must be from 1 to 65536, or 0 (0: the largest label seen + 1)"},
 	}
 	for _, tc := range cases {
 		_, err := runCLI(t, tc.args...)

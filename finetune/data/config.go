@@ -6,7 +6,11 @@ import (
 	"github.com/segtune/segtune/imageio"
 	"github.com/segtune/segtune/imageio/datalayout"
 	"github.com/segtune/segtune/internal/memlimit"
+	"github.com/segtune/segtune/internal/setting"
 )
+
+// NumClassesRange is Config.NumClasses as a user gives it.
+var NumClassesRange = setting.Range{Min: 1, Max: 65536, Zero: true, Why: "0: the largest label seen + 1"}
 
 // DefaultCacheBytes is the default in-memory cache budget: 2 GiB, about
 // 3,000 CamVid-sized (480×360) examples at 4 bytes per pixel, or a quarter
@@ -39,7 +43,8 @@ type Config struct {
 	// single-channel and palette PNG masks do not need it.
 	Palette imageio.Palette
 	// NumClasses is the number of classes; every mapped label must be
-	// below it or equal to Ignore. 0 infers it from the largest label seen.
+	// below it or equal to Ignore. 0 infers it from the largest label seen
+	// (NumClassesRange).
 	NumClasses int
 	// Ignore is the label excluded from training and statistics, 1..255; 0
 	// means DefaultIgnore (255). It must not be below NumClasses; a data

@@ -10,6 +10,10 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
+// SharesRange is each number of the lists Grid and SizeBins: shares (of
+// an image's pixels, or rates of the AUC's grid).
+var SharesRange = setting.Range{Min: 0, Max: 1, List: true}
+
 // Settings are the size regularizer's settings as a user gives
 // them: the regularizer (the run's when Alpha > 0) and the size groups,
 // and the text and switches Apply turns into a run's configuration.
@@ -35,6 +39,16 @@ func (r *Settings) Apply(cfg *finetune.Config) error {
 	reg := r.Reg
 	if reg.Dual.Grid, err = listflag.Floats(r.Grid); err != nil {
 		return setting.Messagef("{grid}: %w", err)
+	}
+	for _, list := range []struct {
+		key  string
+		vals []float64
+	}{{"size_bins", cfg.Size.Bins}, {"grid", reg.Dual.Grid}} {
+		for _, v := range list.vals {
+			if err := SharesRange.Check(list.key, v, false); err != nil {
+				return err
+			}
+		}
 	}
 	reg.Dual.Normalization, reg.Dual.Feasibility = dual.Normalization(r.Normalization), dual.Feasibility(r.Feasibility)
 	return cfg.ApplyRegularizer(reg, r.Balance, r.NoBalance, r.View)

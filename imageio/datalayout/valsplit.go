@@ -13,6 +13,10 @@ import (
 	"github.com/segtune/segtune/internal/setting"
 )
 
+// SplitShareRange is the share of the images a data split holds out as
+// a user gives it (0: the command's default).
+var SplitShareRange = setting.Range{Min: 0, MinOpen: true, Max: 1, Zero: true, Why: "the share of the images held out"}
+
 // ValSplit holds out a fraction of one split's samples for validation, for
 // exports that come without a split (CVAT, Label Studio, LabelMe). The
 // split is a function of the sample names, the seed and the grouping

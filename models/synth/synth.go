@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 )
 
 // Class labels in the masks.
@@ -49,6 +50,13 @@ var Palette = imageio.Palette{{0, 0, 0, 255}, {220, 50, 40, 255}, {40, 100, 230,
 
 // Splits are the splits Generate writes, in order.
 var Splits = []string{"train", "val"}
+
+// TrainRange and ValRange are Config.Train and Config.Val as a user gives
+// them.
+var (
+	TrainRange = setting.Range{Min: 1, Max: 1 << 20}
+	ValRange   = setting.Range{Min: 0, Max: 1 << 20}
+)
 
 // Config describes a data set. Zero fields other than Seed, Train and Val
 // take DefaultConfig's values; negative Distractors, Noise or Camouflage
