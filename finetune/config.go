@@ -223,8 +223,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("batch %d must be at least 1", c.Batch)
 	case c.Height < 1 || c.Width < 1:
 		return fmt.Errorf("training size %dx%d must be positive", c.Height, c.Width)
-	case c.Ignore < 1 || c.Ignore > 255:
-		return fmt.Errorf("ignore label %d is outside 1..255", c.Ignore)
+	case c.Ignore < int(IgnoreRange.Min) || c.Ignore > int(IgnoreRange.Max):
+		return fmt.Errorf("ignore label %d is outside %g..%g", c.Ignore, IgnoreRange.Min, IgnoreRange.Max)
 	}
 	if err := CheckLength(c.Epochs, c.MaxSteps, c.LR); err != nil {
 		return err
@@ -283,6 +283,10 @@ func (c *Config) validate() error {
 // base model (NetworkSpec.Classes; 0 keeps the model's).
 var ClassesRange = setting.Range{Min: 1, Max: 65536, Zero: true, Why: "0 keeps the model's classifier"}
 
+// IgnoreRange is the ignore labels a run takes: training reads 8-bit
+// masks (finetune/data), and 0 is a class.
+var IgnoreRange = setting.Range{Min: 1, Max: 255, Why: "training masks hold 8-bit labels; 0 is a class"}
+
 // LRRange is the learning rates a run takes: positive and at most 10
 // (more is a typo, and diverges at the first step).
 var LRRange = setting.Range{Min: 0, MinOpen: true, Max: 10}
@@ -335,6 +339,9 @@ func (c *Config) CheckRanges() error {
 		if err := r.Dual.CheckRanges(); err != nil {
 			return err
 		}
+	}
+	if err := IgnoreRange.Check("ignore", float64(c.Ignore), true); err != nil { // not in Ranges: other commands' ignore is any mask label
+		return err
 	}
 	return setting.CheckAll(Ranges, nums)
 }

@@ -21,6 +21,7 @@ func TestCheckRanges(t *testing.T) {
 		"max_steps": func(c *Config) { c.MaxSteps = -1 },
 		"batch":     func(c *Config) { c.Batch = 0 },
 		"epochs":    func(c *Config) { c.Epochs = -1 },
+		"ignore":    func(c *Config) { c.Ignore = 300 },
 		"c_mu":      func(c *Config) { c.Regularizer = DefaultRegularizer(1); c.Regularizer.Dual.CMu = -1 },
 	} {
 		c := DefaultConfig()

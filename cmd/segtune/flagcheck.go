@@ -43,6 +43,7 @@ func flagRanges() map[string]setting.Range {
 var commandRanges = map[string]setting.Range{
 	"new classes":      models.ClassesRange,
 	"check classes":    data.NumClassesRange,
+	"finetune ignore":  finetune.IgnoreRange,
 	"artifacts ignore": trainingraph.IgnoreRange,
 	"split val":        datalayout.SplitShareRange,
 }

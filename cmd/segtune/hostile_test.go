@@ -195,6 +195,7 @@ func TestNumericFlagsAreValidated(t *testing.T) {
 		{append(ft, "--steps", "-5"), "--steps -5"},
 		{append(ft, "--epochs", "0"), "--epochs 0: needs --steps"},
 		{append(ft, "--ignore", "-5"), "--ignore -5"},
+		{append(ft, "--ignore", "300"), "--ignore 300: must be from 1 to 255"}, // finetune's rule, not every mask label's
 		{append(ft, "--size-threshold", "nan"), "--size-threshold: NaN"},
 		{append(ft, "--lr", "nan"), "--lr: NaN"},
 		{append(ft, "--lr", "0"), "--lr 0"},
