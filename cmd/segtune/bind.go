@@ -34,7 +34,7 @@ func deepLabFlags(cfg *models.DeepLabConfig, out *string) []cli.Flag {
 
 // synthFlags set `segtune data synth`'s data set (synth.Config), the
 // folder it goes to and its size as HxW text (parsed into cfg by the
-// action, whose message for a bad size the CLI keeps).
+// action).
 func synthFlags(cfg *synth.Config, out, size *string) []cli.Flag {
 	def := synth.DefaultConfig()
 	*cfg = def

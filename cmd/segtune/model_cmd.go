@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/segtune/segtune/imageio"
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/models"
 	"github.com/segtune/segtune/models/synth"
 	"github.com/segtune/segtune/resolve"
@@ -65,7 +66,7 @@ func dataCommand() *cli.Command {
 			Action: func(c *cli.Context) error {
 				var err error
 				if cfg.Height, cfg.Width, err = imageio.ParseSize(size); err != nil {
-					return err
+					return setting.Usage(setting.Messagef("{size}: %w", err))
 				}
 				if _, err := synth.Generate(out, cfg); err != nil {
 					return err
