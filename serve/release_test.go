@@ -14,6 +14,7 @@ import (
 	"github.com/segtune/segtune/inference"
 	"github.com/segtune/segtune/models/contract"
 	"github.com/segtune/segtune/onnx"
+	"github.com/segtune/segtune/onnx/onnxtest"
 	"github.com/segtune/segtune/runtime"
 	"github.com/segtune/segtune/runtime/runtimetest"
 )
@@ -23,17 +24,7 @@ import (
 // none is held once the answers are in.
 func TestServeReleasesScores(t *testing.T) {
 	runtimetest.Require(t)
-	b := &onnx.Builder{}
-	w := make([]float32, 2*3)
-	for i := range w {
-		w[i] = float32(i) - 2.5
-	}
-	wt := b.Initializer(onnx.NewFloat32Tensor("w", []int64{2, 3, 1, 1}, w))
-	b.Emit("Conv", "conv", []string{"input", wt}, []string{"logits"})
-	f32 := onnx.Float32
-	model, err := onnx.NewModel(b.Graph("conv",
-		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("input", f32, 1, 3, 8, 8)},
-		[]*onnx.ValueInfoProto{onnx.TensorValueInfo("logits", f32, 1, 2, 8, 8)}), 17).Marshal()
+	model, err := onnxtest.Build(onnxtest.Float).Marshal() // any segmenter will do
 	if err != nil {
 		t.Fatal(err)
 	}
