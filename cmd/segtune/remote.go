@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/segtune/segtune/internal/setting"
 	"github.com/segtune/segtune/internal/shard"
 	"github.com/segtune/segtune/internal/storage"
 )
@@ -30,21 +31,12 @@ func shardFlags(o *shardOptions) []cli.Flag {
 // (shard.Request.Resolve); a bad one exits with status 2.
 func (o *shardOptions) resolve(c *cli.Context) (shard.Spec, error) {
 	s, err := o.Request.Resolve(os.Getenv, noticeWriter(c), flagOf)
-	return s, usageExit(err)
+	return s, setting.Usage(err)
 }
 
 // openFolder opens the folder v that flag names (storage.OpenSetting): a
 // folder refused exits with status 2.
 func openFolder(c *cli.Context, flag, v string, input bool) (*storage.Folder, error) {
 	f, err := storage.OpenSetting(c.Context, flag, v, input)
-	return f, usageExit(err)
-}
-
-// usageExit is err (nil: nil), a value its user must change, exiting with
-// status 2 and naming its settings by their flags.
-func usageExit(err error) error {
-	if err == nil {
-		return nil
-	}
-	return cli.Exit(withFlagNames(err).Error(), 2)
+	return f, setting.Usage(err)
 }
